@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT
+ * pp-error.c: pp_abort and the GError domains of the schedule core.
+ */
+#include "pp-error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+G_DEFINE_QUARK(pp-schedule-error-quark, pp_schedule_error)
+G_DEFINE_QUARK(pp-scenario-error-quark, pp_scenario_error)
+G_DEFINE_QUARK(pp-io-error-quark, pp_io_error)
+
+void pp_abort(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "%s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT
+ * pp-scenario.h: scenario files (GKeyFile .ini) shared by pacer-sim and pacer-train.
+ * Sections: [model] [hardware] [pipeline] [training] [costs] (simulator and executor),
+ * [data] [optimizer] [run] (executor). Presets fill a section; explicit keys override them;
+ * "--set section.key=value" overrides both. Unknown sections/keys and inconsistent
+ * combinations are GErrors in PP_SCENARIO_ERROR that name the file, key and valid values.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "pp-schedule.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+    char   *preset;   /* "gpt2", "gpt2-medium", ..., "zb-28.3b"; NULL when none */
+    int32_t layers;   /* transformer blocks L */
+    int32_t hidden;   /* C */
+    int32_t heads;    /* NH */
+    int32_t seq_len;  /* T */
+    int32_t vocab;    /* V (50257 for GPT-2; kernels pad to a multiple of 128) */
+} PpModelParams;
+
+typedef struct {
+    char   *preset;            /* "a100-sxm", "h100-sxm", "h200-sxm", "rtx-pro-6000", "l40s" */
+    double  peak_flops;        /* dense bf16 FLOP/s of one device */
+    int64_t memory_bytes;      /* device memory */
+    double  mem_bw_bytes_per_s;
+    double  link_bw_bytes_per_s; /* stage-to-stage link (NVLink or PCIe) */
+    int64_t link_latency_ns;
+    gboolean nvlink;           /* TRUE: NVLink; FALSE: PCIe */
+    int32_t devices;           /* defaults to pipeline.stages */
+} PpHardwareParams;
+
+typedef struct {
+    char   *schedule;        /* registry name */
+    int32_t stages;          /* N */
+    int32_t chunks;          /* v */
+    int32_t microbatches;    /* m per optimizer step (flush, 2bw) */
+    int32_t accumulation;    /* a (paci, async-1f1b: 1) */
+    int32_t microbatch_size; /* sequences per micro-batch */
+    char   *order_file;      /* custom schedule CSV, resolved relative to the scenario file */
+    char   *mode;            /* "static" (replay the program) or "dynamic" (run the policy) */
+} PpPipelineParams;
+
+typedef struct {
+    int32_t global_batch;    /* sequences per optimizer step */
+    int32_t steps;           /* optimizer steps */
+} PpTrainingParams;
+
+typedef struct {
+    gboolean set;            /* TRUE when [costs] gave explicit times */
+    int64_t  forward_ns;     /* one full stage (all its chunks), from forward_us */
+    int64_t  backward_ns;    /* B (input gradient) or the B part of BW */
+    int64_t  weight_ns;      /* W (weight gradient); BW costs backward_ns + weight_ns */
+    int64_t  comm_ns;        /* one stage-to-stage hop */
+    int64_t  update_ns;      /* optimizer step (default 0) */
+} PpCostParams;
+
+typedef struct {
+    char   **paths;          /* NULL-terminated extra text files/dirs; NULL: default corpus */
+    char    *cache_dir;      /* where fetched packages and shards live (default .cache) */
+    double   val_fraction;   /* share of documents held out for validation */
+} PpDataParams;
+
+typedef struct {
+    char    *name;           /* "adamw" or "muon" */
+    double   lr;             /* peak learning rate */
+    double   min_lr;         /* end of the cosine decay */
+    int32_t  warmup_steps;
+    double   weight_decay;
+    double   beta1, beta2, eps;
+    double   momentum;       /* muon */
+    int32_t  ns_steps;       /* muon Newton-Schulz iterations */
+    double   grad_clip;      /* per-stage clipping threshold on the L2 norm; 0 = off */
+    gboolean error_feedback; /* update-level error feedback */
+} PpOptimizerParams;
+
+typedef struct {
+    uint64_t seed;
+    int32_t  eval_every;     /* steps between validation passes; 0 = only at the end */
+    int32_t  eval_batches;   /* micro-batches per validation pass */
+    int32_t  checkpoint_every; /* steps; 0 = only at the end when --out is given */
+    int32_t  threads;        /* BLAS threads per worker (0 = automatic) */
+    int32_t *layers_per_stage; /* (stages) or NULL: balanced by cost */
+    int32_t  log_every;
+} PpRunParams;
+
+typedef struct _PpScenario PpScenario;
+struct _PpScenario {
+    char              *path;     /* the file it came from (or "<defaults>") */
+    PpModelParams      model;
+    PpHardwareParams   hardware;
+    PpPipelineParams   pipeline;
+    PpTrainingParams   training;
+    PpCostParams       costs;
+    PpDataParams       data;
+    PpOptimizerParams  optimizer;
+    PpRunParams        run;
+};
+
+/* Loads @path and applies @overrides ("section.key=value", NULL-terminated, nullable), then
+ * checks consistency. Returns: (transfer full), or NULL with @error set. */
+PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GError **error);
+/* Same, from an in-memory key file text (tests); @name is used in messages. */
+PpScenario *pp_scenario_load_data(const char *data, const char *name,
+                                  const char *const *overrides, GError **error);
+void        pp_scenario_free(PpScenario *scenario);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpScenario, pp_scenario_free)
+
+/* Fills schedule parameters from the scenario (borrowed strings). */
+void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *params);
+/* Micro-batches one stage processes per optimizer step: m for flush/2bw, a for paci and
+ * async-1f1b, 1 for pipedream. */
+int32_t pp_scenario_mb_per_step(const PpScenario *scenario);
+
+G_END_DECLS

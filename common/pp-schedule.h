@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT
+ * pp-schedule.h: PpSchedule, the one source of truth for what every stage runs.
+ * A generator (pp-sched-*.c, looked up by name in pp-sched-registry.c) returns per-stage op
+ * programs; pp_schedule_finish() derives the dependency graph once and validates it. The
+ * simulator and the executor borrow the result read-only (const PpSchedule *).
+ *
+ * Programs hold compute ops only (F, B, W, BW, U). Communication is implied by dependencies
+ * that cross devices: F(mb, vs) needs F(mb, vs-1); B/BW(mb, vs) needs B/BW(mb, vs+1) and
+ * F(mb, vs); W(mb, vs) needs B(mb, vs); every op needs the op before it in its program.
+ * "vs" is the virtual stage (model chunk position along the pipeline): 0..n_vstages-1.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "pp-types.h"
+
+G_BEGIN_DECLS
+
+/* Parameters of a generator. Costs are used only by generators that search (zb-1p, zb-2p);
+ * others ignore them. */
+typedef struct {
+    const char *kind;        /* registry name: "gpipe", "1f1b", "paci", ... */
+    int32_t     n_stages;    /* devices N >= 1 */
+    int32_t     n_chunks;    /* model chunks per device v >= 1 (interleaved); 1 otherwise */
+    int32_t     n_microbatches; /* m: micro-batches per optimizer step (flush, 2bw) */
+    int32_t     accumulation;   /* a: backwards per local update (async-1f1b = 1, paci) */
+    int32_t     n_steps;     /* optimizer steps in the run >= 1 */
+    int64_t     f_ns, b_ns, w_ns, comm_ns; /* per-chunk op costs for searching generators;
+                                              b_ns is the B half when split, w_ns the W half */
+    const char *order_file;  /* custom: CSV of per-stage op orders (nullable otherwise) */
+} PpScheduleParams;
+
+/* How an asynchronous schedule treats weights at backward time. */
+typedef enum {
+    PP_WEIGHTS_CURRENT, /* B uses the stage's current weights (flush schedules, async, paci) */
+    PP_WEIGHTS_STASHED, /* B uses the version its F used (pipedream, 2bw) */
+} PpWeightMode;
+
+typedef struct _PpSchedule PpSchedule;
+struct _PpSchedule {
+    char        *kind;           /* registry name */
+    int32_t      n_stages;
+    int32_t      n_chunks;
+    int32_t      n_vstages;      /* n_stages * n_chunks */
+    int32_t      n_mb;           /* micro-batches in the whole run */
+    int32_t      n_steps;        /* optimizer steps in the run */
+    int32_t      mb_per_step;    /* micro-batches per optimizer step (per stage, for async) */
+    gboolean     split_backward; /* TRUE: B and W ops; FALSE: BW ops */
+    gboolean     synchronous;    /* TRUE: every stage updates at the same step boundary
+                                    (flush); pipelined == unpipelined math */
+    PpWeightMode weight_mode;
+    int32_t     *vstage_stage;   /* (n_vstages) device that runs virtual stage vs */
+    int32_t     *vstage_chunk;   /* (n_vstages) chunk index of vs on its device */
+    int32_t     *n_buffers;      /* (n_stages) declared peak in-flight (mb, chunk) units */
+    int32_t     *n_weight_versions; /* (n_stages) declared weight copies kept */
+    int32_t     *n_ops;          /* (n_stages) program lengths */
+    PpOp       **programs;       /* (n_stages)(n_ops[stage]) ordered programs */
+
+    /* Derived by pp_schedule_finish(); generators leave them NULL. */
+    int32_t     *op_offset;      /* (n_stages + 1) prefix sums of n_ops: flat op id =
+                                    op_offset[stage] + index */
+    int32_t     *dep_offset;     /* (n_ops_total + 1) CSR of cross-op dependencies */
+    PpOpRef     *deps;           /* at most 2 per op; the in-program predecessor is implied */
+    int32_t     *succ_offset;    /* (n_ops_total + 1) CSR of successors (cross-op deps) */
+    PpOpRef     *succ;
+};
+
+/* --- construction --- */
+
+/* Builds the schedule named by @params->kind, derives its dependencies and validates it.
+ * Returns: (transfer full): a finished schedule, or NULL with @error set
+ * (PP_SCHEDULE_ERROR_UNKNOWN_KIND names the valid kinds). */
+PpSchedule *pp_schedule_new(const PpScheduleParams *params, GError **error);
+
+/* Allocates an empty schedule with @n_stages programs and vstage tables for @n_chunks chunks
+ * (vs = chunk * n_stages + stage, Megatron's layout; generators may rewrite the tables).
+ * For generators. Returns: (transfer full). */
+PpSchedule *pp_schedule_alloc(const char *kind, int32_t n_stages, int32_t n_chunks);
+
+/* Appends @op to the program of op->stage. For generators. */
+void pp_schedule_append(PpSchedule *sched, const PpOp *op);
+
+/* Derives the dependency graph and runs pp_schedule_validate(). Called by pp_schedule_new()
+ * after the generator; generators do not call it. */
+gboolean pp_schedule_finish(PpSchedule *sched, GError **error);
+
+void pp_schedule_free(PpSchedule *sched);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpSchedule, pp_schedule_free)
+
+/* --- validation (the contract both consumers rely on) --- */
+
+/* Checks: exactly one F and one BW (or one B and one W) per (mb, vstage); no op twice;
+ * on each stage F before its B/BW and B before its W; the graph is acyclic (Kahn);
+ * peak in-flight per stage <= n_buffers. Returns FALSE and sets @error with a message that
+ * names the offending op ("stage 2 op 17 B(mb=5, chunk=0)"). */
+gboolean pp_schedule_validate(const PpSchedule *sched, GError **error);
+
+/* --- queries --- */
+
+static inline int32_t pp_schedule_n_ops_total(const PpSchedule *sched) {
+    return sched->op_offset[sched->n_stages];
+}
+/* Flat id of an op reference. */
+static inline int32_t pp_schedule_op_id(const PpSchedule *sched, PpOpRef ref) {
+    return sched->op_offset[ref.stage] + ref.index;
+}
+static inline const PpOp *pp_schedule_op(const PpSchedule *sched, PpOpRef ref) {
+    return &sched->programs[ref.stage][ref.index];
+}
+/* Cross-op dependencies of op @ref (excluding its program predecessor). Sets *n (0..2).
+ * Returns: (transfer none). */
+const PpOpRef *pp_schedule_deps(const PpSchedule *sched, PpOpRef ref, int32_t *n);
+/* Ops that depend on @ref through a cross-op edge. Returns: (transfer none). */
+const PpOpRef *pp_schedule_succs(const PpSchedule *sched, PpOpRef ref, int32_t *n);
+/* Virtual stage of (stage, chunk). */
+int32_t pp_schedule_vstage(const PpSchedule *sched, int32_t stage, int32_t chunk);
+/* Formats "F(mb=3, chunk=0) on stage 1" into @buf. Returns @buf. */
+char *pp_op_describe(const PpOp *op, char *buf, size_t size);
+/* Writes the programs as a custom order CSV (stage,index,op,mb,chunk): the format the
+ * "custom" generator reads. Returns FALSE and sets @error on I/O failure. */
+gboolean pp_schedule_write_order(const PpSchedule *sched, const char *path, GError **error);
+
+/* --- registry --- */
+
+typedef PpSchedule *(*PpSchedBuildFn)(const PpScheduleParams *params, GError **error);
+
+typedef struct {
+    const char    *name;
+    PpSchedBuildFn build;
+    const char    *summary; /* one line for --help */
+} PpSchedKindInfo;
+
+/* Returns: (transfer none): the registry entry for @name, or NULL. */
+const PpSchedKindInfo *pp_sched_kind_lookup(const char *name);
+/* Returns: (transfer none): the NULL-terminated registry table. */
+const PpSchedKindInfo *pp_sched_kinds(void);
+/* Returns: (transfer full): "gpipe, 1f1b, ..." for error messages. */
+char *pp_sched_kind_names(void);
+
+G_END_DECLS

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT
+ * pp-trace.h: the one trace schema, written by the simulator (predicted) and the executor
+ * (measured) alike, so the two compare op by op. CSV columns, in this order:
+ *   stage,op,mb,chunk,step,start_ns,end_ns,version_f,version_b,resource
+ * version_f / version_b: the weight version (number of updates the stage had applied) that
+ * the micro-batch's F and its B/BW used on this stage; both -1 on U rows.
+ * resource: "compute" for ops, "send"/"recv" for communication rows (optional rows).
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "pp-types.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+    PP_RESOURCE_COMPUTE,
+    PP_RESOURCE_SEND,
+    PP_RESOURCE_RECV,
+    PP_RESOURCE_N_KINDS
+} PpResource;
+
+typedef struct {
+    int32_t    stage;
+    PpOpKind   kind;
+    int32_t    mb;
+    int32_t    chunk;
+    int32_t    step;
+    int64_t    start_ns;
+    int64_t    end_ns;
+    int32_t    version_f;
+    int32_t    version_b;
+    PpResource resource;
+} PpTraceRow;
+
+typedef struct _PpTrace PpTrace;
+struct _PpTrace {
+    PpTraceRow *rows; /* (n_rows) */
+    int64_t     n_rows;
+    int64_t     capacity;
+};
+
+PpTrace *pp_trace_new(void);
+void     pp_trace_free(PpTrace *trace);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpTrace, pp_trace_free)
+
+/* Appends a copy of @row. */
+void pp_trace_append(PpTrace *trace, const PpTraceRow *row);
+/* Sorts rows by (start_ns, stage, resource, end_ns, kind, mb, chunk): a total order, so the
+ * written file does not depend on the order rows were appended. */
+void pp_trace_sort(PpTrace *trace);
+/* Writes the CSV with a header line, atomically (temporary file + rename).
+ * Returns FALSE and sets @error (PP_IO_ERROR) on failure. */
+gboolean pp_trace_write_csv(const PpTrace *trace, const char *path, GError **error);
+/* Reads a CSV written by pp_trace_write_csv(). Returns: (transfer full), or NULL with @error
+ * naming the file, line and column. */
+PpTrace *pp_trace_read_csv(const char *path, GError **error);
+
+const char *pp_resource_name(PpResource resource);
+
+G_END_DECLS
