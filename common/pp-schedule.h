@@ -32,6 +32,15 @@ typedef struct {
     const char *order_file;  /* custom: CSV of per-stage op orders (nullable otherwise) */
 } PpScheduleParams;
 
+/* Programs of the built-in kinds cover the whole run (n_steps steps). Flush kinds (gpipe,
+ * 1f1b, interleaved, zb-*) end every step of m micro-batches with U on every stage. The
+ * asynchronous kinds run one 1F1B program without flush and put U after every k-th BW
+ * (pipedream and async-1f1b: k = 1, n_mb = n_steps; 2bw: k = m, n_mb = n_steps m; paci:
+ * k = a, n_mb = n_steps a) and, when n_mb is not a multiple of k (policy runs), one final U
+ * after the last BW so every gradient is applied: ceil(n_mb / k) updates per stage. Their
+ * F/BW ops carry step mb / k. 2bw needs m >= N - 1 (two weight versions cover every
+ * in-flight micro-batch only then). */
+
 /* How an asynchronous schedule treats weights at backward time. */
 typedef enum {
     PP_WEIGHTS_CURRENT, /* B uses the stage's current weights (flush schedules, async, paci) */
@@ -65,6 +74,11 @@ struct _PpSchedule {
     PpOpRef     *deps;           /* at most 2 per op; the in-program predecessor is implied */
     int32_t     *succ_offset;    /* (n_ops_total + 1) CSR of successors (cross-op deps) */
     PpOpRef     *succ;
+    int32_t     *version;        /* (n_ops_total) number of U ops before the op in its stage
+                                    program: the stage's weight version when the op starts */
+    int32_t     *mb_ops;         /* (n_mb, n_vstages, PP_OP_N_KINDS) flat id of kind K of
+                                    (mb, vs) at [(mb * n_vstages + vs) * PP_OP_N_KINDS + K];
+                                    -1 when absent (the U column is always -1) */
 };
 
 /* --- construction --- */
@@ -94,8 +108,16 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpSchedule, pp_schedule_free)
 /* Checks: exactly one F and one BW (or one B and one W) per (mb, vstage); no op twice;
  * on each stage F before its B/BW and B before its W; the graph is acyclic (Kahn);
  * peak in-flight per stage <= n_buffers. Returns FALSE and sets @error with a message that
- * names the offending op ("stage 2 op 17 B(mb=5, chunk=0)"). */
+ * names the offending op ("stage 2 op 17 B(mb=5, chunk=0)"). A cycle is reported as
+ * PP_SCHEDULE_ERROR_DEADLOCK naming an op that lies on the cycle.
+ * In-flight counting: a (mb, chunk) unit is in flight on its stage from its F until its
+ * last backward (BW, or W when the backward is split: W still reads the stored activations).
+ * Requires a schedule that went through pp_schedule_finish(). */
 gboolean pp_schedule_validate(const PpSchedule *sched, GError **error);
+
+/* Peak number of (mb, chunk) units in flight on @stage (counted as for validation) over its
+ * program. Works on unfinished schedules too (generators use it to declare n_buffers). */
+int32_t pp_schedule_peak_inflight(const PpSchedule *sched, int32_t stage);
 
 /* --- queries --- */
 
@@ -114,6 +136,16 @@ static inline const PpOp *pp_schedule_op(const PpSchedule *sched, PpOpRef ref) {
 const PpOpRef *pp_schedule_deps(const PpSchedule *sched, PpOpRef ref, int32_t *n);
 /* Ops that depend on @ref through a cross-op edge. Returns: (transfer none). */
 const PpOpRef *pp_schedule_succs(const PpSchedule *sched, PpOpRef ref, int32_t *n);
+/* Reference of flat op id @id (0..n_ops_total-1). */
+PpOpRef pp_schedule_op_ref(const PpSchedule *sched, int32_t id);
+/* Flat id of op @kind (F, B, W or BW) of (@mb, @vstage), or -1 when the schedule has none. */
+int32_t pp_schedule_find_op(const PpSchedule *sched, PpOpKind kind, int32_t mb,
+                            int32_t vstage);
+/* Weight version (number of updates its stage had applied) that op @ref computes with:
+ * F and U use the stage's current version; B, BW and W use the current version under
+ * PP_WEIGHTS_CURRENT and the version the same (mb, chunk)'s F used under PP_WEIGHTS_STASHED.
+ * The drift of a micro-batch on a stage is version_used(its BW or B) - version_used(its F). */
+int32_t pp_schedule_version_used(const PpSchedule *sched, PpOpRef ref);
 /* Virtual stage of (stage, chunk). */
 int32_t pp_schedule_vstage(const PpSchedule *sched, int32_t stage, int32_t chunk);
 /* Formats "F(mb=3, chunk=0) on stage 1" into @buf. Returns @buf. */

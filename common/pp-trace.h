@@ -59,5 +59,19 @@ gboolean pp_trace_write_csv(const PpTrace *trace, const char *path, GError **err
 PpTrace *pp_trace_read_csv(const char *path, GError **error);
 
 const char *pp_resource_name(PpResource resource);
+/* Parses a resource name; returns PP_RESOURCE_N_KINDS when @name is not one. */
+PpResource pp_resource_from_name(const char *name);
+
+/* --- CSV reading shared by the core's file formats (traces, custom order files) --- */
+
+/* Called once per non-empty line with its @n_fields fields (NUL-terminated; a field left
+ * empty is ""), and the 1-based @line number. Returns FALSE and sets @error to stop. */
+typedef gboolean (*PpCsvRowFn)(char **fields, int32_t n_fields, int64_t line,
+                               void *user_data, GError **error);
+
+/* Reads @path line by line with libcsv (quoted fields may not span lines) and calls @row_fn.
+ * Returns FALSE with @error set when the file cannot be read (PP_IO_ERROR_OPEN), a line is
+ * not valid CSV (PP_IO_ERROR_CORRUPT, naming file and line) or @row_fn fails. */
+gboolean pp_csv_read(const char *path, PpCsvRowFn row_fn, void *user_data, GError **error);
 
 G_END_DECLS

@@ -1,0 +1,564 @@
+/* SPDX-License-Identifier: MIT
+ * pp-schedule.c: PpSchedule construction (alloc/append/finish/free), the dependency graph
+ * (CSR deps and successors over flat op ids), per-op weight versions, validation and
+ * queries. Generators live in pp-sched-*.c, the name -> generator table in
+ * pp-sched-registry.c.
+ */
+#include "pp-schedule.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "pp-error.h"
+#include "pp-sched-gen.h"
+
+/* Programs grow by doubling from this many ops: a program's capacity is its length rounded
+ * up to a power of two (at least this), so append needs no capacity field. */
+#define PP_PROGRAM_MIN_CAPACITY 16
+
+/* Longest op label: "BW(mb=-2147483648, chunk=-2147483648)" plus room. */
+#define PP_OP_LABEL_SIZE 64
+
+/* --- construction --- */
+
+PpSchedule *pp_schedule_alloc(const char *kind, int32_t n_stages, int32_t n_chunks) {
+    PP_ASSERT(kind != NULL);
+    PP_ASSERT(n_stages >= 1 && n_chunks >= 1);
+    PP_ASSERT((int64_t)n_stages * n_chunks <= PP_SCHED_MAX_UNITS);
+    PpSchedule *sched = g_new0(PpSchedule, 1);
+    sched->kind = g_strdup(kind);
+    sched->n_stages = n_stages;
+    sched->n_chunks = n_chunks;
+    sched->n_vstages = n_stages * n_chunks;
+    sched->weight_mode = PP_WEIGHTS_CURRENT;
+    sched->vstage_stage = g_new(int32_t, sched->n_vstages);
+    sched->vstage_chunk = g_new(int32_t, sched->n_vstages);
+    for (int32_t vs = 0; vs < sched->n_vstages; vs++) {
+        sched->vstage_stage[vs] = vs % n_stages; // Megatron layout: vs = chunk * N + stage
+        sched->vstage_chunk[vs] = vs / n_stages;
+    }
+    sched->n_buffers = g_new0(int32_t, n_stages);
+    sched->n_weight_versions = g_new(int32_t, n_stages);
+    for (int32_t s = 0; s < n_stages; s++)
+        sched->n_weight_versions[s] = 1;
+    sched->n_ops = g_new0(int32_t, n_stages);
+    sched->programs = g_new0(PpOp *, n_stages);
+    return sched;
+}
+
+void pp_schedule_append(PpSchedule *sched, const PpOp *op) {
+    PP_ASSERT(sched->op_offset == NULL); // programs are immutable once finished
+    PP_ASSERT(op->stage >= 0 && op->stage < sched->n_stages);
+    PP_ASSERT(op->kind >= 0 && op->kind < PP_OP_N_KINDS);
+    int32_t n = sched->n_ops[op->stage];
+    PP_ASSERT(n < G_MAXINT32 / 4);
+    if (n == 0)
+        sched->programs[op->stage] = g_new(PpOp, PP_PROGRAM_MIN_CAPACITY);
+    else if (n >= PP_PROGRAM_MIN_CAPACITY && (n & (n - 1)) == 0)
+        sched->programs[op->stage] = g_renew(PpOp, sched->programs[op->stage], 2 * (gsize)n);
+    sched->programs[op->stage][n] = *op;
+    sched->n_ops[op->stage] = n + 1;
+}
+
+void pp_sched_emit(PpSchedule *sched, PpOpKind kind, int32_t stage, int32_t mb, int32_t chunk,
+                   int32_t step) {
+    PpOp op = {.kind = kind, .stage = stage, .mb = mb, .chunk = chunk, .step = step};
+    pp_schedule_append(sched, &op);
+}
+
+void pp_schedule_free(PpSchedule *sched) {
+    if (sched == NULL)
+        return;
+    if (sched->programs != NULL) {
+        for (int32_t s = 0; s < sched->n_stages; s++)
+            g_free(sched->programs[s]);
+    }
+    g_free(sched->programs);
+    g_free(sched->n_ops);
+    g_free(sched->n_weight_versions);
+    g_free(sched->n_buffers);
+    g_free(sched->vstage_chunk);
+    g_free(sched->vstage_stage);
+    g_free(sched->op_offset);
+    g_free(sched->dep_offset);
+    g_free(sched->deps);
+    g_free(sched->succ_offset);
+    g_free(sched->succ);
+    g_free(sched->version);
+    g_free(sched->mb_ops);
+    g_free(sched->kind);
+    g_free(sched);
+}
+
+/* --- labels --- */
+
+/* "B(mb=5, chunk=0)" or "U(step=2)". */
+static const char *pp_op_label(const PpOp *op, char *buf, size_t size) {
+    if (op->kind == PP_OP_UPDATE)
+        snprintf(buf, size, "U(step=%d)", op->step);
+    else
+        snprintf(buf, size, "%s(mb=%d, chunk=%d)", pp_op_kind_name(op->kind), op->mb, op->chunk);
+    return buf;
+}
+
+char *pp_op_describe(const PpOp *op, char *buf, size_t size) {
+    char label[PP_OP_LABEL_SIZE];
+    snprintf(buf, size, "%s on stage %d", pp_op_label(op, label, sizeof label), op->stage);
+    return buf;
+}
+
+/* "stage 2 op 17 B(mb=5, chunk=0)": how validation names an op. */
+static const char *pp_op_ref_label(const PpSchedule *sched, PpOpRef ref, char *buf, size_t size) {
+    char label[PP_OP_LABEL_SIZE];
+    snprintf(buf, size, "stage %d op %d %s", ref.stage, ref.index,
+             pp_op_label(pp_schedule_op(sched, ref), label, sizeof label));
+    return buf;
+}
+
+/* --- queries --- */
+
+int32_t pp_schedule_vstage(const PpSchedule *sched, int32_t stage, int32_t chunk) {
+    PP_ASSERT(stage >= 0 && stage < sched->n_stages);
+    PP_ASSERT(chunk >= 0 && chunk < sched->n_chunks);
+    int32_t vs = chunk * sched->n_stages + stage; // the default layout, rewritable
+    if (sched->vstage_stage[vs] == stage && sched->vstage_chunk[vs] == chunk)
+        return vs;
+    for (vs = 0; vs < sched->n_vstages; vs++) {
+        if (sched->vstage_stage[vs] == stage && sched->vstage_chunk[vs] == chunk)
+            return vs;
+    }
+    PP_ABORT("no virtual stage runs chunk %d of stage %d", chunk, stage);
+}
+
+PpOpRef pp_schedule_op_ref(const PpSchedule *sched, int32_t id) {
+    PP_ASSERT(id >= 0 && id < pp_schedule_n_ops_total(sched));
+    int32_t lo = 0, hi = sched->n_stages - 1; // largest stage with op_offset[stage] <= id
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        if (sched->op_offset[mid] <= id)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return (PpOpRef){.stage = lo, .index = id - sched->op_offset[lo]};
+}
+
+static int64_t pp_schedule_unit_key(const PpSchedule *sched, int32_t mb, int32_t vstage) {
+    return ((int64_t)mb * sched->n_vstages + vstage) * PP_OP_N_KINDS;
+}
+
+int32_t pp_schedule_find_op(const PpSchedule *sched, PpOpKind kind, int32_t mb, int32_t vstage) {
+    PP_ASSERT(sched->mb_ops != NULL);
+    PP_ASSERT(kind >= 0 && kind < PP_OP_UPDATE);
+    PP_ASSERT(mb >= 0 && mb < sched->n_mb);
+    PP_ASSERT(vstage >= 0 && vstage < sched->n_vstages);
+    return sched->mb_ops[pp_schedule_unit_key(sched, mb, vstage) + kind];
+}
+
+const PpOpRef *pp_schedule_deps(const PpSchedule *sched, PpOpRef ref, int32_t *n) {
+    int32_t id = pp_schedule_op_id(sched, ref);
+    *n = sched->dep_offset[id + 1] - sched->dep_offset[id];
+    return sched->deps + sched->dep_offset[id];
+}
+
+const PpOpRef *pp_schedule_succs(const PpSchedule *sched, PpOpRef ref, int32_t *n) {
+    int32_t id = pp_schedule_op_id(sched, ref);
+    *n = sched->succ_offset[id + 1] - sched->succ_offset[id];
+    return sched->succ + sched->succ_offset[id];
+}
+
+int32_t pp_schedule_version_used(const PpSchedule *sched, PpOpRef ref) {
+    PP_ASSERT(sched->version != NULL);
+    int32_t     id = pp_schedule_op_id(sched, ref);
+    const PpOp *op = pp_schedule_op(sched, ref);
+    if (op->kind == PP_OP_FORWARD || op->kind == PP_OP_UPDATE ||
+        sched->weight_mode == PP_WEIGHTS_CURRENT)
+        return sched->version[id];
+    int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, op->mb,
+                                    pp_schedule_vstage(sched, op->stage, op->chunk));
+    PP_ASSERT(f >= 0); // validation guarantees every backward has its forward
+    return sched->version[f];
+}
+
+int32_t pp_schedule_peak_inflight(const PpSchedule *sched, int32_t stage) {
+    PP_ASSERT(stage >= 0 && stage < sched->n_stages);
+    int32_t live = 0, peak = 0;
+    for (int32_t i = 0; i < sched->n_ops[stage]; i++) {
+        PpOpKind kind = sched->programs[stage][i].kind;
+        if (kind == PP_OP_FORWARD)
+            live++;
+        else if (kind == PP_OP_WEIGHT || kind == PP_OP_BACKWARD_FULL)
+            live--;
+        peak = MAX(peak, live);
+    }
+    return peak;
+}
+
+/* --- dependency derivation --- */
+
+/* Checks op fields and fills mb_ops; reports out-of-range fields and duplicates. */
+static gboolean pp_schedule_index_ops(PpSchedule *sched, GError **error) {
+    char a[2 * PP_OP_LABEL_SIZE], b[2 * PP_OP_LABEL_SIZE];
+    PP_ASSERT(sched->n_mb >= 0);
+    PP_ASSERT((int64_t)sched->n_mb * sched->n_vstages <= PP_SCHED_MAX_UNITS);
+    int64_t n_keys = pp_schedule_unit_key(sched, sched->n_mb, 0);
+    sched->mb_ops = g_new(int32_t, n_keys);
+    for (int64_t k = 0; k < n_keys; k++)
+        sched->mb_ops[k] = -1;
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            const PpOp *op = &sched->programs[s][i];
+            PpOpRef     ref = {.stage = s, .index = i};
+            PP_ASSERT(op->stage == s); // pp_schedule_append files ops by their stage
+            if (op->kind == PP_OP_UPDATE) {
+                if (op->mb != -1 || op->chunk != -1) {
+                    g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                                "schedule '%s': %s has mb %d and chunk %d; an update takes "
+                                "mb -1 and chunk -1",
+                                sched->kind, pp_op_ref_label(sched, ref, a, sizeof a), op->mb,
+                                op->chunk);
+                    return FALSE;
+                }
+                continue;
+            }
+            if (op->mb < 0 || op->mb >= sched->n_mb || op->chunk < 0 ||
+                op->chunk >= sched->n_chunks) {
+                g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                            "schedule '%s': %s is out of range; valid: mb 0..%d, chunk 0..%d",
+                            sched->kind, pp_op_ref_label(sched, ref, a, sizeof a), sched->n_mb - 1,
+                            sched->n_chunks - 1);
+                return FALSE;
+            }
+            int64_t key =
+                pp_schedule_unit_key(sched, op->mb, pp_schedule_vstage(sched, s, op->chunk)) +
+                op->kind;
+            int32_t id = sched->op_offset[s] + i;
+            if (sched->mb_ops[key] >= 0) {
+                g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_DUPLICATE_OP,
+                            "schedule '%s': %s duplicates %s", sched->kind,
+                            pp_op_ref_label(sched, ref, a, sizeof a),
+                            pp_op_ref_label(sched, pp_schedule_op_ref(sched, sched->mb_ops[key]), b,
+                                            sizeof b));
+                return FALSE;
+            }
+            sched->mb_ops[key] = id;
+        }
+    }
+    return TRUE;
+}
+
+/* Flat id of the op that sends (mb, vs)'s input gradient downstream: B, else BW; -1. */
+static int32_t pp_schedule_grad_source(const PpSchedule *sched, int32_t mb, int32_t vstage) {
+    int32_t b = pp_schedule_find_op(sched, PP_OP_BACKWARD, mb, vstage);
+    return b >= 0 ? b : pp_schedule_find_op(sched, PP_OP_BACKWARD_FULL, mb, vstage);
+}
+
+/* Fills dep_offset/deps: F(mb, vs) <- F(mb, vs-1); B/BW(mb, vs) <- B/BW(mb, vs+1), F(mb, vs);
+ * W(mb, vs) <- B(mb, vs). Ops absent from the schedule give no edge (validation reports
+ * them). */
+static void pp_schedule_build_deps(PpSchedule *sched) {
+    int32_t total = pp_schedule_n_ops_total(sched);
+    sched->dep_offset = g_new(int32_t, (gsize)total + 1);
+    sched->deps = g_new(PpOpRef, 2 * (gsize)total + 1);
+    int32_t n = 0;
+    for (int32_t id = 0; id < total; id++) {
+        PpOpRef     ref = pp_schedule_op_ref(sched, id);
+        const PpOp *op = pp_schedule_op(sched, ref);
+        sched->dep_offset[id] = n;
+        if (op->kind == PP_OP_UPDATE)
+            continue;
+        int32_t vs = pp_schedule_vstage(sched, op->stage, op->chunk);
+        int32_t cand[2] = {-1, -1};
+        switch (op->kind) {
+        case PP_OP_FORWARD:
+            if (vs > 0)
+                cand[0] = pp_schedule_find_op(sched, PP_OP_FORWARD, op->mb, vs - 1);
+            break;
+        case PP_OP_BACKWARD:
+        case PP_OP_BACKWARD_FULL:
+            if (vs < sched->n_vstages - 1)
+                cand[0] = pp_schedule_grad_source(sched, op->mb, vs + 1);
+            cand[1] = pp_schedule_find_op(sched, PP_OP_FORWARD, op->mb, vs);
+            break;
+        case PP_OP_WEIGHT:
+            cand[0] = pp_schedule_find_op(sched, PP_OP_BACKWARD, op->mb, vs);
+            break;
+        default:
+            PP_UNREACHABLE();
+        }
+        for (int k = 0; k < 2; k++) {
+            if (cand[k] >= 0)
+                sched->deps[n++] = pp_schedule_op_ref(sched, cand[k]);
+        }
+    }
+    sched->dep_offset[total] = n;
+}
+
+/* Fills succ_offset/succ by transposing deps; successors in ascending flat id. */
+static void pp_schedule_build_succs(PpSchedule *sched) {
+    int32_t total = pp_schedule_n_ops_total(sched);
+    int32_t n_edges = sched->dep_offset[total];
+    sched->succ_offset = g_new0(int32_t, (gsize)total + 1);
+    sched->succ = g_new(PpOpRef, (gsize)n_edges + 1);
+    for (int32_t e = 0; e < n_edges; e++)
+        sched->succ_offset[pp_schedule_op_id(sched, sched->deps[e]) + 1]++;
+    for (int32_t id = 0; id < total; id++)
+        sched->succ_offset[id + 1] += sched->succ_offset[id];
+    g_autofree int32_t *fill = g_memdup2(sched->succ_offset, sizeof(int32_t) * (gsize)total);
+    for (int32_t id = 0; id < total; id++) {
+        for (int32_t e = sched->dep_offset[id]; e < sched->dep_offset[id + 1]; e++) {
+            int32_t from = pp_schedule_op_id(sched, sched->deps[e]);
+            sched->succ[fill[from]++] = pp_schedule_op_ref(sched, id);
+        }
+    }
+}
+
+static void pp_schedule_build_versions(PpSchedule *sched) {
+    sched->version = g_new(int32_t, (gsize)pp_schedule_n_ops_total(sched) + 1);
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        int32_t v = 0;
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            sched->version[sched->op_offset[s] + i] = v;
+            if (sched->programs[s][i].kind == PP_OP_UPDATE)
+                v++;
+        }
+    }
+}
+
+gboolean pp_schedule_finish(PpSchedule *sched, GError **error) {
+    PP_ASSERT(sched->op_offset == NULL); // finish runs once
+    sched->op_offset = g_new(int32_t, (gsize)sched->n_stages + 1);
+    int64_t total = 0;
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        sched->op_offset[s] = (int32_t)total;
+        total += sched->n_ops[s];
+        PP_ASSERT(total < G_MAXINT32 / 4); // flat ids and 2 deps per op fit int32_t
+    }
+    sched->op_offset[sched->n_stages] = (int32_t)total;
+    if (!pp_schedule_index_ops(sched, error))
+        return FALSE;
+    pp_schedule_build_deps(sched);
+    pp_schedule_build_succs(sched);
+    pp_schedule_build_versions(sched);
+    return pp_schedule_validate(sched, error);
+}
+
+/* --- validation --- */
+
+/* Exactly the required ops per (mb, vs): F and BW, or F, B and W when split. */
+static gboolean pp_schedule_check_complete(const PpSchedule *sched, GError **error) {
+    static const PpOpKind fused[] = {PP_OP_FORWARD, PP_OP_BACKWARD_FULL};
+    static const PpOpKind split[] = {PP_OP_FORWARD, PP_OP_BACKWARD, PP_OP_WEIGHT};
+    static const PpOpKind fused_wrong[] = {PP_OP_BACKWARD, PP_OP_WEIGHT};
+    static const PpOpKind split_wrong[] = {PP_OP_BACKWARD_FULL};
+    const PpOpKind       *need = sched->split_backward ? split : fused;
+    const PpOpKind       *wrong = sched->split_backward ? split_wrong : fused_wrong;
+    int                   n_need = sched->split_backward ? 3 : 2;
+    int                   n_wrong = sched->split_backward ? 1 : 2;
+    char                  a[2 * PP_OP_LABEL_SIZE], b[2 * PP_OP_LABEL_SIZE];
+    for (int32_t mb = 0; mb < sched->n_mb; mb++) {
+        for (int32_t vs = 0; vs < sched->n_vstages; vs++) {
+            for (int k = 0; k < n_wrong; k++) {
+                int32_t id = pp_schedule_find_op(sched, wrong[k], mb, vs);
+                if (id < 0)
+                    continue;
+                g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_MISSING_OP,
+                            "schedule '%s': %s does not fit a %s schedule; (mb %d, virtual "
+                            "stage %d) needs %s",
+                            sched->kind,
+                            pp_op_ref_label(sched, pp_schedule_op_ref(sched, id), a, sizeof a),
+                            sched->split_backward ? "split-backward (B + W)" : "fused (BW)", mb, vs,
+                            sched->split_backward ? "B and W" : "BW");
+                return FALSE;
+            }
+            for (int k = 0; k < n_need; k++) {
+                if (pp_schedule_find_op(sched, need[k], mb, vs) >= 0)
+                    continue;
+                PpOp missing = {.kind = need[k],
+                                .stage = sched->vstage_stage[vs],
+                                .mb = mb,
+                                .chunk = sched->vstage_chunk[vs]};
+                g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_MISSING_OP,
+                            "schedule '%s': %s is missing (every micro-batch 0..%d needs it "
+                            "on every virtual stage)",
+                            sched->kind, pp_op_describe(&missing, b, sizeof b), sched->n_mb - 1);
+                return FALSE;
+            }
+        }
+    }
+    return TRUE;
+}
+
+/* On a stage, F before its B/BW and B before its W. */
+static gboolean pp_schedule_check_order(const PpSchedule *sched, GError **error) {
+    char a[2 * PP_OP_LABEL_SIZE], b[2 * PP_OP_LABEL_SIZE];
+    for (int32_t mb = 0; mb < sched->n_mb; mb++) {
+        for (int32_t vs = 0; vs < sched->n_vstages; vs++) {
+            int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, mb, vs);
+            int32_t g = pp_schedule_grad_source(sched, mb, vs);
+            int32_t w = pp_schedule_find_op(sched, PP_OP_WEIGHT, mb, vs);
+            int32_t pairs[2][2] = {{f, g}, {g, w}};
+            for (int k = 0; k < 2; k++) {
+                int32_t first = pairs[k][0], then = pairs[k][1];
+                if (first < 0 || then < 0 || first < then)
+                    continue; // same stage: flat ids order like program indices
+                g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_ORDER,
+                            "schedule '%s': %s runs before %s, which it depends on", sched->kind,
+                            pp_op_ref_label(sched, pp_schedule_op_ref(sched, then), a, sizeof a),
+                            pp_op_ref_label(sched, pp_schedule_op_ref(sched, first), b, sizeof b));
+                return FALSE;
+            }
+        }
+    }
+    return TRUE;
+}
+
+/* Kahn's algorithm over program-order and cross-op edges. On a cycle, walks back from a
+ * stuck op through stuck predecessors (every stuck op has one) until it is on the cycle. */
+static gboolean pp_schedule_check_acyclic(const PpSchedule *sched, GError **error) {
+    int32_t             total = pp_schedule_n_ops_total(sched);
+    g_autofree int32_t *indeg = g_new(int32_t, (gsize)total + 1);
+    g_autofree int32_t *queue = g_new(int32_t, (gsize)total + 1);
+    int32_t             head = 0, tail = 0;
+    for (int32_t id = 0; id < total; id++) {
+        PpOpRef ref = pp_schedule_op_ref(sched, id);
+        indeg[id] = (ref.index > 0) + sched->dep_offset[id + 1] - sched->dep_offset[id];
+        if (indeg[id] == 0)
+            queue[tail++] = id;
+    }
+    while (head < tail) {
+        int32_t id = queue[head++];
+        PpOpRef ref = pp_schedule_op_ref(sched, id);
+        if (ref.index + 1 < sched->n_ops[ref.stage] && --indeg[id + 1] == 0)
+            queue[tail++] = id + 1;
+        for (int32_t e = sched->succ_offset[id]; e < sched->succ_offset[id + 1]; e++) {
+            int32_t to = pp_schedule_op_id(sched, sched->succ[e]);
+            if (--indeg[to] == 0)
+                queue[tail++] = to;
+        }
+    }
+    if (tail == total)
+        return TRUE;
+    int32_t stuck = 0;
+    while (indeg[stuck] == 0)
+        stuck++;
+    int32_t pred = -1;
+    for (int32_t step = 0; step <= total - tail; step++) {
+        PpOpRef ref = pp_schedule_op_ref(sched, stuck);
+        pred = -1;
+        if (ref.index > 0 && indeg[stuck - 1] > 0)
+            pred = stuck - 1;
+        for (int32_t e = sched->dep_offset[stuck]; pred < 0 && e < sched->dep_offset[stuck + 1];
+             e++) {
+            int32_t from = pp_schedule_op_id(sched, sched->deps[e]);
+            if (indeg[from] > 0)
+                pred = from;
+        }
+        PP_ASSERT(pred >= 0); // a stuck op always waits on another stuck op
+        stuck = pred;
+    }
+    char a[2 * PP_OP_LABEL_SIZE];
+    g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_DEADLOCK,
+                "schedule '%s' deadlocks: %s lies on a dependency cycle (%d of %d ops can "
+                "never run)",
+                sched->kind, pp_op_ref_label(sched, pp_schedule_op_ref(sched, stuck), a, sizeof a),
+                total - tail, total);
+    return FALSE;
+}
+
+static gboolean pp_schedule_check_buffers(const PpSchedule *sched, GError **error) {
+    char a[2 * PP_OP_LABEL_SIZE];
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        int32_t live = 0;
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            PpOpKind kind = sched->programs[s][i].kind;
+            if (kind == PP_OP_FORWARD)
+                live++;
+            else if (kind == PP_OP_WEIGHT || kind == PP_OP_BACKWARD_FULL)
+                live--;
+            if (live <= sched->n_buffers[s])
+                continue;
+            g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_BUFFERS,
+                        "schedule '%s': %s brings stage %d to %d (mb, chunk) units in flight, "
+                        "more than its declared n_buffers = %d",
+                        sched->kind,
+                        pp_op_ref_label(sched, (PpOpRef){.stage = s, .index = i}, a, sizeof a), s,
+                        live, sched->n_buffers[s]);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+gboolean pp_schedule_validate(const PpSchedule *sched, GError **error) {
+    PP_ASSERT(sched->op_offset != NULL && sched->mb_ops != NULL && sched->version != NULL);
+    return pp_schedule_check_complete(sched, error) && pp_schedule_check_order(sched, error) &&
+           pp_schedule_check_acyclic(sched, error) && pp_schedule_check_buffers(sched, error);
+}
+
+/* --- construction by name --- */
+
+PpSchedule *pp_schedule_new(const PpScheduleParams *params, GError **error) {
+    PP_ASSERT(params != NULL);
+    const PpSchedKindInfo *info = params->kind ? pp_sched_kind_lookup(params->kind) : NULL;
+    if (info == NULL) {
+        g_autofree char *names = pp_sched_kind_names();
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_UNKNOWN_KIND,
+                    "unknown schedule kind '%s'; valid kinds: %s",
+                    params->kind ? params->kind : "(none)", names);
+        return NULL;
+    }
+    g_autoptr(PpSchedule) sched = info->build(params, error);
+    if (sched == NULL)
+        return NULL;
+    if (!pp_schedule_finish(sched, error))
+        return NULL;
+    return g_steal_pointer(&sched);
+}
+
+/* --- order files --- */
+
+gboolean pp_schedule_write_order(const PpSchedule *sched, const char *path, GError **error) {
+    g_autoptr(GString) csv = g_string_new("stage,index,op,mb,chunk\n");
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            const PpOp *op = &sched->programs[s][i];
+            g_string_append_printf(csv, "%d,%d,%s,%d,%d\n", s, i, pp_op_kind_name(op->kind), op->mb,
+                                   op->chunk);
+        }
+    }
+    g_autoptr(GError) local = NULL;
+    if (!g_file_set_contents_full(path, csv->str, (gssize)csv->len, G_FILE_SET_CONTENTS_CONSISTENT,
+                                  0644, &local)) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE, "cannot write order file '%s': %s", path,
+                    local->message);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* --- shared parameter checks --- */
+
+gboolean pp_sched_check_param(const char *kind, const char *name, int32_t value, int32_t min,
+                              int32_t max, GError **error) {
+    if (value >= min && value <= max)
+        return TRUE;
+    if (max == G_MAXINT32)
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "schedule '%s': %s = %d is out of range; valid: >= %d", kind, name, value, min);
+    else
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "schedule '%s': %s = %d is out of range; valid: %d..%d", kind, name, value, min,
+                    max);
+    return FALSE;
+}
+
+gboolean pp_sched_check_size(const char *kind, int64_t n_mb, int64_t n_vstages, GError **error) {
+    if (n_mb * n_vstages <= PP_SCHED_MAX_UNITS)
+        return TRUE;
+    g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                "schedule '%s': %" G_GINT64_FORMAT " micro-batches x %" G_GINT64_FORMAT
+                " virtual stages is too large; valid: a product <= %d",
+                kind, n_mb, n_vstages, PP_SCHED_MAX_UNITS);
+    return FALSE;
+}
