@@ -48,6 +48,7 @@ typedef enum {
     PP_SCENARIO_ERROR_INVALID_VALUE,  /* malformed, negative or out-of-range value */
     PP_SCENARIO_ERROR_UNKNOWN_PRESET,
     PP_SCENARIO_ERROR_INCONSISTENT,   /* keys that disagree with each other */
+    PP_SCENARIO_ERROR_MISSING_KEY,    /* a required key (or section) is absent */
 } PpScenarioError;
 
 typedef enum {

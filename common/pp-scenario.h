@@ -32,6 +32,9 @@ typedef struct {
     int64_t link_latency_ns;
     gboolean nvlink;           /* TRUE: NVLink; FALSE: PCIe */
     int32_t devices;           /* defaults to pipeline.stages */
+    gboolean set;              /* TRUE when the scenario has a [hardware] section; FALSE
+                                  (CPU training, explicit [costs]): preset is NULL and
+                                  peak_flops .. nvlink are 0; devices is still derived */
 } PpHardwareParams;
 
 typedef struct {
@@ -84,7 +87,9 @@ typedef struct {
     int32_t  eval_batches;   /* micro-batches per validation pass */
     int32_t  checkpoint_every; /* steps; 0 = only at the end when --out is given */
     int32_t  threads;        /* BLAS threads per worker (0 = automatic) */
-    int32_t *layers_per_stage; /* (stages) or NULL: balanced by cost */
+    int32_t *layers_per_stage; /* (n_layers_per_stage) in virtual-stage order, or NULL:
+                                  balanced by cost */
+    int32_t  n_layers_per_stage; /* stages * chunks when layers_per_stage is set, else 0 */
     int32_t  log_every;
 } PpRunParams;
 
@@ -102,18 +107,35 @@ struct _PpScenario {
 };
 
 /* Loads @path and applies @overrides ("section.key=value", NULL-terminated, nullable), then
- * checks consistency. Returns: (transfer full), or NULL with @error set. */
+ * derives absent values (global_batch or microbatch_size, hardware.devices, warmup_steps)
+ * and checks consistency. Relative order_file paths start at @path's folder; the stored
+ * order_file is absolute. Errors are PP_SCENARIO_ERROR_* (pp-error.h): NOT_FOUND (also for
+ * a missing order_file), PARSE, UNKNOWN_SECTION, UNKNOWN_KEY, INVALID_VALUE (also a
+ * malformed override), UNKNOWN_PRESET, INCONSISTENT, MISSING_KEY.
+ * Batch rule per schedule: paci and async-1f1b: global_batch = microbatch_size *
+ * accumulation; pipedream: global_batch = microbatch_size; all others (flush, 2bw,
+ * custom): global_batch = microbatch_size * microbatches.
+ * Returns: (transfer full), or NULL with @error set. */
 PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GError **error);
-/* Same, from an in-memory key file text (tests); @name is used in messages. */
+/* Same, from an in-memory key file text (tests); @name is used in messages and as
+ * scenario->path; relative order_file paths start at the current directory. */
 PpScenario *pp_scenario_load_data(const char *data, const char *name,
                                   const char *const *overrides, GError **error);
 void        pp_scenario_free(PpScenario *scenario);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpScenario, pp_scenario_free)
 
-/* Fills schedule parameters from the scenario (borrowed strings). */
+/* The effective scenario as key-file text: every key of every section (presets resolved,
+ * derived values filled in, durations in us, order_file absolute), each with its
+ * description as a comment; [hardware] and [costs] only when set. Loading the text gives
+ * the same scenario. Returns: (transfer full). */
+char       *pp_scenario_to_data(const PpScenario *scenario);
+
+/* Fills schedule parameters from the scenario (borrowed strings). f_ns/b_ns/w_ns/comm_ns
+ * are the [costs] per chunk (stage time / chunks) when set, else 0 (the simulator fills
+ * them from its cost model). */
 void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *params);
-/* Micro-batches one stage processes per optimizer step: m for flush/2bw, a for paci and
- * async-1f1b, 1 for pipedream. */
+/* Micro-batches one stage processes per optimizer step: m for flush, 2bw and custom, a for
+ * paci and async-1f1b, 1 for pipedream. */
 int32_t pp_scenario_mb_per_step(const PpScenario *scenario);
 
 G_END_DECLS

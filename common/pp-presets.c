@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT
+ * pp-presets.c: the model and hardware preset tables behind pp-presets.h.
+ * Model shapes follow the Hugging Face GPT-2 configs and the zero-bubble paper's
+ * configurations (Qi et al., ICLR 2024; DESIGN.md §5). Device figures are vendor datasheet
+ * peaks; link figures for PCIe are effective (not signalling) rates.
+ */
+#include "pp-presets.h"
+
+#include <string.h>
+
+#define PP_GIB ((int64_t)1 << 30)
+
+/* Columns: name, layers, hidden, heads, seq_len, vocab. */
+static const PpModelPreset pp_model_presets[] = {
+    /* HF "gpt2" config.json: n_layer, n_embd, n_head, n_positions, vocab_size */
+    {"gpt2", 12, 768, 12, 1024, 50257},
+    /* HF "gpt2-medium" config: same fields; the PACI paper's model (DESIGN.md §1) */
+    {"gpt2-medium", 24, 1024, 16, 1024, 50257},
+    /* HF "gpt2-large" config: same fields as above */
+    {"gpt2-large", 36, 1280, 20, 1024, 50257},
+    /* HF "gpt2-xl" config: same fields as above */
+    {"gpt2-xl", 48, 1600, 25, 1024, 50257},
+    /* zero-bubble paper 1.5B (DESIGN.md §5): layers, hidden, heads, seq 1024; GPT-2 vocab */
+    {"zb-1.5b", 24, 2304, 24, 1024, 50257},
+    /* zero-bubble paper 6.2B: as above */
+    {"zb-6.2b", 32, 4096, 32, 1024, 50257},
+    /* zero-bubble paper 14.6B: as above */
+    {"zb-14.6b", 48, 5120, 40, 1024, 50257},
+    /* zero-bubble paper 28.3B: as above */
+    {"zb-28.3b", 64, 6144, 48, 1024, 50257},
+};
+
+static const PpHardwarePreset pp_hardware_presets[] = {
+    {
+        .name = "a100-sxm",
+        .peak_flops = 312e12,         /* A100 datasheet: 312 TFLOP/s dense BF16 tensor */
+        .memory_bytes = 80 * PP_GIB,  /* A100 80GB SXM: 81920 MiB of HBM2e */
+        .mem_bw_bytes_per_s = 2039e9, /* A100 80GB SXM datasheet: 2,039 GB/s */
+        .link_bw_bytes_per_s = 300e9, /* NVLink 3: 600 GB/s both directions, 300 each */
+        .link_latency_ns = 5000,      /* ~5 us for a small NCCL p2p message in one node */
+        .nvlink = TRUE,
+    },
+    {
+        .name = "h100-sxm",
+        .peak_flops = 989e12,         /* H100 SXM datasheet: 989 TFLOP/s dense BF16 */
+        .memory_bytes = 80 * PP_GIB,  /* H100 SXM: 80 GB HBM3, counted as 80 GiB */
+        .mem_bw_bytes_per_s = 3350e9, /* H100 SXM datasheet: 3.35 TB/s */
+        .link_bw_bytes_per_s = 450e9, /* NVLink 4: 900 GB/s both directions, 450 each */
+        .link_latency_ns = 5000,      /* same NVSwitch p2p latency order as A100 */
+        .nvlink = TRUE,
+    },
+    {
+        .name = "h200-sxm",
+        .peak_flops = 989e12,                  /* H200 datasheet: same compute as H100 SXM */
+        .memory_bytes = INT64_C(141000000000), /* H200 datasheet: 141 GB (decimal) HBM3e */
+        .mem_bw_bytes_per_s = 4800e9,          /* H200 datasheet: 4.8 TB/s */
+        .link_bw_bytes_per_s = 450e9,          /* NVLink 4: 900 GB/s both directions, 450 each */
+        .link_latency_ns = 5000,               /* same NVSwitch p2p latency order as A100 */
+        .nvlink = TRUE,
+    },
+    {
+        .name = "rtx-pro-6000",
+        .peak_flops = 503.8e12,       /* 188 SMs x 2.617 GHz boost x 1024 dense BF16
+                                         FLOP/clk/SM with fp32 accumulate (the Ada RTX 6000
+                                         rate per SM; the pro card is not halved) */
+        .memory_bytes = 96 * PP_GIB,  /* 32 x 3 GiB GDDR7 chips (clamshell), 96 GiB */
+        .mem_bw_bytes_per_s = 1792e9, /* 512-bit bus x 28 Gbit/s = 1,792 GB/s */
+        .link_bw_bytes_per_s = 50e9,  /* PCIe 5.0 x16: 63 GB/s raw, ~50 GB/s effective */
+        .link_latency_ns = 10000,     /* PCIe p2p through the host bridge: ~10 us */
+        .nvlink = FALSE,
+    },
+    {
+        .name = "l40s",
+        .peak_flops = 362e12,        /* L40S datasheet: 362.05 TFLOP/s dense BF16 */
+        .memory_bytes = 48 * PP_GIB, /* L40S: 48 GB GDDR6 (24 x 2 GiB chips) */
+        .mem_bw_bytes_per_s = 864e9, /* L40S datasheet: 864 GB/s */
+        .link_bw_bytes_per_s = 25e9, /* PCIe 4.0 x16: 31.5 GB/s raw, ~25 GB/s effective */
+        .link_latency_ns = 10000,    /* PCIe p2p through the host bridge: ~10 us */
+        .nvlink = FALSE,
+    },
+};
+
+const PpModelPreset *pp_preset_model_lookup(const char *name) {
+    for (size_t i = 0; i < G_N_ELEMENTS(pp_model_presets); i++) {
+        if (strcmp(pp_model_presets[i].name, name) == 0)
+            return &pp_model_presets[i];
+    }
+    return NULL;
+}
+
+const PpHardwarePreset *pp_preset_hardware_lookup(const char *name) {
+    for (size_t i = 0; i < G_N_ELEMENTS(pp_hardware_presets); i++) {
+        if (strcmp(pp_hardware_presets[i].name, name) == 0)
+            return &pp_hardware_presets[i];
+    }
+    return NULL;
+}
+
+char *pp_preset_model_names(void) {
+    GString *names = g_string_new(NULL);
+    for (size_t i = 0; i < G_N_ELEMENTS(pp_model_presets); i++)
+        g_string_append_printf(names, "%s%s", i ? ", " : "", pp_model_presets[i].name);
+    return g_string_free(names, FALSE);
+}
+
+char *pp_preset_hardware_names(void) {
+    GString *names = g_string_new(NULL);
+    for (size_t i = 0; i < G_N_ELEMENTS(pp_hardware_presets); i++)
+        g_string_append_printf(names, "%s%s", i ? ", " : "", pp_hardware_presets[i].name);
+    return g_string_free(names, FALSE);
+}

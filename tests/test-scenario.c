@@ -1,0 +1,849 @@
+/* SPDX-License-Identifier: MIT
+ * test-scenario.c: scenario parsing (common/pp-scenario.c) and presets (common/pp-presets.c).
+ * Every file under scenarios/ parses and round-trips through pp_scenario_to_data; spot
+ * checks compare parsed values with what the files say; each bad input gives its exact
+ * PP_SCENARIO_ERROR code and a message naming the offending key or value.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp-error.h"
+#include "pp-presets.h"
+#include "pp-scenario.h"
+
+#define GIB ((int64_t)1 << 30)
+
+/* A small valid scenario that the inline cases modify through overrides. */
+static const char base_text[] = "[model]\n"
+                                "layers = 8\n"
+                                "hidden = 64\n"
+                                "heads = 4\n"
+                                "seq_len = 32\n"
+                                "vocab = 100\n"
+                                "[pipeline]\n"
+                                "schedule = 1f1b\n"
+                                "stages = 4\n"
+                                "microbatches = 8\n"
+                                "microbatch_size = 2\n";
+
+static PpScenario *load_base(const char *const *overrides) {
+    g_autoptr(GError) err = NULL;
+    PpScenario *sc = pp_scenario_load_data(base_text, "base.ini", overrides, &err);
+    ck_assert_msg(sc != NULL, "base scenario: %s", err ? err->message : "");
+    return sc;
+}
+
+static PpScenario *load_source_file(const char *relative) {
+    g_autofree char *path = g_build_filename(PP_SOURCE_ROOT, relative, NULL);
+    g_autoptr(GError) err = NULL;
+    PpScenario *sc = pp_scenario_load(path, NULL, &err);
+    ck_assert_msg(sc != NULL, "%s: %s", relative, err ? err->message : "");
+    return sc;
+}
+
+/* Collects the *.ini files under @dir, recursively. */
+static void collect_ini(const char *dir, GPtrArray *out) {
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    ck_assert_ptr_nonnull(d);
+    for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        if (g_file_test(path, G_FILE_TEST_IS_DIR))
+            collect_ini(path, out);
+        else if (g_str_has_suffix(name, ".ini"))
+            g_ptr_array_add(out, g_steal_pointer(&path));
+    }
+}
+
+/* TRUE when @text is a whole decimal number; stores it in @v. */
+static gboolean parse_number(const char *text, double *v) {
+    char *end = NULL;
+    *v = g_ascii_strtod(text, &end);
+    return text[0] != '\0' && *end == '\0';
+}
+
+/* Every key the file at @path gives has the same value in @effective (to_data's text):
+ * numbers compare as numbers (18522 and 18522.0), texts as texts. order_file is resolved
+ * and paths are compared by test_custom_order_relative instead. */
+static void check_values_as_written(const char *path, const char *effective) {
+    g_autoptr(GKeyFile) raw = g_key_file_new();
+    g_autoptr(GKeyFile) eff = g_key_file_new();
+    ck_assert(g_key_file_load_from_file(raw, path, G_KEY_FILE_NONE, NULL));
+    ck_assert(g_key_file_load_from_data(eff, effective, (gsize)-1, G_KEY_FILE_NONE, NULL));
+    g_auto(GStrv) groups = g_key_file_get_groups(raw, NULL);
+    for (char **g = groups; *g; g++) {
+        g_auto(GStrv) keys = g_key_file_get_keys(raw, *g, NULL, NULL);
+        for (char **k = keys; *k; k++) {
+            if (strcmp(*k, "order_file") == 0)
+                continue;
+            g_autofree char *want = g_key_file_get_string(raw, *g, *k, NULL);
+            g_autofree char *got = g_key_file_get_string(eff, *g, *k, NULL);
+            ck_assert_msg(got != NULL, "%s: [%s] %s missing from to_data", path, *g, *k);
+            double a, b;
+            if (parse_number(want, &a) && parse_number(got, &b))
+                ck_assert_msg(a == b, "%s: [%s] %s: %s != %s", path, *g, *k, want, got);
+            else
+                ck_assert_msg(strcmp(want, got) == 0, "%s: [%s] %s: '%s' != '%s'", path, *g, *k,
+                              want, got);
+        }
+    }
+}
+
+static int compare_paths(gconstpointer a, gconstpointer b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* --- the scenario collection --- */
+
+START_TEST(test_collection_parses_and_round_trips) {
+    g_autofree char *root = g_build_filename(PP_SOURCE_ROOT, "scenarios", NULL);
+    g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
+    collect_ini(root, files);
+    g_ptr_array_sort(files, compare_paths);
+    /* default, train-tiny, custom-1f1b-n2, 16 PACI-paper files, 4 zero-bubble files */
+    ck_assert_uint_ge(files->len, 23);
+    for (guint i = 0; i < files->len; i++) {
+        const char *path = g_ptr_array_index(files, i);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &err);
+        ck_assert_msg(sc != NULL, "%s: %s", path, err ? err->message : "");
+        g_autofree char *text = pp_scenario_to_data(sc);
+        check_values_as_written(path, text);
+        g_autoptr(PpScenario) again = pp_scenario_load_data(text, path, NULL, &err);
+        ck_assert_msg(again != NULL, "%s (reloaded): %s", path, err ? err->message : "");
+        g_autofree char *text_again = pp_scenario_to_data(again);
+        ck_assert_str_eq(text, text_again);
+        ck_assert_int_eq(sc->training.global_batch,
+                         sc->pipeline.microbatch_size * pp_scenario_mb_per_step(sc));
+    }
+}
+END_TEST
+
+START_TEST(test_default_ini) {
+    g_autoptr(PpScenario) sc = load_source_file("scenarios/default.ini");
+    ck_assert_str_eq(sc->model.preset, "gpt2-medium");
+    ck_assert_int_eq(sc->model.layers, 24);
+    ck_assert_int_eq(sc->model.hidden, 1024);
+    ck_assert_int_eq(sc->model.heads, 16);
+    ck_assert_int_eq(sc->model.seq_len, 1024);
+    ck_assert_int_eq(sc->model.vocab, 50257);
+    ck_assert(sc->hardware.set);
+    ck_assert_str_eq(sc->hardware.preset, "rtx-pro-6000");
+    ck_assert_double_eq(sc->hardware.peak_flops, 503.8e12);
+    ck_assert_int_eq(sc->hardware.memory_bytes, 96 * GIB);
+    ck_assert_double_eq(sc->hardware.mem_bw_bytes_per_s, 1792e9);
+    ck_assert_double_eq(sc->hardware.link_bw_bytes_per_s, 50e9);
+    ck_assert_int_eq(sc->hardware.link_latency_ns, 10000);
+    ck_assert(!sc->hardware.nvlink);
+    ck_assert_int_eq(sc->hardware.devices, 8); /* derived: pipeline.stages */
+    ck_assert_str_eq(sc->pipeline.schedule, "paci");
+    ck_assert_int_eq(sc->pipeline.stages, 8);
+    ck_assert_int_eq(sc->pipeline.chunks, 1);
+    ck_assert_int_eq(sc->pipeline.accumulation, 4);
+    ck_assert_int_eq(sc->pipeline.microbatch_size, 32); /* derived: 128 / a */
+    ck_assert_int_eq(pp_scenario_mb_per_step(sc), 4);
+    ck_assert_int_eq(sc->training.global_batch, 128);
+    ck_assert_int_eq(sc->training.steps, 20);
+    ck_assert(!sc->costs.set);
+    ck_assert_str_eq(sc->pipeline.mode, "static");
+
+    /* The README's comparison: the same file as 1f1b keeps the global batch. */
+    const char *const flush[] = {"pipeline.schedule=1f1b", NULL};
+    g_autoptr(GError) err = NULL;
+    g_autofree char *path = g_build_filename(PP_SOURCE_ROOT, "scenarios/default.ini", NULL);
+    g_autoptr(PpScenario) sc1 = pp_scenario_load(path, flush, &err);
+    ck_assert_msg(sc1 != NULL, "%s", err ? err->message : "");
+    ck_assert_int_eq(sc1->pipeline.microbatch_size, 16);
+    ck_assert_int_eq(pp_scenario_mb_per_step(sc1), 8);
+}
+END_TEST
+
+START_TEST(test_zb_28b_costs) {
+    g_autoptr(PpScenario) sc = load_source_file("scenarios/zb/zb-28.3b-p32-m96.ini");
+    ck_assert_int_eq(sc->model.layers, 64);
+    ck_assert_int_eq(sc->model.hidden, 6144);
+    ck_assert_int_eq(sc->model.heads, 48);
+    ck_assert_double_eq(sc->hardware.peak_flops, 312e12);
+    ck_assert_int_eq(sc->hardware.memory_bytes, 80 * GIB);
+    ck_assert(sc->hardware.nvlink);
+    ck_assert_str_eq(sc->pipeline.schedule, "zb-2p");
+    ck_assert_int_eq(sc->pipeline.stages, 32);
+    ck_assert_int_eq(sc->pipeline.microbatches, 96);
+    ck_assert_int_eq(sc->training.global_batch, 96);
+    ck_assert(sc->costs.set);
+    ck_assert_int_eq(sc->costs.forward_ns, 10419000);
+    ck_assert_int_eq(sc->costs.backward_ns, 10207000);
+    ck_assert_int_eq(sc->costs.weight_ns, 7715000);
+    ck_assert_int_eq(sc->costs.comm_ns, 408000);
+    ck_assert_int_eq(sc->costs.update_ns, 0);
+
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    ck_assert_str_eq(params.kind, "zb-2p");
+    ck_assert_int_eq(params.n_stages, 32);
+    ck_assert_int_eq(params.n_chunks, 1);
+    ck_assert_int_eq(params.n_microbatches, 96);
+    ck_assert_int_eq(params.n_steps, 4);
+    ck_assert_int_eq(params.f_ns, 10419000);
+    ck_assert_int_eq(params.b_ns, 10207000);
+    ck_assert_int_eq(params.w_ns, 7715000);
+    ck_assert_int_eq(params.comm_ns, 408000);
+    ck_assert_ptr_null(params.order_file);
+}
+END_TEST
+
+START_TEST(test_zb_smaller_settings) {
+    g_autoptr(PpScenario) a = load_source_file("scenarios/zb/zb-1.5b-p8-m24.ini");
+    ck_assert_int_eq(a->model.hidden, 2304);
+    ck_assert_int_eq(a->pipeline.stages, 8);
+    ck_assert_int_eq(a->pipeline.microbatches, 24);
+    ck_assert_int_eq(a->costs.forward_ns, 18522000);
+    ck_assert_int_eq(a->costs.comm_ns, 601000);
+    g_autoptr(PpScenario) b = load_source_file("scenarios/zb/zb-14.6b-p16-m48.ini");
+    ck_assert_int_eq(b->model.layers, 48);
+    ck_assert_int_eq(b->model.heads, 40);
+    ck_assert_int_eq(b->pipeline.stages, 16);
+    ck_assert_int_eq(b->costs.weight_ns, 8132000);
+}
+END_TEST
+
+START_TEST(test_paci_paper_files) {
+    g_autoptr(PpScenario) flush = load_source_file("scenarios/paci/gpt2m-b128-1f1b-m32.ini");
+    ck_assert_str_eq(flush->pipeline.schedule, "1f1b");
+    ck_assert_int_eq(flush->pipeline.microbatches, 32);
+    ck_assert_int_eq(flush->pipeline.microbatch_size, 4);
+    ck_assert_int_eq(flush->training.global_batch, 128);
+    g_autoptr(PpScenario) paci = load_source_file("scenarios/paci/gpt2m-b256-paci-a8.ini");
+    ck_assert_str_eq(paci->pipeline.schedule, "paci");
+    ck_assert_int_eq(paci->pipeline.accumulation, 8);
+    ck_assert_int_eq(paci->pipeline.microbatch_size, 32);
+    ck_assert_int_eq(paci->training.global_batch, 256);
+    ck_assert_int_eq(pp_scenario_mb_per_step(paci), 8);
+}
+END_TEST
+
+START_TEST(test_train_tiny) {
+    g_autoptr(PpScenario) sc = load_source_file("scenarios/train-tiny.ini");
+    ck_assert_ptr_null(sc->model.preset);
+    ck_assert_int_eq(sc->model.layers, 4);
+    ck_assert_int_eq(sc->model.hidden, 256);
+    ck_assert_int_eq(sc->model.seq_len, 64);
+    ck_assert_int_eq(sc->model.vocab, 50257);
+    ck_assert(!sc->hardware.set);
+    ck_assert_int_eq(sc->hardware.devices, 4);
+    ck_assert_str_eq(sc->pipeline.schedule, "paci");
+    ck_assert_int_eq(sc->pipeline.accumulation, 4);
+    ck_assert_int_eq(sc->pipeline.microbatch_size, 1);
+    ck_assert_int_eq(sc->training.global_batch, 4); /* derived: microbatch_size * a */
+    ck_assert_int_eq(sc->training.steps, 40);
+    ck_assert_str_eq(sc->optimizer.name, "adamw");
+    ck_assert_double_eq(sc->optimizer.lr, 1e-3);
+    ck_assert_int_eq(sc->optimizer.warmup_steps, 5);
+    ck_assert_int_eq(sc->run.threads, 1);
+}
+END_TEST
+
+START_TEST(test_custom_order_relative) {
+    g_autoptr(PpScenario) sc = load_source_file("tests/data/scenarios/good-custom.ini");
+    g_autofree char *want =
+        g_canonicalize_filename(PP_SOURCE_ROOT "/scenarios/orders/1f1b-n2-m3.csv", NULL);
+    ck_assert_str_eq(sc->pipeline.order_file, want);
+    ck_assert(g_path_is_absolute(sc->pipeline.order_file));
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    ck_assert_str_eq(params.order_file, want);
+    ck_assert_int_eq(params.f_ns, 0); /* no [costs]: the simulator fills costs */
+}
+END_TEST
+
+/* --- defaults, minimal files, derived values --- */
+
+START_TEST(test_defaults) {
+    g_autoptr(PpScenario) sc = load_base(NULL);
+    ck_assert_str_eq(sc->path, "base.ini");
+    ck_assert(!sc->hardware.set);
+    ck_assert(!sc->costs.set);
+    ck_assert_int_eq(sc->hardware.devices, 4);
+    ck_assert_int_eq(sc->training.global_batch, 16);
+    ck_assert_int_eq(sc->training.steps, 10);
+    ck_assert_ptr_null(sc->data.paths);
+    ck_assert_str_eq(sc->data.cache_dir, ".cache");
+    ck_assert_double_eq(sc->data.val_fraction, 0.05);
+    ck_assert_str_eq(sc->optimizer.name, "adamw");
+    ck_assert_double_eq(sc->optimizer.lr, 6e-4);
+    ck_assert_double_eq(sc->optimizer.min_lr, 6e-5);
+    ck_assert_int_eq(sc->optimizer.warmup_steps, 1); /* 10% of 10 steps */
+    ck_assert_double_eq(sc->optimizer.weight_decay, 0.1);
+    ck_assert_double_eq(sc->optimizer.beta1, 0.9);
+    ck_assert_double_eq(sc->optimizer.beta2, 0.95);
+    ck_assert_double_eq(sc->optimizer.eps, 1e-8);
+    ck_assert_double_eq(sc->optimizer.momentum, 0.95);
+    ck_assert_int_eq(sc->optimizer.ns_steps, 5);
+    ck_assert_double_eq(sc->optimizer.grad_clip, 1.0);
+    ck_assert(!sc->optimizer.error_feedback);
+    ck_assert_uint_eq(sc->run.seed, 1337);
+    ck_assert_ptr_null(sc->run.layers_per_stage);
+    ck_assert_int_eq(sc->run.n_layers_per_stage, 0);
+    ck_assert_int_eq(sc->run.log_every, 1);
+    ck_assert_ptr_null(sc->pipeline.order_file);
+
+    /* to_data leaves out the absent [hardware] and [costs] and unset optional keys. */
+    g_autofree char *text = pp_scenario_to_data(sc);
+    ck_assert_ptr_null(strstr(text, "[hardware]"));
+    ck_assert_ptr_null(strstr(text, "[costs]"));
+    ck_assert_ptr_null(strstr(text, "order_file"));
+    ck_assert_ptr_nonnull(strstr(text, "warmup_steps=1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# transformer blocks L\nlayers=8\n"));
+}
+END_TEST
+
+START_TEST(test_minimal_file) {
+    g_autoptr(PpScenario) sc = load_source_file("tests/data/scenarios/good-minimal.ini");
+    ck_assert_ptr_null(sc->model.preset);
+    ck_assert_ptr_null(sc->hardware.preset);
+    ck_assert(sc->hardware.set);
+    ck_assert_double_eq(sc->hardware.peak_flops, 12.5e12);
+    ck_assert_int_eq(sc->hardware.memory_bytes, 3 * GIB / 2);
+    ck_assert_double_eq(sc->hardware.mem_bw_bytes_per_s, 200e9);
+    ck_assert_double_eq(sc->hardware.link_bw_bytes_per_s, 8e9);
+    ck_assert_int_eq(sc->hardware.link_latency_ns, 2500);
+    ck_assert_int_eq(sc->training.global_batch, 12);
+    ck_assert_int_eq(sc->optimizer.warmup_steps, 3);
+    /* microseconds with decimals, rounded to the nearest ns */
+    ck_assert_int_eq(sc->costs.forward_ns, 500);
+    ck_assert_int_eq(sc->costs.backward_ns, 2001);
+    ck_assert_int_eq(sc->costs.weight_ns, 18522000);
+    ck_assert_int_eq(sc->costs.comm_ns, 0);
+    ck_assert_ptr_nonnull(sc->data.paths);
+    ck_assert_uint_eq(g_strv_length(sc->data.paths), 2);
+    ck_assert_str_eq(sc->data.paths[0], "a.txt");
+    ck_assert_str_eq(sc->data.paths[1], "more/b.txt");
+    ck_assert_str_eq(sc->data.cache_dir, "/tmp/pacer-cache");
+    ck_assert_double_eq(sc->data.val_fraction, 0.1);
+    ck_assert_str_eq(sc->optimizer.name, "muon");
+    ck_assert(sc->optimizer.error_feedback);
+    ck_assert_uint_eq(sc->run.seed, G_MAXUINT64);
+    ck_assert_int_eq(sc->run.n_layers_per_stage, 3);
+    ck_assert_int_eq(sc->run.layers_per_stage[0], 1);
+    ck_assert_int_eq(sc->run.layers_per_stage[1], 2);
+    ck_assert_int_eq(sc->run.layers_per_stage[2], 3);
+
+    g_autofree char *text = pp_scenario_to_data(sc);
+    ck_assert_ptr_nonnull(strstr(text, "forward_us=0.5\n"));
+    ck_assert_ptr_nonnull(strstr(text, "backward_us=2.001\n"));
+    ck_assert_ptr_nonnull(strstr(text, "memory_gib=1.5\n"));
+    ck_assert_ptr_nonnull(strstr(text, "paths=a.txt,more/b.txt\n"));
+    ck_assert_ptr_nonnull(strstr(text, "layers_per_stage=1,2,3\n"));
+    ck_assert_ptr_nonnull(strstr(text, "seed=18446744073709551615\n"));
+}
+END_TEST
+
+START_TEST(test_derived_batch) {
+    /* flush: microbatch_size from global_batch / microbatches */
+    const char *const flush[] = {"training.global_batch=64", "pipeline.microbatch_size=", NULL};
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) none = pp_scenario_load_data(base_text, "base.ini", flush, &err);
+    ck_assert_ptr_null(none); /* an empty microbatch_size is not a number */
+    ck_assert(g_error_matches(err, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
+
+    static const char no_size[] = "[model]\npreset = gpt2\n"
+                                  "[pipeline]\nschedule = 1f1b\nstages = 4\nmicrobatches = 8\n"
+                                  "[training]\nglobal_batch = 64\n";
+    g_clear_error(&err);
+    g_autoptr(PpScenario) a = pp_scenario_load_data(no_size, "a.ini", NULL, &err);
+    ck_assert_msg(a != NULL, "%s", err ? err->message : "");
+    ck_assert_int_eq(a->pipeline.microbatch_size, 8);
+
+    /* paci: global_batch / accumulation */
+    const char *const paci[] = {"pipeline.schedule=paci", "pipeline.accumulation=2", NULL};
+    g_autoptr(PpScenario) b = pp_scenario_load_data(no_size, "b.ini", paci, &err);
+    ck_assert_msg(b != NULL, "%s", err ? err->message : "");
+    ck_assert_int_eq(b->pipeline.microbatch_size, 32);
+    ck_assert_int_eq(pp_scenario_mb_per_step(b), 2);
+
+    /* pipedream: one micro-batch per step */
+    const char *const pd[] = {"pipeline.schedule=pipedream", NULL};
+    g_autoptr(PpScenario) c = pp_scenario_load_data(no_size, "c.ini", pd, &err);
+    ck_assert_msg(c != NULL, "%s", err ? err->message : "");
+    ck_assert_int_eq(c->pipeline.microbatch_size, 64);
+    ck_assert_int_eq(pp_scenario_mb_per_step(c), 1);
+
+    /* global_batch from microbatch_size; 2bw and gpipe count micro-batches */
+    const char *const bw[] = {"pipeline.schedule=2bw", NULL};
+    g_autoptr(PpScenario) d = load_base(bw);
+    ck_assert_int_eq(d->training.global_batch, 16);
+    ck_assert_int_eq(pp_scenario_mb_per_step(d), 8);
+
+    /* warmup_steps: 10% of steps, rounded down */
+    const char *const steps[] = {"training.steps=95", NULL};
+    g_autoptr(PpScenario) e = load_base(steps);
+    ck_assert_int_eq(e->optimizer.warmup_steps, 9);
+
+    /* interleaved: chunks split the [costs] stage times */
+    const char *const inter[] = {"pipeline.schedule=interleaved", "pipeline.chunks=2",
+                                 "costs.forward_us=10", "costs.backward_us=20.001", NULL};
+    g_autoptr(PpScenario) f = load_base(inter);
+    PpScheduleParams params;
+    pp_scenario_schedule_params(f, &params);
+    ck_assert_int_eq(params.n_chunks, 2);
+    ck_assert_int_eq(params.f_ns, 5000);
+    ck_assert_int_eq(params.b_ns, 10000);
+    ck_assert_int_eq(params.w_ns, 0);
+}
+END_TEST
+
+/* --- presets and overrides --- */
+
+START_TEST(test_presets) {
+    static const struct {
+        const char *name;
+        int32_t     layers, hidden, heads;
+    } models[] = {
+        {"gpt2", 12, 768, 12},      {"gpt2-medium", 24, 1024, 16}, {"gpt2-large", 36, 1280, 20},
+        {"gpt2-xl", 48, 1600, 25},  {"zb-1.5b", 24, 2304, 24},     {"zb-6.2b", 32, 4096, 32},
+        {"zb-14.6b", 48, 5120, 40}, {"zb-28.3b", 64, 6144, 48},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(models); i++) {
+        const PpModelPreset *p = pp_preset_model_lookup(models[i].name);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_eq(p->layers, models[i].layers);
+        ck_assert_int_eq(p->hidden, models[i].hidden);
+        ck_assert_int_eq(p->heads, models[i].heads);
+        ck_assert_int_eq(p->seq_len, 1024);
+        ck_assert_int_eq(p->vocab, 50257);
+
+        static const char text[] = "[pipeline]\nschedule = 1f1b\nstages = 2\n"
+                                   "microbatch_size = 1\n";
+        g_autofree char  *preset = g_strdup_printf("model.preset=%s", models[i].name);
+        const char *const o[] = {preset, NULL};
+        g_autoptr(GError) err = NULL;
+        g_autoptr(PpScenario) sc = pp_scenario_load_data(text, "p.ini", o, &err);
+        ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
+        ck_assert_int_eq(sc->model.layers, models[i].layers);
+        ck_assert_int_eq(sc->model.hidden, models[i].hidden);
+        ck_assert_int_eq(sc->model.heads, models[i].heads);
+    }
+
+    static const struct {
+        const char *name;
+        double      peak_flops;
+        int64_t     memory_bytes;
+        double      link_bw;
+        int64_t     latency_ns;
+        gboolean    nvlink;
+    } devices[] = {
+        {"a100-sxm", 312e12, 80 * GIB, 300e9, 5000, TRUE},
+        {"h100-sxm", 989e12, 80 * GIB, 450e9, 5000, TRUE},
+        {"h200-sxm", 989e12, INT64_C(141000000000), 450e9, 5000, TRUE},
+        {"rtx-pro-6000", 503.8e12, 96 * GIB, 50e9, 10000, FALSE},
+        {"l40s", 362e12, 48 * GIB, 25e9, 10000, FALSE},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(devices); i++) {
+        g_autofree char  *preset = g_strdup_printf("hardware.preset=%s", devices[i].name);
+        const char *const o[] = {preset, NULL};
+        g_autoptr(PpScenario) sc = load_base(o);
+        ck_assert(sc->hardware.set);
+        ck_assert_str_eq(sc->hardware.preset, devices[i].name);
+        ck_assert_double_eq(sc->hardware.peak_flops, devices[i].peak_flops);
+        ck_assert_int_eq(sc->hardware.memory_bytes, devices[i].memory_bytes);
+        ck_assert_double_eq(sc->hardware.link_bw_bytes_per_s, devices[i].link_bw);
+        ck_assert_int_eq(sc->hardware.link_latency_ns, devices[i].latency_ns);
+        ck_assert_int_eq(sc->hardware.nvlink, devices[i].nvlink);
+        /* the effective text reloads to the same device */
+        g_autofree char *text = pp_scenario_to_data(sc);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(PpScenario) again = pp_scenario_load_data(text, "again.ini", NULL, &err);
+        ck_assert_msg(again != NULL, "%s", err ? err->message : "");
+        ck_assert_int_eq(again->hardware.memory_bytes, devices[i].memory_bytes);
+        ck_assert_double_eq(again->hardware.peak_flops, devices[i].peak_flops);
+    }
+    ck_assert_ptr_null(pp_preset_model_lookup("gpt3"));
+    ck_assert_ptr_null(pp_preset_hardware_lookup("v100"));
+    g_autofree char *models_list = pp_preset_model_names();
+    ck_assert_str_eq(models_list, "gpt2, gpt2-medium, gpt2-large, gpt2-xl, zb-1.5b, zb-6.2b, "
+                                  "zb-14.6b, zb-28.3b");
+    g_autofree char *hw_list = pp_preset_hardware_names();
+    ck_assert_str_eq(hw_list, "a100-sxm, h100-sxm, h200-sxm, rtx-pro-6000, l40s");
+}
+END_TEST
+
+START_TEST(test_overrides) {
+    /* explicit keys in the file override the preset of their section */
+    static const char text[] = "[model]\npreset = gpt2-medium\nlayers = 12\n"
+                               "[hardware]\npreset = l40s\nlink_gbps = 12.5\n"
+                               "[pipeline]\nschedule = 1f1b\nstages = 4\nmicrobatches = 4\n"
+                               "microbatch_size = 8\n";
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) a = pp_scenario_load_data(text, "o.ini", NULL, &err);
+    ck_assert_msg(a != NULL, "%s", err ? err->message : "");
+    ck_assert_int_eq(a->model.layers, 12);
+    ck_assert_int_eq(a->model.hidden, 1024);
+    ck_assert_double_eq(a->hardware.link_bw_bytes_per_s, 12.5e9);
+    ck_assert_double_eq(a->hardware.peak_flops, 362e12);
+
+    /* --set overrides both the file's keys and presets; a new preset keeps explicit keys */
+    const char *const o[] = {"model.layers = 8",
+                             "hardware.preset=h100-sxm",
+                             "hardware.peak_tflops=100",
+                             "pipeline.stages=2",
+                             "training.global_batch=32",
+                             "run.seed=7",
+                             NULL};
+    g_autoptr(PpScenario) b = pp_scenario_load_data(text, "o.ini", o, &err);
+    ck_assert_msg(b != NULL, "%s", err ? err->message : "");
+    ck_assert_int_eq(b->model.layers, 8);
+    ck_assert_int_eq(b->model.hidden, 1024);
+    ck_assert_str_eq(b->hardware.preset, "h100-sxm");
+    ck_assert_double_eq(b->hardware.peak_flops, 100e12);
+    ck_assert_double_eq(b->hardware.link_bw_bytes_per_s, 12.5e9); /* explicit file key */
+    ck_assert_double_eq(b->hardware.mem_bw_bytes_per_s, 3350e9);  /* from the new preset */
+    ck_assert_int_eq(b->pipeline.stages, 2);
+    ck_assert_int_eq(b->training.global_batch, 32);
+    ck_assert_uint_eq(b->run.seed, 7);
+
+    /* an override can add a section the file lacks */
+    const char *const costs[] = {"costs.forward_us=3", "costs.backward_us=6", NULL};
+    g_autoptr(PpScenario) c = load_base(costs);
+    ck_assert(c->costs.set);
+    ck_assert_int_eq(c->costs.forward_ns, 3000);
+    ck_assert_int_eq(c->costs.backward_ns, 6000);
+}
+END_TEST
+
+/* --- bad inputs --- */
+
+typedef struct {
+    const char *label;
+    const char *text;         /* NULL: base_text */
+    const char *overrides[4]; /* NULL-terminated */
+    int         code;
+    const char *needles[3]; /* substrings the message must contain */
+} BadCase;
+
+static const char no_model[] = "[pipeline]\nschedule = 1f1b\nstages = 2\nmicrobatch_size = 1\n";
+static const char bad_hw[] = "[model]\npreset = gpt2\n[hardware]\npeak_tflops = 10\n"
+                             "[pipeline]\nschedule = 1f1b\nstages = 2\nmicrobatch_size = 1\n";
+static const char no_batch[] = "[model]\npreset = gpt2\n[pipeline]\nschedule = 1f1b\n"
+                               "stages = 2\n";
+
+static const BadCase bad_cases[] = {
+    {"syntax", "[model\nlayers = 1\n", {NULL}, PP_SCENARIO_ERROR_PARSE, {"syntax.ini"}},
+    {"key outside group", "layers = 1\n", {NULL}, PP_SCENARIO_ERROR_PARSE, {"key outside"}},
+    {"unknown section",
+     "[modle]\nlayers = 1\n",
+     {NULL},
+     PP_SCENARIO_ERROR_UNKNOWN_SECTION,
+     {"[modle]", "[model], [hardware], [pipeline]"}},
+    {"unknown key",
+     "[model]\nlayer = 4\n",
+     {NULL},
+     PP_SCENARIO_ERROR_UNKNOWN_KEY,
+     {"'layer'", "valid keys: preset, layers, hidden, heads, seq_len, vocab"}},
+    {"unknown schedule",
+     NULL,
+     {"pipeline.schedule=1f2b"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"1f2b", "gpipe", "paci"}},
+    {"unknown model preset",
+     NULL,
+     {"model.preset=gpt3"},
+     PP_SCENARIO_ERROR_UNKNOWN_PRESET,
+     {"'gpt3'", "gpt2-medium", "zb-28.3b"}},
+    {"unknown hardware preset",
+     NULL,
+     {"hardware.preset=v100"},
+     PP_SCENARIO_ERROR_UNKNOWN_PRESET,
+     {"'v100'", "a100-sxm", "rtx-pro-6000"}},
+    {"malformed int",
+     NULL,
+     {"pipeline.stages=12x"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"override 'pipeline.stages=12x'", "'12x'", "not a whole number"}},
+    {"malformed int in file",
+     "[model]\nlayers = 12x\n",
+     {NULL},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"malformed int in file.ini", "layers", "'12x'"}},
+    {"negative int",
+     NULL,
+     {"pipeline.microbatches=-3"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"microbatches", "'-3'", "from 1 to"}},
+    {"int overflow",
+     NULL,
+     {"model.layers=99999999999"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"'99999999999'", "out of range", "2147483647"}},
+    {"huge int",
+     NULL,
+     {"run.seed=99999999999999999999999"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"seed", "out of range"}},
+    {"negative seed", NULL, {"run.seed=-1"}, PP_SCENARIO_ERROR_INVALID_VALUE, {"seed", "'-1'"}},
+    {"malformed double",
+     NULL,
+     {"optimizer.lr=fast"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"lr", "'fast'", "not a number"}},
+    {"double out of range",
+     NULL,
+     {"optimizer.beta2=1"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"beta2", "'1'", "[0, 1)"}},
+    {"zero peak",
+     NULL,
+     {"hardware.preset=l40s", "hardware.peak_tflops=0"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"peak_tflops", "> 0"}},
+    {"negative duration",
+     NULL,
+     {"costs.forward_us=-1", "costs.backward_us=1"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"forward_us", "'-1'"}},
+    {"nan", NULL, {"data.val_fraction=nan"}, PP_SCENARIO_ERROR_INVALID_VALUE, {"val_fraction"}},
+    {"bool",
+     NULL,
+     {"optimizer.error_feedback=yes"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"error_feedback", "'yes'", "true or false"}},
+    {"enum",
+     NULL,
+     {"pipeline.mode=auto"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"mode", "'auto'", "static, dynamic"}},
+    {"optimizer enum",
+     NULL,
+     {"optimizer.name=sgd"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"'sgd'", "adamw, muon"}},
+    {"empty list element",
+     NULL,
+     {"run.layers_per_stage=2,,2"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"layers_per_stage", "'2,,2'", "empty"}},
+    {"bad list element",
+     NULL,
+     {"run.layers_per_stage=2,x,2,2"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"layers_per_stage", "'2,x,2,2'"}},
+    {"override without =",
+     NULL,
+     {"pipeline.stages"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"override 'pipeline.stages'", "section.key=value"}},
+    {"override without section",
+     NULL,
+     {"stages=4"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"override 'stages=4'"}},
+    {"override empty key",
+     NULL,
+     {"pipeline.=4"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"override 'pipeline.=4'"}},
+    {"override unknown section",
+     NULL,
+     {"pipe.stages=4"},
+     PP_SCENARIO_ERROR_UNKNOWN_SECTION,
+     {"override 'pipe.stages=4'", "[pipe]"}},
+    {"override unknown key",
+     NULL,
+     {"pipeline.stage=4"},
+     PP_SCENARIO_ERROR_UNKNOWN_KEY,
+     {"override 'pipeline.stage=4'", "valid keys: schedule, stages, chunks"}},
+    {"missing model",
+     no_model,
+     {NULL},
+     PP_SCENARIO_ERROR_MISSING_KEY,
+     {"missing key [model] layers", "preset", "gpt2-medium"}},
+    {"missing hardware key",
+     bad_hw,
+     {NULL},
+     PP_SCENARIO_ERROR_MISSING_KEY,
+     {"missing key [hardware] memory_gib", "a100-sxm"}},
+    {"missing cost",
+     NULL,
+     {"costs.forward_us=1"},
+     PP_SCENARIO_ERROR_MISSING_KEY,
+     {"missing key [costs] backward_us"}},
+    {"missing schedule",
+     "[model]\npreset = gpt2\n[pipeline]\nstages = 2\n",
+     {NULL},
+     PP_SCENARIO_ERROR_MISSING_KEY,
+     {"[pipeline] schedule"}},
+    {"missing batch",
+     no_batch,
+     {NULL},
+     PP_SCENARIO_ERROR_MISSING_KEY,
+     {"global_batch", "microbatch_size"}},
+    {"flush batch",
+     NULL,
+     {"training.global_batch=20"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"global_batch = 20", "microbatch_size = 2", "microbatches = 8"}},
+    {"paci batch",
+     NULL,
+     {"pipeline.schedule=paci", "pipeline.accumulation=4", "training.global_batch=16"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"global_batch = 16", "accumulation = 4", "set global_batch = 8"}},
+    {"pipedream batch",
+     NULL,
+     {"pipeline.schedule=pipedream", "training.global_batch=16"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"global_batch = 16", "microbatch_size = 2", "pipedream"}},
+    {"indivisible batch",
+     no_batch,
+     {"pipeline.microbatches=3", "training.global_batch=10"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"global_batch = 10", "microbatches = 3"}},
+    {"async accumulation",
+     NULL,
+     {"pipeline.schedule=async-1f1b", "pipeline.accumulation=4"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"accumulation = 4", "async-1f1b"}},
+    {"interleaved microbatches",
+     NULL,
+     {"pipeline.schedule=interleaved", "pipeline.microbatches=6", "pipeline.chunks=2"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"microbatches = 6", "stages = 4"}},
+    {"chunks without interleaved",
+     NULL,
+     {"pipeline.chunks=2"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"chunks = 2", "interleaved", "1f1b"}},
+    {"chunks exceed layers",
+     NULL,
+     {"pipeline.schedule=interleaved", "pipeline.chunks=3"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"stages = 4", "chunks = 3", "layers = 8"}},
+    {"stages exceed layers",
+     NULL,
+     {"pipeline.stages=9"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"stages = 9", "layers = 8"}},
+    {"heads",
+     NULL,
+     {"model.heads=5"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"hidden = 64", "heads = 5"}},
+    {"custom without order",
+     NULL,
+     {"pipeline.schedule=custom"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"custom", "order_file"}},
+    {"custom missing order",
+     NULL,
+     {"pipeline.schedule=custom", "pipeline.order_file=/nonexistent/order.csv"},
+     PP_SCENARIO_ERROR_NOT_FOUND,
+     {"order_file", "/nonexistent/order.csv"}},
+    {"devices",
+     NULL,
+     {"hardware.preset=a100-sxm", "hardware.devices=2"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"devices = 2", "stages = 4"}},
+    {"layers_per_stage count",
+     NULL,
+     {"run.layers_per_stage=4,4"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"2 entries", "stages = 4", "needs 4"}},
+    {"layers_per_stage sum",
+     NULL,
+     {"run.layers_per_stage=1,2,2,2"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"sums to 7", "layers = 8"}},
+    {"warmup",
+     NULL,
+     {"optimizer.warmup_steps=10"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"warmup_steps = 10", "steps = 10", "at most 9"}},
+    {"min_lr",
+     NULL,
+     {"optimizer.min_lr=0.01"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"min_lr = 0.01", "lr = 0.0006"}},
+    {"dynamic",
+     NULL,
+     {"pipeline.mode=dynamic"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"mode = dynamic", "schedule = 1f1b"}},
+};
+
+START_TEST(test_bad_input) {
+    const BadCase   *c = &bad_cases[_i];
+    g_autofree char *name = g_strdup_printf("%s.ini", c->label);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) sc =
+        pp_scenario_load_data(c->text ? c->text : base_text, name, c->overrides, &err);
+    ck_assert_msg(sc == NULL, "case '%s' loaded", c->label);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_msg(g_error_matches(err, PP_SCENARIO_ERROR, c->code),
+                  "case '%s': code %d, want %d: %s", c->label, err->code, c->code, err->message);
+    for (int i = 0; i < 3 && c->needles[i]; i++)
+        ck_assert_msg(strstr(err->message, c->needles[i]) != NULL, "case '%s': '%s' not in: %s",
+                      c->label, c->needles[i], err->message);
+}
+END_TEST
+
+START_TEST(test_bad_files) {
+    static const struct {
+        const char *file;
+        int         code;
+        const char *needle;
+    } cases[] = {
+        {"tests/data/scenarios/no-such-file.ini", PP_SCENARIO_ERROR_NOT_FOUND, "no-such-file"},
+        {"tests/data/scenarios/bad-syntax.ini", PP_SCENARIO_ERROR_PARSE, "bad-syntax.ini"},
+        {"tests/data/scenarios/bad-unknown-section.ini", PP_SCENARIO_ERROR_UNKNOWN_SECTION,
+         "[pipline]"},
+        {"tests/data/scenarios/bad-batch.ini", PP_SCENARIO_ERROR_INCONSISTENT,
+         "set global_batch = 128"},
+        {"tests/data/scenarios/bad-order-missing.ini", PP_SCENARIO_ERROR_NOT_FOUND,
+         "tests/data/scenarios/no-such-order.csv"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *path = g_build_filename(PP_SOURCE_ROOT, cases[i].file, NULL);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &err);
+        ck_assert_msg(sc == NULL, "%s loaded", cases[i].file);
+        ck_assert_msg(g_error_matches(err, PP_SCENARIO_ERROR, cases[i].code), "%s: code %d: %s",
+                      cases[i].file, err->code, err->message);
+        ck_assert_msg(strstr(err->message, cases[i].needle) != NULL, "%s: '%s' not in: %s",
+                      cases[i].file, cases[i].needle, err->message);
+        ck_assert_ptr_nonnull(strstr(err->message, path)); /* names the file */
+    }
+}
+END_TEST
+
+static Suite *scenario_suite(void) {
+    Suite *s = suite_create("scenario");
+    TCase *files = tcase_create("files");
+    tcase_add_test(files, test_collection_parses_and_round_trips);
+    tcase_add_test(files, test_default_ini);
+    tcase_add_test(files, test_zb_28b_costs);
+    tcase_add_test(files, test_zb_smaller_settings);
+    tcase_add_test(files, test_paci_paper_files);
+    tcase_add_test(files, test_train_tiny);
+    tcase_add_test(files, test_custom_order_relative);
+    tcase_add_test(files, test_minimal_file);
+    suite_add_tcase(s, files);
+
+    TCase *values = tcase_create("values");
+    tcase_add_test(values, test_defaults);
+    tcase_add_test(values, test_derived_batch);
+    tcase_add_test(values, test_presets);
+    tcase_add_test(values, test_overrides);
+    suite_add_tcase(s, values);
+
+    TCase *errors = tcase_create("errors");
+    tcase_add_loop_test(errors, test_bad_input, 0, (int)G_N_ELEMENTS(bad_cases));
+    tcase_add_test(errors, test_bad_files);
+    suite_add_tcase(s, errors);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(scenario_suite());
+    srunner_run_all(sr, CK_ENV);
+    int n_failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return n_failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
