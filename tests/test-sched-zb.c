@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: MIT
+ * test-sched-zb.c: the zero-bubble schedules (common/pp-sched-zb.c) run through the
+ * simulator: zb-h1 / zb-h2 hit their closed forms exactly, zb-1p / zb-2p reach the bubbles
+ * their memory limits allow, every program is complete and valid, and steps repeat.
+ * C below is the largest stage span of one step (the paper's bubble definition).
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp-error.h"
+#include "pp-sched-gen.h"
+#include "pp-schedule.h"
+#include "sim-cost.h"
+#include "sim-engine.h"
+
+/* The test grid: N x m x (F, B, W) in ns. */
+static const int32_t zb_stages[] = {2, 3, 4, 8};
+#define ZB_N_STAGES 4
+#define ZB_N_MB     3
+static const int64_t zb_costs[][3] = {
+    {1000, 1000, 1000}, {3000, 2000, 1000}, {5000, 5000, 2000}, {2000, 2000, 2000}};
+#define ZB_N_COSTS 4
+#define ZB_N_GRID  (ZB_N_STAGES * ZB_N_MB * ZB_N_COSTS)
+
+typedef struct {
+    int32_t n, m;
+    int64_t f, b, w;
+} ZbCase;
+
+/* Grid point @i: N slowest, then m in {N, 2N, 3N+1}, then the costs. */
+static ZbCase zb_case(int i) {
+    int32_t        n = zb_stages[i / (ZB_N_MB * ZB_N_COSTS)];
+    const int32_t  m[ZB_N_MB] = {n, 2 * n, 3 * n + 1};
+    const int64_t *c = zb_costs[i % ZB_N_COSTS];
+    return (ZbCase){.n = n, .m = m[(i / ZB_N_COSTS) % ZB_N_MB], .f = c[0], .b = c[1], .w = c[2]};
+}
+
+typedef struct {
+    const char    *name;
+    PpSchedBuildFn build;
+} ZbKind;
+
+static const ZbKind zb_kinds[] = {
+    {"zb-h1", pp_sched_build_zb_h1},
+    {"zb-h2", pp_sched_build_zb_h2},
+    {"zb-1p", pp_sched_build_zb_1p},
+    {"zb-2p", pp_sched_build_zb_2p},
+};
+#define ZB_N_KINDS 4
+
+/* Builds and finishes (derives + validates) a schedule; fails the test on any error.
+ * The costs also go to the searching generators. Returns: (transfer full). */
+static PpSchedule *zb_build(PpSchedBuildFn build, const ZbCase *c, int32_t steps, int64_t comm_ns) {
+    PpScheduleParams p = {.n_stages = c->n,
+                          .n_chunks = 1,
+                          .n_microbatches = c->m,
+                          .accumulation = 1,
+                          .n_steps = steps,
+                          .f_ns = c->f,
+                          .b_ns = c->b,
+                          .w_ns = c->w,
+                          .comm_ns = comm_ns};
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpSchedule) sched = build(&p, &err);
+    ck_assert_msg(sched != NULL, "build: %s", err ? err->message : "?");
+    ck_assert_msg(pp_schedule_finish(sched, &err), "finish: %s", err ? err->message : "?");
+    return g_steal_pointer(&sched);
+}
+
+/* Simulates @sched with uniform costs. Returns: (transfer full). */
+static SimResult *zb_sim(const PpSchedule *sched, const ZbCase *c, int64_t comm_ns) {
+    g_autoptr(SimCostModel) cost =
+        sim_cost_new_uniform(sched->n_stages, 1, c->f, c->b, c->w, comm_ns);
+    g_autoptr(GError) err = NULL;
+    SimResult *res = sim_engine_run(sched, cost, &err);
+    ck_assert_msg(res != NULL, "sim: %s", err ? err->message : "?");
+    return res;
+}
+
+static int64_t zb_max_span(const SimResult *res) {
+    int64_t c_ns = 0;
+    for (int32_t s = 0; s < res->n_stages; s++)
+        c_ns = MAX(c_ns, res->stages[s].span_ns);
+    return c_ns;
+}
+
+/* Peak units with F done and W not done on @stage, from the program. */
+static int32_t zb_peak_units(const PpSchedule *sched, int32_t stage) {
+    int32_t live = 0, peak = 0;
+    for (int32_t i = 0; i < sched->n_ops[stage]; i++) {
+        PpOpKind kind = sched->programs[stage][i].kind;
+        live += kind == PP_OP_FORWARD ? 1 : kind == PP_OP_WEIGHT ? -1 : 0;
+        peak = MAX(peak, live);
+    }
+    return peak;
+}
+
+/* Every stage peaks at exactly @expect units, declares it, and the simulator agrees. */
+static void zb_check_peaks(const PpSchedule *sched, const SimResult *res, int32_t expect) {
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        ck_assert_int_eq(zb_peak_units(sched, s), expect);
+        ck_assert_int_eq(sched->n_buffers[s], expect);
+        ck_assert_int_le(res->stages[s].peak_inflight, expect);
+    }
+}
+
+/* zb-h1, comm 0, m >= N, B >= W: makespan = C = span of stage 0 = m(F+B+W) + (N-1)(F+B-W);
+ * every stage holds exactly min(N, m) units. */
+START_TEST(test_zb_h1_closed_form) {
+    ZbCase c = zb_case(_i);
+    ck_assert(c.m >= c.n && c.b >= c.w); // the closed form's conditions hold on the grid
+    g_autoptr(PpSchedule) sched = zb_build(pp_sched_build_zb_h1, &c, 1, 0);
+    g_autoptr(SimResult) res = zb_sim(sched, &c, 0);
+    int64_t expect = c.m * (c.f + c.b + c.w) + (c.n - 1) * (c.f + c.b - c.w);
+    ck_assert_int_eq(res->makespan_ns, expect);
+    ck_assert_int_eq(res->stages[0].span_ns, expect);
+    ck_assert_int_eq(zb_max_span(res), expect);
+    zb_check_peaks(sched, res, MIN(c.n, c.m));
+}
+END_TEST
+
+/* zb-h2 with comm c in {0, 100}: for m >= 2N-1 (and F+B+2c >= 2W, true on the grid)
+ * C = span of stage 0 = m(F+B+W) + (N-1)(F+B+2c-2W) and the makespan is
+ * max(C, (N-1)(F+c) + m(F+B+W)), the last stage's start plus its work. For m < 2N-1 the
+ * warmup cannot fill: C is then at most zb-h1's. Peak min(2N-1, m) units on every stage. */
+START_TEST(test_zb_h2_closed_form) {
+    ZbCase  c = zb_case(_i / 2);
+    int64_t comm = (_i % 2) * 100;
+    g_autoptr(PpSchedule) sched = zb_build(pp_sched_build_zb_h2, &c, 1, comm);
+    g_autoptr(SimResult) res = zb_sim(sched, &c, comm);
+    int64_t work = c.m * (c.f + c.b + c.w);
+    int64_t extra = (c.n - 1) * (c.f + c.b + 2 * comm - 2 * c.w);
+    ck_assert_int_ge(extra, 0);
+    if (c.m >= 2 * c.n - 1) {
+        ck_assert_int_eq(res->stages[0].span_ns, work + extra);
+        ck_assert_int_eq(zb_max_span(res), work + extra);
+        ck_assert_int_eq(res->makespan_ns, MAX(work + extra, (c.n - 1) * (c.f + comm) + work));
+    } else {
+        g_autoptr(PpSchedule) h1 = zb_build(pp_sched_build_zb_h1, &c, 1, comm);
+        g_autoptr(SimResult) h1_res = zb_sim(h1, &c, comm);
+        ck_assert_int_le(zb_max_span(res), zb_max_span(h1_res));
+    }
+    zb_check_peaks(sched, res, MIN(2 * c.n - 1, c.m));
+}
+END_TEST
+
+/* Every kind, every grid point, 1 and 3 steps: valid; per stage one F, one B and one W of
+ * every micro-batch, each tagged with its step (mb / m), and a U closing every step. */
+START_TEST(test_zb_programs_complete) {
+    const ZbKind *kind = &zb_kinds[_i];
+    for (int g = 0; g < ZB_N_GRID; g++) {
+        ZbCase c = zb_case(g);
+        for (int32_t steps = 1; steps <= 3; steps += 2) {
+            g_autoptr(PpSchedule) sched = zb_build(kind->build, &c, steps, 0);
+            ck_assert_str_eq(sched->kind, kind->name);
+            ck_assert(sched->split_backward && sched->synchronous);
+            ck_assert_int_eq(sched->n_chunks, 1);
+            ck_assert_int_eq(sched->n_mb, steps * c.m);
+            ck_assert_int_eq(sched->mb_per_step, c.m);
+            g_autofree int32_t *seen = g_new0(int32_t, (size_t)3 * sched->n_mb);
+            for (int32_t s = 0; s < c.n; s++) {
+                memset(seen, 0, sizeof(int32_t) * 3 * (size_t)sched->n_mb);
+                ck_assert_int_eq(sched->n_ops[s], steps * (3 * c.m + 1));
+                for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+                    const PpOp *op = &sched->programs[s][i];
+                    int32_t     step = i / (3 * c.m + 1);
+                    ck_assert_int_eq(op->step, step);
+                    if (i % (3 * c.m + 1) == 3 * c.m) {
+                        ck_assert_int_eq(op->kind, PP_OP_UPDATE);
+                        continue;
+                    }
+                    ck_assert_int_eq(op->mb / c.m, step);
+                    ck_assert_int_eq(op->chunk, 0);
+                    ck_assert(op->kind == PP_OP_FORWARD || op->kind == PP_OP_BACKWARD ||
+                              op->kind == PP_OP_WEIGHT);
+                    seen[3 * op->mb + (op->kind == PP_OP_FORWARD    ? 0
+                                       : op->kind == PP_OP_BACKWARD ? 1
+                                                                    : 2)]++;
+                }
+                for (int32_t k = 0; k < 3 * sched->n_mb; k++)
+                    ck_assert_int_eq(seen[k], 1);
+                ck_assert_int_le(zb_peak_units(sched, s), sched->n_buffers[s]);
+            }
+        }
+    }
+}
+END_TEST
+
+/* Three steps. U has no cross-stage dependency, so step k+1 starts on stage 0 when stage 0
+ * ends step k. When stage 0 has the largest span C of a step, every stage's next step is
+ * the previous one shifted by C: makespan(3) = 2C + makespan(1); where moreover stage 0
+ * ends last (C = makespan(1): zb-h1, zb-h2 with B + c >= 2W) that is 3 x makespan(1). In
+ * every case the steps can only overlap: makespan(3) <= 3 x makespan(1). */
+START_TEST(test_zb_steps_repeat) {
+    const ZbKind *kind = &zb_kinds[_i / 2];
+    int64_t       comm = (_i % 2) * 100;
+    int           n_shifted = 0;
+    for (int g = 0; g < ZB_N_GRID; g++) {
+        ZbCase c = zb_case(g);
+        g_autoptr(PpSchedule) one = zb_build(kind->build, &c, 1, comm);
+        g_autoptr(PpSchedule) three = zb_build(kind->build, &c, 3, comm);
+        g_autoptr(SimResult) r1 = zb_sim(one, &c, comm);
+        g_autoptr(SimResult) r3 = zb_sim(three, &c, comm);
+        int64_t c_ns = zb_max_span(r1);
+        ck_assert_int_le(r3->makespan_ns, 3 * r1->makespan_ns);
+        if (r1->stages[0].span_ns == c_ns) {
+            ck_assert_int_eq(r3->makespan_ns, 2 * c_ns + r1->makespan_ns);
+            n_shifted++;
+        }
+        gboolean h1 = _i / 2 == 0 && comm == 0;
+        gboolean h2 = _i / 2 == 1 && c.m >= 2 * c.n - 1 && c.b + comm >= 2 * c.w;
+        if (h1 || h2) {
+            ck_assert_int_eq(r1->stages[0].span_ns, r1->makespan_ns);
+            ck_assert_int_eq(r3->makespan_ns, 3 * r1->makespan_ns);
+        }
+    }
+    if (_i / 2 < 2) // the handcrafted schedules always end their steps on stage 0's span
+        ck_assert_int_eq(n_shifted, ZB_N_GRID);
+}
+END_TEST
+
+/* F = B = W = 1 us, comm 0. 1F1B's bubble is (N-1)(F+B+W). zb-1p may hold N units per
+ * stage: the last stage then defers at most N W's, which bounds C below by zb-h1's form,
+ * so its bubble is at least (N-1)(F+B-W) = (N-1)F, a third of 1F1B's; the greedy reaches
+ * it exactly. zb-2p may hold 2N >= 2N-1 units: for m >= 2N its bubble is 0; with m = N the
+ * limit is m itself, as for zb-1p, and so is the bubble. Both stay within their limits. */
+START_TEST(test_zb_auto_unit_bubbles) {
+    ZbCase  c = zb_case(_i * ZB_N_COSTS); // (1, 1, 1) us at every (N, m)
+    int64_t work = c.m * (c.f + c.b + c.w);
+
+    PpScheduleParams p = {.kind = "1f1b",
+                          .n_stages = c.n,
+                          .n_chunks = 1,
+                          .n_microbatches = c.m,
+                          .accumulation = 1,
+                          .n_steps = 1};
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpSchedule) ref = pp_schedule_new(&p, &err);
+    ck_assert_msg(ref != NULL, "1f1b: %s", err ? err->message : "?");
+    g_autoptr(SimResult) ref_res = zb_sim(ref, &c, 0);
+    int64_t bubble_1f1b = ref_res->makespan_ns - work;
+    ck_assert_int_eq(bubble_1f1b, (c.n - 1) * (c.f + c.b + c.w));
+
+    g_autoptr(PpSchedule) p1 = zb_build(pp_sched_build_zb_1p, &c, 1, 0);
+    g_autoptr(SimResult) r1 = zb_sim(p1, &c, 0);
+    ck_assert_int_eq(3 * (zb_max_span(r1) - work), bubble_1f1b);
+    zb_check_peaks(p1, r1, MIN(c.n, c.m));
+
+    g_autoptr(PpSchedule) p2 = zb_build(pp_sched_build_zb_2p, &c, 1, 0);
+    g_autoptr(SimResult) r2 = zb_sim(p2, &c, 0);
+    ck_assert_int_eq(zb_max_span(r2) - work, c.m >= 2 * c.n ? 0 : bubble_1f1b / 3);
+    for (int32_t s = 0; s < c.n; s++) {
+        ck_assert_int_le(zb_peak_units(p2, s), MIN(2 * c.n, c.m));
+        ck_assert_int_eq(p2->n_buffers[s], MIN(2 * c.n, c.m));
+        ck_assert_int_le(r2->stages[s].peak_inflight, p2->n_buffers[s]);
+    }
+}
+END_TEST
+
+/* Every grid cost, comm 0: the greedy is never worse than the handcrafted schedule of the
+ * same memory (zb-1p vs zb-h1, zb-2p vs zb-h2) nor than 1F1B. */
+START_TEST(test_zb_auto_vs_handcrafted) {
+    ZbCase c = zb_case(_i);
+    g_autoptr(PpSchedule) h1 = zb_build(pp_sched_build_zb_h1, &c, 1, 0);
+    g_autoptr(PpSchedule) h2 = zb_build(pp_sched_build_zb_h2, &c, 1, 0);
+    g_autoptr(PpSchedule) a1 = zb_build(pp_sched_build_zb_1p, &c, 1, 0);
+    g_autoptr(PpSchedule) a2 = zb_build(pp_sched_build_zb_2p, &c, 1, 0);
+    g_autoptr(SimResult) rh1 = zb_sim(h1, &c, 0);
+    g_autoptr(SimResult) rh2 = zb_sim(h2, &c, 0);
+    g_autoptr(SimResult) ra1 = zb_sim(a1, &c, 0);
+    g_autoptr(SimResult) ra2 = zb_sim(a2, &c, 0);
+    ck_assert_int_le(zb_max_span(ra1), zb_max_span(rh1));
+    ck_assert_int_le(zb_max_span(ra2), zb_max_span(rh2));
+    ck_assert_int_le(zb_max_span(ra1), (c.m + c.n - 1) * (c.f + c.b + c.w));
+}
+END_TEST
+
+/* The zero-bubble paper's profiled stages (DESIGN.md §5; us -> ns), comm included. For a
+ * schedule whose stages hold at most P units, C >= m(F+B+W) + (N-1)(F+B+2c) - (P-1)W: the
+ * last stage starts at (N-1)(F+c), runs every F and B and at least m - P W's before its
+ * final B, whose gradient needs (N-1)(B+c) more to cross to stage 0, which then has one W
+ * left. zb-h2 meets its bound (P = 2N-1) exactly; the greedy stays within 1% of its own
+ * (zb-1p: P = N, measured <= 0.8%; zb-2p: P = 2N, <= 0.6%) and never trails the
+ * handcrafted schedule of the same memory. */
+START_TEST(test_zb_paper_configs) {
+    static const int64_t cfg[4][6] = {
+        /* N, m, F, B, W, comm (us) */
+        {8, 24, 18522, 18086, 9337, 601},
+        {8, 24, 29718, 29444, 19927, 527},
+        {16, 48, 11347, 11248, 8132, 377},
+        {32, 96, 10419, 10207, 7715, 408},
+    };
+    const int64_t *k = cfg[_i];
+    ZbCase         c = {.n = (int32_t)k[0],
+                        .m = (int32_t)k[1],
+                        .f = k[2] * 1000,
+                        .b = k[3] * 1000,
+                        .w = k[4] * 1000};
+    int64_t        comm = k[5] * 1000;
+    int64_t        base = c.m * (c.f + c.b + c.w) + (c.n - 1) * (c.f + c.b + 2 * comm);
+    const int32_t  limit[ZB_N_KINDS] = {c.n, 2 * c.n - 1, c.n, 2 * c.n};
+    int64_t        span[ZB_N_KINDS];
+    for (int j = 0; j < ZB_N_KINDS; j++) {
+        g_autoptr(PpSchedule) sched = zb_build(zb_kinds[j].build, &c, 1, comm);
+        g_autoptr(SimResult) res = zb_sim(sched, &c, comm);
+        span[j] = zb_max_span(res);
+        ck_assert_int_ge(span[j], base - (limit[j] - 1) * c.w);
+    }
+    ck_assert_int_eq(span[1], base - (2 * c.n - 2) * c.w);
+    ck_assert_int_le(span[2], span[0]);
+    ck_assert_int_le(span[3], span[1]);
+    ck_assert_int_le(100 * span[2], 101 * (base - (c.n - 1) * c.w));
+    ck_assert_int_le(100 * span[3], 101 * (base - (2 * c.n - 1) * c.w));
+}
+END_TEST
+
+/* All-zero costs make zb-1p search with unit costs: the same program as F = B = W. */
+START_TEST(test_zb_auto_zero_costs_are_unit) {
+    ZbCase unit = {.n = 4, .m = 9, .f = 7, .b = 7, .w = 7};
+    ZbCase zero = {.n = 4, .m = 9, .f = 0, .b = 0, .w = 0};
+    g_autoptr(PpSchedule) a = zb_build(pp_sched_build_zb_1p, &unit, 2, 0);
+    g_autoptr(PpSchedule) b = zb_build(pp_sched_build_zb_1p, &zero, 2, 0);
+    for (int32_t s = 0; s < 4; s++) {
+        ck_assert_int_eq(a->n_ops[s], b->n_ops[s]);
+        for (int32_t i = 0; i < a->n_ops[s]; i++) {
+            ck_assert_int_eq(a->programs[s][i].kind, b->programs[s][i].kind);
+            ck_assert_int_eq(a->programs[s][i].mb, b->programs[s][i].mb);
+        }
+    }
+}
+END_TEST
+
+/* The registry resolves each name to its generator, and pp_schedule_new() finishes it. */
+START_TEST(test_zb_registry) {
+    const ZbKind          *kind = &zb_kinds[_i];
+    const PpSchedKindInfo *info = pp_sched_kind_lookup(kind->name);
+    ck_assert_ptr_nonnull(info);
+    ck_assert(info->build == kind->build);
+    PpScheduleParams p = {.kind = kind->name,
+                          .n_stages = 4,
+                          .n_chunks = 1,
+                          .n_microbatches = 9,
+                          .accumulation = 1,
+                          .n_steps = 2};
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpSchedule) sched = pp_schedule_new(&p, &err);
+    ck_assert_msg(sched != NULL, "%s", err ? err->message : "?");
+    ck_assert_str_eq(sched->kind, kind->name);
+    ck_assert_int_eq(pp_schedule_n_ops_total(sched), 4 * 2 * (3 * 9 + 1));
+}
+END_TEST
+
+/* Bad parameters are GErrors naming the parameter. */
+START_TEST(test_zb_bad_params) {
+    const ZbKind          *kind = &zb_kinds[_i];
+    const PpScheduleParams good = {.n_stages = 4,
+                                   .n_chunks = 1,
+                                   .n_microbatches = 8,
+                                   .accumulation = 1,
+                                   .n_steps = 1,
+                                   .f_ns = 1,
+                                   .b_ns = 1,
+                                   .w_ns = 1};
+    PpScheduleParams       bad[5];
+    const char *names[5] = {"n_stages", "n_microbatches", "n_steps", "n_chunks", "costs"};
+    for (int k = 0; k < 5; k++)
+        bad[k] = good;
+    bad[0].n_stages = 0;
+    bad[1].n_microbatches = 0;
+    bad[2].n_steps = 0;
+    bad[3].n_chunks = 2;
+    bad[4].w_ns = -1;
+    int n_bad = _i >= 2 ? 5 : 4; // only the searching generators read the costs
+    for (int k = 0; k < n_bad; k++) {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(PpSchedule) sched = kind->build(&bad[k], &err);
+        ck_assert_ptr_null(sched);
+        ck_assert(g_error_matches(err, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
+        ck_assert_msg(strstr(err->message, kind->name) != NULL, "%s", err->message);
+        if (k < 4)
+            ck_assert_msg(strstr(err->message, names[k]) != NULL, "%s", err->message);
+    }
+}
+END_TEST
+
+static Suite *zb_suite(void) {
+    Suite *suite = suite_create("sched-zb");
+    TCase *tc = tcase_create("handcrafted");
+    tcase_add_loop_test(tc, test_zb_h1_closed_form, 0, ZB_N_GRID);
+    tcase_add_loop_test(tc, test_zb_h2_closed_form, 0, 2 * ZB_N_GRID);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("automatic");
+    tcase_add_loop_test(tc, test_zb_auto_unit_bubbles, 0, ZB_N_STAGES * ZB_N_MB);
+    tcase_add_loop_test(tc, test_zb_auto_vs_handcrafted, 0, ZB_N_GRID);
+    tcase_add_loop_test(tc, test_zb_paper_configs, 0, 4);
+    tcase_add_test(tc, test_zb_auto_zero_costs_are_unit);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("programs");
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, test_zb_programs_complete, 0, ZB_N_KINDS);
+    tcase_add_loop_test(tc, test_zb_steps_repeat, 0, 2 * ZB_N_KINDS);
+    tcase_add_loop_test(tc, test_zb_bad_params, 0, ZB_N_KINDS);
+    tcase_add_loop_test(tc, test_zb_registry, 0, ZB_N_KINDS);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
+
+int main(void) {
+    SRunner *runner = srunner_create(zb_suite());
+    srunner_run_all(runner, CK_ENV);
+    int n_failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return n_failed > 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}
