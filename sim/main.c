@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: MIT
+ * main.c: the pacer-sim command line. `pacer-sim SCENARIO` simulates one scenario and prints
+ * a summary (or JSON, or an --out directory of CSV/trace files); `compare`, `sweep` and
+ * `schedules` are subcommands. Exit status: 0 success, 1 bad input (one line on stderr
+ * "pacer-sim: FILE: message"), 2 usage errors.
+ */
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp-error.h"
+#include "pp-schedule.h"
+#include "sim-report.h"
+#include "sim-sweep.h"
+
+#define SIM_MAIN_DEFAULT_SCHEDULES "1f1b,interleaved,zb-2p,paci"
+/* The end of an option table (G_OPTION_ENTRY_NULL needs GLib 2.70; meson asks for 2.68). */
+#define SIM_MAIN_OPTION_END                                                                        \
+    { NULL, 0, 0, 0, NULL, NULL, NULL }
+
+/* --steps was not given (GOption leaves the initial value alone). */
+#define SIM_MAIN_STEPS_UNSET G_MININT
+
+/* Options of every command; each command registers the ones it takes. */
+typedef struct {
+    char   **sets;      /* --set section.key=value (NULL-terminated, nullable) */
+    gint     steps;     /* --steps N; SIM_MAIN_STEPS_UNSET: the scenario's training.steps */
+    gboolean json;      /* --json */
+    char    *out;       /* --out DIR (run) or FILE.csv (sweep) */
+    char    *schedules; /* compare --schedules a,b,c */
+    char   **sweeps;    /* sweep --sweep section.key=v1,v2 (NULL-terminated, nullable) */
+} SimMainOptions;
+
+static void sim_main_options_clear(SimMainOptions *o) {
+    g_strfreev(o->sets);
+    g_free(o->out);
+    g_free(o->schedules);
+    g_strfreev(o->sweeps);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SimMainOptions, sim_main_options_clear)
+
+/* Prints @message on one line (newlines folded into spaces) after "pacer-sim: ". */
+static void sim_main_print_line(const char *prefix, const char *message) {
+    g_autofree char *line = g_strdup(message);
+    g_strdelimit(line, "\r\n", ' ');
+    fprintf(stderr, "pacer-sim: %s%s\n", prefix, line);
+}
+
+/* @message without a leading "@file: " (nullable @file): most scenario errors name their
+ * file already, and the line should not show it twice. */
+static const char *sim_main_strip_file(const char *message, const char *file) {
+    size_t len = file != NULL ? strlen(file) : 0;
+    if (len > 0 && strncmp(message, file, len) == 0 && strncmp(message + len, ": ", 2) == 0)
+        return message + len + 2;
+    return message;
+}
+
+/* Reports @error about @file (nullable) and returns the exit status: 2 for usage errors
+ * (G_OPTION_ERROR), 1 for everything else. */
+static int sim_main_fail(const char *file, const GError *error) {
+    if (error->domain == G_OPTION_ERROR) {
+        sim_main_print_line("", error->message);
+        /* The option parser named the program after the command's argv[0]. */
+        const char *prog = g_get_prgname();
+        fprintf(stderr, "Try '%s --help'.\n", prog != NULL ? prog : "pacer-sim");
+        return 2;
+    }
+    g_autofree char *prefix = file != NULL ? g_strdup_printf("%s: ", file) : g_strdup("");
+    sim_main_print_line(prefix, sim_main_strip_file(error->message, file));
+    return 1;
+}
+
+/* Checks that every --set is "section.key=value" and appends --steps as training.steps.
+ * Returns: (transfer full): the NULL-terminated override list, or NULL with a usage @error. */
+static GStrv sim_main_overrides(const SimMainOptions *o, GError **error) {
+    g_autoptr(GStrvBuilder) b = g_strv_builder_new();
+    for (size_t i = 0; o->sets != NULL && o->sets[i] != NULL; i++) {
+        const char *s = o->sets[i];
+        const char *eq = strchr(s, '=');
+        const char *dot = strchr(s, '.');
+        if (eq == NULL || dot == NULL || dot > eq || dot == s || dot + 1 == eq) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "--set '%s': expected section.key=value", s);
+            return NULL;
+        }
+        g_strv_builder_add(b, s);
+    }
+    if (o->steps != SIM_MAIN_STEPS_UNSET && o->steps < 1) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--steps %d: expected a positive number of optimizer steps", o->steps);
+        return NULL;
+    }
+    if (o->steps != SIM_MAIN_STEPS_UNSET) {
+        g_autofree char *steps = g_strdup_printf("training.steps=%d", o->steps);
+        g_strv_builder_add(b, steps);
+    }
+    return g_strv_builder_end(b);
+}
+
+/* Parses @argv (argv[0] is the command name) with @entries; leaves the positional arguments
+ * in @argv. Returns FALSE with a usage @error. */
+static gboolean sim_main_parse(int *argc, char ***argv, const char *params, const char *summary,
+                               const char *description, const GOptionEntry *entries,
+                               GError **error) {
+    g_autoptr(GOptionContext) ctx = g_option_context_new(params);
+    g_option_context_set_summary(ctx, summary);
+    g_option_context_set_description(ctx, description);
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    return g_option_context_parse(ctx, argc, argv, error);
+}
+
+/* Requires exactly one positional argument (the scenario) after parsing. */
+static const char *sim_main_scenario_arg(int argc, char **argv, GError **error) {
+    if (argc < 2)
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "missing SCENARIO argument");
+    else if (argc > 2)
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                    "expected one SCENARIO, got %d arguments (%s, %s, ...)", argc - 1, argv[1],
+                    argv[2]);
+    return argc == 2 ? argv[1] : NULL;
+}
+
+/* Prints @root (transfer full) as indented JSON on stdout. */
+static void sim_main_print_json(JsonNode *root) {
+    g_autoptr(JsonNode) owned = root;
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    json_generator_set_pretty(gen, TRUE);
+    json_generator_set_indent(gen, 2);
+    json_generator_set_root(gen, owned);
+    g_autofree char *text = json_generator_to_data(gen, NULL);
+    printf("%s\n", text);
+}
+
+/* --- pacer-sim SCENARIO --- */
+
+static const char sim_main_run_description[] =
+    "Commands:\n"
+    "  pacer-sim SCENARIO [--set section.key=value]... [--json] [--out DIR] [--steps N]\n"
+    "  pacer-sim compare SCENARIO [--schedules a,b,...] [--set ...] [--json]\n"
+    "  pacer-sim sweep SCENARIO --sweep section.key=v1,v2,... [--sweep ...] [--out FILE.csv]\n"
+    "  pacer-sim schedules\n"
+    "Run 'pacer-sim COMMAND --help' for a command's options. --out DIR writes ops.csv,\n"
+    "stages.csv, summary.csv, trace.json (ui.perfetto.dev) and scenario.ini.\n"
+    "Exit status: 0 success, 1 bad input, 2 usage error. See sim/README.md.";
+
+static int sim_main_run(int argc, char **argv) {
+    g_auto(SimMainOptions) o = {.steps = SIM_MAIN_STEPS_UNSET};
+    const GOptionEntry entries[] = {
+        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &o.sets, "Override a scenario key (repeatable)",
+         "SECTION.KEY=VALUE"},
+        {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the result as one JSON object", NULL},
+        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write the output files into DIR", "DIR"},
+        {"steps", 'n', 0, G_OPTION_ARG_INT, &o.steps, "Simulate N optimizer steps", "N"},
+        SIM_MAIN_OPTION_END,
+    };
+    g_autoptr(GError) error = NULL;
+    if (!sim_main_parse(&argc, &argv, "SCENARIO - simulate a pipeline-parallel schedule",
+                        "Simulate one scenario file and report step time, throughput, bubble, "
+                        "weight-version drift and memory.",
+                        sim_main_run_description, entries, &error))
+        return sim_main_fail(NULL, error);
+    const char *path = sim_main_scenario_arg(argc, argv, &error);
+    g_auto(GStrv) overrides = path != NULL ? sim_main_overrides(&o, &error) : NULL;
+    if (overrides == NULL)
+        return sim_main_fail(NULL, error);
+
+    g_autoptr(SimJob) job = sim_job_new(path, (const char *const *)overrides, TRUE, &error);
+    if (job == NULL)
+        return sim_main_fail(path, error);
+    if (o.out != NULL && !sim_report_write_dir(job, o.out, &error))
+        return sim_main_fail(o.out, error);
+    if (o.json) {
+        sim_main_print_json(sim_report_build_json(job));
+    } else {
+        g_autofree char *summary = sim_report_format_summary(job);
+        fputs(summary, stdout);
+    }
+    return 0;
+}
+
+/* --- pacer-sim compare --- */
+
+static int sim_main_compare(int argc, char **argv) {
+    g_auto(SimMainOptions) o = {.steps = SIM_MAIN_STEPS_UNSET};
+    const GOptionEntry entries[] = {
+        {"schedules", 'S', 0, G_OPTION_ARG_STRING, &o.schedules,
+         "Comma-separated schedules (default " SIM_MAIN_DEFAULT_SCHEDULES ")", "A,B,..."},
+        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &o.sets, "Override a scenario key (repeatable)",
+         "SECTION.KEY=VALUE"},
+        {"steps", 'n', 0, G_OPTION_ARG_INT, &o.steps, "Simulate N optimizer steps", "N"},
+        {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the table as JSON", NULL},
+        SIM_MAIN_OPTION_END,
+    };
+    g_autoptr(GError) error = NULL;
+    if (!sim_main_parse(&argc, &argv, "SCENARIO - run several schedules on one scenario",
+                        "Simulate each schedule on the same scenario and print them side by "
+                        "side, with the speedup of each over the first (the ratio of their "
+                        "tokens/s; with equal global batches, the first's step time over "
+                        "theirs).",
+                        "Each run sets pipeline.schedule; the rest follows one rule:\n"
+                        "  chunks: interleaved uses the scenario's pipeline.chunks when > 1,\n"
+                        "    else 2; every other schedule uses 1;\n"
+                        "  accumulation: paci uses a = m (pipeline.microbatches), the same\n"
+                        "    micro-batches per update as a flush step (a scenario that is\n"
+                        "    already paci keeps its a); async-1f1b uses a = 1;\n"
+                        "  batch: with k the micro-batches per update (m for flush schedules\n"
+                        "    and 2bw, a for paci and async-1f1b, 1 for pipedream), analytic\n"
+                        "    costs keep the global batch (micro-batch size = global batch / k);\n"
+                        "    explicit [costs], the times of one micro-batch, keep the\n"
+                        "    micro-batch size (global batch = size x k).\n"
+                        "A schedule that fails is shown with its error; the exit status is then 1.",
+                        entries, &error))
+        return sim_main_fail(NULL, error);
+    const char *path = sim_main_scenario_arg(argc, argv, &error);
+    g_auto(GStrv) overrides = path != NULL ? sim_main_overrides(&o, &error) : NULL;
+    if (overrides == NULL)
+        return sim_main_fail(NULL, error);
+    g_auto(GStrv) kinds =
+        g_strsplit(o.schedules != NULL ? o.schedules : SIM_MAIN_DEFAULT_SCHEDULES, ",", -1);
+    for (size_t k = 0; kinds[k] != NULL; k++) {
+        if (kinds[k][0] == '\0') {
+            g_set_error(&error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "--schedules '%s': empty schedule name", o.schedules);
+            return sim_main_fail(NULL, error);
+        }
+    }
+
+    g_autoptr(GPtrArray) rows =
+        sim_sweep_compare(path, (const char *const *)overrides, (const char *const *)kinds, &error);
+    if (rows == NULL)
+        return sim_main_fail(path, error);
+    if (o.json) {
+        sim_main_print_json(sim_sweep_compare_build_json(path, rows));
+    } else {
+        g_autofree char *table = sim_sweep_compare_format(rows);
+        fputs(table, stdout);
+    }
+    int status = 0;
+    for (guint i = 0; i < rows->len; i++) {
+        const SimCompareRow *row = g_ptr_array_index(rows, i);
+        if (row->job != NULL)
+            continue;
+        g_autofree char *prefix = g_strdup_printf("%s: %s: ", path, row->schedule);
+        sim_main_print_line(prefix, sim_main_strip_file(row->error, path));
+        status = 1;
+    }
+    return status;
+}
+
+/* --- pacer-sim sweep --- */
+
+static void sim_main_axis_clear(gpointer axis) {
+    sim_sweep_axis_clear(axis);
+}
+
+static int sim_main_sweep(int argc, char **argv) {
+    g_auto(SimMainOptions) o = {.steps = SIM_MAIN_STEPS_UNSET};
+    const GOptionEntry entries[] = {
+        {"sweep", 'w', 0, G_OPTION_ARG_STRING_ARRAY, &o.sweeps,
+         "A key and its values (repeatable; the last one varies fastest)", "SECTION.KEY=V1,V2,..."},
+        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &o.sets, "Override a scenario key (repeatable)",
+         "SECTION.KEY=VALUE"},
+        {"steps", 'n', 0, G_OPTION_ARG_INT, &o.steps, "Simulate N optimizer steps", "N"},
+        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write the CSV to FILE (default stdout)",
+         "FILE.csv"},
+        SIM_MAIN_OPTION_END,
+    };
+    g_autoptr(GError) error = NULL;
+    if (!sim_main_parse(&argc, &argv, "SCENARIO - simulate every combination of key values",
+                        "Run the cartesian product of the --sweep values and write one CSV row "
+                        "per point.",
+                        "Columns: the swept keys, step_time_ns, throughput_tokens_per_s,\n"
+                        "throughput_samples_per_s, bubble_fraction, efficiency, delta_max,\n"
+                        "peak_memory_bytes, error. A point whose scenario is invalid has its\n"
+                        "message in the error column and empty figures; the sweep goes on.",
+                        entries, &error))
+        return sim_main_fail(NULL, error);
+    const char *path = sim_main_scenario_arg(argc, argv, &error);
+    g_auto(GStrv) overrides = path != NULL ? sim_main_overrides(&o, &error) : NULL;
+    if (overrides == NULL)
+        return sim_main_fail(NULL, error);
+    int32_t n_axes = o.sweeps != NULL ? (int32_t)g_strv_length(o.sweeps) : 0;
+    if (n_axes == 0) {
+        g_set_error(&error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                    "sweep needs at least one --sweep section.key=v1,v2,...");
+        return sim_main_fail(NULL, error);
+    }
+    g_autoptr(GArray) axes = g_array_sized_new(FALSE, TRUE, sizeof(SimSweepAxis), n_axes);
+    g_array_set_clear_func(axes, sim_main_axis_clear);
+    for (int32_t k = 0; k < n_axes; k++) {
+        SimSweepAxis axis = {0};
+        if (!sim_sweep_axis_parse(o.sweeps[k], &axis, &error))
+            return sim_main_fail(NULL, error);
+        g_array_append_val(axes, axis);
+    }
+
+    /* A file that cannot be read or names unknown keys fails every point: stop early. Bad
+     * or inconsistent values may be what the sweep replaces: those go on. */
+    g_autoptr(PpScenario) base = pp_scenario_load(path, (const char *const *)overrides, &error);
+    if (base == NULL &&
+        !g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE) &&
+        !g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT))
+        return sim_main_fail(path, error);
+    g_clear_error(&error);
+
+    int32_t          n_failed = 0;
+    g_autofree char *csv = sim_sweep_run(path, (const char *const *)overrides,
+                                         (const SimSweepAxis *)axes->data, n_axes, &n_failed);
+    if (n_failed > 0)
+        fprintf(stderr, "pacer-sim: %s: %d of %lld sweep points failed (see the error column)\n",
+                path, n_failed,
+                (long long)sim_sweep_n_points((const SimSweepAxis *)axes->data, n_axes));
+    if (o.out == NULL)
+        fputs(csv, stdout);
+    else if (!sim_report_write_atomic(o.out, csv, strlen(csv), &error))
+        return sim_main_fail(o.out, error);
+    return 0;
+}
+
+/* --- pacer-sim schedules --- */
+
+static int sim_main_schedules(int argc, char **argv) {
+    const GOptionEntry entries[] = {SIM_MAIN_OPTION_END};
+    g_autoptr(GError) error = NULL;
+    if (!sim_main_parse(&argc, &argv, "- list the registered schedules",
+                        "Print each schedule name with its one-line summary.", NULL, entries,
+                        &error))
+        return sim_main_fail(NULL, error);
+    if (argc != 1) {
+        g_set_error(&error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                    "schedules takes no argument, got '%s'", argv[1]);
+        return sim_main_fail(NULL, error);
+    }
+    for (const PpSchedKindInfo *k = pp_sched_kinds(); k->name != NULL; k++)
+        printf("%-12s %s\n", k->name, k->summary);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const struct {
+        const char *name;
+        int (*fn)(int argc, char **argv);
+    } commands[] = {
+        {"compare", sim_main_compare},
+        {"sweep", sim_main_sweep},
+        {"schedules", sim_main_schedules},
+    };
+    /* Characters only (UTF-8 help text); numbers keep the C locale's format. */
+    setlocale(LC_CTYPE, "");
+    for (size_t i = 0; argc >= 2 && i < G_N_ELEMENTS(commands); i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            /* The command's argv[0] names it, so its --help reads "pacer-sim sweep ...". */
+            g_autofree char *name = g_strdup_printf("pacer-sim %s", commands[i].name);
+            argv[1] = name;
+            return commands[i].fn(argc - 1, argv + 1);
+        }
+    }
+    argv[0] = (char *)"pacer-sim";
+    return sim_main_run(argc, argv);
+}

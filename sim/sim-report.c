@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: MIT
+ * sim-report.c: runs one scenario through the schedule core, the cost model and the engine,
+ * and turns the result into pacer-sim's outputs: the summary table (stdout), the JSON object
+ * (--json) and the --out directory. Files are built in memory and written with a temporary
+ * name + rename; numbers are integers or "%.6f" in the C locale, so reruns are byte-identical.
+ */
+#include "sim-report.h"
+
+#include <csv.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp-error.h"
+#include "pp-trace.h"
+#include "sim-perfetto.h"
+
+#define SIM_REPORT_GIB (1024.0 * 1024.0 * 1024.0)
+
+/* --- running --- */
+
+SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean keep_trace,
+                    GError **error) {
+    g_autoptr(SimJob) job = g_new0(SimJob, 1);
+    job->scenario = pp_scenario_load(path, overrides, error);
+    if (job->scenario == NULL)
+        return NULL;
+    job->cost = sim_cost_new_from_scenario(job->scenario, error);
+    if (job->cost == NULL)
+        return NULL;
+    PpScheduleParams params;
+    pp_scenario_schedule_params(job->scenario, &params);
+    /* Searching generators (zb-1p, zb-2p) get the cost model's bottleneck op times. */
+    if (!job->scenario->costs.set)
+        sim_cost_schedule_params(job->cost, &params);
+    if (strcmp(job->scenario->pipeline.mode, "dynamic") == 0) {
+        /* PACI's policy run live; the program it recorded is the run's schedule. */
+        job->result = sim_engine_run_policy(&params, job->cost, &job->schedule, error);
+        if (job->result == NULL)
+            return NULL;
+    } else {
+        job->schedule = pp_schedule_new(&params, error);
+        if (job->schedule == NULL)
+            return NULL;
+        SimRunOptions options = {.keep_trace = keep_trace};
+        job->result = sim_engine_run_with(job->schedule, job->cost, &options, error);
+        if (job->result == NULL)
+            return NULL;
+    }
+    /* A total order on the rows: the written trace never depends on event order. */
+    if (job->result->trace != NULL)
+        pp_trace_sort(job->result->trace);
+    return g_steal_pointer(&job);
+}
+
+void sim_job_free(SimJob *job) {
+    if (job == NULL)
+        return;
+    sim_result_free(job->result);
+    sim_cost_free(job->cost);
+    pp_schedule_free(job->schedule);
+    pp_scenario_free(job->scenario);
+    g_free(job);
+}
+
+/* --- formatting helpers --- */
+
+char *sim_report_format_double(char *buf, double value) {
+    return g_ascii_formatd(buf, G_ASCII_DTOSTR_BUF_SIZE, "%.6f", value);
+}
+
+/* @ns as milliseconds with three decimals, by integer arithmetic. Returns @buf. */
+static char *sim_report_format_ms(char *buf, size_t size, int64_t ns) {
+    int64_t us = ns / 1000;
+    g_snprintf(buf, size, "%lld.%03lld", (long long)(us / 1000), (long long)(us % 1000));
+    return buf;
+}
+
+static const char *sim_report_model_name(const PpScenario *scenario) {
+    return scenario->model.preset != NULL ? scenario->model.preset : "custom";
+}
+
+static const char *sim_report_hardware_name(const PpScenario *scenario) {
+    if (!scenario->hardware.set)
+        return "none";
+    return scenario->hardware.preset != NULL ? scenario->hardware.preset : "custom";
+}
+
+/* --- summary table --- */
+
+char *sim_report_format_summary(const SimJob *job) {
+    const PpScenario *sc = job->scenario;
+    const SimResult  *res = job->result;
+    GString          *out = g_string_new(NULL);
+    char              ms[64], ms2[64];
+
+    g_string_append_printf(out, "scenario    %s\n", sc->path);
+    g_string_append_printf(out, "model       %s (L=%d, C=%d, NH=%d, T=%d, V=%d)\n",
+                           sim_report_model_name(sc), sc->model.layers, sc->model.hidden,
+                           sc->model.heads, sc->model.seq_len, sc->model.vocab);
+    if (sc->hardware.set)
+        g_string_append_printf(out, "hardware    %s (%.1f TFLOP/s, %s, %s)\n",
+                               sim_report_hardware_name(sc), sc->hardware.peak_flops / 1e12,
+                               sc->hardware.nvlink ? "NVLink" : "PCIe",
+                               sc->costs.set ? "explicit [costs]" : "analytic cost model");
+    else
+        g_string_append(out, "hardware    none (explicit [costs])\n");
+    g_string_append_printf(out,
+                           "schedule    %s (%s), N=%d, v=%d, m/a=%d (micro-batches per "
+                           "update)\n",
+                           job->schedule->kind, sc->pipeline.mode, job->schedule->n_stages,
+                           job->schedule->n_chunks, pp_scenario_mb_per_step(sc));
+    g_string_append_printf(out,
+                           "batch       %d sequences per micro-batch, %d per step, %d steps, "
+                           "%d micro-batches simulated\n",
+                           sc->pipeline.microbatch_size, sc->training.global_batch,
+                           job->schedule->n_steps, job->schedule->n_mb);
+    g_string_append(out, "\n");
+    g_string_append_printf(out, "step time   %s ms (makespan %s ms)\n",
+                           sim_report_format_ms(ms, sizeof ms, res->step_time_ns),
+                           sim_report_format_ms(ms2, sizeof ms2, res->makespan_ns));
+    g_string_append_printf(out, "throughput  %.1f tokens/s, %.3f samples/s\n",
+                           res->throughput_tokens_per_s, res->throughput_samples_per_s);
+    g_string_append_printf(out, "bubble      %.4f (zero-bubble definition)\n",
+                           res->bubble_fraction);
+    g_string_append_printf(out, "efficiency  %.4f (busy / (N x makespan))\n", res->efficiency);
+    if (res->mfu > 0.0)
+        g_string_append_printf(out, "MFU         %.4f\n", res->mfu);
+    else
+        g_string_append(out, "MFU         n/a (no FLOP rate)\n");
+    g_string_append_printf(out, "\xce\x94max        %d\n", res->delta_max);
+    g_string_append_printf(out, "peak memory %.3f GiB\n",
+                           (double)res->peak_memory_bytes / SIM_REPORT_GIB);
+    g_string_append(out, "\n");
+    /* "\xce\x94" is Δ: two bytes, one column, hence one pad space more in that header. */
+    g_string_append(out, "stage     busy ms     span ms  peak in-flight  peak mem GiB  "
+                         "\xce\x94max  versions\n");
+    for (int32_t s = 0; s < res->n_stages; s++) {
+        const SimStageResult *st = &res->stages[s];
+        g_string_append_printf(out, "%5d %11s %11s %15d %13.3f %5d %9d\n", st->stage,
+                               sim_report_format_ms(ms, sizeof ms, st->busy_ns),
+                               sim_report_format_ms(ms2, sizeof ms2, st->span_ns),
+                               st->peak_inflight, (double)st->peak_memory_bytes / SIM_REPORT_GIB,
+                               st->delta_max, st->weight_versions);
+    }
+    return g_string_free(out, FALSE);
+}
+
+/* --- JSON --- */
+
+JsonNode *sim_report_build_json(const SimJob *job) {
+    const PpScenario *sc = job->scenario;
+    const SimResult  *res = job->result;
+    g_autoptr(JsonBuilder) b = json_builder_new();
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "scenario");
+    json_builder_add_string_value(b, sc->path);
+    json_builder_set_member_name(b, "model");
+    json_builder_add_string_value(b, sim_report_model_name(sc));
+    json_builder_set_member_name(b, "hardware");
+    json_builder_add_string_value(b, sim_report_hardware_name(sc));
+    json_builder_set_member_name(b, "schedule");
+    json_builder_add_string_value(b, job->schedule->kind);
+    json_builder_set_member_name(b, "mode");
+    json_builder_add_string_value(b, sc->pipeline.mode);
+
+    const struct {
+        const char *name;
+        int64_t     value;
+    } ints[] = {
+        {"n_stages", job->schedule->n_stages},
+        {"chunks", job->schedule->n_chunks},
+        {"microbatches", sc->pipeline.microbatches},
+        {"accumulation", sc->pipeline.accumulation},
+        {"microbatch_size", sc->pipeline.microbatch_size},
+        {"global_batch", sc->training.global_batch},
+        {"steps", job->schedule->n_steps},
+        {"microbatches_simulated", job->schedule->n_mb},
+        {"step_time_ns", res->step_time_ns},
+        {"makespan_ns", res->makespan_ns},
+        {"delta_max", res->delta_max},
+        {"peak_memory_bytes", res->peak_memory_bytes},
+        {"ops_simulated", res->n_ops_simulated},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(ints); i++) {
+        json_builder_set_member_name(b, ints[i].name);
+        json_builder_add_int_value(b, ints[i].value);
+    }
+    const struct {
+        const char *name;
+        double      value;
+    } reals[] = {
+        {"throughput_tokens_per_s", res->throughput_tokens_per_s},
+        {"throughput_samples_per_s", res->throughput_samples_per_s},
+        {"bubble_fraction", res->bubble_fraction},
+        {"efficiency", res->efficiency},
+        {"mfu", res->mfu},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(reals); i++) {
+        json_builder_set_member_name(b, reals[i].name);
+        json_builder_add_double_value(b, reals[i].value);
+    }
+
+    json_builder_set_member_name(b, "stages");
+    json_builder_begin_array(b);
+    for (int32_t s = 0; s < res->n_stages; s++) {
+        const SimStageResult *st = &res->stages[s];
+        const struct {
+            const char *name;
+            int64_t     value;
+        } fields[] = {
+            {"stage", st->stage},
+            {"busy_ns", st->busy_ns},
+            {"span_ns", st->span_ns},
+            {"peak_inflight", st->peak_inflight},
+            {"peak_memory_bytes", st->peak_memory_bytes},
+            {"peak_activation_bytes", st->peak_activation_bytes},
+            {"delta_max", st->delta_max},
+            {"delay_max", st->delay_max},
+            {"weight_versions", st->weight_versions},
+        };
+        json_builder_begin_object(b);
+        for (size_t i = 0; i < G_N_ELEMENTS(fields); i++) {
+            json_builder_set_member_name(b, fields[i].name);
+            json_builder_add_int_value(b, fields[i].value);
+        }
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+/* --- files --- */
+
+gboolean sim_report_write_atomic(const char *path, const char *data, gsize len, GError **error) {
+    g_autoptr(GError) local = NULL;
+    if (!g_file_set_contents(path, data, (gssize)len, &local)) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE, "cannot write %s: %s", path,
+                    local->message);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Closes the memory stream @fp (owning *@buf of *@len bytes) and writes it to @path. */
+static gboolean sim_report_flush_memstream(FILE *fp, char **buf, size_t *len, const char *path,
+                                           GError **error) {
+    int      rc = fclose(fp);
+    gboolean ok = FALSE;
+    if (rc != 0)
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE, "cannot build %s: %s", path,
+                    g_strerror(errno));
+    else
+        ok = sim_report_write_atomic(path, *buf, *len, error);
+    free(*buf);
+    *buf = NULL;
+    return ok;
+}
+
+/* Writes one CSV string field (quoted by libcsv) followed by @sep. */
+static void sim_report_csv_string(FILE *fp, const char *value, char sep) {
+    csv_fwrite(fp, value, strlen(value));
+    fputc(sep, fp);
+}
+
+static gboolean sim_report_write_stages_csv(const SimJob *job, const char *path, GError **error) {
+    char  *buf = NULL;
+    size_t len = 0;
+    FILE  *fp = open_memstream(&buf, &len);
+    PP_ASSERT(fp != NULL);
+    fputs("stage,busy_ns,span_ns,peak_inflight,peak_memory_bytes,peak_activation_bytes,"
+          "delta_max,delay_max,weight_versions\n",
+          fp);
+    for (int32_t s = 0; s < job->result->n_stages; s++) {
+        const SimStageResult *st = &job->result->stages[s];
+        fprintf(fp, "%d,%lld,%lld,%d,%lld,%lld,%d,%d,%d\n", st->stage, (long long)st->busy_ns,
+                (long long)st->span_ns, st->peak_inflight, (long long)st->peak_memory_bytes,
+                (long long)st->peak_activation_bytes, st->delta_max, st->delay_max,
+                st->weight_versions);
+    }
+    return sim_report_flush_memstream(fp, &buf, &len, path, error);
+}
+
+static gboolean sim_report_write_summary_csv(const SimJob *job, const char *path, GError **error) {
+    const PpScenario *sc = job->scenario;
+    const SimResult  *res = job->result;
+    char              d[5][G_ASCII_DTOSTR_BUF_SIZE];
+    char             *buf = NULL;
+    size_t            len = 0;
+    FILE             *fp = open_memstream(&buf, &len);
+    PP_ASSERT(fp != NULL);
+    fputs("schedule,model,hardware,mode,n_stages,chunks,microbatches,accumulation,"
+          "microbatch_size,global_batch,steps,step_time_ns,makespan_ns,"
+          "throughput_tokens_per_s,throughput_samples_per_s,bubble_fraction,efficiency,mfu,"
+          "delta_max,peak_memory_bytes\n",
+          fp);
+    sim_report_csv_string(fp, job->schedule->kind, ',');
+    sim_report_csv_string(fp, sim_report_model_name(sc), ',');
+    sim_report_csv_string(fp, sim_report_hardware_name(sc), ',');
+    sim_report_csv_string(fp, sc->pipeline.mode, ',');
+    fprintf(fp, "%d,%d,%d,%d,%d,%d,%d,%lld,%lld,%s,%s,%s,%s,%s,%d,%lld\n", job->schedule->n_stages,
+            job->schedule->n_chunks, sc->pipeline.microbatches, sc->pipeline.accumulation,
+            sc->pipeline.microbatch_size, sc->training.global_batch, job->schedule->n_steps,
+            (long long)res->step_time_ns, (long long)res->makespan_ns,
+            sim_report_format_double(d[0], res->throughput_tokens_per_s),
+            sim_report_format_double(d[1], res->throughput_samples_per_s),
+            sim_report_format_double(d[2], res->bubble_fraction),
+            sim_report_format_double(d[3], res->efficiency),
+            sim_report_format_double(d[4], res->mfu), res->delta_max,
+            (long long)res->peak_memory_bytes);
+    return sim_report_flush_memstream(fp, &buf, &len, path, error);
+}
+
+gboolean sim_report_write_dir(const SimJob *job, const char *dir, GError **error) {
+    if (g_mkdir_with_parents(dir, 0755) != 0) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot create directory %s: %s", dir,
+                    g_strerror(errno));
+        return FALSE;
+    }
+    g_autofree char *ops = g_build_filename(dir, "ops.csv", NULL);
+    g_autofree char *stages = g_build_filename(dir, "stages.csv", NULL);
+    g_autofree char *summary = g_build_filename(dir, "summary.csv", NULL);
+    g_autofree char *trace = g_build_filename(dir, "trace.json", NULL);
+    g_autofree char *ini = g_build_filename(dir, "scenario.ini", NULL);
+    g_autofree char *ini_text = pp_scenario_to_data(job->scenario);
+    PP_ASSERT(job->result->trace != NULL); /* sim_job_new(..., keep_trace = TRUE, ...) */
+    return pp_trace_write_csv(job->result->trace, ops, error) &&
+           sim_report_write_stages_csv(job, stages, error) &&
+           sim_report_write_summary_csv(job, summary, error) &&
+           sim_perfetto_write(job->schedule, job->cost, job->result, trace, error) &&
+           sim_report_write_atomic(ini, ini_text, strlen(ini_text), error);
+}

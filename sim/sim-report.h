@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT
+ * sim-report.h: one pacer-sim run (scenario -> schedule -> cost model -> engine result) and
+ * the reports made from it: the readable summary table, the JSON object, and the --out
+ * directory (ops.csv, stages.csv, summary.csv, trace.json, scenario.ini). Every file is
+ * written atomically and holds no timestamps or locale-dependent numbers.
+ */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+#include "pp-scenario.h"
+#include "pp-schedule.h"
+#include "sim-cost.h"
+#include "sim-engine.h"
+
+G_BEGIN_DECLS
+
+/* Everything one simulation owns; the reports borrow it read-only. */
+typedef struct {
+    PpScenario   *scenario;
+    PpSchedule   *schedule;
+    SimCostModel *cost;
+    SimResult    *result;
+} SimJob;
+
+/* --- running --- */
+
+/* Loads @path with @overrides ("section.key=value", NULL-terminated, nullable), builds the
+ * cost model and the schedule (searching generators get the cost model's bottleneck op
+ * times when the scenario has no [costs]) and runs the engine; pipeline.mode = dynamic runs
+ * PACI's policy live (sim_engine_run_policy) and keeps the program it recorded as the
+ * schedule. @keep_trace FALSE leaves result->trace NULL in static mode (compare, sweep).
+ * Returns: (transfer full), or NULL with @error set (scenario, schedule or cost errors). */
+SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean keep_trace,
+                    GError **error);
+void    sim_job_free(SimJob *job);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimJob, sim_job_free)
+
+/* --- reports --- */
+
+/* The readable summary: a header (model, hardware, schedule, N, m/a, batch), the run's
+ * figures and a per-stage table. Returns: (transfer full). */
+char *sim_report_format_summary(const SimJob *job);
+
+/* The run as one JSON object (integers as JSON integers; see sim/README.md for the keys).
+ * Returns: (transfer full). */
+JsonNode *sim_report_build_json(const SimJob *job);
+
+/* Formats @value as "%.6f" independently of the locale into @buf (G_ASCII_DTOSTR_BUF_SIZE
+ * bytes). Returns @buf. */
+char *sim_report_format_double(char *buf, double value);
+
+/* Writes @len bytes of @data to @path through a temporary file and a rename.
+ * Returns FALSE and sets @error (PP_IO_ERROR_WRITE, naming @path) on failure. */
+gboolean sim_report_write_atomic(const char *path, const char *data, gsize len, GError **error);
+
+/* Creates @dir (and its parents) and writes ops.csv, stages.csv, summary.csv, trace.json and
+ * scenario.ini into it. Returns FALSE and sets @error (PP_IO_ERROR) on failure. */
+gboolean sim_report_write_dir(const SimJob *job, const char *dir, GError **error);
+
+G_END_DECLS

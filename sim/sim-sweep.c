@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT
+ * sim-sweep.c: pacer-sim compare (several schedules, one scenario) and sweep (cartesian
+ * product over scenario keys). Both express each run as extra "section.key=value" overrides
+ * appended after the user's --set ones, so every run goes through the same scenario checks.
+ */
+#include "sim-sweep.h"
+
+#include <csv.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp-error.h"
+
+/* A NULL-terminated override list: @base (nullable) then the printf-formatted extras that
+ * the caller appends. Returns: (transfer full). */
+static GPtrArray *sim_sweep_overrides_new(const char *const *base) {
+    GPtrArray *ov = g_ptr_array_new_with_free_func(g_free);
+    for (size_t i = 0; base != NULL && base[i] != NULL; i++)
+        g_ptr_array_add(ov, g_strdup(base[i]));
+    return ov;
+}
+
+static const char *const *sim_sweep_overrides_terminate(GPtrArray *ov) {
+    g_ptr_array_add(ov, NULL);
+    return (const char *const *)ov->pdata;
+}
+
+/* --- compare --- */
+
+static void sim_sweep_compare_row_free(gpointer data) {
+    SimCompareRow *row = data;
+    g_free(row->schedule);
+    sim_job_free(row->job);
+    g_free(row->error);
+    g_free(row);
+}
+
+/* The overrides that run @kind under the comparison rule (sim-sweep.h), after @overrides.
+ * Returns: (transfer full): NULL-terminated once sim_sweep_overrides_terminate() ran, or NULL
+ * with @error set when @kind cannot keep the scenario's global batch. */
+static GPtrArray *sim_sweep_compare_overrides(const PpScenario *base, const char *const *overrides,
+                                              const char *kind, GError **error) {
+    g_autoptr(GPtrArray) ov = sim_sweep_overrides_new(overrides);
+    g_ptr_array_add(ov, g_strdup_printf("pipeline.schedule=%s", kind));
+    /* Chunks: interleaved needs v > 1 (the scenario's, else 2); the others run v = 1. */
+    int32_t chunks = 1;
+    if (strcmp(kind, "interleaved") == 0)
+        chunks = base->pipeline.chunks > 1 ? base->pipeline.chunks : 2;
+    g_ptr_array_add(ov, g_strdup_printf("pipeline.chunks=%d", chunks));
+    /* Accumulation: paci updates every m backwards, the micro-batches of one flush step. */
+    int32_t a = base->pipeline.accumulation;
+    if (strcmp(kind, "paci") == 0 && strcmp(base->pipeline.schedule, "paci") != 0)
+        a = base->pipeline.microbatches;
+    else if (strcmp(kind, "async-1f1b") == 0)
+        a = 1;
+    g_ptr_array_add(ov, g_strdup_printf("pipeline.accumulation=%d", a));
+    /* The kind's micro-batches per update k (the scenario core's batch rule, asked through a
+     * shallow copy of the base that borrows its strings). */
+    PpScenario probe = *base;
+    probe.pipeline.schedule = (char *)kind;
+    probe.pipeline.accumulation = a;
+    int32_t per_update = pp_scenario_mb_per_step(&probe);
+    int32_t mbs = base->pipeline.microbatch_size;
+    int32_t global_batch = base->training.global_batch;
+    if (base->costs.set) {
+        /* Explicit [costs] are the times of the scenario's micro-batch: keep its size. */
+        global_batch = mbs * per_update;
+    } else if (global_batch % per_update == 0) {
+        /* Analytic costs follow the micro-batch size: keep the global batch. */
+        mbs = global_batch / per_update;
+    } else {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "global batch %d is not a multiple of the %d micro-batches per update of "
+                    "%s; choose a global batch that is",
+                    global_batch, per_update, kind);
+        return NULL;
+    }
+    g_ptr_array_add(ov, g_strdup_printf("pipeline.microbatch_size=%d", mbs));
+    g_ptr_array_add(ov, g_strdup_printf("training.global_batch=%d", global_batch));
+    return g_steal_pointer(&ov);
+}
+
+GPtrArray *sim_sweep_compare(const char *path, const char *const *overrides,
+                             const char *const *kinds, GError **error) {
+    g_autoptr(PpScenario) base = pp_scenario_load(path, overrides, error);
+    if (base == NULL)
+        return NULL;
+    GPtrArray *rows = g_ptr_array_new_with_free_func(sim_sweep_compare_row_free);
+    for (size_t k = 0; kinds[k] != NULL; k++) {
+        SimCompareRow *row = g_new0(SimCompareRow, 1);
+        g_autoptr(GError) local = NULL;
+        row->schedule = g_strdup(kinds[k]);
+        g_autoptr(GPtrArray) ov = sim_sweep_compare_overrides(base, overrides, kinds[k], &local);
+        if (ov != NULL)
+            row->job = sim_job_new(path, sim_sweep_overrides_terminate(ov), FALSE, &local);
+        if (row->job == NULL)
+            row->error = g_strdup(local->message);
+        g_ptr_array_add(rows, row);
+    }
+    const SimCompareRow *first = rows->len > 0 ? g_ptr_array_index(rows, 0) : NULL;
+    if (first == NULL || first->job == NULL || first->job->result->throughput_tokens_per_s <= 0.0)
+        return rows;
+    for (guint i = 0; i < rows->len; i++) {
+        SimCompareRow *row = g_ptr_array_index(rows, i);
+        if (row->job != NULL)
+            row->speedup = row->job->result->throughput_tokens_per_s /
+                           first->job->result->throughput_tokens_per_s;
+    }
+    return rows;
+}
+
+char *sim_sweep_compare_format(const GPtrArray *rows) {
+    GString *out = g_string_new(NULL);
+    /* Δ ("\xce\x94") takes two bytes for one column: one pad space more in its header. */
+    g_string_append(out, "schedule         step ms      tokens/s  samples/s  speedup  bubble  "
+                         "\xce\x94max  peak GiB\n");
+    for (guint i = 0; i < rows->len; i++) {
+        const SimCompareRow *row = g_ptr_array_index(rows, i);
+        if (row->job == NULL) {
+            g_string_append_printf(out, "%-12s error: %s\n", row->schedule, row->error);
+            continue;
+        }
+        const SimResult *res = row->job->result;
+        int64_t          us = res->step_time_ns / 1000;
+        char             ms[64];
+        g_snprintf(ms, sizeof ms, "%lld.%03lld", (long long)(us / 1000), (long long)(us % 1000));
+        g_string_append_printf(out, "%-12s %11s %13.1f %10.3f %8.3f %7.4f %5d %9.3f\n",
+                               row->schedule, ms, res->throughput_tokens_per_s,
+                               res->throughput_samples_per_s, row->speedup, res->bubble_fraction,
+                               res->delta_max,
+                               (double)res->peak_memory_bytes / (1024.0 * 1024.0 * 1024.0));
+    }
+    return g_string_free(out, FALSE);
+}
+
+JsonNode *sim_sweep_compare_build_json(const char *path, const GPtrArray *rows) {
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "scenario");
+    json_builder_add_string_value(b, path);
+    json_builder_set_member_name(b, "schedules");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < rows->len; i++) {
+        const SimCompareRow *row = g_ptr_array_index(rows, i);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "schedule");
+        json_builder_add_string_value(b, row->schedule);
+        if (row->job == NULL) {
+            json_builder_set_member_name(b, "error");
+            json_builder_add_string_value(b, row->error);
+            json_builder_end_object(b);
+            continue;
+        }
+        const SimResult *res = row->job->result;
+        json_builder_set_member_name(b, "chunks");
+        json_builder_add_int_value(b, row->job->schedule->n_chunks);
+        json_builder_set_member_name(b, "accumulation");
+        json_builder_add_int_value(b, row->job->scenario->pipeline.accumulation);
+        json_builder_set_member_name(b, "microbatch_size");
+        json_builder_add_int_value(b, row->job->scenario->pipeline.microbatch_size);
+        json_builder_set_member_name(b, "global_batch");
+        json_builder_add_int_value(b, row->job->scenario->training.global_batch);
+        json_builder_set_member_name(b, "step_time_ns");
+        json_builder_add_int_value(b, res->step_time_ns);
+        json_builder_set_member_name(b, "throughput_tokens_per_s");
+        json_builder_add_double_value(b, res->throughput_tokens_per_s);
+        json_builder_set_member_name(b, "throughput_samples_per_s");
+        json_builder_add_double_value(b, res->throughput_samples_per_s);
+        json_builder_set_member_name(b, "speedup");
+        json_builder_add_double_value(b, row->speedup);
+        json_builder_set_member_name(b, "bubble_fraction");
+        json_builder_add_double_value(b, res->bubble_fraction);
+        json_builder_set_member_name(b, "delta_max");
+        json_builder_add_int_value(b, res->delta_max);
+        json_builder_set_member_name(b, "peak_memory_bytes");
+        json_builder_add_int_value(b, res->peak_memory_bytes);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+/* --- sweep --- */
+
+gboolean sim_sweep_axis_parse(const char *spec, SimSweepAxis *axis, GError **error) {
+    const char *eq = strchr(spec, '=');
+    const char *dot = strchr(spec, '.');
+    if (eq == NULL || dot == NULL || dot > eq || dot == spec || dot + 1 == eq || eq[1] == '\0') {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--sweep '%s': expected section.key=v1,v2,...", spec);
+        return FALSE;
+    }
+    g_auto(GStrv) values = g_strsplit(eq + 1, ",", -1);
+    for (size_t i = 0; values[i] != NULL; i++) {
+        if (values[i][0] == '\0') {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "--sweep '%s': value %zu is empty", spec, i + 1);
+            return FALSE;
+        }
+    }
+    axis->key = g_strndup(spec, (gsize)(eq - spec));
+    axis->values = g_steal_pointer(&values);
+    return TRUE;
+}
+
+void sim_sweep_axis_clear(SimSweepAxis *axis) {
+    g_clear_pointer(&axis->key, g_free);
+    g_clear_pointer(&axis->values, g_strfreev);
+}
+
+int64_t sim_sweep_n_points(const SimSweepAxis *axes, int32_t n_axes) {
+    int64_t n_points = 1;
+    for (int32_t k = 0; k < n_axes; k++)
+        n_points *= g_strv_length(axes[k].values);
+    return n_points;
+}
+
+static void sim_sweep_csv_field(FILE *fp, const char *value) {
+    csv_fwrite(fp, value, strlen(value));
+}
+
+char *sim_sweep_run(const char *path, const char *const *overrides, const SimSweepAxis *axes,
+                    int32_t n_axes, int32_t *n_failed) {
+    g_autofree int32_t *n_values = g_new0(int32_t, n_axes); /* (n_axes) */
+    int64_t             n_points = sim_sweep_n_points(axes, n_axes);
+    for (int32_t k = 0; k < n_axes; k++) {
+        n_values[k] = (int32_t)g_strv_length(axes[k].values);
+        PP_ASSERT(n_values[k] > 0); /* sim_sweep_axis_parse() rejects empty lists */
+    }
+
+    char  *buf = NULL;
+    size_t len = 0;
+    FILE  *fp = open_memstream(&buf, &len);
+    PP_ASSERT(fp != NULL);
+    for (int32_t k = 0; k < n_axes; k++) {
+        sim_sweep_csv_field(fp, axes[k].key);
+        fputc(',', fp);
+    }
+    fputs("step_time_ns,throughput_tokens_per_s,throughput_samples_per_s,bubble_fraction,"
+          "efficiency,delta_max,peak_memory_bytes,error\n",
+          fp);
+
+    *n_failed = 0;
+    for (int64_t p = 0; p < n_points; p++) {
+        g_autoptr(GPtrArray) ov = sim_sweep_overrides_new(overrides);
+        /* Mixed-radix digits of p, the last axis least significant. */
+        g_autofree int32_t *digit = g_new0(int32_t, n_axes); /* (n_axes) */
+        int64_t             rest = p;
+        for (int32_t k = n_axes - 1; k >= 0; k--) {
+            digit[k] = (int32_t)(rest % n_values[k]);
+            rest /= n_values[k];
+        }
+        for (int32_t k = 0; k < n_axes; k++) {
+            const char *value = axes[k].values[digit[k]];
+            g_ptr_array_add(ov, g_strdup_printf("%s=%s", axes[k].key, value));
+            sim_sweep_csv_field(fp, value);
+            fputc(',', fp);
+        }
+        g_autoptr(GError) local = NULL;
+        g_autoptr(SimJob) job = sim_job_new(path, sim_sweep_overrides_terminate(ov), FALSE, &local);
+        if (job == NULL) {
+            (*n_failed)++;
+            fputs(",,,,,,,", fp);
+            sim_sweep_csv_field(fp, local->message);
+            fputc('\n', fp);
+            continue;
+        }
+        const SimResult *res = job->result;
+        char             d[4][G_ASCII_DTOSTR_BUF_SIZE];
+        fprintf(fp, "%lld,%s,%s,%s,%s,%d,%lld,\n", (long long)res->step_time_ns,
+                sim_report_format_double(d[0], res->throughput_tokens_per_s),
+                sim_report_format_double(d[1], res->throughput_samples_per_s),
+                sim_report_format_double(d[2], res->bubble_fraction),
+                sim_report_format_double(d[3], res->efficiency), res->delta_max,
+                (long long)res->peak_memory_bytes);
+    }
+    int rc = fclose(fp);
+    PP_ASSERT(rc == 0); /* a memory stream fails only when allocation fails */
+    char *text = g_strndup(buf, len);
+    free(buf);
+    return text;
+}

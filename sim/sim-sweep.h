@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT
+ * sim-sweep.h: the two multi-run commands of pacer-sim. compare runs several schedules on one
+ * scenario (with a documented rule that keeps the global batch comparable); sweep runs the
+ * cartesian product of values of scenario keys and writes one CSV row per point, a failing
+ * point reporting its error in a column instead of stopping the sweep.
+ */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+#include "sim-report.h"
+
+G_BEGIN_DECLS
+
+/* --- compare --- */
+
+typedef struct {
+    char   *schedule; /* registry name */
+    SimJob *job;      /* (nullable): NULL when this schedule failed */
+    char   *error;    /* (nullable): the failure's message */
+    double  speedup;  /* tokens/s over the first schedule's (= the first's step time over this
+                         one's when their global batches are equal); 0 when either failed */
+} SimCompareRow;
+
+/* Runs each of @kinds (NULL-terminated) on the scenario @path with @overrides, setting per run
+ * pipeline.schedule and, as the rule in sim/README.md says:
+ * - pipeline.chunks: interleaved the scenario's chunks when > 1, else 2; other kinds 1;
+ * - pipeline.accumulation: paci the scenario's m (its own a when it is already paci),
+ *   async-1f1b 1, others the scenario's a;
+ * - the batch, with k the kind's micro-batches per update (pp_scenario_mb_per_step(): m, a
+ *   or 1): analytic costs keep training.global_batch and set the micro-batch size to
+ *   global_batch / k (a kind whose k does not divide it fails); explicit [costs], which are
+ *   the times of the scenario's micro-batch, keep its size and set global_batch = size * k.
+ * A schedule that fails gives a row with its error.
+ * Returns: (transfer full) (element-type SimCompareRow): rows in the order of @kinds, or NULL
+ * with @error set when the base scenario itself does not load. */
+GPtrArray *sim_sweep_compare(const char *path, const char *const *overrides,
+                             const char *const *kinds, GError **error);
+
+/* The side-by-side table. Returns: (transfer full). */
+char *sim_sweep_compare_format(const GPtrArray *rows);
+/* {"scenario": ..., "schedules": [{...}]}. Returns: (transfer full). */
+JsonNode *sim_sweep_compare_build_json(const char *path, const GPtrArray *rows);
+
+/* --- sweep --- */
+
+typedef struct {
+    char  *key;    /* "section.key" */
+    char **values; /* (NULL-terminated) */
+} SimSweepAxis;
+
+/* Parses "section.key=v1,v2,..." into @axis (cleared with sim_sweep_axis_clear()).
+ * Returns FALSE and sets @error (G_OPTION_ERROR_BAD_VALUE, a usage error) on bad syntax. */
+gboolean sim_sweep_axis_parse(const char *spec, SimSweepAxis *axis, GError **error);
+void     sim_sweep_axis_clear(SimSweepAxis *axis);
+/* Points in the cartesian product of @axes: the product of their value counts. */
+int64_t sim_sweep_n_points(const SimSweepAxis *axes, int32_t n_axes);
+
+/* Runs every point of the cartesian product of @axes (in order, the last varying fastest) on
+ * @path with @overrides, and formats the CSV: the swept keys, step_time_ns,
+ * throughput_tokens_per_s, throughput_samples_per_s, bubble_fraction, efficiency, delta_max,
+ * peak_memory_bytes, error. Sets *@n_failed to the number of points with an error.
+ * Returns: (transfer full): the CSV text. */
+char *sim_sweep_run(const char *path, const char *const *overrides, const SimSweepAxis *axes,
+                    int32_t n_axes, int32_t *n_failed);
+
+G_END_DECLS

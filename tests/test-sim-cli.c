@@ -1,0 +1,604 @@
+/* SPDX-License-Identifier: MIT
+ * test-sim-cli.c: the pacer-sim command line, run as a child process (g_spawn_sync): --out
+ * files are byte-identical across reruns, --json equals sim_engine_run called in-process,
+ * trace.json is consistent with the run, bad input exits 1 (2 for usage errors) with one
+ * stderr line naming the culprit, and compare/sweep/schedules give the right rows.
+ */
+#include <check.h>
+#include <csv.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "pp-error.h"
+#include "pp-scenario.h"
+#include "pp-schedule.h"
+#include "sim-cost.h"
+#include "sim-engine.h"
+
+#define SIM_BIN  PP_BUILD_ROOT "/sim/pacer-sim"
+#define DATA_DIR PP_SOURCE_ROOT "/tests/data/sim"
+
+/* Scenario files exercised by the loop tests (tests/data/sim/NAME.ini). */
+static const char *const scenario_names[] = {"1f1b", "interleaved", "paci", "gpt2-a100"};
+
+/* Runs pacer-sim with @args (NULL-terminated); captures stdout/stderr (nullable outputs).
+ * Returns its exit status. */
+static int run_cli(const char *const *args, char **out, char **err) {
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer)SIM_BIN);
+    for (size_t i = 0; args[i] != NULL; i++)
+        g_ptr_array_add(argv, (gpointer)args[i]);
+    g_ptr_array_add(argv, NULL);
+    g_autofree char *o = NULL, *e = NULL;
+    int              wait_status = 0;
+    g_autoptr(GError) error = NULL;
+    gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &o,
+                               &e, &wait_status, &error);
+    ck_assert_msg(ok, "spawn %s: %s", SIM_BIN, ok ? "" : error->message);
+    ck_assert(WIFEXITED(wait_status));
+    if (out != NULL)
+        *out = g_steal_pointer(&o);
+    if (err != NULL)
+        *err = g_steal_pointer(&e);
+    return WEXITSTATUS(wait_status);
+}
+
+static char *scenario_path(const char *name) {
+    return g_strdup_printf("%s/%s.ini", DATA_DIR, name);
+}
+
+/* Removes a flat directory made by g_dir_make_tmp(). */
+static void remove_dir(const char *dir) {
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    ck_assert_ptr_nonnull(d);
+    const char *name;
+    while ((name = g_dir_read_name(d)) != NULL) {
+        g_autofree char *p = g_build_filename(dir, name, NULL);
+        ck_assert_int_eq(g_unlink(p), 0);
+    }
+    ck_assert_int_eq(g_rmdir(dir), 0);
+}
+
+static char *read_file(const char *path, gsize *len) {
+    char *text = NULL;
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(g_file_get_contents(path, &text, len, &error), "%s", error ? error->message : "");
+    return text;
+}
+
+static JsonNode *parse_json(const char *text) {
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(json_parser_load_from_data(parser, text, -1, &error), "JSON: %s",
+                  error ? error->message : "");
+    return json_node_copy(json_parser_get_root(parser));
+}
+
+/* An integer member: must be a JSON integer, not a real. */
+static int64_t json_int(JsonObject *obj, const char *name) {
+    JsonNode *node = json_object_get_member(obj, name);
+    ck_assert_msg(node != NULL, "missing member %s", name);
+    ck_assert_msg(json_node_get_value_type(node) == G_TYPE_INT64, "%s is not an integer", name);
+    return json_node_get_int(node);
+}
+
+/* The in-process reference: the same scenario through the same library calls. */
+static SimResult *run_in_process(const char *path) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &error);
+    ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
+    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
+    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    SimResult *res = sim_engine_run(sched, cost, &error);
+    ck_assert_msg(res != NULL, "%s", error ? error->message : "");
+    return res;
+}
+
+/* --- --out: reruns are byte-identical --- */
+
+START_TEST(test_out_deterministic) {
+    g_autofree char *path = scenario_path(scenario_names[_i]);
+    g_autofree char *dir1 = g_dir_make_tmp("pacer-sim-a-XXXXXX", NULL);
+    g_autofree char *dir2 = g_dir_make_tmp("pacer-sim-b-XXXXXX", NULL);
+    ck_assert_ptr_nonnull(dir1);
+    ck_assert_ptr_nonnull(dir2);
+    const char *a1[] = {path, "--out", dir1, NULL};
+    const char *a2[] = {path, "--out", dir2, NULL};
+    ck_assert_int_eq(run_cli(a1, NULL, NULL), 0);
+    ck_assert_int_eq(run_cli(a2, NULL, NULL), 0);
+
+    const char *const files[] = {"ops.csv", "scenario.ini", "stages.csv", "summary.csv",
+                                 "trace.json"};
+    int               n_files = 0;
+    g_autoptr(GDir) d = g_dir_open(dir1, 0, NULL);
+    while (g_dir_read_name(d) != NULL)
+        n_files++;
+    ck_assert_int_eq(n_files, G_N_ELEMENTS(files)); /* no temporary files left behind */
+    for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+        g_autofree char *p1 = g_build_filename(dir1, files[i], NULL);
+        g_autofree char *p2 = g_build_filename(dir2, files[i], NULL);
+        gsize            l1, l2;
+        g_autofree char *t1 = read_file(p1, &l1);
+        g_autofree char *t2 = read_file(p2, &l2);
+        ck_assert_msg(l1 > 0, "%s is empty", files[i]);
+        ck_assert_msg(l1 == l2 && memcmp(t1, t2, l1) == 0, "%s differs between runs", files[i]);
+    }
+
+    /* scenario.ini is the effective scenario: simulating it gives the same ops.csv. */
+    g_autofree char *ini = g_build_filename(dir1, "scenario.ini", NULL);
+    g_autofree char *dir3 = g_dir_make_tmp("pacer-sim-c-XXXXXX", NULL);
+    const char      *a3[] = {ini, "--out", dir3, NULL};
+    ck_assert_int_eq(run_cli(a3, NULL, NULL), 0);
+    g_autofree char *ops1 = g_build_filename(dir1, "ops.csv", NULL);
+    g_autofree char *ops3 = g_build_filename(dir3, "ops.csv", NULL);
+    gsize            l1, l3;
+    g_autofree char *o1 = read_file(ops1, &l1);
+    g_autofree char *o3 = read_file(ops3, &l3);
+    ck_assert(l1 == l3 && memcmp(o1, o3, l1) == 0);
+
+    remove_dir(dir1);
+    remove_dir(dir2);
+    remove_dir(dir3);
+}
+END_TEST
+
+/* --- --json equals the engine in-process --- */
+
+START_TEST(test_json_matches_engine) {
+    g_autofree char *path = scenario_path(scenario_names[_i]);
+    const char      *args[] = {path, "--json", NULL};
+    g_autofree char *out = NULL;
+    ck_assert_int_eq(run_cli(args, &out, NULL), 0);
+    g_autoptr(JsonNode) root = parse_json(out);
+    JsonObject *obj = json_node_get_object(root);
+    g_autoptr(SimResult) ref = run_in_process(path);
+
+    ck_assert_int_eq(json_int(obj, "step_time_ns"), ref->step_time_ns);
+    ck_assert_int_eq(json_int(obj, "makespan_ns"), ref->makespan_ns);
+    ck_assert_int_eq(json_int(obj, "delta_max"), ref->delta_max);
+    ck_assert_int_eq(json_int(obj, "peak_memory_bytes"), ref->peak_memory_bytes);
+    ck_assert_int_eq(json_int(obj, "n_stages"), ref->n_stages);
+    ck_assert_int_eq(json_int(obj, "ops_simulated"), ref->n_ops_simulated);
+    /* json-glib writes doubles with 17 significant digits: they round-trip exactly. */
+    ck_assert_double_eq(json_object_get_double_member(obj, "throughput_tokens_per_s"),
+                        ref->throughput_tokens_per_s);
+    ck_assert_double_eq(json_object_get_double_member(obj, "throughput_samples_per_s"),
+                        ref->throughput_samples_per_s);
+    ck_assert_double_eq(json_object_get_double_member(obj, "bubble_fraction"),
+                        ref->bubble_fraction);
+    ck_assert_double_eq(json_object_get_double_member(obj, "efficiency"), ref->efficiency);
+    ck_assert_double_eq(json_object_get_double_member(obj, "mfu"), ref->mfu);
+
+    JsonArray *stages = json_object_get_array_member(obj, "stages");
+    ck_assert_int_eq(json_array_get_length(stages), ref->n_stages);
+    for (int32_t s = 0; s < ref->n_stages; s++) {
+        JsonObject           *st = json_array_get_object_element(stages, s);
+        const SimStageResult *r = &ref->stages[s];
+        ck_assert_int_eq(json_int(st, "stage"), s);
+        ck_assert_int_eq(json_int(st, "busy_ns"), r->busy_ns);
+        ck_assert_int_eq(json_int(st, "span_ns"), r->span_ns);
+        ck_assert_int_eq(json_int(st, "peak_inflight"), r->peak_inflight);
+        ck_assert_int_eq(json_int(st, "peak_memory_bytes"), r->peak_memory_bytes);
+        ck_assert_int_eq(json_int(st, "delta_max"), r->delta_max);
+        ck_assert_int_eq(json_int(st, "delay_max"), r->delay_max);
+        ck_assert_int_eq(json_int(st, "weight_versions"), r->weight_versions);
+    }
+}
+END_TEST
+
+/* --- --set and --steps reach the run: closed forms with comm and update costs zeroed --- */
+
+typedef struct {
+    const char *name;
+    int64_t     makespan_ns; /* F = 10, B = 12, W = 8 us; N = 4, m = 8 */
+} ClosedForm;
+
+static const ClosedForm closed_forms[] = {
+    {"1f1b", (8 + 4 - 1) * 30000},                         /* (m + N - 1)(F + B + W) */
+    {"interleaved", 8 * 30000 + (4 - 1) * 30000 / 2},      /* m(F+B+W) + (N-1)(F+B+W)/v, v = 2 */
+    {"zb-h1", 8 * 30000 + (4 - 1) * (10 + 12 - 8) * 1000}, /* m(F+B+W) + (N-1)(F+B-W) */
+};
+
+START_TEST(test_closed_form) {
+    const ClosedForm *c = &closed_forms[_i];
+    g_autofree char  *path = scenario_path(c->name);
+    const char       *args[] = {path,      "--set", "costs.comm_us=0", "--set", "costs.update_us=0",
+                                "--steps", "1",     "--json",          NULL};
+    g_autofree char  *out = NULL;
+    ck_assert_int_eq(run_cli(args, &out, NULL), 0);
+    g_autoptr(JsonNode) root = parse_json(out);
+    JsonObject *obj = json_node_get_object(root);
+    ck_assert_int_eq(json_int(obj, "steps"), 1);
+    ck_assert_int_eq(json_int(obj, "makespan_ns"), c->makespan_ns);
+    ck_assert_int_eq(json_int(obj, "step_time_ns"), c->makespan_ns);
+}
+END_TEST
+
+/* --- pipeline.mode = dynamic: PACI's policy run live records the static program --- */
+
+START_TEST(test_dynamic_mode) {
+    g_autofree char *path = scenario_path("paci");
+    g_autofree char *dir_s = g_dir_make_tmp("pacer-sim-st-XXXXXX", NULL);
+    g_autofree char *dir_d = g_dir_make_tmp("pacer-sim-dy-XXXXXX", NULL);
+    const char      *a_s[] = {path, "--out", dir_s, NULL};
+    const char      *a_d[] = {path, "--set", "pipeline.mode=dynamic", "--out", dir_d, NULL};
+    ck_assert_int_eq(run_cli(a_s, NULL, NULL), 0);
+    ck_assert_int_eq(run_cli(a_d, NULL, NULL), 0);
+    /* Deterministic costs: the live policy makes the same decisions as the static program. */
+    const char *const same[] = {"ops.csv", "stages.csv", "trace.json"};
+    for (size_t i = 0; i < G_N_ELEMENTS(same); i++) {
+        g_autofree char *p_s = g_build_filename(dir_s, same[i], NULL);
+        g_autofree char *p_d = g_build_filename(dir_d, same[i], NULL);
+        gsize            l_s, l_d;
+        g_autofree char *t_s = read_file(p_s, &l_s);
+        g_autofree char *t_d = read_file(p_d, &l_d);
+        ck_assert_msg(l_s == l_d && memcmp(t_s, t_d, l_s) == 0, "%s differs", same[i]);
+    }
+    g_autofree char *summary_path = g_build_filename(dir_d, "summary.csv", NULL);
+    g_autofree char *summary = read_file(summary_path, NULL);
+    ck_assert_ptr_nonnull(strstr(summary, "\"dynamic\""));
+    remove_dir(dir_s);
+    remove_dir(dir_d);
+}
+END_TEST
+
+/* --- trace.json agrees with the run --- */
+
+/* Microseconds as printed ("12.345") back to integer ns, exactly. */
+static int64_t us_to_ns(JsonNode *node) {
+    return (int64_t)llround(json_node_get_double(node) * 1000.0);
+}
+
+START_TEST(test_perfetto_consistent) {
+    g_autofree char *path = scenario_path(scenario_names[_i]);
+    g_autofree char *dir = g_dir_make_tmp("pacer-sim-p-XXXXXX", NULL);
+    const char      *args[] = {path, "--out", dir, NULL};
+    ck_assert_int_eq(run_cli(args, NULL, NULL), 0);
+    g_autofree char *trace_path = g_build_filename(dir, "trace.json", NULL);
+    g_autofree char *text = read_file(trace_path, NULL);
+    g_autoptr(JsonNode) root = parse_json(text);
+    g_autoptr(SimResult) ref = run_in_process(path);
+
+    JsonArray *events = json_object_get_array_member(json_node_get_object(root), "traceEvents");
+    g_autofree int64_t *busy_ns = g_new0(int64_t, ref->n_stages); /* (n_stages) */
+    int64_t             n_compute = 0, n_transfers = 0, n_starts = 0, n_finishes = 0;
+    int64_t             id_sum_s = 0, id_sum_f = 0;
+    /* the end of the last slice seen on each thread */
+    typedef struct {
+        int64_t pid, tid, end_ns;
+    } ThreadEnd;
+    g_autoptr(GArray) last = g_array_new(FALSE, FALSE, sizeof(ThreadEnd));
+    for (guint i = 0; i < json_array_get_length(events); i++) {
+        JsonObject *ev = json_array_get_object_element(events, i);
+        const char *ph = json_object_get_string_member(ev, "ph");
+        int64_t     pid = json_object_get_int_member(ev, "pid");
+        ck_assert(pid >= 0 && pid < ref->n_stages);
+        if (strcmp(ph, "X") == 0) {
+            /* Slices of one thread come in time order and never overlap (they must nest). */
+            int64_t tid = json_object_get_int_member(ev, "tid");
+            int64_t start = us_to_ns(json_object_get_member(ev, "ts"));
+            int64_t end = start + us_to_ns(json_object_get_member(ev, "dur"));
+            guint   k = 0;
+            while (k < last->len && !(g_array_index(last, ThreadEnd, k).pid == pid &&
+                                      g_array_index(last, ThreadEnd, k).tid == tid))
+                k++;
+            if (k == last->len) {
+                ThreadEnd entry = {pid, tid, end};
+                g_array_append_val(last, entry);
+            } else {
+                ck_assert_int_ge(start, g_array_index(last, ThreadEnd, k).end_ns);
+                g_array_index(last, ThreadEnd, k).end_ns = end;
+            }
+        }
+        if (strcmp(ph, "X") == 0 && json_object_get_int_member(ev, "tid") == 0) {
+            busy_ns[pid] += us_to_ns(json_object_get_member(ev, "dur"));
+            n_compute++;
+        } else if (strcmp(ph, "X") == 0) {
+            n_transfers++;
+        } else if (strcmp(ph, "s") == 0) {
+            n_starts++;
+            id_sum_s += json_object_get_int_member(ev, "id");
+        } else if (strcmp(ph, "f") == 0) {
+            n_finishes++;
+            id_sum_f += json_object_get_int_member(ev, "id");
+            ck_assert_str_eq(json_object_get_string_member(ev, "bp"), "e");
+        } else {
+            ck_assert_str_eq(ph, "M");
+        }
+    }
+    /* One compute slice per op; each stage's slices add up to its busy time. */
+    int64_t n_ops = 0;
+    for (int64_t r = 0; r < ref->trace->n_rows; r++)
+        n_ops += ref->trace->rows[r].resource == PP_RESOURCE_COMPUTE;
+    ck_assert_int_eq(n_compute, n_ops);
+    for (int32_t s = 0; s < ref->n_stages; s++)
+        ck_assert_int_eq(busy_ns[s], ref->stages[s].busy_ns);
+    /* Each cross-device dependency: one transfer and one s/f flow pair with the same id. */
+    ck_assert_int_gt(n_transfers, 0);
+    ck_assert_int_eq(n_starts, n_transfers);
+    ck_assert_int_eq(n_finishes, n_transfers);
+    ck_assert_int_eq(id_sum_s, id_sum_f);
+    ck_assert_int_eq(id_sum_s, n_transfers * (n_transfers + 1) / 2);
+    remove_dir(dir);
+}
+END_TEST
+
+/* --- bad input --- */
+
+typedef struct {
+    const char *args[8]; /* after the program name; "@" is replaced by the 1f1b scenario */
+    int         status;
+    const char *needle; /* must appear in stderr */
+} BadCase;
+
+static const BadCase bad_cases[] = {
+    {{DATA_DIR "/no-such-file.ini"}, 1, "no-such-file.ini"},
+    {{DATA_DIR "/bad-unknown-key.ini"}, 1, "stagez"},
+    {{"@", "--set", "pipeline.stagez=4"}, 1, "stagez"},
+    {{"@", "--set", "pipeline.schedule=warp"}, 1, "warp"},
+    {{"@", "--set", "pipeline.stages=4x"}, 1, "4x"},
+    {{"@", "--set", "costs.forward_us=-5"}, 1, "-5"},
+    {{"@", "--set", "training.global_batch=7"}, 1, "global_batch"},
+    {{DATA_DIR "/deadlock.ini"}, 1, "cycle"},
+    {{"compare", "@", "--schedules", "1f1b,warp"}, 1, "warp"},
+    {{"@", "--out", "/dev/null/out"}, 1, "/dev/null/out"},
+    {{"sweep", "@", "--sweep", "pipeline.stages=2", "--out", "/dev/null/s.csv"},
+     1,
+     "/dev/null/s.csv"},
+    {{"sweep", DATA_DIR "/no-such-file.ini", "--sweep", "pipeline.stages=2,4"},
+     1,
+     "no-such-file.ini"},
+    {{"@", "--bogus"}, 2, "--bogus"},
+    {{"@", "--set", "stages"}, 2, "stages"},
+    {{"@", "--steps", "-1"}, 2, "--steps"},
+    {{"--json"}, 2, "SCENARIO"},
+    {{"sweep", "@"}, 2, "--sweep"},
+    {{"sweep", "@", "--sweep", "pipeline.stages"}, 2, "pipeline.stages"},
+    {{"schedules", "extra"}, 2, "extra"},
+};
+
+START_TEST(test_bad_input) {
+    const BadCase   *c = &bad_cases[_i];
+    g_autofree char *path = scenario_path("1f1b");
+    const char      *args[G_N_ELEMENTS(c->args) + 1] = {NULL};
+    for (size_t i = 0; i < G_N_ELEMENTS(c->args) && c->args[i] != NULL; i++)
+        args[i] = strcmp(c->args[i], "@") == 0 ? path : c->args[i];
+    g_autofree char *out = NULL, *err = NULL;
+    int              status = run_cli(args, &out, &err);
+    ck_assert_msg(status == c->status, "case %d: status %d, want %d (stderr: %s)", _i, status,
+                  c->status, err);
+    ck_assert_msg(g_str_has_prefix(err, "pacer-sim: "), "case %d: stderr '%s'", _i, err);
+    ck_assert_msg(strstr(err, c->needle) != NULL, "case %d: '%s' not in stderr '%s'", _i, c->needle,
+                  err);
+    if (c->status == 1 && strcmp(c->args[0], "compare") != 0) {
+        /* Input errors: exactly one line. */
+        const char *nl = strchr(err, '\n');
+        ck_assert_msg(nl != NULL && nl[1] == '\0', "case %d: not one line: '%s'", _i, err);
+    }
+}
+END_TEST
+
+/* --- compare --- */
+
+/* The compare rule on both kinds of cost: explicit [costs] keep the micro-batch size (2),
+ * analytic costs keep the global batch (32). */
+typedef struct {
+    const char *scenario;
+    int32_t     microbatch_size[6]; /* per kind below */
+    int32_t     global_batch[6];
+} CompareCase;
+
+static const char *const compare_kinds[] = {"1f1b",  "gpipe", "interleaved",
+                                            "zb-2p", "paci",  "async-1f1b"};
+static const CompareCase compare_cases[] = {
+    {"1f1b", {2, 2, 2, 2, 2, 2}, {16, 16, 16, 16, 16, 2}},
+    {"gpt2-a100", {4, 4, 4, 4, 4, 32}, {32, 32, 32, 32, 32, 32}},
+};
+
+START_TEST(test_compare) {
+    const CompareCase *c = &compare_cases[_i];
+    g_autofree char   *path = scenario_path(c->scenario);
+    const char        *list = "1f1b,gpipe,interleaved,zb-2p,paci,async-1f1b";
+    const char        *args[] = {"compare", path, "--schedules", list, "--json", NULL};
+    g_autofree char   *out = NULL;
+    ck_assert_int_eq(run_cli(args, &out, NULL), 0);
+    g_autoptr(JsonNode) root = parse_json(out);
+    JsonArray *rows = json_object_get_array_member(json_node_get_object(root), "schedules");
+    ck_assert_int_eq(json_array_get_length(rows), G_N_ELEMENTS(compare_kinds));
+    int64_t first_ns = 0;
+    double  first_tps = 0.0;
+    for (guint i = 0; i < G_N_ELEMENTS(compare_kinds); i++) {
+        const char *kind = compare_kinds[i];
+        JsonObject *row = json_array_get_object_element(rows, i);
+        ck_assert_str_eq(json_object_get_string_member(row, "schedule"), kind);
+        ck_assert(!json_object_has_member(row, "error"));
+        int64_t step_ns = json_int(row, "step_time_ns");
+        double  tps = json_object_get_double_member(row, "throughput_tokens_per_s");
+        double  speedup = json_object_get_double_member(row, "speedup");
+        ck_assert_int_gt(step_ns, 0);
+        if (i == 0) {
+            first_ns = step_ns;
+            first_tps = tps;
+        }
+        ck_assert_double_eq_tol(speedup, tps / first_tps, 1e-12);
+        /* Equal global batches: the speedup is the step time ratio. */
+        if (json_int(row, "global_batch") == c->global_batch[0])
+            ck_assert_double_eq_tol(speedup, (double)first_ns / (double)step_ns, 1e-9);
+        ck_assert_int_eq(json_int(row, "microbatch_size"), c->microbatch_size[i]);
+        ck_assert_int_eq(json_int(row, "global_batch"), c->global_batch[i]);
+        /* The rule: interleaved gets 2 chunks, paci accumulates over m = 8, async-1f1b 1. */
+        ck_assert_int_eq(json_int(row, "chunks"), strcmp(kind, "interleaved") == 0 ? 2 : 1);
+        if (strcmp(kind, "paci") == 0)
+            ck_assert_int_eq(json_int(row, "accumulation"), 8);
+        if (strcmp(kind, "async-1f1b") == 0)
+            ck_assert_int_eq(json_int(row, "accumulation"), 1);
+    }
+
+    /* The table: a header and one line per schedule, in the given order. */
+    const char      *targs[] = {"compare", path, "--schedules", list, NULL};
+    g_autofree char *table = NULL;
+    ck_assert_int_eq(run_cli(targs, &table, NULL), 0);
+    g_auto(GStrv) lines = g_strsplit(table, "\n", -1);
+    ck_assert_int_eq(g_strv_length(lines), G_N_ELEMENTS(compare_kinds) + 2); /* header, "" */
+    for (guint i = 0; i < G_N_ELEMENTS(compare_kinds); i++)
+        ck_assert(g_str_has_prefix(lines[i + 1], compare_kinds[i]));
+}
+END_TEST
+
+/* --- sweep --- */
+
+typedef struct {
+    GPtrArray *rows;   /* (element-type GPtrArray of char *) */
+    GPtrArray *fields; /* the row being read */
+} CsvRows;
+
+static void csv_on_field(void *data, size_t len, void *user) {
+    CsvRows *r = user;
+    g_ptr_array_add(r->fields, g_strndup(data, len));
+}
+
+static void csv_on_row(int c, void *user) {
+    (void)c;
+    CsvRows *r = user;
+    g_ptr_array_add(r->rows, r->fields);
+    r->fields = g_ptr_array_new_with_free_func(g_free);
+}
+
+/* Parses CSV text with libcsv. Returns: (transfer full) rows of fields. */
+static GPtrArray *parse_csv(const char *text) {
+    struct csv_parser p;
+    CsvRows           r = {g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref),
+                           g_ptr_array_new_with_free_func(g_free)};
+    ck_assert_int_eq(csv_init(&p, CSV_STRICT), 0);
+    size_t len = strlen(text);
+    ck_assert_uint_eq(csv_parse(&p, text, len, csv_on_field, csv_on_row, &r), len);
+    csv_fini(&p, csv_on_field, csv_on_row, &r);
+    csv_free(&p);
+    g_ptr_array_unref(r.fields);
+    return r.rows;
+}
+
+static const char *field(GPtrArray *rows, guint row, guint col) {
+    GPtrArray *f = g_ptr_array_index(rows, row);
+    ck_assert_uint_lt(col, f->len);
+    return g_ptr_array_index(f, col);
+}
+
+START_TEST(test_sweep) {
+    g_autofree char *path = scenario_path("1f1b");
+    g_autofree char *dir = g_dir_make_tmp("pacer-sim-s-XXXXXX", NULL);
+    g_autofree char *csv_path = g_build_filename(dir, "sweep.csv", NULL);
+    const char      *args[] = {
+             "sweep", path, "--sweep", "pipeline.stages=2,4", "--sweep", "pipeline.microbatches=4,8,0",
+             NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    ck_assert_int_eq(run_cli(args, &out, &err), 0);
+    g_autoptr(GPtrArray) rows = parse_csv(out);
+    ck_assert_uint_eq(rows->len, 1 + 2 * 3);
+
+    const char *const header[] = {"pipeline.stages",
+                                  "pipeline.microbatches",
+                                  "step_time_ns",
+                                  "throughput_tokens_per_s",
+                                  "throughput_samples_per_s",
+                                  "bubble_fraction",
+                                  "efficiency",
+                                  "delta_max",
+                                  "peak_memory_bytes",
+                                  "error"};
+    for (guint c = 0; c < G_N_ELEMENTS(header); c++)
+        ck_assert_str_eq(field(rows, 0, c), header[c]);
+    const char *const stages[] = {"2", "2", "2", "4", "4", "4"};
+    const char *const mbs[] = {"4", "8", "0", "4", "8", "0"};
+    for (guint i = 0; i < 6; i++) {
+        ck_assert_uint_eq(((GPtrArray *)g_ptr_array_index(rows, i + 1))->len, G_N_ELEMENTS(header));
+        ck_assert_str_eq(field(rows, i + 1, 0), stages[i]);
+        ck_assert_str_eq(field(rows, i + 1, 1), mbs[i]);
+        gboolean bad = strcmp(mbs[i], "0") == 0;
+        /* microbatches = 0 is out of range: an error message and no figures. */
+        ck_assert_int_eq(field(rows, i + 1, 9)[0] != '\0', bad);
+        ck_assert_int_eq(field(rows, i + 1, 2)[0] != '\0', !bad);
+        if (bad)
+            ck_assert_ptr_nonnull(strstr(field(rows, i + 1, 9), "microbatches"));
+    }
+    ck_assert_ptr_nonnull(strstr(err, "2 of 6 sweep points failed"));
+
+    /* The point that equals the scenario file has its step time. */
+    const char      *jargs[] = {path, "--json", NULL};
+    g_autofree char *json = NULL;
+    ck_assert_int_eq(run_cli(jargs, &json, NULL), 0);
+    g_autoptr(JsonNode) root = parse_json(json);
+    g_autofree char *want =
+        g_strdup_printf("%" G_GINT64_FORMAT, json_int(json_node_get_object(root), "step_time_ns"));
+    ck_assert_str_eq(field(rows, 5, 2), want);
+
+    /* --out FILE.csv holds exactly what stdout showed. */
+    const char      *oargs[] = {"sweep",   path,
+                                "--sweep", "pipeline.stages=2,4",
+                                "--sweep", "pipeline.microbatches=4,8,0",
+                                "--out",   csv_path,
+                                NULL};
+    g_autofree char *quiet = NULL;
+    ck_assert_int_eq(run_cli(oargs, &quiet, NULL), 0);
+    ck_assert_str_eq(quiet, "");
+    g_autofree char *written = read_file(csv_path, NULL);
+    ck_assert_str_eq(written, out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* --- schedules --- */
+
+START_TEST(test_schedules) {
+    const char      *args[] = {"schedules", NULL};
+    g_autofree char *out = NULL;
+    ck_assert_int_eq(run_cli(args, &out, NULL), 0);
+    g_auto(GStrv) lines = g_strsplit(out, "\n", -1);
+    guint n = 0;
+    for (const PpSchedKindInfo *k = pp_sched_kinds(); k->name != NULL; k++, n++) {
+        ck_assert_ptr_nonnull(lines[n]);
+        g_auto(GStrv) words = g_strsplit_set(lines[n], " ", 2);
+        ck_assert_str_eq(words[0], k->name);
+        ck_assert_ptr_nonnull(strstr(lines[n], k->summary));
+    }
+    ck_assert_int_eq(g_strv_length(lines), n + 1); /* the text ends with a newline */
+}
+END_TEST
+
+static Suite *sim_cli_suite(void) {
+    Suite *s = suite_create("sim-cli");
+    TCase *tc = tcase_create("outputs");
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, test_out_deterministic, 0, G_N_ELEMENTS(scenario_names));
+    tcase_add_loop_test(tc, test_json_matches_engine, 0, G_N_ELEMENTS(scenario_names));
+    tcase_add_loop_test(tc, test_perfetto_consistent, 0, G_N_ELEMENTS(scenario_names));
+    tcase_add_loop_test(tc, test_closed_form, 0, G_N_ELEMENTS(closed_forms));
+    tcase_add_test(tc, test_dynamic_mode);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("errors");
+    tcase_add_loop_test(tc, test_bad_input, 0, G_N_ELEMENTS(bad_cases));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("commands");
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, test_compare, 0, G_N_ELEMENTS(compare_cases));
+    tcase_add_test(tc, test_sweep);
+    tcase_add_test(tc, test_schedules);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(sim_cli_suite());
+    srunner_run_all(sr, CK_ENV);
+    int n_failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return n_failed > 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}
