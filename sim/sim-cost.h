@@ -36,13 +36,37 @@ typedef struct {
     double   peak_flops;    /* one device; 0 = unknown (no MFU) */
 } SimCostModel;
 
+/* Kernel efficiency of the analytic model: the share of peak FLOP/s a micro-batch of @tokens
+ * tokens reaches, eff = SIM_COST_EFF_MAX * tokens / (tokens + SIM_COST_EFF_HALF_TOKENS).
+ * Small micro-batches run small GEMMs far from peak; the curve saturates at 60% of peak
+ * (a typical bf16 training MFU ceiling) and reaches half of that at 2048 tokens. The two
+ * constants live here only; calibrate them against executor measurements. */
+#define SIM_COST_EFF_MAX         0.6
+#define SIM_COST_EFF_HALF_TOKENS 2048.0
+double sim_cost_kernel_efficiency(int64_t tokens);
+
 /* Uniform costs for tests: every (stage, chunk) has the same f/b/w, comm is latency only,
  * memory: act_bytes 1 per live (mb, chunk) unit, static 0. Returns: (transfer full). */
 SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f_ns,
                                    int64_t b_ns, int64_t w_ns, int64_t comm_ns);
-/* From a scenario: [costs] when set (full-stage times split evenly over chunks), else the
- * analytic model. Returns: (transfer full), or NULL with @error set. */
+/* From a scenario: [costs] when set (full-stage times split evenly over chunks, truncated;
+ * comm_us is the whole hop, bandwidth 0; update_us per U), else the analytic model: layers
+ * split over virtual stages vs = chunk * N + stage (remainder to the first; or
+ * run.layers_per_stage), forward FLOPs 24bsh^2 + 4bs^2h per layer + 2bshV LM head on the last
+ * virtual stage, B = W = forward, time = FLOPs / (peak_flops * eff(b*s)); U = 28 bytes per
+ * parameter / memory bandwidth; hop = link latency + 2bsh bytes / link bandwidth. Memory
+ * either way: 16 bytes per parameter static (bf16 weights + fp32 master + Adam moments + bf16
+ * grads), 2 per stashed copy; activations sb(34h + 5as) per layer (M_B = sb(2h + 5as) freed
+ * at B) plus fp32 logits bsV on the last virtual stage. Returns: (transfer full), or NULL
+ * with @error set (PP_SCENARIO_ERROR_INVALID_VALUE naming the key the model lacks). */
 SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **error);
+/* One cross-device hop (ns): comm_latency_ns + act_msg_bytes / comm_bytes_per_ns rounded to
+ * the nearest ns; latency only when the bandwidth is 0. */
+int64_t       sim_cost_comm_ns(const SimCostModel *cost);
+/* Fills @params' f_ns, b_ns, w_ns (the largest per-chunk time over all (stage, chunk): the
+ * bottleneck) and comm_ns (one hop) for the generators that search with costs (zb-1p,
+ * zb-2p); leaves every other field alone. */
+void          sim_cost_schedule_params(const SimCostModel *cost, PpScheduleParams *params);
 void          sim_cost_free(SimCostModel *cost);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimCostModel, sim_cost_free)
 

@@ -19,23 +19,37 @@ typedef struct {
     int32_t stage;
     int64_t busy_ns;           /* sum of op durations */
     int64_t span_ns;           /* first op start to last op end */
-    int32_t peak_inflight;     /* (mb, chunk) units with F done and B/BW (or W) not done */
-    int64_t peak_memory_bytes; /* static + stashed copies + live activations, max over time */
+    int32_t peak_inflight;     /* (mb, chunk) units with F done and BW (split: W) not done */
+    int64_t peak_memory_bytes; /* static + stashed copies + live activations, max over time;
+                                  accounted at op ends: F adds act_bytes, BW frees it; split:
+                                  B frees act_b_bytes, W the rest */
     int64_t peak_activation_bytes;
     int32_t delta_max;         /* max over mbs of version_b - version_f */
     int32_t delay_max;         /* max gradient delay (update that applies it - version_f) */
-    int32_t weight_versions;   /* max distinct weight versions alive at once */
+    int32_t weight_versions;   /* max distinct weight versions alive at once: 1 under
+                                  PP_WEIGHTS_CURRENT; STASHED: current version - oldest
+                                  version an in-flight unit still needs + 1 */
 } SimStageResult;
 
 typedef struct {
     int64_t makespan_ns;       /* first op start to last op end, whole run */
-    int64_t step_time_ns;      /* one optimizer step (steady state for async schedules) */
-    double  throughput_tokens_per_s;
+    int64_t step_time_ns;      /* one optimizer step. Synchronous schedules: makespan /
+                                  n_steps (steps are separated by a flush). Asynchronous:
+                                  on the bottleneck stage (largest busy_ns, lowest index on
+                                  ties) with K updates, (end of U[hi] - end of U[lo]) /
+                                  (hi - lo), lo = K/4, hi = max(lo+1, 3K/4) capped at K-1:
+                                  the steady-state update interval over the middle half of
+                                  the run (truncated to ns); the makespan when K < 2 */
+    double  throughput_tokens_per_s;  /* tokens_per_mb * mb_per_step / step time */
     double  throughput_samples_per_s;
-    double  bubble_fraction;   /* zero-bubble definition (C - m(F+B+W)) / C, C = largest
-                                  stage span of one step */
+    double  bubble_fraction;   /* zero-bubble definition (C - m(F+B+W)) / C. Synchronous:
+                                  C = the largest span of one stage's F/B/W/BW ops within
+                                  one step, m(F+B+W) = that stage's busy time in that step.
+                                  Asynchronous: C = step time, m = mb_per_step, F+B+W the
+                                  bottleneck stage's per-micro-batch work (all chunks) */
     double  efficiency;        /* busy / (n_stages * makespan) */
-    double  mfu;               /* 0 when the cost model has no FLOP rate */
+    double  mfu;               /* flops_per_mb * mb_per_step / step time /
+                                  (n_stages * peak_flops); 0 when peak_flops is 0 */
     int32_t delta_max;
     int64_t peak_memory_bytes;
     int32_t n_stages;
@@ -44,9 +58,30 @@ typedef struct {
     int64_t  n_ops_simulated;
 } SimResult;
 
+/* What a run records besides the reports. */
+typedef struct {
+    gboolean keep_trace; /* FALSE: SimResult.trace is NULL (benchmarks, sweeps: the trace of a
+                            long run is ~56 bytes per op) */
+} SimRunOptions;
+
 /* Runs @sched (validated) with @cost. Returns: (transfer full), or NULL with @error set when
  * the cost model does not fit the schedule (stage/chunk counts differ). */
 SimResult *sim_engine_run(const PpSchedule *sched, const SimCostModel *cost, GError **error);
+/* Same as sim_engine_run() with @options (nullable: keep the trace). */
+SimResult *sim_engine_run_with(const PpSchedule *sched, const SimCostModel *cost,
+                               const SimRunOptions *options, GError **error);
+
+/* Dynamic mode: runs PACI's backpressure policy (pp_policy_paci_next) live instead of a
+ * static program. @params: kind "paci", n_stages, accumulation, n_steps (n_steps *
+ * accumulation micro-batches); @cost: one chunk per stage. Each stage decides its next op
+ * whenever its state changes (an op of its own ends, an activation or gradient arrives);
+ * events at the same instant are all applied before any stage decides. The executed ops are
+ * recorded (PpPolicyRecorder) into a "paci" program, which is then run by sim_engine_run()
+ * for the reports and the trace (its timing equals the live run's; asserted).
+ * @program_out: (out) (transfer full) (nullable): the recorded program, for the executor.
+ * Returns: (transfer full), or NULL with @error set on bad parameters. */
+SimResult *sim_engine_run_policy(const PpScheduleParams *params, const SimCostModel *cost,
+                                 PpSchedule **program_out, GError **error);
 void       sim_result_free(SimResult *result);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimResult, sim_result_free)
 

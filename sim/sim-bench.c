@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT
+ * sim-bench.c: pacer-sim-bench, the simulator's speed benchmark (not a test). For a few
+ * fixed runs it times the setup (scenario + schedule generation), the engine without a
+ * trace, and the engine with the sorted trace, and prints one table row per run: simulated
+ * ops per second on one core.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "pp-error.h"
+#include "pp-scenario.h"
+#include "pp-schedule.h"
+#include "sim-cost.h"
+#include "sim-engine.h"
+
+typedef struct {
+    const char *name;
+    const char *scenario;  /* relative to the source root; NULL: uniform costs below */
+    const char *overrides; /* ';'-separated "section.key=value" (steps appended) */
+    gboolean    dynamic;   /* run PACI's policy live (sim_engine_run_policy) */
+    const char *kind;
+    int32_t     n_stages;
+    int32_t     n_microbatches;   /* m (flush) */
+    int32_t     accumulation;     /* a (paci) */
+    int64_t     f_ns, b_ns, w_ns; /* per stage */
+} SimBenchCase;
+
+/* zb-28.3b: the zero-bubble paper's A100 profile (DESIGN.md §5, scenarios/zb) with PACI
+ * accumulating the same 96 micro-batches per update that the flush schedule runs per step. */
+#define SIM_BENCH_ZB      "scenarios/zb/zb-28.3b-p32-m96.ini"
+#define SIM_BENCH_ZB_PACI "pipeline.schedule=paci;pipeline.accumulation=96;training.global_batch=96"
+
+static const SimBenchCase sim_bench_cases[] = {
+    {"paci N=32 a=8 uniform", NULL, NULL, FALSE, "paci", 32, 1, 8, 1000, 1000, 1000},
+    {"1f1b N=8 m=32 uniform", NULL, NULL, FALSE, "1f1b", 8, 32, 1, 1000, 1000, 1000},
+    {"zb-28.3b paci a=96", SIM_BENCH_ZB, SIM_BENCH_ZB_PACI, FALSE, NULL, 0, 0, 0, 0, 0, 0},
+    {"zb-28.3b paci a=96 dynamic", SIM_BENCH_ZB, SIM_BENCH_ZB_PACI, TRUE, NULL, 0, 0, 0, 0, 0, 0},
+};
+
+/* CPU time of this thread (ns): the engine is single-threaded, and on a shared machine CPU
+ * time measures it better than wall time. */
+static gint64 sim_bench_cpu_ns(void) {
+    struct timespec ts;
+    PP_ASSERT(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0);
+    return (gint64)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static double sim_bench_seconds_since(gint64 t0_ns) {
+    return (double)(sim_bench_cpu_ns() - t0_ns) / 1e9;
+}
+
+/* Builds the schedule parameters and cost model of @bc for @n_steps steps. @params borrows
+ * strings from *@scenario_out. Returns FALSE with @error set on bad input. */
+static gboolean sim_bench_setup(const SimBenchCase *bc, int32_t n_steps, PpScenario **scenario_out,
+                                PpScheduleParams *params, SimCostModel **cost_out, GError **error) {
+    if (bc->scenario == NULL) {
+        *params = (PpScheduleParams){.kind = bc->kind,
+                                     .n_stages = bc->n_stages,
+                                     .n_chunks = 1,
+                                     .n_microbatches = bc->n_microbatches,
+                                     .accumulation = bc->accumulation,
+                                     .n_steps = n_steps,
+                                     .f_ns = bc->f_ns,
+                                     .b_ns = bc->b_ns,
+                                     .w_ns = bc->w_ns};
+        *cost_out = sim_cost_new_uniform(bc->n_stages, 1, bc->f_ns, bc->b_ns, bc->w_ns, 0);
+        return TRUE;
+    }
+    g_autofree char *path = g_build_filename(PP_SOURCE_ROOT, bc->scenario, NULL);
+    g_autofree char *steps = g_strdup_printf("%s;training.steps=%d", bc->overrides, n_steps);
+    g_auto(GStrv) overrides = g_strsplit(steps, ";", -1);
+    *scenario_out = pp_scenario_load(path, (const char *const *)overrides, error);
+    if (*scenario_out == NULL)
+        return FALSE;
+    pp_scenario_schedule_params(*scenario_out, params);
+    *cost_out = sim_cost_new_from_scenario(*scenario_out, error);
+    if (*cost_out == NULL)
+        return FALSE;
+    sim_cost_schedule_params(*cost_out, params);
+    return TRUE;
+}
+
+/* Runs one case; returns FALSE and sets @error when it cannot be set up. */
+static gboolean sim_bench_run(const SimBenchCase *bc, int32_t n_steps, GError **error) {
+    g_autoptr(PpScenario) scenario = NULL;
+    g_autoptr(SimCostModel) cost = NULL;
+    g_autoptr(PpSchedule) sched = NULL;
+    g_autoptr(SimResult) bare = NULL;
+    g_autoptr(SimResult) traced = NULL;
+    PpScheduleParams params;
+    double           setup_s, sim_s, trace_s;
+
+    gint64 t0 = sim_bench_cpu_ns();
+    if (!sim_bench_setup(bc, n_steps, &scenario, &params, &cost, error))
+        return FALSE;
+    if (bc->dynamic) {
+        /* The policy run records the program, then replays it with the trace. */
+        setup_s = sim_bench_seconds_since(t0);
+        t0 = sim_bench_cpu_ns();
+        traced = sim_engine_run_policy(&params, cost, &sched, error);
+        sim_s = trace_s = sim_bench_seconds_since(t0);
+        if (traced == NULL)
+            return FALSE;
+    } else {
+        sched = pp_schedule_new(&params, error);
+        setup_s = sim_bench_seconds_since(t0);
+        if (sched == NULL)
+            return FALSE;
+        SimRunOptions no_trace = {.keep_trace = FALSE};
+        t0 = sim_bench_cpu_ns();
+        bare = sim_engine_run_with(sched, cost, &no_trace, error);
+        sim_s = sim_bench_seconds_since(t0);
+        if (bare == NULL)
+            return FALSE;
+        t0 = sim_bench_cpu_ns();
+        traced = sim_engine_run(sched, cost, error);
+        trace_s = sim_bench_seconds_since(t0);
+        if (traced == NULL)
+            return FALSE;
+        PP_ASSERT(traced->makespan_ns == bare->makespan_ns);
+    }
+
+    printf("%-28s %6d %9" G_GINT64_FORMAT " %8.3f %8.3f %8.2f %8.3f %10.3f %12.3f\n", bc->name,
+           n_steps, traced->n_ops_simulated, setup_s, sim_s,
+           (double)traced->n_ops_simulated / sim_s / 1e6, trace_s, setup_s + sim_s,
+           (double)traced->step_time_ns / 1e6);
+    return TRUE;
+}
+
+int main(int argc, char **argv) {
+    int          steps = 1000;
+    GOptionEntry entries[] = {
+        {"steps", 's', 0, G_OPTION_ARG_INT, &steps, "optimizer steps per run (1000)", "N"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("- time the pacer simulator");
+    g_option_context_set_description(
+        ctx, "Times are CPU seconds of the one engine thread. Columns: setup_s = scenario + "
+             "schedule generation; sim_s = engine without the "
+             "trace (dynamic: policy run + replay with trace); Mops/s = ops / sim_s; "
+             "trace_s = engine with the sorted trace; step_ms = simulated step time.");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_autoptr(GError) error = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &error) || steps < 1) {
+        fprintf(stderr, "pacer-sim-bench: %s\n",
+                error != NULL ? error->message : "--steps must be >= 1");
+        return 2;
+    }
+
+    printf("%-28s %6s %9s %8s %8s %8s %8s %10s %12s\n", "scenario", "steps", "ops", "setup_s",
+           "sim_s", "Mops/s", "trace_s", "setup+sim", "step_ms");
+    for (size_t i = 0; i < G_N_ELEMENTS(sim_bench_cases); i++) {
+        if (!sim_bench_run(&sim_bench_cases[i], steps, &error)) {
+            fprintf(stderr, "pacer-sim-bench: %s: %s\n", sim_bench_cases[i].name, error->message);
+            return 1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: MIT
+ * sim-cost.c: the simulator's cost model (DESIGN.md §3). Explicit [costs] times or the
+ * analytic model: transformer FLOPs per layer over peak FLOP/s times a kernel-efficiency
+ * curve, a link of given bandwidth and latency, and Korthikanti et al.'s activation sizes.
+ * Every duration is rounded to integer ns once, here; the engine only adds integers.
+ */
+#include "sim-cost.h"
+
+#include <math.h>
+
+#include "pp-error.h"
+
+/* Mixed-precision training state per parameter: bf16 weights (2) + fp32 master weights (4)
+ * + Adam first and second moments in fp32 (4 + 4) + bf16 gradients (2) = 16 bytes. */
+#define SIM_COST_STATIC_BYTES_PER_PARAM 16
+/* A stashed weight version is one more bf16 copy of the weights. */
+#define SIM_COST_WEIGHT_COPY_BYTES_PER_PARAM 2
+/* The optimizer step is memory bound: AdamW reads gradients, master weights and both moments
+ * (2 + 4 + 4 + 4) and writes master weights, moments and bf16 weights (4 + 4 + 4 + 2). */
+#define SIM_COST_UPDATE_BYTES_PER_PARAM 28
+/* Activations and gradients travel between stages in bf16. */
+#define SIM_COST_MSG_BYTES_PER_ELEM 2
+/* Logits are kept in fp32 for the loss. */
+#define SIM_COST_LOGIT_BYTES 4
+
+double sim_cost_kernel_efficiency(int64_t tokens) {
+    PP_ASSERT(tokens >= 0);
+    return SIM_COST_EFF_MAX * (double)tokens / ((double)tokens + SIM_COST_EFF_HALF_TOKENS);
+}
+
+/* Allocates a zeroed model with every per-stage table sized for @n_stages x @n_chunks. */
+static SimCostModel *sim_cost_alloc(int32_t n_stages, int32_t n_chunks) {
+    PP_ASSERT(n_stages >= 1 && n_chunks >= 1);
+    size_t        n_units = (size_t)n_stages * (size_t)n_chunks;
+    SimCostModel *cost = g_new0(SimCostModel, 1);
+    cost->n_stages = n_stages;
+    cost->n_chunks = n_chunks;
+    cost->f_ns = g_new0(int64_t, n_units);
+    cost->b_ns = g_new0(int64_t, n_units);
+    cost->w_ns = g_new0(int64_t, n_units);
+    cost->u_ns = g_new0(int64_t, n_stages);
+    cost->static_bytes = g_new0(int64_t, n_stages);
+    cost->weight_copy_bytes = g_new0(int64_t, n_stages);
+    cost->act_bytes = g_new0(int64_t, n_units);
+    cost->act_b_bytes = g_new0(int64_t, n_units);
+    return cost;
+}
+
+void sim_cost_free(SimCostModel *cost) {
+    if (cost == NULL)
+        return;
+    g_free(cost->f_ns);
+    g_free(cost->b_ns);
+    g_free(cost->w_ns);
+    g_free(cost->u_ns);
+    g_free(cost->static_bytes);
+    g_free(cost->weight_copy_bytes);
+    g_free(cost->act_bytes);
+    g_free(cost->act_b_bytes);
+    g_free(cost);
+}
+
+SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f_ns, int64_t b_ns,
+                                   int64_t w_ns, int64_t comm_ns) {
+    PP_ASSERT(f_ns >= 0 && b_ns >= 0 && w_ns >= 0 && comm_ns >= 0);
+    SimCostModel *cost = sim_cost_alloc(n_stages, n_chunks);
+    for (int32_t i = 0; i < n_stages * n_chunks; i++) {
+        cost->f_ns[i] = f_ns;
+        cost->b_ns[i] = b_ns;
+        cost->w_ns[i] = w_ns;
+        cost->act_bytes[i] = 1; /* one unit per live (mb, chunk), freed at W when split */
+    }
+    cost->comm_latency_ns = comm_ns;
+    cost->tokens_per_mb = 1;
+    cost->samples_per_mb = 1;
+    return cost;
+}
+
+void sim_cost_schedule_params(const SimCostModel *cost, PpScheduleParams *params) {
+    params->f_ns = params->b_ns = params->w_ns = 0;
+    for (int32_t i = 0; i < cost->n_stages * cost->n_chunks; i++) {
+        params->f_ns = MAX(params->f_ns, cost->f_ns[i]);
+        params->b_ns = MAX(params->b_ns, cost->b_ns[i]);
+        params->w_ns = MAX(params->w_ns, cost->w_ns[i]);
+    }
+    params->comm_ns = sim_cost_comm_ns(cost);
+}
+
+int64_t sim_cost_comm_ns(const SimCostModel *cost) {
+    int64_t hop_ns = cost->comm_latency_ns;
+    if (cost->comm_bytes_per_ns > 0.0)
+        hop_ns += llround((double)cost->act_msg_bytes / cost->comm_bytes_per_ns);
+    return hop_ns;
+}
+
+/* Checks a model dimension the analytic model needs. */
+static gboolean sim_cost_check_dim(const PpScenario *scenario, const char *key, int64_t value,
+                                   GError **error) {
+    if (value > 0)
+        return TRUE;
+    g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                "%s: %s = %" G_GINT64_FORMAT " cannot feed the simulator's cost model; "
+                "give a positive value (or a preset)",
+                scenario->path, key, value);
+    return FALSE;
+}
+
+/* Fills the analytic durations, link and memory model of @cost from @scenario. Layers are
+ * split over the virtual stages vs = chunk * n_stages + stage (Megatron's layout), evenly
+ * with the remainder going to the first ones, unless run.layers_per_stage (indexed by vs)
+ * says otherwise. Stage 0's first chunk holds the embeddings, the last virtual stage the
+ * final LayerNorm and the untied LM head. @times: also fill f/b/w/u (FALSE when [costs]
+ * gave them). */
+static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *scenario,
+                                       gboolean times, GError **error) {
+    const PpModelParams    *model = &scenario->model;
+    const PpHardwareParams *hw = &scenario->hardware;
+    if (!sim_cost_check_dim(scenario, "model.layers", model->layers, error) ||
+        !sim_cost_check_dim(scenario, "model.hidden", model->hidden, error) ||
+        !sim_cost_check_dim(scenario, "model.heads", model->heads, error) ||
+        !sim_cost_check_dim(scenario, "model.seq_len", model->seq_len, error) ||
+        !sim_cost_check_dim(scenario, "model.vocab", model->vocab, error) ||
+        !sim_cost_check_dim(scenario, "pipeline.microbatch_size",
+                            scenario->pipeline.microbatch_size, error))
+        return FALSE;
+    if (times && !(hw->peak_flops > 0.0)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: hardware.peak_tflops = %g: the analytic cost model needs a positive "
+                    "peak rate (or give [costs] forward_us, backward_us, weight_us)",
+                    scenario->path, hw->peak_flops / 1e12);
+        return FALSE;
+    }
+
+    const int32_t  n_stages = cost->n_stages, n_chunks = cost->n_chunks;
+    const int32_t  n_vstages = n_stages * n_chunks;
+    const int32_t *layers_per_vs = scenario->run.layers_per_stage;
+    if (layers_per_vs != NULL && scenario->run.n_layers_per_stage != n_vstages) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: run.layers_per_stage has %d entries but pipeline.stages * "
+                    "pipeline.chunks = %d; give one layer count per virtual stage",
+                    scenario->path, scenario->run.n_layers_per_stage, n_vstages);
+        return FALSE;
+    }
+    const double  b = scenario->pipeline.microbatch_size, s = model->seq_len;
+    const double  h = model->hidden, V = model->vocab, a = model->heads;
+    const int64_t tokens = (int64_t)scenario->pipeline.microbatch_size * model->seq_len;
+
+    /* FLOPs of one micro-batch's forward: per layer 24bsh^2 (QKV, projection, MLP) +
+     * 4bs^2h (scores and weighted sum); LM head 2bshV. Backward = 2 x forward, half B
+     * (input gradient), half W (weight gradient). */
+    const double layer_flops = 24.0 * b * s * h * h + 4.0 * b * s * s * h;
+    const double head_flops = 2.0 * b * s * h * V;
+    /* Parameters: per layer 12h^2 + 13h; embeddings Vh + sh; final LayerNorm 2h + head Vh. */
+    const double layer_params = 12.0 * h * h + 13.0 * h;
+    /* Activation bytes per layer per live micro-batch (16-bit, no recomputation,
+     * Korthikanti et al. 2022): sb(34h + 5as) = M_B + M_W with M_B = sb(2h + 5as) freed at B
+     * and M_W = 32sbh freed at W. */
+    const double layer_act = s * b * (34.0 * h + 5.0 * a * s);
+    const double layer_act_b = s * b * (2.0 * h + 5.0 * a * s);
+    const double logits = b * s * V * SIM_COST_LOGIT_BYTES;
+    const double rate = hw->peak_flops * sim_cost_kernel_efficiency(tokens); /* FLOP/s */
+
+    double total_flops = 0.0;
+    for (int32_t vs = 0; vs < n_vstages; vs++) {
+        int32_t stage = vs % n_stages, chunk = vs / n_stages;
+        int32_t unit = stage * n_chunks + chunk;
+        int32_t layers;
+        if (layers_per_vs != NULL)
+            layers = layers_per_vs[vs];
+        else
+            layers = model->layers / n_vstages + (vs < model->layers % n_vstages ? 1 : 0);
+        gboolean first = vs == 0, last = vs == n_vstages - 1;
+
+        double flops = layers * layer_flops + (last ? head_flops : 0.0);
+        double params =
+            layers * layer_params + (first ? V * h + s * h : 0.0) + (last ? V * h + 2.0 * h : 0.0);
+        total_flops += 3.0 * flops;
+        if (times) {
+            int64_t f_ns = llround(flops / rate * 1e9);
+            cost->f_ns[unit] = f_ns;
+            cost->b_ns[unit] = f_ns;
+            cost->w_ns[unit] = f_ns;
+        }
+        cost->static_bytes[stage] += llround(params * SIM_COST_STATIC_BYTES_PER_PARAM);
+        cost->weight_copy_bytes[stage] += llround(params * SIM_COST_WEIGHT_COPY_BYTES_PER_PARAM);
+        if (times && hw->mem_bw_bytes_per_s > 0.0)
+            cost->u_ns[stage] +=
+                llround(params * SIM_COST_UPDATE_BYTES_PER_PARAM / hw->mem_bw_bytes_per_s * 1e9);
+        cost->act_bytes[unit] = llround(layers * layer_act + (last ? logits : 0.0));
+        cost->act_b_bytes[unit] = llround(layers * layer_act_b + (last ? logits : 0.0));
+    }
+
+    cost->act_msg_bytes = llround(b * s * h * SIM_COST_MSG_BYTES_PER_ELEM);
+    if (times) {
+        cost->comm_latency_ns = hw->link_latency_ns;
+        cost->comm_bytes_per_ns = hw->link_bw_bytes_per_s / 1e9;
+    }
+    cost->tokens_per_mb = tokens;
+    cost->samples_per_mb = scenario->pipeline.microbatch_size;
+    cost->flops_per_mb = total_flops;
+    cost->peak_flops = hw->peak_flops;
+    return TRUE;
+}
+
+SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **error) {
+    const PpPipelineParams *pipe = &scenario->pipeline;
+    if (pipe->stages < 1 || pipe->chunks < 1) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: pipeline.stages = %d, pipeline.chunks = %d: both must be >= 1",
+                    scenario->path, pipe->stages, pipe->chunks);
+        return NULL;
+    }
+    g_autoptr(SimCostModel) cost = sim_cost_alloc(pipe->stages, pipe->chunks);
+    const PpCostParams *c = &scenario->costs;
+    if (c->set) {
+        /* [costs] times are per full stage; each chunk gets an equal share (truncated). */
+        for (int32_t i = 0; i < pipe->stages * pipe->chunks; i++) {
+            cost->f_ns[i] = c->forward_ns / pipe->chunks;
+            cost->b_ns[i] = c->backward_ns / pipe->chunks;
+            cost->w_ns[i] = c->weight_ns / pipe->chunks;
+        }
+        for (int32_t st = 0; st < pipe->stages; st++)
+            cost->u_ns[st] = c->update_ns;
+    }
+    if (!sim_cost_fill_analytic(cost, scenario, !c->set, error))
+        return NULL;
+    if (c->set) {
+        cost->comm_latency_ns = c->comm_ns;
+        cost->comm_bytes_per_ns = 0.0; /* [costs] comm_us is the whole hop */
+    }
+    return g_steal_pointer(&cost);
+}

@@ -1,0 +1,637 @@
+/* SPDX-License-Identifier: MIT
+ * sim-engine.c: the discrete-event engine (DESIGN.md §3). Each stage's compute runs its program
+ * in order; the one event is "op ends" (at most one per stage queued). An op starts when it
+ * heads its program, its device is free and its dependencies ended (+ comm across devices).
+ * State is in flat arrays by op id; the run ends with ns-3-style consistency checks. Dynamic
+ * mode runs PACI's policy live and replays the program it recorded. */
+#include "sim-engine.h"
+
+#include <math.h>
+
+#include "pp-error.h"
+#include "pp-policy.h"
+#include "pp-sched-gen.h"
+#include "sim-queue.h"
+
+typedef struct {
+    int32_t  pc;             /* next program index to start */
+    gboolean busy;           /* an op of this stage is in the queue */
+    int64_t  free_ns;        /* end of the last op that ran */
+    int32_t  version;        /* U ops ended so far: the current weight version */
+    int32_t  n_updates;      /* U ops in the program */
+    int32_t  inflight;       /* (mb, chunk) units with F ended and BW (or W) not ended */
+    int64_t  act_live_bytes; /* activations held by those units */
+    int32_t  oldest;         /* STASHED: least F version an in-flight unit still needs */
+    int32_t *need;           /* STASHED: (n_updates + 1) in-flight units per F version */
+    int64_t *u_end_ns;       /* (n_updates) end time of each U, in program order */
+    int64_t  first_start_ns;
+} SimStageState;
+
+/* Per-op state, kept together so that releasing a successor touches one cache line. */
+typedef struct {
+    int64_t ready_ns; /* latest (dependency end + comm) seen so far */
+    int32_t pending;  /* cross-op dependencies not ended yet */
+} SimOpState;
+
+typedef struct {
+    const PpSchedule   *sched;
+    const SimCostModel *cost;
+    int64_t             comm_ns;      /* one cross-device hop: latency + bytes / bandwidth */
+    int32_t            *unit_vs;      /* (n_stages * n_chunks) virtual stage of (stage, chunk) */
+    SimOpState         *ops;          /* (n_ops) by flat op id */
+    SimStageState      *st;           /* (n_stages) */
+    int32_t             n_step_slots; /* synchronous: n_steps + 1 (ops after the last U of a
+                                         custom order fall in the extra slot) */
+    int64_t   *step_first_ns;         /* synchronous: (n_stages, n_step_slots) first start */
+    int64_t   *step_last_ns;          /* synchronous: (n_stages, n_step_slots) last F/B/W end */
+    int64_t   *step_busy_ns;          /* synchronous: (n_stages, n_step_slots) F/B/W busy */
+    SimQueue  *queue;
+    SimResult *result;
+} SimRun;
+
+/* Duration of @op (ns) from the cost tables; BW costs B + W. */
+static inline int64_t sim_run_op_dur(const SimRun *run, const PpOp *op) {
+    const SimCostModel *cost = run->cost;
+    if (op->kind == PP_OP_UPDATE)
+        return cost->u_ns[op->stage];
+    int32_t unit = op->stage * cost->n_chunks + op->chunk;
+    switch (op->kind) {
+    case PP_OP_FORWARD:
+        return cost->f_ns[unit];
+    case PP_OP_BACKWARD:
+        return cost->b_ns[unit];
+    case PP_OP_WEIGHT:
+        return cost->w_ns[unit];
+    case PP_OP_BACKWARD_FULL:
+        return cost->b_ns[unit] + cost->w_ns[unit];
+    default:
+        PP_UNREACHABLE();
+    }
+}
+
+/* Flat id of kind @kind of the (mb, chunk) that @op works on, on the same stage; -1 if none. */
+static inline int32_t sim_run_sibling(const SimRun *run, const PpOp *op, PpOpKind kind) {
+    const PpSchedule *sched = run->sched;
+    int32_t           vs = run->unit_vs[op->stage * sched->n_chunks + op->chunk];
+    return sched->mb_ops[((int64_t)op->mb * sched->n_vstages + vs) * PP_OP_N_KINDS + kind];
+}
+
+/* Flat id of the F of the unit that backward @op (flat id @id) works on: found among its
+ * dependencies (B/BW depend on their F; W on its B, which does), which sit next to the op's
+ * own entries in memory, unlike the (mb, vs) index. */
+static inline int32_t sim_run_forward_of(const SimRun *run, const PpOp *op, int32_t id) {
+    const PpSchedule *sched = run->sched;
+    for (int32_t k = sched->dep_offset[id]; k < sched->dep_offset[id + 1]; k++) {
+        PpOpRef     ref = sched->deps[k];
+        const PpOp *dep = &sched->programs[ref.stage][ref.index];
+        if (ref.stage != op->stage || dep->mb != op->mb || dep->chunk != op->chunk)
+            continue;
+        int32_t dep_id = sched->op_offset[ref.stage] + ref.index;
+        if (dep->kind == PP_OP_FORWARD)
+            return dep_id;
+        if (dep->kind == PP_OP_BACKWARD)
+            return sim_run_forward_of(run, dep, dep_id);
+    }
+    return -1;
+}
+
+/* Weight version a backward (B, BW or W) of the unit whose F has flat id @f_id computes with,
+ * @b_id being the backward's own id: pp_schedule_version_used() on the flat tables (the
+ * engine calls it per op, so it reads sched->version directly; test-sim-engine checks the
+ * trace against pp_schedule_version_used()). */
+static inline int32_t sim_run_backward_version(const SimRun *run, int32_t f_id, int32_t b_id) {
+    const PpSchedule *sched = run->sched;
+    PP_ASSERT(f_id >= 0 && b_id >= 0);
+    return sched->weight_mode == PP_WEIGHTS_STASHED ? sched->version[f_id] : sched->version[b_id];
+}
+
+/* Starts the head of @stage's program if the device is idle and its dependencies ended:
+ * start = max(device free, latest dependency end + comm); queues its end. */
+static void sim_run_try_start(SimRun *run, int32_t stage) {
+    const PpSchedule *sched = run->sched;
+    SimStageState    *st = &run->st[stage];
+    if (st->busy || st->pc == sched->n_ops[stage])
+        return;
+    int32_t id = sched->op_offset[stage] + st->pc;
+    if (run->ops[id].pending > 0)
+        return;
+    const PpOp *op = &sched->programs[stage][st->pc];
+    int64_t     start_ns = MAX(st->free_ns, run->ops[id].ready_ns);
+    if (st->pc == 0)
+        st->first_start_ns = start_ns;
+    st->busy = TRUE;
+    sim_queue_push(run->queue, start_ns + sim_run_op_dur(run, op), stage, id);
+}
+
+/* Accounts the end of op @id on @stage at @end_ns: busy time, spans, weight versions, memory,
+ * in-flight units, drift and delay, and its trace row. */
+static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_ns) {
+    const PpSchedule   *sched = run->sched;
+    const SimCostModel *cost = run->cost;
+    SimStageState      *st = &run->st[stage];
+    SimStageResult     *sr = &run->result->stages[stage];
+    const PpOp         *op = &sched->programs[stage][id - sched->op_offset[stage]];
+    const int64_t       dur_ns = sim_run_op_dur(run, op);
+    const int64_t       start_ns = end_ns - dur_ns;
+    const gboolean      stashed = sched->weight_mode == PP_WEIGHTS_STASHED;
+    int32_t             unit = op->stage * cost->n_chunks + op->chunk;
+    int32_t             version_f = -1, version_b = -1;
+
+    sr->busy_ns += dur_ns;
+    if (sched->synchronous && op->kind != PP_OP_UPDATE) {
+        PP_ASSERT(op->step >= 0 && op->step < run->n_step_slots);
+        int64_t k = (int64_t)stage * run->n_step_slots + op->step;
+        if (run->step_last_ns[k] < 0)
+            run->step_first_ns[k] = start_ns;
+        run->step_last_ns[k] = end_ns;
+        run->step_busy_ns[k] += dur_ns;
+    }
+
+    switch (op->kind) {
+    case PP_OP_FORWARD: {
+        version_f = sched->version[id];
+        /* The schedule's static count and the engine's running count must agree. */
+        PP_ASSERT(version_f == st->version);
+        if (run->result->trace != NULL)
+            version_b = sim_run_backward_version(
+                run, id,
+                sim_run_sibling(run, op,
+                                sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL));
+        st->inflight++;
+        st->act_live_bytes += cost->act_bytes[unit];
+        if (stashed)
+            st->need[version_f]++;
+        break;
+    }
+    case PP_OP_BACKWARD:
+    case PP_OP_BACKWARD_FULL:
+    case PP_OP_WEIGHT: {
+        int32_t f_id = sim_run_forward_of(run, op, id);
+        int32_t b_id = op->kind == PP_OP_WEIGHT ? sim_run_sibling(run, op, PP_OP_BACKWARD) : id;
+        PP_ASSERT(f_id >= 0);
+        version_f = sched->version[f_id];
+        version_b = sim_run_backward_version(run, f_id, b_id);
+        if (op->kind != PP_OP_WEIGHT)
+            sr->delta_max = MAX(sr->delta_max, version_b - version_f);
+        if (op->kind == PP_OP_BACKWARD) {
+            st->act_live_bytes -= cost->act_b_bytes[unit];
+            break;
+        }
+        /* The weight gradient is complete: the next U on this stage (index = updates ended
+         * so far) applies it, if the program has one. */
+        if (st->version < st->n_updates)
+            sr->delay_max = MAX(sr->delay_max, st->version - version_f);
+        st->act_live_bytes -= op->kind == PP_OP_WEIGHT
+                                  ? cost->act_bytes[unit] - cost->act_b_bytes[unit]
+                                  : cost->act_bytes[unit];
+        st->inflight--;
+        if (stashed) {
+            PP_ASSERT(st->need[version_f] > 0); /* the unit was counted at its F */
+            st->need[version_f]--;
+        }
+        break;
+    }
+    case PP_OP_UPDATE:
+        PP_ASSERT(st->version < st->n_updates);
+        st->u_end_ns[st->version++] = end_ns;
+        break;
+    default:
+        PP_UNREACHABLE();
+    }
+    PP_ASSERT(st->inflight >= 0 && st->act_live_bytes >= 0);
+
+    /* Distinct weight versions alive: the current one plus, under stashing, every version
+     * back to the oldest one an in-flight unit still needs. New units always take the
+     * current version, so the oldest needed version never moves back. */
+    int32_t versions = 1;
+    if (stashed) {
+        while (st->oldest < st->version && st->need[st->oldest] == 0)
+            st->oldest++;
+        versions = st->version - st->oldest + 1;
+    }
+    int64_t memory_bytes = cost->static_bytes[stage] +
+                           (int64_t)(versions - 1) * cost->weight_copy_bytes[stage] +
+                           st->act_live_bytes;
+    sr->weight_versions = MAX(sr->weight_versions, versions);
+    sr->peak_inflight = MAX(sr->peak_inflight, st->inflight);
+    sr->peak_activation_bytes = MAX(sr->peak_activation_bytes, st->act_live_bytes);
+    sr->peak_memory_bytes = MAX(sr->peak_memory_bytes, memory_bytes);
+
+    if (run->result->trace != NULL) {
+        PpTraceRow row = {.stage = stage,
+                          .kind = op->kind,
+                          .mb = op->mb,
+                          .chunk = op->chunk,
+                          .step = op->step,
+                          .start_ns = start_ns,
+                          .end_ns = end_ns,
+                          .version_f = version_f,
+                          .version_b = version_b,
+                          .resource = PP_RESOURCE_COMPUTE};
+        pp_trace_append(run->result->trace, &row);
+    }
+}
+
+/* The event loop: pop the least (end time, stage, seq), account the op, release its stage
+ * and its successors, start whatever became startable. */
+static void sim_run_loop(SimRun *run) {
+    const PpSchedule *sched = run->sched;
+    const int32_t     n_stages = sched->n_stages;
+    int64_t           now_ns = 0;
+    int64_t           n_done = 0;
+    SimEvent          ev;
+
+    for (int32_t s = 0; s < n_stages; s++)
+        sim_run_try_start(run, s);
+    while (sim_queue_pop(run->queue, &ev)) {
+        PP_ASSERT(ev.time_ns >= now_ns); /* time never goes backwards */
+        now_ns = ev.time_ns;
+        const int32_t  stage = ev.stage, id = ev.payload;
+        SimStageState *st = &run->st[stage];
+        PP_ASSERT(st->busy && id == sched->op_offset[stage] + st->pc);
+        sim_run_account(run, stage, id, now_ns);
+        n_done++;
+        st->busy = FALSE;
+        st->free_ns = now_ns;
+        st->pc++;
+        for (int32_t k = sched->succ_offset[id]; k < sched->succ_offset[id + 1]; k++) {
+            PpOpRef     ref = sched->succ[k];
+            int32_t     sid = sched->op_offset[ref.stage] + ref.index;
+            int64_t     arrive_ns = now_ns + (ref.stage == stage ? 0 : run->comm_ns);
+            SimOpState *succ = &run->ops[sid];
+            succ->ready_ns = MAX(succ->ready_ns, arrive_ns);
+            PP_ASSERT(succ->pending > 0); /* each dependency ends once */
+            if (--succ->pending == 0 && ref.stage != stage)
+                sim_run_try_start(run, ref.stage);
+        }
+        sim_run_try_start(run, stage);
+    }
+
+    /* ns-3-style end-of-run consistency: the queue drained, every op ran exactly once. */
+    PP_ASSERT(sim_queue_length(run->queue) == 0);
+    PP_ASSERT(n_done == pp_schedule_n_ops_total(sched));
+    for (int32_t s = 0; s < n_stages; s++) {
+        PP_ASSERT(!run->st[s].busy && run->st[s].pc == sched->n_ops[s]);
+        PP_ASSERT(run->st[s].version == run->st[s].n_updates);
+        PP_ASSERT(run->st[s].inflight == 0);
+    }
+}
+
+/* Step time of an asynchronous run: the mean interval between consecutive U ends on
+ * @stage over the middle half of its updates (U index K/4 to 3K/4), so that the warmup and
+ * the drain are left out. Falls back to the makespan when the stage updates at most once. */
+static int64_t sim_run_async_step_time(const SimRun *run, int32_t stage, int64_t makespan_ns) {
+    const SimStageState *st = &run->st[stage];
+    int32_t              k = st->n_updates;
+    if (k < 2)
+        return makespan_ns;
+    int32_t lo = k / 4;
+    int32_t hi = MIN(k - 1, MAX(lo + 1, (3 * k) / 4));
+    return (st->u_end_ns[hi] - st->u_end_ns[lo]) / (hi - lo);
+}
+
+/* Fills the run-level reports from the per-stage state (DESIGN.md §3). */
+static void sim_run_report(SimRun *run) {
+    const PpSchedule   *sched = run->sched;
+    const SimCostModel *cost = run->cost;
+    SimResult          *res = run->result;
+    const int32_t       n_stages = sched->n_stages;
+    int64_t             first_ns = G_MAXINT64, last_ns = 0, busy_ns = 0;
+
+    for (int32_t s = 0; s < n_stages; s++) {
+        SimStageResult *sr = &res->stages[s];
+        if (sched->n_ops[s] == 0)
+            continue;
+        sr->span_ns = run->st[s].free_ns - run->st[s].first_start_ns;
+        first_ns = MIN(first_ns, run->st[s].first_start_ns);
+        last_ns = MAX(last_ns, run->st[s].free_ns);
+        busy_ns += sr->busy_ns;
+        res->delta_max = MAX(res->delta_max, sr->delta_max);
+        res->peak_memory_bytes = MAX(res->peak_memory_bytes, sr->peak_memory_bytes);
+    }
+    res->makespan_ns = first_ns <= last_ns ? last_ns - first_ns : 0;
+    res->efficiency =
+        res->makespan_ns > 0 ? (double)busy_ns / ((double)n_stages * res->makespan_ns) : 0.0;
+
+    if (sched->synchronous) {
+        /* Steps are separated by a flush: one step is the run over n_steps (a custom order
+         * without updates is one step). Bubble: C is the largest (stage, step) span of
+         * F/B/W ops, m(F+B+W) that stage's busy time in that step. */
+        res->step_time_ns = res->makespan_ns / MAX(sched->n_steps, 1);
+        int64_t c_ns = 0, work_ns = 0;
+        for (int64_t k = 0; k < (int64_t)n_stages * run->n_step_slots; k++) {
+            if (run->step_last_ns[k] < 0)
+                continue;
+            int64_t span_ns = run->step_last_ns[k] - run->step_first_ns[k];
+            if (span_ns > c_ns) {
+                c_ns = span_ns;
+                work_ns = run->step_busy_ns[k];
+            }
+        }
+        res->bubble_fraction = c_ns > 0 ? (double)(c_ns - work_ns) / (double)c_ns : 0.0;
+    } else {
+        /* The bottleneck stage is the busiest one (lowest index on ties); C = step time,
+         * m(F+B+W) = micro-batches per step times its per-micro-batch work. */
+        int32_t bottleneck = 0;
+        for (int32_t s = 1; s < n_stages; s++)
+            if (res->stages[s].busy_ns > res->stages[bottleneck].busy_ns)
+                bottleneck = s;
+        res->step_time_ns = sim_run_async_step_time(run, bottleneck, res->makespan_ns);
+        int64_t work_ns = 0;
+        for (int32_t c = 0; c < cost->n_chunks; c++) {
+            int32_t unit = bottleneck * cost->n_chunks + c;
+            work_ns += cost->f_ns[unit] + cost->b_ns[unit] + cost->w_ns[unit];
+        }
+        work_ns *= sched->mb_per_step;
+        res->bubble_fraction = res->step_time_ns > 0 ? (double)(res->step_time_ns - work_ns) /
+                                                           (double)res->step_time_ns
+                                                     : 0.0;
+    }
+
+    if (res->step_time_ns > 0) {
+        double steps_per_s = 1e9 / (double)res->step_time_ns;
+        res->throughput_tokens_per_s =
+            (double)cost->tokens_per_mb * sched->mb_per_step * steps_per_s;
+        res->throughput_samples_per_s =
+            (double)cost->samples_per_mb * sched->mb_per_step * steps_per_s;
+        if (cost->peak_flops > 0.0)
+            res->mfu = cost->flops_per_mb * sched->mb_per_step * steps_per_s /
+                       ((double)n_stages * cost->peak_flops);
+    }
+}
+
+/* Sets up the flat per-op and per-stage state of a run. */
+static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostModel *cost,
+                         gboolean keep_trace) {
+    const int32_t n_stages = sched->n_stages, n_ops = pp_schedule_n_ops_total(sched);
+    run->sched = sched;
+    run->cost = cost;
+    run->comm_ns = sim_cost_comm_ns(cost);
+
+    run->unit_vs = g_new(int32_t, (size_t)n_stages * sched->n_chunks);
+    for (int32_t s = 0; s < n_stages; s++)
+        for (int32_t c = 0; c < sched->n_chunks; c++)
+            run->unit_vs[s * sched->n_chunks + c] = pp_schedule_vstage(sched, s, c);
+
+    run->ops = g_new(SimOpState, MAX(n_ops, 1));
+    for (int32_t id = 0; id < n_ops; id++)
+        run->ops[id] = (SimOpState){.ready_ns = 0,
+                                    .pending = sched->dep_offset[id + 1] - sched->dep_offset[id]};
+
+    run->st = g_new0(SimStageState, n_stages);
+    for (int32_t s = 0; s < n_stages; s++) {
+        SimStageState *st = &run->st[s];
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            const PpOp *op = &sched->programs[s][i];
+            PP_ASSERT(sim_run_op_dur(run, op) >= 0);
+            if (op->kind == PP_OP_UPDATE)
+                st->n_updates++;
+        }
+        st->u_end_ns = g_new0(int64_t, MAX(st->n_updates, 1));
+        if (sched->weight_mode == PP_WEIGHTS_STASHED)
+            st->need = g_new0(int32_t, st->n_updates + 1);
+    }
+    if (sched->synchronous) {
+        run->n_step_slots = sched->n_steps + 1;
+        size_t n = (size_t)n_stages * run->n_step_slots;
+        run->step_first_ns = g_new0(int64_t, n);
+        run->step_last_ns = g_new(int64_t, n);
+        run->step_busy_ns = g_new0(int64_t, n);
+        for (size_t k = 0; k < n; k++)
+            run->step_last_ns[k] = -1;
+    }
+    run->queue = sim_queue_new((size_t)n_stages + 1);
+
+    SimResult *res = g_new0(SimResult, 1);
+    res->n_stages = n_stages;
+    res->stages = g_new0(SimStageResult, n_stages);
+    for (int32_t s = 0; s < n_stages; s++)
+        res->stages[s].stage = s;
+    res->n_ops_simulated = n_ops;
+    if (keep_trace) {
+        /* One row per op: size the transparent row array once instead of doubling. */
+        res->trace = pp_trace_new();
+        res->trace->rows = g_renew(PpTraceRow, res->trace->rows, MAX(n_ops, 1));
+        res->trace->capacity = MAX(n_ops, 1);
+    }
+    run->result = res;
+}
+
+static void sim_run_clear(SimRun *run) {
+    for (int32_t s = 0; s < run->sched->n_stages; s++) {
+        g_free(run->st[s].need);
+        g_free(run->st[s].u_end_ns);
+    }
+    g_free(run->st);
+    g_free(run->unit_vs);
+    g_free(run->ops);
+    g_free(run->step_first_ns);
+    g_free(run->step_last_ns);
+    g_free(run->step_busy_ns);
+    sim_queue_free(run->queue);
+    sim_result_free(run->result);
+}
+
+SimResult *sim_engine_run_with(const PpSchedule *sched, const SimCostModel *cost,
+                               const SimRunOptions *options, GError **error) {
+    if (cost->n_stages != sched->n_stages || cost->n_chunks != sched->n_chunks) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "schedule '%s' has %d stages x %d chunks but the cost model has %d x %d; "
+                    "build both from the same pipeline.stages and pipeline.chunks",
+                    sched->kind, sched->n_stages, sched->n_chunks, cost->n_stages, cost->n_chunks);
+        return NULL;
+    }
+    PP_ASSERT(sched->op_offset != NULL && sched->mb_ops != NULL); /* finished schedule */
+    SimRun run = {0};
+    sim_run_init(&run, sched, cost, options == NULL || options->keep_trace);
+    sim_run_loop(&run);
+    sim_run_report(&run);
+    if (run.result->trace != NULL)
+        pp_trace_sort(run.result->trace);
+    SimResult *result = g_steal_pointer(&run.result);
+    sim_run_clear(&run);
+    return result;
+}
+
+SimResult *sim_engine_run(const PpSchedule *sched, const SimCostModel *cost, GError **error) {
+    return sim_engine_run_with(sched, cost, NULL, error);
+}
+
+/* --- dynamic mode: PACI's policy, live --- */
+
+/* Event payloads of a policy run: mb * SIM_POLICY_N_EVENTS + what happened. */
+typedef enum {
+    SIM_POLICY_END_F,       /* the stage's forward of mb ended */
+    SIM_POLICY_END_BW,      /* the stage's backward of mb ended */
+    SIM_POLICY_END_U,       /* the stage's update ended (mb 0) */
+    SIM_POLICY_ARRIVE_ACT,  /* mb's activation reached the stage */
+    SIM_POLICY_ARRIVE_GRAD, /* mb's gradient reached the stage */
+    SIM_POLICY_N_EVENTS
+} SimPolicyEvent;
+
+typedef struct {
+    PpPolicyState state;
+    gboolean      busy;
+    gboolean      dirty;     /* its state changed since it last decided */
+    int32_t       n_f_done;  /* forwards ended (mb order) */
+    int32_t       n_bw_done; /* backwards ended (mb order) */
+    int32_t       n_act;     /* activations arrived: mbs 0..n_act-1 */
+    int32_t       n_grad;    /* gradients arrived: mbs 0..n_grad-1 */
+} SimPolicyStage;
+
+/* Runs the policy; records every executed op into @rec. Returns the end of the last op. */
+static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32_t a, int32_t n_mb,
+                               PpPolicyRecorder *rec) {
+    const int64_t              comm_ns = sim_cost_comm_ns(cost);
+    g_autofree SimPolicyStage *st = g_new0(SimPolicyStage, n_stages);
+    g_autofree int32_t        *dirty = g_new(int32_t, n_stages); /* (n_stages) stages to decide */
+    int32_t                    n_dirty = 0;
+    g_autoptr(SimQueue) queue = sim_queue_new(4 * (size_t)n_stages);
+    int64_t  now_ns = 0;
+    SimEvent ev;
+
+    for (int32_t s = 0; s < n_stages; s++) {
+        pp_policy_state_init(&st[s].state, s, n_stages, a, n_mb);
+        st[s].dirty = TRUE;
+        dirty[n_dirty++] = s;
+    }
+    for (;;) {
+        /* Decide on every stage whose state changed; the stages' choices at one instant are
+         * independent (an op changes nothing elsewhere before it ends). */
+        for (int32_t k = 0; k < n_dirty; k++) {
+            SimPolicyStage *p = &st[dirty[k]];
+            int32_t         s = dirty[k];
+            p->dirty = FALSE;
+            if (p->busy)
+                continue;
+            /* Gradients reach a stage in mb order (its neighbour runs backwards in order and
+             * every hop costs the same), so the lowest ready one is the next in order. */
+            p->state.f_input_ready = s == 0 || p->n_act > p->state.next_f_mb;
+            int32_t ready = s == n_stages - 1 ? p->n_f_done : p->n_grad;
+            p->state.b_ready_mb = ready > p->n_bw_done ? p->n_bw_done : -1;
+            int32_t  mb;
+            PpOpKind kind = pp_policy_paci_next(&p->state, &mb);
+            if (kind == PP_OP_N_KINDS)
+                continue;
+            int64_t        dur_ns;
+            SimPolicyEvent what;
+            if (kind == PP_OP_FORWARD) {
+                dur_ns = cost->f_ns[s];
+                what = SIM_POLICY_END_F;
+            } else if (kind == PP_OP_BACKWARD_FULL) {
+                dur_ns = cost->b_ns[s] + cost->w_ns[s];
+                what = SIM_POLICY_END_BW;
+            } else {
+                PP_ASSERT(kind == PP_OP_UPDATE);
+                dur_ns = cost->u_ns[s];
+                what = SIM_POLICY_END_U;
+                mb = 0;
+            }
+            pp_policy_recorder_record(rec, s, kind, kind == PP_OP_UPDATE ? -1 : mb);
+            pp_policy_state_apply(&p->state, kind, kind == PP_OP_UPDATE ? -1 : mb);
+            p->busy = TRUE;
+            sim_queue_push(queue, now_ns + dur_ns, s, mb * SIM_POLICY_N_EVENTS + what);
+        }
+        n_dirty = 0;
+        if (!sim_queue_pop(queue, &ev))
+            break;
+        /* Apply every event of this instant before anyone decides again. */
+        PP_ASSERT(ev.time_ns >= now_ns); /* time never goes backwards */
+        now_ns = ev.time_ns;
+        for (;;) {
+            int32_t         s = ev.stage, mb = ev.payload / SIM_POLICY_N_EVENTS;
+            SimPolicyStage *p = &st[s];
+            switch ((SimPolicyEvent)(ev.payload % SIM_POLICY_N_EVENTS)) {
+            case SIM_POLICY_END_F:
+                PP_ASSERT(p->busy && mb == p->n_f_done);
+                p->busy = FALSE;
+                p->n_f_done++;
+                if (s < n_stages - 1)
+                    sim_queue_push(queue, now_ns + comm_ns, s + 1,
+                                   mb * SIM_POLICY_N_EVENTS + SIM_POLICY_ARRIVE_ACT);
+                break;
+            case SIM_POLICY_END_BW:
+                PP_ASSERT(p->busy && mb == p->n_bw_done);
+                p->busy = FALSE;
+                p->n_bw_done++;
+                if (s > 0)
+                    sim_queue_push(queue, now_ns + comm_ns, s - 1,
+                                   mb * SIM_POLICY_N_EVENTS + SIM_POLICY_ARRIVE_GRAD);
+                break;
+            case SIM_POLICY_END_U:
+                PP_ASSERT(p->busy);
+                p->busy = FALSE;
+                break;
+            case SIM_POLICY_ARRIVE_ACT:
+                PP_ASSERT(mb == p->n_act); /* activations arrive in mb order */
+                p->n_act++;
+                break;
+            case SIM_POLICY_ARRIVE_GRAD:
+                PP_ASSERT(mb == p->n_grad); /* gradients arrive in mb order */
+                p->n_grad++;
+                break;
+            default:
+                PP_UNREACHABLE();
+            }
+            if (!p->dirty) {
+                p->dirty = TRUE;
+                dirty[n_dirty++] = s;
+            }
+            const SimEvent *next = sim_queue_peek(queue);
+            if (next == NULL || next->time_ns != now_ns)
+                break;
+            sim_queue_pop(queue, &ev);
+        }
+    }
+    /* The policy must finish the run: every stage forwarded, backwarded and applied all. */
+    for (int32_t s = 0; s < n_stages; s++)
+        PP_ASSERT(!st[s].busy && pp_policy_state_done(&st[s].state));
+    return now_ns;
+}
+
+SimResult *sim_engine_run_policy(const PpScheduleParams *params, const SimCostModel *cost,
+                                 PpSchedule **program_out, GError **error) {
+    if (params->kind == NULL || !g_str_equal(params->kind, "paci")) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "schedule '%s' has no run-time policy; dynamic mode runs 'paci' only "
+                    "(use pipeline.mode = static for other schedules)",
+                    params->kind != NULL ? params->kind : "(none)");
+        return NULL;
+    }
+    if (!pp_sched_check_param("paci", "n_stages", params->n_stages, 1, G_MAXINT32, error) ||
+        !pp_sched_check_param("paci", "accumulation", params->accumulation, 1, G_MAXINT32, error) ||
+        !pp_sched_check_param("paci", "n_steps", params->n_steps, 1, G_MAXINT32, error) ||
+        !pp_sched_check_size("paci", (int64_t)params->n_steps * params->accumulation,
+                             params->n_stages, error))
+        return NULL;
+    if (cost->n_stages != params->n_stages || cost->n_chunks != 1) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "dynamic 'paci' needs a cost model of %d stages x 1 chunk, got %d x %d",
+                    params->n_stages, cost->n_stages, cost->n_chunks);
+        return NULL;
+    }
+    const int32_t n_mb = params->n_steps * params->accumulation;
+    g_autoptr(PpPolicyRecorder) rec =
+        pp_policy_recorder_new(params->n_stages, params->accumulation, n_mb);
+    int64_t end_ns = sim_policy_loop(cost, params->n_stages, params->accumulation, n_mb, rec);
+    g_autoptr(PpSchedule) program = pp_policy_recorder_finish(rec, error);
+    if (program == NULL)
+        return NULL;
+    SimResult *result = sim_engine_run(program, cost, error);
+    if (result == NULL)
+        return NULL;
+    /* Replaying the recorded program reproduces the live run's timing. */
+    PP_ASSERT(result->makespan_ns == end_ns);
+    if (program_out != NULL)
+        *program_out = g_steal_pointer(&program);
+    return result;
+}
+
+void sim_result_free(SimResult *result) {
+    if (result == NULL)
+        return;
+    g_free(result->stages);
+    if (result->trace != NULL)
+        pp_trace_free(result->trace);
+    g_free(result);
+}

@@ -1,0 +1,787 @@
+/* SPDX-License-Identifier: MIT
+ * test-sim-engine.c: the discrete-event engine against closed forms (DESIGN.md §5), exact in
+ * integer ns: GPipe/1F1B/interleaved makespans, multi-step runs, peak in-flight, weight
+ * versions, PACI's drift and bottleneck-bound step time, memory, trace invariants and
+ * determinism, and the cost model built from a scenario.
+ */
+#include <check.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "pp-error.h"
+#include "pp-schedule.h"
+#include "sim-cost.h"
+#include "sim-engine.h"
+
+static const int32_t test_stage_counts[] = {1, 2, 4, 8};
+/* Full-stage F, B, W (ns); every value divisible by 6 so that v = 2 and v = 3 split exactly. */
+static const int64_t test_costs[][3] = {
+    {6000, 6000, 6000}, {18000, 12000, 6000}, {30000, 30000, 12000}, {12000, 6000, 0}};
+
+static PpSchedule *test_schedule(const char *kind, int32_t n_stages, int32_t n_chunks, int32_t m,
+                                 int32_t a, int32_t n_steps) {
+    PpScheduleParams params = {.kind = kind,
+                               .n_stages = n_stages,
+                               .n_chunks = n_chunks,
+                               .n_microbatches = m,
+                               .accumulation = a,
+                               .n_steps = n_steps,
+                               .f_ns = 1000,
+                               .b_ns = 1000,
+                               .w_ns = 1000};
+    g_autoptr(GError) error = NULL;
+    PpSchedule *sched = pp_schedule_new(&params, &error);
+    if (sched == NULL)
+        ck_abort_msg("%s N=%d v=%d m=%d a=%d: %s", kind, n_stages, n_chunks, m, a, error->message);
+    return sched;
+}
+
+static SimResult *test_run(const PpSchedule *sched, const SimCostModel *cost) {
+    g_autoptr(GError) error = NULL;
+    SimResult *res = sim_engine_run(sched, cost, &error);
+    if (res == NULL)
+        ck_abort_msg("sim_engine_run: %s", error->message);
+    ck_assert_int_eq(res->n_ops_simulated, pp_schedule_n_ops_total(sched));
+    ck_assert_int_eq(res->trace->n_rows, pp_schedule_n_ops_total(sched));
+    return res;
+}
+
+/* --- closed forms --- */
+
+/* GPipe and 1F1B-flush: makespan (m+N-1)(F+B+W), bubble (N-1)/(m+N-1), peak in-flight m and
+ * min(N-s, m). Loop index: (stage count, m multiple, cost set). */
+START_TEST(test_flush_closed_form) {
+    int32_t        n = test_stage_counts[_i % 4];
+    int32_t        m = n * (1 + (_i / 4) % 3);
+    const int64_t *c = test_costs[_i / 12];
+    int64_t        fbw = c[0] + c[1] + c[2];
+    const char    *kinds[] = {"gpipe", "1f1b"};
+    for (int k = 0; k < 2; k++) {
+        g_autoptr(PpSchedule) sched = test_schedule(kinds[k], n, 1, m, 1, 1);
+        g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, c[0], c[1], c[2], 0);
+        g_autoptr(SimResult) res = test_run(sched, cost);
+        ck_assert_int_eq(res->makespan_ns, (m + n - 1) * fbw);
+        ck_assert_int_eq(res->step_time_ns, (m + n - 1) * fbw);
+        ck_assert_double_eq_tol(res->bubble_fraction, (double)(n - 1) / (m + n - 1), 1e-12);
+        ck_assert_double_eq_tol(res->efficiency, (double)m / (m + n - 1), 1e-12);
+        for (int32_t s = 0; s < n; s++) {
+            ck_assert_int_eq(res->stages[s].busy_ns, m * fbw);
+            ck_assert_int_eq(res->stages[s].peak_inflight, k == 0 ? m : MIN(n - s, m));
+            ck_assert_int_eq(res->stages[s].peak_activation_bytes, res->stages[s].peak_inflight);
+            ck_assert_int_eq(res->stages[s].weight_versions, 1);
+            ck_assert_int_eq(res->stages[s].delta_max, 0);
+            ck_assert_int_eq(res->stages[s].delay_max, 0);
+        }
+    }
+}
+END_TEST
+
+/* Megatron interleaved with v chunks and per-chunk costs F/v, B/v, W/v: makespan
+ * m(F+B+W) + (N-1)(F+B+W)/v; peak in-flight 2(N-s-1) + (v-1)N + 1 chunk units (at most m*v).
+ * Loop index: (stage count, m multiple, v, cost set). */
+START_TEST(test_interleaved_closed_form) {
+    int32_t        n = test_stage_counts[_i % 4];
+    int32_t        m = n * (1 + (_i / 4) % 3);
+    int32_t        v = 2 + (_i / 12) % 2;
+    const int64_t *c = test_costs[_i / 24];
+    int64_t        fbw = c[0] + c[1] + c[2];
+    g_autoptr(PpSchedule) sched = test_schedule("interleaved", n, v, m, 1, 1);
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, v, c[0] / v, c[1] / v, c[2] / v, 0);
+    g_autoptr(SimResult) res = test_run(sched, cost);
+    ck_assert_int_eq(res->makespan_ns, m * fbw + (n - 1) * fbw / v);
+    for (int32_t s = 0; s < n; s++) {
+        ck_assert_int_eq(res->stages[s].busy_ns, m * fbw);
+        ck_assert_int_eq(res->stages[s].peak_inflight,
+                         MIN(2 * (n - s - 1) + (v - 1) * n + 1, m * v));
+    }
+}
+END_TEST
+
+/* Synchronous multi-step runs: steps are separated by a flush, so the makespan of s steps is
+ * s times one step and the step time equals one step's makespan. Loop index: kind, N. */
+START_TEST(test_multi_step) {
+    const char *kinds[] = {"gpipe", "1f1b", "interleaved"};
+    const char *kind = kinds[_i % 3];
+    int32_t     n = test_stage_counts[_i / 3];
+    int32_t     v = g_str_equal(kind, "interleaved") ? 2 : 1;
+    int32_t     m = 2 * n;
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, v, 3000, 2000, 1000, 0);
+    g_autoptr(PpSchedule) one = test_schedule(kind, n, v, m, 1, 1);
+    g_autoptr(SimResult) r1 = test_run(one, cost);
+    for (int32_t steps = 2; steps <= 3; steps++) {
+        g_autoptr(PpSchedule) many = test_schedule(kind, n, v, m, 1, steps);
+        g_autoptr(SimResult) rs = test_run(many, cost);
+        ck_assert_int_eq(rs->makespan_ns, steps * r1->makespan_ns);
+        ck_assert_int_eq(rs->step_time_ns, r1->makespan_ns);
+        ck_assert_double_eq_tol(rs->bubble_fraction, r1->bubble_fraction, 1e-12);
+        for (int32_t s = 0; s < n; s++)
+            ck_assert_int_eq(rs->stages[s].peak_inflight, r1->stages[s].peak_inflight);
+    }
+}
+END_TEST
+
+/* GPipe with a cross-device hop c = latency + round(bytes / bandwidth): the forward wave
+ * and the backward wave each cross N-1 links, so makespan = (m+N-1)(F+B+W) + 2(N-1)c. */
+START_TEST(test_gpipe_comm) {
+    const int32_t n = 4, m = 6;
+    g_autoptr(PpSchedule) sched = test_schedule("gpipe", n, 1, m, 1, 1);
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 1000, 1500, 500, 70);
+    cost->act_msg_bytes = 1000;
+    cost->comm_bytes_per_ns = 3.0; /* 333.33 ns, rounded to 333 */
+    g_autoptr(SimResult) res = test_run(sched, cost);
+    ck_assert_int_eq(res->makespan_ns, (m + n - 1) * 3000 + 2 * (n - 1) * (70 + 333));
+}
+END_TEST
+
+/* A hand-built two-stage program with an update: exact start and end of every op. */
+START_TEST(test_hand_built) {
+    g_autoptr(PpSchedule) sched = pp_schedule_alloc("hand", 2, 1);
+    sched->n_mb = 2;
+    sched->n_steps = 1;
+    sched->mb_per_step = 2;
+    sched->synchronous = TRUE;
+    sched->n_buffers[0] = sched->n_buffers[1] = 2;
+    const PpOp ops[] = {
+        {PP_OP_FORWARD, 0, 0, 0, 0},       {PP_OP_FORWARD, 0, 1, 0, 0},
+        {PP_OP_BACKWARD_FULL, 0, 0, 0, 0}, {PP_OP_BACKWARD_FULL, 0, 1, 0, 0},
+        {PP_OP_UPDATE, 0, -1, -1, 0},      {PP_OP_FORWARD, 1, 0, 0, 0},
+        {PP_OP_BACKWARD_FULL, 1, 0, 0, 0}, {PP_OP_FORWARD, 1, 1, 0, 0},
+        {PP_OP_BACKWARD_FULL, 1, 1, 0, 0}, {PP_OP_UPDATE, 1, -1, -1, 0},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(ops); i++)
+        pp_schedule_append(sched, &ops[i]);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(pp_schedule_finish(sched, &error), "%s", error ? error->message : "");
+
+    /* F 10, B 20, W 5 (BW 25), U 7, hop 3. Stage 0: F0 [0,10] F1 [10,20]; stage 1:
+     * F0 [13,23] BW0 [23,48] F1 [48,58] BW1 [58,83] U [83,90]; stage 0: BW0 [51,76]
+     * BW1 [86,111] U [111,118]. */
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(2, 1, 10, 20, 5, 3);
+    cost->u_ns[0] = cost->u_ns[1] = 7;
+    g_autoptr(SimResult) res = test_run(sched, cost);
+    const struct {
+        int32_t  stage;
+        PpOpKind kind;
+        int32_t  mb;
+        int64_t  start_ns, end_ns;
+    } want[] = {
+        {0, PP_OP_FORWARD, 0, 0, 10},         {0, PP_OP_FORWARD, 1, 10, 20},
+        {1, PP_OP_FORWARD, 0, 13, 23},        {1, PP_OP_BACKWARD_FULL, 0, 23, 48},
+        {1, PP_OP_FORWARD, 1, 48, 58},        {0, PP_OP_BACKWARD_FULL, 0, 51, 76},
+        {1, PP_OP_BACKWARD_FULL, 1, 58, 83},  {1, PP_OP_UPDATE, -1, 83, 90},
+        {0, PP_OP_BACKWARD_FULL, 1, 86, 111}, {0, PP_OP_UPDATE, -1, 111, 118},
+    };
+    ck_assert_int_eq(res->trace->n_rows, G_N_ELEMENTS(want));
+    for (size_t i = 0; i < G_N_ELEMENTS(want); i++) {
+        const PpTraceRow *r = &res->trace->rows[i];
+        ck_assert_int_eq(r->stage, want[i].stage);
+        ck_assert_int_eq(r->kind, want[i].kind);
+        ck_assert_int_eq(r->mb, want[i].mb);
+        ck_assert_int_eq(r->start_ns, want[i].start_ns);
+        ck_assert_int_eq(r->end_ns, want[i].end_ns);
+        ck_assert_int_eq(r->version_f, r->kind == PP_OP_UPDATE ? -1 : 0);
+        ck_assert_int_eq(r->version_b, r->kind == PP_OP_UPDATE ? -1 : 0);
+        ck_assert_int_eq(r->resource, PP_RESOURCE_COMPUTE);
+    }
+    ck_assert_int_eq(res->makespan_ns, 118);
+    ck_assert_int_eq(res->step_time_ns, 118);
+    ck_assert_int_eq(res->stages[0].busy_ns, 2 * 10 + 2 * 25 + 7);
+    ck_assert_int_eq(res->stages[0].span_ns, 118);
+    ck_assert_int_eq(res->stages[1].span_ns, 90 - 13);
+    ck_assert_int_eq(res->stages[1].peak_inflight, 1);
+    ck_assert_int_eq(res->stages[0].peak_inflight, 2);
+    /* C = stage 0's F/B/W span of the step (0..111), busy 70 */
+    ck_assert_double_eq_tol(res->bubble_fraction, (111.0 - 70.0) / 111.0, 1e-12);
+    ck_assert_double_eq_tol(res->efficiency, (77.0 + 77.0) / (2.0 * 118.0), 1e-12);
+}
+END_TEST
+
+/* A hand-built split-backward program (B and W): W waits for B on its own device only, B
+ * frees act_b_bytes, W the rest; the unit stays in flight until W. */
+START_TEST(test_hand_built_split) {
+    g_autoptr(PpSchedule) sched = pp_schedule_alloc("hand-split", 2, 1);
+    sched->n_mb = 2;
+    sched->n_steps = 1;
+    sched->mb_per_step = 2;
+    sched->synchronous = TRUE;
+    sched->split_backward = TRUE;
+    sched->n_buffers[0] = sched->n_buffers[1] = 2;
+    const PpOp ops[] = {
+        {PP_OP_FORWARD, 0, 0, 0, 0},  {PP_OP_FORWARD, 0, 1, 0, 0},  {PP_OP_BACKWARD, 0, 0, 0, 0},
+        {PP_OP_BACKWARD, 0, 1, 0, 0}, {PP_OP_WEIGHT, 0, 0, 0, 0},   {PP_OP_WEIGHT, 0, 1, 0, 0},
+        {PP_OP_FORWARD, 1, 0, 0, 0},  {PP_OP_BACKWARD, 1, 0, 0, 0}, {PP_OP_FORWARD, 1, 1, 0, 0},
+        {PP_OP_BACKWARD, 1, 1, 0, 0}, {PP_OP_WEIGHT, 1, 0, 0, 0},   {PP_OP_WEIGHT, 1, 1, 0, 0},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(ops); i++)
+        pp_schedule_append(sched, &ops[i]);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(pp_schedule_finish(sched, &error), "%s", error ? error->message : "");
+    /* F 10, B 20, W 5, no comm. Stage 0: F0 [0,10] F1 [10,20]; stage 1: F0 [10,20] B0 [20,40]
+     * F1 [40,50] B1 [50,70] W0 [70,75] W1 [75,80]; stage 0: B0 [40,60] B1 [70,90] W0 [90,95]
+     * W1 [95,100]. */
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(2, 1, 10, 20, 5, 0);
+    for (int32_t st = 0; st < 2; st++) {
+        cost->act_bytes[st] = 100;
+        cost->act_b_bytes[st] = 60;
+        cost->static_bytes[st] = 1000;
+    }
+    g_autoptr(SimResult) res = test_run(sched, cost);
+    ck_assert_int_eq(res->makespan_ns, 100);
+    ck_assert_int_eq(res->stages[0].span_ns, 100);
+    ck_assert_int_eq(res->stages[1].span_ns, 70);
+    /* stage 0 holds both units fully until B0 (200); stage 1 peaks at F1 after B0: 40 + 100 */
+    ck_assert_int_eq(res->stages[0].peak_activation_bytes, 200);
+    ck_assert_int_eq(res->stages[1].peak_activation_bytes, 140);
+    ck_assert_int_eq(res->stages[1].peak_memory_bytes, 1140);
+    ck_assert_int_eq(res->stages[0].peak_inflight, 2);
+    ck_assert_int_eq(res->stages[1].peak_inflight, 2); /* W0 runs after F1 */
+    const PpTraceRow *last = &res->trace->rows[res->trace->n_rows - 1];
+    ck_assert_int_eq(last->kind, PP_OP_WEIGHT);
+    ck_assert_int_eq(last->start_ns, 95);
+    ck_assert_int_eq(last->version_f, 0);
+    ck_assert_int_eq(last->version_b, 0);
+    ck_assert_double_eq_tol(res->bubble_fraction, (100.0 - 70.0) / 100.0, 1e-12);
+}
+END_TEST
+
+/* Custom orders (scenarios/orders/) run like generated ones: the 1F1B order for N = 2,
+ * m = 3 hits (m+N-1)(F+B+W); the same order with its U rows removed (written to a temporary
+ * file) is one step of the same length. */
+START_TEST(test_custom_order) {
+    g_autofree char *path =
+        g_build_filename(PP_SOURCE_ROOT, "scenarios", "orders", "1f1b-n2-m3.csv", NULL);
+    PpScheduleParams params = {.kind = "custom", .order_file = path};
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
+    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(2, 1, 3000, 2000, 1000, 0);
+    g_autoptr(SimResult) res = test_run(sched, cost);
+    ck_assert_int_eq(res->makespan_ns, (3 + 2 - 1) * 6000);
+    ck_assert_int_eq(res->step_time_ns, res->makespan_ns);
+
+    g_autofree char *text = NULL;
+    ck_assert(g_file_get_contents(path, &text, NULL, NULL));
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    GString *kept = g_string_new(NULL);
+    for (char **l = lines; *l != NULL; l++) {
+        if (**l != '\0' && strstr(*l, ",U,") == NULL)
+            g_string_append_printf(kept, "%s\n", *l);
+    }
+    g_autofree char *no_u = NULL;
+    int              fd = g_file_open_tmp("pacer-sim-no-u-XXXXXX.csv", &no_u, NULL);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert(g_file_set_contents(no_u, kept->str, -1, NULL));
+    g_string_free(kept, TRUE);
+    params.order_file = no_u;
+    g_autoptr(PpSchedule) bare = pp_schedule_new(&params, &error);
+    ck_assert_msg(bare != NULL, "%s", error ? error->message : "");
+    g_autoptr(SimResult) rb = test_run(bare, cost);
+    ck_assert_int_eq(rb->makespan_ns, (3 + 2 - 1) * 6000);
+    ck_assert_int_eq(rb->step_time_ns, rb->makespan_ns);
+    ck_assert_double_eq_tol(rb->bubble_fraction, 1.0 / 4.0, 1e-12);
+    g_unlink(no_u);
+}
+END_TEST
+
+/* --- asynchronous schedules --- */
+
+/* PACI with uniform costs: drift per stage ceil((N-1-s)/a) (gradient delay the same, since
+ * B uses the current weights), one weight version, in-flight and activation memory equal
+ * to 1F1B's, and a bubble-free steady state: step time a(F+B+W). Loop index: N in {4, 8},
+ * a in {1, 2, 3, 4}. */
+START_TEST(test_paci_uniform) {
+    int32_t       n = _i < 4 ? 4 : 8;
+    int32_t       a = 1 + _i % 4;
+    const int64_t f = 3000, b = 2000, w = 1000;
+    g_autoptr(PpSchedule) sched = test_schedule("paci", n, 1, 1, a, 4 * n);
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, f, b, w, 0);
+    g_autoptr(SimResult) res = test_run(sched, cost);
+    g_autoptr(PpSchedule) flush = test_schedule("1f1b", n, 1, 2 * n, 1, 1);
+    g_autoptr(SimResult) ref = test_run(flush, cost);
+    ck_assert_int_eq(res->step_time_ns, a * (f + b + w));
+    ck_assert_double_eq_tol(res->bubble_fraction, 0.0, 1e-12);
+    ck_assert_double_eq_tol(res->throughput_samples_per_s, 1e9 / (f + b + w), 1e-6);
+    int32_t delta_max = 0;
+    for (int32_t s = 0; s < n; s++) {
+        const SimStageResult *sr = &res->stages[s];
+        int32_t               delta = (n - 1 - s + a - 1) / a;
+        ck_assert_int_eq(sr->delta_max, delta);
+        ck_assert_int_eq(sr->delay_max, delta);
+        ck_assert_int_eq(sr->weight_versions, 1);
+        ck_assert_int_eq(sr->peak_inflight, n - s);
+        ck_assert_int_eq(sr->peak_inflight, ref->stages[s].peak_inflight);
+        ck_assert_int_eq(sr->peak_activation_bytes, ref->stages[s].peak_activation_bytes);
+        ck_assert_int_eq(sr->peak_memory_bytes, ref->stages[s].peak_memory_bytes);
+        delta_max = MAX(delta_max, delta);
+    }
+    ck_assert_int_eq(res->delta_max, delta_max);
+    /* Trace drift agrees with the per-stage maxima. */
+    for (int64_t r = 0; r < res->trace->n_rows; r++) {
+        const PpTraceRow *row = &res->trace->rows[r];
+        if (row->kind == PP_OP_UPDATE)
+            continue;
+        ck_assert_int_le(row->version_b - row->version_f, res->stages[row->stage].delta_max);
+        ck_assert_int_ge(row->version_b, row->version_f);
+    }
+}
+END_TEST
+
+/* PACI with one slow stage (costs x2): the steady state runs at the bottleneck's rate, one
+ * update every a(F+B+W) of the slow stage, and the slow stage never idles. Loop index:
+ * N in {4, 8}, a in {1..4}, slow stage in {0, N/2, N-1}. */
+START_TEST(test_paci_bottleneck) {
+    int32_t       n = _i % 2 == 0 ? 4 : 8;
+    int32_t       a = 1 + (_i / 2) % 4;
+    int32_t       slow_stages[] = {0, n / 2, n - 1};
+    int32_t       slow = slow_stages[_i / 8];
+    const int64_t f = 3000, b = 2000, w = 1000;
+    g_autoptr(PpSchedule) sched = test_schedule("paci", n, 1, 1, a, 6 * n);
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, f, b, w, 0);
+    cost->f_ns[slow] *= 2;
+    cost->b_ns[slow] *= 2;
+    cost->w_ns[slow] *= 2;
+    g_autoptr(SimResult) res = test_run(sched, cost);
+    ck_assert_int_eq(res->step_time_ns, a * 2 * (f + b + w));
+    ck_assert_double_eq_tol(res->bubble_fraction, 0.0, 1e-12);
+    for (int32_t s = 0; s < n; s++)
+        ck_assert_int_eq(res->stages[s].peak_inflight, n - s);
+}
+END_TEST
+
+/* PACI with a cross-device hop c: stage 0 admits N micro-batches per round trip, and a round
+ * trip of N micro-batches takes N(F+B+W) of stage 0's work plus 2(N-1) hops that the window
+ * cannot hide, so the steady state runs one micro-batch per F+B+W + 2(N-1)c/N, not at the
+ * compute bound. Loop index: N in {4, 8}, a in {1..4}; c chosen so 2(N-1)c/N is whole. */
+START_TEST(test_paci_comm) {
+    int32_t       n = _i < 4 ? 4 : 8;
+    int32_t       a = 1 + _i % 4;
+    const int64_t fbw = 3000 + 2000 + 1000, c = n == 4 ? 200 : 400;
+    g_autoptr(PpSchedule) sched = test_schedule("paci", n, 1, 1, a, 8 * n);
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 3000, 2000, 1000, c);
+    g_autoptr(SimResult) res = test_run(sched, cost);
+    ck_assert_int_eq(res->step_time_ns, a * (fbw + 2 * (n - 1) * c / n));
+}
+END_TEST
+
+/* PipeDream (stashing, update after every backward): N-s weight versions, drift 0 (B uses
+ * its F's version), gradient delay N-s-1, memory static + (N-s-1) copies + (N-s) units.
+ * 2BW (update every m backwards, m >= N): at most 2 versions, drift 0, delay at most 1.
+ * Loop index: N in {1, 2, 4, 8}. */
+START_TEST(test_stashed_versions) {
+    int32_t n = test_stage_counts[_i];
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 3000, 2000, 1000, 0);
+    for (int32_t s = 0; s < n; s++) {
+        cost->static_bytes[s] = 1000000;
+        cost->weight_copy_bytes[s] = 1000;
+    }
+    g_autoptr(PpSchedule) pd = test_schedule("pipedream", n, 1, 1, 1, 4 * n);
+    g_autoptr(SimResult) rpd = test_run(pd, cost);
+    for (int32_t s = 0; s < n; s++) {
+        const SimStageResult *sr = &rpd->stages[s];
+        ck_assert_int_eq(sr->weight_versions, n - s);
+        ck_assert_int_eq(sr->delta_max, 0);
+        ck_assert_int_eq(sr->delay_max, n - s - 1);
+        ck_assert_int_eq(sr->peak_inflight, n - s);
+        ck_assert_int_eq(sr->peak_memory_bytes, 1000000 + (n - s - 1) * 1000 + (n - s));
+    }
+    g_autoptr(PpSchedule) tbw = test_schedule("2bw", n, 1, n, 1, 4);
+    g_autoptr(SimResult) rtbw = test_run(tbw, cost);
+    for (int32_t s = 0; s < n; s++) {
+        const SimStageResult *sr = &rtbw->stages[s];
+        /* the last stage runs each F right before its BW: a U never falls in between */
+        ck_assert_int_eq(sr->weight_versions, s < n - 1 ? 2 : 1);
+        ck_assert_int_eq(sr->delta_max, 0);
+        ck_assert_int_eq(sr->delay_max, s < n - 1 ? 1 : 0);
+    }
+    /* async-1f1b: PACI with a = 1, current weights. */
+    g_autoptr(PpSchedule) as = test_schedule("async-1f1b", n, 1, 1, 1, 4 * n);
+    g_autoptr(SimResult) ras = test_run(as, cost);
+    for (int32_t s = 0; s < n; s++) {
+        ck_assert_int_eq(ras->stages[s].weight_versions, 1);
+        ck_assert_int_eq(ras->stages[s].delta_max, n - 1 - s);
+        ck_assert_int_eq(ras->stages[s].peak_memory_bytes, 1000000 + (n - s));
+    }
+}
+END_TEST
+
+/* --- dynamic mode --- */
+
+/* The live policy with uniform costs (and comm) executes exactly the static paci program and
+ * gives the same reports. Loop index: N in {1, 2, 4, 8}, a in {1..4}. */
+START_TEST(test_policy_matches_static) {
+    int32_t       n = test_stage_counts[_i % 4];
+    int32_t       a = 1 + _i / 4;
+    const int32_t steps = 3 * n;
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 3000, 2000, 1000, 0);
+    PpScheduleParams params = {.kind = "paci",
+                               .n_stages = n,
+                               .n_chunks = 1,
+                               .n_microbatches = 1,
+                               .accumulation = a,
+                               .n_steps = steps};
+    g_autoptr(GError) error = NULL;
+    PpSchedule *program_raw = NULL;
+    g_autoptr(SimResult) live = sim_engine_run_policy(&params, cost, &program_raw, &error);
+    ck_assert_msg(live != NULL, "%s", error ? error->message : "");
+    g_autoptr(PpSchedule) program = program_raw;
+    g_autoptr(PpSchedule) fixed = test_schedule("paci", n, 1, 1, a, steps);
+    g_autoptr(SimResult) ref = test_run(fixed, cost);
+    ck_assert_str_eq(program->kind, "paci");
+    for (int32_t s = 0; s < n; s++) {
+        ck_assert_int_eq(program->n_ops[s], fixed->n_ops[s]);
+        for (int32_t i = 0; i < fixed->n_ops[s]; i++) {
+            const PpOp *x = &program->programs[s][i], *y = &fixed->programs[s][i];
+            ck_assert(x->kind == y->kind && x->mb == y->mb && x->chunk == y->chunk);
+        }
+        ck_assert_int_eq(live->stages[s].delta_max, ref->stages[s].delta_max);
+        ck_assert_int_eq(live->stages[s].peak_inflight, ref->stages[s].peak_inflight);
+    }
+    ck_assert_int_eq(live->makespan_ns, ref->makespan_ns);
+    ck_assert_int_eq(live->step_time_ns, ref->step_time_ns);
+    ck_assert_int_eq(live->trace->n_rows, ref->trace->n_rows);
+}
+END_TEST
+
+/* With a slow stage and link latency the policy still respects backpressure (in-flight at
+ * most N-s) and runs at the bottleneck's rate. Loop index: slow stage in {0, 3, 7}. */
+START_TEST(test_policy_heterogeneous) {
+    const int32_t n = 8, a = 4;
+    int32_t       slow = _i == 0 ? 0 : (_i == 1 ? 3 : 7);
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 3000, 2000, 1000, 100);
+    cost->f_ns[slow] = 9000;
+    cost->b_ns[slow] = 6000;
+    cost->w_ns[slow] = 3000;
+    PpScheduleParams params = {.kind = "paci",
+                               .n_stages = n,
+                               .n_chunks = 1,
+                               .n_microbatches = 1,
+                               .accumulation = a,
+                               .n_steps = 40};
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SimResult) live = sim_engine_run_policy(&params, cost, NULL, &error);
+    ck_assert_msg(live != NULL, "%s", error ? error->message : "");
+    ck_assert_int_eq(live->step_time_ns, a * 18000);
+    for (int32_t s = 0; s < n; s++) {
+        ck_assert_int_le(live->stages[s].peak_inflight, n - s);
+        ck_assert_int_eq(live->stages[s].weight_versions, 1);
+    }
+}
+END_TEST
+
+START_TEST(test_policy_errors) {
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(4, 1, 1, 1, 1, 0);
+    PpScheduleParams params = {.kind = "1f1b",
+                               .n_stages = 4,
+                               .n_chunks = 1,
+                               .n_microbatches = 4,
+                               .accumulation = 1,
+                               .n_steps = 1};
+    g_autoptr(GError) error = NULL;
+    ck_assert_ptr_null(sim_engine_run_policy(&params, cost, NULL, &error));
+    ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
+    ck_assert_ptr_nonnull(strstr(error->message, "1f1b"));
+    g_clear_error(&error);
+    params.kind = "paci";
+    params.accumulation = 0;
+    ck_assert_ptr_null(sim_engine_run_policy(&params, cost, NULL, &error));
+    ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
+    g_clear_error(&error);
+    params.accumulation = 2;
+    params.n_stages = 5;
+    ck_assert_ptr_null(sim_engine_run_policy(&params, cost, NULL, &error));
+    ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
+}
+END_TEST
+
+/* --- trace and consistency --- */
+
+/* The trace is sorted by start, covers every op once, respects durations, program order and
+ * every dependency (+ comm across devices); two runs give identical rows. Loop index: kind. */
+START_TEST(test_trace_invariants) {
+    const struct {
+        const char *kind;
+        int32_t     v, m, a, steps;
+    } cases[] = {{"1f1b", 1, 8, 1, 2},       {"interleaved", 2, 8, 1, 2}, {"paci", 1, 1, 3, 10},
+                 {"pipedream", 1, 1, 1, 12}, {"gpipe", 1, 5, 1, 1},       {"zb-h1", 1, 8, 1, 2},
+                 {"2bw", 1, 4, 1, 3}};
+    const int32_t n = 4;
+    const int64_t comm = 250;
+    g_autoptr(PpSchedule) sched =
+        test_schedule(cases[_i].kind, n, cases[_i].v, cases[_i].m, cases[_i].a, cases[_i].steps);
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, cases[_i].v, 1100, 1300, 700, comm);
+    for (int32_t s = 0; s < n; s++)
+        cost->u_ns[s] = 90 + s;
+    g_autoptr(SimResult) r1 = test_run(sched, cost);
+    g_autoptr(SimResult) r2 = test_run(sched, cost);
+    const PpTrace *t = r1->trace;
+
+    /* op id -> row, through the schedule's (mb, vs, kind) index; U rows by (stage, step) */
+    int32_t             n_ops = pp_schedule_n_ops_total(sched);
+    g_autofree int64_t *row_of = g_new(int64_t, n_ops);
+    for (int32_t id = 0; id < n_ops; id++)
+        row_of[id] = -1;
+    for (int64_t r = 0; r < t->n_rows; r++) {
+        const PpTraceRow *row = &t->rows[r];
+        const PpTraceRow *other = &r2->trace->rows[r];
+        ck_assert(row->stage == other->stage && row->kind == other->kind && row->mb == other->mb &&
+                  row->chunk == other->chunk && row->step == other->step &&
+                  row->start_ns == other->start_ns && row->end_ns == other->end_ns &&
+                  row->version_f == other->version_f && row->version_b == other->version_b &&
+                  row->resource == other->resource);
+        if (r > 0)
+            ck_assert_int_le(t->rows[r - 1].start_ns, row->start_ns);
+        int32_t id = -1;
+        if (row->kind == PP_OP_UPDATE) {
+            for (int32_t i = 0, u = 0; i < sched->n_ops[row->stage]; i++)
+                if (sched->programs[row->stage][i].kind == PP_OP_UPDATE && u++ == row->step)
+                    id = sched->op_offset[row->stage] + i;
+        } else {
+            id = pp_schedule_find_op(sched, row->kind, row->mb,
+                                     pp_schedule_vstage(sched, row->stage, row->chunk));
+        }
+        ck_assert_int_ge(id, 0);
+        ck_assert_int_eq(row_of[id], -1); /* each op once */
+        row_of[id] = r;
+    }
+    for (int32_t s = 0; s < n; s++) {
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            int32_t           id = sched->op_offset[s] + i;
+            const PpTraceRow *row = &t->rows[row_of[id]];
+            const PpOp       *op = &sched->programs[s][i];
+            const int64_t     durs[PP_OP_N_KINDS] = {[PP_OP_FORWARD] = 1100,
+                                                     [PP_OP_BACKWARD] = 1300,
+                                                     [PP_OP_WEIGHT] = 700,
+                                                     [PP_OP_BACKWARD_FULL] = 2000,
+                                                     [PP_OP_UPDATE] = 90 + s};
+            int64_t           dur = durs[op->kind];
+            ck_assert_int_eq(row->end_ns - row->start_ns, dur);
+            if (op->kind != PP_OP_UPDATE) {
+                /* versions as the schedule core defines them */
+                int32_t vs = pp_schedule_vstage(sched, s, op->chunk);
+                int32_t f_id = pp_schedule_find_op(sched, PP_OP_FORWARD, op->mb, vs);
+                int32_t b_id = pp_schedule_find_op(
+                    sched, sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL, op->mb,
+                    vs);
+                ck_assert_int_eq(row->version_f,
+                                 pp_schedule_version_used(sched, pp_schedule_op_ref(sched, f_id)));
+                ck_assert_int_eq(row->version_b,
+                                 pp_schedule_version_used(sched, pp_schedule_op_ref(sched, b_id)));
+            }
+            if (i > 0) /* in order on the device, never overlapping */
+                ck_assert_int_le(t->rows[row_of[id - 1]].end_ns, row->start_ns);
+            int32_t        n_deps;
+            const PpOpRef *deps = pp_schedule_deps(sched, (PpOpRef){s, i}, &n_deps);
+            for (int32_t d = 0; d < n_deps; d++) {
+                const PpTraceRow *dep = &t->rows[row_of[pp_schedule_op_id(sched, deps[d])]];
+                ck_assert_int_ge(row->start_ns, dep->end_ns + (deps[d].stage == s ? 0 : comm));
+            }
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_cost_mismatch) {
+    g_autoptr(PpSchedule) sched = test_schedule("1f1b", 4, 1, 4, 1, 1);
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(3, 1, 1, 1, 1, 0);
+    g_autoptr(GError) error = NULL;
+    SimResult *res = sim_engine_run(sched, cost, &error);
+    ck_assert_ptr_null(res);
+    ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
+    ck_assert_ptr_nonnull(strstr(error->message, "4 stages"));
+}
+END_TEST
+
+/* An unfinished schedule (no dependency graph) breaks the engine's contract: abort. */
+START_TEST(test_unfinished_aborts) {
+    PpSchedule   *sched = pp_schedule_alloc("raw", 1, 1);
+    SimCostModel *cost = sim_cost_new_uniform(1, 1, 1, 1, 1, 0);
+    sim_engine_run(sched, cost, NULL);
+}
+END_TEST
+
+/* --- cost model from a scenario --- */
+
+static void test_scenario_fill(PpScenario *sc) {
+    *sc = (PpScenario){0};
+    sc->path = (char *)"inline.ini";
+    sc->model =
+        (PpModelParams){.layers = 26, .hidden = 1024, .heads = 16, .seq_len = 1024, .vocab = 50257};
+    sc->hardware.peak_flops = 1e15;
+    sc->hardware.link_bw_bytes_per_s = 50e9;
+    sc->hardware.link_latency_ns = 10000;
+    sc->hardware.mem_bw_bytes_per_s = 2e12;
+    sc->pipeline.stages = 4;
+    sc->pipeline.chunks = 1;
+    sc->pipeline.microbatch_size = 2;
+}
+
+/* Analytic model: 26 layers over 4 stages = 7, 7, 6, 6; FLOPs 24bsh^2 + 4bs^2h per layer,
+ * LM head 2bshV on the last stage, B = W = F, time = FLOPs / (peak * eff(2048 tokens) = 0.3). */
+START_TEST(test_cost_analytic) {
+    PpScenario sc;
+    test_scenario_fill(&sc);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(&sc, &error);
+    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    const double b = 2, s = 1024, h = 1024, V = 50257, a = 16;
+    ck_assert_double_eq_tol(sim_cost_kernel_efficiency(2048), 0.3, 1e-15);
+    const int32_t layers[] = {7, 7, 6, 6};
+    double        total = 0;
+    for (int32_t st = 0; st < 4; st++) {
+        double flops = layers[st] * (24 * b * s * h * h + 4 * b * s * s * h) +
+                       (st == 3 ? 2 * b * s * h * V : 0);
+        total += 3 * flops;
+        int64_t f_ns = llround(flops / (1e15 * 0.3) * 1e9);
+        ck_assert_int_eq(cost->f_ns[st], f_ns);
+        ck_assert_int_eq(cost->b_ns[st], f_ns);
+        ck_assert_int_eq(cost->w_ns[st], f_ns);
+        double params = layers[st] * (12 * h * h + 13 * h) + (st == 0 ? V * h + s * h : 0) +
+                        (st == 3 ? V * h + 2 * h : 0);
+        ck_assert_int_eq(cost->static_bytes[st], llround(params * 16));
+        ck_assert_int_eq(cost->weight_copy_bytes[st], llround(params * 2));
+        ck_assert_int_eq(cost->u_ns[st], llround(params * 28 / 2e12 * 1e9));
+        double logits = st == 3 ? b * s * V * 4 : 0;
+        ck_assert_int_eq(cost->act_bytes[st],
+                         llround(layers[st] * s * b * (34 * h + 5 * a * s) + logits));
+        ck_assert_int_eq(cost->act_b_bytes[st],
+                         llround(layers[st] * s * b * (2 * h + 5 * a * s) + logits));
+    }
+    ck_assert_int_eq(cost->act_msg_bytes, 2 * 1024 * 1024 * 2);
+    ck_assert_int_eq(cost->comm_latency_ns, 10000);
+    ck_assert_double_eq_tol(cost->comm_bytes_per_ns, 50.0, 1e-12);
+    ck_assert_int_eq(cost->tokens_per_mb, 2048);
+    ck_assert_int_eq(cost->samples_per_mb, 2);
+    ck_assert_double_eq_tol(cost->flops_per_mb, total, total * 1e-12);
+    ck_assert_double_eq_tol(cost->peak_flops, 1e15, 1);
+}
+END_TEST
+
+/* [costs] given: full-stage times split evenly over chunks, comm_us is the whole hop. */
+START_TEST(test_cost_explicit) {
+    PpScenario sc;
+    test_scenario_fill(&sc);
+    sc.pipeline.chunks = 2;
+    sc.costs = (PpCostParams){.set = TRUE,
+                              .forward_ns = 18522000,
+                              .backward_ns = 18086000,
+                              .weight_ns = 9337000,
+                              .comm_ns = 601000,
+                              .update_ns = 5000};
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(&sc, &error);
+    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    for (int32_t i = 0; i < 8; i++) {
+        ck_assert_int_eq(cost->f_ns[i], 9261000);
+        ck_assert_int_eq(cost->b_ns[i], 9043000);
+        ck_assert_int_eq(cost->w_ns[i], 4668500);
+    }
+    for (int32_t st = 0; st < 4; st++)
+        ck_assert_int_eq(cost->u_ns[st], 5000);
+    ck_assert_int_eq(cost->comm_latency_ns, 601000);
+    ck_assert_double_eq(cost->comm_bytes_per_ns, 0.0);
+    /* 26 layers over 8 virtual stages vs = chunk * 4 + stage: 4, 4, 3, 3, 3, 3, 3, 3 */
+    ck_assert_int_gt(cost->act_bytes[0 * 2 + 0], cost->act_bytes[0 * 2 + 1]);
+    ck_assert_int_eq(cost->act_bytes[2 * 2 + 0], cost->act_bytes[0 * 2 + 1]);
+}
+END_TEST
+
+/* run.layers_per_stage overrides the even split; a wrong entry count is an error. The hop
+ * and the searching generators' parameters derive from the model. */
+START_TEST(test_cost_layers_and_params) {
+    PpScenario sc;
+    test_scenario_fill(&sc);
+    int32_t layers[] = {8, 6, 6, 6};
+    sc.run.layers_per_stage = layers;
+    sc.run.n_layers_per_stage = 4;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(&sc, &error);
+    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    const double b = 2, s = 1024, h = 1024, V = 50257;
+    for (int32_t st = 0; st < 4; st++) {
+        double flops = layers[st] * (24 * b * s * h * h + 4 * b * s * s * h) +
+                       (st == 3 ? 2 * b * s * h * V : 0);
+        ck_assert_int_eq(cost->f_ns[st], llround(flops / (1e15 * 0.3) * 1e9));
+    }
+    /* hop: 10 us + 4 MiB at 50 B/ns */
+    ck_assert_int_eq(sim_cost_comm_ns(cost), 10000 + llround(4194304.0 / 50.0));
+    PpScheduleParams params = {.kind = "zb-1p", .n_stages = 4};
+    sim_cost_schedule_params(cost, &params);
+    ck_assert_int_eq(params.f_ns,
+                     MAX(MAX(cost->f_ns[0], cost->f_ns[1]), MAX(cost->f_ns[2], cost->f_ns[3])));
+    ck_assert_int_eq(params.w_ns, params.f_ns);
+    ck_assert_int_eq(params.comm_ns, sim_cost_comm_ns(cost));
+    ck_assert_str_eq(params.kind, "zb-1p");
+
+    sc.run.layers_per_stage = layers;
+    sc.run.n_layers_per_stage = 3;
+    ck_assert_ptr_null(sim_cost_new_from_scenario(&sc, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    ck_assert_ptr_nonnull(strstr(error->message, "run.layers_per_stage"));
+}
+END_TEST
+
+START_TEST(test_cost_errors) {
+    PpScenario sc;
+    test_scenario_fill(&sc);
+    sc.hardware.peak_flops = 0;
+    g_autoptr(GError) error = NULL;
+    ck_assert_ptr_null(sim_cost_new_from_scenario(&sc, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
+    ck_assert_ptr_nonnull(strstr(error->message, "hardware.peak_tflops"));
+    g_clear_error(&error);
+    test_scenario_fill(&sc);
+    sc.model.hidden = 0;
+    ck_assert_ptr_null(sim_cost_new_from_scenario(&sc, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
+    ck_assert_ptr_nonnull(strstr(error->message, "model.hidden"));
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("sim-engine");
+    TCase *tc = tcase_create("closed-forms");
+    tcase_add_loop_test(tc, test_flush_closed_form, 0, 4 * 3 * 4);
+    tcase_add_loop_test(tc, test_interleaved_closed_form, 0, 4 * 3 * 2 * 4);
+    tcase_add_loop_test(tc, test_multi_step, 0, 3 * 4);
+    tcase_add_test(tc, test_gpipe_comm);
+    tcase_add_test(tc, test_hand_built);
+    tcase_add_test(tc, test_hand_built_split);
+    tcase_add_test(tc, test_custom_order);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("async");
+    tcase_add_loop_test(tc, test_paci_uniform, 0, 8);
+    tcase_add_loop_test(tc, test_paci_bottleneck, 0, 2 * 4 * 3);
+    tcase_add_loop_test(tc, test_paci_comm, 0, 8);
+    tcase_add_loop_test(tc, test_stashed_versions, 0, 4);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("policy");
+    tcase_add_loop_test(tc, test_policy_matches_static, 0, 16);
+    tcase_add_loop_test(tc, test_policy_heterogeneous, 0, 3);
+    tcase_add_test(tc, test_policy_errors);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("trace");
+    tcase_add_loop_test(tc, test_trace_invariants, 0, 7);
+    tcase_add_test(tc, test_cost_mismatch);
+    tcase_add_test_raise_signal(tc, test_unfinished_aborts, SIGABRT);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("cost");
+    tcase_add_test(tc, test_cost_analytic);
+    tcase_add_test(tc, test_cost_explicit);
+    tcase_add_test(tc, test_cost_layers_and_params);
+    tcase_add_test(tc, test_cost_errors);
+    suite_add_tcase(s, tc);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int n_failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return n_failed > 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}
