@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT
+ * exec-evaluate.h: held-out loss of a checkpoint on a text (pacer-train evaluate). The text is
+ * tokenised with the GPT-2 BPE and cut into windows x[i:i+T] with targets x[i+1:i+T+1],
+ * i = 0, T, 2T, ...; the loss is the mean next-token cross-entropy over all targets, computed
+ * with the CPU full-model slice (one window at a time).
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+/* Evaluates @checkpoint (safetensors, see exec-checkpoint.h) on the text file @text_path.
+ * @heads: attention heads, 0 = the checkpoint's n_head metadata. @seq_len: window length T,
+ * 0 = the rows of wpe.weight (at most that). The vocabulary comes from the data cache
+ * (data_cache_dir(NULL)/gpt2). @loss: (out) mean cross-entropy in nats; @tokens: (out) the
+ * number of targets (windows * T; an incomplete last window is dropped).
+ * Returns FALSE with @error set (PP_IO_ERROR_*): unreadable or malformed checkpoint or text, no
+ * head count, heads not dividing C, seq_len over the checkpoint's positions, a text shorter than
+ * one window (T + 1 tokens), a token outside the checkpoint's vocabulary. */
+gboolean exec_evaluate(const char *checkpoint, const char *text_path, int heads, int seq_len,
+                       double *loss, int64_t *tokens, GError **error);
+
+/* exec_evaluate() on ids already tokenised: @ids (@n_ids of them). */
+gboolean exec_evaluate_ids(const char *checkpoint, const int32_t *ids, int64_t n_ids, int heads,
+                           int seq_len, double *loss, int64_t *tokens, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT
+ * exec-train.h: pacer-train's training loop over an ExecPipeline: data positions, learning-rate
+ * schedule, validation, logging (log.csv, ops.csv, scenario.ini), checkpoints and resume.
+ *
+ * Segments: the run is cut at every eval/checkpoint boundary (multiples of run.eval_every and
+ * run.checkpoint_every, and the last step); each segment is one schedule of that many steps,
+ * replayed to the end, so the pipeline is drained at a boundary. For synchronous schedules this
+ * changes nothing; for asynchronous ones (pipedream, 2bw, async-1f1b, paci) the boundaries are
+ * part of the math, and a resumed run matches an uninterrupted one with the same boundaries.
+ * "Step" in logs: for flush schedules the optimizer step; for asynchronous ones the index of
+ * the update on stage 0 that consumes the micro-batch's gradient (PpOp.step), so a step's
+ * train_loss is the mean loss of the micro-batches stage 0 applies in its step-th update.
+ * Resume restores the weights, the step and every stage's version from the checkpoint; the
+ * optimizer moments restart from zero, because kernels/optim-cpu.h has no accessor for its
+ * state arena yet, so a resumed run is not bit-identical to an uninterrupted one.
+ * Gradient clipping is per stage: exact global clipping would need an all-reduce of the
+ * stages' squared norms at every update, a barrier that asynchronous schedules do not have.
+ * The LM head is untied from wte: tying across the first and last stage would need an
+ * all-reduce of the tied gradient between those two stages before each update.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "exec-progress.h"
+#include "pp-scenario.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+    const PpScenario *scenario;   /* borrowed */
+    const char       *train_path; /* token shard for training (data-shard.h) */
+    const char       *val_path;   /* token shard for validation */
+    const char       *out_dir;    /* (nullable) log.csv, ops.csv, scenario.ini, checkpoints */
+    const char       *resume;     /* (nullable) checkpoint to continue from */
+    gboolean          dynamic;    /* run PACI's backpressure policy live (paci, async-1f1b):
+                                     each segment's executed order is recorded as a program
+                                     and checked (exec_pipeline_run_dynamic()) */
+    int32_t stop_at;              /* > 0: stop after this step, checkpointing there as at the
+                                     end (a segment boundary); 0: train all training.steps */
+    ExecProgressMode progress;
+} ExecTrainParams;
+
+typedef struct {
+    int32_t steps;        /* optimizer steps done (including resumed ones) */
+    int64_t tokens;       /* training tokens consumed */
+    double  train_loss;   /* mean loss of the last step */
+    double  val_loss;     /* last validation loss (NAN when none ran) */
+    double  tokens_per_s; /* over this invocation's steps */
+    double  wall_s;
+    int32_t n_skipped; /* updates skipped for non-finite gradients */
+} ExecTrainSummary;
+
+/* Position of training sequence @seq (global micro-batch * B + row) in a shard of @n_tokens
+ * tokens: splitmix64(@seed + @seq) mod (n_tokens - T), so a window of T + 1 tokens fits.
+ * Pure: the data of a micro-batch depends only on its index and the seed. */
+uint64_t exec_train_window(uint64_t seed, int64_t seq, uint64_t n_tokens, int32_t T);
+
+/* Trains scenario->training.steps optimizer steps. Returns FALSE with @error set on bad
+ * input (shards, checkpoint, scenario values the executor cannot run) or a stopped run. */
+gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT
+ * main.c: pacer-train, GPT-2 pretraining that replays a pipeline schedule on CPU threads.
+ *   pacer-train SCENARIO [--set section.key=value]... [--out DIR] [--resume CHECKPOINT]
+ *               [--dynamic] [--quiet]
+ *   pacer-train evaluate --checkpoint FILE --text FILE [--heads H] [--seq-len T] [--json]
+ * Builds the token shards on first use, trains, and writes DIR/log.csv, ops.csv, scenario.ini.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data-corpus.h"
+#include "exec-evaluate.h"
+#include "exec-train.h"
+#include "pp-error.h"
+
+typedef struct {
+    char   **sets;
+    char    *out;
+    char    *resume;
+    gboolean dynamic;
+    gboolean quiet;
+} TrainOptions;
+
+static int train_usage_error(GOptionContext *ctx, const char *message) {
+    g_autofree char *help = g_option_context_get_help(ctx, TRUE, NULL);
+    fprintf(stderr, "pacer-train: %s\n\n%s", message, help);
+    return 2;
+}
+
+static int train_main(int argc, char **argv) {
+    TrainOptions opt = {0};
+    GOptionEntry entries[] = {
+        {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt.sets, "Override a scenario key (repeatable)",
+         "SECTION.KEY=VALUE"},
+        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &opt.out,
+         "Write log.csv, ops.csv, scenario.ini and checkpoints to DIR", "DIR"},
+        {"resume", 0, 0, G_OPTION_ARG_FILENAME, &opt.resume,
+         "Continue from a checkpoint written by pacer-train", "CHECKPOINT"},
+        {"dynamic", 0, 0, G_OPTION_ARG_NONE, &opt.dynamic,
+         "Run PACI's backpressure policy live instead of replaying the program", NULL},
+        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &opt.quiet,
+         "Print only the final summary (also when CI=true)", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new(
+        "SCENARIO - train GPT-2 with a pipeline schedule on CPU threads\n"
+        "       pacer-train evaluate --checkpoint FILE --text FILE [--heads H] [--seq-len T] "
+        "--json");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_autoptr(GError) error = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &error))
+        return train_usage_error(ctx, error->message);
+    if (argc != 2)
+        return train_usage_error(ctx, "expected exactly one SCENARIO file");
+
+    g_autoptr(PpScenario) scenario =
+        pp_scenario_load(argv[1], (const char *const *)opt.sets, &error);
+    if (!scenario) {
+        fprintf(stderr, "pacer-train: %s\n", error->message);
+        return 1;
+    }
+    DataCorpusParams data;
+    data_params_init(&data);
+    data.cache_dir = scenario->data.cache_dir;
+    data.paths = (const char *const *)scenario->data.paths;
+    data.val_fraction = scenario->data.val_fraction;
+    g_autofree char *train_path = NULL, *val_path = NULL;
+    if (!data_prepare_default(&data, &train_path, &val_path, &error)) {
+        fprintf(stderr, "pacer-train: %s\n", error->message);
+        return 1;
+    }
+    ExecTrainParams params = {
+        .scenario = scenario,
+        .train_path = train_path,
+        .val_path = val_path,
+        .out_dir = opt.out,
+        .resume = opt.resume,
+        .dynamic = opt.dynamic || g_strcmp0(scenario->pipeline.mode, "dynamic") == 0,
+        .progress = exec_progress_mode_detect(stdout, opt.quiet),
+    };
+    ExecTrainSummary sum;
+    gboolean         ok = exec_train_run(&params, &sum, &error);
+    g_strfreev(opt.sets);
+    g_free(opt.out);
+    g_free(opt.resume);
+    if (!ok) {
+        fprintf(stderr, "pacer-train: %s\n", error->message);
+        return 1;
+    }
+    printf("pacer-train: %s, %d steps, %" G_GINT64_FORMAT " tokens, train loss %.4f, "
+           "val loss %.4f (perplexity %.2f), %.0f tokens/s, %.1f s, %d skipped updates\n",
+           scenario->pipeline.schedule, sum.steps, sum.tokens, sum.train_loss, sum.val_loss,
+           exp(sum.val_loss), sum.tokens_per_s, sum.wall_s, sum.n_skipped);
+    return 0;
+}
+
+static int evaluate_main(int argc, char **argv) {
+    g_autofree char *checkpoint = NULL, *text = NULL;
+    int              heads = 0, seq_len = 0;
+    gboolean         json = FALSE;
+    GOptionEntry     entries[] = {
+            {"checkpoint", 'c', 0, G_OPTION_ARG_FILENAME, &checkpoint,
+             "Safetensors checkpoint (pacer's or Hugging Face GPT-2's)", "FILE"},
+            {"text", 't', 0, G_OPTION_ARG_FILENAME, &text, "Text file to evaluate on", "FILE"},
+            {"heads", 0, 0, G_OPTION_ARG_INT, &heads,
+             "Attention heads (default: the checkpoint's n_head)", "H"},
+            {"seq-len", 0, 0, G_OPTION_ARG_INT, &seq_len,
+             "Window length (default: the checkpoint's positions)", "T"},
+            {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object: loss, tokens", NULL},
+            {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) ctx =
+        g_option_context_new("- mean next-token loss of a checkpoint on a text");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_autoptr(GError) error = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &error))
+        return train_usage_error(ctx, error->message);
+    if (argc != 1 || !checkpoint || !text || heads < 0 || seq_len < 0)
+        return train_usage_error(ctx, "evaluate needs --checkpoint FILE and --text FILE");
+    double  loss;
+    int64_t tokens;
+    if (!exec_evaluate(checkpoint, text, heads, seq_len, &loss, &tokens, &error)) {
+        fprintf(stderr, "pacer-train: %s\n", error->message);
+        return 1;
+    }
+    if (json)
+        printf("{\"loss\": %.9g, \"tokens\": %" G_GINT64_FORMAT "}\n", loss, tokens);
+    else
+        printf("loss %.6f (perplexity %.3f) over %" G_GINT64_FORMAT " tokens\n", loss, exp(loss),
+               tokens);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "evaluate") == 0)
+        return evaluate_main(argc - 1, argv + 1);
+    return train_main(argc, argv);
+}

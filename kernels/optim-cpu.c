@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: MIT
+ * optim-cpu.c: AdamW, Muon (Newton-Schulz via cblas_sgemm), update-level error feedback, the
+ * warmup + cosine schedule and the clipping helpers of optim-cpu.h. Loops run in index order,
+ * so steps are bitwise reproducible.
+ */
+#include "optim-cpu.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "kern-check.h"
+#include "kern-util.h"
+
+#define NS_A 3.4445f
+#define NS_B (-4.7750f)
+#define NS_C 2.0315f
+
+/* One tensor as the optimizer sees it (copied from the slice's table). */
+typedef struct {
+    size_t offset; /* floats into params/grads */
+    size_t numel;
+    int    rows, cols;
+    int    is_matrix;
+    int    use_muon;
+    size_t state; /* floats into the state arena: Muon momentum, or AdamW m then v */
+} OptimTensor;
+
+struct _KernOptim {
+    KernOptimParams p;
+    int64_t         t; /* steps taken */
+    int             n_tensors;
+    OptimTensor    *tensors;
+    size_t          n_params;
+    size_t          state_floats;
+    float          *state;   /* (state_floats): moments, then prev updates, then scratch */
+    float          *prev_u;  /* (n_params) previous update, error feedback only */
+    float          *ortho;   /* (max hidden numel) Muon: G' then O */
+    float          *scratch; /* Newton-Schulz scratch */
+};
+
+KernOptim *kern_optim_new(const KernOptimParams *params, const Gpt2Slice *slice) {
+    KERN_ASSERT(params->kind >= 0 && params->kind < KERN_OPTIM_N_KINDS);
+    KERN_ASSERT(params->beta1 >= 0.0f && params->beta1 < 1.0f);
+    KERN_ASSERT(params->beta2 >= 0.0f && params->beta2 < 1.0f);
+    KERN_ASSERT(params->kind != KERN_OPTIM_MUON || params->muon_ns_steps >= 1);
+
+    KernOptim *o = kern_xcalloc(1, sizeof *o);
+    o->p = *params;
+    o->n_tensors = gpt2_slice_n_tensors(slice);
+    o->n_params = gpt2_slice_n_params(slice);
+    o->tensors = kern_xcalloc((size_t)o->n_tensors, sizeof *o->tensors);
+
+    size_t cur = 0, max_hidden = 0, max_ns = 0;
+    for (int i = 0; i < o->n_tensors; i++) {
+        const Gpt2Tensor *t = gpt2_slice_tensor(slice, i);
+        OptimTensor      *ot = &o->tensors[i];
+        ot->offset = t->offset;
+        ot->numel = t->numel;
+        ot->rows = t->shape[0];
+        ot->cols = t->shape[1];
+        ot->is_matrix = t->is_matrix;
+        ot->use_muon = params->kind == KERN_OPTIM_MUON && t->kind == GPT2_TENSOR_HIDDEN;
+        ot->state = cur;
+        cur += ot->use_muon ? t->numel : 2 * t->numel;
+        if (ot->use_muon) {
+            size_t m = (size_t)(ot->rows < ot->cols ? ot->rows : ot->cols);
+            size_t ns = 2 * t->numel + 3 * m * m;
+            max_hidden = t->numel > max_hidden ? t->numel : max_hidden;
+            max_ns = ns > max_ns ? ns : max_ns;
+        }
+    }
+    size_t prev_at = cur;
+    if (params->error_feedback)
+        cur += o->n_params;
+    size_t ortho_at = cur;
+    cur += max_hidden + max_ns;
+    o->state_floats = cur;
+    o->state = kern_xcalloc(cur, sizeof(float));
+    o->prev_u = params->error_feedback ? o->state + prev_at : NULL;
+    o->ortho = o->state + ortho_at;
+    o->scratch = o->ortho + max_hidden;
+    return o;
+}
+
+void kern_optim_free(KernOptim *opt) {
+    if (!opt)
+        return;
+    free(opt->state);
+    free(opt->tensors);
+    free(opt);
+}
+
+size_t kern_optim_state_floats(const KernOptim *opt) {
+    return opt->state_floats;
+}
+
+int64_t kern_optim_n_steps(const KernOptim *opt) {
+    return opt->t;
+}
+
+void kern_newton_schulz5(float *out, const float *g, int rows, int cols, int steps,
+                         float *scratch) {
+    /* work on the wide orientation X (m, n), m <= n, so that A = X X^T is the small side */
+    int    tr = rows > cols;
+    int    m = tr ? cols : rows, n = tr ? rows : cols;
+    size_t mn = (size_t)m * n, mm = (size_t)m * m;
+    float *x = scratch, *xn = scratch + mn, *a = xn + mn, *bm = a + mm;
+
+    double sq = 0.0;
+    for (size_t i = 0; i < mn; i++)
+        sq += (double)g[i] * g[i];
+    float inv = (float)(1.0 / (sqrt(sq) + 1e-7));
+    if (tr) {
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++)
+                x[(size_t)c * n + r] = g[(size_t)r * cols + c] * inv;
+    } else {
+        for (size_t i = 0; i < mn; i++)
+            x[i] = g[i] * inv;
+    }
+    for (int k = 0; k < steps; k++) {
+        /* A = X X^T; Bm = b A + c A A; X <- a X + Bm X */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, m, n, 1.0f, x, n, x, n, 0.0f, a, m);
+        memcpy(bm, a, mm * sizeof(float));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, NS_C, a, m, a, m, NS_B, bm,
+                    m);
+        memcpy(xn, x, mn * sizeof(float));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, m, 1.0f, bm, m, x, n, NS_A, xn,
+                    n);
+        float *sw = x;
+        x = xn;
+        xn = sw;
+    }
+    if (tr) {
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++)
+                out[(size_t)r * cols + c] = x[(size_t)c * n + r];
+    } else {
+        memcpy(out, x, mn * sizeof(float));
+    }
+}
+
+/* Applies update @u of one float: plain p -= u, or error feedback p -= 2u - u_prev. */
+static inline void optim_apply(KernOptim *o, float *params, size_t idx, float u) {
+    if (o->prev_u) {
+        params[idx] -= 2.0f * u - o->prev_u[idx];
+        o->prev_u[idx] = u;
+    } else {
+        params[idx] -= u;
+    }
+}
+
+static void optim_step_adamw(KernOptim *o, const OptimTensor *ot, float *params, const float *grads,
+                             float lr, float bc1, float bc2) {
+    float  b1 = o->p.beta1, b2 = o->p.beta2, eps = o->p.eps;
+    float  wd = ot->is_matrix ? o->p.weight_decay : 0.0f;
+    float *mom = o->state + ot->state;
+    float *var = mom + ot->numel;
+    for (size_t j = 0; j < ot->numel; j++) {
+        size_t idx = ot->offset + j;
+        float  g = grads[idx];
+        mom[j] = b1 * mom[j] + (1.0f - b1) * g;
+        var[j] = b2 * var[j] + (1.0f - b2) * g * g;
+        float mhat = mom[j] / bc1;
+        float vhat = var[j] / bc2;
+        float u = lr * (mhat / (sqrtf(vhat) + eps) + wd * params[idx]);
+        optim_apply(o, params, idx, u);
+    }
+}
+
+static void optim_step_muon(KernOptim *o, const OptimTensor *ot, float *params, const float *grads,
+                            float lr) {
+    float        mu = o->p.muon_momentum;
+    float        wd = ot->is_matrix ? o->p.weight_decay : 0.0f;
+    float       *mom = o->state + ot->state;
+    const float *g = grads + ot->offset;
+    /* Nesterov: M = mu M + G, then orthogonalise G + mu M */
+    for (size_t j = 0; j < ot->numel; j++) {
+        mom[j] = mu * mom[j] + g[j];
+        o->ortho[j] = g[j] + mu * mom[j];
+    }
+    kern_newton_schulz5(o->ortho, o->ortho, ot->rows, ot->cols, o->p.muon_ns_steps, o->scratch);
+    float ratio = (float)ot->rows / (float)ot->cols;
+    float scale = sqrtf(ratio > 1.0f ? ratio : 1.0f);
+    for (size_t j = 0; j < ot->numel; j++) {
+        size_t idx = ot->offset + j;
+        float  u = lr * (scale * o->ortho[j] + wd * params[idx]);
+        optim_apply(o, params, idx, u);
+    }
+}
+
+void kern_optim_step(KernOptim *opt, float *params, const float *grads, float lr) {
+    opt->t++;
+    float bc1 = 1.0f - powf(opt->p.beta1, (float)opt->t);
+    float bc2 = 1.0f - powf(opt->p.beta2, (float)opt->t);
+    float lr_muon = lr * opt->p.muon_lr_ratio;
+    for (int i = 0; i < opt->n_tensors; i++) {
+        const OptimTensor *ot = &opt->tensors[i];
+        if (ot->use_muon)
+            optim_step_muon(opt, ot, params, grads, lr_muon);
+        else
+            optim_step_adamw(opt, ot, params, grads, lr, bc1, bc2);
+    }
+}
+
+/* --- learning-rate schedule --- */
+
+float kern_lr_schedule(int64_t step, int64_t warmup_steps, int64_t total_steps, float max_lr,
+                       float min_lr) {
+    KERN_ASSERT(warmup_steps >= 0 && total_steps > warmup_steps);
+    if (step < warmup_steps)
+        return (float)((double)max_lr * (double)(step + 1) / (double)warmup_steps);
+    if (step >= total_steps)
+        return min_lr;
+    double r = (double)(step - warmup_steps) / (double)(total_steps - warmup_steps);
+    double coeff = 0.5 * (1.0 + cos(M_PI * r));
+    return (float)(min_lr + coeff * ((double)max_lr - min_lr));
+}
+
+/* --- gradient clipping --- */
+
+double kern_grad_sq_norm(const float *grads, size_t n) {
+    double sq = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sq += (double)grads[i] * grads[i];
+    return sq;
+}
+
+float kern_clip_factor(double norm, float max_norm) {
+    if (norm > max_norm)
+        return (float)(max_norm / (norm + 1e-6));
+    return 1.0f;
+}
+
+void kern_grad_scale(float *grads, size_t n, float factor) {
+    for (size_t i = 0; i < n; i++)
+        grads[i] *= factor;
+}

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT
+ * optim-cpu.h: optimizers over a Gpt2Slice's flat params/grads and tensor table: AdamW, Muon
+ * (Newton-Schulz orthogonalised momentum for the blocks' matmul weights, AdamW for the rest),
+ * update-level error feedback, the warmup + cosine learning-rate schedule and the gradient
+ * norm/clipping helpers. Plain C, no GLib; the optimizer owns one state arena.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt2-slice.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* --- optimizer --- */
+
+typedef enum {
+    KERN_OPTIM_ADAMW, /* AdamW on every tensor */
+    KERN_OPTIM_MUON,  /* Muon on GPT2_TENSOR_HIDDEN tensors, AdamW on the others */
+    KERN_OPTIM_N_KINDS
+} KernOptimKind;
+
+/* Parameters of kern_optim_new() (plain data). Decoupled weight decay applies to matrices only
+ * (Gpt2Tensor is_matrix: embeddings, block matmul weights, LM head; never gains or biases), in
+ * both AdamW and Muon: p -= lr * weight_decay * p. The Muon learning rate is the lr passed to
+ * kern_optim_step() times muon_lr_ratio (e.g. 0.02 / 6e-4), so one schedule drives both. */
+typedef struct {
+    KernOptimKind kind;
+    float         beta1;          /* AdamW first-moment decay, e.g. 0.9 */
+    float         beta2;          /* AdamW second-moment decay, e.g. 0.95 */
+    float         eps;            /* AdamW denominator epsilon, e.g. 1e-8 */
+    float         weight_decay;   /* decoupled, matrices only (above) */
+    float         muon_momentum;  /* Muon momentum mu, e.g. 0.95 */
+    float         muon_lr_ratio;  /* Muon lr / AdamW lr */
+    int           muon_ns_steps;  /* Newton-Schulz iterations, e.g. 5 */
+    int           error_feedback; /* 1: update-level error feedback (kern_optim_step()) */
+} KernOptimParams;
+
+typedef struct _KernOptim KernOptim;
+
+/* Creates the optimizer state for @slice's tensor table (the table is read now and copied; the
+ * slice may be freed first). State arena: AdamW m and v for every AdamW-driven float, the Muon
+ * momentum for every Muon-driven float, the previous update for every float when
+ * error_feedback, and Newton-Schulz scratch; all zero, step count 0. Aborts on OOM or on bad
+ * @params (kind out of range, beta outside [0, 1), muon_ns_steps < 1).
+ * Returns: (transfer full): free with kern_optim_free(). */
+KernOptim *kern_optim_new(const KernOptimParams *params, const Gpt2Slice *slice);
+/* Frees; accepts NULL. */
+void kern_optim_free(KernOptim *opt);
+/* Floats in the state arena (for memory accounting). */
+size_t kern_optim_state_floats(const KernOptim *opt);
+/* Number of steps taken so far. */
+int64_t kern_optim_n_steps(const KernOptim *opt);
+
+/* One update of @params from @grads (both gpt2_slice_n_params() floats, the slice's layout),
+ * with AdamW learning rate @lr (Muon: lr * muon_lr_ratio). Increments the step count t
+ * (first step t = 1). Per float, the update u_t is:
+ *   AdamW: m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+ *          u = lr * ( (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + wd * p )
+ *   Muon (hidden matrix W of shape (OC, IC)):  M = mu M + G;  G' = G + mu M (Nesterov);
+ *          O = NS5(G' / ||G'||_F), then scaled by sqrt(max(1, OC / IC));
+ *          u = lr_muon * (O + wd * p)
+ *   (wd is 0 for gains, biases and 1-D tensors.)
+ * Without error feedback: p -= u_t.
+ * With error feedback (one-step-delay paper, x_{t+1} = x_t - 2 u_t + u_{t-1}): p -= 2 u_t -
+ * u_{t-1}, then u_{t-1} := u_t. The first step uses u_0 = 0, i.e. p -= 2 u_1, so that after
+ * every step p = p_0 - (u_1 + ... + u_t) - u_t: the plain trajectory plus one extrapolated
+ * update, which is what compensates a one-step gradient delay. */
+void kern_optim_step(KernOptim *opt, float *params, const float *grads, float lr);
+
+/* Newton-Schulz quintic iteration (coefficients a 3.4445, b -4.7750, c 2.0315), as Muon uses:
+ * X = G / (||G||_F + 1e-7), transposed when rows > cols so that X is wide, then @steps times
+ * A = X X^T, X = a X + (b A + c A A) X. Writes @out (rows, cols); its singular values end up
+ * roughly in [0.7, 1.2] (not exactly 1: the coefficients trade accuracy for speed).
+ *   @out     (rows, cols)
+ *   @g       (rows, cols); may be the same array as @out
+ *   @scratch at least 2 * rows * cols + 3 * m * m floats, m = min(rows, cols) */
+void kern_newton_schulz5(float *out, const float *g, int rows, int cols, int steps, float *scratch);
+
+/* --- learning-rate schedule --- */
+
+/* Linear warmup then cosine decay:
+ *   step < warmup_steps:          max_lr * (step + 1) / warmup_steps
+ *   warmup_steps <= step < total: min_lr + (max_lr - min_lr) * (1 + cos(pi * r)) / 2,
+ *                                 r = (step - warmup_steps) / (total_steps - warmup_steps)
+ *   step >= total_steps:          min_lr
+ * (0-based @step; warmup_steps may be 0; total_steps > warmup_steps.) */
+float kern_lr_schedule(int64_t step, int64_t warmup_steps, int64_t total_steps, float max_lr,
+                       float min_lr);
+
+/* --- gradient clipping --- */
+
+/* Sum of squares of @n floats of @grads, accumulated in double in index order. Add the values
+ * of all stages and take sqrt for the exact global L2 norm. */
+double kern_grad_sq_norm(const float *grads, size_t n);
+/* Multiplier that brings an L2 norm @norm down to @max_norm: max_norm / (norm + 1e-6) when
+ * norm > max_norm, else 1. */
+float kern_clip_factor(double norm, float max_norm);
+/* grads[i] *= @factor for i < @n. */
+void kern_grad_scale(float *grads, size_t n, float factor);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,572 @@
+/* SPDX-License-Identifier: MIT
+ * test-checkpoint.c: safetensors checkpoints on tiny GPT-2 models: bitwise f32 round trip,
+ * Hugging Face layout in the file (Conv1D transposes, unpadded vocabulary), a file written the
+ * way Hugging Face does (prefix, tied head, no lm_head) giving the original's loss, bf16 within
+ * rounding, the optimizer-state sidecar, each error, and exec_evaluate against a direct loop.
+ */
+#include <check.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data-corpus.h"
+#include "exec-checkpoint.h"
+#include "exec-evaluate.h"
+#include "gpt2-slice.h"
+#include "kern-util.h"
+#include "pp-error.h"
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(Gpt2Slice, gpt2_slice_free)
+
+/* L 2, C 16, NH 2, T 8, V 61 padded to 64. */
+static const Gpt2Config tc_cfg = {2, 16, 2, 8, 61, 64};
+
+static Gpt2Slice *tc_slice(const Gpt2Config *cfg, int tie_head, int B) {
+    Gpt2SliceParams p = {
+        .model = *cfg,
+        .layer_begin = 0,
+        .layer_end = cfg->L,
+        .has_embedding = 1,
+        .has_head = 1,
+        .tie_head = tie_head,
+        .B = B,
+        .n_act_slots = 1,
+    };
+    return gpt2_slice_new(&p);
+}
+
+/* A model with GPT-2 init and every bias/gain perturbed, so that no tensor is trivial. */
+static Gpt2Slice *tc_model(const Gpt2Config *cfg, int tie_head, int B, uint64_t seed) {
+    Gpt2Slice *s = tc_slice(cfg, tie_head, B);
+    gpt2_slice_init_params(s, seed);
+    uint64_t rng = kern_rng_seed(seed + 99);
+    float   *p = gpt2_slice_params(s);
+    for (int i = 0; i < gpt2_slice_n_tensors(s); i++) {
+        const Gpt2Tensor *t = gpt2_slice_tensor(s, i);
+        if (t->ndim == 1)
+            for (size_t k = 0; k < t->numel; k++)
+                p[t->offset + k] += 0.1f * kern_rng_normal(&rng);
+    }
+    return s;
+}
+
+/* Mean loss of @s on B sequences of random tokens drawn from @seed. */
+static float tc_loss(Gpt2Slice *s, uint64_t seed) {
+    const Gpt2SliceParams *sp = gpt2_slice_params_info(s);
+    int                    n = sp->B * sp->model.T;
+    g_autofree int32_t    *tok = g_new(int32_t, n + 1);
+    uint64_t               rng = kern_rng_seed(seed);
+    for (int i = 0; i < n + 1; i++)
+        tok[i] = (int32_t)(kern_rng_u32(&rng) % (uint32_t)sp->model.V);
+    float loss = 0.0f;
+    gpt2_slice_forward(s, gpt2_slice_params(s), 0, tok, NULL, tok + 1, NULL, &loss);
+    return loss;
+}
+
+static ExecTensorList *tc_list(Gpt2Slice *s) {
+    ExecTensorList *l = exec_tensor_list_new();
+    exec_tensor_list_add_slice(l, s, gpt2_slice_params(s), "");
+    return l;
+}
+
+/* A scratch folder with a checkpoint path in it; removed with everything in it. */
+typedef struct {
+    char *dir;
+    char *path;
+} TcTmp;
+
+static void tc_tmp_init(TcTmp *t) {
+    t->dir = g_dir_make_tmp("test-checkpoint-XXXXXX", NULL);
+    ck_assert_ptr_nonnull(t->dir);
+    t->path = g_build_filename(t->dir, "model.safetensors", NULL);
+}
+
+static void tc_tmp_clear(TcTmp *t) {
+    GDir       *d = g_dir_open(t->dir, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *p = g_build_filename(t->dir, name, NULL);
+        g_remove(p);
+    }
+    if (d)
+        g_dir_close(d);
+    g_rmdir(t->dir);
+    g_free(t->dir);
+    g_free(t->path);
+}
+
+static void tc_save(const char *path, const Gpt2Config *cfg, Gpt2Slice *s) {
+    g_autoptr(ExecTensorList) l = tc_list(s);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(exec_checkpoint_save(path, cfg, l, NULL, &error), "%s",
+                  error ? error->message : "");
+}
+
+START_TEST(test_checkpoint_round_trip) {
+    g_autoptr(Gpt2Slice) a = tc_model(&tc_cfg, 0, 2, 1);
+    g_autoptr(Gpt2Slice) b = tc_slice(&tc_cfg, 0, 2);
+    TcTmp t;
+    tc_tmp_init(&t);
+    g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
+    g_hash_table_insert(meta, "step", "42");
+    g_hash_table_insert(meta, "n_layer", "99"); /* cannot replace a shape key */
+    g_autoptr(ExecTensorList) la = tc_list(a);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(exec_checkpoint_save(t.path, &tc_cfg, la, meta, &error), "%s",
+                  error ? error->message : "");
+    g_autoptr(ExecTensorList) lb = tc_list(b);
+    g_autoptr(GHashTable) got = NULL;
+    ck_assert_msg(exec_checkpoint_load(t.path, &tc_cfg, lb, &got, &error), "%s",
+                  error ? error->message : "");
+    ck_assert_int_eq(
+        memcmp(gpt2_slice_params(a), gpt2_slice_params(b), gpt2_slice_n_params(a) * sizeof(float)),
+        0);
+    ck_assert_float_eq(tc_loss(a, 7), tc_loss(b, 7));
+    ck_assert_str_eq(g_hash_table_lookup(got, "step"), "42");
+    ck_assert_str_eq(g_hash_table_lookup(got, "n_layer"), "2");
+    ck_assert_str_eq(g_hash_table_lookup(got, "n_head"), "2");
+    ck_assert_str_eq(g_hash_table_lookup(got, "n_embd"), "16");
+    ck_assert_str_eq(g_hash_table_lookup(got, "n_ctx"), "8");
+    ck_assert_str_eq(g_hash_table_lookup(got, "vocab_size"), "61");
+    ck_assert_str_eq(g_hash_table_lookup(got, "format"), "pt");
+
+    ExecCheckpointInfo info;
+    ck_assert(exec_checkpoint_info(t.path, &info, NULL, NULL));
+    ck_assert_int_eq(info.cfg.L, 2);
+    ck_assert_int_eq(info.cfg.C, 16);
+    ck_assert_int_eq(info.cfg.NH, 2);
+    ck_assert_int_eq(info.cfg.T, 8);
+    ck_assert_int_eq(info.cfg.V, 61);
+    ck_assert_int_eq(info.cfg.Vp, 128);
+    ck_assert(info.has_head);
+    tc_tmp_clear(&t);
+}
+END_TEST
+
+/* Reads the JSON header of a safetensors file (test-side parser, independent of the loader). */
+static JsonObject *tc_header(const char *path, char **raw_out, gsize *hlen_out) {
+    gsize len = 0;
+    ck_assert(g_file_get_contents(path, raw_out, &len, NULL));
+    guint64 hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | (guint8)(*raw_out)[i];
+    ck_assert_uint_eq(hlen % 8, 0);
+    JsonParser *parser = json_parser_new();
+    ck_assert(json_parser_load_from_data(parser, *raw_out + 8, (gssize)hlen, NULL));
+    JsonObject *o = json_object_ref(json_node_get_object(json_parser_get_root(parser)));
+    g_object_unref(parser);
+    *hlen_out = hlen;
+    return o;
+}
+
+static float tc_file_f32(const char *raw, gsize hlen, JsonObject *hdr, const char *name, size_t k) {
+    JsonObject *t = json_object_get_object_member(hdr, name);
+    gint64 begin = json_array_get_int_element(json_object_get_array_member(t, "data_offsets"), 0);
+    float  v;
+    memcpy(&v, raw + 8 + hlen + begin + 4 * k, 4);
+    return v;
+}
+
+static void tc_assert_shape(JsonObject *hdr, const char *name, gint64 d0, gint64 d1) {
+    JsonObject *t = json_object_get_object_member(hdr, name);
+    ck_assert_msg(t != NULL, "no %s in the file", name);
+    JsonArray *s = json_object_get_array_member(t, "shape");
+    ck_assert_uint_eq(json_array_get_length(s), d1 < 0 ? 1 : 2);
+    ck_assert_int_eq(json_array_get_int_element(s, 0), d0);
+    if (d1 >= 0)
+        ck_assert_int_eq(json_array_get_int_element(s, 1), d1);
+}
+
+/* The file holds Hugging Face shapes and element order. */
+START_TEST(test_checkpoint_hf_layout) {
+    g_autoptr(Gpt2Slice) a = tc_model(&tc_cfg, 0, 1, 2);
+    TcTmp t;
+    tc_tmp_init(&t);
+    tc_save(t.path, &tc_cfg, a);
+    g_autofree char *raw = NULL;
+    gsize            hlen = 0;
+    JsonObject      *hdr = tc_header(t.path, &raw, &hlen);
+    const int        C = tc_cfg.C;
+    tc_assert_shape(hdr, "wte.weight", 61, C);
+    tc_assert_shape(hdr, "lm_head.weight", 61, C);
+    tc_assert_shape(hdr, "wpe.weight", 8, C);
+    tc_assert_shape(hdr, "h.1.attn.c_attn.weight", C, 3 * C);
+    tc_assert_shape(hdr, "h.1.attn.c_attn.bias", 3 * C, -1);
+    tc_assert_shape(hdr, "h.1.attn.c_proj.weight", C, C);
+    tc_assert_shape(hdr, "h.1.mlp.c_fc.weight", C, 4 * C);
+    tc_assert_shape(hdr, "h.1.mlp.c_proj.weight", 4 * C, C);
+    tc_assert_shape(hdr, "ln_f.bias", C, -1);
+    ck_assert_str_eq(json_object_get_string_member(
+                         json_object_get_object_member(hdr, "h.0.ln_1.weight"), "dtype"),
+                     "F32");
+    /* c_fc: file (IC, OC)[i][o] == pacer (OC, IC)[o][i] */
+    const Gpt2Tensor *fc = gpt2_slice_tensor_by_name(a, "h.1.mlp.c_fc.weight");
+    const float      *p = gpt2_slice_params(a) + fc->offset;
+    for (int i = 0; i < C; i += 5)
+        for (int o = 0; o < 4 * C; o += 7)
+            ck_assert_float_eq(
+                tc_file_f32(raw, hlen, hdr, "h.1.mlp.c_fc.weight", (size_t)i * 4 * C + o),
+                p[(size_t)o * C + i]);
+    /* wte: row-major (V, C), same as pacer's first V rows */
+    const Gpt2Tensor *wte = gpt2_slice_tensor_by_name(a, "wte.weight");
+    ck_assert_float_eq(tc_file_f32(raw, hlen, hdr, "wte.weight", 60 * C + 3),
+                       gpt2_slice_params(a)[wte->offset + 60 * C + 3]);
+    json_object_unref(hdr);
+    tc_tmp_clear(&t);
+}
+END_TEST
+
+/* Test-side safetensors writer in Hugging Face's conventions: "transformer." names, Conv1D
+ * weights (IC, OC), no lm_head (tied), optional dtype override for one tensor. */
+static void tc_write_hf(const char *path, Gpt2Slice *s, const char *skip, const char *f16_name) {
+    const Gpt2SliceParams *sp = gpt2_slice_params_info(s);
+    const float           *params = gpt2_slice_params(s);
+    GString               *hdr = g_string_new("{\"__metadata__\": {\"format\": \"pt\"}");
+    GByteArray            *data = g_byte_array_new();
+    for (int i = 0; i < gpt2_slice_n_tensors(s); i++) {
+        const Gpt2Tensor *t = gpt2_slice_tensor(s, i);
+        if (strcmp(t->name, "lm_head.weight") == 0 || (skip && strcmp(t->name, skip) == 0))
+            continue;
+        gboolean conv = t->ndim == 2 && g_str_has_prefix(t->name, "h.");
+        gboolean vocab = strcmp(t->name, "wte.weight") == 0;
+        int      r = t->shape[0], c = t->ndim == 2 ? t->shape[1] : 1;
+        int      fr = conv ? c : (vocab ? sp->model.V : r), fc = conv ? r : c;
+        gboolean f16 = f16_name && strcmp(t->name, f16_name) == 0;
+        guint    begin = data->len;
+        for (int y = 0; y < fr; y++)
+            for (int x = 0; x < fc; x++) {
+                float v = conv ? params[t->offset + (size_t)x * c + y]
+                               : params[t->offset + (size_t)y * fc + x];
+                g_byte_array_append(data, (const guint8 *)&v, f16 ? 2 : 4);
+            }
+        if (t->ndim == 2)
+            g_string_append_printf(hdr,
+                                   ", \"transformer.%s\": {\"dtype\": \"%s\", \"shape\": "
+                                   "[%d, %d], \"data_offsets\": [%u, %u]}",
+                                   t->name, f16 ? "F16" : "F32", fr, fc, begin, data->len);
+        else
+            g_string_append_printf(hdr,
+                                   ", \"transformer.%s\": {\"dtype\": \"%s\", \"shape\": "
+                                   "[%d], \"data_offsets\": [%u, %u]}",
+                                   t->name, f16 ? "F16" : "F32", fr, begin, data->len);
+    }
+    g_string_append(hdr, "}");
+    while (hdr->len % 8)
+        g_string_append_c(hdr, ' ');
+    GByteArray *file = g_byte_array_new();
+    guint64     hlen = hdr->len;
+    g_byte_array_append(file, (const guint8 *)&hlen, 8);
+    g_byte_array_append(file, (const guint8 *)hdr->str, hdr->len);
+    g_byte_array_append(file, data->data, data->len);
+    ck_assert(g_file_set_contents(path, (const char *)file->data, file->len, NULL));
+    g_byte_array_unref(file);
+    g_byte_array_unref(data);
+    g_string_free(hdr, TRUE);
+}
+
+/* A Hugging Face file of a tied model loads into a tied and an untied pacer model (head := wte)
+ * and gives the original loss. */
+START_TEST(test_checkpoint_hf_file) {
+    g_autoptr(Gpt2Slice) orig = tc_model(&tc_cfg, 1, 2, 3);
+    float want = tc_loss(orig, 11);
+    TcTmp t;
+    tc_tmp_init(&t);
+    tc_write_hf(t.path, orig, NULL, NULL);
+    for (int tie = 0; tie <= 1; tie++) {
+        g_autoptr(Gpt2Slice) b = tc_slice(&tc_cfg, tie, 2);
+        g_autoptr(ExecTensorList) lb = tc_list(b);
+        g_autoptr(GError) error = NULL;
+        ck_assert_msg(exec_checkpoint_load(t.path, &tc_cfg, lb, NULL, &error), "%s",
+                      error ? error->message : "");
+        ck_assert_float_eq_tol(tc_loss(b, 11), want, 1e-6f);
+        if (!tie) {
+            const Gpt2Tensor *h = gpt2_slice_tensor_by_name(b, "lm_head.weight");
+            const Gpt2Tensor *w = gpt2_slice_tensor_by_name(b, "wte.weight");
+            ck_assert_int_eq(memcmp(gpt2_slice_params(b) + h->offset,
+                                    gpt2_slice_params(b) + w->offset, h->numel * sizeof(float)),
+                             0);
+        }
+    }
+    ExecCheckpointInfo info;
+    ck_assert(exec_checkpoint_info(t.path, &info, NULL, NULL));
+    ck_assert(!info.has_head);
+    ck_assert_int_eq(info.cfg.NH, 0); /* no n_head metadata */
+    ck_assert_int_eq(info.cfg.L, 2);
+    tc_tmp_clear(&t);
+}
+END_TEST
+
+START_TEST(test_checkpoint_bf16) {
+    g_autoptr(Gpt2Slice) a = tc_model(&tc_cfg, 0, 1, 4);
+    g_autoptr(Gpt2Slice) b = tc_slice(&tc_cfg, 0, 1);
+    float *pa = gpt2_slice_params(a);
+    pa[0] = 1.0f;                 /* exact in bf16 */
+    pa[1] = 1.0f + 1.0f / 256.0f; /* tie between 1 and 1 + 2^-7: rounds to even, 1 */
+    pa[2] = 1.0f + 3.0f / 256.0f; /* tie between 1 + 2^-7 and 1 + 2^-6: rounds to 1 + 2^-6 */
+    TcTmp t;
+    tc_tmp_init(&t);
+    g_autoptr(ExecTensorList) la = tc_list(a);
+    ck_assert(
+        exec_checkpoint_save_full(t.path, &tc_cfg, la, NULL, EXEC_DTYPE_BF16, NULL, NULL, NULL));
+    g_autofree char *raw = NULL;
+    gsize            hlen = 0;
+    JsonObject      *hdr = tc_header(t.path, &raw, &hlen);
+    ck_assert_str_eq(
+        json_object_get_string_member(json_object_get_object_member(hdr, "wpe.weight"), "dtype"),
+        "BF16");
+    json_object_unref(hdr);
+    g_autoptr(ExecTensorList) lb = tc_list(b);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(exec_checkpoint_load(t.path, &tc_cfg, lb, NULL, &error), "%s",
+                  error ? error->message : "");
+    const float *pb = gpt2_slice_params(b);
+    ck_assert_float_eq(pb[0], 1.0f);
+    ck_assert_float_eq(pb[1], 1.0f);
+    ck_assert_float_eq(pb[2], 1.0f + 1.0f / 64.0f);
+    size_t n = gpt2_slice_n_params(a);
+    for (size_t k = 0; k < n; k++) {
+        /* bf16 keeps 8 significant bits: rounding error at most half an ulp, 2^-8 relative */
+        ck_assert_msg(fabsf(pb[k] - pa[k]) <= fabsf(pa[k]) * (1.0f / 256.0f), "param %zu: %g -> %g",
+                      k, pa[k], pb[k]);
+        uint32_t bits;
+        memcpy(&bits, &pb[k], 4);
+        ck_assert_uint_eq(bits & 0xffffu, 0); /* representable in bf16 */
+    }
+    tc_tmp_clear(&t);
+}
+END_TEST
+
+START_TEST(test_checkpoint_state) {
+    g_autoptr(Gpt2Slice) a = tc_model(&tc_cfg, 0, 1, 5);
+    size_t            n = gpt2_slice_n_params(a);
+    g_autofree float *m = g_new(float, n), *v = g_new(float, n);
+    g_autofree float *m2 = g_new0(float, n), *v2 = g_new0(float, n);
+    uint64_t          rng = kern_rng_seed(17);
+    for (size_t k = 0; k < n; k++) {
+        m[k] = kern_rng_normal(&rng);
+        v[k] = kern_rng_uniform(&rng);
+    }
+    g_autoptr(ExecTensorList) st = exec_tensor_list_new();
+    exec_tensor_list_add_slice(st, a, m, "adam_m.");
+    exec_tensor_list_add_slice(st, a, v, "adam_v.");
+    g_autoptr(GHashTable) sm = g_hash_table_new(g_str_hash, g_str_equal);
+    g_hash_table_insert(sm, "step", "7");
+    g_hash_table_insert(sm, "rng_state", "12345678901234567890");
+    g_hash_table_insert(sm, "data_position", "4096");
+    TcTmp t;
+    tc_tmp_init(&t);
+    g_autoptr(ExecTensorList) la = tc_list(a);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(
+        exec_checkpoint_save_full(t.path, &tc_cfg, la, NULL, EXEC_DTYPE_F32, st, sm, &error), "%s",
+        error ? error->message : "");
+    /* Exactly the two files: no temporary left behind. */
+    GDir *d = g_dir_open(t.dir, 0, NULL);
+    int   n_files = 0;
+    while (g_dir_read_name(d))
+        n_files++;
+    g_dir_close(d);
+    ck_assert_int_eq(n_files, 2);
+
+    g_autoptr(ExecTensorList) st2 = exec_tensor_list_new();
+    exec_tensor_list_add_slice(st2, a, m2, "adam_m.");
+    exec_tensor_list_add_slice(st2, a, v2, "adam_v.");
+    g_autoptr(GHashTable) got = NULL;
+    ck_assert_msg(exec_checkpoint_load_state(t.path, st2, &got, &error), "%s",
+                  error ? error->message : "");
+    ck_assert_int_eq(memcmp(m, m2, n * sizeof(float)), 0);
+    ck_assert_int_eq(memcmp(v, v2, n * sizeof(float)), 0);
+    ck_assert_str_eq(g_hash_table_lookup(got, "step"), "7");
+    ck_assert_str_eq(g_hash_table_lookup(got, "rng_state"), "12345678901234567890");
+    ck_assert_str_eq(g_hash_table_lookup(got, "data_position"), "4096");
+
+    /* Saving again without state removes the stale sidecar. */
+    ck_assert(exec_checkpoint_save(t.path, &tc_cfg, la, NULL, NULL));
+    g_autofree char *sp = g_strconcat(t.path, ".state", NULL);
+    ck_assert(!g_file_test(sp, G_FILE_TEST_EXISTS));
+    ck_assert(!exec_checkpoint_load_state(t.path, st2, NULL, &error));
+    ck_assert(g_error_matches(error, PP_IO_ERROR, PP_IO_ERROR_OPEN));
+    tc_tmp_clear(&t);
+}
+END_TEST
+
+/* Each broken file: its error code and a part of the message. */
+typedef enum {
+    TC_BAD_HEADER_LENGTH,
+    TC_BAD_JSON,
+    TC_TRUNCATED,
+    TC_MISSING_TENSOR,
+    TC_SHAPE,
+    TC_DTYPE,
+    TC_NO_FILE,
+} TcBad;
+
+static const struct {
+    TcBad       kind;
+    int         code;
+    const char *needle;
+} tc_bads[] = {
+    {TC_BAD_HEADER_LENGTH, PP_IO_ERROR_CORRUPT, "header length"},
+    {TC_BAD_JSON, PP_IO_ERROR_CORRUPT, "not valid JSON"},
+    {TC_TRUNCATED, PP_IO_ERROR_CORRUPT, "truncated"},
+    {TC_MISSING_TENSOR, PP_IO_ERROR_MISMATCH, "ln_f.bias"},
+    {TC_SHAPE, PP_IO_ERROR_MISMATCH,
+     "\"wpe.weight\" has shape (16, 16) in the file, the model "
+     "expects (8, 16)"},
+    {TC_DTYPE, PP_IO_ERROR_MISMATCH, "dtype F16"},
+    {TC_NO_FILE, PP_IO_ERROR_OPEN, "cannot read"},
+};
+
+START_TEST(test_checkpoint_errors) {
+    g_autoptr(Gpt2Slice) a = tc_model(&tc_cfg, 1, 1, 6);
+    TcTmp t;
+    tc_tmp_init(&t);
+    g_autofree char *raw = NULL;
+    gsize            len = 0;
+    switch (tc_bads[_i].kind) {
+    case TC_BAD_HEADER_LENGTH:
+        tc_save(t.path, &tc_cfg, a);
+        ck_assert(g_file_get_contents(t.path, &raw, &len, NULL));
+        raw[5] = 0x7f;
+        ck_assert(g_file_set_contents(t.path, raw, (gssize)len, NULL));
+        break;
+    case TC_BAD_JSON:
+        tc_save(t.path, &tc_cfg, a);
+        ck_assert(g_file_get_contents(t.path, &raw, &len, NULL));
+        raw[8] = '[';
+        ck_assert(g_file_set_contents(t.path, raw, (gssize)len, NULL));
+        break;
+    case TC_TRUNCATED:
+        tc_save(t.path, &tc_cfg, a);
+        ck_assert(g_file_get_contents(t.path, &raw, &len, NULL));
+        ck_assert(g_file_set_contents(t.path, raw, (gssize)len - 4, NULL));
+        break;
+    case TC_MISSING_TENSOR:
+        tc_write_hf(t.path, a, "ln_f.bias", NULL);
+        break;
+    case TC_SHAPE: {
+        Gpt2Config big = tc_cfg;
+        big.T = 16;
+        g_autoptr(Gpt2Slice) b = tc_model(&big, 1, 1, 6);
+        tc_save(t.path, &big, b);
+        break;
+    }
+    case TC_DTYPE:
+        tc_write_hf(t.path, a, NULL, "h.0.ln_2.bias");
+        break;
+    case TC_NO_FILE:
+        break;
+    }
+    g_autoptr(Gpt2Slice) dst = tc_slice(&tc_cfg, 1, 1);
+    g_autoptr(ExecTensorList) l = tc_list(dst);
+    g_autoptr(GError) error = NULL;
+    ck_assert(!exec_checkpoint_load(t.path, &tc_cfg, l, NULL, &error));
+    ck_assert_msg(g_error_matches(error, PP_IO_ERROR, tc_bads[_i].code), "wrong error: %s",
+                  error ? error->message : "(none)");
+    ck_assert_msg(strstr(error->message, tc_bads[_i].needle) != NULL, "message \"%s\" lacks \"%s\"",
+                  error->message, tc_bads[_i].needle);
+    ck_assert_msg(strstr(error->message, t.path) != NULL, "message lacks the path: %s",
+                  error->message);
+    tc_tmp_clear(&t);
+}
+END_TEST
+
+/* Direct computation: the mean of the original model's window losses. */
+static double tc_direct_loss(Gpt2Slice *s, const int32_t *ids, int64_t n_windows, int T) {
+    double sum = 0.0;
+    for (int64_t w = 0; w < n_windows; w++) {
+        float l = 0.0f;
+        gpt2_slice_forward(s, gpt2_slice_params(s), 0, ids + w * T, NULL, ids + w * T + 1, NULL,
+                           &l);
+        sum += l;
+    }
+    return sum / (double)n_windows;
+}
+
+/* Copies every tensor of @from into @to by name (wpe: its first rows). */
+static void tc_copy_model(Gpt2Slice *to, Gpt2Slice *from) {
+    for (int i = 0; i < gpt2_slice_n_tensors(to); i++) {
+        const Gpt2Tensor *d = gpt2_slice_tensor(to, i);
+        const Gpt2Tensor *s = gpt2_slice_tensor_by_name(from, d->name);
+        ck_assert(s != NULL && s->numel >= d->numel);
+        memcpy(gpt2_slice_params(to) + d->offset, gpt2_slice_params(from) + s->offset,
+               d->numel * sizeof(float));
+    }
+}
+
+START_TEST(test_checkpoint_evaluate) {
+    /* The GPT-2 vocabulary with a tiny body: L 2, C 16, NH 4, T 8. */
+    const Gpt2Config cfg = {2, 16, 4, 8, 50257, 50304};
+    g_autoptr(Gpt2Slice) a = tc_model(&cfg, 0, 1, 8);
+    TcTmp t;
+    tc_tmp_init(&t);
+    tc_save(t.path, &cfg, a);
+
+    const char *text_path = PP_SOURCE_ROOT "/tests/data/text/doc-a.txt";
+    g_autoptr(GError) error = NULL;
+    g_autoptr(DataBpe) bpe = data_bpe_new_from_cache(NULL, &error);
+    ck_assert_msg(bpe != NULL, "run scripts/setup: %s", error ? error->message : "");
+    g_autofree char *text = NULL;
+    ck_assert(g_file_get_contents(text_path, &text, NULL, NULL));
+    g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(int32_t));
+    ck_assert(data_bpe_encode(bpe, text, -1, DATA_BPE_ENCODE_PLAIN, ids, NULL));
+    const int32_t *x = (const int32_t *)(void *)ids->data;
+    int64_t        n = ids->len;
+
+    double  loss = 0.0;
+    int64_t tokens = 0;
+    ck_assert_msg(exec_evaluate(t.path, text_path, 0, 0, &loss, &tokens, &error), "%s",
+                  error ? error->message : "");
+    int64_t nw = (n - 1) / 8;
+    ck_assert_int_ge(nw, 2);
+    ck_assert_int_eq(tokens, nw * 8);
+    ck_assert_double_eq_tol(loss, tc_direct_loss(a, x, nw, 8), 1e-6);
+    /* A random model is near uniform: loss close to ln V. */
+    ck_assert_double_eq_tol(loss, log(50257.0), 0.5);
+
+    /* Shorter windows: wpe cut to its first 4 rows. */
+    Gpt2Config c4 = cfg;
+    c4.T = 4;
+    g_autoptr(Gpt2Slice) a4 = tc_slice(&c4, 0, 1);
+    tc_copy_model(a4, a);
+    ck_assert(exec_evaluate(t.path, text_path, 4, 4, &loss, &tokens, &error));
+    ck_assert_int_eq(tokens, (n - 1) / 4 * 4);
+    ck_assert_double_eq_tol(loss, tc_direct_loss(a4, x, (n - 1) / 4, 4), 1e-6);
+
+    /* Errors: windows longer than wpe, heads not dividing C, text shorter than a window. */
+    ck_assert(!exec_evaluate(t.path, text_path, 0, 9, &loss, &tokens, &error));
+    ck_assert(g_error_matches(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
+    g_clear_error(&error);
+    ck_assert(!exec_evaluate(t.path, text_path, 3, 0, &loss, &tokens, &error));
+    ck_assert(g_error_matches(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
+    g_clear_error(&error);
+    ck_assert(!exec_evaluate_ids(t.path, x, 8, 0, 0, &loss, &tokens, &error));
+    ck_assert_ptr_nonnull(strstr(error->message, "at least 9"));
+    g_clear_error(&error);
+    ck_assert(!exec_evaluate(t.path, PP_SOURCE_ROOT "/tests/data/text/none.txt", 0, 0, &loss,
+                             &tokens, &error));
+    ck_assert(g_error_matches(error, PP_IO_ERROR, PP_IO_ERROR_OPEN));
+    tc_tmp_clear(&t);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("checkpoint");
+    TCase *tc = tcase_create("checkpoint");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_checkpoint_round_trip);
+    tcase_add_test(tc, test_checkpoint_hf_layout);
+    tcase_add_test(tc, test_checkpoint_hf_file);
+    tcase_add_test(tc, test_checkpoint_bf16);
+    tcase_add_test(tc, test_checkpoint_state);
+    tcase_add_loop_test(tc, test_checkpoint_errors, 0, G_N_ELEMENTS(tc_bads));
+    tcase_add_test(tc, test_checkpoint_evaluate);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int n_failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return n_failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,701 @@
+/* SPDX-License-Identifier: MIT
+ * test-exec-cpu.c: the CPU executor (exec/exec.h) on tiny GPT-2 models fed by a synthetic
+ * xorshift token source (no corpus needed): executed order == program, measured trace obeys
+ * the dependencies, pipelined == unpipelined for synchronous schedules, weight versions and
+ * drift equal the program's for asynchronous ones, stashing, non-finite gradient handling.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <glib/gstdio.h>
+
+#include <cblas.h>
+
+#include "data-shard.h"
+#include "exec-train.h"
+#include "exec.h"
+#include "pp-error.h"
+#include "pp-trace.h"
+
+/* Tiny model: L=4, C=32, NH=2, T=16, V=61 (padded 128), B=2 sequences per micro-batch. */
+static const Gpt2Config tiny = {.L = 4, .C = 32, .NH = 2, .T = 16, .V = 61, .Vp = 128};
+enum { TINY_B = 2 };
+
+/* Synthetic data: tokens of micro-batch mb from an xorshift64 stream seeded by (seed, mb);
+ * targets are the next tokens of the same stream. */
+static void tiny_data(gpointer user_data, int64_t mb, int32_t *tokens, int32_t *targets) {
+    uint64_t seed = *(const uint64_t *)user_data;
+    for (int b = 0; b < TINY_B; b++) {
+        uint64_t x = (seed ^ ((uint64_t)mb * 0x9E3779B97F4A7C15ull)) + (uint64_t)b * 7919 + 1;
+        int32_t  prev = 0;
+        for (int t = 0; t <= tiny.T; t++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            int32_t id = (int32_t)(x % (uint64_t)tiny.V);
+            if (t > 0) {
+                tokens[b * tiny.T + t - 1] = prev;
+                targets[b * tiny.T + t - 1] = id;
+            }
+            prev = id;
+        }
+    }
+}
+
+static const uint64_t data_seed = 4242;
+
+/* Gradients observed at U, by tensor name (the last U of each vstage wins). */
+typedef struct {
+    GMutex      lock;
+    GHashTable *grads; /* name -> GArray of float */
+} GradStore;
+
+static void grad_store_collect(gpointer user_data, int32_t vstage, const Gpt2Slice *slice,
+                               const float *grads) {
+    GradStore *store = user_data;
+    (void)vstage;
+    g_mutex_lock(&store->lock);
+    for (int i = 0; i < gpt2_slice_n_tensors(slice); i++) {
+        const Gpt2Tensor *t = gpt2_slice_tensor(slice, i);
+        GArray           *copy = g_array_sized_new(FALSE, FALSE, sizeof(float), (guint)t->numel);
+        g_array_append_vals(copy, grads + t->offset, (guint)t->numel);
+        g_hash_table_replace(store->grads, g_strdup(t->name), copy);
+    }
+    g_mutex_unlock(&store->lock);
+}
+
+static void grad_store_init(GradStore *store) {
+    g_mutex_init(&store->lock);
+    store->grads =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
+}
+
+static void grad_store_clear(GradStore *store) {
+    g_hash_table_unref(store->grads);
+    g_mutex_clear(&store->lock);
+}
+
+static PpSchedule *make_schedule(const char *kind, int32_t n_stages, int32_t n_chunks, int32_t m,
+                                 int32_t a, int32_t steps) {
+    PpScheduleParams p = {.kind = kind,
+                          .n_stages = n_stages,
+                          .n_chunks = n_chunks,
+                          .n_microbatches = m,
+                          .accumulation = a,
+                          .n_steps = steps,
+                          .f_ns = 1000,
+                          .b_ns = 1000,
+                          .w_ns = 1000,
+                          .comm_ns = 0};
+    g_autoptr(GError) error = NULL;
+    PpSchedule *sched = pp_schedule_new(&p, &error);
+    if (!sched)
+        ck_abort_msg("%s: %s", kind, error->message);
+    return sched;
+}
+
+static ExecPipelineParams tiny_params(const PpSchedule *shape) {
+    ExecPipelineParams p = {
+        .model = tiny,
+        .microbatch_size = TINY_B,
+        .shape = shape,
+        .seed = 1337,
+        .optim = {.kind = KERN_OPTIM_ADAMW,
+                  .beta1 = 0.9f,
+                  .beta2 = 0.95f,
+                  .eps = 1e-8f,
+                  .weight_decay = 0.1f,
+                  .muon_momentum = 0.95f,
+                  .muon_lr_ratio = 1.0f,
+                  .muon_ns_steps = 5},
+        .lr = 1e-3f,
+        .min_lr = 1e-4f,
+        .warmup_steps = 2,
+        .total_steps = 20,
+        .grad_clip = 1.0f,
+        .max_nonfinite = 3,
+        .data = tiny_data,
+        .data_user = (gpointer)&data_seed,
+        .poison_update = -1,
+    };
+    return p;
+}
+
+static ExecPipeline *make_pipeline(const ExecPipelineParams *p) {
+    g_autoptr(GError) error = NULL;
+    ExecPipeline *pipeline = exec_pipeline_new(p, &error);
+    if (!pipeline)
+        ck_abort_msg("exec_pipeline_new: %s", error->message);
+    return pipeline;
+}
+
+static ExecRunResult *run_ok(ExecPipeline *pipeline, const PpSchedule *sched) {
+    g_autoptr(GError) error = NULL;
+    ExecRunResult *res = exec_pipeline_run(pipeline, sched, 0, &error);
+    if (!res)
+        ck_abort_msg("exec_pipeline_run(%s): %s", sched->kind, error->message);
+    return res;
+}
+
+/* Every parameter of the model, concatenated in tensor-name order of the full model. */
+static GHashTable *gather_params(ExecPipeline *pipeline) {
+    GHashTable *out =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
+    for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
+        Gpt2Slice   *slice = exec_pipeline_slice(pipeline, vs);
+        const float *params = gpt2_slice_params(slice);
+        for (int i = 0; i < gpt2_slice_n_tensors(slice); i++) {
+            const Gpt2Tensor *t = gpt2_slice_tensor(slice, i);
+            GArray *copy = g_array_sized_new(FALSE, FALSE, sizeof(float), (guint)t->numel);
+            g_array_append_vals(copy, params + t->offset, (guint)t->numel);
+            g_hash_table_replace(out, g_strdup(t->name), copy);
+        }
+    }
+    return out;
+}
+
+/* Largest |a - b| / max(|b|, 1e-3) over the tensors of @ref (every name must exist in @got
+ * with the same size). */
+static double max_rel_diff(GHashTable *got, GHashTable *ref) {
+    double worst = 0.0;
+    ck_assert_int_eq(g_hash_table_size(got), g_hash_table_size(ref));
+    GHashTableIter it;
+    gpointer       key, value;
+    g_hash_table_iter_init(&it, ref);
+    while (g_hash_table_iter_next(&it, &key, &value)) {
+        GArray *r = value, *g = g_hash_table_lookup(got, key);
+        ck_assert_msg(g != NULL, "tensor %s missing", (const char *)key);
+        ck_assert_int_eq(g->len, r->len);
+        for (guint i = 0; i < r->len; i++) {
+            double a = g_array_index(g, float, i), b = g_array_index(r, float, i);
+            double d = fabs(a - b) / fmax(fabs(b), 1e-3);
+            if (!(d <= worst))
+                worst = isnan(d) ? INFINITY : d;
+        }
+    }
+    return worst;
+}
+
+static double mean_loss(const ExecRunResult *res) {
+    double sum = 0.0;
+    for (int32_t mb = 0; mb < res->n_mb; mb++)
+        sum += res->loss[mb];
+    return sum / res->n_mb;
+}
+
+/* --- executed order and measured dependencies --- */
+
+typedef struct {
+    const char *kind;
+    int32_t     n_stages, n_chunks, m, a, steps;
+} SchedCase;
+
+static const SchedCase order_cases[] = {
+    {"gpipe", 2, 1, 3, 1, 2},     {"1f1b", 4, 1, 4, 1, 1},  {"interleaved", 2, 2, 4, 1, 1},
+    {"pipedream", 3, 1, 1, 1, 6}, {"2bw", 2, 1, 3, 1, 2},   {"async-1f1b", 4, 1, 1, 1, 6},
+    {"paci", 4, 1, 1, 2, 3},      {"zb-h1", 2, 1, 4, 1, 1}, {"zb-h2", 2, 1, 4, 1, 1},
+    {"zb-1p", 2, 1, 4, 1, 1},     {"zb-2p", 2, 1, 4, 1, 1},
+};
+
+START_TEST(test_exec_order_and_deps) {
+    const SchedCase *c = &order_cases[_i];
+    g_autoptr(PpSchedule) sched =
+        make_schedule(c->kind, c->n_stages, c->n_chunks, c->m, c->a, c->steps);
+    ExecPipelineParams p = tiny_params(sched);
+    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+    g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
+    const PpTrace *trace = exec_pipeline_trace(pipeline);
+    ck_assert_int_eq(trace->n_rows, pp_schedule_n_ops_total(sched));
+    /* Rows come per stage in execution order: row of (s, i) = op_offset[s] + i. */
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        ck_assert_int_eq(res->n_executed[s], sched->n_ops[s]);
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            const PpOp *want = &sched->programs[s][i], *got = &res->executed[s][i];
+            ck_assert_int_eq(got->kind, want->kind);
+            ck_assert_int_eq(got->mb, want->mb);
+            ck_assert_int_eq(got->chunk, want->chunk);
+            const PpTraceRow *row = &trace->rows[sched->op_offset[s] + i];
+            ck_assert_int_eq(row->stage, s);
+            ck_assert_int_eq(row->kind, want->kind);
+            ck_assert_int_eq(row->mb, want->mb);
+            ck_assert_int_le(row->start_ns, row->end_ns);
+            if (i > 0)
+                ck_assert_int_ge(row->start_ns, trace->rows[sched->op_offset[s] + i - 1].end_ns);
+            int32_t        n_deps;
+            const PpOpRef *deps = pp_schedule_deps(sched, (PpOpRef){s, i}, &n_deps);
+            for (int32_t d = 0; d < n_deps; d++) {
+                const PpTraceRow *dep = &trace->rows[pp_schedule_op_id(sched, deps[d])];
+                ck_assert_int_ge(row->start_ns, dep->end_ns);
+            }
+        }
+    }
+    for (int32_t mb = 0; mb < res->n_mb; mb++)
+        ck_assert(isfinite(res->loss[mb]) && res->loss[mb] > 0.0f);
+}
+END_TEST
+
+/* --- pipelined == unpipelined (synchronous schedules) --- */
+
+static const SchedCase sync_cases[] = {
+    {"gpipe", 2, 1, 4, 1, 1}, {"1f1b", 4, 1, 4, 1, 1},  {"interleaved", 2, 2, 4, 1, 1},
+    {"zb-h1", 4, 1, 4, 1, 1}, {"zb-h2", 4, 1, 4, 1, 1}, {"zb-1p", 2, 1, 4, 1, 1},
+    {"zb-2p", 2, 1, 4, 1, 1},
+};
+
+/* Runs case @c on the tiny model: returns the mean loss; *grads gets every gradient of the
+ * last update (gathered by tensor name at U), *params every parameter at the end. */
+static double run_collect(const SchedCase *c, GHashTable **grads, GHashTable **params) {
+    g_autoptr(PpSchedule) sched =
+        make_schedule(c->kind, c->n_stages, c->n_chunks, c->m, c->a, c->steps);
+    GradStore store;
+    grad_store_init(&store);
+    ExecPipelineParams p = tiny_params(sched);
+    /* Clipping is per stage (exec.h): only without it is a split run the same math. */
+    p.grad_clip = 0.0f;
+    p.on_grads = grad_store_collect;
+    p.on_grads_user = &store;
+    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+    g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
+    *grads = g_hash_table_ref(store.grads);
+    *params = gather_params(pipeline);
+    grad_store_clear(&store);
+    return mean_loss(res);
+}
+
+START_TEST(test_exec_pipelined_equals_unpipelined) {
+    const SchedCase *c = &sync_cases[_i];
+    const SchedCase  ref_case = {"gpipe", 1, 1, c->m, 1, 1};
+    g_autoptr(GHashTable) ref_grads = NULL, ref_params = NULL, grads = NULL, params = NULL;
+    double ref_loss = run_collect(&ref_case, &ref_grads, &ref_params);
+    double loss = run_collect(c, &grads, &params);
+    /* Same kernels on the same shapes, micro-batch gradients accumulated in mb order on
+     * every stage: the split changes no summation order, so the match is bitwise. */
+    ck_assert_msg(loss == ref_loss, "%s: loss %.9g vs %.9g", c->kind, loss, ref_loss);
+    ck_assert_double_eq(max_rel_diff(grads, ref_grads), 0.0);
+    ck_assert_double_eq(max_rel_diff(params, ref_params), 0.0);
+}
+END_TEST
+
+/* --- asynchronous schedules: versions and drift --- */
+
+static const SchedCase async_cases[] = {
+    {"pipedream", 4, 1, 1, 1, 10}, {"2bw", 4, 1, 4, 1, 4},  {"async-1f1b", 4, 1, 1, 1, 10},
+    {"paci", 4, 1, 1, 2, 5},       {"paci", 3, 1, 1, 3, 4},
+};
+
+START_TEST(test_exec_async_versions) {
+    const SchedCase *c = &async_cases[_i];
+    g_autoptr(PpSchedule) sched =
+        make_schedule(c->kind, c->n_stages, c->n_chunks, c->m, c->a, c->steps);
+    ExecPipelineParams p = tiny_params(sched);
+    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+    g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
+    gboolean stashed = sched->weight_mode == PP_WEIGHTS_STASHED;
+    int32_t  stale = 0, max_delta = 0;
+    for (int32_t mb = 0; mb < sched->n_mb; mb++) {
+        for (int32_t vs = 0; vs < sched->n_vstages; vs++) {
+            int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, mb, vs);
+            int32_t b = pp_schedule_find_op(sched, PP_OP_BACKWARD_FULL, mb, vs);
+            ck_assert_int_ge(f, 0);
+            ck_assert_int_ge(b, 0);
+            int32_t want_f = pp_schedule_version_used(sched, pp_schedule_op_ref(sched, f));
+            int32_t want_b = pp_schedule_version_used(sched, pp_schedule_op_ref(sched, b));
+            size_t  cell = (size_t)mb * sched->n_vstages + vs;
+            /* Measured Δ per micro-batch equals the program's. */
+            ck_assert_int_eq(res->version_f[cell], want_f);
+            ck_assert_int_eq(res->version_b[cell], want_b);
+            int32_t delta = res->version_b[cell] - res->version_f[cell];
+            max_delta = MAX(max_delta, delta);
+            /* Stashing: B used its F's version although the stage had moved on. */
+            if (stashed) {
+                ck_assert_int_eq(delta, 0);
+                if (sched->version[b] > res->version_f[cell])
+                    stale++;
+            }
+        }
+    }
+    if (stashed)
+        ck_assert_int_gt(stale, 0);
+    if (strcmp(c->kind, "paci") == 0 || strcmp(c->kind, "async-1f1b") == 0) {
+        /* Stage 0 sees the largest drift: ceil((N - 1) / a) in steady state. */
+        ck_assert_int_eq(max_delta, (c->n_stages - 1 + c->a - 1) / c->a);
+    }
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        int32_t n_updates = 0;
+        for (int32_t i = 0; i < sched->n_ops[s]; i++)
+            n_updates += sched->programs[s][i].kind == PP_OP_UPDATE;
+        ck_assert_int_eq(exec_pipeline_version(pipeline, s), n_updates);
+    }
+}
+END_TEST
+
+/* --- single stage: every schedule is the unpipelined trainer --- */
+
+/* The unpipelined trainer written out: a single whole-model slice, @mbs_per_step micro-batches
+ * accumulated per step with loss scale 1/mbs_per_step, per-step clipping, warmup + cosine lr,
+ * AdamW. Returns the parameters after @steps steps. */
+static GHashTable *reference_train(int32_t mbs_per_step, int32_t steps) {
+    g_autoptr(PpSchedule) shape = make_schedule("gpipe", 1, 1, 1, 1, 1);
+    ExecPipelineParams p = tiny_params(shape);
+    Gpt2SliceParams    sp = {.model = tiny,
+                             .layer_begin = 0,
+                             .layer_end = tiny.L,
+                             .has_embedding = 1,
+                             .has_head = 1,
+                             .tie_head = 0,
+                             .B = TINY_B,
+                             .n_act_slots = 1};
+    Gpt2Slice         *slice = gpt2_slice_new(&sp);
+    gpt2_slice_init_params(slice, p.seed);
+    KernOptim *opt = kern_optim_new(&p.optim, slice);
+    int32_t    tokens[TINY_B * 16], targets[TINY_B * 16];
+    size_t     n = gpt2_slice_n_params(slice);
+    for (int32_t step = 0; step < steps; step++) {
+        for (int32_t i = 0; i < mbs_per_step; i++) {
+            float loss;
+            tiny_data((gpointer)&data_seed, (int64_t)step * mbs_per_step + i, tokens, targets);
+            gpt2_slice_forward(slice, gpt2_slice_params(slice), 0, tokens, NULL, targets, NULL,
+                               &loss);
+            gpt2_slice_backward(slice, gpt2_slice_params(slice), 0, NULL,
+                                1.0f / (float)mbs_per_step, NULL, gpt2_slice_grads(slice));
+        }
+        float *grads = gpt2_slice_grads(slice);
+        double norm = sqrt(kern_grad_sq_norm(grads, n));
+        float  factor = kern_clip_factor(norm, p.grad_clip);
+        if (factor != 1.0f)
+            kern_grad_scale(grads, n, factor);
+        kern_optim_step(opt, gpt2_slice_params(slice), grads,
+                        kern_lr_schedule(step, p.warmup_steps, p.total_steps, p.lr, p.min_lr));
+        gpt2_slice_zero_grads(slice);
+    }
+    GHashTable *out =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
+    for (int i = 0; i < gpt2_slice_n_tensors(slice); i++) {
+        const Gpt2Tensor *t = gpt2_slice_tensor(slice, i);
+        GArray           *copy = g_array_sized_new(FALSE, FALSE, sizeof(float), (guint)t->numel);
+        g_array_append_vals(copy, gpt2_slice_params(slice) + t->offset, (guint)t->numel);
+        g_hash_table_replace(out, g_strdup(t->name), copy);
+    }
+    kern_optim_free(opt);
+    gpt2_slice_free(slice);
+    return out;
+}
+
+static const SchedCase single_cases[] = {
+    {"gpipe", 1, 1, 3, 1, 3}, {"1f1b", 1, 1, 3, 1, 3},       {"pipedream", 1, 1, 1, 1, 4},
+    {"2bw", 1, 1, 3, 1, 3},   {"async-1f1b", 1, 1, 1, 1, 4}, {"paci", 1, 1, 1, 3, 3},
+    {"zb-h1", 1, 1, 3, 1, 3},
+};
+
+START_TEST(test_exec_single_stage_equals_trainer) {
+    const SchedCase *c = &single_cases[_i];
+    g_autoptr(PpSchedule) sched = make_schedule(c->kind, 1, 1, c->m, c->a, c->steps);
+    ExecPipelineParams p = tiny_params(sched);
+    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+    g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
+    g_autoptr(GHashTable) params = gather_params(pipeline);
+    ck_assert_int_eq(exec_pipeline_version(pipeline, 0), c->steps);
+    g_autoptr(GHashTable) ref = reference_train(sched->mb_per_step, c->steps);
+    ck_assert_double_eq(max_rel_diff(params, ref), 0.0);
+}
+END_TEST
+
+/* paci on one stage is plain synchronous accumulation over a micro-batches (bitwise). */
+START_TEST(test_exec_paci_single_stage_is_sync) {
+    const SchedCase paci = {"paci", 1, 1, 1, 4, 3}, sync = {"gpipe", 1, 1, 4, 1, 3};
+    g_autoptr(GHashTable) g1 = NULL, p1 = NULL, g2 = NULL, p2 = NULL;
+    double l1 = run_collect(&paci, &g1, &p1);
+    double l2 = run_collect(&sync, &g2, &p2);
+    ck_assert(l1 == l2);
+    ck_assert_double_eq(max_rel_diff(g1, g2), 0.0);
+    ck_assert_double_eq(max_rel_diff(p1, p2), 0.0);
+}
+END_TEST
+
+/* --- dynamic mode: PACI's policy run live --- */
+
+START_TEST(test_exec_dynamic_paci) {
+    const int32_t N = 4, a = 2, steps = 6, n_mb = steps * a;
+    g_autoptr(PpSchedule) shape = make_schedule("paci", N, 1, 1, a, steps);
+    ExecPipelineParams p = tiny_params(shape);
+    g_autoptr(ExecPipeline) dyn = make_pipeline(&p);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpSchedule) program = NULL;
+    g_autoptr(ExecRunResult) res = exec_pipeline_run_dynamic(dyn, a, n_mb, 0, &program, &error);
+    ck_assert_msg(res != NULL, "%s", error ? error->message : "");
+    /* The executed order is a valid program with the same shape as the static one. */
+    ck_assert_ptr_nonnull(program);
+    ck_assert(pp_schedule_validate(program, NULL));
+    for (int32_t s = 0; s < N; s++) {
+        ck_assert_int_eq(program->n_ops[s], shape->n_ops[s]);
+        ck_assert_int_eq(exec_pipeline_version(dyn, s), steps);
+        /* Same drift bound as the static program: ceil((N - 1 - s) / a). */
+        int32_t max_delta = 0;
+        for (int32_t mb = 0; mb < n_mb; mb++) {
+            size_t cell = (size_t)mb * N + s;
+            max_delta = MAX(max_delta, res->version_b[cell] - res->version_f[cell]);
+        }
+        ck_assert_int_le(max_delta, (N - 1 - s + a - 1) / a);
+    }
+    for (int32_t mb = 0; mb < n_mb; mb++)
+        ck_assert(isfinite(res->loss[mb]));
+    /* Replaying the recorded program from the same start gives the same math, bitwise. */
+    g_autoptr(ExecPipeline) replay = make_pipeline(&p);
+    g_autoptr(ExecRunResult) res2 = run_ok(replay, program);
+    for (int32_t mb = 0; mb < n_mb; mb++)
+        ck_assert(res2->loss[mb] == res->loss[mb]);
+    g_autoptr(GHashTable) p1 = gather_params(dyn);
+    g_autoptr(GHashTable) p2 = gather_params(replay);
+    ck_assert_double_eq(max_rel_diff(p1, p2), 0.0);
+}
+END_TEST
+
+/* --- non-finite gradients --- */
+
+START_TEST(test_exec_nonfinite_skips_update) {
+    g_autoptr(PpSchedule) sched = make_schedule("1f1b", 2, 1, 2, 1, 1);
+    ExecPipelineParams p = tiny_params(sched);
+    p.poison_update = 1;
+    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+    g_autoptr(ExecRunResult) r0 = run_ok(pipeline, sched);
+    ck_assert_int_eq(r0->n_skipped, 0);
+    g_autoptr(GHashTable) before = gather_params(pipeline);
+    /* Update 1 sees poisoned gradients on both stages: skipped, weights unchanged. */
+    g_autoptr(ExecRunResult) r1 = run_ok(pipeline, sched);
+    ck_assert_int_eq(r1->n_skipped, 2);
+    g_autoptr(GHashTable) after = gather_params(pipeline);
+    ck_assert_double_eq(max_rel_diff(after, before), 0.0);
+    ck_assert_int_eq(exec_pipeline_version(pipeline, 0), 2);
+    /* The accumulation window was discarded: the next step updates normally. */
+    g_autoptr(ExecRunResult) r2 = run_ok(pipeline, sched);
+    ck_assert_int_eq(r2->n_skipped, 0);
+    g_autoptr(GHashTable) later = gather_params(pipeline);
+    ck_assert_double_gt(max_rel_diff(later, after), 0.0);
+}
+END_TEST
+
+START_TEST(test_exec_nonfinite_stops) {
+    g_autoptr(PpSchedule) sched = make_schedule("gpipe", 2, 1, 2, 1, 3);
+    ExecPipelineParams p = tiny_params(sched);
+    p.poison_update = 1;
+    p.max_nonfinite = 1;
+    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ExecRunResult) res = exec_pipeline_run(pipeline, sched, 0, &error);
+    ck_assert_ptr_null(res);
+    ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_NONFINITE));
+    ck_assert_ptr_nonnull(strstr(error->message, "non-finite"));
+}
+END_TEST
+
+START_TEST(test_exec_shape_mismatch) {
+    g_autoptr(PpSchedule) shape = make_schedule("1f1b", 2, 1, 2, 1, 1);
+    g_autoptr(PpSchedule) other = make_schedule("1f1b", 4, 1, 4, 1, 1);
+    ExecPipelineParams p = tiny_params(shape);
+    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+    g_autoptr(GError) error = NULL;
+    ck_assert_ptr_null(exec_pipeline_run(pipeline, other, 0, &error));
+    ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_SHAPE));
+}
+END_TEST
+
+/* --- the training loop (exec-train.h) on a synthetic shard --- */
+
+static const char train_ini[] = "[model]\nlayers = 2\nhidden = 32\nheads = 2\nseq_len = 16\n"
+                                "vocab = 61\n"
+                                "[pipeline]\nschedule = 1f1b\nstages = 2\nmicrobatches = 2\n"
+                                "microbatch_size = 2\n"
+                                "[training]\nsteps = 4\n"
+                                "[optimizer]\nname = adamw\nlr = 1e-3\nmin_lr = 1e-4\n"
+                                "warmup_steps = 1\n"
+                                "[run]\neval_every = 2\neval_batches = 2\ncheckpoint_every = 2\n"
+                                "threads = 1\nlog_every = 1\n";
+
+/* Writes a shard of @n xorshift tokens below the tiny vocabulary into @dir/@name. */
+static char *write_shard(const char *dir, const char *name, uint64_t n, uint64_t seed) {
+    g_autofree uint16_t *tokens = g_new(uint16_t, n);
+    uint64_t             x = seed;
+    for (uint64_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        tokens[i] = (uint16_t)(x % (uint64_t)tiny.V);
+    }
+    uint8_t fingerprint[DATA_BPE_FINGERPRINT_BYTES] = {0};
+    char   *path = g_build_filename(dir, name, NULL);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(data_shard_write(path, tokens, n, tiny.V, fingerprint, &error), "%s",
+                  error ? error->message : "");
+    return path;
+}
+
+typedef struct {
+    char *dir, *train, *val;
+} TrainFixture;
+
+static void train_fixture_init(TrainFixture *f) {
+    f->dir = g_dir_make_tmp("pacer-exec-XXXXXX", NULL);
+    ck_assert_ptr_nonnull(f->dir);
+    f->train = write_shard(f->dir, "train.bin", 4096, 11);
+    f->val = write_shard(f->dir, "val.bin", 1024, 23);
+}
+
+static void train_fixture_clear(TrainFixture *f) {
+    const char *names[] = {"train.bin",
+                           "val.bin",
+                           "log.csv",
+                           "ops.csv",
+                           "scenario.ini",
+                           "checkpoint.safetensors",
+                           "checkpoint.safetensors.state"};
+    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+        g_autofree char *p = g_build_filename(f->dir, names[i], NULL);
+        g_remove(p);
+    }
+    g_rmdir(f->dir);
+    g_free(f->dir);
+    g_free(f->train);
+    g_free(f->val);
+}
+
+static char **read_lines(const char *dir, const char *name) {
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    g_autofree char *text = NULL;
+    ck_assert_msg(g_file_get_contents(path, &text, NULL, NULL), "cannot read %s", path);
+    return g_strsplit(g_strchomp(text), "\n", -1);
+}
+
+static gboolean train(const TrainFixture *f, const char *const *sets, const char *resume,
+                      int32_t stop_at, gboolean dynamic, ExecTrainSummary *sum, GError **error) {
+    g_autoptr(PpScenario) sc = pp_scenario_load_data(train_ini, "train.ini", sets, error);
+    ck_assert_msg(sc != NULL, "%s", (*error)->message);
+    ExecTrainParams p = {.scenario = sc,
+                         .train_path = f->train,
+                         .val_path = f->val,
+                         .out_dir = f->dir,
+                         .resume = resume,
+                         .stop_at = stop_at,
+                         .dynamic = dynamic || g_strcmp0(sc->pipeline.mode, "dynamic") == 0,
+                         .progress = EXEC_PROGRESS_QUIET};
+    return exec_train_run(&p, sum, error);
+}
+
+START_TEST(test_train_outputs) {
+    TrainFixture f;
+    train_fixture_init(&f);
+    ExecTrainSummary sum;
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(train(&f, NULL, NULL, 0, FALSE, &sum, &error), "%s", error ? error->message : "");
+    ck_assert_int_eq(sum.steps, 4);
+    ck_assert_int_eq(sum.tokens, 4 * 4 * 16); /* steps * global batch 4 * T */
+    ck_assert_int_eq(sum.n_skipped, 0);
+    ck_assert(isfinite(sum.val_loss) && isfinite(sum.train_loss));
+    g_auto(GStrv) log = read_lines(f.dir, "log.csv");
+    ck_assert_int_eq(g_strv_length(log), 5);
+    ck_assert_str_eq(log[0], "step,tokens,train_loss,val_loss,lr,grad_norm,tokens_per_s,"
+                             "delta_max");
+    /* Validation every 2 steps: a val_loss on steps 1 and 3 only. */
+    for (int i = 1; i <= 4; i++) {
+        g_auto(GStrv) cols = g_strsplit(log[i], ",", -1);
+        ck_assert_int_eq(g_strv_length(cols), 8);
+        ck_assert_int_eq(g_ascii_strtoll(cols[0], NULL, 10), i - 1);
+        ck_assert_int_eq(cols[3][0] != '\0', i % 2 == 0);
+        ck_assert_str_eq(cols[7], "0"); /* flush: no drift */
+    }
+    g_autofree char *ops = g_build_filename(f.dir, "ops.csv", NULL);
+    g_autoptr(PpTrace) trace = pp_trace_read_csv(ops, &error);
+    ck_assert_msg(trace != NULL, "%s", error ? error->message : "");
+    /* 4 steps x (2 stages x (2 F + 2 BW + 1 U)). */
+    ck_assert_int_eq(trace->n_rows, 4 * 2 * 5);
+    g_autofree char *ckpt = g_build_filename(f.dir, "checkpoint.safetensors", NULL);
+    ck_assert(g_file_test(ckpt, G_FILE_TEST_EXISTS));
+    train_fixture_clear(&f);
+}
+END_TEST
+
+START_TEST(test_train_resume) {
+    TrainFixture f;
+    train_fixture_init(&f);
+    ExecTrainSummary sum;
+    g_autoptr(GError) error = NULL;
+    ck_assert(train(&f, NULL, NULL, 0, FALSE, &sum, &error));
+    g_auto(GStrv) full = read_lines(f.dir, "log.csv");
+    /* Stop at step 2 (a checkpoint), then resume into the same folder. */
+    ck_assert(train(&f, NULL, NULL, 2, FALSE, &sum, &error));
+    ck_assert_int_eq(sum.steps, 2);
+    g_autofree char *ckpt = g_build_filename(f.dir, "checkpoint.safetensors", NULL);
+    ck_assert_msg(train(&f, NULL, ckpt, 0, FALSE, &sum, &error), "%s", error ? error->message : "");
+    ck_assert_int_eq(sum.steps, 4);
+    g_auto(GStrv) resumed = read_lines(f.dir, "log.csv");
+    ck_assert_int_eq(g_strv_length(resumed), 5);
+    /* Steps before the checkpoint are the same run; the first step after it starts from the
+     * same weights and data, so its loss (computed before any update) matches exactly. */
+    ck_assert_str_eq(resumed[0], full[0]);
+    for (int i = 1; i <= 3; i++) {
+        g_auto(GStrv) a = g_strsplit(full[i], ",", -1), b = g_strsplit(resumed[i], ",", -1);
+        /* step, tokens, train_loss; tokens_per_s (column 6) is a measurement. */
+        for (int col = 0; col < 3; col++)
+            ck_assert_str_eq(a[col], b[col]);
+        if (i <= 2) {
+            for (int col = 3; col < 6; col++)
+                ck_assert_str_eq(a[col], b[col]);
+        }
+    }
+    /* A checkpoint of another layout is refused. */
+    const char *other[] = {"pipeline.schedule=gpipe", NULL};
+    GError     *mismatch = NULL;
+    ck_assert(!train(&f, other, ckpt, 0, FALSE, &sum, &mismatch));
+    ck_assert(g_error_matches(mismatch, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
+    g_error_free(mismatch);
+    train_fixture_clear(&f);
+}
+END_TEST
+
+START_TEST(test_train_dynamic) {
+    TrainFixture f;
+    train_fixture_init(&f);
+    ExecTrainSummary sum;
+    g_autoptr(GError) error = NULL;
+    const char *paci[] = {"pipeline.schedule=paci", "pipeline.accumulation=2",
+                          "pipeline.microbatches=1", "pipeline.mode=dynamic", NULL};
+    ck_assert_msg(train(&f, paci, NULL, 0, FALSE, &sum, &error), "%s", error ? error->message : "");
+    ck_assert_int_eq(sum.steps, 4);
+    /* The policy needs PACI's rule: a flush schedule is refused. */
+    GError *refused = NULL;
+    ck_assert(!train(&f, NULL, NULL, 0, TRUE, &sum, &refused));
+    ck_assert(g_error_matches(refused, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    g_error_free(refused);
+    train_fixture_clear(&f);
+}
+END_TEST
+
+int main(void) {
+    /* One BLAS thread per worker: deterministic and fair on a shared machine. */
+    openblas_set_num_threads(1);
+    Suite *s = suite_create("exec-cpu");
+    TCase *tc = tcase_create("exec-cpu");
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, test_exec_order_and_deps, 0, G_N_ELEMENTS(order_cases));
+    tcase_add_loop_test(tc, test_exec_pipelined_equals_unpipelined, 0, G_N_ELEMENTS(sync_cases));
+    tcase_add_loop_test(tc, test_exec_async_versions, 0, G_N_ELEMENTS(async_cases));
+    tcase_add_loop_test(tc, test_exec_single_stage_equals_trainer, 0, G_N_ELEMENTS(single_cases));
+    tcase_add_test(tc, test_exec_paci_single_stage_is_sync);
+    tcase_add_test(tc, test_exec_dynamic_paci);
+    tcase_add_test(tc, test_exec_nonfinite_skips_update);
+    tcase_add_test(tc, test_exec_nonfinite_stops);
+    tcase_add_test(tc, test_exec_shape_mismatch);
+    suite_add_tcase(s, tc);
+    TCase *tt = tcase_create("train");
+    tcase_set_timeout(tt, 30);
+    tcase_add_test(tt, test_train_outputs);
+    tcase_add_test(tt, test_train_resume);
+    tcase_add_test(tt, test_train_dynamic);
+    suite_add_tcase(s, tt);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
