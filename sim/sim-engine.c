@@ -315,17 +315,23 @@ static void sim_run_report(SimRun *run) {
 
     if (sched->synchronous) {
         /* Steps are separated by a flush: one step is the run over n_steps (a custom order
-         * without updates is one step). Bubble: C is the largest (stage, step) span of
-         * F/B/W ops, m(F+B+W) that stage's busy time in that step. */
+         * without updates is one step). Bubble: C is the largest span of one stage's F/B/W
+         * ops within one step, m(F+B+W) the busiest stage's work in that step (the bottleneck,
+         * as for async schedules; with uniform stages every stage's work). */
         res->step_time_ns = res->makespan_ns / MAX(sched->n_steps, 1);
         int64_t c_ns = 0, work_ns = 0;
-        for (int64_t k = 0; k < (int64_t)n_stages * run->n_step_slots; k++) {
-            if (run->step_last_ns[k] < 0)
-                continue;
-            int64_t span_ns = run->step_last_ns[k] - run->step_first_ns[k];
-            if (span_ns > c_ns) {
-                c_ns = span_ns;
-                work_ns = run->step_busy_ns[k];
+        for (int32_t j = 0; j < run->n_step_slots; j++) {
+            int64_t step_c_ns = 0, step_work_ns = 0;
+            for (int32_t s = 0; s < n_stages; s++) {
+                int64_t k = (int64_t)s * run->n_step_slots + j;
+                if (run->step_last_ns[k] < 0)
+                    continue;
+                step_c_ns = MAX(step_c_ns, run->step_last_ns[k] - run->step_first_ns[k]);
+                step_work_ns = MAX(step_work_ns, run->step_busy_ns[k]);
+            }
+            if (step_c_ns > c_ns) {
+                c_ns = step_c_ns;
+                work_ns = step_work_ns;
             }
         }
         res->bubble_fraction = c_ns > 0 ? (double)(c_ns - work_ns) / (double)c_ns : 0.0;

@@ -44,7 +44,7 @@ typedef struct {
     double  throughput_samples_per_s;
     double  bubble_fraction;   /* zero-bubble definition (C - m(F+B+W)) / C. Synchronous:
                                   C = the largest span of one stage's F/B/W/BW ops within
-                                  one step, m(F+B+W) = that stage's busy time in that step.
+                                  one step, m(F+B+W) = the busiest stage's work in that step.
                                   Asynchronous: C = step time, m = mb_per_step, F+B+W the
                                   bottleneck stage's per-micro-batch work (all chunks) */
     double  efficiency;        /* busy / (n_stages * makespan) */

@@ -139,9 +139,9 @@ START_TEST(test_default_ini) {
     ck_assert_str_eq(sc->pipeline.schedule, "paci");
     ck_assert_int_eq(sc->pipeline.stages, 8);
     ck_assert_int_eq(sc->pipeline.chunks, 1);
-    ck_assert_int_eq(sc->pipeline.accumulation, 4);
-    ck_assert_int_eq(sc->pipeline.microbatch_size, 32); /* derived: 128 / a */
-    ck_assert_int_eq(pp_scenario_mb_per_step(sc), 4);
+    ck_assert_int_eq(sc->pipeline.accumulation, 8);
+    ck_assert_int_eq(sc->pipeline.microbatch_size, 16); /* derived: 128 / a */
+    ck_assert_int_eq(pp_scenario_mb_per_step(sc), 8);
     ck_assert_int_eq(sc->training.global_batch, 128);
     ck_assert_int_eq(sc->training.steps, 20);
     ck_assert(!sc->costs.set);
