@@ -42,10 +42,26 @@ static inline float gpt2_cpu_tanhf(float u) {
     return 1.0f - 2.0f / (gpt2_cpu_expf(2.0f * u) + 1.0f);
 }
 
-/* x[i] = e^(x[i] - shift) for i < n, in place. */
-static void gpt2_cpu_exp_shifted(float *x, int n, float shift) {
-    for (int i = 0; i < n; i++)
+/* x[i] = e^(x[i] - shift) for i < n, in place; returns their sum, accumulated in GPT2_LANES
+ * fixed partial sums (one pass over x). */
+static float gpt2_cpu_exp_shifted_sum(float *x, int n, float shift) {
+    float acc[GPT2_LANES] = {0};
+    int   i = 0;
+    for (; i + GPT2_LANES <= n; i += GPT2_LANES) {
+        for (int k = 0; k < GPT2_LANES; k++) {
+            float e = gpt2_cpu_expf(x[i + k] - shift);
+            x[i + k] = e;
+            acc[k] += e;
+        }
+    }
+    for (; i < n; i++) {
         x[i] = gpt2_cpu_expf(x[i] - shift);
+        acc[i % GPT2_LANES] += x[i];
+    }
+    float s = 0.0f;
+    for (int k = 0; k < GPT2_LANES; k++)
+        s += acc[k];
+    return s;
 }
 
 /* Maximum of x[0..n), n >= 1. */
@@ -63,21 +79,6 @@ static float gpt2_cpu_row_max(const float *x, int n) {
     for (int k = 1; k < GPT2_LANES; k++)
         m = acc[k] > m ? acc[k] : m;
     return m;
-}
-
-/* Sum of x[0..n) in GPT2_LANES fixed partial sums. */
-static float gpt2_cpu_row_sum(const float *x, int n) {
-    float acc[GPT2_LANES] = {0};
-    int   i = 0;
-    for (; i + GPT2_LANES <= n; i += GPT2_LANES)
-        for (int k = 0; k < GPT2_LANES; k++)
-            acc[k] += x[i + k];
-    for (; i < n; i++)
-        acc[i % GPT2_LANES] += x[i];
-    float s = 0.0f;
-    for (int k = 0; k < GPT2_LANES; k++)
-        s += acc[k];
-    return s;
 }
 
 /* --- embedding --- */
@@ -229,8 +230,7 @@ void gpt2_cpu_attention_forward(float *out, float *att, const float *qkv, int B,
             for (int t = 0; t < T; t++) {
                 float *row = a + (size_t)t * T;
                 float  maxv = gpt2_cpu_row_max(row, t + 1);
-                gpt2_cpu_exp_shifted(row, t + 1, maxv);
-                float inv = 1.0f / gpt2_cpu_row_sum(row, t + 1);
+                float  inv = 1.0f / gpt2_cpu_exp_shifted_sum(row, t + 1, maxv);
                 for (int j = 0; j <= t; j++)
                     row[j] *= inv;
                 for (int j = t + 1; j < T; j++)
@@ -334,10 +334,9 @@ float gpt2_cpu_crossentropy_forward(float *logits, float *row_loss, const int32_
         float *row = logits + (size_t)n * Vp;
         int    tgt = targets[n];
         KERN_ASSERT(tgt >= 0 && tgt < V);
-        float maxv = gpt2_cpu_row_max(row, V);
-        float tgt_shifted = row[tgt] - maxv;
-        gpt2_cpu_exp_shifted(row, V, maxv);
-        double sum = gpt2_cpu_row_sum(row, V);
+        float  maxv = gpt2_cpu_row_max(row, V);
+        float  tgt_shifted = row[tgt] - maxv;
+        double sum = gpt2_cpu_exp_shifted_sum(row, V, maxv);
         float  inv = (float)(1.0 / sum);
         for (int i = 0; i < V; i++)
             row[i] *= inv;

@@ -144,7 +144,7 @@ static size_t slice_carve_slot(const Gpt2Slice *s, float *base, SliceActs *a) {
     a->tokens = (int32_t *)ints;
     CARVE(ints, head * N);
     a->targets = (int32_t *)ints;
-    /* keep each slot and each block 64-byte aligned */
+    /* round slots (and blocks) to 16 floats: each starts 64-byte aligned relative to the arena */
     return (cur + 15) & ~(size_t)15;
 }
 

@@ -157,12 +157,12 @@ void gpt2_slice_backward_weight(Gpt2Slice *slice, int slot, float *grads);
 void gpt2_slice_backward(Gpt2Slice *slice, const float *params, int slot, const float *dx_out,
                          float loss_scale, float *dx_in, float *grads);
 
-/* Determinism: every reduction has a fixed order, so the same inputs and the same OpenBLAS build
- * give bitwise identical results (with OpenBLAS 0.3.21 also for any BLAS thread count, since
- * its sgemm never splits the reduction; tests/test-slice.c checks 1 vs 2 threads). Splitting a
- * model at any block boundary gives bitwise the same loss, x_out/dx_in at the boundaries and
- * gradients as one slice of the whole model (each block runs the same kernels on the same shapes).
- */
+/* Determinism: every reduction has a fixed order, so the same inputs, the same OpenBLAS build
+ * and kernel, and the same BLAS thread count give bitwise identical results. Across thread
+ * counts it depends on OpenBLAS's kernel: 1 and 2 threads agree bitwise with the Zen 4
+ * (COOPERLAKE) kernel, not under valgrind's emulated CPU. Splitting a model at any block
+ * boundary gives bitwise the same loss, x_out/dx_in at the boundaries and gradients as one
+ * slice of the whole model (each block runs the same kernels on the same shapes). */
 
 #ifdef __cplusplus
 }

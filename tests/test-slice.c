@@ -5,7 +5,6 @@
  * split-at-every-boundary and B-then-W bitwise equivalences, determinism, AdamW, Muon
  * (Newton-Schulz), error feedback, the learning-rate schedule and clipping.
  */
-#include <cblas.h>
 #include <check.h>
 #include <math.h>
 #include <signal.h>
@@ -440,44 +439,6 @@ START_TEST(test_slice_determinism) {
 }
 END_TEST
 
-/* The OpenBLAS thread count does not change a bit (sgemm splits rows and columns, never the
- * reduction): a medium model (B 4, T 64, C 64, V 1000) whose matmuls are large enough for
- * OpenBLAS to use its threads, run with 1 and 2 threads. */
-START_TEST(test_slice_blas_threads) {
-    Gpt2SliceParams p = {.model = {.L = 2, .C = 64, .NH = 4, .T = 64, .V = 1000, .Vp = 1024},
-                         .layer_begin = 0,
-                         .layer_end = 2,
-                         .has_embedding = 1,
-                         .has_head = 1,
-                         .B = 4,
-                         .n_act_slots = 1};
-    int32_t         tokens[4 * 64], targets[4 * 64];
-    uint64_t        rng = kern_rng_seed(17);
-    for (int i = 0; i < 4 * 64; i++) {
-        tokens[i] = (int32_t)(kern_rng_u32(&rng) % 1000);
-        targets[i] = (int32_t)(kern_rng_u32(&rng) % 1000);
-    }
-    float  loss[2];
-    float *grads[2];
-    size_t n = 0;
-    for (int r = 0; r < 2; r++) {
-        openblas_set_num_threads(r + 1);
-        Gpt2Slice *s = gpt2_slice_new(&p);
-        gpt2_slice_init_params(s, 3);
-        gpt2_slice_forward(s, gpt2_slice_params(s), 0, tokens, NULL, targets, NULL, &loss[r]);
-        gpt2_slice_backward(s, gpt2_slice_params(s), 0, NULL, 1.0f, NULL, gpt2_slice_grads(s));
-        n = gpt2_slice_n_params(s);
-        grads[r] = malloc(n * sizeof(float));
-        memcpy(grads[r], gpt2_slice_grads(s), n * sizeof(float));
-        gpt2_slice_free(s);
-    }
-    ck_assert_mem_eq(&loss[0], &loss[1], sizeof(float));
-    ck_assert_mem_eq(grads[0], grads[1], n * sizeof(float));
-    free(grads[0]);
-    free(grads[1]);
-}
-END_TEST
-
 /* --- optimizers --- */
 
 static KernOptimParams optim_params(KernOptimKind kind, float wd, int ef) {
@@ -742,7 +703,6 @@ static Suite *slice_suite(void) {
     tcase_add_test(tc, test_slice_slots);
     tcase_add_test(tc, test_slice_loss_scale);
     tcase_add_test(tc, test_slice_determinism);
-    tcase_add_test(tc, test_slice_blas_threads);
     suite_add_tcase(s, tc);
     TCase *to = tcase_create("optim");
     tcase_add_test(to, test_adamw_one_step);
