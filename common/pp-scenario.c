@@ -190,6 +190,8 @@ static const PpScenarioKey pp_scenario_keys[] = {
            "Adam denominator epsilon"),
     PP_NUM("optimizer", "momentum", optimizer.momentum, "0.95", 0.0, 1.0, 1.0, PP_KEY_MAX_EXCL,
            "muon momentum"),
+    PP_NUM("optimizer", "muon_lr", optimizer.muon_lr, "0.02", 0.0, INFINITY, 1.0, 0,
+           "muon peak learning rate for the blocks' matrices (same warmup and decay as lr)"),
     PP_INT("optimizer", "ns_steps", optimizer.ns_steps, "5", 1, PP_I32_MAX, 0,
            "muon Newton-Schulz iterations"),
     PP_NUM("optimizer", "grad_clip", optimizer.grad_clip, "1.0", 0.0, INFINITY, 1.0, 0,

@@ -76,6 +76,7 @@ typedef struct {
     double   weight_decay;
     double   beta1, beta2, eps;
     double   momentum;       /* muon */
+    double   muon_lr;        /* muon peak lr (hidden matrices); follows lr's schedule */
     int32_t  ns_steps;       /* muon Newton-Schulz iterations */
     double   grad_clip;      /* per-stage clipping threshold on the L2 norm; 0 = off */
     gboolean error_feedback; /* update-level error feedback */

@@ -180,6 +180,11 @@ int main(int argc, char **argv) {
         fputs(DATA_MAIN_USAGE, stderr);
         return 2;
     }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(DATA_MAIN_USAGE, stdout);
+        return 0;
+    }
     for (size_t i = 0; i < G_N_ELEMENTS(commands); i++) {
         if (strcmp(argv[1], commands[i].name) != 0)
             continue;
