@@ -196,15 +196,59 @@ int32_t pp_schedule_peak_inflight(const PpSchedule *sched, int32_t stage) {
 
 /* --- dependency derivation --- */
 
-/* Checks op fields and fills mb_ops; reports out-of-range fields and duplicates. */
-static gboolean pp_schedule_index_ops(PpSchedule *sched, GError **error) {
+/* Scratch index of pp_schedule_finish(). mb_ops is laid out by micro-batch, so walking a
+ * stage's program (micro-batches in rising order) through it misses the cache on nearly
+ * every op; this index holds the same ids by column (virtual stage, kind), which such a walk
+ * reads and writes sequentially. */
+typedef struct {
+    int32_t n_mb;
+    int32_t n_chunks;
+    /* (n_stages, n_chunks) virtual stage of (stage, chunk), looked up when an op first uses
+     * the pair; -1 before */
+    int32_t *unit_vs;
+    /* (n_vstages, PP_OP_UPDATE, n_mb) 1 + flat id of kind K of (mb, vs) at
+     * [(vs * PP_OP_UPDATE + K) * n_mb + mb], 0 when absent (allocated zeroed) */
+    int32_t *ids;
+    /* the schedule has an op of kind K; the columns of kinds it lacks are never read, so
+     * their pages are never touched */
+    gboolean has_kind[PP_OP_UPDATE];
+} PpScheduleIndex;
+
+static void pp_schedule_index_clear(PpScheduleIndex *ix) {
+    g_clear_pointer(&ix->unit_vs, g_free);
+    g_clear_pointer(&ix->ids, g_free);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(PpScheduleIndex, pp_schedule_index_clear)
+
+/* Sets up an empty index for @sched. */
+static void pp_schedule_index_init(PpScheduleIndex *ix, const PpSchedule *sched) {
+    ix->n_mb = sched->n_mb;
+    ix->n_chunks = sched->n_chunks;
+    ix->unit_vs = g_new(int32_t, sched->n_vstages);
+    for (int32_t u = 0; u < sched->n_vstages; u++)
+        ix->unit_vs[u] = -1;
+    ix->ids = g_new0(int32_t, (gsize)sched->n_vstages * PP_OP_UPDATE * (gsize)sched->n_mb);
+}
+
+/* Slot of kind @kind (F, B, W or BW) of (@mb, @vstage) in ix->ids. */
+static inline int32_t *pp_schedule_index_slot(const PpScheduleIndex *ix, PpOpKind kind, int32_t mb,
+                                              int32_t vstage) {
+    return &ix->ids[((int64_t)vstage * PP_OP_UPDATE + kind) * ix->n_mb + mb];
+}
+
+/* Flat id of kind @kind of (@mb, @vstage), or -1 when the schedule has none. */
+static inline int32_t pp_schedule_index_find(const PpScheduleIndex *ix, PpOpKind kind, int32_t mb,
+                                             int32_t vstage) {
+    if (!ix->has_kind[kind])
+        return -1;
+    return *pp_schedule_index_slot(ix, kind, mb, vstage) - 1;
+}
+
+/* Checks op fields and files every F/B/W/BW in @ix, stage by stage in program order (the
+ * order errors are reported in); reports out-of-range fields and duplicates. */
+static gboolean pp_schedule_index_ops(const PpSchedule *sched, PpScheduleIndex *ix,
+                                      GError **error) {
     char a[2 * PP_OP_LABEL_SIZE], b[2 * PP_OP_LABEL_SIZE];
-    PP_ASSERT(sched->n_mb >= 0);
-    PP_ASSERT((int64_t)sched->n_mb * sched->n_vstages <= PP_SCHED_MAX_UNITS);
-    int64_t n_keys = pp_schedule_unit_key(sched, sched->n_mb, 0);
-    sched->mb_ops = g_new(int32_t, n_keys);
-    for (int64_t k = 0; k < n_keys; k++)
-        sched->mb_ops[k] = -1;
     for (int32_t s = 0; s < sched->n_stages; s++) {
         for (int32_t i = 0; i < sched->n_ops[s]; i++) {
             const PpOp *op = &sched->programs[s][i];
@@ -229,104 +273,139 @@ static gboolean pp_schedule_index_ops(PpSchedule *sched, GError **error) {
                             sched->n_chunks - 1);
                 return FALSE;
             }
-            int64_t key =
-                pp_schedule_unit_key(sched, op->mb, pp_schedule_vstage(sched, s, op->chunk)) +
-                op->kind;
-            int32_t id = sched->op_offset[s] + i;
-            if (sched->mb_ops[key] >= 0) {
-                g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_DUPLICATE_OP,
-                            "schedule '%s': %s duplicates %s", sched->kind,
-                            pp_op_ref_label(sched, ref, a, sizeof a),
-                            pp_op_ref_label(sched, pp_schedule_op_ref(sched, sched->mb_ops[key]), b,
-                                            sizeof b));
+            int32_t *vs = &ix->unit_vs[s * ix->n_chunks + op->chunk];
+            if (*vs < 0)
+                *vs = pp_schedule_vstage(sched, s, op->chunk);
+            int32_t *slot = pp_schedule_index_slot(ix, op->kind, op->mb, *vs);
+            if (*slot > 0) {
+                g_set_error(
+                    error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_DUPLICATE_OP,
+                    "schedule '%s': %s duplicates %s", sched->kind,
+                    pp_op_ref_label(sched, ref, a, sizeof a),
+                    pp_op_ref_label(sched, pp_schedule_op_ref(sched, *slot - 1), b, sizeof b));
                 return FALSE;
             }
-            sched->mb_ops[key] = id;
+            *slot = sched->op_offset[s] + i + 1;
+            ix->has_kind[op->kind] = TRUE;
         }
     }
     return TRUE;
 }
 
-/* Flat id of the op that sends (mb, vs)'s input gradient downstream: B, else BW; -1. */
-static int32_t pp_schedule_grad_source(const PpSchedule *sched, int32_t mb, int32_t vstage) {
-    int32_t b = pp_schedule_find_op(sched, PP_OP_BACKWARD, mb, vstage);
-    return b >= 0 ? b : pp_schedule_find_op(sched, PP_OP_BACKWARD_FULL, mb, vstage);
+/* Fills mb_ops from @ix: a transpose that writes mb_ops row by row. */
+static void pp_schedule_fill_mb_ops(PpSchedule *sched, const PpScheduleIndex *ix) {
+    sched->mb_ops = g_new(int32_t, pp_schedule_unit_key(sched, sched->n_mb, 0));
+    int32_t *unit = sched->mb_ops; // (PP_OP_N_KINDS) ids of the current (mb, vs)
+    for (int32_t mb = 0; mb < sched->n_mb; mb++) {
+        for (int32_t vs = 0; vs < sched->n_vstages; vs++) {
+            for (PpOpKind kind = PP_OP_FORWARD; kind < PP_OP_UPDATE; kind++)
+                unit[kind] = pp_schedule_index_find(ix, kind, mb, vs);
+            unit[PP_OP_UPDATE] = -1;
+            unit += PP_OP_N_KINDS;
+        }
+    }
 }
 
-/* Fills dep_offset/deps: F(mb, vs) <- F(mb, vs-1); B/BW(mb, vs) <- B/BW(mb, vs+1), F(mb, vs);
+/* Appends the edge from kind @kind of (@mb, @vstage) to the op whose deps are being filled,
+ * when the schedule has that op, and counts it as a successor edge of its source in
+ * succ_offset. */
+static inline void pp_schedule_add_dep(PpSchedule *sched, const PpScheduleIndex *ix, PpOpKind kind,
+                                       int32_t mb, int32_t vstage, int32_t *n) {
+    int32_t from = pp_schedule_index_find(ix, kind, mb, vstage);
+    if (from < 0)
+        return;
+    int32_t stage = sched->vstage_stage[vstage];
+    sched->deps[(*n)++] = (PpOpRef){.stage = stage, .index = from - sched->op_offset[stage]};
+    sched->succ_offset[from]++;
+}
+
+/* Fills dep_offset/deps: F(mb, vs) <- F(mb, vs-1); B/BW(mb, vs) <- B/BW(mb, vs+1) (B when
+ * (mb, vs+1) has one, else BW: the op that sends the input gradient), F(mb, vs);
  * W(mb, vs) <- B(mb, vs). Ops absent from the schedule give no edge (validation reports
- * them). */
-static void pp_schedule_build_deps(PpSchedule *sched) {
+ * them). Leaves each op's number of successors in succ_offset[id] for
+ * pp_schedule_build_succs. Fills version in the same pass over the programs. */
+static void pp_schedule_build_deps(PpSchedule *sched, const PpScheduleIndex *ix) {
     int32_t total = pp_schedule_n_ops_total(sched);
     sched->dep_offset = g_new(int32_t, (gsize)total + 1);
     sched->deps = g_new(PpOpRef, 2 * (gsize)total + 1);
+    sched->succ_offset = g_new0(int32_t, (gsize)total + 1);
+    sched->version = g_new(int32_t, (gsize)total + 1);
     int32_t n = 0;
-    for (int32_t id = 0; id < total; id++) {
-        PpOpRef     ref = pp_schedule_op_ref(sched, id);
-        const PpOp *op = pp_schedule_op(sched, ref);
-        sched->dep_offset[id] = n;
-        if (op->kind == PP_OP_UPDATE)
-            continue;
-        int32_t vs = pp_schedule_vstage(sched, op->stage, op->chunk);
-        int32_t cand[2] = {-1, -1};
-        switch (op->kind) {
-        case PP_OP_FORWARD:
-            if (vs > 0)
-                cand[0] = pp_schedule_find_op(sched, PP_OP_FORWARD, op->mb, vs - 1);
-            break;
-        case PP_OP_BACKWARD:
-        case PP_OP_BACKWARD_FULL:
-            if (vs < sched->n_vstages - 1)
-                cand[0] = pp_schedule_grad_source(sched, op->mb, vs + 1);
-            cand[1] = pp_schedule_find_op(sched, PP_OP_FORWARD, op->mb, vs);
-            break;
-        case PP_OP_WEIGHT:
-            cand[0] = pp_schedule_find_op(sched, PP_OP_BACKWARD, op->mb, vs);
-            break;
-        default:
-            PP_UNREACHABLE();
-        }
-        for (int k = 0; k < 2; k++) {
-            if (cand[k] >= 0)
-                sched->deps[n++] = pp_schedule_op_ref(sched, cand[k]);
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        int32_t version = 0; // U ops so far on this stage
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            const PpOp *op = &sched->programs[s][i];
+            sched->dep_offset[sched->op_offset[s] + i] = n;
+            sched->version[sched->op_offset[s] + i] = version;
+            if (op->kind == PP_OP_UPDATE) {
+                version++;
+                continue;
+            }
+            int32_t vs = ix->unit_vs[s * ix->n_chunks + op->chunk];
+            switch (op->kind) {
+            case PP_OP_FORWARD:
+                if (vs > 0)
+                    pp_schedule_add_dep(sched, ix, PP_OP_FORWARD, op->mb, vs - 1, &n);
+                break;
+            case PP_OP_BACKWARD:
+            case PP_OP_BACKWARD_FULL:
+                if (vs < sched->n_vstages - 1) {
+                    gboolean split =
+                        pp_schedule_index_find(ix, PP_OP_BACKWARD, op->mb, vs + 1) >= 0;
+                    pp_schedule_add_dep(sched, ix, split ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL,
+                                        op->mb, vs + 1, &n);
+                }
+                pp_schedule_add_dep(sched, ix, PP_OP_FORWARD, op->mb, vs, &n);
+                break;
+            case PP_OP_WEIGHT:
+                pp_schedule_add_dep(sched, ix, PP_OP_BACKWARD, op->mb, vs, &n);
+                break;
+            default:
+                PP_UNREACHABLE();
+            }
         }
     }
     sched->dep_offset[total] = n;
 }
 
-/* Fills succ_offset/succ by transposing deps; successors in ascending flat id. */
+/* Turns the successor counts in succ_offset into the CSR of successors by transposing deps.
+ * Edges are placed from the highest flat id down, so successors come out in ascending flat
+ * id. */
 static void pp_schedule_build_succs(PpSchedule *sched) {
-    int32_t total = pp_schedule_n_ops_total(sched);
-    int32_t n_edges = sched->dep_offset[total];
-    sched->succ_offset = g_new0(int32_t, (gsize)total + 1);
+    int32_t  total = pp_schedule_n_ops_total(sched);
+    int32_t  n_edges = sched->dep_offset[total];
+    int32_t *offset = sched->succ_offset;
+    for (int32_t id = 1; id < total; id++)
+        offset[id] += offset[id - 1]; // now the end of id's successors
+    offset[total] = n_edges;
     sched->succ = g_new(PpOpRef, (gsize)n_edges + 1);
-    for (int32_t e = 0; e < n_edges; e++)
-        sched->succ_offset[pp_schedule_op_id(sched, sched->deps[e]) + 1]++;
-    for (int32_t id = 0; id < total; id++)
-        sched->succ_offset[id + 1] += sched->succ_offset[id];
-    g_autofree int32_t *fill = g_memdup2(sched->succ_offset, sizeof(int32_t) * (gsize)total);
-    for (int32_t id = 0; id < total; id++) {
-        for (int32_t e = sched->dep_offset[id]; e < sched->dep_offset[id + 1]; e++) {
-            int32_t from = pp_schedule_op_id(sched, sched->deps[e]);
-            sched->succ[fill[from]++] = pp_schedule_op_ref(sched, id);
+    for (int32_t s = sched->n_stages - 1; s >= 0; s--) {
+        for (int32_t i = sched->n_ops[s] - 1; i >= 0; i--) {
+            int32_t id = sched->op_offset[s] + i;
+            for (int32_t e = sched->dep_offset[id + 1] - 1; e >= sched->dep_offset[id]; e--) {
+                int32_t from = pp_schedule_op_id(sched, sched->deps[e]);
+                sched->succ[--offset[from]] = (PpOpRef){.stage = s, .index = i};
+            }
         }
     }
 }
 
-static void pp_schedule_build_versions(PpSchedule *sched) {
-    sched->version = g_new(int32_t, (gsize)pp_schedule_n_ops_total(sched) + 1);
-    for (int32_t s = 0; s < sched->n_stages; s++) {
-        int32_t v = 0;
-        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
-            sched->version[sched->op_offset[s] + i] = v;
-            if (sched->programs[s][i].kind == PP_OP_UPDATE)
-                v++;
-        }
-    }
+/* Indexes the ops (reporting bad fields and duplicates), then fills mb_ops, deps, the
+ * successor counts and versions from the index, which is freed on return. */
+static gboolean pp_schedule_index_and_link(PpSchedule *sched, GError **error) {
+    g_auto(PpScheduleIndex) ix = {0};
+    pp_schedule_index_init(&ix, sched);
+    if (!pp_schedule_index_ops(sched, &ix, error))
+        return FALSE;
+    pp_schedule_fill_mb_ops(sched, &ix);
+    pp_schedule_build_deps(sched, &ix);
+    return TRUE;
 }
 
 gboolean pp_schedule_finish(PpSchedule *sched, GError **error) {
     PP_ASSERT(sched->op_offset == NULL); // finish runs once
+    PP_ASSERT(sched->n_mb >= 0);
+    PP_ASSERT((int64_t)sched->n_mb * sched->n_vstages <= PP_SCHED_MAX_UNITS);
     sched->op_offset = g_new(int32_t, (gsize)sched->n_stages + 1);
     int64_t total = 0;
     for (int32_t s = 0; s < sched->n_stages; s++) {
@@ -335,15 +414,19 @@ gboolean pp_schedule_finish(PpSchedule *sched, GError **error) {
         PP_ASSERT(total < G_MAXINT32 / 4); // flat ids and 2 deps per op fit int32_t
     }
     sched->op_offset[sched->n_stages] = (int32_t)total;
-    if (!pp_schedule_index_ops(sched, error))
+    if (!pp_schedule_index_and_link(sched, error))
         return FALSE;
-    pp_schedule_build_deps(sched);
     pp_schedule_build_succs(sched);
-    pp_schedule_build_versions(sched);
     return pp_schedule_validate(sched, error);
 }
 
 /* --- validation --- */
+
+/* Flat id of the op that sends the input gradient of the (mb, vs) whose mb_ops entries
+ * (PP_OP_N_KINDS) are @unit downstream: B, else BW; -1. */
+static inline int32_t pp_unit_grad_source(const int32_t *unit) {
+    return unit[PP_OP_BACKWARD] >= 0 ? unit[PP_OP_BACKWARD] : unit[PP_OP_BACKWARD_FULL];
+}
 
 /* Exactly the required ops per (mb, vs): F and BW, or F, B and W when split. */
 static gboolean pp_schedule_check_complete(const PpSchedule *sched, GError **error) {
@@ -356,10 +439,11 @@ static gboolean pp_schedule_check_complete(const PpSchedule *sched, GError **err
     int                   n_need = sched->split_backward ? 3 : 2;
     int                   n_wrong = sched->split_backward ? 1 : 2;
     char                  a[2 * PP_OP_LABEL_SIZE], b[2 * PP_OP_LABEL_SIZE];
+    const int32_t        *unit = sched->mb_ops; // (PP_OP_N_KINDS) ids of the current (mb, vs)
     for (int32_t mb = 0; mb < sched->n_mb; mb++) {
-        for (int32_t vs = 0; vs < sched->n_vstages; vs++) {
+        for (int32_t vs = 0; vs < sched->n_vstages; vs++, unit += PP_OP_N_KINDS) {
             for (int k = 0; k < n_wrong; k++) {
-                int32_t id = pp_schedule_find_op(sched, wrong[k], mb, vs);
+                int32_t id = unit[wrong[k]];
                 if (id < 0)
                     continue;
                 g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_MISSING_OP,
@@ -372,7 +456,7 @@ static gboolean pp_schedule_check_complete(const PpSchedule *sched, GError **err
                 return FALSE;
             }
             for (int k = 0; k < n_need; k++) {
-                if (pp_schedule_find_op(sched, need[k], mb, vs) >= 0)
+                if (unit[need[k]] >= 0)
                     continue;
                 PpOp missing = {.kind = need[k],
                                 .stage = sched->vstage_stage[vs],
@@ -391,12 +475,13 @@ static gboolean pp_schedule_check_complete(const PpSchedule *sched, GError **err
 
 /* On a stage, F before its B/BW and B before its W. */
 static gboolean pp_schedule_check_order(const PpSchedule *sched, GError **error) {
-    char a[2 * PP_OP_LABEL_SIZE], b[2 * PP_OP_LABEL_SIZE];
+    char           a[2 * PP_OP_LABEL_SIZE], b[2 * PP_OP_LABEL_SIZE];
+    const int32_t *unit = sched->mb_ops; // (PP_OP_N_KINDS) ids of the current (mb, vs)
     for (int32_t mb = 0; mb < sched->n_mb; mb++) {
-        for (int32_t vs = 0; vs < sched->n_vstages; vs++) {
-            int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, mb, vs);
-            int32_t g = pp_schedule_grad_source(sched, mb, vs);
-            int32_t w = pp_schedule_find_op(sched, PP_OP_WEIGHT, mb, vs);
+        for (int32_t vs = 0; vs < sched->n_vstages; vs++, unit += PP_OP_N_KINDS) {
+            int32_t f = unit[PP_OP_FORWARD];
+            int32_t g = pp_unit_grad_source(unit);
+            int32_t w = unit[PP_OP_WEIGHT];
             int32_t pairs[2][2] = {{f, g}, {g, w}};
             for (int k = 0; k < 2; k++) {
                 int32_t first = pairs[k][0], then = pairs[k][1];
@@ -413,56 +498,125 @@ static gboolean pp_schedule_check_order(const PpSchedule *sched, GError **error)
     return TRUE;
 }
 
-/* Kahn's algorithm over program-order and cross-op edges. On a cycle, walks back from a
- * stuck op through stuck predecessors (every stuck op has one) until it is on the cycle. */
+/* Kahn's walk over a finished schedule. Each program is a chain, so instead of per-op
+ * counters each stage keeps a program counter: a stage runs its program until its next op
+ * has a cross-op dependency that has not run, then waits on that dependency's stage, which
+ * wakes it once it has run past that op. Per-stage arrays only: (n_stages) each. */
+typedef struct {
+    int32_t *pc;    /* ops of the stage that ran */
+    int32_t *queue; /* ring of stages ready to run */
+    int32_t  head, n_queued;
+    int32_t *first_waiter; /* first stage waiting on this one, -1: none */
+    int32_t *next_waiter;  /* next stage waiting on the same stage, -1: none */
+    int32_t *wait_index;   /* program index (on the awaited stage) the stage waits for */
+} PpScheduleWalk;
+
+/* Program index of the first cross-op dependency of the next op of @s that has not run, and
+ * its stage in *@stage; -1 when all have run. */
+static inline int32_t pp_schedule_walk_blocker(const PpSchedule *sched, const PpScheduleWalk *w,
+                                               int32_t s, int32_t *stage) {
+    int32_t id = sched->op_offset[s] + w->pc[s];
+    for (int32_t e = sched->dep_offset[id]; e < sched->dep_offset[id + 1]; e++) {
+        PpOpRef dep = sched->deps[e];
+        if (dep.index >= w->pc[dep.stage]) {
+            *stage = dep.stage;
+            return dep.index;
+        }
+    }
+    return -1;
+}
+
+/* Runs stage @s as far as it goes, then files it as a waiter if it is blocked. Returns the
+ * number of ops it ran. */
+static int32_t pp_schedule_walk_stage(const PpSchedule *sched, PpScheduleWalk *w, int32_t s) {
+    int32_t n_run = 0, stage = -1, index = -1;
+    for (; w->pc[s] < sched->n_ops[s]; w->pc[s]++, n_run++) {
+        index = pp_schedule_walk_blocker(sched, w, s, &stage);
+        if (index >= 0)
+            break;
+    }
+    if (w->pc[s] < sched->n_ops[s]) {
+        w->wait_index[s] = index;
+        w->next_waiter[s] = w->first_waiter[stage];
+        w->first_waiter[stage] = s;
+    }
+    return n_run;
+}
+
+/* Queues the stages waiting on stage @s whose awaited op has run. */
+static void pp_schedule_walk_wake(const PpSchedule *sched, PpScheduleWalk *w, int32_t s) {
+    int32_t *link = &w->first_waiter[s];
+    while (*link >= 0) {
+        int32_t t = *link;
+        if (w->wait_index[t] >= w->pc[s]) {
+            link = &w->next_waiter[t];
+            continue;
+        }
+        *link = w->next_waiter[t];
+        w->queue[(w->head + w->n_queued++) % sched->n_stages] = t;
+    }
+}
+
+/* Runs the walk; sets @pc (n_stages) to the number of ops each stage ran. Returns the total
+ * number of ops that ran. */
+static int32_t pp_schedule_run_programs(const PpSchedule *sched, int32_t *pc) {
+    int32_t             n_stages = sched->n_stages;
+    g_autofree int32_t *queue = g_new(int32_t, n_stages);
+    g_autofree int32_t *first_waiter = g_new(int32_t, n_stages);
+    g_autofree int32_t *next_waiter = g_new(int32_t, n_stages);
+    g_autofree int32_t *wait_index = g_new(int32_t, n_stages);
+    PpScheduleWalk      w = {.pc = pc,
+                             .queue = queue,
+                             .n_queued = n_stages,
+                             .first_waiter = first_waiter,
+                             .next_waiter = next_waiter,
+                             .wait_index = wait_index};
+    for (int32_t s = 0; s < n_stages; s++) {
+        pc[s] = 0;
+        queue[s] = s;
+        first_waiter[s] = -1;
+    }
+    int32_t n_run = 0;
+    while (w.n_queued > 0) {
+        int32_t s = queue[w.head];
+        w.head = (w.head + 1) % n_stages;
+        w.n_queued--;
+        n_run += pp_schedule_walk_stage(sched, &w, s);
+        pp_schedule_walk_wake(sched, &w, s);
+    }
+    return n_run;
+}
+
+/* Checks that every op can run (the graph of program-order and cross-op edges is acyclic).
+ * On a cycle, walks back from the first op that cannot run through predecessors that cannot
+ * run either (every such op has one) until it is on the cycle. */
 static gboolean pp_schedule_check_acyclic(const PpSchedule *sched, GError **error) {
     int32_t             total = pp_schedule_n_ops_total(sched);
-    g_autofree int32_t *indeg = g_new(int32_t, (gsize)total + 1);
-    g_autofree int32_t *queue = g_new(int32_t, (gsize)total + 1);
-    int32_t             head = 0, tail = 0;
-    for (int32_t id = 0; id < total; id++) {
-        PpOpRef ref = pp_schedule_op_ref(sched, id);
-        indeg[id] = (ref.index > 0) + sched->dep_offset[id + 1] - sched->dep_offset[id];
-        if (indeg[id] == 0)
-            queue[tail++] = id;
-    }
-    while (head < tail) {
-        int32_t id = queue[head++];
-        PpOpRef ref = pp_schedule_op_ref(sched, id);
-        if (ref.index + 1 < sched->n_ops[ref.stage] && --indeg[id + 1] == 0)
-            queue[tail++] = id + 1;
-        for (int32_t e = sched->succ_offset[id]; e < sched->succ_offset[id + 1]; e++) {
-            int32_t to = pp_schedule_op_id(sched, sched->succ[e]);
-            if (--indeg[to] == 0)
-                queue[tail++] = to;
-        }
-    }
-    if (tail == total)
+    g_autofree int32_t *pc = g_new(int32_t, sched->n_stages); // (n_stages) ops that ran
+    int32_t             n_run = pp_schedule_run_programs(sched, pc);
+    if (n_run == total)
         return TRUE;
-    int32_t stuck = 0;
-    while (indeg[stuck] == 0)
-        stuck++;
-    int32_t pred = -1;
-    for (int32_t step = 0; step <= total - tail; step++) {
-        PpOpRef ref = pp_schedule_op_ref(sched, stuck);
-        pred = -1;
-        if (ref.index > 0 && indeg[stuck - 1] > 0)
-            pred = stuck - 1;
-        for (int32_t e = sched->dep_offset[stuck]; pred < 0 && e < sched->dep_offset[stuck + 1];
-             e++) {
-            int32_t from = pp_schedule_op_id(sched, sched->deps[e]);
-            if (indeg[from] > 0)
-                pred = from;
+    PpOpRef stuck = {.stage = 0};
+    while (pc[stuck.stage] == sched->n_ops[stuck.stage])
+        stuck.stage++;
+    stuck.index = pc[stuck.stage];
+    for (int32_t step = 0; step <= total - n_run; step++) {
+        if (stuck.index > pc[stuck.stage]) {
+            stuck.index--; // its program predecessor did not run
+            continue;
         }
-        PP_ASSERT(pred >= 0); // a stuck op always waits on another stuck op
-        stuck = pred;
+        int32_t        n_deps = 0, k = 0;
+        const PpOpRef *deps = pp_schedule_deps(sched, stuck, &n_deps);
+        while (k < n_deps && deps[k].index < pc[deps[k].stage])
+            k++;
+        PP_ASSERT(k < n_deps); // an op that cannot run always waits on another such op
+        stuck = deps[k];
     }
     char a[2 * PP_OP_LABEL_SIZE];
     g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_DEADLOCK,
                 "schedule '%s' deadlocks: %s lies on a dependency cycle (%d of %d ops can "
                 "never run)",
-                sched->kind, pp_op_ref_label(sched, pp_schedule_op_ref(sched, stuck), a, sizeof a),
-                total - tail, total);
+                sched->kind, pp_op_ref_label(sched, stuck, a, sizeof a), total - n_run, total);
     return FALSE;
 }
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * sim-bench.c: pacer-sim-bench, the simulator's speed benchmark (not a test). For a few
- * fixed runs it times the setup (scenario + schedule generation), the engine without a
- * trace, and the engine with the sorted trace, and prints one table row per run: simulated
- * ops per second on one core.
+ * fixed runs it times the setup (scenario + schedule generation and validation), the engine
+ * without a trace, and the engine with the sorted trace, and prints one table row per run:
+ * simulated ops per second on one core. End-to-end rows time what one simulation costs a
+ * user (setup + engine without the trace) as the median of a few runs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,16 +15,26 @@
 #include "sim-cost.h"
 #include "sim-engine.h"
 
+/* What a row times. */
+typedef enum {
+    SIM_BENCH_SPLIT,      /* setup, engine without trace, engine with trace: one run each */
+    SIM_BENCH_DYNAMIC,    /* setup, then PACI's policy live (sim_engine_run_policy) */
+    SIM_BENCH_END_TO_END, /* setup + engine without trace, median of SIM_BENCH_REPEATS */
+} SimBenchMode;
+
+/* Runs per end-to-end row: odd, so the median is one of them. */
+#define SIM_BENCH_REPEATS 3
+
 typedef struct {
-    const char *name;
-    const char *scenario;  /* relative to the source root; NULL: uniform costs below */
-    const char *overrides; /* ';'-separated "section.key=value" (steps appended) */
-    gboolean    dynamic;   /* run PACI's policy live (sim_engine_run_policy) */
-    const char *kind;
-    int32_t     n_stages;
-    int32_t     n_microbatches;   /* m (flush) */
-    int32_t     accumulation;     /* a (paci) */
-    int64_t     f_ns, b_ns, w_ns; /* per stage */
+    const char  *name;
+    const char  *scenario;  /* relative to the source root; NULL: uniform costs below */
+    const char  *overrides; /* ';'-separated "section.key=value" (steps appended) */
+    SimBenchMode mode;
+    const char  *kind;
+    int32_t      n_stages;
+    int32_t      n_microbatches;   /* m (flush) */
+    int32_t      accumulation;     /* a (paci) */
+    int64_t      f_ns, b_ns, w_ns; /* per stage */
 } SimBenchCase;
 
 /* zb-28.3b: the zero-bubble paper's A100 profile (DESIGN.md §5, scenarios/zb) with PACI
@@ -32,11 +43,23 @@ typedef struct {
 #define SIM_BENCH_ZB_PACI "pipeline.schedule=paci;pipeline.accumulation=96;training.global_batch=96"
 
 static const SimBenchCase sim_bench_cases[] = {
-    {"paci N=32 a=8 uniform", NULL, NULL, FALSE, "paci", 32, 1, 8, 1000, 1000, 1000},
-    {"1f1b N=8 m=32 uniform", NULL, NULL, FALSE, "1f1b", 8, 32, 1, 1000, 1000, 1000},
-    {"zb-28.3b paci a=96", SIM_BENCH_ZB, SIM_BENCH_ZB_PACI, FALSE, NULL, 0, 0, 0, 0, 0, 0},
-    {"zb-28.3b paci a=96 dynamic", SIM_BENCH_ZB, SIM_BENCH_ZB_PACI, TRUE, NULL, 0, 0, 0, 0, 0, 0},
+    {"paci N=32 a=8 uniform", NULL, NULL, SIM_BENCH_SPLIT, "paci", 32, 1, 8, 1000, 1000, 1000},
+    {"1f1b N=8 m=32 uniform", NULL, NULL, SIM_BENCH_SPLIT, "1f1b", 8, 32, 1, 1000, 1000, 1000},
+    {"zb-28.3b paci a=96", SIM_BENCH_ZB, SIM_BENCH_ZB_PACI, SIM_BENCH_SPLIT, NULL, 0, 0, 0, 0, 0,
+     0},
+    {"zb-28.3b paci a=96 dynamic", SIM_BENCH_ZB, SIM_BENCH_ZB_PACI, SIM_BENCH_DYNAMIC, NULL, 0, 0,
+     0, 0, 0, 0},
+    {"zb-28.3b paci a=96 end-to-end", SIM_BENCH_ZB, SIM_BENCH_ZB_PACI, SIM_BENCH_END_TO_END, NULL,
+     0, 0, 0, 0, 0, 0},
 };
+
+/* Figures of one end-to-end run. */
+typedef struct {
+    double  setup_s; /* scenario + schedule generation and validation */
+    double  sim_s;   /* engine without the trace */
+    int64_t n_ops_simulated;
+    int64_t step_time_ns;
+} SimBenchTimes;
 
 /* CPU time of this thread (ns): the engine is single-threaded, and on a shared machine CPU
  * time measures it better than wall time. */
@@ -81,7 +104,20 @@ static gboolean sim_bench_setup(const SimBenchCase *bc, int32_t n_steps, PpScena
     return TRUE;
 }
 
-/* Runs one case; returns FALSE and sets @error when it cannot be set up. */
+/* Prints one table row; @trace_s < 0: the traced engine did not run ("-"). */
+static void sim_bench_print_row(const SimBenchCase *bc, int32_t n_steps, int64_t n_ops,
+                                double setup_s, double sim_s, double trace_s,
+                                int64_t step_time_ns) {
+    char trace[32] = "-";
+    if (trace_s >= 0)
+        snprintf(trace, sizeof trace, "%.3f", trace_s);
+    printf("%-30s %6d %9" G_GINT64_FORMAT " %8.3f %8.3f %8.2f %8s %10.3f %12.3f\n", bc->name,
+           n_steps, n_ops, setup_s, sim_s, (double)n_ops / sim_s / 1e6, trace, setup_s + sim_s,
+           (double)step_time_ns / 1e6);
+}
+
+/* Runs one split or dynamic case and prints its row; returns FALSE and sets @error when it
+ * cannot be set up. */
 static gboolean sim_bench_run(const SimBenchCase *bc, int32_t n_steps, GError **error) {
     g_autoptr(PpScenario) scenario = NULL;
     g_autoptr(SimCostModel) cost = NULL;
@@ -94,7 +130,7 @@ static gboolean sim_bench_run(const SimBenchCase *bc, int32_t n_steps, GError **
     gint64 t0 = sim_bench_cpu_ns();
     if (!sim_bench_setup(bc, n_steps, &scenario, &params, &cost, error))
         return FALSE;
-    if (bc->dynamic) {
+    if (bc->mode == SIM_BENCH_DYNAMIC) {
         /* The policy run records the program, then replays it with the trace. */
         setup_s = sim_bench_seconds_since(t0);
         t0 = sim_bench_cpu_ns();
@@ -120,11 +156,57 @@ static gboolean sim_bench_run(const SimBenchCase *bc, int32_t n_steps, GError **
             return FALSE;
         PP_ASSERT(traced->makespan_ns == bare->makespan_ns);
     }
+    sim_bench_print_row(bc, n_steps, traced->n_ops_simulated, setup_s, sim_s, trace_s,
+                        traced->step_time_ns);
+    return TRUE;
+}
 
-    printf("%-28s %6d %9" G_GINT64_FORMAT " %8.3f %8.3f %8.2f %8.3f %10.3f %12.3f\n", bc->name,
-           n_steps, traced->n_ops_simulated, setup_s, sim_s,
-           (double)traced->n_ops_simulated / sim_s / 1e6, trace_s, setup_s + sim_s,
-           (double)traced->step_time_ns / 1e6);
+/* One end-to-end run of @bc: scenario, schedule generation and validation, then the engine
+ * without the trace, timed back to back. Returns FALSE and sets @error on bad input. */
+static gboolean sim_bench_end_to_end_once(const SimBenchCase *bc, int32_t n_steps,
+                                          SimBenchTimes *times, GError **error) {
+    g_autoptr(PpScenario) scenario = NULL;
+    g_autoptr(SimCostModel) cost = NULL;
+    g_autoptr(PpSchedule) sched = NULL;
+    g_autoptr(SimResult) bare = NULL;
+    PpScheduleParams params;
+    SimRunOptions    no_trace = {.keep_trace = FALSE};
+
+    gint64 t0 = sim_bench_cpu_ns();
+    if (!sim_bench_setup(bc, n_steps, &scenario, &params, &cost, error))
+        return FALSE;
+    sched = pp_schedule_new(&params, error);
+    times->setup_s = sim_bench_seconds_since(t0);
+    if (sched == NULL)
+        return FALSE;
+    t0 = sim_bench_cpu_ns();
+    bare = sim_engine_run_with(sched, cost, &no_trace, error);
+    times->sim_s = sim_bench_seconds_since(t0);
+    if (bare == NULL)
+        return FALSE;
+    times->n_ops_simulated = bare->n_ops_simulated;
+    times->step_time_ns = bare->step_time_ns;
+    return TRUE;
+}
+
+static int sim_bench_times_cmp(const void *a, const void *b) {
+    const SimBenchTimes *x = a, *y = b;
+    double               tx = x->setup_s + x->sim_s, ty = y->setup_s + y->sim_s;
+    return (tx > ty) - (tx < ty);
+}
+
+/* Runs an end-to-end case SIM_BENCH_REPEATS times and prints the run with the median total
+ * (setup + engine); returns FALSE and sets @error when it cannot be set up. */
+static gboolean sim_bench_run_end_to_end(const SimBenchCase *bc, int32_t n_steps, GError **error) {
+    SimBenchTimes runs[SIM_BENCH_REPEATS];
+    for (int r = 0; r < SIM_BENCH_REPEATS; r++) {
+        if (!sim_bench_end_to_end_once(bc, n_steps, &runs[r], error))
+            return FALSE;
+    }
+    qsort(runs, SIM_BENCH_REPEATS, sizeof runs[0], sim_bench_times_cmp);
+    const SimBenchTimes *median = &runs[SIM_BENCH_REPEATS / 2];
+    sim_bench_print_row(bc, n_steps, median->n_ops_simulated, median->setup_s, median->sim_s, -1,
+                        median->step_time_ns);
     return TRUE;
 }
 
@@ -137,9 +219,13 @@ int main(int argc, char **argv) {
     g_autoptr(GOptionContext) ctx = g_option_context_new("- time the pacer simulator");
     g_option_context_set_description(
         ctx, "Times are CPU seconds of the one engine thread. Columns: setup_s = scenario + "
-             "schedule generation; sim_s = engine without the "
+             "schedule generation and validation; sim_s = engine without the "
              "trace (dynamic: policy run + replay with trace); Mops/s = ops / sim_s; "
-             "trace_s = engine with the sorted trace; step_ms = simulated step time.");
+             "trace_s = engine with the sorted trace; setup+sim = what one simulation costs "
+             "(end-to-end rows: the median of " G_STRINGIFY(
+                 SIM_BENCH_REPEATS) " runs of setup + "
+                                    "engine, no traced run); "
+                                    "step_ms = simulated step time.");
     g_option_context_add_main_entries(ctx, entries, NULL);
     g_autoptr(GError) error = NULL;
     if (!g_option_context_parse(ctx, &argc, &argv, &error) || steps < 1) {
@@ -148,11 +234,14 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    printf("%-28s %6s %9s %8s %8s %8s %8s %10s %12s\n", "scenario", "steps", "ops", "setup_s",
+    printf("%-30s %6s %9s %8s %8s %8s %8s %10s %12s\n", "scenario", "steps", "ops", "setup_s",
            "sim_s", "Mops/s", "trace_s", "setup+sim", "step_ms");
     for (size_t i = 0; i < G_N_ELEMENTS(sim_bench_cases); i++) {
-        if (!sim_bench_run(&sim_bench_cases[i], steps, &error)) {
-            fprintf(stderr, "pacer-sim-bench: %s: %s\n", sim_bench_cases[i].name, error->message);
+        const SimBenchCase *bc = &sim_bench_cases[i];
+        gboolean ok = bc->mode == SIM_BENCH_END_TO_END ? sim_bench_run_end_to_end(bc, steps, &error)
+                                                       : sim_bench_run(bc, steps, &error);
+        if (!ok) {
+            fprintf(stderr, "pacer-sim-bench: %s: %s\n", bc->name, error->message);
             return 1;
         }
     }
