@@ -10,9 +10,15 @@
  * "Step" in logs: for flush schedules the optimizer step; for asynchronous ones the index of
  * the update on stage 0 that consumes the micro-batch's gradient (PpOp.step), so a step's
  * train_loss is the mean loss of the micro-batches stage 0 applies in its step-th update.
- * Resume restores the weights, the step and every stage's version from the checkpoint; the
- * optimizer moments restart from zero, because kernels/optim-cpu.h has no accessor for its
- * state arena yet, so a resumed run is not bit-identical to an uninterrupted one.
+ * Checkpoints (run.checkpoint_every and the last step, into out_dir) hold the weights and a
+ * sidecar with every virtual stage's optimizer state (AdamW moments, Muon momentum,
+ * error-feedback previous update, step count), the step, every stage's version and skip count,
+ * and the run, optimizer and vocabulary identities. The data position is a pure function of
+ * the step and run.seed, and nothing draws random numbers after init, so resuming a replayed
+ * program continues bit for bit on CPU: weights, losses and validation equal an uninterrupted
+ * run's with the same segment boundaries and run.threads (OpenBLAS may split sums by its
+ * thread count). Dynamic mode's live order depends on timing, so two of its runs may differ
+ * whether or not one was interrupted.
  * Gradient clipping is per stage: exact global clipping would need an all-reduce of the
  * stages' squared norms at every update, a barrier that asynchronous schedules do not have.
  * The LM head is untied from wte: tying across the first and last stage would need an
@@ -40,6 +46,9 @@ typedef struct {
     int32_t stop_at;              /* > 0: stop after this step, checkpointing there as at the
                                      end (a segment boundary); 0: train all training.steps */
     ExecProgressMode progress;
+    /* (nullable) DATA_BPE_FINGERPRINT_BYTES bytes: the vocabulary both shards must have been
+     * built with (data_bpe_fingerprint()); with or without it, the two must share one. */
+    const uint8_t *vocab_fingerprint;
 } ExecTrainParams;
 
 typedef struct {
@@ -58,7 +67,10 @@ typedef struct {
 uint64_t exec_train_window(uint64_t seed, int64_t seq, uint64_t n_tokens, int32_t T);
 
 /* Trains scenario->training.steps optimizer steps. Returns FALSE with @error set on bad
- * input (shards, checkpoint, scenario values the executor cannot run) or a stopped run. */
+ * input or a stopped run: PP_IO_ERROR_* for shards (unreadable, too short, built with another
+ * vocabulary) and checkpoints (another run, optimizer or vocabulary, a tensor whose shape
+ * differs: the message names it and both shapes), PP_SCENARIO_ERROR_* for scenario values the
+ * executor cannot run, EXEC_ERROR_* from the pipeline. */
 gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary, GError **error);
 
 G_END_DECLS

@@ -525,6 +525,18 @@ void exec_pipeline_set_versions(ExecPipeline *pipeline, const int32_t *versions)
         pipeline->version[s] = versions[s];
 }
 
+int32_t exec_pipeline_nonfinite(const ExecPipeline *pipeline, int32_t stage) {
+    PP_ASSERT(stage >= 0 && stage < pipeline->n_stages);
+    return pipeline->nonfinite[stage];
+}
+
+void exec_pipeline_set_nonfinite(ExecPipeline *pipeline, const int32_t *counts) {
+    for (int32_t s = 0; s < pipeline->n_stages; s++) {
+        PP_ASSERT(counts[s] >= 0);
+        pipeline->nonfinite[s] = counts[s];
+    }
+}
+
 const PpTrace *exec_pipeline_trace(const ExecPipeline *pipeline) {
     return pipeline->trace;
 }

@@ -128,6 +128,10 @@ KernOptim *exec_pipeline_optim(ExecPipeline *pipeline, int32_t vstage);
 int32_t exec_pipeline_version(const ExecPipeline *pipeline, int32_t stage);
 /* Sets every stage's version (resume from a checkpoint taken at a drained boundary). */
 void exec_pipeline_set_versions(ExecPipeline *pipeline, const int32_t *versions);
+/* Consecutive updates @stage skipped for non-finite gradients up to now (the run stops when
+ * it reaches max_nonfinite), and setting every stage's count (resume). */
+int32_t exec_pipeline_nonfinite(const ExecPipeline *pipeline, int32_t stage);
+void    exec_pipeline_set_nonfinite(ExecPipeline *pipeline, const int32_t *counts);
 /* Every op run so far (rows in execution order per stage; version_f/version_b filled).
  * (transfer none). */
 const PpTrace *exec_pipeline_trace(const ExecPipeline *pipeline);

@@ -7,21 +7,12 @@
  */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "data-bpe.h"
 #include "data-corpus.h"
 #include "exec-evaluate.h"
 #include "exec-train.h"
-#include "pp-error.h"
-
-typedef struct {
-    char   **sets;
-    char    *out;
-    char    *resume;
-    gboolean dynamic;
-    gboolean quiet;
-} TrainOptions;
 
 static int train_usage_error(GOptionContext *ctx, const char *message) {
     g_autofree char *help = g_option_context_get_help(ctx, TRUE, NULL);
@@ -30,24 +21,26 @@ static int train_usage_error(GOptionContext *ctx, const char *message) {
 }
 
 static int train_main(int argc, char **argv) {
-    TrainOptions opt = {0};
-    GOptionEntry entries[] = {
-        {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &opt.sets, "Override a scenario key (repeatable)",
-         "SECTION.KEY=VALUE"},
-        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &opt.out,
-         "Write log.csv, ops.csv, scenario.ini and checkpoints to DIR", "DIR"},
-        {"resume", 0, 0, G_OPTION_ARG_FILENAME, &opt.resume,
-         "Continue from a checkpoint written by pacer-train", "CHECKPOINT"},
-        {"dynamic", 0, 0, G_OPTION_ARG_NONE, &opt.dynamic,
-         "Run PACI's backpressure policy live instead of replaying the program", NULL},
-        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &opt.quiet,
-         "Print only the final summary (also when CI=true)", NULL},
-        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    g_auto(GStrv) sets = NULL;
+    g_autofree char *out = NULL, *resume = NULL;
+    gboolean         dynamic = FALSE, quiet = FALSE;
+    GOptionEntry     entries[] = {
+            {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a scenario key (repeatable)",
+             "SECTION.KEY=VALUE"},
+            {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out,
+             "Write log.csv, ops.csv, scenario.ini and checkpoints to DIR", "DIR"},
+            {"resume", 0, 0, G_OPTION_ARG_FILENAME, &resume,
+             "Continue from a checkpoint written by pacer-train", "CHECKPOINT"},
+            {"dynamic", 0, 0, G_OPTION_ARG_NONE, &dynamic,
+             "Run PACI's backpressure policy live instead of replaying the program", NULL},
+            {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet,
+             "Print only the final summary (also when CI=true)", NULL},
+            {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new(
         "SCENARIO - train GPT-2 with a pipeline schedule on CPU threads\n"
         "       pacer-train evaluate --checkpoint FILE --text FILE [--heads H] [--seq-len T] "
-        "--json");
+        "[--json]");
     g_option_context_add_main_entries(ctx, entries, NULL);
     g_autoptr(GError) error = NULL;
     if (!g_option_context_parse(ctx, &argc, &argv, &error))
@@ -55,8 +48,7 @@ static int train_main(int argc, char **argv) {
     if (argc != 2)
         return train_usage_error(ctx, "expected exactly one SCENARIO file");
 
-    g_autoptr(PpScenario) scenario =
-        pp_scenario_load(argv[1], (const char *const *)opt.sets, &error);
+    g_autoptr(PpScenario) scenario = pp_scenario_load(argv[1], (const char *const *)sets, &error);
     if (!scenario) {
         fprintf(stderr, "pacer-train: %s\n", error->message);
         return 1;
@@ -67,7 +59,9 @@ static int train_main(int argc, char **argv) {
     data.paths = (const char *const *)scenario->data.paths;
     data.val_fraction = scenario->data.val_fraction;
     g_autofree char *train_path = NULL, *val_path = NULL;
-    if (!data_prepare_default(&data, &train_path, &val_path, &error)) {
+    g_autoptr(DataBpe) bpe = NULL;
+    if (!data_prepare_default(&data, &train_path, &val_path, &error) ||
+        !(bpe = data_bpe_new_from_cache(data.cache_dir, &error))) {
         fprintf(stderr, "pacer-train: %s\n", error->message);
         return 1;
     }
@@ -75,17 +69,14 @@ static int train_main(int argc, char **argv) {
         .scenario = scenario,
         .train_path = train_path,
         .val_path = val_path,
-        .out_dir = opt.out,
-        .resume = opt.resume,
-        .dynamic = opt.dynamic || g_strcmp0(scenario->pipeline.mode, "dynamic") == 0,
-        .progress = exec_progress_mode_detect(stdout, opt.quiet),
+        .vocab_fingerprint = data_bpe_fingerprint(bpe),
+        .out_dir = out,
+        .resume = resume,
+        .dynamic = dynamic || g_strcmp0(scenario->pipeline.mode, "dynamic") == 0,
+        .progress = exec_progress_mode_detect(stdout, quiet),
     };
     ExecTrainSummary sum;
-    gboolean         ok = exec_train_run(&params, &sum, &error);
-    g_strfreev(opt.sets);
-    g_free(opt.out);
-    g_free(opt.resume);
-    if (!ok) {
+    if (!exec_train_run(&params, &sum, &error)) {
         fprintf(stderr, "pacer-train: %s\n", error->message);
         return 1;
     }

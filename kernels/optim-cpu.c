@@ -99,6 +99,23 @@ int64_t kern_optim_n_steps(const KernOptim *opt) {
     return opt->t;
 }
 
+int kern_optim_tensor_state(KernOptim *opt, int i, float **first, float **second) {
+    KERN_ASSERT(i >= 0 && i < opt->n_tensors);
+    const OptimTensor *ot = &opt->tensors[i];
+    *first = opt->state + ot->state;
+    *second = ot->use_muon ? NULL : *first + ot->numel;
+    return ot->use_muon;
+}
+
+float *kern_optim_prev_update(KernOptim *opt) {
+    return opt->prev_u;
+}
+
+void kern_optim_set_n_steps(KernOptim *opt, int64_t n_steps) {
+    KERN_ASSERT(n_steps >= 0);
+    opt->t = n_steps;
+}
+
 void kern_newton_schulz5(float *out, const float *g, int rows, int cols, int steps,
                          float *scratch) {
     /* work on the wide orientation X (m, n), m <= n, so that A = X X^T is the small side */

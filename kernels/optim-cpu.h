@@ -52,8 +52,28 @@ KernOptim *kern_optim_new(const KernOptimParams *params, const Gpt2Slice *slice)
 void kern_optim_free(KernOptim *opt);
 /* Floats in the state arena (for memory accounting). */
 size_t kern_optim_state_floats(const KernOptim *opt);
-/* Number of steps taken so far. */
+/* Number of steps taken so far (t). */
 int64_t kern_optim_n_steps(const KernOptim *opt);
+
+/* --- state access (checkpoints) ---
+ * The persistent state is the per-tensor moments, the error-feedback previous update and t;
+ * the Newton-Schulz scratch in the arena holds nothing between steps. Saving these buffers and
+ * t, then writing them back into an optimizer made with the same kind, error_feedback and
+ * tensor table, continues the run bit for bit. */
+
+/* The moment buffers of tensor @i of the table (0 <= i < gpt2_slice_n_tensors() of the slice
+ * the optimizer was made for), each numel floats in the tensor's own layout (shape[0],
+ * shape[1]), borrowed from the state arena and writable:
+ *   AdamW-driven: *@first = m (first moment), *@second = v (second moment)
+ *   Muon-driven:  *@first = the momentum M, *@second = NULL
+ * Returns: 1 when the tensor is Muon-driven, else 0. */
+int kern_optim_tensor_state(KernOptim *opt, int i, float **first, float **second);
+/* Error feedback's previous update u_{t-1}: (gpt2_slice_n_params()) floats in the slice's
+ * params layout, borrowed and writable; NULL when error_feedback is off. */
+float *kern_optim_prev_update(KernOptim *opt);
+/* Sets t, the number of steps taken (@n_steps >= 0): the next step is t + 1 and uses it in
+ * AdamW's bias corrections. */
+void kern_optim_set_n_steps(KernOptim *opt, int64_t n_steps);
 
 /* One update of @params from @grads (both gpt2_slice_n_params() floats, the slice's layout),
  * with AdamW learning rate @lr (Muon: lr * muon_lr_ratio). Increments the step count t

@@ -14,6 +14,7 @@
 #include <cblas.h>
 
 #include "data-shard.h"
+#include "exec-checkpoint.h"
 #include "exec-train.h"
 #include "exec.h"
 #include "pp-error.h"
@@ -567,19 +568,27 @@ static char **read_lines(const char *dir, const char *name) {
     return g_strsplit(g_strchomp(text), "\n", -1);
 }
 
-static gboolean train(const TrainFixture *f, const char *const *sets, const char *resume,
-                      int32_t stop_at, gboolean dynamic, ExecTrainSummary *sum, GError **error) {
+/* train() with the vocabulary the shards must have (@fingerprint, nullable). */
+static gboolean train_vocab(const TrainFixture *f, const char *const *sets, const char *resume,
+                            int32_t stop_at, gboolean dynamic, const uint8_t *fingerprint,
+                            ExecTrainSummary *sum, GError **error) {
     g_autoptr(PpScenario) sc = pp_scenario_load_data(train_ini, "train.ini", sets, error);
     ck_assert_msg(sc != NULL, "%s", (*error)->message);
     ExecTrainParams p = {.scenario = sc,
                          .train_path = f->train,
                          .val_path = f->val,
+                         .vocab_fingerprint = fingerprint,
                          .out_dir = f->dir,
                          .resume = resume,
                          .stop_at = stop_at,
                          .dynamic = dynamic || g_strcmp0(sc->pipeline.mode, "dynamic") == 0,
                          .progress = EXEC_PROGRESS_QUIET};
     return exec_train_run(&p, sum, error);
+}
+
+static gboolean train(const TrainFixture *f, const char *const *sets, const char *resume,
+                      int32_t stop_at, gboolean dynamic, ExecTrainSummary *sum, GError **error) {
+    return train_vocab(f, sets, resume, stop_at, dynamic, NULL, sum, error);
 }
 
 START_TEST(test_train_outputs) {
@@ -653,6 +662,178 @@ START_TEST(test_train_resume) {
 }
 END_TEST
 
+/* The whole model of train_ini as one slice (tensor names and shapes for checkpoints). */
+static const Gpt2Config train_cfg = {.L = 2, .C = 32, .NH = 2, .T = 16, .V = 61, .Vp = 128};
+
+static Gpt2Slice *train_full_slice(void) {
+    Gpt2SliceParams p = {.model = train_cfg,
+                         .layer_begin = 0,
+                         .layer_end = train_cfg.L,
+                         .has_embedding = 1,
+                         .has_head = 1,
+                         .B = 1,
+                         .n_act_slots = 1};
+    return gpt2_slice_new(&p);
+}
+
+/* Loads the weights of @dir/checkpoint.safetensors into @slice. */
+static void load_weights(Gpt2Slice *slice, const char *dir) {
+    g_autofree char *path = g_build_filename(dir, "checkpoint.safetensors", NULL);
+    g_autoptr(ExecTensorList) list = exec_tensor_list_new();
+    exec_tensor_list_add_slice(list, slice, gpt2_slice_params(slice), "");
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(exec_checkpoint_load(path, &train_cfg, list, NULL, &error), "%s",
+                  error ? error->message : "");
+}
+
+/* Uninterrupted vs interrupted-and-resumed training (exec-train.h): 4 steps straight, or 2
+ * steps, a checkpoint, a new pipeline resuming from it and 2 more steps (both with the
+ * boundary at step 2). Every weight, the whole sidecar (optimizer state and counters), every
+ * logged value but the measured tokens_per_s and the summary losses are bitwise equal. */
+typedef struct {
+    const char *sets[6];
+} ResumeCase;
+
+static const ResumeCase resume_cases[] = {
+    {{"pipeline.schedule=1f1b", NULL}},
+    {{"pipeline.schedule=1f1b", "optimizer.name=muon", "optimizer.error_feedback=true", NULL}},
+    {{"pipeline.schedule=paci", "pipeline.accumulation=2", "pipeline.microbatches=1", NULL}},
+    {{"pipeline.schedule=paci", "pipeline.accumulation=2", "pipeline.microbatches=1",
+      "optimizer.name=muon", "optimizer.error_feedback=true", NULL}},
+};
+
+START_TEST(test_train_resume_bitwise) {
+    const char *const *sets = resume_cases[_i].sets;
+    TrainFixture       straight, cut;
+    train_fixture_init(&straight);
+    train_fixture_init(&cut);
+    ExecTrainSummary a, b;
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(train(&straight, sets, NULL, 0, FALSE, &a, &error), "%s",
+                  error ? error->message : "");
+    ck_assert_msg(train(&cut, sets, NULL, 2, FALSE, &b, &error), "%s", error ? error->message : "");
+    ck_assert_int_eq(b.steps, 2);
+    g_autofree char *ckpt = g_build_filename(cut.dir, "checkpoint.safetensors", NULL);
+    ck_assert_msg(train(&cut, sets, ckpt, 0, FALSE, &b, &error), "%s", error ? error->message : "");
+    ck_assert_int_eq(a.steps, 4);
+    ck_assert_int_eq(b.steps, 4);
+    ck_assert_int_eq(a.n_skipped + b.n_skipped, 0);
+    ck_assert(memcmp(&a.train_loss, &b.train_loss, sizeof(double)) == 0);
+    ck_assert(memcmp(&a.val_loss, &b.val_loss, sizeof(double)) == 0);
+
+    g_auto(GStrv) log_a = read_lines(straight.dir, "log.csv");
+    g_auto(GStrv) log_b = read_lines(cut.dir, "log.csv");
+    ck_assert_int_eq(g_strv_length(log_a), 5);
+    ck_assert_int_eq(g_strv_length(log_b), 5);
+    for (int i = 0; i < 5; i++) {
+        g_auto(GStrv) ca = g_strsplit(log_a[i], ",", -1), cb = g_strsplit(log_b[i], ",", -1);
+        ck_assert_int_eq(g_strv_length(ca), 8);
+        ck_assert_int_eq(g_strv_length(cb), 8);
+        for (int col = 0; col < 8; col++) {
+            if (i == 0 || col != 6) /* tokens_per_s is a measurement */
+                ck_assert_str_eq(ca[col], cb[col]);
+        }
+    }
+
+    Gpt2Slice *wa = train_full_slice(), *wb = train_full_slice();
+    load_weights(wa, straight.dir);
+    load_weights(wb, cut.dir);
+    for (int i = 0; i < gpt2_slice_n_tensors(wa); i++) {
+        const Gpt2Tensor *t = gpt2_slice_tensor(wa, i);
+        ck_assert_msg(memcmp(gpt2_slice_params(wa) + t->offset, gpt2_slice_params(wb) + t->offset,
+                             t->numel * sizeof(float)) == 0,
+                      "tensor %s differs after resume", t->name);
+    }
+    gpt2_slice_free(wa);
+    gpt2_slice_free(wb);
+
+    g_autofree char *state_a = g_build_filename(straight.dir, "checkpoint.safetensors.state", NULL);
+    g_autofree char *bytes_a = NULL, *bytes_b = NULL;
+    gsize            len_a = 0, len_b = 0;
+    g_autofree char *state_b = g_strconcat(ckpt, ".state", NULL);
+    ck_assert(g_file_get_contents(state_a, &bytes_a, &len_a, NULL));
+    ck_assert(g_file_get_contents(state_b, &bytes_b, &len_b, NULL));
+    ck_assert_uint_eq(len_a, len_b);
+    ck_assert(memcmp(bytes_a, bytes_b, len_a) == 0);
+    train_fixture_clear(&straight);
+    train_fixture_clear(&cut);
+}
+END_TEST
+
+/* Resume and shard checks: another optimizer, another vocabulary, an optimizer tensor of
+ * another shape in the sidecar; train and val shards of different vocabularies. */
+START_TEST(test_train_resume_refused) {
+    TrainFixture f;
+    train_fixture_init(&f);
+    ExecTrainSummary sum;
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(train(&f, NULL, NULL, 2, FALSE, &sum, &error), "%s", error ? error->message : "");
+    g_autofree char *ckpt = g_build_filename(f.dir, "checkpoint.safetensors", NULL);
+
+    const char *muon[] = {"optimizer.name=muon", NULL};
+    GError     *err = NULL;
+    ck_assert(!train(&f, muon, ckpt, 0, FALSE, &sum, &err));
+    ck_assert(g_error_matches(err, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
+    ck_assert_msg(strstr(err->message, "optimizer.name") != NULL, "%s", err->message);
+    g_clear_error(&err);
+
+    /* The fixture's shards carry an all-zero fingerprint. */
+    uint8_t other[DATA_BPE_FINGERPRINT_BYTES] = {7};
+    ck_assert(!train_vocab(&f, NULL, NULL, 0, FALSE, other, &sum, &err));
+    ck_assert(g_error_matches(err, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
+    ck_assert_msg(strstr(err->message, f.train) != NULL, "%s", err->message);
+    g_clear_error(&err);
+
+    /* Shards of another vocabulary: refused next to the zero-fingerprint val shard, and on
+     * resuming a checkpoint trained on the zero-fingerprint shards. */
+    uint16_t         tokens[64];
+    g_autofree char *alt = g_build_filename(f.dir, "other.bin", NULL);
+    for (int i = 0; i < 64; i++)
+        tokens[i] = (uint16_t)(i % train_cfg.V);
+    ck_assert(data_shard_write(alt, tokens, 64, train_cfg.V, other, NULL));
+    TrainFixture mixed = {.dir = f.dir, .train = f.train, .val = alt};
+    ck_assert(!train(&mixed, NULL, NULL, 0, FALSE, &sum, &err));
+    ck_assert(g_error_matches(err, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
+    ck_assert_msg(strstr(err->message, "different vocabularies") != NULL, "%s", err->message);
+    g_clear_error(&err);
+    TrainFixture moved = {.dir = f.dir, .train = alt, .val = alt};
+    ck_assert(!train(&moved, NULL, ckpt, 0, FALSE, &sum, &err));
+    ck_assert(g_error_matches(err, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
+    ck_assert_msg(strstr(err->message, "vocabulary") != NULL, "%s", err->message);
+    g_clear_error(&err);
+    g_remove(alt);
+
+    /* A sidecar whose AdamW m of h.1.mlp.c_fc.weight (pacer (128, 32)) is stored (32, 128). */
+    g_autoptr(GHashTable) meta = NULL;
+    g_autoptr(ExecTensorList) none = exec_tensor_list_new();
+    ck_assert(exec_checkpoint_load_state(ckpt, none, &meta, NULL));
+    Gpt2Slice *slice = train_full_slice();
+    g_autoptr(ExecTensorList) model = exec_tensor_list_new();
+    g_autoptr(ExecTensorList) state = exec_tensor_list_new();
+    exec_tensor_list_add_slice(model, slice, gpt2_slice_params(slice), "");
+    for (int i = 0; i < gpt2_slice_n_tensors(slice); i++) {
+        const Gpt2Tensor *t = gpt2_slice_tensor(slice, i);
+        float            *data = gpt2_slice_params(slice) + t->offset;
+        int               r = t->shape[0], c = t->ndim == 1 ? 1 : t->shape[1];
+        gboolean          swap = strcmp(t->name, "h.1.mlp.c_fc.weight") == 0;
+        g_autofree char  *m = g_strconcat("optim.m.", t->name, NULL);
+        g_autofree char  *v = g_strconcat("optim.v.", t->name, NULL);
+        exec_tensor_list_add(state, m, data, t->ndim, swap ? c : r, swap ? r : c);
+        exec_tensor_list_add(state, v, data, t->ndim, r, c);
+    }
+    ck_assert(exec_checkpoint_save_full(ckpt, &train_cfg, model, NULL, EXEC_DTYPE_F32, state, meta,
+                                        NULL));
+    gpt2_slice_free(slice);
+    ck_assert(!train(&f, NULL, ckpt, 0, FALSE, &sum, &err));
+    ck_assert(g_error_matches(err, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
+    ck_assert_msg(strstr(err->message, "\"optim.m.h.1.mlp.c_fc.weight\" has shape (32, 128) in "
+                                       "the file, the model expects (128, 32)") != NULL,
+                  "%s", err->message);
+    g_clear_error(&err);
+    train_fixture_clear(&f);
+}
+END_TEST
+
 START_TEST(test_train_dynamic) {
     TrainFixture f;
     train_fixture_init(&f);
@@ -692,6 +873,8 @@ int main(void) {
     tcase_add_test(tt, test_train_outputs);
     tcase_add_test(tt, test_train_resume);
     tcase_add_test(tt, test_train_dynamic);
+    tcase_add_loop_test(tt, test_train_resume_bitwise, 0, G_N_ELEMENTS(resume_cases));
+    tcase_add_test(tt, test_train_resume_refused);
     suite_add_tcase(s, tt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
