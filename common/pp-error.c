@@ -7,9 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The quark names are stringified tokens: keep clang-format from spacing the dashes. */
+// clang-format off
 G_DEFINE_QUARK(pp-schedule-error-quark, pp_schedule_error)
 G_DEFINE_QUARK(pp-scenario-error-quark, pp_scenario_error)
 G_DEFINE_QUARK(pp-io-error-quark, pp_io_error)
+// clang-format on
 
 void pp_abort(const char *file, int line, const char *fmt, ...) {
     va_list ap;

@@ -12,13 +12,13 @@ G_BEGIN_DECLS
 /* --- aborts for bugs --- */
 G_NORETURN void pp_abort(const char *file, int line, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 
-#define PP_ABORT(...)     pp_abort(__FILE__, __LINE__, __VA_ARGS__)
-#define PP_ASSERT(cond)                                                                  \
-    do {                                                                                 \
-        if (G_UNLIKELY(!(cond)))                                                         \
-            pp_abort(__FILE__, __LINE__, "assertion failed: %s", #cond);                 \
+#define PP_ABORT(...) pp_abort(__FILE__, __LINE__, __VA_ARGS__)
+#define PP_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (G_UNLIKELY(!(cond)))                                                                   \
+            pp_abort(__FILE__, __LINE__, "assertion failed: %s", #cond);                           \
     } while (0)
-#define PP_UNREACHABLE()  pp_abort(__FILE__, __LINE__, "unreachable code reached")
+#define PP_UNREACHABLE() pp_abort(__FILE__, __LINE__, "unreachable code reached")
 
 /* --- error domains --- */
 #define PP_SCHEDULE_ERROR (pp_schedule_error_quark())
@@ -41,14 +41,14 @@ typedef enum {
 } PpScheduleError;
 
 typedef enum {
-    PP_SCENARIO_ERROR_NOT_FOUND,      /* the file cannot be read */
-    PP_SCENARIO_ERROR_PARSE,          /* GKeyFile syntax error */
+    PP_SCENARIO_ERROR_NOT_FOUND, /* the file cannot be read */
+    PP_SCENARIO_ERROR_PARSE,     /* GKeyFile syntax error */
     PP_SCENARIO_ERROR_UNKNOWN_SECTION,
     PP_SCENARIO_ERROR_UNKNOWN_KEY,
-    PP_SCENARIO_ERROR_INVALID_VALUE,  /* malformed, negative or out-of-range value */
+    PP_SCENARIO_ERROR_INVALID_VALUE, /* malformed, negative or out-of-range value */
     PP_SCENARIO_ERROR_UNKNOWN_PRESET,
-    PP_SCENARIO_ERROR_INCONSISTENT,   /* keys that disagree with each other */
-    PP_SCENARIO_ERROR_MISSING_KEY,    /* a required key (or section) is absent */
+    PP_SCENARIO_ERROR_INCONSISTENT, /* keys that disagree with each other */
+    PP_SCENARIO_ERROR_MISSING_KEY,  /* a required key (or section) is absent */
 } PpScenarioError;
 
 typedef enum {

@@ -15,26 +15,26 @@
 G_BEGIN_DECLS
 
 typedef struct {
-    char   *preset;   /* "gpt2", "gpt2-medium", ..., "zb-28.3b"; NULL when none */
-    int32_t layers;   /* transformer blocks L */
-    int32_t hidden;   /* C */
-    int32_t heads;    /* NH */
-    int32_t seq_len;  /* T */
-    int32_t vocab;    /* V (50257 for GPT-2; kernels pad to a multiple of 128) */
+    char   *preset;  /* "gpt2", "gpt2-medium", ..., "zb-28.3b"; NULL when none */
+    int32_t layers;  /* transformer blocks L */
+    int32_t hidden;  /* C */
+    int32_t heads;   /* NH */
+    int32_t seq_len; /* T */
+    int32_t vocab;   /* V (50257 for GPT-2; kernels pad to a multiple of 128) */
 } PpModelParams;
 
 typedef struct {
-    char   *preset;            /* "a100-sxm", "h100-sxm", "h200-sxm", "rtx-pro-6000", "l40s" */
-    double  peak_flops;        /* dense bf16 FLOP/s of one device */
-    int64_t memory_bytes;      /* device memory */
-    double  mem_bw_bytes_per_s;
-    double  link_bw_bytes_per_s; /* stage-to-stage link (NVLink or PCIe) */
-    int64_t link_latency_ns;
-    gboolean nvlink;           /* TRUE: NVLink; FALSE: PCIe */
-    int32_t devices;           /* defaults to pipeline.stages */
-    gboolean set;              /* TRUE when the scenario has a [hardware] section; FALSE
-                                  (CPU training, explicit [costs]): preset is NULL and
-                                  peak_flops .. nvlink are 0; devices is still derived */
+    char    *preset;       /* "a100-sxm", "h100-sxm", "h200-sxm", "rtx-pro-6000", "l40s" */
+    double   peak_flops;   /* dense bf16 FLOP/s of one device */
+    int64_t  memory_bytes; /* device memory */
+    double   mem_bw_bytes_per_s;
+    double   link_bw_bytes_per_s; /* stage-to-stage link (NVLink or PCIe) */
+    int64_t  link_latency_ns;
+    gboolean nvlink;  /* TRUE: NVLink; FALSE: PCIe */
+    int32_t  devices; /* defaults to pipeline.stages */
+    gboolean set;     /* TRUE when the scenario has a [hardware] section; FALSE
+                         (CPU training, explicit [costs]): preset is NULL and
+                         peak_flops .. nvlink are 0; devices is still derived */
 } PpHardwareParams;
 
 typedef struct {
@@ -49,29 +49,29 @@ typedef struct {
 } PpPipelineParams;
 
 typedef struct {
-    int32_t global_batch;    /* sequences per optimizer step */
-    int32_t steps;           /* optimizer steps */
+    int32_t global_batch; /* sequences per optimizer step */
+    int32_t steps;        /* optimizer steps */
 } PpTrainingParams;
 
 typedef struct {
-    gboolean set;            /* TRUE when [costs] gave explicit times */
-    int64_t  forward_ns;     /* one full stage (all its chunks), from forward_us */
-    int64_t  backward_ns;    /* B (input gradient) or the B part of BW */
-    int64_t  weight_ns;      /* W (weight gradient); BW costs backward_ns + weight_ns */
-    int64_t  comm_ns;        /* one stage-to-stage hop */
-    int64_t  update_ns;      /* optimizer step (default 0) */
+    gboolean set;         /* TRUE when [costs] gave explicit times */
+    int64_t  forward_ns;  /* one full stage (all its chunks), from forward_us */
+    int64_t  backward_ns; /* B (input gradient) or the B part of BW */
+    int64_t  weight_ns;   /* W (weight gradient); BW costs backward_ns + weight_ns */
+    int64_t  comm_ns;     /* one stage-to-stage hop */
+    int64_t  update_ns;   /* optimizer step (default 0) */
 } PpCostParams;
 
 typedef struct {
-    char   **paths;          /* NULL-terminated extra text files/dirs; NULL: default corpus */
-    char    *cache_dir;      /* where fetched packages and shards live (default .cache) */
-    double   val_fraction;   /* share of documents held out for validation */
+    char **paths;        /* NULL-terminated extra text files/dirs; NULL: default corpus */
+    char  *cache_dir;    /* where fetched packages and shards live (default .cache) */
+    double val_fraction; /* share of documents held out for validation */
 } PpDataParams;
 
 typedef struct {
-    char    *name;           /* "adamw" or "muon" */
-    double   lr;             /* peak learning rate */
-    double   min_lr;         /* end of the cosine decay */
+    char    *name;   /* "adamw" or "muon" */
+    double   lr;     /* peak learning rate */
+    double   min_lr; /* end of the cosine decay */
     int32_t  warmup_steps;
     double   weight_decay;
     double   beta1, beta2, eps;
@@ -84,27 +84,27 @@ typedef struct {
 
 typedef struct {
     uint64_t seed;
-    int32_t  eval_every;     /* steps between validation passes; 0 = only at the end */
-    int32_t  eval_batches;   /* micro-batches per validation pass */
-    int32_t  checkpoint_every; /* steps; 0 = only at the end when --out is given */
-    int32_t  threads;        /* BLAS threads per worker (0 = automatic) */
-    int32_t *layers_per_stage; /* (n_layers_per_stage) in virtual-stage order, or NULL:
-                                  balanced by cost */
-    int32_t  n_layers_per_stage; /* stages * chunks when layers_per_stage is set, else 0 */
-    int32_t  log_every;
+    int32_t  eval_every;        /* steps between validation passes; 0 = only at the end */
+    int32_t  eval_batches;      /* micro-batches per validation pass */
+    int32_t  checkpoint_every;  /* steps; 0 = only at the end when --out is given */
+    int32_t  threads;           /* BLAS threads per worker (0 = automatic) */
+    int32_t *layers_per_stage;  /* (n_layers_per_stage) in virtual-stage order, or NULL:
+                                   balanced by cost */
+    int32_t n_layers_per_stage; /* stages * chunks when layers_per_stage is set, else 0 */
+    int32_t log_every;
 } PpRunParams;
 
 typedef struct _PpScenario PpScenario;
 struct _PpScenario {
-    char              *path;     /* the file it came from (or "<defaults>") */
-    PpModelParams      model;
-    PpHardwareParams   hardware;
-    PpPipelineParams   pipeline;
-    PpTrainingParams   training;
-    PpCostParams       costs;
-    PpDataParams       data;
-    PpOptimizerParams  optimizer;
-    PpRunParams        run;
+    char             *path; /* the file it came from (or "<defaults>") */
+    PpModelParams     model;
+    PpHardwareParams  hardware;
+    PpPipelineParams  pipeline;
+    PpTrainingParams  training;
+    PpCostParams      costs;
+    PpDataParams      data;
+    PpOptimizerParams optimizer;
+    PpRunParams       run;
 };
 
 /* Loads @path and applies @overrides ("section.key=value", NULL-terminated, nullable), then
@@ -120,8 +120,8 @@ struct _PpScenario {
 PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GError **error);
 /* Same, from an in-memory key file text (tests); @name is used in messages and as
  * scenario->path; relative order_file paths start at the current directory. */
-PpScenario *pp_scenario_load_data(const char *data, const char *name,
-                                  const char *const *overrides, GError **error);
+PpScenario *pp_scenario_load_data(const char *data, const char *name, const char *const *overrides,
+                                  GError **error);
 void        pp_scenario_free(PpScenario *scenario);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpScenario, pp_scenario_free)
 
@@ -129,7 +129,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpScenario, pp_scenario_free)
  * derived values filled in, durations in us, order_file absolute), each with its
  * description as a comment; [hardware] and [costs] only when set. Loading the text gives
  * the same scenario. Returns: (transfer full). */
-char       *pp_scenario_to_data(const PpScenario *scenario);
+char *pp_scenario_to_data(const PpScenario *scenario);
 
 /* Fills schedule parameters from the scenario (borrowed strings). f_ns/b_ns/w_ns/comm_ns
  * are the [costs] per chunk (stage time / chunks) when set, else 0 (the simulator fills

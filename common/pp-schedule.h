@@ -21,15 +21,15 @@ G_BEGIN_DECLS
 /* Parameters of a generator. Costs are used only by generators that search (zb-1p, zb-2p);
  * others ignore them. */
 typedef struct {
-    const char *kind;        /* registry name: "gpipe", "1f1b", "paci", ... */
-    int32_t     n_stages;    /* devices N >= 1 */
-    int32_t     n_chunks;    /* model chunks per device v >= 1 (interleaved); 1 otherwise */
+    const char *kind;           /* registry name: "gpipe", "1f1b", "paci", ... */
+    int32_t     n_stages;       /* devices N >= 1 */
+    int32_t     n_chunks;       /* model chunks per device v >= 1 (interleaved); 1 otherwise */
     int32_t     n_microbatches; /* m: micro-batches per optimizer step (flush, 2bw) */
     int32_t     accumulation;   /* a: backwards per local update (async-1f1b = 1, paci) */
-    int32_t     n_steps;     /* optimizer steps in the run >= 1 */
+    int32_t     n_steps;        /* optimizer steps in the run >= 1 */
     int64_t     f_ns, b_ns, w_ns, comm_ns; /* per-chunk op costs for searching generators;
                                               b_ns is the B half when split, w_ns the W half */
-    const char *order_file;  /* custom: CSV of per-stage op orders (nullable otherwise) */
+    const char *order_file; /* custom: CSV of per-stage op orders (nullable otherwise) */
 } PpScheduleParams;
 
 /* Programs of the built-in kinds cover the whole run (n_steps steps). Flush kinds (gpipe,
@@ -49,36 +49,36 @@ typedef enum {
 
 typedef struct _PpSchedule PpSchedule;
 struct _PpSchedule {
-    char        *kind;           /* registry name */
-    int32_t      n_stages;
-    int32_t      n_chunks;
-    int32_t      n_vstages;      /* n_stages * n_chunks */
-    int32_t      n_mb;           /* micro-batches in the whole run */
-    int32_t      n_steps;        /* optimizer steps in the run */
-    int32_t      mb_per_step;    /* micro-batches per optimizer step (per stage, for async) */
-    gboolean     split_backward; /* TRUE: B and W ops; FALSE: BW ops */
-    gboolean     synchronous;    /* TRUE: every stage updates at the same step boundary
-                                    (flush); pipelined == unpipelined math */
+    char    *kind; /* registry name */
+    int32_t  n_stages;
+    int32_t  n_chunks;
+    int32_t  n_vstages;      /* n_stages * n_chunks */
+    int32_t  n_mb;           /* micro-batches in the whole run */
+    int32_t  n_steps;        /* optimizer steps in the run */
+    int32_t  mb_per_step;    /* micro-batches per optimizer step (per stage, for async) */
+    gboolean split_backward; /* TRUE: B and W ops; FALSE: BW ops */
+    gboolean synchronous;    /* TRUE: every stage updates at the same step boundary
+                                (flush); pipelined == unpipelined math */
     PpWeightMode weight_mode;
-    int32_t     *vstage_stage;   /* (n_vstages) device that runs virtual stage vs */
-    int32_t     *vstage_chunk;   /* (n_vstages) chunk index of vs on its device */
-    int32_t     *n_buffers;      /* (n_stages) declared peak in-flight (mb, chunk) units */
+    int32_t     *vstage_stage;      /* (n_vstages) device that runs virtual stage vs */
+    int32_t     *vstage_chunk;      /* (n_vstages) chunk index of vs on its device */
+    int32_t     *n_buffers;         /* (n_stages) declared peak in-flight (mb, chunk) units */
     int32_t     *n_weight_versions; /* (n_stages) declared weight copies kept */
-    int32_t     *n_ops;          /* (n_stages) program lengths */
-    PpOp       **programs;       /* (n_stages)(n_ops[stage]) ordered programs */
+    int32_t     *n_ops;             /* (n_stages) program lengths */
+    PpOp       **programs;          /* (n_stages)(n_ops[stage]) ordered programs */
 
     /* Derived by pp_schedule_finish(); generators leave them NULL. */
-    int32_t     *op_offset;      /* (n_stages + 1) prefix sums of n_ops: flat op id =
-                                    op_offset[stage] + index */
-    int32_t     *dep_offset;     /* (n_ops_total + 1) CSR of cross-op dependencies */
-    PpOpRef     *deps;           /* at most 2 per op; the in-program predecessor is implied */
-    int32_t     *succ_offset;    /* (n_ops_total + 1) CSR of successors (cross-op deps) */
-    PpOpRef     *succ;
-    int32_t     *version;        /* (n_ops_total) number of U ops before the op in its stage
-                                    program: the stage's weight version when the op starts */
-    int32_t     *mb_ops;         /* (n_mb, n_vstages, PP_OP_N_KINDS) flat id of kind K of
-                                    (mb, vs) at [(mb * n_vstages + vs) * PP_OP_N_KINDS + K];
-                                    -1 when absent (the U column is always -1) */
+    int32_t *op_offset;   /* (n_stages + 1) prefix sums of n_ops: flat op id =
+                             op_offset[stage] + index */
+    int32_t *dep_offset;  /* (n_ops_total + 1) CSR of cross-op dependencies */
+    PpOpRef *deps;        /* at most 2 per op; the in-program predecessor is implied */
+    int32_t *succ_offset; /* (n_ops_total + 1) CSR of successors (cross-op deps) */
+    PpOpRef *succ;
+    int32_t *version; /* (n_ops_total) number of U ops before the op in its stage
+                         program: the stage's weight version when the op starts */
+    int32_t *mb_ops;  /* (n_mb, n_vstages, PP_OP_N_KINDS) flat id of kind K of
+                         (mb, vs) at [(mb * n_vstages + vs) * PP_OP_N_KINDS + K];
+                         -1 when absent (the U column is always -1) */
 };
 
 /* --- construction --- */
@@ -139,8 +139,7 @@ const PpOpRef *pp_schedule_succs(const PpSchedule *sched, PpOpRef ref, int32_t *
 /* Reference of flat op id @id (0..n_ops_total-1). */
 PpOpRef pp_schedule_op_ref(const PpSchedule *sched, int32_t id);
 /* Flat id of op @kind (F, B, W or BW) of (@mb, @vstage), or -1 when the schedule has none. */
-int32_t pp_schedule_find_op(const PpSchedule *sched, PpOpKind kind, int32_t mb,
-                            int32_t vstage);
+int32_t pp_schedule_find_op(const PpSchedule *sched, PpOpKind kind, int32_t mb, int32_t vstage);
 /* Weight version (number of updates its stage had applied) that op @ref computes with:
  * F and U use the stage's current version; B, BW and W use the current version under
  * PP_WEIGHTS_CURRENT and the version the same (mb, chunk)'s F used under PP_WEIGHTS_STASHED.

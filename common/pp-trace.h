@@ -66,8 +66,8 @@ PpResource pp_resource_from_name(const char *name);
 
 /* Called once per non-empty line with its @n_fields fields (NUL-terminated; a field left
  * empty is ""), and the 1-based @line number. Returns FALSE and sets @error to stop. */
-typedef gboolean (*PpCsvRowFn)(char **fields, int32_t n_fields, int64_t line,
-                               void *user_data, GError **error);
+typedef gboolean (*PpCsvRowFn)(char **fields, int32_t n_fields, int64_t line, void *user_data,
+                               GError **error);
 
 /* Reads @path line by line with libcsv (quoted fields may not span lines) and calls @row_fn.
  * Returns FALSE with @error set when the file cannot be read (PP_IO_ERROR_OPEN), a line is

@@ -530,8 +530,8 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
         .weight_decay = (float)sc->optimizer.weight_decay,
         .muon_momentum = (float)sc->optimizer.momentum,
         /* Muon's matrices follow lr's warmup + cosine shape, scaled to optimizer.muon_lr */
-        .muon_lr_ratio = sc->optimizer.lr > 0.0
-                             ? (float)(sc->optimizer.muon_lr / sc->optimizer.lr) : 0.0f,
+        .muon_lr_ratio =
+            sc->optimizer.lr > 0.0 ? (float)(sc->optimizer.muon_lr / sc->optimizer.lr) : 0.0f,
         .muon_ns_steps = sc->optimizer.ns_steps,
         .error_feedback = sc->optimizer.error_feedback,
     };

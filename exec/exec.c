@@ -12,9 +12,10 @@
 #include "pp-error.h"
 #include "pp-policy.h"
 
-/* clang-format off: the quark's name is stringified as written */
+/* The quark's name is stringified as written: keep clang-format from spacing the dashes. */
+// clang-format off
 G_DEFINE_QUARK(exec-error-quark, exec_error)
-/* clang-format on */
+// clang-format on
 
 struct _ExecPipeline {
     ExecPipelineParams params; /* copy; pointer fields are not used after new() */

@@ -17,23 +17,23 @@ G_BEGIN_DECLS
 typedef struct {
     int32_t  n_stages;
     int32_t  n_chunks;
-    int64_t *f_ns;          /* (n_stages * n_chunks) forward of one micro-batch, one chunk */
-    int64_t *b_ns;          /* (n_stages * n_chunks) input-gradient backward B */
-    int64_t *w_ns;          /* (n_stages * n_chunks) weight-gradient backward W; BW = B + W */
-    int64_t *u_ns;          /* (n_stages) optimizer update */
-    int64_t  comm_latency_ns;     /* per cross-device hop */
-    double   comm_bytes_per_ns;   /* link bandwidth; 0 = latency only */
-    int64_t  act_msg_bytes;       /* bytes of one activation / gradient message */
+    int64_t *f_ns;              /* (n_stages * n_chunks) forward of one micro-batch, one chunk */
+    int64_t *b_ns;              /* (n_stages * n_chunks) input-gradient backward B */
+    int64_t *w_ns;              /* (n_stages * n_chunks) weight-gradient backward W; BW = B + W */
+    int64_t *u_ns;              /* (n_stages) optimizer update */
+    int64_t  comm_latency_ns;   /* per cross-device hop */
+    double   comm_bytes_per_ns; /* link bandwidth; 0 = latency only */
+    int64_t  act_msg_bytes;     /* bytes of one activation / gradient message */
     /* memory model, bytes per stage (index: stage) */
-    int64_t *static_bytes;  /* (n_stages) params + grads + optimizer state, one weight copy */
+    int64_t *static_bytes;      /* (n_stages) params + grads + optimizer state, one weight copy */
     int64_t *weight_copy_bytes; /* (n_stages) bytes of one extra stashed weight version */
-    int64_t *act_bytes;     /* (n_stages * n_chunks) activations held per live (mb, chunk):
-                               +act at F; non-split: -act at BW; split: -act_b at B, -act_w at W */
-    int64_t *act_b_bytes;   /* (n_stages * n_chunks) freed at B (split backward) */
-    int64_t  tokens_per_mb; /* tokens in one micro-batch (throughput reports) */
+    int64_t *act_bytes;         /* (n_stages * n_chunks) activations held per live (mb, chunk):
+                                   +act at F; non-split: -act at BW; split: -act_b at B, -act_w at W */
+    int64_t *act_b_bytes;       /* (n_stages * n_chunks) freed at B (split backward) */
+    int64_t  tokens_per_mb;     /* tokens in one micro-batch (throughput reports) */
     int64_t  samples_per_mb;
-    double   flops_per_mb;  /* model FLOPs of one micro-batch fwd+bwd, all stages (MFU) */
-    double   peak_flops;    /* one device; 0 = unknown (no MFU) */
+    double   flops_per_mb; /* model FLOPs of one micro-batch fwd+bwd, all stages (MFU) */
+    double   peak_flops;   /* one device; 0 = unknown (no MFU) */
 } SimCostModel;
 
 /* Kernel efficiency of the analytic model: the share of peak FLOP/s a micro-batch of @tokens
@@ -47,8 +47,8 @@ double sim_cost_kernel_efficiency(int64_t tokens);
 
 /* Uniform costs for tests: every (stage, chunk) has the same f/b/w, comm is latency only,
  * memory: act_bytes 1 per live (mb, chunk) unit, static 0. Returns: (transfer full). */
-SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f_ns,
-                                   int64_t b_ns, int64_t w_ns, int64_t comm_ns);
+SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f_ns, int64_t b_ns,
+                                   int64_t w_ns, int64_t comm_ns);
 /* From a scenario: [costs] when set (full-stage times split evenly over chunks, truncated;
  * comm_us is the whole hop, bandwidth 0; update_us per U), else the analytic model: layers
  * split over virtual stages vs = chunk * N + stage (remainder to the first; or
@@ -62,12 +62,12 @@ SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f
 SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **error);
 /* One cross-device hop (ns): comm_latency_ns + act_msg_bytes / comm_bytes_per_ns rounded to
  * the nearest ns; latency only when the bandwidth is 0. */
-int64_t       sim_cost_comm_ns(const SimCostModel *cost);
+int64_t sim_cost_comm_ns(const SimCostModel *cost);
 /* Fills @params' f_ns, b_ns, w_ns (the largest per-chunk time over all (stage, chunk): the
  * bottleneck) and comm_ns (one hop) for the generators that search with costs (zb-1p,
  * zb-2p); leaves every other field alone. */
-void          sim_cost_schedule_params(const SimCostModel *cost, PpScheduleParams *params);
-void          sim_cost_free(SimCostModel *cost);
+void sim_cost_schedule_params(const SimCostModel *cost, PpScheduleParams *params);
+void sim_cost_free(SimCostModel *cost);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimCostModel, sim_cost_free)
 
 G_END_DECLS

@@ -24,38 +24,38 @@ typedef struct {
                                   accounted at op ends: F adds act_bytes, BW frees it; split:
                                   B frees act_b_bytes, W the rest */
     int64_t peak_activation_bytes;
-    int32_t delta_max;         /* max over mbs of version_b - version_f */
-    int32_t delay_max;         /* max gradient delay (update that applies it - version_f) */
-    int32_t weight_versions;   /* max distinct weight versions alive at once: 1 under
-                                  PP_WEIGHTS_CURRENT; STASHED: current version - oldest
-                                  version an in-flight unit still needs + 1 */
+    int32_t delta_max;       /* max over mbs of version_b - version_f */
+    int32_t delay_max;       /* max gradient delay (update that applies it - version_f) */
+    int32_t weight_versions; /* max distinct weight versions alive at once: 1 under
+                                PP_WEIGHTS_CURRENT; STASHED: current version - oldest
+                                version an in-flight unit still needs + 1 */
 } SimStageResult;
 
 typedef struct {
-    int64_t makespan_ns;       /* first op start to last op end, whole run */
-    int64_t step_time_ns;      /* one optimizer step. Synchronous schedules: makespan /
-                                  n_steps (steps are separated by a flush). Asynchronous:
-                                  on the bottleneck stage (largest busy_ns, lowest index on
-                                  ties) with K updates, (end of U[hi] - end of U[lo]) /
-                                  (hi - lo), lo = K/4, hi = max(lo+1, 3K/4) capped at K-1:
-                                  the steady-state update interval over the middle half of
-                                  the run (truncated to ns); the makespan when K < 2 */
-    double  throughput_tokens_per_s;  /* tokens_per_mb * mb_per_step / step time */
-    double  throughput_samples_per_s;
-    double  bubble_fraction;   /* zero-bubble definition (C - m(F+B+W)) / C. Synchronous:
-                                  C = the largest span of one stage's F/B/W/BW ops within
-                                  one step, m(F+B+W) = the busiest stage's work in that step.
-                                  Asynchronous: C = step time, m = mb_per_step, F+B+W the
-                                  bottleneck stage's per-micro-batch work (all chunks) */
-    double  efficiency;        /* busy / (n_stages * makespan) */
-    double  mfu;               /* flops_per_mb * mb_per_step / step time /
-                                  (n_stages * peak_flops); 0 when peak_flops is 0 */
-    int32_t delta_max;
-    int64_t peak_memory_bytes;
-    int32_t n_stages;
-    SimStageResult *stages;    /* (n_stages) */
-    PpTrace *trace;            /* every op, version_f/version_b filled; (transfer full) */
-    int64_t  n_ops_simulated;
+    int64_t makespan_ns;            /* first op start to last op end, whole run */
+    int64_t step_time_ns;           /* one optimizer step. Synchronous schedules: makespan /
+                                       n_steps (steps are separated by a flush). Asynchronous:
+                                       on the bottleneck stage (largest busy_ns, lowest index on
+                                       ties) with K updates, (end of U[hi] - end of U[lo]) /
+                                       (hi - lo), lo = K/4, hi = max(lo+1, 3K/4) capped at K-1:
+                                       the steady-state update interval over the middle half of
+                                       the run (truncated to ns); the makespan when K < 2 */
+    double throughput_tokens_per_s; /* tokens_per_mb * mb_per_step / step time */
+    double throughput_samples_per_s;
+    double bubble_fraction; /* zero-bubble definition (C - m(F+B+W)) / C. Synchronous:
+                               C = the largest span of one stage's F/B/W/BW ops within
+                               one step, m(F+B+W) = the busiest stage's work in that step.
+                               Asynchronous: C = step time, m = mb_per_step, F+B+W the
+                               bottleneck stage's per-micro-batch work (all chunks) */
+    double efficiency;      /* busy / (n_stages * makespan) */
+    double mfu;             /* flops_per_mb * mb_per_step / step time /
+                               (n_stages * peak_flops); 0 when peak_flops is 0 */
+    int32_t         delta_max;
+    int64_t         peak_memory_bytes;
+    int32_t         n_stages;
+    SimStageResult *stages; /* (n_stages) */
+    PpTrace        *trace;  /* every op, version_f/version_b filled; (transfer full) */
+    int64_t         n_ops_simulated;
 } SimResult;
 
 /* What a run records besides the reports. */
