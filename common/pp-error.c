@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * pp-error.c: pp_abort and the GError domains of the schedule core.
+ * pp-error.c: pp_abort, the GError domains of the schedule core and pp_file_read.
  */
 #include "pp-error.h"
 
@@ -23,4 +23,14 @@ void pp_abort(const char *file, int line, const char *fmt, ...) {
     va_end(ap);
     fputc('\n', stderr);
     abort();
+}
+
+gboolean pp_file_read(const char *path, const char *what, char **text, gsize *len, GError **error) {
+    g_autoptr(GError) local = NULL;
+    if (!g_file_get_contents(path, text, len, &local)) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot read %s%s%s: %s",
+                    what ? what : "", what ? " " : "", path, local->message);
+        return FALSE;
+    }
+    return TRUE;
 }

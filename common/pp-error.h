@@ -58,4 +58,10 @@ typedef enum {
     PP_IO_ERROR_MISMATCH, /* a valid file that does not fit this run (shapes, vocabulary) */
 } PpIoError;
 
+/* --- whole-file reads --- */
+/* g_file_get_contents() of @path into @text (transfer full; length in @len, nullable). On
+ * failure sets PP_IO_ERROR_OPEN "cannot read WHAT PATH: REASON" (@what nullable: "cannot read
+ * PATH: REASON"). */
+gboolean pp_file_read(const char *path, const char *what, char **text, gsize *len, GError **error);
+
 G_END_DECLS

@@ -129,11 +129,8 @@ gboolean data_corpus_build(DataBpe *bpe, GPtrArray *files, double val_fraction,
         g_autofree char *text = NULL;
         gsize            len = 0;
         g_autoptr(GError) local = NULL;
-        if (!g_file_get_contents(path, &text, &len, &local)) {
-            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot read corpus file %s: %s",
-                        path, local->message);
+        if (!pp_file_read(path, "corpus file", &text, &len, error))
             return FALSE;
-        }
         g_array_append_val(ids[split], eot);
         if (!data_bpe_encode(bpe, text, (gssize)len, DATA_BPE_ENCODE_PLAIN, ids[split], &local)) {
             g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT, "corpus file %s: %s", path,
@@ -167,12 +164,8 @@ static char *data_corpus_key(const DataBpe *bpe, GPtrArray *files, double val_fr
         const char      *path = g_ptr_array_index(files, i);
         g_autofree char *text = NULL;
         gsize            len = 0;
-        g_autoptr(GError) local = NULL;
-        if (!g_file_get_contents(path, &text, &len, &local)) {
-            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot read corpus file %s: %s",
-                        path, local->message);
+        if (!pp_file_read(path, "corpus file", &text, &len, error))
             return NULL;
-        }
         g_autofree char *doc =
             g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)text, len);
         g_checksum_update(key, (const guchar *)doc, -1);

@@ -27,12 +27,8 @@ static gboolean data_main_read(const char *path, GString *out, GError **error) {
     if (path && strcmp(path, "-") != 0) {
         g_autofree char *text = NULL;
         gsize            len = 0;
-        g_autoptr(GError) local = NULL;
-        if (!g_file_get_contents(path, &text, &len, &local)) {
-            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot read %s: %s", path,
-                        local->message);
+        if (!pp_file_read(path, NULL, &text, &len, error))
             return FALSE;
-        }
         g_string_append_len(out, text, (gssize)len);
         return TRUE;
     }

@@ -74,12 +74,8 @@ gboolean data_shard_write(const char *path, const uint16_t *tokens, uint64_t n_t
 DataShard *data_shard_open(const char *path, const uint8_t *expected_fingerprint, GError **error) {
     g_autofree char *raw = NULL;
     gsize            len = 0;
-    g_autoptr(GError) local = NULL;
-    if (!g_file_get_contents(path, &raw, &len, &local)) {
-        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot read token shard %s: %s", path,
-                    local->message);
+    if (!pp_file_read(path, "token shard", &raw, &len, error))
         return NULL;
-    }
     const uint8_t *buf = (const uint8_t *)raw;
     if (len < DATA_SHARD_HEADER_BYTES) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,

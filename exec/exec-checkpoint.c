@@ -72,15 +72,6 @@ const ExecTensorEntry *exec_tensor_list_get(const ExecTensorList *list, int i) {
     return &g_array_index(list->entries, ExecTensorEntry, i);
 }
 
-const ExecTensorEntry *exec_tensor_list_find(const ExecTensorList *list, const char *name) {
-    for (guint i = 0; i < list->entries->len; i++) {
-        const ExecTensorEntry *e = &g_array_index(list->entries, ExecTensorEntry, i);
-        if (strcmp(e->name, name) == 0)
-            return e;
-    }
-    return NULL;
-}
-
 /* --- layout mapping --- */
 
 /* How one pacer tensor appears in a file. */

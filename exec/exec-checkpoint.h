@@ -46,8 +46,6 @@ void exec_tensor_list_add_slice(ExecTensorList *list, const Gpt2Slice *slice, fl
 /* Number of entries, and entry @i (transfer none; 0 <= i < n). */
 int                    exec_tensor_list_n(const ExecTensorList *list);
 const ExecTensorEntry *exec_tensor_list_get(const ExecTensorList *list, int i);
-/* Entry by name, or NULL. (transfer none). */
-const ExecTensorEntry *exec_tensor_list_find(const ExecTensorList *list, const char *name);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecTensorList, exec_tensor_list_free)
 

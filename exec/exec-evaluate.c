@@ -104,12 +104,8 @@ gboolean exec_evaluate(const char *checkpoint, const char *text_path, int heads,
         return FALSE;
     g_autofree char *text = NULL;
     gsize            len = 0;
-    g_autoptr(GError) local = NULL;
-    if (!g_file_get_contents(text_path, &text, &len, &local)) {
-        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot read evaluation text %s: %s",
-                    text_path, local->message);
+    if (!pp_file_read(text_path, "evaluation text", &text, &len, error))
         return FALSE;
-    }
     g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(int32_t));
     if (!data_bpe_encode(bpe, text, (gssize)len, DATA_BPE_ENCODE_PLAIN, ids, error)) {
         g_prefix_error(error, "%s: ", text_path);

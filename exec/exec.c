@@ -18,7 +18,7 @@ G_DEFINE_QUARK(exec-error-quark, exec_error)
 // clang-format on
 
 struct _ExecPipeline {
-    ExecPipelineParams params; /* copy; pointer fields are not used after new() */
+    ExecPipelineParams params; /* copy; pointer fields are not used after exec_pipeline_new() */
     ExecPartition     *partition;
     ExecBackend       *backend;
     int32_t            n_stages, n_chunks, n_vstages;

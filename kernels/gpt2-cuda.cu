@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
  * gpt2-cuda.cu: CUDA side of kernels/. Holds the device query the GPU tests use to skip
- * cleanly on machines without a GPU; the GPT-2 kernels arrive with the CUDA backend issue.
+ * cleanly on machines without a GPU.
  */
 #include <cuda_runtime.h>
 

@@ -294,10 +294,6 @@ size_t gpt2_slice_n_params(const Gpt2Slice *slice) {
     return slice->n_params;
 }
 
-size_t gpt2_slice_act_floats_per_slot(const Gpt2Slice *slice) {
-    return slice->slot_floats;
-}
-
 int gpt2_slice_n_tensors(const Gpt2Slice *slice) {
     return slice->n_tensors;
 }

@@ -99,8 +99,6 @@ void gpt2_slice_free(Gpt2Slice *slice);
 const Gpt2SliceParams *gpt2_slice_params_info(const Gpt2Slice *slice);
 /* Number of parameters (floats) of the slice = length of the params and grads arrays. */
 size_t gpt2_slice_n_params(const Gpt2Slice *slice);
-/* Floats of one activation slot (what a micro-batch in flight costs, scratch excluded). */
-size_t gpt2_slice_act_floats_per_slot(const Gpt2Slice *slice);
 /* Number of tensors in the table, and tensor @i (0 <= i < n_tensors), (transfer none). */
 int               gpt2_slice_n_tensors(const Gpt2Slice *slice);
 const Gpt2Tensor *gpt2_slice_tensor(const Gpt2Slice *slice, int i);

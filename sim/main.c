@@ -110,15 +110,18 @@ static gboolean sim_main_parse(int *argc, char ***argv, const char *params, cons
     return g_option_context_parse(ctx, argc, argv, error);
 }
 
-/* Requires exactly one positional argument (the scenario) after parsing. */
-static const char *sim_main_scenario_arg(int argc, char **argv, GError **error) {
+/* Requires exactly one positional argument after parsing: the scenario, stored in @path; then
+ * returns sim_main_overrides() of @o. Returns NULL with a usage @error. */
+static GStrv sim_main_scenario_args(int argc, char **argv, const SimMainOptions *o,
+                                    const char **path, GError **error) {
+    *path = argc == 2 ? argv[1] : NULL;
     if (argc < 2)
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "missing SCENARIO argument");
     else if (argc > 2)
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
                     "expected one SCENARIO, got %d arguments (%s, %s, ...)", argc - 1, argv[1],
                     argv[2]);
-    return argc == 2 ? argv[1] : NULL;
+    return *path != NULL ? sim_main_overrides(o, error) : NULL;
 }
 
 /* Prints @root (transfer full) as indented JSON on stdout. */
@@ -160,8 +163,8 @@ static int sim_main_run(int argc, char **argv) {
                         "weight-version drift and memory.",
                         sim_main_run_description, entries, &error))
         return sim_main_fail(NULL, error);
-    const char *path = sim_main_scenario_arg(argc, argv, &error);
-    g_auto(GStrv) overrides = path != NULL ? sim_main_overrides(&o, &error) : NULL;
+    const char *path = NULL;
+    g_auto(GStrv) overrides = sim_main_scenario_args(argc, argv, &o, &path, &error);
     if (overrides == NULL)
         return sim_main_fail(NULL, error);
 
@@ -212,8 +215,8 @@ static int sim_main_compare(int argc, char **argv) {
                         "A schedule that fails is shown with its error; the exit status is then 1.",
                         entries, &error))
         return sim_main_fail(NULL, error);
-    const char *path = sim_main_scenario_arg(argc, argv, &error);
-    g_auto(GStrv) overrides = path != NULL ? sim_main_overrides(&o, &error) : NULL;
+    const char *path = NULL;
+    g_auto(GStrv) overrides = sim_main_scenario_args(argc, argv, &o, &path, &error);
     if (overrides == NULL)
         return sim_main_fail(NULL, error);
     g_auto(GStrv) kinds =
@@ -276,8 +279,8 @@ static int sim_main_sweep(int argc, char **argv) {
                         "message in the error column and empty figures; the sweep goes on.",
                         entries, &error))
         return sim_main_fail(NULL, error);
-    const char *path = sim_main_scenario_arg(argc, argv, &error);
-    g_auto(GStrv) overrides = path != NULL ? sim_main_overrides(&o, &error) : NULL;
+    const char *path = NULL;
+    g_auto(GStrv) overrides = sim_main_scenario_args(argc, argv, &o, &path, &error);
     if (overrides == NULL)
         return sim_main_fail(NULL, error);
     int32_t n_axes = o.sweeps != NULL ? (int32_t)g_strv_length(o.sweeps) : 0;

@@ -5,13 +5,13 @@
  * Needs the cache filled by scripts/fetch-data (scripts/setup).
  */
 #include <check.h>
-#include <glib/gstdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data-bpe.h"
 #include "data-corpus.h"
 #include "pp-error.h"
+#include "test-util.h"
 
 static DataBpe *test_bpe_load(void) {
     g_autoptr(GError) error = NULL;
@@ -177,8 +177,7 @@ END_TEST
 
 /* Writes a vocabulary into a fresh temporary folder; returns the folder. */
 static char *test_bpe_write_vocab(const char *encoder_json, const char *vocab_bpe) {
-    char *dir = g_dir_make_tmp("test-bpe-XXXXXX", NULL);
-    ck_assert_ptr_nonnull(dir);
+    char            *dir = test_util_tmp_dir_new("test-bpe-XXXXXX");
     g_autofree char *e = g_build_filename(dir, "encoder.json", NULL);
     g_autofree char *v = g_build_filename(dir, "vocab.bpe", NULL);
     if (encoder_json)
@@ -186,14 +185,6 @@ static char *test_bpe_write_vocab(const char *encoder_json, const char *vocab_bp
     if (vocab_bpe)
         ck_assert(g_file_set_contents(v, vocab_bpe, -1, NULL));
     return dir;
-}
-
-static void test_bpe_remove_vocab(const char *dir) {
-    g_autofree char *e = g_build_filename(dir, "encoder.json", NULL);
-    g_autofree char *v = g_build_filename(dir, "vocab.bpe", NULL);
-    g_remove(e);
-    g_remove(v);
-    g_rmdir(dir);
 }
 
 /* A complete 256-byte alphabet plus the merges given: builds encoder.json text. */
@@ -221,7 +212,7 @@ START_TEST(test_bpe_tiny_vocabulary) {
     g_autofree char *dir = test_bpe_write_vocab(enc, "#version: 0.2\na b\nab c\n");
     g_autoptr(GError) error = NULL;
     g_autoptr(DataBpe) bpe = data_bpe_new_from_dir(dir, &error);
-    test_bpe_remove_vocab(dir);
+    test_util_tmp_dir_remove(dir);
     ck_assert_msg(bpe != NULL, "%s", error ? error->message : "");
     ck_assert_int_eq(data_bpe_n_vocab(bpe), 258);
     ck_assert_int_eq(data_bpe_eot(bpe), -1);
@@ -260,7 +251,7 @@ START_TEST(test_bpe_bad_vocabulary) {
     g_autofree char *dir = test_bpe_write_vocab(enc, test_bpe_bad_vocabs[_i].vocab_bpe);
     g_autoptr(GError) error = NULL;
     DataBpe *bpe = data_bpe_new_from_dir(dir, &error);
-    test_bpe_remove_vocab(dir);
+    test_util_tmp_dir_remove(dir);
     ck_assert_ptr_null(bpe);
     ck_assert(g_error_matches(error, PP_IO_ERROR, test_bpe_bad_vocabs[_i].code));
     ck_assert_msg(strstr(error->message, test_bpe_bad_vocabs[_i].needle) != NULL,

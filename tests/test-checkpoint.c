@@ -17,6 +17,7 @@
 #include "gpt2-slice.h"
 #include "kern-util.h"
 #include "pp-error.h"
+#include "test-util.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(Gpt2Slice, gpt2_slice_free)
 
@@ -71,30 +72,9 @@ static ExecTensorList *tc_list(Gpt2Slice *s) {
     return l;
 }
 
-/* A scratch folder with a checkpoint path in it; removed with everything in it. */
-typedef struct {
-    char *dir;
-    char *path;
-} TcTmp;
-
-static void tc_tmp_init(TcTmp *t) {
-    t->dir = g_dir_make_tmp("test-checkpoint-XXXXXX", NULL);
-    ck_assert_ptr_nonnull(t->dir);
-    t->path = g_build_filename(t->dir, "model.safetensors", NULL);
-}
-
-static void tc_tmp_clear(TcTmp *t) {
-    GDir       *d = g_dir_open(t->dir, 0, NULL);
-    const char *name;
-    while (d && (name = g_dir_read_name(d))) {
-        g_autofree char *p = g_build_filename(t->dir, name, NULL);
-        g_remove(p);
-    }
-    if (d)
-        g_dir_close(d);
-    g_rmdir(t->dir);
-    g_free(t->dir);
-    g_free(t->path);
+/* A scratch folder with a checkpoint path in it; test_util_tmp_clear() removes it. */
+static void tc_tmp_init(TestUtilTmp *t) {
+    test_util_tmp_init(t, "test-checkpoint-XXXXXX", "model.safetensors");
 }
 
 static void tc_save(const char *path, const Gpt2Config *cfg, Gpt2Slice *s) {
@@ -107,7 +87,7 @@ static void tc_save(const char *path, const Gpt2Config *cfg, Gpt2Slice *s) {
 START_TEST(test_checkpoint_round_trip) {
     g_autoptr(Gpt2Slice) a = tc_model(&tc_cfg, 0, 2, 1);
     g_autoptr(Gpt2Slice) b = tc_slice(&tc_cfg, 0, 2);
-    TcTmp t;
+    TestUtilTmp t;
     tc_tmp_init(&t);
     g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
     g_hash_table_insert(meta, "step", "42");
@@ -141,7 +121,7 @@ START_TEST(test_checkpoint_round_trip) {
     ck_assert_int_eq(info.cfg.V, 61);
     ck_assert_int_eq(info.cfg.Vp, 128);
     ck_assert(info.has_head);
-    tc_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 
@@ -182,7 +162,7 @@ static void tc_assert_shape(JsonObject *hdr, const char *name, gint64 d0, gint64
 /* The file holds Hugging Face shapes and element order. */
 START_TEST(test_checkpoint_hf_layout) {
     g_autoptr(Gpt2Slice) a = tc_model(&tc_cfg, 0, 1, 2);
-    TcTmp t;
+    TestUtilTmp t;
     tc_tmp_init(&t);
     tc_save(t.path, &tc_cfg, a);
     g_autofree char *raw = NULL;
@@ -214,7 +194,7 @@ START_TEST(test_checkpoint_hf_layout) {
     ck_assert_float_eq(tc_file_f32(raw, hlen, hdr, "wte.weight", 60 * C + 3),
                        gpt2_slice_params(a)[wte->offset + 60 * C + 3]);
     json_object_unref(hdr);
-    tc_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 
@@ -270,8 +250,8 @@ static void tc_write_hf(const char *path, Gpt2Slice *s, const char *skip, const 
  * and gives the original loss. */
 START_TEST(test_checkpoint_hf_file) {
     g_autoptr(Gpt2Slice) orig = tc_model(&tc_cfg, 1, 2, 3);
-    float want = tc_loss(orig, 11);
-    TcTmp t;
+    float       want = tc_loss(orig, 11);
+    TestUtilTmp t;
     tc_tmp_init(&t);
     tc_write_hf(t.path, orig, NULL, NULL);
     for (int tie = 0; tie <= 1; tie++) {
@@ -294,7 +274,7 @@ START_TEST(test_checkpoint_hf_file) {
     ck_assert(!info.has_head);
     ck_assert_int_eq(info.cfg.NH, 0); /* no n_head metadata */
     ck_assert_int_eq(info.cfg.L, 2);
-    tc_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 
@@ -305,7 +285,7 @@ START_TEST(test_checkpoint_bf16) {
     pa[0] = 1.0f;                 /* exact in bf16 */
     pa[1] = 1.0f + 1.0f / 256.0f; /* tie between 1 and 1 + 2^-7: rounds to even, 1 */
     pa[2] = 1.0f + 3.0f / 256.0f; /* tie between 1 + 2^-7 and 1 + 2^-6: rounds to 1 + 2^-6 */
-    TcTmp t;
+    TestUtilTmp t;
     tc_tmp_init(&t);
     g_autoptr(ExecTensorList) la = tc_list(a);
     ck_assert(
@@ -334,7 +314,7 @@ START_TEST(test_checkpoint_bf16) {
         memcpy(&bits, &pb[k], 4);
         ck_assert_uint_eq(bits & 0xffffu, 0); /* representable in bf16 */
     }
-    tc_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 
@@ -355,7 +335,7 @@ START_TEST(test_checkpoint_state) {
     g_hash_table_insert(sm, "step", "7");
     g_hash_table_insert(sm, "rng_state", "12345678901234567890");
     g_hash_table_insert(sm, "data_position", "4096");
-    TcTmp t;
+    TestUtilTmp t;
     tc_tmp_init(&t);
     g_autoptr(ExecTensorList) la = tc_list(a);
     g_autoptr(GError) error = NULL;
@@ -388,7 +368,7 @@ START_TEST(test_checkpoint_state) {
     ck_assert(!g_file_test(sp, G_FILE_TEST_EXISTS));
     ck_assert(!exec_checkpoint_load_state(t.path, st2, NULL, &error));
     ck_assert(g_error_matches(error, PP_IO_ERROR, PP_IO_ERROR_OPEN));
-    tc_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 
@@ -421,7 +401,7 @@ static const struct {
 
 START_TEST(test_checkpoint_errors) {
     g_autoptr(Gpt2Slice) a = tc_model(&tc_cfg, 1, 1, 6);
-    TcTmp t;
+    TestUtilTmp t;
     tc_tmp_init(&t);
     g_autofree char *raw = NULL;
     gsize            len = 0;
@@ -469,7 +449,7 @@ START_TEST(test_checkpoint_errors) {
                   error->message, tc_bads[_i].needle);
     ck_assert_msg(strstr(error->message, t.path) != NULL, "message lacks the path: %s",
                   error->message);
-    tc_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 
@@ -500,7 +480,7 @@ START_TEST(test_checkpoint_evaluate) {
     /* The GPT-2 vocabulary with a tiny body: L 2, C 16, NH 4, T 8. */
     const Gpt2Config cfg = {2, 16, 4, 8, 50257, 50304};
     g_autoptr(Gpt2Slice) a = tc_model(&cfg, 0, 1, 8);
-    TcTmp t;
+    TestUtilTmp t;
     tc_tmp_init(&t);
     tc_save(t.path, &cfg, a);
 
@@ -548,7 +528,7 @@ START_TEST(test_checkpoint_evaluate) {
     ck_assert(!exec_evaluate(t.path, PP_SOURCE_ROOT "/tests/data/text/none.txt", 0, 0, &loss,
                              &tokens, &error));
     ck_assert(g_error_matches(error, PP_IO_ERROR, PP_IO_ERROR_OPEN));
-    tc_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 

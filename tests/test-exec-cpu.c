@@ -19,6 +19,7 @@
 #include "exec.h"
 #include "pp-error.h"
 #include "pp-trace.h"
+#include "test-util.h"
 
 /* Tiny model: L=4, C=32, NH=2, T=16, V=61 (padded 128), B=2 sequences per micro-batch. */
 static const Gpt2Config tiny = {.L = 4, .C = 32, .NH = 2, .T = 16, .V = 61, .Vp = 128};
@@ -76,25 +77,6 @@ static void grad_store_init(GradStore *store) {
 static void grad_store_clear(GradStore *store) {
     g_hash_table_unref(store->grads);
     g_mutex_clear(&store->lock);
-}
-
-static PpSchedule *make_schedule(const char *kind, int32_t n_stages, int32_t n_chunks, int32_t m,
-                                 int32_t a, int32_t steps) {
-    PpScheduleParams p = {.kind = kind,
-                          .n_stages = n_stages,
-                          .n_chunks = n_chunks,
-                          .n_microbatches = m,
-                          .accumulation = a,
-                          .n_steps = steps,
-                          .f_ns = 1000,
-                          .b_ns = 1000,
-                          .w_ns = 1000,
-                          .comm_ns = 0};
-    g_autoptr(GError) error = NULL;
-    PpSchedule *sched = pp_schedule_new(&p, &error);
-    if (!sched)
-        ck_abort_msg("%s: %s", kind, error->message);
-    return sched;
 }
 
 static ExecPipelineParams tiny_params(const PpSchedule *shape) {
@@ -203,7 +185,7 @@ static const SchedCase order_cases[] = {
 START_TEST(test_exec_order_and_deps) {
     const SchedCase *c = &order_cases[_i];
     g_autoptr(PpSchedule) sched =
-        make_schedule(c->kind, c->n_stages, c->n_chunks, c->m, c->a, c->steps);
+        test_util_schedule_new(c->kind, c->n_stages, c->n_chunks, c->m, c->a, c->steps);
     ExecPipelineParams p = tiny_params(sched);
     g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
     g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
@@ -249,7 +231,7 @@ static const SchedCase sync_cases[] = {
  * last update (gathered by tensor name at U), *params every parameter at the end. */
 static double run_collect(const SchedCase *c, GHashTable **grads, GHashTable **params) {
     g_autoptr(PpSchedule) sched =
-        make_schedule(c->kind, c->n_stages, c->n_chunks, c->m, c->a, c->steps);
+        test_util_schedule_new(c->kind, c->n_stages, c->n_chunks, c->m, c->a, c->steps);
     GradStore store;
     grad_store_init(&store);
     ExecPipelineParams p = tiny_params(sched);
@@ -289,7 +271,7 @@ static const SchedCase async_cases[] = {
 START_TEST(test_exec_async_versions) {
     const SchedCase *c = &async_cases[_i];
     g_autoptr(PpSchedule) sched =
-        make_schedule(c->kind, c->n_stages, c->n_chunks, c->m, c->a, c->steps);
+        test_util_schedule_new(c->kind, c->n_stages, c->n_chunks, c->m, c->a, c->steps);
     ExecPipelineParams p = tiny_params(sched);
     g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
     g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
@@ -338,7 +320,7 @@ END_TEST
  * accumulated per step with loss scale 1/mbs_per_step, per-step clipping, warmup + cosine lr,
  * AdamW. Returns the parameters after @steps steps. */
 static GHashTable *reference_train(int32_t mbs_per_step, int32_t steps) {
-    g_autoptr(PpSchedule) shape = make_schedule("gpipe", 1, 1, 1, 1, 1);
+    g_autoptr(PpSchedule) shape = test_util_schedule_new("gpipe", 1, 1, 1, 1, 1);
     ExecPipelineParams p = tiny_params(shape);
     Gpt2SliceParams    sp = {.model = tiny,
                              .layer_begin = 0,
@@ -392,7 +374,7 @@ static const SchedCase single_cases[] = {
 
 START_TEST(test_exec_single_stage_equals_trainer) {
     const SchedCase *c = &single_cases[_i];
-    g_autoptr(PpSchedule) sched = make_schedule(c->kind, 1, 1, c->m, c->a, c->steps);
+    g_autoptr(PpSchedule) sched = test_util_schedule_new(c->kind, 1, 1, c->m, c->a, c->steps);
     ExecPipelineParams p = tiny_params(sched);
     g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
     g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
@@ -419,7 +401,7 @@ END_TEST
 
 START_TEST(test_exec_dynamic_paci) {
     const int32_t N = 4, a = 2, steps = 6, n_mb = steps * a;
-    g_autoptr(PpSchedule) shape = make_schedule("paci", N, 1, 1, a, steps);
+    g_autoptr(PpSchedule) shape = test_util_schedule_new("paci", N, 1, 1, a, steps);
     ExecPipelineParams p = tiny_params(shape);
     g_autoptr(ExecPipeline) dyn = make_pipeline(&p);
     g_autoptr(GError) error = NULL;
@@ -456,7 +438,7 @@ END_TEST
 /* --- non-finite gradients --- */
 
 START_TEST(test_exec_nonfinite_skips_update) {
-    g_autoptr(PpSchedule) sched = make_schedule("1f1b", 2, 1, 2, 1, 1);
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("1f1b", 2, 1, 2, 1, 1);
     ExecPipelineParams p = tiny_params(sched);
     p.poison_update = 1;
     g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
@@ -478,7 +460,7 @@ START_TEST(test_exec_nonfinite_skips_update) {
 END_TEST
 
 START_TEST(test_exec_nonfinite_stops) {
-    g_autoptr(PpSchedule) sched = make_schedule("gpipe", 2, 1, 2, 1, 3);
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("gpipe", 2, 1, 2, 1, 3);
     ExecPipelineParams p = tiny_params(sched);
     p.poison_update = 1;
     p.max_nonfinite = 1;
@@ -492,8 +474,8 @@ START_TEST(test_exec_nonfinite_stops) {
 END_TEST
 
 START_TEST(test_exec_shape_mismatch) {
-    g_autoptr(PpSchedule) shape = make_schedule("1f1b", 2, 1, 2, 1, 1);
-    g_autoptr(PpSchedule) other = make_schedule("1f1b", 4, 1, 4, 1, 1);
+    g_autoptr(PpSchedule) shape = test_util_schedule_new("1f1b", 2, 1, 2, 1, 1);
+    g_autoptr(PpSchedule) other = test_util_schedule_new("1f1b", 4, 1, 4, 1, 1);
     ExecPipelineParams p = tiny_params(shape);
     g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
     g_autoptr(GError) error = NULL;
@@ -537,25 +519,13 @@ typedef struct {
 } TrainFixture;
 
 static void train_fixture_init(TrainFixture *f) {
-    f->dir = g_dir_make_tmp("pacer-exec-XXXXXX", NULL);
-    ck_assert_ptr_nonnull(f->dir);
+    f->dir = test_util_tmp_dir_new("pacer-exec-XXXXXX");
     f->train = write_shard(f->dir, "train.bin", 4096, 11);
     f->val = write_shard(f->dir, "val.bin", 1024, 23);
 }
 
 static void train_fixture_clear(TrainFixture *f) {
-    const char *names[] = {"train.bin",
-                           "val.bin",
-                           "log.csv",
-                           "ops.csv",
-                           "scenario.ini",
-                           "checkpoint.safetensors",
-                           "checkpoint.safetensors.state"};
-    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
-        g_autofree char *p = g_build_filename(f->dir, names[i], NULL);
-        g_remove(p);
-    }
-    g_rmdir(f->dir);
+    test_util_tmp_dir_remove(f->dir);
     g_free(f->dir);
     g_free(f->train);
     g_free(f->val);
@@ -563,8 +533,7 @@ static void train_fixture_clear(TrainFixture *f) {
 
 static char **read_lines(const char *dir, const char *name) {
     g_autofree char *path = g_build_filename(dir, name, NULL);
-    g_autofree char *text = NULL;
-    ck_assert_msg(g_file_get_contents(path, &text, NULL, NULL), "cannot read %s", path);
+    g_autofree char *text = test_util_read_file(path, NULL);
     return g_strsplit(g_strchomp(text), "\n", -1);
 }
 

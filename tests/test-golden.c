@@ -4,10 +4,10 @@
  * PP_UPDATE_GOLDEN=1 rewrites the golden files instead (review the diff before committing).
  */
 #include <check.h>
-#include <glib/gstdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
+
+#include "test-util.h"
 
 #define SIM_BIN    PP_BUILD_ROOT "/sim/pacer-sim"
 #define DATA_DIR   PP_SOURCE_ROOT "/tests/data/sim"
@@ -18,31 +18,23 @@ static const char *const golden_names[] = {"1f1b", "interleaved", "zb-h1", "paci
 /* Runs pacer-sim on tests/data/sim/@name.ini with --out @dir; returns its exit status. */
 static int run_sim(const char *name, const char *dir, char **err) {
     g_autofree char *scenario = g_strdup_printf("%s/%s.ini", DATA_DIR, name);
-    const char      *argv[] = {SIM_BIN, scenario, "--out", dir, NULL};
-    int              wait_status = 0;
-    g_autoptr(GError) error = NULL;
-    gboolean ok = g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
-                               NULL, err, &wait_status, &error);
-    ck_assert_msg(ok, "spawn %s: %s", SIM_BIN, ok ? "" : error->message);
-    ck_assert(WIFEXITED(wait_status));
-    return WEXITSTATUS(wait_status);
+    const char      *args[] = {scenario, "--out", dir, NULL};
+    return test_util_spawn(SIM_BIN, args, NULL, err);
 }
 
 START_TEST(test_golden_ops) {
     const char      *name = golden_names[_i];
-    g_autofree char *dir = g_dir_make_tmp("pacer-golden-XXXXXX", NULL);
-    ck_assert_ptr_nonnull(dir);
+    g_autofree char *dir = test_util_tmp_dir_new("pacer-golden-XXXXXX");
     g_autofree char *err = NULL;
     int              status = run_sim(name, dir, &err);
     ck_assert_msg(status == 0, "%s: exit %d: %s", name, status, err);
 
     g_autofree char *ops_path = g_build_filename(dir, "ops.csv", NULL);
     g_autofree char *golden_path = g_strdup_printf("%s/%s.csv", GOLDEN_DIR, name);
-    g_autofree char *ops = NULL, *golden = NULL;
     gsize            ops_len = 0, golden_len = 0;
+    g_autofree char *ops = test_util_read_file(ops_path, &ops_len);
+    g_autofree char *golden = NULL;
     g_autoptr(GError) error = NULL;
-    ck_assert_msg(g_file_get_contents(ops_path, &ops, &ops_len, &error), "%s",
-                  error ? error->message : "");
 
     const char *update = g_getenv("PP_UPDATE_GOLDEN");
     if (update != NULL && strcmp(update, "1") == 0) {
@@ -64,13 +56,7 @@ START_TEST(test_golden_ops) {
         }
     }
 
-    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-    const char *entry;
-    while ((entry = g_dir_read_name(d)) != NULL) {
-        g_autofree char *p = g_build_filename(dir, entry, NULL);
-        ck_assert_int_eq(g_unlink(p), 0);
-    }
-    ck_assert_int_eq(g_rmdir(dir), 0);
+    ck_assert(test_util_tmp_dir_remove(dir));
 }
 END_TEST
 

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT
  * test-kernels-cuda.c: GPU suite entry point. Skips (exit 77) on machines without a CUDA
- * device, so CPU-only CI shows SKIP; on a GPU box it checks that the device is usable.
- * The CUDA kernels' comparisons against the CPU reference join this file with the CUDA issue.
+ * device, so CPU-only CI shows SKIP; on a GPU box it checks that a device is visible.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,13 +5,13 @@
  * dependencies, custom order files (round trip, bad files) and the PP_ASSERT abort path.
  */
 #include <check.h>
-#include <glib/gstdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pp-error.h"
 #include "pp-schedule.h"
+#include "test-util.h"
 
 #define ORDERS_DIR PP_SOURCE_ROOT "/scenarios/orders"
 
@@ -596,8 +596,7 @@ START_TEST(test_custom_examples) {
 END_TEST
 
 START_TEST(test_custom_round_trip) {
-    g_autofree char *dir = g_dir_make_tmp("pp-sched-XXXXXX", NULL);
-    ck_assert_ptr_nonnull(dir);
+    g_autofree char *dir = test_util_tmp_dir_new("pp-sched-XXXXXX");
     static const struct {
         const char *kind;
         int32_t     n, v, m, a, steps;
@@ -625,9 +624,8 @@ START_TEST(test_custom_round_trip) {
             ck_assert(memcmp(back->programs[s], gen->programs[s],
                              sizeof(PpOp) * (size_t)gen->n_ops[s]) == 0);
         }
-        g_remove(path);
     }
-    g_rmdir(dir);
+    test_util_tmp_dir_remove(dir);
 }
 END_TEST
 
@@ -658,7 +656,7 @@ START_TEST(test_custom_bad_files) {
         {"stage,index,op,mb,chunk\n0,0,BW,0,0\n0,1,F,0,0\n", PP_SCHEDULE_ERROR_ORDER,
          "stage 0 op 0 BW(mb=0, chunk=0) runs before stage 0 op 1 F(mb=0, chunk=0)"},
     };
-    g_autofree char *dir = g_dir_make_tmp("pp-sched-XXXXXX", NULL);
+    g_autofree char *dir = test_util_tmp_dir_new("pp-sched-XXXXXX");
     g_autofree char *path = g_build_filename(dir, "bad.csv", NULL);
     for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
         ck_assert(g_file_set_contents(path, cases[k].text, -1, NULL));
@@ -672,8 +670,7 @@ START_TEST(test_custom_bad_files) {
         if (cases[k].code == PP_SCHEDULE_ERROR_PARSE)
             ck_assert_ptr_nonnull(strstr(error->message, path));
     }
-    g_remove(path);
-    g_rmdir(dir);
+    test_util_tmp_dir_remove(dir);
 
     g_autoptr(GError) error = NULL;
     ck_assert_ptr_null(build_custom(ORDERS_DIR "/no-such-file.csv", &error));

@@ -8,35 +8,17 @@
 #include <glib/gstdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "data-corpus.h"
 #include "data-shard.h"
 #include "pp-error.h"
+#include "test-util.h"
 
 #define TEST_TEXT_DIR PP_SOURCE_ROOT "/tests/data/text"
 
-/* A fresh temporary folder and a path inside it. */
-typedef struct {
-    char *dir;
-    char *path;
-} TestShardTmp;
-
-static void test_shard_tmp_init(TestShardTmp *t) {
-    t->dir = g_dir_make_tmp("test-shard-XXXXXX", NULL);
-    ck_assert_ptr_nonnull(t->dir);
-    t->path = g_build_filename(t->dir, "tokens.bin", NULL);
-}
-
-static void test_shard_tmp_clear(TestShardTmp *t) {
-    const char *names[] = {"tokens.bin", "train.bin", "val.bin"};
-    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
-        g_autofree char *p = g_build_filename(t->dir, names[i], NULL);
-        g_remove(p);
-    }
-    g_rmdir(t->dir);
-    g_free(t->dir);
-    g_free(t->path);
+/* A fresh temporary folder with tokens.bin in it; test_util_tmp_clear() removes it. */
+static void test_shard_tmp_init(TestUtilTmp *t) {
+    test_util_tmp_init(t, "test-shard-XXXXXX", "tokens.bin");
 }
 
 static const uint8_t test_fp_a[DATA_BPE_FINGERPRINT_BYTES] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -54,7 +36,7 @@ static void test_shard_write_ramp(const char *path, uint64_t n) {
 
 START_TEST(test_shard_round_trip) {
     const uint64_t n = 10007;
-    TestShardTmp   t;
+    TestUtilTmp    t;
     test_shard_tmp_init(&t);
     test_shard_write_ramp(t.path, n);
 
@@ -86,12 +68,12 @@ START_TEST(test_shard_round_trip) {
     /* Without an expected fingerprint any vocabulary is accepted. */
     g_autoptr(DataShard) any = data_shard_open(t.path, NULL, NULL);
     ck_assert_ptr_nonnull(any);
-    test_shard_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 
 START_TEST(test_shard_empty) {
-    TestShardTmp t;
+    TestUtilTmp t;
     test_shard_tmp_init(&t);
     test_shard_write_ramp(t.path, 0);
     g_autoptr(DataShard) shard = data_shard_open(t.path, test_fp_a, NULL);
@@ -99,7 +81,7 @@ START_TEST(test_shard_empty) {
     uint64_t n = 1;
     data_shard_tokens(shard, &n);
     ck_assert_uint_eq(n, 0);
-    test_shard_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 
@@ -131,7 +113,7 @@ static const struct {
 };
 
 START_TEST(test_shard_errors) {
-    TestShardTmp t;
+    TestUtilTmp t;
     test_shard_tmp_init(&t);
     test_shard_write_ramp(t.path, 100);
     g_autofree char *raw = NULL;
@@ -178,7 +160,7 @@ START_TEST(test_shard_errors) {
                   error->message);
     ck_assert_msg(strstr(error->message, test_shard_damages[_i].needle) != NULL,
                   "message \"%s\" lacks \"%s\"", error->message, test_shard_damages[_i].needle);
-    test_shard_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 
@@ -224,12 +206,12 @@ START_TEST(test_shard_corpus_find) {
     ck_assert_ptr_nonnull(strstr(error->message, "nope.txt"));
     g_clear_error(&error);
     /* An empty cache: the message says how to fill it. */
-    TestShardTmp t;
+    TestUtilTmp t;
     test_shard_tmp_init(&t);
     none = data_corpus_find(NULL, t.dir, &error);
     ck_assert_ptr_null(none);
     ck_assert_ptr_nonnull(strstr(error->message, "scripts/setup"));
-    test_shard_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 
@@ -258,16 +240,14 @@ static char *test_shard_text(const DataBpe *bpe, const char *path) {
 
 static char *test_shard_read(const char *name) {
     g_autofree char *p = g_build_filename(TEST_TEXT_DIR, name, NULL);
-    char            *text = NULL;
-    ck_assert(g_file_get_contents(p, &text, NULL, NULL));
-    return text;
+    return test_util_read_file(p, NULL);
 }
 
 /* Three documents, val_fraction 0.34: a and b in train, c in val; each shard decodes to its
  * documents, each preceded by <|endoftext|>. */
 START_TEST(test_shard_build) {
     g_autoptr(DataBpe) bpe = test_shard_bpe();
-    TestShardTmp t;
+    TestUtilTmp t;
     test_shard_tmp_init(&t);
     DataCorpusParams params;
     data_params_init(&params);
@@ -304,7 +284,7 @@ START_TEST(test_shard_build) {
     const uint16_t *tok = data_shard_tokens(s, &n);
     ck_assert_uint_eq(n, ids->len + 2);
     ck_assert_uint_eq(tok[0], DATA_BPE_EOT);
-    test_shard_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 
@@ -365,18 +345,7 @@ END_TEST
 
 /* Runs pacer-data with @args; returns its exit status, output in @out/@err (transfer full). */
 static int test_shard_run(const char *const *args, char **out, char **err) {
-    g_autoptr(GPtrArray) argv = g_ptr_array_new();
-    g_ptr_array_add(argv, (gpointer)PP_BUILD_ROOT "/exec/pacer-data");
-    for (const char *const *a = args; *a; a++)
-        g_ptr_array_add(argv, (gpointer)*a);
-    g_ptr_array_add(argv, NULL);
-    int status = 0;
-    g_autoptr(GError) error = NULL;
-    ck_assert_msg(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, out,
-                               err, &status, &error),
-                  "cannot run pacer-data: %s", error ? error->message : "");
-    ck_assert(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    return test_util_spawn(PP_BUILD_ROOT "/exec/pacer-data", args, out, err);
 }
 
 /* pacer-data encode/decode/prepare: outputs and exit statuses (0 ok, 1 bad input, 2 usage). */
@@ -395,7 +364,7 @@ START_TEST(test_shard_cli) {
     ck_assert_int_eq(test_shard_run(enc, &out, &err), 0);
     ck_assert_str_eq(out, want->str);
 
-    TestShardTmp t;
+    TestUtilTmp t;
     test_shard_tmp_init(&t);
     ck_assert(g_file_set_contents(t.path, want->str, -1, NULL));
     g_string_free(want, TRUE);
@@ -429,7 +398,7 @@ START_TEST(test_shard_cli) {
     g_free(out);
     g_free(err);
     ck_assert_int_eq(test_shard_run(unknown, &out, &err), 2);
-    test_shard_tmp_clear(&t);
+    test_util_tmp_clear(&t);
 }
 END_TEST
 

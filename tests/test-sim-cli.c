@@ -11,13 +11,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "pp-error.h"
 #include "pp-scenario.h"
 #include "pp-schedule.h"
 #include "sim-cost.h"
 #include "sim-engine.h"
+#include "test-util.h"
 
 #define SIM_BIN  PP_BUILD_ROOT "/sim/pacer-sim"
 #define DATA_DIR PP_SOURCE_ROOT "/tests/data/sim"
@@ -28,46 +28,11 @@ static const char *const scenario_names[] = {"1f1b", "interleaved", "paci", "gpt
 /* Runs pacer-sim with @args (NULL-terminated); captures stdout/stderr (nullable outputs).
  * Returns its exit status. */
 static int run_cli(const char *const *args, char **out, char **err) {
-    g_autoptr(GPtrArray) argv = g_ptr_array_new();
-    g_ptr_array_add(argv, (gpointer)SIM_BIN);
-    for (size_t i = 0; args[i] != NULL; i++)
-        g_ptr_array_add(argv, (gpointer)args[i]);
-    g_ptr_array_add(argv, NULL);
-    g_autofree char *o = NULL, *e = NULL;
-    int              wait_status = 0;
-    g_autoptr(GError) error = NULL;
-    gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &o,
-                               &e, &wait_status, &error);
-    ck_assert_msg(ok, "spawn %s: %s", SIM_BIN, ok ? "" : error->message);
-    ck_assert(WIFEXITED(wait_status));
-    if (out != NULL)
-        *out = g_steal_pointer(&o);
-    if (err != NULL)
-        *err = g_steal_pointer(&e);
-    return WEXITSTATUS(wait_status);
+    return test_util_spawn(SIM_BIN, args, out, err);
 }
 
 static char *scenario_path(const char *name) {
     return g_strdup_printf("%s/%s.ini", DATA_DIR, name);
-}
-
-/* Removes a flat directory made by g_dir_make_tmp(). */
-static void remove_dir(const char *dir) {
-    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-    ck_assert_ptr_nonnull(d);
-    const char *name;
-    while ((name = g_dir_read_name(d)) != NULL) {
-        g_autofree char *p = g_build_filename(dir, name, NULL);
-        ck_assert_int_eq(g_unlink(p), 0);
-    }
-    ck_assert_int_eq(g_rmdir(dir), 0);
-}
-
-static char *read_file(const char *path, gsize *len) {
-    char *text = NULL;
-    g_autoptr(GError) error = NULL;
-    ck_assert_msg(g_file_get_contents(path, &text, len, &error), "%s", error ? error->message : "");
-    return text;
 }
 
 static JsonNode *parse_json(const char *text) {
@@ -102,16 +67,27 @@ static SimResult *run_in_process(const char *path) {
     return res;
 }
 
+/* Whether file @name has the same bytes in @dir_a and @dir_b; its length in @dir_a goes to
+ * @len_a (nullable). */
+static gboolean same_file(const char *dir_a, const char *dir_b, const char *name, gsize *len_a) {
+    g_autofree char *pa = g_build_filename(dir_a, name, NULL);
+    g_autofree char *pb = g_build_filename(dir_b, name, NULL);
+    gsize            la, lb;
+    g_autofree char *ta = test_util_read_file(pa, &la);
+    g_autofree char *tb = test_util_read_file(pb, &lb);
+    if (len_a != NULL)
+        *len_a = la;
+    return la == lb && memcmp(ta, tb, la) == 0;
+}
+
 /* --- --out: reruns are byte-identical --- */
 
 START_TEST(test_out_deterministic) {
     g_autofree char *path = scenario_path(scenario_names[_i]);
-    g_autofree char *dir1 = g_dir_make_tmp("pacer-sim-a-XXXXXX", NULL);
-    g_autofree char *dir2 = g_dir_make_tmp("pacer-sim-b-XXXXXX", NULL);
-    ck_assert_ptr_nonnull(dir1);
-    ck_assert_ptr_nonnull(dir2);
-    const char *a1[] = {path, "--out", dir1, NULL};
-    const char *a2[] = {path, "--out", dir2, NULL};
+    g_autofree char *dir1 = test_util_tmp_dir_new("pacer-sim-a-XXXXXX");
+    g_autofree char *dir2 = test_util_tmp_dir_new("pacer-sim-b-XXXXXX");
+    const char      *a1[] = {path, "--out", dir1, NULL};
+    const char      *a2[] = {path, "--out", dir2, NULL};
     ck_assert_int_eq(run_cli(a1, NULL, NULL), 0);
     ck_assert_int_eq(run_cli(a2, NULL, NULL), 0);
 
@@ -123,30 +99,22 @@ START_TEST(test_out_deterministic) {
         n_files++;
     ck_assert_int_eq(n_files, G_N_ELEMENTS(files)); /* no temporary files left behind */
     for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
-        g_autofree char *p1 = g_build_filename(dir1, files[i], NULL);
-        g_autofree char *p2 = g_build_filename(dir2, files[i], NULL);
-        gsize            l1, l2;
-        g_autofree char *t1 = read_file(p1, &l1);
-        g_autofree char *t2 = read_file(p2, &l2);
-        ck_assert_msg(l1 > 0, "%s is empty", files[i]);
-        ck_assert_msg(l1 == l2 && memcmp(t1, t2, l1) == 0, "%s differs between runs", files[i]);
+        gsize    len = 0;
+        gboolean same = same_file(dir1, dir2, files[i], &len);
+        ck_assert_msg(len > 0, "%s is empty", files[i]);
+        ck_assert_msg(same, "%s differs between runs", files[i]);
     }
 
     /* scenario.ini is the effective scenario: simulating it gives the same ops.csv. */
     g_autofree char *ini = g_build_filename(dir1, "scenario.ini", NULL);
-    g_autofree char *dir3 = g_dir_make_tmp("pacer-sim-c-XXXXXX", NULL);
+    g_autofree char *dir3 = test_util_tmp_dir_new("pacer-sim-c-XXXXXX");
     const char      *a3[] = {ini, "--out", dir3, NULL};
     ck_assert_int_eq(run_cli(a3, NULL, NULL), 0);
-    g_autofree char *ops1 = g_build_filename(dir1, "ops.csv", NULL);
-    g_autofree char *ops3 = g_build_filename(dir3, "ops.csv", NULL);
-    gsize            l1, l3;
-    g_autofree char *o1 = read_file(ops1, &l1);
-    g_autofree char *o3 = read_file(ops3, &l3);
-    ck_assert(l1 == l3 && memcmp(o1, o3, l1) == 0);
+    ck_assert(same_file(dir1, dir3, "ops.csv", NULL));
 
-    remove_dir(dir1);
-    remove_dir(dir2);
-    remove_dir(dir3);
+    ck_assert(test_util_tmp_dir_remove(dir1));
+    ck_assert(test_util_tmp_dir_remove(dir2));
+    ck_assert(test_util_tmp_dir_remove(dir3));
 }
 END_TEST
 
@@ -226,27 +194,21 @@ END_TEST
 
 START_TEST(test_dynamic_mode) {
     g_autofree char *path = scenario_path("paci");
-    g_autofree char *dir_s = g_dir_make_tmp("pacer-sim-st-XXXXXX", NULL);
-    g_autofree char *dir_d = g_dir_make_tmp("pacer-sim-dy-XXXXXX", NULL);
+    g_autofree char *dir_s = test_util_tmp_dir_new("pacer-sim-st-XXXXXX");
+    g_autofree char *dir_d = test_util_tmp_dir_new("pacer-sim-dy-XXXXXX");
     const char      *a_s[] = {path, "--out", dir_s, NULL};
     const char      *a_d[] = {path, "--set", "pipeline.mode=dynamic", "--out", dir_d, NULL};
     ck_assert_int_eq(run_cli(a_s, NULL, NULL), 0);
     ck_assert_int_eq(run_cli(a_d, NULL, NULL), 0);
     /* Deterministic costs: the live policy makes the same decisions as the static program. */
     const char *const same[] = {"ops.csv", "stages.csv", "trace.json"};
-    for (size_t i = 0; i < G_N_ELEMENTS(same); i++) {
-        g_autofree char *p_s = g_build_filename(dir_s, same[i], NULL);
-        g_autofree char *p_d = g_build_filename(dir_d, same[i], NULL);
-        gsize            l_s, l_d;
-        g_autofree char *t_s = read_file(p_s, &l_s);
-        g_autofree char *t_d = read_file(p_d, &l_d);
-        ck_assert_msg(l_s == l_d && memcmp(t_s, t_d, l_s) == 0, "%s differs", same[i]);
-    }
+    for (size_t i = 0; i < G_N_ELEMENTS(same); i++)
+        ck_assert_msg(same_file(dir_s, dir_d, same[i], NULL), "%s differs", same[i]);
     g_autofree char *summary_path = g_build_filename(dir_d, "summary.csv", NULL);
-    g_autofree char *summary = read_file(summary_path, NULL);
+    g_autofree char *summary = test_util_read_file(summary_path, NULL);
     ck_assert_ptr_nonnull(strstr(summary, "\"dynamic\""));
-    remove_dir(dir_s);
-    remove_dir(dir_d);
+    ck_assert(test_util_tmp_dir_remove(dir_s));
+    ck_assert(test_util_tmp_dir_remove(dir_d));
 }
 END_TEST
 
@@ -259,11 +221,11 @@ static int64_t us_to_ns(JsonNode *node) {
 
 START_TEST(test_perfetto_consistent) {
     g_autofree char *path = scenario_path(scenario_names[_i]);
-    g_autofree char *dir = g_dir_make_tmp("pacer-sim-p-XXXXXX", NULL);
+    g_autofree char *dir = test_util_tmp_dir_new("pacer-sim-p-XXXXXX");
     const char      *args[] = {path, "--out", dir, NULL};
     ck_assert_int_eq(run_cli(args, NULL, NULL), 0);
     g_autofree char *trace_path = g_build_filename(dir, "trace.json", NULL);
-    g_autofree char *text = read_file(trace_path, NULL);
+    g_autofree char *text = test_util_read_file(trace_path, NULL);
     g_autoptr(JsonNode) root = parse_json(text);
     g_autoptr(SimResult) ref = run_in_process(path);
 
@@ -327,7 +289,7 @@ START_TEST(test_perfetto_consistent) {
     ck_assert_int_eq(n_finishes, n_transfers);
     ck_assert_int_eq(id_sum_s, id_sum_f);
     ck_assert_int_eq(id_sum_s, n_transfers * (n_transfers + 1) / 2);
-    remove_dir(dir);
+    ck_assert(test_util_tmp_dir_remove(dir));
 }
 END_TEST
 
@@ -494,7 +456,7 @@ static const char *field(GPtrArray *rows, guint row, guint col) {
 
 START_TEST(test_sweep) {
     g_autofree char *path = scenario_path("1f1b");
-    g_autofree char *dir = g_dir_make_tmp("pacer-sim-s-XXXXXX", NULL);
+    g_autofree char *dir = test_util_tmp_dir_new("pacer-sim-s-XXXXXX");
     g_autofree char *csv_path = g_build_filename(dir, "sweep.csv", NULL);
     const char      *args[] = {
              "sweep", path, "--sweep", "pipeline.stages=2,4", "--sweep", "pipeline.microbatches=4,8,0",
@@ -549,9 +511,9 @@ START_TEST(test_sweep) {
     g_autofree char *quiet = NULL;
     ck_assert_int_eq(run_cli(oargs, &quiet, NULL), 0);
     ck_assert_str_eq(quiet, "");
-    g_autofree char *written = read_file(csv_path, NULL);
+    g_autofree char *written = test_util_read_file(csv_path, NULL);
     ck_assert_str_eq(written, out);
-    remove_dir(dir);
+    ck_assert(test_util_tmp_dir_remove(dir));
 }
 END_TEST
 

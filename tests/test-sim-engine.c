@@ -15,29 +15,12 @@
 #include "pp-schedule.h"
 #include "sim-cost.h"
 #include "sim-engine.h"
+#include "test-util.h"
 
 static const int32_t test_stage_counts[] = {1, 2, 4, 8};
 /* Full-stage F, B, W (ns); every value divisible by 6 so that v = 2 and v = 3 split exactly. */
 static const int64_t test_costs[][3] = {
     {6000, 6000, 6000}, {18000, 12000, 6000}, {30000, 30000, 12000}, {12000, 6000, 0}};
-
-static PpSchedule *test_schedule(const char *kind, int32_t n_stages, int32_t n_chunks, int32_t m,
-                                 int32_t a, int32_t n_steps) {
-    PpScheduleParams params = {.kind = kind,
-                               .n_stages = n_stages,
-                               .n_chunks = n_chunks,
-                               .n_microbatches = m,
-                               .accumulation = a,
-                               .n_steps = n_steps,
-                               .f_ns = 1000,
-                               .b_ns = 1000,
-                               .w_ns = 1000};
-    g_autoptr(GError) error = NULL;
-    PpSchedule *sched = pp_schedule_new(&params, &error);
-    if (sched == NULL)
-        ck_abort_msg("%s N=%d v=%d m=%d a=%d: %s", kind, n_stages, n_chunks, m, a, error->message);
-    return sched;
-}
 
 static SimResult *test_run(const PpSchedule *sched, const SimCostModel *cost) {
     g_autoptr(GError) error = NULL;
@@ -60,7 +43,7 @@ START_TEST(test_flush_closed_form) {
     int64_t        fbw = c[0] + c[1] + c[2];
     const char    *kinds[] = {"gpipe", "1f1b"};
     for (int k = 0; k < 2; k++) {
-        g_autoptr(PpSchedule) sched = test_schedule(kinds[k], n, 1, m, 1, 1);
+        g_autoptr(PpSchedule) sched = test_util_schedule_new(kinds[k], n, 1, m, 1, 1);
         g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, c[0], c[1], c[2], 0);
         g_autoptr(SimResult) res = test_run(sched, cost);
         ck_assert_int_eq(res->makespan_ns, (m + n - 1) * fbw);
@@ -88,7 +71,7 @@ START_TEST(test_interleaved_closed_form) {
     int32_t        v = 2 + (_i / 12) % 2;
     const int64_t *c = test_costs[_i / 24];
     int64_t        fbw = c[0] + c[1] + c[2];
-    g_autoptr(PpSchedule) sched = test_schedule("interleaved", n, v, m, 1, 1);
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("interleaved", n, v, m, 1, 1);
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, v, c[0] / v, c[1] / v, c[2] / v, 0);
     g_autoptr(SimResult) res = test_run(sched, cost);
     ck_assert_int_eq(res->makespan_ns, m * fbw + (n - 1) * fbw / v);
@@ -109,10 +92,10 @@ START_TEST(test_multi_step) {
     int32_t     v = g_str_equal(kind, "interleaved") ? 2 : 1;
     int32_t     m = 2 * n;
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, v, 3000, 2000, 1000, 0);
-    g_autoptr(PpSchedule) one = test_schedule(kind, n, v, m, 1, 1);
+    g_autoptr(PpSchedule) one = test_util_schedule_new(kind, n, v, m, 1, 1);
     g_autoptr(SimResult) r1 = test_run(one, cost);
     for (int32_t steps = 2; steps <= 3; steps++) {
-        g_autoptr(PpSchedule) many = test_schedule(kind, n, v, m, 1, steps);
+        g_autoptr(PpSchedule) many = test_util_schedule_new(kind, n, v, m, 1, steps);
         g_autoptr(SimResult) rs = test_run(many, cost);
         ck_assert_int_eq(rs->makespan_ns, steps * r1->makespan_ns);
         ck_assert_int_eq(rs->step_time_ns, r1->makespan_ns);
@@ -127,7 +110,7 @@ END_TEST
  * and the backward wave each cross N-1 links, so makespan = (m+N-1)(F+B+W) + 2(N-1)c. */
 START_TEST(test_gpipe_comm) {
     const int32_t n = 4, m = 6;
-    g_autoptr(PpSchedule) sched = test_schedule("gpipe", n, 1, m, 1, 1);
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("gpipe", n, 1, m, 1, 1);
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 1000, 1500, 500, 70);
     cost->act_msg_bytes = 1000;
     cost->comm_bytes_per_ns = 3.0; /* 333.33 ns, rounded to 333 */
@@ -297,10 +280,10 @@ START_TEST(test_paci_uniform) {
     int32_t       n = _i < 4 ? 4 : 8;
     int32_t       a = 1 + _i % 4;
     const int64_t f = 3000, b = 2000, w = 1000;
-    g_autoptr(PpSchedule) sched = test_schedule("paci", n, 1, 1, a, 4 * n);
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("paci", n, 1, 1, a, 4 * n);
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, f, b, w, 0);
     g_autoptr(SimResult) res = test_run(sched, cost);
-    g_autoptr(PpSchedule) flush = test_schedule("1f1b", n, 1, 2 * n, 1, 1);
+    g_autoptr(PpSchedule) flush = test_util_schedule_new("1f1b", n, 1, 2 * n, 1, 1);
     g_autoptr(SimResult) ref = test_run(flush, cost);
     ck_assert_int_eq(res->step_time_ns, a * (f + b + w));
     ck_assert_double_eq_tol(res->bubble_fraction, 0.0, 1e-12);
@@ -339,7 +322,7 @@ START_TEST(test_paci_bottleneck) {
     int32_t       slow_stages[] = {0, n / 2, n - 1};
     int32_t       slow = slow_stages[_i / 8];
     const int64_t f = 3000, b = 2000, w = 1000;
-    g_autoptr(PpSchedule) sched = test_schedule("paci", n, 1, 1, a, 6 * n);
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("paci", n, 1, 1, a, 6 * n);
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, f, b, w, 0);
     cost->f_ns[slow] *= 2;
     cost->b_ns[slow] *= 2;
@@ -360,7 +343,7 @@ START_TEST(test_paci_comm) {
     int32_t       n = _i < 4 ? 4 : 8;
     int32_t       a = 1 + _i % 4;
     const int64_t fbw = 3000 + 2000 + 1000, c = n == 4 ? 200 : 400;
-    g_autoptr(PpSchedule) sched = test_schedule("paci", n, 1, 1, a, 8 * n);
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("paci", n, 1, 1, a, 8 * n);
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 3000, 2000, 1000, c);
     g_autoptr(SimResult) res = test_run(sched, cost);
     ck_assert_int_eq(res->step_time_ns, a * (fbw + 2 * (n - 1) * c / n));
@@ -378,7 +361,7 @@ START_TEST(test_stashed_versions) {
         cost->static_bytes[s] = 1000000;
         cost->weight_copy_bytes[s] = 1000;
     }
-    g_autoptr(PpSchedule) pd = test_schedule("pipedream", n, 1, 1, 1, 4 * n);
+    g_autoptr(PpSchedule) pd = test_util_schedule_new("pipedream", n, 1, 1, 1, 4 * n);
     g_autoptr(SimResult) rpd = test_run(pd, cost);
     for (int32_t s = 0; s < n; s++) {
         const SimStageResult *sr = &rpd->stages[s];
@@ -388,7 +371,7 @@ START_TEST(test_stashed_versions) {
         ck_assert_int_eq(sr->peak_inflight, n - s);
         ck_assert_int_eq(sr->peak_memory_bytes, 1000000 + (n - s - 1) * 1000 + (n - s));
     }
-    g_autoptr(PpSchedule) tbw = test_schedule("2bw", n, 1, n, 1, 4);
+    g_autoptr(PpSchedule) tbw = test_util_schedule_new("2bw", n, 1, n, 1, 4);
     g_autoptr(SimResult) rtbw = test_run(tbw, cost);
     for (int32_t s = 0; s < n; s++) {
         const SimStageResult *sr = &rtbw->stages[s];
@@ -398,7 +381,7 @@ START_TEST(test_stashed_versions) {
         ck_assert_int_eq(sr->delay_max, s < n - 1 ? 1 : 0);
     }
     /* async-1f1b: PACI with a = 1, current weights. */
-    g_autoptr(PpSchedule) as = test_schedule("async-1f1b", n, 1, 1, 1, 4 * n);
+    g_autoptr(PpSchedule) as = test_util_schedule_new("async-1f1b", n, 1, 1, 1, 4 * n);
     g_autoptr(SimResult) ras = test_run(as, cost);
     for (int32_t s = 0; s < n; s++) {
         ck_assert_int_eq(ras->stages[s].weight_versions, 1);
@@ -428,7 +411,7 @@ START_TEST(test_policy_matches_static) {
     g_autoptr(SimResult) live = sim_engine_run_policy(&params, cost, &program_raw, &error);
     ck_assert_msg(live != NULL, "%s", error ? error->message : "");
     g_autoptr(PpSchedule) program = program_raw;
-    g_autoptr(PpSchedule) fixed = test_schedule("paci", n, 1, 1, a, steps);
+    g_autoptr(PpSchedule) fixed = test_util_schedule_new("paci", n, 1, 1, a, steps);
     g_autoptr(SimResult) ref = test_run(fixed, cost);
     ck_assert_str_eq(program->kind, "paci");
     for (int32_t s = 0; s < n; s++) {
@@ -510,8 +493,8 @@ START_TEST(test_trace_invariants) {
                  {"2bw", 1, 4, 1, 3}};
     const int32_t n = 4;
     const int64_t comm = 250;
-    g_autoptr(PpSchedule) sched =
-        test_schedule(cases[_i].kind, n, cases[_i].v, cases[_i].m, cases[_i].a, cases[_i].steps);
+    g_autoptr(PpSchedule) sched = test_util_schedule_new(cases[_i].kind, n, cases[_i].v,
+                                                         cases[_i].m, cases[_i].a, cases[_i].steps);
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, cases[_i].v, 1100, 1300, 700, comm);
     for (int32_t s = 0; s < n; s++)
         cost->u_ns[s] = 90 + s;
@@ -585,7 +568,7 @@ START_TEST(test_trace_invariants) {
 END_TEST
 
 START_TEST(test_cost_mismatch) {
-    g_autoptr(PpSchedule) sched = test_schedule("1f1b", 4, 1, 4, 1, 1);
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("1f1b", 4, 1, 4, 1, 1);
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(3, 1, 1, 1, 1, 0);
     g_autoptr(GError) error = NULL;
     SimResult *res = sim_engine_run(sched, cost, &error);

@@ -10,23 +10,17 @@
 
 #include "pp-error.h"
 #include "pp-trace.h"
+#include "test-util.h"
 
 /* A fixture directory per test (checked fixtures run in the forked child). */
 static char *tmp_dir;
 
 static void setup(void) {
-    tmp_dir = g_dir_make_tmp("pp-trace-XXXXXX", NULL);
-    ck_assert_ptr_nonnull(tmp_dir);
+    tmp_dir = test_util_tmp_dir_new("pp-trace-XXXXXX");
 }
 
 static void teardown(void) {
-    g_autoptr(GDir) dir = g_dir_open(tmp_dir, 0, NULL);
-    const char *name;
-    while (dir != NULL && (name = g_dir_read_name(dir)) != NULL) {
-        g_autofree char *path = g_build_filename(tmp_dir, name, NULL);
-        g_remove(path);
-    }
-    g_rmdir(tmp_dir);
+    test_util_tmp_dir_remove(tmp_dir);
     g_free(tmp_dir);
 }
 

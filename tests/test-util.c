@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT
+ * test-util.c: helpers shared by the Check test programs (see test-util.h).
+ */
+#include "test-util.h"
+
+#include <check.h>
+#include <glib/gstdio.h>
+#include <sys/wait.h>
+
+char *test_util_tmp_dir_new(const char *tmpl) {
+    g_autoptr(GError) error = NULL;
+    char *dir = g_dir_make_tmp(tmpl, &error);
+    ck_assert_msg(dir != NULL, "cannot make a folder from %s: %s", tmpl,
+                  error ? error->message : "");
+    return dir;
+}
+
+gboolean test_util_tmp_dir_remove(const char *dir) {
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    if (d == NULL)
+        return FALSE;
+    gboolean    ok = TRUE;
+    const char *name;
+    while ((name = g_dir_read_name(d)) != NULL) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        ok = g_unlink(path) == 0 && ok;
+    }
+    return g_rmdir(dir) == 0 && ok;
+}
+
+void test_util_tmp_init(TestUtilTmp *t, const char *tmpl, const char *file_name) {
+    t->dir = test_util_tmp_dir_new(tmpl);
+    t->path = g_build_filename(t->dir, file_name, NULL);
+}
+
+void test_util_tmp_clear(TestUtilTmp *t) {
+    test_util_tmp_dir_remove(t->dir);
+    g_free(t->dir);
+    g_free(t->path);
+}
+
+char *test_util_read_file(const char *path, gsize *len) {
+    char *text = NULL;
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(g_file_get_contents(path, &text, len, &error), "cannot read %s: %s", path,
+                  error ? error->message : "");
+    return text;
+}
+
+int test_util_spawn(const char *program, const char *const *args, char **out, char **err) {
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer)program);
+    for (const char *const *a = args; *a != NULL; a++)
+        g_ptr_array_add(argv, (gpointer)*a);
+    g_ptr_array_add(argv, NULL);
+    g_autofree char *o = NULL, *e = NULL;
+    int              wait_status = 0;
+    g_autoptr(GError) error = NULL;
+    gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &o,
+                               &e, &wait_status, &error);
+    ck_assert_msg(ok, "cannot run %s: %s", program, ok ? "" : error->message);
+    ck_assert_msg(WIFEXITED(wait_status), "%s did not exit normally", program);
+    if (out != NULL)
+        *out = g_steal_pointer(&o);
+    if (err != NULL)
+        *err = g_steal_pointer(&e);
+    return WEXITSTATUS(wait_status);
+}
+
+PpSchedule *test_util_schedule_new(const char *kind, int32_t n_stages, int32_t n_chunks, int32_t m,
+                                   int32_t a, int32_t n_steps) {
+    PpScheduleParams params = {.kind = kind,
+                               .n_stages = n_stages,
+                               .n_chunks = n_chunks,
+                               .n_microbatches = m,
+                               .accumulation = a,
+                               .n_steps = n_steps,
+                               .f_ns = 1000,
+                               .b_ns = 1000,
+                               .w_ns = 1000,
+                               .comm_ns = 0};
+    g_autoptr(GError) error = NULL;
+    PpSchedule *sched = pp_schedule_new(&params, &error);
+    ck_assert_msg(sched != NULL, "%s N=%d v=%d m=%d a=%d steps=%d: %s", kind, n_stages, n_chunks, m,
+                  a, n_steps, error ? error->message : "");
+    return sched;
+}

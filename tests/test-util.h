@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT
+ * test-util.h: helpers shared by the Check test programs: scratch folders, whole-file reads,
+ * running a built binary as a child process and building a schedule from its parameters.
+ * Each one aborts the calling test (ck_abort) with a message naming what failed.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "pp-schedule.h"
+
+/* A fresh temporary folder from @tmpl ("name-XXXXXX"); transfer full. */
+char *test_util_tmp_dir_new(const char *tmpl);
+
+/* Removes every entry of the flat folder @dir, then @dir itself. Returns TRUE when every
+ * removal succeeded (callers that care assert it). */
+gboolean test_util_tmp_dir_remove(const char *dir);
+
+/* A scratch folder and one file path in it. */
+typedef struct {
+    char *dir;  /* the folder, from test_util_tmp_dir_new() */
+    char *path; /* dir/<file name> (the file itself is not created) */
+} TestUtilTmp;
+
+/* Makes the folder from @tmpl and sets path to @file_name inside it. */
+void test_util_tmp_init(TestUtilTmp *t, const char *tmpl, const char *file_name);
+
+/* Removes the folder and everything in it (missing entries are fine) and frees both paths. */
+void test_util_tmp_clear(TestUtilTmp *t);
+
+/* The whole contents of @path (NUL-terminated; length in @len, nullable); transfer full. */
+char *test_util_read_file(const char *path, gsize *len);
+
+/* Runs @program with @args (NULL-terminated, without argv[0]); captures stdout and stderr
+ * into @out and @err (nullable: discarded; transfer full). The child must exit normally;
+ * returns its exit status. */
+int test_util_spawn(const char *program, const char *const *args, char **out, char **err);
+
+/* pp_schedule_new() of @kind with N = @n_stages, v = @n_chunks, m, a, @n_steps and F = B = W
+ * = 1000 ns, no communication cost. */
+PpSchedule *test_util_schedule_new(const char *kind, int32_t n_stages, int32_t n_chunks, int32_t m,
+                                   int32_t a, int32_t n_steps);
