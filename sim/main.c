@@ -168,7 +168,9 @@ static int sim_main_run(int argc, char **argv) {
     if (overrides == NULL)
         return sim_main_fail(NULL, error);
 
-    g_autoptr(SimJob) job = sim_job_new(path, (const char *const *)overrides, TRUE, &error);
+    /* The per-op trace costs about as much as the run itself: keep it only for --out. */
+    g_autoptr(SimJob) job =
+        sim_job_new(path, (const char *const *)overrides, o.out != NULL, &error);
     if (job == NULL)
         return sim_main_fail(path, error);
     if (o.out != NULL && !sim_report_write_dir(job, o.out, &error))
