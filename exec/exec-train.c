@@ -560,6 +560,13 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
 
     if (params->resume && !exec_train_load(pipeline, sc, vocab, params->resume, &start, error))
         return FALSE;
+    if (params->resume && start >= total) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: the checkpoint is at step %d and [training] steps = %d: nothing left "
+                    "to train (resume a checkpoint from an earlier step)",
+                    params->resume, start, total);
+        return FALSE;
+    }
     g_autoptr(GString) log = g_string_new(exec_train_log_header);
     if (params->out_dir && params->resume)
         exec_train_keep_log(log, params->out_dir, start);
