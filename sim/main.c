@@ -11,6 +11,7 @@
 
 #include "pp-error.h"
 #include "pp-schedule.h"
+#include "sim-replay.h"
 #include "sim-report.h"
 #include "sim-sweep.h"
 
@@ -30,6 +31,7 @@ typedef struct {
     char    *out;       /* --out DIR (run) or FILE.csv (sweep) */
     char    *schedules; /* compare --schedules a,b,c */
     char   **sweeps;    /* sweep --sweep section.key=v1,v2 (NULL-terminated, nullable) */
+    char    *trace;     /* replay --trace MEASURED.csv */
 } SimMainOptions;
 
 static void sim_main_options_clear(SimMainOptions *o) {
@@ -37,6 +39,7 @@ static void sim_main_options_clear(SimMainOptions *o) {
     g_free(o->out);
     g_free(o->schedules);
     g_strfreev(o->sweeps);
+    g_free(o->trace);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SimMainOptions, sim_main_options_clear)
 
@@ -142,6 +145,7 @@ static const char sim_main_run_description[] =
     "  pacer-sim SCENARIO [--set section.key=value]... [--json] [--out DIR] [--steps N]\n"
     "  pacer-sim compare SCENARIO [--schedules a,b,...] [--set ...] [--json]\n"
     "  pacer-sim sweep SCENARIO --sweep section.key=v1,v2,... [--sweep ...] [--out FILE.csv]\n"
+    "  pacer-sim replay SCENARIO --trace MEASURED.csv [--set ...] [--json] [--out DIR]\n"
     "  pacer-sim schedules\n"
     "Run 'pacer-sim COMMAND --help' for a command's options. --out DIR writes ops.csv,\n"
     "stages.csv, summary.csv, trace.json (ui.perfetto.dev) and scenario.ini.\n"
@@ -323,6 +327,58 @@ static int sim_main_sweep(int argc, char **argv) {
     return 0;
 }
 
+/* --- pacer-sim replay --- */
+
+static int sim_main_replay(int argc, char **argv) {
+    g_auto(SimMainOptions) o = {.steps = SIM_MAIN_STEPS_UNSET};
+    const GOptionEntry entries[] = {
+        {"trace", 't', 0, G_OPTION_ARG_FILENAME, &o.trace,
+         "The measured trace (pacer-train --out DIR writes DIR/ops.csv)", "MEASURED.csv"},
+        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &o.sets, "Override a scenario key (repeatable)",
+         "SECTION.KEY=VALUE"},
+        {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the comparison as one JSON object",
+         NULL},
+        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out,
+         "Write the predicted traces (ops.csv: replay, calibrated.csv) into DIR", "DIR"},
+        SIM_MAIN_OPTION_END,
+    };
+    g_autoptr(GError) error = NULL;
+    if (!sim_main_parse(&argc, &argv, "SCENARIO - compare a measured run with the simulator",
+                        "Match every op of the scenario's schedule to its row in a measured "
+                        "trace and simulate it twice without communication: with each op's "
+                        "measured duration (replay) and with the median measured duration per "
+                        "(stage, chunk, kind) (calibrated).",
+                        "SCENARIO is the run's scenario.ini. The trace must hold one run of the\n"
+                        "schedule: train with run.eval_every=0 and run.checkpoint_every=0.\n"
+                        "Replay makespan <= measured makespan; the difference is what\n"
+                        "communication, channel waits and thread scheduling cost.\n"
+                        "See sim/README.md.",
+                        entries, &error))
+        return sim_main_fail(NULL, error);
+    const char *path = NULL;
+    g_auto(GStrv) overrides = sim_main_scenario_args(argc, argv, &o, &path, &error);
+    if (overrides == NULL)
+        return sim_main_fail(NULL, error);
+    if (o.trace == NULL) {
+        g_set_error(&error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                    "replay needs --trace MEASURED.csv");
+        return sim_main_fail(NULL, error);
+    }
+    g_autoptr(SimReplay) replay =
+        sim_replay_new(path, (const char *const *)overrides, o.trace, &error);
+    if (replay == NULL)
+        return sim_main_fail(error->domain == PP_IO_ERROR ? o.trace : path, error);
+    if (o.out != NULL && !sim_replay_write_dir(replay, o.out, &error))
+        return sim_main_fail(o.out, error);
+    if (o.json) {
+        sim_main_print_json(sim_replay_build_json(replay));
+    } else {
+        g_autofree char *table = sim_replay_format(replay);
+        fputs(table, stdout);
+    }
+    return 0;
+}
+
 /* --- pacer-sim schedules --- */
 
 static int sim_main_schedules(int argc, char **argv) {
@@ -349,6 +405,7 @@ int main(int argc, char **argv) {
     } commands[] = {
         {"compare", sim_main_compare},
         {"sweep", sim_main_sweep},
+        {"replay", sim_main_replay},
         {"schedules", sim_main_schedules},
     };
     /* Characters only (UTF-8 help text); numbers keep the C locale's format. */

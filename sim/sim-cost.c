@@ -57,6 +57,7 @@ void sim_cost_free(SimCostModel *cost) {
     g_free(cost->weight_copy_bytes);
     g_free(cost->act_bytes);
     g_free(cost->act_b_bytes);
+    g_free(cost->op_dur_ns);
     g_free(cost);
 }
 

@@ -34,6 +34,12 @@ typedef struct {
     int64_t  samples_per_mb;
     double   flops_per_mb; /* model FLOPs of one micro-batch fwd+bwd, all stages (MFU) */
     double   peak_flops;   /* one device; 0 = unknown (no MFU) */
+    /* Optional per-op durations (replay of a measured trace): when non-NULL, op with flat id
+     * k of the schedule runs op_dur_ns[k] ns instead of the per-(stage, chunk) time above;
+     * the tables still give the asynchronous bubble's per-micro-batch work. Static mode only
+     * (sim_engine_run_policy() rejects it); freed by sim_cost_free(). */
+    int64_t *op_dur_ns; /* (n_op_durs) by flat op id, or NULL */
+    int32_t  n_op_durs; /* must equal the schedule's op count when op_dur_ns is set */
 } SimCostModel;
 
 /* Kernel efficiency of the analytic model: the share of peak FLOP/s a micro-batch of @tokens

@@ -49,9 +49,12 @@ typedef struct {
     SimResult *result;
 } SimRun;
 
-/* Duration of @op (ns) from the cost tables; BW costs B + W. */
-static inline int64_t sim_run_op_dur(const SimRun *run, const PpOp *op) {
+/* Duration of @op, flat id @id (ns): the per-op array when the cost model has one, else the
+ * cost tables; BW costs B + W. */
+static inline int64_t sim_run_op_dur(const SimRun *run, const PpOp *op, int32_t id) {
     const SimCostModel *cost = run->cost;
+    if (cost->op_dur_ns != NULL)
+        return cost->op_dur_ns[id];
     if (op->kind == PP_OP_UPDATE)
         return cost->u_ns[op->stage];
     int32_t unit = op->stage * cost->n_chunks + op->chunk;
@@ -120,7 +123,7 @@ static void sim_run_try_start(SimRun *run, int32_t stage) {
     if (st->pc == 0)
         st->first_start_ns = start_ns;
     st->busy = TRUE;
-    sim_queue_push(run->queue, start_ns + sim_run_op_dur(run, op), stage, id);
+    sim_queue_push(run->queue, start_ns + sim_run_op_dur(run, op, id), stage, id);
 }
 
 /* Accounts the end of op @id on @stage at @end_ns: busy time, spans, weight versions, memory,
@@ -131,7 +134,7 @@ static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_
     SimStageState      *st = &run->st[stage];
     SimStageResult     *sr = &run->result->stages[stage];
     const PpOp         *op = &sched->programs[stage][id - sched->op_offset[stage]];
-    const int64_t       dur_ns = sim_run_op_dur(run, op);
+    const int64_t       dur_ns = sim_run_op_dur(run, op, id);
     const int64_t       start_ns = end_ns - dur_ns;
     const gboolean      stashed = sched->weight_mode == PP_WEIGHTS_STASHED;
     int32_t             unit = op->stage * cost->n_chunks + op->chunk;
@@ -389,7 +392,7 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
         SimStageState *st = &run->st[s];
         for (int32_t i = 0; i < sched->n_ops[s]; i++) {
             const PpOp *op = &sched->programs[s][i];
-            PP_ASSERT(sim_run_op_dur(run, op) >= 0);
+            PP_ASSERT(sim_run_op_dur(run, op, sched->op_offset[s] + i) >= 0);
             if (op->kind == PP_OP_UPDATE)
                 st->n_updates++;
         }
@@ -448,6 +451,12 @@ SimResult *sim_engine_run_with(const PpSchedule *sched, const SimCostModel *cost
         return NULL;
     }
     PP_ASSERT(sched->op_offset != NULL && sched->mb_ops != NULL); /* finished schedule */
+    if (cost->op_dur_ns != NULL && cost->n_op_durs != pp_schedule_n_ops_total(sched)) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "schedule '%s' has %d ops but the cost model gives %d per-op durations",
+                    sched->kind, pp_schedule_n_ops_total(sched), cost->n_op_durs);
+        return NULL;
+    }
     SimRun run = {0};
     sim_run_init(&run, sched, cost, options == NULL || options->keep_trace);
     sim_run_loop(&run);
@@ -610,6 +619,12 @@ SimResult *sim_engine_run_policy(const PpScheduleParams *params, const SimCostMo
         !pp_sched_check_size("paci", (int64_t)params->n_steps * params->accumulation,
                              params->n_stages, error))
         return NULL;
+    if (cost->op_dur_ns != NULL) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "dynamic 'paci' decides its ops at run time: per-op durations (a replayed "
+                    "trace) need a static program");
+        return NULL;
+    }
     if (cost->n_stages != params->n_stages || cost->n_chunks != 1) {
         g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
                     "dynamic 'paci' needs a cost model of %d stages x 1 chunk, got %d x %d",

@@ -1,0 +1,479 @@
+/* SPDX-License-Identifier: MIT
+ * sim-replay.c: matches a measured trace to the ops of the run's schedule, then runs the engine
+ * twice, with each op's measured duration (replay) and with per-(stage, chunk, kind) medians
+ * (calibrated), both without communication, and reports the three timelines side by side.
+ * A measured run is a feasible schedule with its own durations, so the replay's as-soon-as-
+ * possible times are never later than the measured ones.
+ */
+#include "sim-replay.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "pp-error.h"
+
+/* Appended to the errors of a trace whose rows do not fit the schedule. */
+#define SIM_REPLAY_SEGMENT_HINT                                                                    \
+    "; replay needs the trace of one run of the scenario's schedule: pacer-train cuts a run "      \
+    "into segments at eval and checkpoint boundaries, each numbered from micro-batch 0, so "       \
+    "train with --set run.eval_every=0 --set run.checkpoint_every=0 (or training.steps within "    \
+    "one segment)"
+
+#define SIM_REPLAY_OP_TEXT 128
+
+/* Finds the op a trace row stands for. */
+typedef struct {
+    const PpSchedule *sched;
+    int32_t          *u_offset; /* (n_stages + 1) prefix sums of the stages' U counts */
+    int32_t          *u_ids;    /* (n_updates) flat id of update k of stage s at u_offset[s] + k */
+} SimReplayIndex;
+
+static void sim_replay_index_init(SimReplayIndex *ix, const PpSchedule *sched) {
+    ix->sched = sched;
+    ix->u_offset = g_new0(int32_t, sched->n_stages + 1);
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        ix->u_offset[s + 1] = ix->u_offset[s];
+        for (int32_t i = 0; i < sched->n_ops[s]; i++)
+            ix->u_offset[s + 1] += sched->programs[s][i].kind == PP_OP_UPDATE;
+    }
+    ix->u_ids = g_new(int32_t, MAX(ix->u_offset[sched->n_stages], 1));
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        int32_t k = ix->u_offset[s];
+        for (int32_t i = 0; i < sched->n_ops[s]; i++)
+            if (sched->programs[s][i].kind == PP_OP_UPDATE)
+                ix->u_ids[k++] = sched->op_offset[s] + i;
+    }
+}
+
+static void sim_replay_index_clear(SimReplayIndex *ix) {
+    g_free(ix->u_offset);
+    g_free(ix->u_ids);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SimReplayIndex, sim_replay_index_clear)
+
+/* Flat id of the op @row stands for: F/B/W/BW by (stage, kind, mb, chunk), U by stage and
+ * update index (the step column). Returns -1 when the schedule has no such op. */
+static int32_t sim_replay_index_find(const SimReplayIndex *ix, const PpTraceRow *row) {
+    const PpSchedule *sched = ix->sched;
+    if (row->stage < 0 || row->stage >= sched->n_stages)
+        return -1;
+    if (row->kind == PP_OP_UPDATE) {
+        int32_t first = ix->u_offset[row->stage];
+        int32_t n = ix->u_offset[row->stage + 1] - first;
+        return row->step >= 0 && row->step < n ? ix->u_ids[first + row->step] : -1;
+    }
+    if ((int)row->kind < 0 || row->kind >= PP_OP_UPDATE || row->chunk < 0 ||
+        row->chunk >= sched->n_chunks || row->mb < 0 || row->mb >= sched->n_mb)
+        return -1;
+    return pp_schedule_find_op(sched, row->kind, row->mb,
+                               pp_schedule_vstage(sched, row->stage, row->chunk));
+}
+
+/* "F(mb=3, chunk=0) on stage 1" for a trace row. Returns @buf. */
+static char *sim_replay_describe_row(const PpTraceRow *row, char *buf, size_t size) {
+    PpOp op = {.kind = row->kind,
+               .stage = row->stage,
+               .mb = row->mb,
+               .chunk = row->chunk,
+               .step = row->step};
+    return pp_op_describe(&op, buf, size);
+}
+
+/* "F(mb=3, chunk=0) on stage 1" for the schedule's op @id. Returns @buf. */
+static char *sim_replay_describe_op(const PpSchedule *sched, int32_t id, char *buf, size_t size) {
+    return pp_op_describe(pp_schedule_op(sched, pp_schedule_op_ref(sched, id)), buf, size);
+}
+
+/* Weight-version drift the schedule gives the (mb, chunk) of F/B/W/BW @op: version used by
+ * its B (or BW) minus the version its F used. */
+static int32_t sim_replay_schedule_delta(const PpSchedule *sched, const PpOp *op) {
+    int32_t vs = pp_schedule_vstage(sched, op->stage, op->chunk);
+    int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, op->mb, vs);
+    int32_t b = pp_schedule_find_op(
+        sched, sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL, op->mb, vs);
+    PP_ASSERT(f >= 0 && b >= 0); /* a validated schedule has both */
+    return pp_schedule_version_used(sched, pp_schedule_op_ref(sched, b)) -
+           pp_schedule_version_used(sched, pp_schedule_op_ref(sched, f));
+}
+
+/* Matches every compute row of the measured trace to one op of the schedule and fills the
+ * measured arrays (times shifted so the first op starts at 0). Returns FALSE with
+ * PP_IO_ERROR_MISMATCH naming the first row or op that does not fit. */
+static gboolean sim_replay_match(SimReplay *r, const SimReplayIndex *ix, GError **error) {
+    const PpSchedule   *sched = r->schedule;
+    const PpTrace      *trace = r->measured;
+    const int32_t       n_ops = pp_schedule_n_ops_total(sched);
+    g_autofree int64_t *row_of = g_new(int64_t, MAX(n_ops, 1)); /* (n_ops) trace row or -1 */
+    int64_t             first_ns = G_MAXINT64;
+    char                what[SIM_REPLAY_OP_TEXT], prev[SIM_REPLAY_OP_TEXT];
+
+    for (int32_t id = 0; id < n_ops; id++)
+        row_of[id] = -1;
+    for (int64_t i = 0; i < trace->n_rows; i++) {
+        const PpTraceRow *row = &trace->rows[i];
+        if (row->resource != PP_RESOURCE_COMPUTE)
+            continue;
+        int32_t id = sim_replay_index_find(ix, row);
+        sim_replay_describe_row(row, what, sizeof what);
+        if (id < 0) {
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                        "%s: measured op %s matches no op of schedule '%s' (N=%d, v=%d, %d "
+                        "micro-batches, %d steps)" SIM_REPLAY_SEGMENT_HINT,
+                        r->trace_path, what, sched->kind, sched->n_stages, sched->n_chunks,
+                        sched->n_mb, sched->n_steps);
+            return FALSE;
+        }
+        if (row_of[id] >= 0) {
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                        "%s: measured op %s appears more than once" SIM_REPLAY_SEGMENT_HINT,
+                        r->trace_path, what);
+            return FALSE;
+        }
+        if (row->end_ns < row->start_ns) {
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                        "%s: measured op %s ends at %" G_GINT64_FORMAT
+                        " ns, before it starts at %" G_GINT64_FORMAT " ns",
+                        r->trace_path, what, row->end_ns, row->start_ns);
+            return FALSE;
+        }
+        row_of[id] = i;
+        first_ns = MIN(first_ns, row->start_ns);
+    }
+    for (int32_t id = 0; id < n_ops; id++) {
+        if (row_of[id] >= 0)
+            continue;
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                    "%s: op %s of schedule '%s' has no measured row" SIM_REPLAY_SEGMENT_HINT,
+                    r->trace_path, sim_replay_describe_op(sched, id, what, sizeof what),
+                    sched->kind);
+        return FALSE;
+    }
+
+    r->measured_start_ns = g_new(int64_t, MAX(n_ops, 1));
+    r->measured_end_ns = g_new(int64_t, MAX(n_ops, 1));
+    r->measured_delta = g_new0(int32_t, MAX(n_ops, 1));
+    for (int32_t id = 0; id < n_ops; id++) {
+        const PpTraceRow *row = &trace->rows[row_of[id]];
+        r->measured_start_ns[id] = row->start_ns - first_ns;
+        r->measured_end_ns[id] = row->end_ns - first_ns;
+        if (row->kind != PP_OP_UPDATE)
+            r->measured_delta[id] = row->version_b - row->version_f;
+    }
+    /* One device runs one op at a time, in its program's order. */
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        for (int32_t i = 1; i < sched->n_ops[s]; i++) {
+            int32_t id = sched->op_offset[s] + i;
+            if (r->measured_start_ns[id] >= r->measured_end_ns[id - 1])
+                continue;
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                        "%s: measured op %s starts at %" G_GINT64_FORMAT
+                        " ns, before %s, the op before it in stage %d's program of schedule "
+                        "'%s', ends at %" G_GINT64_FORMAT
+                        " ns: the run followed another order (another pipeline.schedule, or "
+                        "pipeline.mode = dynamic, which decides the order at run time)",
+                        r->trace_path, sim_replay_describe_op(sched, id, what, sizeof what),
+                        r->measured_start_ns[id] + first_ns,
+                        sim_replay_describe_op(sched, id - 1, prev, sizeof prev), s, sched->kind,
+                        r->measured_end_ns[id - 1] + first_ns);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static int sim_replay_cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median measured duration (ns) of the @kind ops of @stage on @chunk (any chunk for U): the
+ * middle one, or the truncated mean of the two middle ones; 0 when there are none. @buf has
+ * room for the stage's ops. */
+static int64_t sim_replay_median(const SimReplay *r, int32_t stage, int32_t chunk, PpOpKind kind,
+                                 int64_t *buf) {
+    const PpSchedule *sched = r->schedule;
+    size_t            n = 0;
+    for (int32_t i = 0; i < sched->n_ops[stage]; i++) {
+        const PpOp *op = &sched->programs[stage][i];
+        int32_t     id = sched->op_offset[stage] + i;
+        if (op->kind == kind && (kind == PP_OP_UPDATE || op->chunk == chunk))
+            buf[n++] = r->measured_end_ns[id] - r->measured_start_ns[id];
+    }
+    if (n == 0)
+        return 0;
+    qsort(buf, n, sizeof *buf, sim_replay_cmp_i64);
+    return n % 2 == 1 ? buf[n / 2] : buf[n / 2 - 1] + (buf[n / 2] - buf[n / 2 - 1]) / 2;
+}
+
+/* The calibrated cost model: medians per (stage, chunk, kind), no communication; with
+ * @per_op, every op also gets its own measured duration (the replay model).
+ * Returns: (transfer full). */
+static SimCostModel *sim_replay_cost_new(const SimReplay *r, gboolean per_op) {
+    const PpSchedule *sched = r->schedule;
+    const int32_t     n_ops = pp_schedule_n_ops_total(sched);
+    SimCostModel     *cost = sim_cost_new_uniform(sched->n_stages, sched->n_chunks, 0, 0, 0, 0);
+    int32_t           longest = 1;
+    for (int32_t s = 0; s < sched->n_stages; s++)
+        longest = MAX(longest, sched->n_ops[s]);
+    g_autofree int64_t *buf = g_new(int64_t, longest); /* (longest program) durations */
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        for (int32_t c = 0; c < sched->n_chunks; c++) {
+            int32_t unit = s * sched->n_chunks + c;
+            cost->f_ns[unit] = sim_replay_median(r, s, c, PP_OP_FORWARD, buf);
+            if (sched->split_backward) {
+                cost->b_ns[unit] = sim_replay_median(r, s, c, PP_OP_BACKWARD, buf);
+                cost->w_ns[unit] = sim_replay_median(r, s, c, PP_OP_WEIGHT, buf);
+            } else {
+                cost->b_ns[unit] = sim_replay_median(r, s, c, PP_OP_BACKWARD_FULL, buf);
+            }
+        }
+        cost->u_ns[s] = sim_replay_median(r, s, 0, PP_OP_UPDATE, buf);
+    }
+    if (per_op) {
+        cost->op_dur_ns = g_new(int64_t, MAX(n_ops, 1));
+        cost->n_op_durs = n_ops;
+        for (int32_t id = 0; id < n_ops; id++)
+            cost->op_dur_ns[id] = r->measured_end_ns[id] - r->measured_start_ns[id];
+    }
+    return cost;
+}
+
+/* Per-stage and run figures from the matched trace and both predictions. */
+static void sim_replay_summarize(SimReplay *r, const SimReplayIndex *ix) {
+    const PpSchedule *sched = r->schedule;
+    const int32_t     n_ops = pp_schedule_n_ops_total(sched);
+
+    r->replay_start_ns = g_new(int64_t, MAX(n_ops, 1));
+    for (int64_t i = 0; i < r->replay->trace->n_rows; i++) {
+        const PpTraceRow *row = &r->replay->trace->rows[i];
+        int32_t           id = sim_replay_index_find(ix, row);
+        PP_ASSERT(id >= 0); /* the engine runs the schedule's own ops */
+        r->replay_start_ns[id] = row->start_ns;
+    }
+
+    r->stages = g_new0(SimReplayStage, sched->n_stages);
+    double abs_diff_ns = 0.0;
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        SimReplayStage *st = &r->stages[s];
+        st->stage = s;
+        st->replay_span_ns = r->replay->stages[s].span_ns;
+        st->calibrated_span_ns = r->calibrated->stages[s].span_ns;
+        if (sched->n_ops[s] == 0)
+            continue;
+        int32_t first = sched->op_offset[s], last = sched->op_offset[s + 1] - 1;
+        /* Matched rows follow the program's order without overlap (sim_replay_match). */
+        st->measured_span_ns = r->measured_end_ns[last] - r->measured_start_ns[first];
+        r->measured_makespan_ns = MAX(r->measured_makespan_ns, r->measured_end_ns[last]);
+        for (int32_t id = first; id <= last; id++) {
+            const PpOp *op = &sched->programs[s][id - first];
+            st->measured_busy_ns += r->measured_end_ns[id] - r->measured_start_ns[id];
+            abs_diff_ns += (double)llabs(r->measured_start_ns[id] - r->replay_start_ns[id]);
+            if (op->kind == PP_OP_UPDATE)
+                continue;
+            r->measured_delta_max = MAX(r->measured_delta_max, r->measured_delta[id]);
+            r->delta_mismatches += r->measured_delta[id] != sim_replay_schedule_delta(sched, op);
+        }
+    }
+    r->mean_abs_start_diff_ns = n_ops > 0 ? abs_diff_ns / n_ops : 0.0;
+}
+
+SimReplay *sim_replay_new(const char *scenario_path, const char *const *overrides,
+                          const char *trace_path, GError **error) {
+    g_autoptr(SimReplay) r = g_new0(SimReplay, 1);
+    r->trace_path = g_strdup(trace_path);
+    r->scenario = pp_scenario_load(scenario_path, overrides, error);
+    if (r->scenario == NULL)
+        return NULL;
+    /* The schedule pacer-train builds: searching generators get [costs] or nothing. */
+    PpScheduleParams params;
+    pp_scenario_schedule_params(r->scenario, &params);
+    r->schedule = pp_schedule_new(&params, error);
+    if (r->schedule == NULL)
+        return NULL;
+    r->measured = pp_trace_read_csv(trace_path, error);
+    if (r->measured == NULL)
+        return NULL;
+    g_auto(SimReplayIndex) ix = {0};
+    sim_replay_index_init(&ix, r->schedule);
+    if (!sim_replay_match(r, &ix, error))
+        return NULL;
+
+    g_autoptr(SimCostModel) replay_cost = sim_replay_cost_new(r, TRUE);
+    r->calibrated_cost = sim_replay_cost_new(r, FALSE);
+    r->replay = sim_engine_run(r->schedule, replay_cost, error);
+    if (r->replay == NULL)
+        return NULL;
+    r->calibrated = sim_engine_run(r->schedule, r->calibrated_cost, error);
+    if (r->calibrated == NULL)
+        return NULL;
+    sim_replay_summarize(r, &ix);
+    return g_steal_pointer(&r);
+}
+
+void sim_replay_free(SimReplay *replay) {
+    if (replay == NULL)
+        return;
+    pp_scenario_free(replay->scenario);
+    g_free(replay->trace_path);
+    pp_schedule_free(replay->schedule);
+    pp_trace_free(replay->measured);
+    g_free(replay->measured_start_ns);
+    g_free(replay->measured_end_ns);
+    g_free(replay->measured_delta);
+    g_free(replay->replay_start_ns);
+    sim_cost_free(replay->calibrated_cost);
+    sim_result_free(replay->replay);
+    sim_result_free(replay->calibrated);
+    g_free(replay->stages);
+    g_free(replay);
+}
+
+/* --- reports --- */
+
+/* @ns as milliseconds with three decimals, by integer arithmetic. Returns @buf. */
+static char *sim_replay_ms(char *buf, size_t size, int64_t ns) {
+    int64_t us = ns / 1000;
+    g_snprintf(buf, size, "%lld.%03lld", (long long)(us / 1000), (long long)(us % 1000));
+    return buf;
+}
+
+/* @part / @whole, 0 when @whole is 0. */
+static double sim_replay_ratio(int64_t part, int64_t whole) {
+    return whole > 0 ? (double)part / (double)whole : 0.0;
+}
+
+char *sim_replay_format(const SimReplay *r) {
+    const PpSchedule   *sched = r->schedule;
+    const SimCostModel *cal = r->calibrated_cost;
+    GString            *out = g_string_new(NULL);
+    char                a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
+
+    g_string_append_printf(out, "scenario    %s\n", r->scenario->path);
+    g_string_append_printf(out, "trace       %s (%d ops matched)\n", r->trace_path,
+                           pp_schedule_n_ops_total(sched));
+    g_string_append_printf(out,
+                           "schedule    %s, N=%d, v=%d, %d micro-batches, %d steps; predictions "
+                           "without communication\n\n",
+                           sched->kind, sched->n_stages, sched->n_chunks, sched->n_mb,
+                           sched->n_steps);
+    g_string_append(out, "            measured            predicted span       "
+                         "measured median op\n");
+    g_string_append(out, "stage      busy ms    span ms    replay ms     calib ms  chunk"
+                         "     F ms  B/BW ms     W ms     U ms\n");
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        const SimReplayStage *st = &r->stages[s];
+        for (int32_t k = 0; k < sched->n_chunks; k++) {
+            int32_t unit = s * sched->n_chunks + k;
+            if (k == 0)
+                g_string_append_printf(out, "%5d %12s %10s %12s %12s", s,
+                                       sim_replay_ms(a, sizeof a, st->measured_busy_ns),
+                                       sim_replay_ms(b, sizeof b, st->measured_span_ns),
+                                       sim_replay_ms(c, sizeof c, st->replay_span_ns),
+                                       sim_replay_ms(d, sizeof d, st->calibrated_span_ns));
+            else
+                g_string_append_printf(out, "%5s %12s %10s %12s %12s", "", "", "", "", "");
+            g_string_append_printf(
+                out, " %6d %8s %8s %8s %8s\n", k, sim_replay_ms(e, sizeof e, cal->f_ns[unit]),
+                sim_replay_ms(f, sizeof f, cal->b_ns[unit]),
+                sched->split_backward ? sim_replay_ms(g, sizeof g, cal->w_ns[unit]) : "-",
+                k == 0 ? sim_replay_ms(h, sizeof h, cal->u_ns[s]) : "");
+        }
+    }
+    g_string_append(out, "\n");
+    g_string_append_printf(
+        out,
+        "makespan    measured %s ms, replay %s ms (%.3f of measured), calibrated %s ms (%.3f of "
+        "measured)\n",
+        sim_replay_ms(a, sizeof a, r->measured_makespan_ns),
+        sim_replay_ms(b, sizeof b, r->replay->makespan_ns),
+        sim_replay_ratio(r->replay->makespan_ns, r->measured_makespan_ns),
+        sim_replay_ms(c, sizeof c, r->calibrated->makespan_ns),
+        sim_replay_ratio(r->calibrated->makespan_ns, r->measured_makespan_ns));
+    g_string_append_printf(out, "start gap   mean |measured - replay start| %.3f ms over %d ops\n",
+                           r->mean_abs_start_diff_ns / 1e6, pp_schedule_n_ops_total(sched));
+    g_string_append_printf(out,
+                           "\xce\x94max        measured %d, predicted %d; %d ops whose measured "
+                           "drift differs from the schedule's\n",
+                           r->measured_delta_max, r->replay->delta_max, r->delta_mismatches);
+    return g_string_free(out, FALSE);
+}
+
+/* Adds "@name": @value to the object being built. */
+static void sim_replay_json_int(JsonBuilder *b, const char *name, int64_t value) {
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, value);
+}
+
+JsonNode *sim_replay_build_json(const SimReplay *r) {
+    const PpSchedule   *sched = r->schedule;
+    const SimCostModel *cal = r->calibrated_cost;
+    g_autoptr(JsonBuilder) b = json_builder_new();
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "scenario");
+    json_builder_add_string_value(b, r->scenario->path);
+    json_builder_set_member_name(b, "trace");
+    json_builder_add_string_value(b, r->trace_path);
+    json_builder_set_member_name(b, "schedule");
+    json_builder_add_string_value(b, sched->kind);
+    sim_replay_json_int(b, "n_stages", sched->n_stages);
+    sim_replay_json_int(b, "chunks", sched->n_chunks);
+    sim_replay_json_int(b, "microbatches_run", sched->n_mb);
+    sim_replay_json_int(b, "steps", sched->n_steps);
+    sim_replay_json_int(b, "ops_matched", pp_schedule_n_ops_total(sched));
+    sim_replay_json_int(b, "measured_makespan_ns", r->measured_makespan_ns);
+    sim_replay_json_int(b, "replay_makespan_ns", r->replay->makespan_ns);
+    sim_replay_json_int(b, "calibrated_makespan_ns", r->calibrated->makespan_ns);
+    json_builder_set_member_name(b, "replay_ratio");
+    json_builder_add_double_value(
+        b, sim_replay_ratio(r->replay->makespan_ns, r->measured_makespan_ns));
+    json_builder_set_member_name(b, "calibrated_ratio");
+    json_builder_add_double_value(
+        b, sim_replay_ratio(r->calibrated->makespan_ns, r->measured_makespan_ns));
+    json_builder_set_member_name(b, "mean_abs_start_diff_ns");
+    json_builder_add_double_value(b, r->mean_abs_start_diff_ns);
+    sim_replay_json_int(b, "measured_delta_max", r->measured_delta_max);
+    sim_replay_json_int(b, "predicted_delta_max", r->replay->delta_max);
+    sim_replay_json_int(b, "delta_mismatches", r->delta_mismatches);
+
+    json_builder_set_member_name(b, "stages");
+    json_builder_begin_array(b);
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        const SimReplayStage *st = &r->stages[s];
+        json_builder_begin_object(b);
+        sim_replay_json_int(b, "stage", s);
+        sim_replay_json_int(b, "measured_busy_ns", st->measured_busy_ns);
+        sim_replay_json_int(b, "measured_span_ns", st->measured_span_ns);
+        sim_replay_json_int(b, "replay_span_ns", st->replay_span_ns);
+        sim_replay_json_int(b, "calibrated_span_ns", st->calibrated_span_ns);
+        sim_replay_json_int(b, "median_u_ns", cal->u_ns[s]);
+        json_builder_set_member_name(b, "chunks");
+        json_builder_begin_array(b);
+        for (int32_t k = 0; k < sched->n_chunks; k++) {
+            int32_t unit = s * sched->n_chunks + k;
+            json_builder_begin_object(b);
+            sim_replay_json_int(b, "chunk", k);
+            sim_replay_json_int(b, "median_f_ns", cal->f_ns[unit]);
+            sim_replay_json_int(b, "median_b_ns", cal->b_ns[unit]);
+            sim_replay_json_int(b, "median_w_ns", cal->w_ns[unit]);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+gboolean sim_replay_write_dir(const SimReplay *r, const char *dir, GError **error) {
+    if (g_mkdir_with_parents(dir, 0755) != 0) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot create directory %s: %s", dir,
+                    g_strerror(errno));
+        return FALSE;
+    }
+    g_autofree char *ops = g_build_filename(dir, "ops.csv", NULL);
+    g_autofree char *calibrated = g_build_filename(dir, "calibrated.csv", NULL);
+    return pp_trace_write_csv(r->replay->trace, ops, error) &&
+           pp_trace_write_csv(r->calibrated->trace, calibrated, error);
+}

@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: MIT
+ * test-sim-replay.c: `pacer-sim replay`, run as a child process. Replaying a simulated trace
+ * without communication reproduces it op for op; replaying a real pacer-train run never
+ * predicts a later op than measured and keeps the schedule's weight-version drift; a trace
+ * with a missing, extra, repeated or reordered op exits 1 naming the op. In process: the
+ * engine's per-op durations (SimCostModel.op_dur_ns).
+ */
+#include <check.h>
+#include <json-glib/json-glib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp-scenario.h"
+#include "pp-schedule.h"
+#include "pp-error.h"
+#include "pp-trace.h"
+#include "sim-cost.h"
+#include "sim-engine.h"
+#include "test-util.h"
+
+#define SIM_BIN   PP_BUILD_ROOT "/sim/pacer-sim"
+#define TRAIN_BIN PP_BUILD_ROOT "/exec/pacer-train"
+#define DATA_DIR  PP_SOURCE_ROOT "/tests/data/sim"
+
+/* Simulated scenarios with explicit [costs] (tests/data/sim/NAME.ini). */
+static const char *const sim_names[] = {"1f1b", "paci", "zb-h1", "interleaved"};
+
+/* Runs `pacer-sim replay @scenario --trace @trace --json` (with --out @out_dir when non-NULL)
+ * and returns its JSON object; asserts exit 0. Returns: (transfer full). */
+static JsonNode *replay_json(const char *scenario, const char *trace, const char *out_dir) {
+    const char *args[] = {"replay", scenario, "--trace", trace, "--json", "--out", out_dir, NULL};
+    if (out_dir == NULL)
+        args[5] = NULL;
+    g_autofree char *out = NULL, *err = NULL;
+    int              rc = test_util_spawn(SIM_BIN, args, &out, &err);
+    ck_assert_msg(rc == 0, "replay %s exited %d: %s", trace, rc, err);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(json_parser_load_from_data(parser, out, -1, &error), "JSON: %s",
+                  error ? error->message : "");
+    return json_node_copy(json_parser_get_root(parser));
+}
+
+static int64_t json_int(JsonNode *root, const char *name) {
+    JsonObject *obj = json_node_get_object(root);
+    ck_assert_msg(json_object_has_member(obj, name), "missing member %s", name);
+    return json_object_get_int_member(obj, name);
+}
+
+static PpTrace *read_trace(const char *dir, const char *name) {
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    g_autoptr(GError) error = NULL;
+    PpTrace *trace = pp_trace_read_csv(path, &error);
+    ck_assert_msg(trace != NULL, "%s", error ? error->message : "");
+    return trace;
+}
+
+/* Simulates tests/data/sim/@name.ini with comm_us = @comm_us into @dir (--out). */
+static void simulate(const char *name, const char *comm_us, const char *dir) {
+    g_autofree char *path = g_strdup_printf("%s/%s.ini", DATA_DIR, name);
+    g_autofree char *comm = g_strdup_printf("costs.comm_us=%s", comm_us);
+    const char      *args[] = {path, "--set", comm, "--out", dir, NULL};
+    g_autofree char *err = NULL;
+    ck_assert_msg(test_util_spawn(SIM_BIN, args, NULL, &err) == 0, "pacer-sim %s: %s", name, err);
+}
+
+/* Row of @trace for the op (stage, kind, mb, chunk, step) of @row; fails when absent. */
+static const PpTraceRow *find_row(const PpTrace *trace, const PpTraceRow *row) {
+    for (int64_t i = 0; i < trace->n_rows; i++) {
+        const PpTraceRow *r = &trace->rows[i];
+        if (r->stage == row->stage && r->kind == row->kind && r->mb == row->mb &&
+            r->chunk == row->chunk && r->step == row->step)
+            return r;
+    }
+    ck_abort_msg("no row for stage %d %s mb %d chunk %d step %d", row->stage,
+                 pp_op_kind_name(row->kind), row->mb, row->chunk, row->step);
+    return NULL;
+}
+
+/* (a) Without communication the simulated run is the replay's ASAP schedule: same rows. */
+START_TEST(test_replay_simulated) {
+    const char      *name = sim_names[_i];
+    g_autofree char *sim_dir = test_util_tmp_dir_new("replay-sim-XXXXXX");
+    g_autofree char *rep_dir = test_util_tmp_dir_new("replay-out-XXXXXX");
+    simulate(name, "0", sim_dir);
+    g_autofree char *scenario = g_build_filename(sim_dir, "scenario.ini", NULL);
+    g_autofree char *ops = g_build_filename(sim_dir, "ops.csv", NULL);
+    g_autoptr(JsonNode) root = replay_json(scenario, ops, rep_dir);
+
+    g_autoptr(PpTrace) sim = read_trace(sim_dir, "ops.csv");
+    g_autoptr(PpTrace) rep = read_trace(rep_dir, "ops.csv");
+    g_autoptr(PpTrace) cal = read_trace(rep_dir, "calibrated.csv");
+    int64_t makespan = 0;
+    for (int64_t i = 0; i < sim->n_rows; i++)
+        makespan = MAX(makespan, sim->rows[i].end_ns);
+    ck_assert_int_eq(json_int(root, "ops_matched"), sim->n_rows);
+    ck_assert_int_eq(json_int(root, "measured_makespan_ns"), makespan);
+    ck_assert_int_eq(json_int(root, "replay_makespan_ns"), makespan);
+    /* Uniform [costs]: the medians are the costs, so calibrated is the same run. */
+    ck_assert_int_eq(json_int(root, "calibrated_makespan_ns"), makespan);
+    ck_assert(json_object_get_double_member(json_node_get_object(root), "mean_abs_start_diff_ns") ==
+              0.0);
+    ck_assert_int_eq(json_int(root, "delta_mismatches"), 0);
+    ck_assert_int_eq(json_int(root, "measured_delta_max"), json_int(root, "predicted_delta_max"));
+    ck_assert_int_eq(rep->n_rows, sim->n_rows);
+    ck_assert_int_eq(cal->n_rows, sim->n_rows);
+    for (int64_t i = 0; i < sim->n_rows; i++) {
+        const PpTraceRow *a = &sim->rows[i], *b = &rep->rows[i], *c = &cal->rows[i];
+        ck_assert_msg(memcmp(a, b, sizeof *a) == 0 && memcmp(a, c, sizeof *a) == 0,
+                      "%s: row %lld differs", name, (long long)i);
+    }
+    ck_assert(test_util_tmp_dir_remove(sim_dir));
+    ck_assert(test_util_tmp_dir_remove(rep_dir));
+}
+END_TEST
+
+/* (a') With communication the simulated run is feasible for the replay but not ASAP without
+ * comm: every op starts no later, and the makespan shrinks. */
+START_TEST(test_replay_simulated_comm) {
+    const char      *name = sim_names[_i];
+    g_autofree char *sim_dir = test_util_tmp_dir_new("replay-sim-XXXXXX");
+    g_autofree char *rep_dir = test_util_tmp_dir_new("replay-out-XXXXXX");
+    simulate(name, "1", sim_dir);
+    g_autofree char *scenario = g_build_filename(sim_dir, "scenario.ini", NULL);
+    g_autofree char *ops = g_build_filename(sim_dir, "ops.csv", NULL);
+    g_autoptr(JsonNode) root = replay_json(scenario, ops, rep_dir);
+    g_autoptr(PpTrace) sim = read_trace(sim_dir, "ops.csv");
+    g_autoptr(PpTrace) rep = read_trace(rep_dir, "ops.csv");
+    for (int64_t i = 0; i < sim->n_rows; i++) {
+        const PpTraceRow *r = find_row(rep, &sim->rows[i]);
+        ck_assert_int_le(r->start_ns, sim->rows[i].start_ns);
+        ck_assert_int_eq(r->end_ns - r->start_ns, sim->rows[i].end_ns - sim->rows[i].start_ns);
+    }
+    ck_assert_int_lt(json_int(root, "replay_makespan_ns"), json_int(root, "measured_makespan_ns"));
+    ck_assert(test_util_tmp_dir_remove(sim_dir));
+    ck_assert(test_util_tmp_dir_remove(rep_dir));
+}
+END_TEST
+
+/* Schedules trained for real in (b): one asynchronous with drift, one with split backward. */
+static const char *const train_schedules[] = {"paci", "zb-h1"};
+
+/* (b) A real tiny pacer-train run: every op matched, the replay never later than measured,
+ * and each micro-batch's measured drift equals the schedule's. */
+START_TEST(test_replay_measured) {
+    const char      *kind = train_schedules[_i];
+    g_autofree char *run_dir = test_util_tmp_dir_new("replay-run-XXXXXX");
+    g_autofree char *rep_dir = test_util_tmp_dir_new("replay-out-XXXXXX");
+    g_autofree char *schedule = g_strdup_printf("pipeline.schedule=%s", kind);
+    const char      *train_args[] = {PP_SOURCE_ROOT "/scenarios/train-tiny.ini",
+                                     "--set",
+                                     schedule,
+                                     "--set",
+                                     "pipeline.microbatches=4",
+                                     "--set",
+                                     "training.steps=3",
+                                     "--set",
+                                     "run.eval_every=0",
+                                     "--set",
+                                     "run.eval_batches=1",
+                                     "--set",
+                                     "optimizer.warmup_steps=1",
+                                     "--set",
+                                     "model.layers=4",
+                                     "--set",
+                                     "model.hidden=64",
+                                     "--set",
+                                     "model.heads=2",
+                                     "--set",
+                                     "model.seq_len=16",
+                                     "--set",
+                                     "data.cache_dir=" PP_SOURCE_ROOT "/.cache",
+                                     "--quiet",
+                                     "--out",
+                                     run_dir,
+                                     NULL};
+    g_autofree char *err = NULL;
+    ck_assert_msg(test_util_spawn(TRAIN_BIN, train_args, NULL, &err) == 0, "pacer-train: %s", err);
+
+    g_autofree char *scenario = g_build_filename(run_dir, "scenario.ini", NULL);
+    g_autofree char *ops = g_build_filename(run_dir, "ops.csv", NULL);
+    g_autoptr(JsonNode) root = replay_json(scenario, ops, rep_dir);
+    g_autoptr(PpTrace) measured = read_trace(run_dir, "ops.csv");
+    g_autoptr(PpTrace) rep = read_trace(rep_dir, "ops.csv");
+    ck_assert_int_eq(json_int(root, "ops_matched"), measured->n_rows);
+    ck_assert_int_eq(rep->n_rows, measured->n_rows);
+    ck_assert_int_le(json_int(root, "replay_makespan_ns"), json_int(root, "measured_makespan_ns"));
+    ck_assert_int_gt(json_int(root, "calibrated_makespan_ns"), 0);
+    ck_assert_int_eq(json_int(root, "delta_mismatches"), 0);
+
+    /* The schedule the run replayed, for the drift each micro-batch should have. */
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpScenario) sc = pp_scenario_load(scenario, NULL, &error);
+    ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
+    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    ck_assert_int_eq(measured->n_rows, pp_schedule_n_ops_total(sched));
+
+    int64_t first_ns = G_MAXINT64;
+    int32_t delta_max = 0;
+    for (int64_t i = 0; i < measured->n_rows; i++)
+        first_ns = MIN(first_ns, measured->rows[i].start_ns);
+    for (int64_t i = 0; i < measured->n_rows; i++) {
+        const PpTraceRow *m = &measured->rows[i];
+        const PpTraceRow *r = find_row(rep, m);
+        ck_assert_int_le(r->start_ns, m->start_ns - first_ns);
+        ck_assert_int_eq(r->end_ns - r->start_ns, m->end_ns - m->start_ns);
+        if (m->kind == PP_OP_UPDATE)
+            continue;
+        int32_t vs = pp_schedule_vstage(sched, m->stage, m->chunk);
+        int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, m->mb, vs);
+        int32_t b = pp_schedule_find_op(
+            sched, sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL, m->mb, vs);
+        int32_t delta = pp_schedule_version_used(sched, pp_schedule_op_ref(sched, b)) -
+                        pp_schedule_version_used(sched, pp_schedule_op_ref(sched, f));
+        ck_assert_int_eq(m->version_b - m->version_f, delta);
+        ck_assert_int_eq(r->version_b - r->version_f, delta);
+        delta_max = MAX(delta_max, delta);
+    }
+    ck_assert_int_eq(json_int(root, "measured_delta_max"), delta_max);
+    ck_assert_int_eq(json_int(root, "predicted_delta_max"), delta_max);
+    if (g_str_equal(kind, "paci"))
+        ck_assert_int_eq(delta_max, 1); /* a = 4 on 4 stages: stage 0 drifts by one update */
+    ck_assert(test_util_tmp_dir_remove(run_dir));
+    ck_assert(test_util_tmp_dir_remove(rep_dir));
+}
+END_TEST
+
+/* How (c) breaks a simulated 1f1b trace (N=4, m=8, 2 steps: micro-batches 0..15). */
+typedef enum { BREAK_DROP, BREAK_EXTRA, BREAK_REPEAT, BREAK_ORDER } BreakKind;
+
+static const struct {
+    BreakKind   how;
+    const char *expect[2]; /* substrings of the stderr line */
+} break_cases[] = {
+    {BREAK_DROP, {"F(mb=3, chunk=0) on stage 2", "has no measured row"}},
+    {BREAK_EXTRA, {"F(mb=16, chunk=0) on stage 0", "matches no op of schedule '1f1b'"}},
+    {BREAK_REPEAT, {"F(mb=3, chunk=0) on stage 2", "run.eval_every=0"}},
+    {BREAK_ORDER, {"stage 0's program of schedule '1f1b'", "another order"}},
+};
+
+/* (c) A trace that does not fit the schedule: exit 1, one stderr line naming the op. */
+START_TEST(test_replay_mismatch) {
+    g_autofree char *dir = test_util_tmp_dir_new("replay-bad-XXXXXX");
+    g_autofree char *scenario = g_build_filename(dir, "scenario.ini", NULL);
+    g_autofree char *bad = g_build_filename(dir, "bad.csv", NULL);
+    simulate("1f1b", "0", dir);
+    if (break_cases[_i].how == BREAK_ORDER) {
+        /* Same ops, GPipe's order: all forwards before the backwards. */
+        g_autofree char *gpipe = g_build_filename(dir, "gpipe", NULL);
+        const char      *args[] = {DATA_DIR "/1f1b.ini",
+                                   "--set",
+                                   "pipeline.schedule=gpipe",
+                                   "--set",
+                                   "costs.comm_us=0",
+                                   "--out",
+                                   gpipe,
+                                   NULL};
+        ck_assert_int_eq(test_util_spawn(SIM_BIN, args, NULL, NULL), 0);
+        g_autoptr(PpTrace) trace = read_trace(gpipe, "ops.csv");
+        g_autoptr(GError) error = NULL;
+        ck_assert(pp_trace_write_csv(trace, bad, &error));
+        ck_assert(test_util_tmp_dir_remove(gpipe));
+    } else {
+        g_autoptr(PpTrace) trace = read_trace(dir, "ops.csv");
+        g_autoptr(PpTrace) out = pp_trace_new();
+        for (int64_t i = 0; i < trace->n_rows; i++) {
+            const PpTraceRow *row = &trace->rows[i];
+            gboolean          picked =
+                row->stage == 2 && row->kind == PP_OP_FORWARD && row->mb == 3 && row->chunk == 0;
+            if (!(picked && break_cases[_i].how == BREAK_DROP))
+                pp_trace_append(out, row);
+            if (picked && break_cases[_i].how == BREAK_REPEAT)
+                pp_trace_append(out, row);
+        }
+        if (break_cases[_i].how == BREAK_EXTRA) {
+            int64_t    last_ns = trace->rows[trace->n_rows - 1].end_ns;
+            PpTraceRow extra = {.stage = 0,
+                                .kind = PP_OP_FORWARD,
+                                .mb = 16,
+                                .chunk = 0,
+                                .step = 2,
+                                .start_ns = last_ns,
+                                .end_ns = last_ns + 10,
+                                .resource = PP_RESOURCE_COMPUTE};
+            pp_trace_append(out, &extra);
+        }
+        g_autoptr(GError) error = NULL;
+        ck_assert(pp_trace_write_csv(out, bad, &error));
+    }
+    const char      *args[] = {"replay", scenario, "--trace", bad, NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_util_spawn(SIM_BIN, args, &out, &err), 1);
+    ck_assert_str_eq(out, "");
+    g_autofree char *expect_prefix = g_strdup_printf("pacer-sim: %s: ", bad);
+    ck_assert_msg(g_str_has_prefix(err, expect_prefix), "stderr: %s", err);
+    ck_assert_int_eq(strchr(err, '\n') - err + 1, strlen(err)); /* one line */
+    for (int k = 0; k < 2; k++)
+        ck_assert_msg(strstr(err, break_cases[_i].expect[k]) != NULL, "stderr lacks '%s': %s",
+                      break_cases[_i].expect[k], err);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* Per-op durations replace the tables op by op; a wrong count and dynamic mode are errors. */
+START_TEST(test_engine_op_durations) {
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("1f1b", 4, 1, 8, 1, 2);
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(4, 1, 1000, 1000, 1000, 0);
+    const int32_t n_ops = pp_schedule_n_ops_total(sched);
+    cost->op_dur_ns = g_new(int64_t, n_ops);
+    cost->n_op_durs = n_ops;
+    for (int32_t id = 0; id < n_ops; id++)
+        cost->op_dur_ns[id] = 100 + 7 * id; /* distinct per op */
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SimResult) res = sim_engine_run(sched, cost, &error);
+    ck_assert_msg(res != NULL, "%s", error ? error->message : "");
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        int64_t busy_ns = 0;
+        for (int32_t id = sched->op_offset[s]; id < sched->op_offset[s + 1]; id++)
+            busy_ns += cost->op_dur_ns[id];
+        ck_assert_int_eq(res->stages[s].busy_ns, busy_ns);
+    }
+    for (int64_t i = 0; i < res->trace->n_rows; i++) {
+        const PpTraceRow *row = &res->trace->rows[i];
+        if (row->kind == PP_OP_UPDATE)
+            continue;
+        int32_t id = pp_schedule_find_op(sched, row->kind, row->mb,
+                                         pp_schedule_vstage(sched, row->stage, row->chunk));
+        ck_assert_int_eq(row->end_ns - row->start_ns, cost->op_dur_ns[id]);
+    }
+
+    cost->n_op_durs = n_ops - 1;
+    ck_assert_ptr_null(sim_engine_run(sched, cost, &error));
+    ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
+    ck_assert_ptr_nonnull(strstr(error->message, "per-op durations"));
+    g_clear_error(&error);
+    PpScheduleParams params = {
+        .kind = "paci", .n_stages = 4, .n_chunks = 1, .accumulation = 2, .n_steps = 2};
+    ck_assert_ptr_null(sim_engine_run_policy(&params, cost, NULL, &error));
+    ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
+}
+END_TEST
+
+static Suite *sim_replay_suite(void) {
+    Suite *s = suite_create("sim-replay");
+    TCase *tc = tcase_create("engine");
+    tcase_add_test(tc, test_engine_op_durations);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("simulated");
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, test_replay_simulated, 0, G_N_ELEMENTS(sim_names));
+    tcase_add_loop_test(tc, test_replay_simulated_comm, 0, G_N_ELEMENTS(sim_names));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("measured");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_replay_measured, 0, G_N_ELEMENTS(train_schedules));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("errors");
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, test_replay_mismatch, 0, G_N_ELEMENTS(break_cases));
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(sim_replay_suite());
+    srunner_run_all(sr, CK_ENV);
+    int n_failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return n_failed > 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}
