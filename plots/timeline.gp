@@ -10,6 +10,7 @@ set datafile separator ','
 set key off
 set xlabel 'time (ms)'
 set ylabel 'stage'
+set ytics 1
 set yrange [*:*] reverse
 set style fill solid 0.9 border lc rgb '#333333'
 color(op) = op eq 'F' ? 0x4477cc : (op eq 'B' || op eq 'BW') ? 0x44aa66 : \
