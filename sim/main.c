@@ -148,7 +148,7 @@ static const char sim_main_run_description[] =
     "  pacer-sim replay SCENARIO --trace MEASURED.csv [--set ...] [--json] [--out DIR]\n"
     "  pacer-sim schedules\n"
     "Run 'pacer-sim COMMAND --help' for a command's options. --out DIR writes ops.csv,\n"
-    "stages.csv, summary.csv, trace.json (ui.perfetto.dev) and scenario.ini.\n"
+    "stages.csv, summary.csv, memory.csv, trace.json (ui.perfetto.dev) and scenario.ini.\n"
     "Exit status: 0 success, 1 bad input, 2 usage error. See sim/README.md.";
 
 static int sim_main_run(int argc, char **argv) {
@@ -172,7 +172,8 @@ static int sim_main_run(int argc, char **argv) {
     if (overrides == NULL)
         return sim_main_fail(NULL, error);
 
-    /* The per-op trace costs about as much as the run itself: keep it only for --out. */
+    /* The per-op trace and the memory timeline cost about as much as the run itself: keep
+     * them only for --out. */
     g_autoptr(SimJob) job =
         sim_job_new(path, (const char *const *)overrides, o.out != NULL, &error);
     if (job == NULL)

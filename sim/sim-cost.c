@@ -10,9 +10,12 @@
 
 #include "pp-error.h"
 
-/* Mixed-precision training state per parameter: bf16 weights (2) + fp32 master weights (4)
- * + Adam first and second moments in fp32 (4 + 4) + bf16 gradients (2) = 16 bytes. */
-#define SIM_COST_STATIC_BYTES_PER_PARAM 16
+/* Mixed-precision training state per parameter, 16 bytes by category: weights = bf16 copy (2)
+ * + fp32 master (4); gradients in bf16 (2); optimizer state = Adam first and second moments
+ * in fp32 (4 + 4). */
+#define SIM_COST_WEIGHTS_BYTES_PER_PARAM 6
+#define SIM_COST_GRADS_BYTES_PER_PARAM   2
+#define SIM_COST_OPTIM_BYTES_PER_PARAM   8
 /* A stashed weight version is one more bf16 copy of the weights. */
 #define SIM_COST_WEIGHT_COPY_BYTES_PER_PARAM 2
 /* The optimizer step is memory bound: AdamW reads gradients, master weights and both moments
@@ -40,6 +43,9 @@ static SimCostModel *sim_cost_alloc(int32_t n_stages, int32_t n_chunks) {
     cost->w_ns = g_new0(int64_t, n_units);
     cost->u_ns = g_new0(int64_t, n_stages);
     cost->static_bytes = g_new0(int64_t, n_stages);
+    cost->weights_bytes = g_new0(int64_t, n_stages);
+    cost->grads_bytes = g_new0(int64_t, n_stages);
+    cost->optim_bytes = g_new0(int64_t, n_stages);
     cost->weight_copy_bytes = g_new0(int64_t, n_stages);
     cost->act_bytes = g_new0(int64_t, n_units);
     cost->act_b_bytes = g_new0(int64_t, n_units);
@@ -54,6 +60,9 @@ void sim_cost_free(SimCostModel *cost) {
     g_free(cost->w_ns);
     g_free(cost->u_ns);
     g_free(cost->static_bytes);
+    g_free(cost->weights_bytes);
+    g_free(cost->grads_bytes);
+    g_free(cost->optim_bytes);
     g_free(cost->weight_copy_bytes);
     g_free(cost->act_bytes);
     g_free(cost->act_b_bytes);
@@ -182,7 +191,13 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
             cost->b_ns[unit] = f_ns;
             cost->w_ns[unit] = f_ns;
         }
-        cost->static_bytes[stage] += llround(params * SIM_COST_STATIC_BYTES_PER_PARAM);
+        int64_t weights = llround(params * SIM_COST_WEIGHTS_BYTES_PER_PARAM);
+        int64_t grads = llround(params * SIM_COST_GRADS_BYTES_PER_PARAM);
+        int64_t optim = llround(params * SIM_COST_OPTIM_BYTES_PER_PARAM);
+        cost->weights_bytes[stage] += weights;
+        cost->grads_bytes[stage] += grads;
+        cost->optim_bytes[stage] += optim;
+        cost->static_bytes[stage] += weights + grads + optim;
         cost->weight_copy_bytes[stage] += llround(params * SIM_COST_WEIGHT_COPY_BYTES_PER_PARAM);
         if (times && hw->mem_bw_bytes_per_s > 0.0)
             cost->u_ns[stage] +=

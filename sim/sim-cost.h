@@ -25,7 +25,12 @@ typedef struct {
     double   comm_bytes_per_ns; /* link bandwidth; 0 = latency only */
     int64_t  act_msg_bytes;     /* bytes of one activation / gradient message */
     /* memory model, bytes per stage (index: stage) */
-    int64_t *static_bytes;      /* (n_stages) params + grads + optimizer state, one weight copy */
+    int64_t *static_bytes;      /* (n_stages) weights + grads + optim: held the whole run */
+    int64_t *weights_bytes;     /* (n_stages) bf16 weights + fp32 master copy (6 B/param) */
+    int64_t *grads_bytes;       /* (n_stages) bf16 gradients (2 B/param) */
+    int64_t *optim_bytes;       /* (n_stages) Adam first and second moments, fp32 (8 B/param);
+                                   static_bytes[s] == weights + grads + optim (the engine
+                                   asserts it): set all four when building a model by hand */
     int64_t *weight_copy_bytes; /* (n_stages) bytes of one extra stashed weight version */
     int64_t *act_bytes;         /* (n_stages * n_chunks) activations held per live (mb, chunk):
                                    +act at F; non-split: -act at BW; split: -act_b at B, -act_w at W */
@@ -52,7 +57,8 @@ typedef struct {
 double sim_cost_kernel_efficiency(int64_t tokens);
 
 /* Uniform costs for tests: every (stage, chunk) has the same f/b/w, comm is latency only,
- * memory: act_bytes 1 per live (mb, chunk) unit, static 0. Returns: (transfer full). */
+ * memory: act_bytes 1 per live (mb, chunk) unit, static (and its split) 0.
+ * Returns: (transfer full). */
 SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f_ns, int64_t b_ns,
                                    int64_t w_ns, int64_t comm_ns);
 /* From a scenario: [costs] when set (full-stage times split evenly over chunks, truncated;
@@ -61,10 +67,11 @@ SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f
  * run.layers_per_stage), forward FLOPs 24bsh^2 + 4bs^2h per layer + 2bshV LM head on the last
  * virtual stage, B = W = forward, time = FLOPs / (peak_flops * eff(b*s)); U = 28 bytes per
  * parameter / memory bandwidth; hop = link latency + 2bsh bytes / link bandwidth. Memory
- * either way: 16 bytes per parameter static (bf16 weights + fp32 master + Adam moments + bf16
- * grads), 2 per stashed copy; activations sb(34h + 5as) per layer (M_B = sb(2h + 5as) freed
- * at B) plus fp32 logits bsV on the last virtual stage. Returns: (transfer full), or NULL
- * with @error set (PP_SCENARIO_ERROR_INVALID_VALUE naming the key the model lacks). */
+ * either way: 16 bytes per parameter static, split into weights 6 (bf16 + fp32 master),
+ * gradients 2 (bf16) and optimizer state 8 (Adam moments), 2 per stashed copy; activations
+ * sb(34h + 5as) per layer (M_B = sb(2h + 5as) freed at B) plus fp32 logits bsV on the last
+ * virtual stage. Returns: (transfer full), or NULL with @error set
+ * (PP_SCENARIO_ERROR_INVALID_VALUE naming the key the model lacks). */
 SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **error);
 /* One cross-device hop (ns): comm_latency_ns + act_msg_bytes / comm_bytes_per_ns rounded to
  * the nearest ns; latency only when the bandwidth is 0. */

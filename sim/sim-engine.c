@@ -21,6 +21,7 @@ typedef struct {
     int32_t  n_updates;      /* U ops in the program */
     int32_t  inflight;       /* (mb, chunk) units with F ended and BW (or W) not ended */
     int64_t  act_live_bytes; /* activations held by those units */
+    int64_t  stash_bytes;    /* stashed weight copies: (versions alive - 1) * copy bytes */
     int32_t  oldest;         /* STASHED: least F version an in-flight unit still needs */
     int32_t *need;           /* STASHED: (n_updates + 1) in-flight units per F version */
     int64_t *u_end_ns;       /* (n_updates) end time of each U, in program order */
@@ -47,6 +48,7 @@ typedef struct {
     int64_t   *step_busy_ns;          /* synchronous: (n_stages, n_step_slots) F/B/W busy */
     SimQueue  *queue;
     SimResult *result;
+    int64_t    memory_capacity; /* rows allocated in result->memory_timeline */
 } SimRun;
 
 /* Duration of @op, flat id @id (ns): the per-op array when the cost model has one, else the
@@ -126,6 +128,20 @@ static void sim_run_try_start(SimRun *run, int32_t stage) {
     sim_queue_push(run->queue, start_ns + sim_run_op_dur(run, op, id), stage, id);
 }
 
+/* Appends @stage's memory at @time_ns, @stash_bytes of stashed copies and its live
+ * activations, to the timeline (sized for one row per stage plus one per op). */
+static void sim_run_memory_row(SimRun *run, int32_t stage, int64_t time_ns, int64_t stash_bytes) {
+    SimResult           *res = run->result;
+    const SimStageState *st = &run->st[stage];
+    PP_ASSERT(res->n_memory_rows < run->memory_capacity);
+    res->memory_timeline[res->n_memory_rows++] = (SimMemoryRow){
+        .stage = stage,
+        .time_ns = time_ns,
+        .activation_bytes = st->act_live_bytes,
+        .stash_bytes = stash_bytes,
+        .total_bytes = run->cost->static_bytes[stage] + stash_bytes + st->act_live_bytes};
+}
+
 /* Accounts the end of op @id on @stage at @end_ns: busy time, spans, weight versions, memory,
  * in-flight units, drift and delay, and its trace row. */
 static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_ns) {
@@ -137,6 +153,7 @@ static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_
     const int64_t       dur_ns = sim_run_op_dur(run, op, id);
     const int64_t       start_ns = end_ns - dur_ns;
     const gboolean      stashed = sched->weight_mode == PP_WEIGHTS_STASHED;
+    const int64_t       act_before_bytes = st->act_live_bytes;
     int32_t             unit = op->stage * cost->n_chunks + op->chunk;
     int32_t             version_f = -1, version_b = -1;
 
@@ -212,13 +229,23 @@ static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_
             st->oldest++;
         versions = st->version - st->oldest + 1;
     }
-    int64_t memory_bytes = cost->static_bytes[stage] +
-                           (int64_t)(versions - 1) * cost->weight_copy_bytes[stage] +
-                           st->act_live_bytes;
+    int64_t stash_bytes = (int64_t)(versions - 1) * cost->weight_copy_bytes[stage];
+    int64_t memory_bytes = cost->static_bytes[stage] + stash_bytes + st->act_live_bytes;
     sr->weight_versions = MAX(sr->weight_versions, versions);
     sr->peak_inflight = MAX(sr->peak_inflight, st->inflight);
     sr->peak_activation_bytes = MAX(sr->peak_activation_bytes, st->act_live_bytes);
-    sr->peak_memory_bytes = MAX(sr->peak_memory_bytes, memory_bytes);
+    sr->peak_stash_bytes = MAX(sr->peak_stash_bytes, stash_bytes);
+    if (memory_bytes > sr->peak_memory_bytes) {
+        /* the first moment of the peak and what it is made of */
+        sr->peak_memory_bytes = memory_bytes;
+        sr->peak_time_ns = end_ns;
+        sr->stash_peak_bytes = stash_bytes;
+        sr->activation_peak_bytes = st->act_live_bytes;
+    }
+    if (run->result->memory_timeline != NULL &&
+        (st->act_live_bytes != act_before_bytes || stash_bytes != st->stash_bytes))
+        sim_run_memory_row(run, stage, end_ns, stash_bytes);
+    st->stash_bytes = stash_bytes;
 
     if (run->result->trace != NULL) {
         PpTraceRow row = {.stage = stage,
@@ -371,7 +398,7 @@ static void sim_run_report(SimRun *run) {
 
 /* Sets up the flat per-op and per-stage state of a run. */
 static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostModel *cost,
-                         gboolean keep_trace) {
+                         gboolean keep_trace, gboolean keep_memory_timeline) {
     const int32_t n_stages = sched->n_stages, n_ops = pp_schedule_n_ops_total(sched);
     run->sched = sched;
     run->cost = cost;
@@ -390,6 +417,9 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
     run->st = g_new0(SimStageState, n_stages);
     for (int32_t s = 0; s < n_stages; s++) {
         SimStageState *st = &run->st[s];
+        /* the static categories make up static_bytes (sim-cost.h) */
+        PP_ASSERT(cost->static_bytes[s] ==
+                  cost->weights_bytes[s] + cost->grads_bytes[s] + cost->optim_bytes[s]);
         for (int32_t i = 0; i < sched->n_ops[s]; i++) {
             const PpOp *op = &sched->programs[s][i];
             PP_ASSERT(sim_run_op_dur(run, op, sched->op_offset[s] + i) >= 0);
@@ -414,8 +444,11 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
     SimResult *res = g_new0(SimResult, 1);
     res->n_stages = n_stages;
     res->stages = g_new0(SimStageResult, n_stages);
-    for (int32_t s = 0; s < n_stages; s++)
+    for (int32_t s = 0; s < n_stages; s++) {
+        /* before any op ends a stage holds its static bytes: the peak so far, at time 0 */
         res->stages[s].stage = s;
+        res->stages[s].peak_memory_bytes = cost->static_bytes[s];
+    }
     res->n_ops_simulated = n_ops;
     if (keep_trace) {
         /* One row per op: size the transparent row array once instead of doubling. */
@@ -424,6 +457,12 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
         res->trace->capacity = MAX(n_ops, 1);
     }
     run->result = res;
+    if (keep_memory_timeline) {
+        run->memory_capacity = (int64_t)n_stages + n_ops;
+        res->memory_timeline = g_new(SimMemoryRow, run->memory_capacity);
+        for (int32_t s = 0; s < n_stages; s++)
+            sim_run_memory_row(run, s, 0, 0);
+    }
 }
 
 static void sim_run_clear(SimRun *run) {
@@ -458,7 +497,8 @@ SimResult *sim_engine_run_with(const PpSchedule *sched, const SimCostModel *cost
         return NULL;
     }
     SimRun run = {0};
-    sim_run_init(&run, sched, cost, options == NULL || options->keep_trace);
+    sim_run_init(&run, sched, cost, options == NULL || options->keep_trace,
+                 options != NULL && options->keep_memory_timeline);
     sim_run_loop(&run);
     sim_run_report(&run);
     if (run.result->trace != NULL)
@@ -604,8 +644,9 @@ static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32
     return now_ns;
 }
 
-SimResult *sim_engine_run_policy(const PpScheduleParams *params, const SimCostModel *cost,
-                                 PpSchedule **program_out, GError **error) {
+SimResult *sim_engine_run_policy_with(const PpScheduleParams *params, const SimCostModel *cost,
+                                      const SimRunOptions *options, PpSchedule **program_out,
+                                      GError **error) {
     if (params->kind == NULL || !g_str_equal(params->kind, "paci")) {
         g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
                     "schedule '%s' has no run-time policy; dynamic mode runs 'paci' only "
@@ -638,7 +679,7 @@ SimResult *sim_engine_run_policy(const PpScheduleParams *params, const SimCostMo
     g_autoptr(PpSchedule) program = pp_policy_recorder_finish(rec, error);
     if (program == NULL)
         return NULL;
-    SimResult *result = sim_engine_run(program, cost, error);
+    SimResult *result = sim_engine_run_with(program, cost, options, error);
     if (result == NULL)
         return NULL;
     /* Replaying the recorded program reproduces the live run's timing. */
@@ -648,10 +689,16 @@ SimResult *sim_engine_run_policy(const PpScheduleParams *params, const SimCostMo
     return result;
 }
 
+SimResult *sim_engine_run_policy(const PpScheduleParams *params, const SimCostModel *cost,
+                                 PpSchedule **program_out, GError **error) {
+    return sim_engine_run_policy_with(params, cost, NULL, program_out, error);
+}
+
 void sim_result_free(SimResult *result) {
     if (result == NULL)
         return;
     g_free(result->stages);
+    g_free(result->memory_timeline);
     if (result->trace != NULL)
         pp_trace_free(result->trace);
     g_free(result);

@@ -17,19 +17,38 @@ G_BEGIN_DECLS
 
 typedef struct {
     int32_t stage;
-    int64_t busy_ns;           /* sum of op durations */
-    int64_t span_ns;           /* first op start to last op end */
-    int32_t peak_inflight;     /* (mb, chunk) units with F done and BW (split: W) not done */
-    int64_t peak_memory_bytes; /* static + stashed copies + live activations, max over time;
-                                  accounted at op ends: F adds act_bytes, BW frees it; split:
-                                  B frees act_b_bytes, W the rest */
-    int64_t peak_activation_bytes;
-    int32_t delta_max;       /* max over mbs of version_b - version_f */
-    int32_t delay_max;       /* max gradient delay (update that applies it - version_f) */
-    int32_t weight_versions; /* max distinct weight versions alive at once: 1 under
-                                PP_WEIGHTS_CURRENT; STASHED: current version - oldest
-                                version an in-flight unit still needs + 1 */
+    int64_t busy_ns;               /* sum of op durations */
+    int64_t span_ns;               /* first op start to last op end */
+    int32_t peak_inflight;         /* (mb, chunk) units with F done and BW (split: W) not done */
+    int64_t peak_memory_bytes;     /* static + stashed copies + live activations, max over time;
+                                      accounted at op ends: F adds act_bytes, BW frees it; split:
+                                      B frees act_b_bytes, W the rest */
+    int64_t peak_activation_bytes; /* live activations, max over time */
+    int32_t delta_max;             /* max over mbs of version_b - version_f */
+    int32_t delay_max;             /* max gradient delay (update that applies it - version_f) */
+    int32_t weight_versions;       /* max distinct weight versions alive at once: 1 under
+                                      PP_WEIGHTS_CURRENT; STASHED: current version - oldest
+                                      version an in-flight unit still needs + 1 */
+    int64_t peak_stash_bytes;      /* stashed weight copies, (weight_versions - 1) *
+                                      weight_copy_bytes: max over time */
+    /* What peak_memory_bytes is made of, at the first moment it is reached:
+     * peak_memory_bytes == static_bytes + stash_peak_bytes + activation_peak_bytes. Before any
+     * op ends the stage holds static_bytes alone (time 0). */
+    int64_t peak_time_ns;          /* end of the op that first reached the peak (0:
+                                      the static bytes alone are the peak) */
+    int64_t stash_peak_bytes;      /* stashed copies at that moment (<= peak_stash_bytes) */
+    int64_t activation_peak_bytes; /* live activations then (<= peak_activation_bytes) */
 } SimStageResult;
+
+/* One change of a stage's memory (the memory timeline): the values after the op that ended at
+ * time_ns, total_bytes = static_bytes + stash_bytes + activation_bytes. */
+typedef struct {
+    int32_t stage;
+    int64_t time_ns;
+    int64_t activation_bytes; /* live activations */
+    int64_t stash_bytes;      /* stashed weight copies */
+    int64_t total_bytes;
+} SimMemoryRow;
 
 typedef struct {
     int64_t makespan_ns;            /* first op start to last op end, whole run */
@@ -56,18 +75,26 @@ typedef struct {
     SimStageResult *stages; /* (n_stages) */
     PpTrace        *trace;  /* every op, version_f/version_b filled; (transfer full) */
     int64_t         n_ops_simulated;
+    /* The memory timeline (SimRunOptions.keep_memory_timeline), else NULL and 0: one row per
+     * stage at time 0 (static bytes only), then one row each time an op's end changes a
+     * stage's activations or stashed copies, in event order (time_ns, stage, program
+     * order). Every stage's max total_bytes is its peak_memory_bytes. */
+    SimMemoryRow *memory_timeline; /* (n_memory_rows) */
+    int64_t       n_memory_rows;
 } SimResult;
 
 /* What a run records besides the reports. */
 typedef struct {
-    gboolean keep_trace; /* FALSE: SimResult.trace is NULL (benchmarks, sweeps: the trace of a
-                            long run is ~56 bytes per op) */
+    gboolean keep_trace;           /* FALSE: SimResult.trace is NULL (benchmarks, sweeps: the
+                                      trace of a long run is ~56 bytes per op) */
+    gboolean keep_memory_timeline; /* TRUE: fill SimResult.memory_timeline (~40 bytes per
+                                      op); FALSE, the default, costs nothing */
 } SimRunOptions;
 
 /* Runs @sched (validated) with @cost. Returns: (transfer full), or NULL with @error set when
  * the cost model does not fit the schedule (stage/chunk counts differ). */
 SimResult *sim_engine_run(const PpSchedule *sched, const SimCostModel *cost, GError **error);
-/* Same as sim_engine_run() with @options (nullable: keep the trace). */
+/* Same as sim_engine_run() with @options (nullable: keep the trace, no memory timeline). */
 SimResult *sim_engine_run_with(const PpSchedule *sched, const SimCostModel *cost,
                                const SimRunOptions *options, GError **error);
 
@@ -82,6 +109,11 @@ SimResult *sim_engine_run_with(const PpSchedule *sched, const SimCostModel *cost
  * Returns: (transfer full), or NULL with @error set on bad parameters. */
 SimResult *sim_engine_run_policy(const PpScheduleParams *params, const SimCostModel *cost,
                                  PpSchedule **program_out, GError **error);
+/* Same as sim_engine_run_policy() with @options for the replay of the recorded program
+ * (nullable: keep the trace, no memory timeline). */
+SimResult *sim_engine_run_policy_with(const PpScheduleParams *params, const SimCostModel *cost,
+                                      const SimRunOptions *options, PpSchedule **program_out,
+                                      GError **error);
 void       sim_result_free(SimResult *result);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimResult, sim_result_free)
 

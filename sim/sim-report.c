@@ -20,7 +20,7 @@
 
 /* --- running --- */
 
-SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean keep_trace,
+SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean for_out,
                     GError **error) {
     g_autoptr(SimJob) job = g_new0(SimJob, 1);
     job->scenario = pp_scenario_load(path, overrides, error);
@@ -34,16 +34,17 @@ SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean kee
     /* Searching generators (zb-1p, zb-2p) get the cost model's bottleneck op times. */
     if (!job->scenario->costs.set)
         sim_cost_schedule_params(job->cost, &params);
+    SimRunOptions options = {.keep_trace = for_out, .keep_memory_timeline = for_out};
     if (strcmp(job->scenario->pipeline.mode, "dynamic") == 0) {
         /* PACI's policy run live; the program it recorded is the run's schedule. */
-        job->result = sim_engine_run_policy(&params, job->cost, &job->schedule, error);
+        job->result =
+            sim_engine_run_policy_with(&params, job->cost, &options, &job->schedule, error);
         if (job->result == NULL)
             return NULL;
     } else {
         job->schedule = pp_schedule_new(&params, error);
         if (job->schedule == NULL)
             return NULL;
-        SimRunOptions options = {.keep_trace = keep_trace};
         job->result = sim_engine_run_with(job->schedule, job->cost, &options, error);
         if (job->result == NULL)
             return NULL;
@@ -133,16 +134,21 @@ char *sim_report_format_summary(const SimJob *job) {
     g_string_append_printf(out, "peak memory %.3f GiB\n",
                            (double)res->peak_memory_bytes / SIM_REPORT_GIB);
     g_string_append(out, "\n");
-    /* "\xce\x94" is Δ: two bytes, one column, hence one pad space more in that header. */
+    /* "\xce\x94" is Δ: two bytes, one column, hence one pad space more in that header. The
+     * last three columns split the peak (GiB at its moment): weights + gradients + optimizer
+     * state, stashed weight copies, live activations. */
     g_string_append(out, "stage     busy ms     span ms  peak in-flight  peak mem GiB  "
-                         "\xce\x94max  versions\n");
+                         "\xce\x94max  versions   w+g+o   stash     act\n");
     for (int32_t s = 0; s < res->n_stages; s++) {
         const SimStageResult *st = &res->stages[s];
-        g_string_append_printf(out, "%5d %11s %11s %15d %13.3f %5d %9d\n", st->stage,
-                               sim_report_format_ms(ms, sizeof ms, st->busy_ns),
+        g_string_append_printf(out, "%5d %11s %11s %15d %13.3f %5d %9d %7.3f %7.3f %7.3f\n",
+                               st->stage, sim_report_format_ms(ms, sizeof ms, st->busy_ns),
                                sim_report_format_ms(ms2, sizeof ms2, st->span_ns),
                                st->peak_inflight, (double)st->peak_memory_bytes / SIM_REPORT_GIB,
-                               st->delta_max, st->weight_versions);
+                               st->delta_max, st->weight_versions,
+                               (double)job->cost->static_bytes[s] / SIM_REPORT_GIB,
+                               (double)st->stash_peak_bytes / SIM_REPORT_GIB,
+                               (double)st->activation_peak_bytes / SIM_REPORT_GIB);
     }
     return g_string_free(out, FALSE);
 }
@@ -150,8 +156,9 @@ char *sim_report_format_summary(const SimJob *job) {
 /* --- JSON --- */
 
 JsonNode *sim_report_build_json(const SimJob *job) {
-    const PpScenario *sc = job->scenario;
-    const SimResult  *res = job->result;
+    const PpScenario   *sc = job->scenario;
+    const SimResult    *res = job->result;
+    const SimCostModel *cost = job->cost;
     g_autoptr(JsonBuilder) b = json_builder_new();
 
     json_builder_begin_object(b);
@@ -220,12 +227,36 @@ JsonNode *sim_report_build_json(const SimJob *job) {
             {"delta_max", st->delta_max},
             {"delay_max", st->delay_max},
             {"weight_versions", st->weight_versions},
+            {"weights_bytes", cost->weights_bytes[s]},
+            {"grads_bytes", cost->grads_bytes[s]},
+            {"optim_bytes", cost->optim_bytes[s]},
+            {"stash_peak_bytes", st->stash_peak_bytes},
+            {"activation_peak_bytes", st->activation_peak_bytes},
+            {"peak_stash_bytes", st->peak_stash_bytes},
+            {"peak_time_ns", st->peak_time_ns},
         };
         json_builder_begin_object(b);
         for (size_t i = 0; i < G_N_ELEMENTS(fields); i++) {
             json_builder_set_member_name(b, fields[i].name);
             json_builder_add_int_value(b, fields[i].value);
         }
+        /* The peak by category: the five parts add up to total_bytes. */
+        const struct {
+            const char *name;
+            int64_t     value;
+        } memory[] = {
+            {"total_bytes", st->peak_memory_bytes},          {"time_ns", st->peak_time_ns},
+            {"weights_bytes", cost->weights_bytes[s]},       {"grads_bytes", cost->grads_bytes[s]},
+            {"optim_bytes", cost->optim_bytes[s]},           {"stash_bytes", st->stash_peak_bytes},
+            {"activation_bytes", st->activation_peak_bytes},
+        };
+        json_builder_set_member_name(b, "memory");
+        json_builder_begin_object(b);
+        for (size_t i = 0; i < G_N_ELEMENTS(memory); i++) {
+            json_builder_set_member_name(b, memory[i].name);
+            json_builder_add_int_value(b, memory[i].value);
+        }
+        json_builder_end_object(b);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -272,14 +303,36 @@ static gboolean sim_report_write_stages_csv(const SimJob *job, const char *path,
     FILE  *fp = open_memstream(&buf, &len);
     PP_ASSERT(fp != NULL);
     fputs("stage,busy_ns,span_ns,peak_inflight,peak_memory_bytes,peak_activation_bytes,"
-          "delta_max,delay_max,weight_versions\n",
+          "delta_max,delay_max,weight_versions,weights_bytes,grads_bytes,optim_bytes,"
+          "stash_peak_bytes,activation_peak_bytes,peak_stash_bytes,peak_time_ns\n",
           fp);
     for (int32_t s = 0; s < job->result->n_stages; s++) {
         const SimStageResult *st = &job->result->stages[s];
-        fprintf(fp, "%d,%lld,%lld,%d,%lld,%lld,%d,%d,%d\n", st->stage, (long long)st->busy_ns,
-                (long long)st->span_ns, st->peak_inflight, (long long)st->peak_memory_bytes,
-                (long long)st->peak_activation_bytes, st->delta_max, st->delay_max,
-                st->weight_versions);
+        fprintf(fp, "%d,%lld,%lld,%d,%lld,%lld,%d,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
+                st->stage, (long long)st->busy_ns, (long long)st->span_ns, st->peak_inflight,
+                (long long)st->peak_memory_bytes, (long long)st->peak_activation_bytes,
+                st->delta_max, st->delay_max, st->weight_versions,
+                (long long)job->cost->weights_bytes[s], (long long)job->cost->grads_bytes[s],
+                (long long)job->cost->optim_bytes[s], (long long)st->stash_peak_bytes,
+                (long long)st->activation_peak_bytes, (long long)st->peak_stash_bytes,
+                (long long)st->peak_time_ns);
+    }
+    return sim_report_flush_memstream(fp, &buf, &len, path, error);
+}
+
+/* memory.csv: the memory timeline, one row per change in the engine's event order. */
+static gboolean sim_report_write_memory_csv(const SimJob *job, const char *path, GError **error) {
+    const SimResult *res = job->result;
+    char            *buf = NULL;
+    size_t           len = 0;
+    FILE            *fp = open_memstream(&buf, &len);
+    PP_ASSERT(fp != NULL);
+    fputs("stage,time_ns,activation_bytes,stash_bytes,total_bytes\n", fp);
+    for (int64_t i = 0; i < res->n_memory_rows; i++) {
+        const SimMemoryRow *row = &res->memory_timeline[i];
+        fprintf(fp, "%d,%lld,%lld,%lld,%lld\n", row->stage, (long long)row->time_ns,
+                (long long)row->activation_bytes, (long long)row->stash_bytes,
+                (long long)row->total_bytes);
     }
     return sim_report_flush_memstream(fp, &buf, &len, path, error);
 }
@@ -323,13 +376,16 @@ gboolean sim_report_write_dir(const SimJob *job, const char *dir, GError **error
     g_autofree char *ops = g_build_filename(dir, "ops.csv", NULL);
     g_autofree char *stages = g_build_filename(dir, "stages.csv", NULL);
     g_autofree char *summary = g_build_filename(dir, "summary.csv", NULL);
+    g_autofree char *memory = g_build_filename(dir, "memory.csv", NULL);
     g_autofree char *trace = g_build_filename(dir, "trace.json", NULL);
     g_autofree char *ini = g_build_filename(dir, "scenario.ini", NULL);
     g_autofree char *ini_text = pp_scenario_to_data(job->scenario);
-    PP_ASSERT(job->result->trace != NULL); /* sim_job_new(..., keep_trace = TRUE, ...) */
+    /* sim_job_new(..., for_out = TRUE, ...) */
+    PP_ASSERT(job->result->trace != NULL && job->result->memory_timeline != NULL);
     return pp_trace_write_csv(job->result->trace, ops, error) &&
            sim_report_write_stages_csv(job, stages, error) &&
            sim_report_write_summary_csv(job, summary, error) &&
+           sim_report_write_memory_csv(job, memory, error) &&
            sim_perfetto_write(job->schedule, job->cost, job->result, trace, error) &&
            sim_report_write_atomic(ini, ini_text, strlen(ini_text), error);
 }

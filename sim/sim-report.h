@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * sim-report.h: one pacer-sim run (scenario -> schedule -> cost model -> engine result) and
  * the reports made from it: the readable summary table, the JSON object, and the --out
- * directory (ops.csv, stages.csv, summary.csv, trace.json, scenario.ini). Every file is
- * written atomically and holds no timestamps or locale-dependent numbers.
+ * directory (ops.csv, stages.csv, summary.csv, memory.csv, trace.json, scenario.ini). Every
+ * file is written atomically and holds no timestamps or locale-dependent numbers.
  */
 #pragma once
 
@@ -30,9 +30,11 @@ typedef struct {
  * cost model and the schedule (searching generators get the cost model's bottleneck op
  * times when the scenario has no [costs]) and runs the engine; pipeline.mode = dynamic runs
  * PACI's policy live (sim_engine_run_policy) and keeps the program it recorded as the
- * schedule. @keep_trace FALSE leaves result->trace NULL in static mode (compare, sweep).
+ * schedule. @for_out: keep what sim_report_write_dir() needs besides the reports, the trace
+ * and the memory timeline; FALSE leaves result->trace and result->memory_timeline NULL
+ * (compare, sweep, a run without --out).
  * Returns: (transfer full), or NULL with @error set (scenario, schedule or cost errors). */
-SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean keep_trace,
+SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean for_out,
                     GError **error);
 void    sim_job_free(SimJob *job);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimJob, sim_job_free)
@@ -55,8 +57,9 @@ char *sim_report_format_double(char *buf, double value);
  * Returns FALSE and sets @error (PP_IO_ERROR_WRITE, naming @path) on failure. */
 gboolean sim_report_write_atomic(const char *path, const char *data, gsize len, GError **error);
 
-/* Creates @dir (and its parents) and writes ops.csv, stages.csv, summary.csv, trace.json and
- * scenario.ini into it. Returns FALSE and sets @error (PP_IO_ERROR) on failure. */
+/* Creates @dir (and its parents) and writes ops.csv, stages.csv, summary.csv, memory.csv,
+ * trace.json and scenario.ini into it (@job from sim_job_new(..., for_out = TRUE, ...)).
+ * Returns FALSE and sets @error (PP_IO_ERROR) on failure. */
 gboolean sim_report_write_dir(const SimJob *job, const char *dir, GError **error);
 
 G_END_DECLS

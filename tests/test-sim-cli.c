@@ -51,8 +51,9 @@ static int64_t json_int(JsonObject *obj, const char *name) {
     return json_node_get_int(node);
 }
 
-/* The in-process reference: the same scenario through the same library calls. */
-static SimResult *run_in_process(const char *path) {
+/* The in-process reference: the same scenario through the same library calls; its cost model
+ * goes to @cost_out (nullable). */
+static SimResult *run_in_process(const char *path, SimCostModel **cost_out) {
     g_autoptr(GError) error = NULL;
     g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &error);
     ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
@@ -64,6 +65,8 @@ static SimResult *run_in_process(const char *path) {
     ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
     SimResult *res = sim_engine_run(sched, cost, &error);
     ck_assert_msg(res != NULL, "%s", error ? error->message : "");
+    if (cost_out != NULL)
+        *cost_out = g_steal_pointer(&cost);
     return res;
 }
 
@@ -91,8 +94,8 @@ START_TEST(test_out_deterministic) {
     ck_assert_int_eq(run_cli(a1, NULL, NULL), 0);
     ck_assert_int_eq(run_cli(a2, NULL, NULL), 0);
 
-    const char *const files[] = {"ops.csv", "scenario.ini", "stages.csv", "summary.csv",
-                                 "trace.json"};
+    const char *const files[] = {"memory.csv", "ops.csv",     "scenario.ini",
+                                 "stages.csv", "summary.csv", "trace.json"};
     int               n_files = 0;
     g_autoptr(GDir) d = g_dir_open(dir1, 0, NULL);
     while (g_dir_read_name(d) != NULL)
@@ -126,8 +129,10 @@ START_TEST(test_json_matches_engine) {
     g_autofree char *out = NULL;
     ck_assert_int_eq(run_cli(args, &out, NULL), 0);
     g_autoptr(JsonNode) root = parse_json(out);
-    JsonObject *obj = json_node_get_object(root);
-    g_autoptr(SimResult) ref = run_in_process(path);
+    JsonObject   *obj = json_node_get_object(root);
+    SimCostModel *cost_raw = NULL;
+    g_autoptr(SimResult) ref = run_in_process(path, &cost_raw);
+    g_autoptr(SimCostModel) cost = cost_raw;
 
     ck_assert_int_eq(json_int(obj, "step_time_ns"), ref->step_time_ns);
     ck_assert_int_eq(json_int(obj, "makespan_ns"), ref->makespan_ns);
@@ -158,6 +163,29 @@ START_TEST(test_json_matches_engine) {
         ck_assert_int_eq(json_int(st, "delta_max"), r->delta_max);
         ck_assert_int_eq(json_int(st, "delay_max"), r->delay_max);
         ck_assert_int_eq(json_int(st, "weight_versions"), r->weight_versions);
+        /* memory by category, flat and as the "memory" object: the parts of the peak */
+        ck_assert_int_eq(json_int(st, "weights_bytes"), cost->weights_bytes[s]);
+        ck_assert_int_eq(json_int(st, "grads_bytes"), cost->grads_bytes[s]);
+        ck_assert_int_eq(json_int(st, "optim_bytes"), cost->optim_bytes[s]);
+        ck_assert_int_eq(json_int(st, "stash_peak_bytes"), r->stash_peak_bytes);
+        ck_assert_int_eq(json_int(st, "activation_peak_bytes"), r->activation_peak_bytes);
+        ck_assert_int_eq(json_int(st, "peak_stash_bytes"), r->peak_stash_bytes);
+        ck_assert_int_eq(json_int(st, "peak_time_ns"), r->peak_time_ns);
+        ck_assert_int_gt(cost->weights_bytes[s], 0);
+        JsonObject *mem = json_object_get_object_member(st, "memory");
+        ck_assert_ptr_nonnull(mem);
+        ck_assert_int_eq(json_object_get_size(mem), 7);
+        ck_assert_int_eq(json_int(mem, "total_bytes"), r->peak_memory_bytes);
+        ck_assert_int_eq(json_int(mem, "time_ns"), r->peak_time_ns);
+        ck_assert_int_eq(json_int(mem, "weights_bytes"), cost->weights_bytes[s]);
+        ck_assert_int_eq(json_int(mem, "grads_bytes"), cost->grads_bytes[s]);
+        ck_assert_int_eq(json_int(mem, "optim_bytes"), cost->optim_bytes[s]);
+        ck_assert_int_eq(json_int(mem, "stash_bytes"), r->stash_peak_bytes);
+        ck_assert_int_eq(json_int(mem, "activation_bytes"), r->activation_peak_bytes);
+        ck_assert_int_eq(json_int(mem, "weights_bytes") + json_int(mem, "grads_bytes") +
+                             json_int(mem, "optim_bytes") + json_int(mem, "stash_bytes") +
+                             json_int(mem, "activation_bytes"),
+                         json_int(mem, "total_bytes"));
     }
 }
 END_TEST
@@ -201,7 +229,7 @@ START_TEST(test_dynamic_mode) {
     ck_assert_int_eq(run_cli(a_s, NULL, NULL), 0);
     ck_assert_int_eq(run_cli(a_d, NULL, NULL), 0);
     /* Deterministic costs: the live policy makes the same decisions as the static program. */
-    const char *const same[] = {"ops.csv", "stages.csv", "trace.json"};
+    const char *const same[] = {"ops.csv", "stages.csv", "memory.csv", "trace.json"};
     for (size_t i = 0; i < G_N_ELEMENTS(same); i++)
         ck_assert_msg(same_file(dir_s, dir_d, same[i], NULL), "%s differs", same[i]);
     g_autofree char *summary_path = g_build_filename(dir_d, "summary.csv", NULL);
@@ -227,7 +255,7 @@ START_TEST(test_perfetto_consistent) {
     g_autofree char *trace_path = g_build_filename(dir, "trace.json", NULL);
     g_autofree char *text = test_util_read_file(trace_path, NULL);
     g_autoptr(JsonNode) root = parse_json(text);
-    g_autoptr(SimResult) ref = run_in_process(path);
+    g_autoptr(SimResult) ref = run_in_process(path, NULL);
 
     JsonArray *events = json_object_get_array_member(json_node_get_object(root), "traceEvents");
     g_autofree int64_t *busy_ns = g_new0(int64_t, ref->n_stages); /* (n_stages) */
@@ -517,6 +545,101 @@ START_TEST(test_sweep) {
 }
 END_TEST
 
+/* --- memory by category: stages.csv and memory.csv --- */
+
+static int64_t field_int(GPtrArray *rows, guint row, guint col) {
+    const char *text = field(rows, row, col);
+    char       *end = NULL;
+    int64_t     value = g_ascii_strtoll(text, &end, 10);
+    ck_assert_msg(*text != '\0' && *end == '\0', "row %u column %u: '%s' is not an integer", row,
+                  col, text);
+    return value;
+}
+
+/* stages.csv keeps its columns and appends the categories; each peak is the sum of its parts.
+ * memory.csv: every row adds up, time never goes back, each stage starts at time 0 with its
+ * static bytes and reaches exactly its peaks. Loop index: scenario_names. */
+START_TEST(test_memory_csv) {
+    g_autofree char *path = scenario_path(scenario_names[_i]);
+    g_autofree char *dir = test_util_tmp_dir_new("pacer-sim-m-XXXXXX");
+    const char      *args[] = {path, "--out", dir, NULL};
+    ck_assert_int_eq(run_cli(args, NULL, NULL), 0);
+
+    g_autofree char *stages_path = g_build_filename(dir, "stages.csv", NULL);
+    g_autofree char *stages_text = test_util_read_file(stages_path, NULL);
+    g_autoptr(GPtrArray) stages = parse_csv(stages_text);
+    const char *const header[] = {"stage",
+                                  "busy_ns",
+                                  "span_ns",
+                                  "peak_inflight",
+                                  "peak_memory_bytes",
+                                  "peak_activation_bytes",
+                                  "delta_max",
+                                  "delay_max",
+                                  "weight_versions",
+                                  "weights_bytes",
+                                  "grads_bytes",
+                                  "optim_bytes",
+                                  "stash_peak_bytes",
+                                  "activation_peak_bytes",
+                                  "peak_stash_bytes",
+                                  "peak_time_ns"};
+    ck_assert_uint_eq(((GPtrArray *)g_ptr_array_index(stages, 0))->len, G_N_ELEMENTS(header));
+    for (guint c = 0; c < G_N_ELEMENTS(header); c++)
+        ck_assert_str_eq(field(stages, 0, c), header[c]);
+    const guint n_stages = stages->len - 1;
+    ck_assert_uint_ge(n_stages, 2);
+    g_autofree int64_t *static_bytes = g_new0(int64_t, n_stages); /* (n_stages) */
+    for (guint s = 0; s < n_stages; s++) {
+        ck_assert_int_eq(field_int(stages, s + 1, 0), s);
+        static_bytes[s] = field_int(stages, s + 1, 9) + field_int(stages, s + 1, 10) +
+                          field_int(stages, s + 1, 11);
+        ck_assert_int_gt(static_bytes[s], 0);
+        ck_assert_int_eq(static_bytes[s] + field_int(stages, s + 1, 12) +
+                             field_int(stages, s + 1, 13),
+                         field_int(stages, s + 1, 4));
+        ck_assert_int_le(field_int(stages, s + 1, 12), field_int(stages, s + 1, 14));
+        ck_assert_int_le(field_int(stages, s + 1, 13), field_int(stages, s + 1, 5));
+    }
+
+    g_autofree char *memory_path = g_build_filename(dir, "memory.csv", NULL);
+    g_autofree char *memory_text = test_util_read_file(memory_path, NULL);
+    g_autoptr(GPtrArray) memory = parse_csv(memory_text);
+    const char *const mheader[] = {"stage", "time_ns", "activation_bytes", "stash_bytes",
+                                   "total_bytes"};
+    for (guint c = 0; c < G_N_ELEMENTS(mheader); c++)
+        ck_assert_str_eq(field(memory, 0, c), mheader[c]);
+    ck_assert_uint_gt(memory->len, 1 + n_stages);
+    g_autofree int64_t *max_total = g_new0(int64_t, n_stages); /* (n_stages) */
+    g_autofree int64_t *max_act = g_new0(int64_t, n_stages);   /* (n_stages) */
+    g_autofree int64_t *max_stash = g_new0(int64_t, n_stages); /* (n_stages) */
+    int64_t             last_ns = 0;
+    for (guint r = 1; r < memory->len; r++) {
+        int64_t s = field_int(memory, r, 0), t = field_int(memory, r, 1);
+        int64_t act = field_int(memory, r, 2), stash = field_int(memory, r, 3);
+        ck_assert(s >= 0 && s < n_stages);
+        ck_assert_int_ge(t, last_ns);
+        last_ns = t;
+        if (r <= n_stages) {
+            /* one row per stage at time 0: static bytes only */
+            ck_assert_int_eq(s, r - 1);
+            ck_assert_int_eq(t, 0);
+            ck_assert_int_eq(act + stash, 0);
+        }
+        ck_assert_int_eq(field_int(memory, r, 4), static_bytes[s] + act + stash);
+        max_total[s] = MAX(max_total[s], field_int(memory, r, 4));
+        max_act[s] = MAX(max_act[s], act);
+        max_stash[s] = MAX(max_stash[s], stash);
+    }
+    for (guint s = 0; s < n_stages; s++) {
+        ck_assert_int_eq(max_total[s], field_int(stages, s + 1, 4));
+        ck_assert_int_eq(max_act[s], field_int(stages, s + 1, 5));
+        ck_assert_int_eq(max_stash[s], field_int(stages, s + 1, 14));
+    }
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* --- schedules --- */
 
 START_TEST(test_schedules) {
@@ -544,6 +667,7 @@ static Suite *sim_cli_suite(void) {
     tcase_add_loop_test(tc, test_perfetto_consistent, 0, G_N_ELEMENTS(scenario_names));
     tcase_add_loop_test(tc, test_closed_form, 0, G_N_ELEMENTS(closed_forms));
     tcase_add_test(tc, test_dynamic_mode);
+    tcase_add_loop_test(tc, test_memory_csv, 0, G_N_ELEMENTS(scenario_names));
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_loop_test(tc, test_bad_input, 0, G_N_ELEMENTS(bad_cases));

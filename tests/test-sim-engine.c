@@ -22,6 +22,16 @@ static const int32_t test_stage_counts[] = {1, 2, 4, 8};
 static const int64_t test_costs[][3] = {
     {6000, 6000, 6000}, {18000, 12000, 6000}, {30000, 30000, 12000}, {12000, 6000, 0}};
 
+/* Sets stage @s's static memory to @bytes (a multiple of 16) with the analytic model's split:
+ * weights 6/16, gradients 2/16, optimizer state 8/16. */
+static void test_set_static(SimCostModel *cost, int32_t s, int64_t bytes) {
+    ck_assert_int_eq(bytes % 16, 0);
+    cost->weights_bytes[s] = bytes / 16 * 6;
+    cost->grads_bytes[s] = bytes / 16 * 2;
+    cost->optim_bytes[s] = bytes / 16 * 8;
+    cost->static_bytes[s] = bytes;
+}
+
 static SimResult *test_run(const PpSchedule *sched, const SimCostModel *cost) {
     g_autoptr(GError) error = NULL;
     SimResult *res = sim_engine_run(sched, cost, &error);
@@ -209,7 +219,7 @@ START_TEST(test_hand_built_split) {
     for (int32_t st = 0; st < 2; st++) {
         cost->act_bytes[st] = 100;
         cost->act_b_bytes[st] = 60;
-        cost->static_bytes[st] = 1000;
+        test_set_static(cost, st, 1008);
     }
     g_autoptr(SimResult) res = test_run(sched, cost);
     ck_assert_int_eq(res->makespan_ns, 100);
@@ -218,7 +228,32 @@ START_TEST(test_hand_built_split) {
     /* stage 0 holds both units fully until B0 (200); stage 1 peaks at F1 after B0: 40 + 100 */
     ck_assert_int_eq(res->stages[0].peak_activation_bytes, 200);
     ck_assert_int_eq(res->stages[1].peak_activation_bytes, 140);
-    ck_assert_int_eq(res->stages[1].peak_memory_bytes, 1140);
+    ck_assert_int_eq(res->stages[1].peak_memory_bytes, 1148);
+    /* the peaks by category: stage 0 at F1's end (20), stage 1 at F1's end (50) */
+    ck_assert_int_eq(res->stages[0].peak_time_ns, 20);
+    ck_assert_int_eq(res->stages[0].activation_peak_bytes, 200);
+    ck_assert_int_eq(res->stages[1].peak_time_ns, 50);
+    ck_assert_int_eq(res->stages[1].activation_peak_bytes, 140);
+    ck_assert_int_eq(res->stages[1].stash_peak_bytes, 0);
+    ck_assert_ptr_null(res->memory_timeline);
+    /* The timeline, by hand: (stage, time, activations) in event order after the two rows
+     * at time 0; at time 20 stage 0's F1 ends before stage 1's F0 (lower stage first). */
+    const int64_t want[][3] = {{0, 0, 0},   {1, 0, 0},    {0, 10, 100}, {0, 20, 200}, {1, 20, 100},
+                               {1, 40, 40}, {1, 50, 140}, {0, 60, 140}, {1, 70, 80},  {1, 75, 40},
+                               {1, 80, 0},  {0, 90, 80},  {0, 95, 40},  {0, 100, 0}};
+    SimRunOptions options = {.keep_trace = FALSE, .keep_memory_timeline = TRUE};
+    g_autoptr(SimResult) timed = sim_engine_run_with(sched, cost, &options, &error);
+    ck_assert_msg(timed != NULL, "%s", error ? error->message : "");
+    ck_assert_ptr_null(timed->trace);
+    ck_assert_int_eq(timed->n_memory_rows, G_N_ELEMENTS(want));
+    for (size_t i = 0; i < G_N_ELEMENTS(want); i++) {
+        const SimMemoryRow *row = &timed->memory_timeline[i];
+        ck_assert_int_eq(row->stage, want[i][0]);
+        ck_assert_int_eq(row->time_ns, want[i][1]);
+        ck_assert_int_eq(row->activation_bytes, want[i][2]);
+        ck_assert_int_eq(row->stash_bytes, 0);
+        ck_assert_int_eq(row->total_bytes, 1008 + want[i][2]);
+    }
     ck_assert_int_eq(res->stages[0].peak_inflight, 2);
     ck_assert_int_eq(res->stages[1].peak_inflight, 2); /* W0 runs after F1 */
     const PpTraceRow *last = &res->trace->rows[res->trace->n_rows - 1];
@@ -358,7 +393,7 @@ START_TEST(test_stashed_versions) {
     int32_t n = test_stage_counts[_i];
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 3000, 2000, 1000, 0);
     for (int32_t s = 0; s < n; s++) {
-        cost->static_bytes[s] = 1000000;
+        test_set_static(cost, s, 1000000);
         cost->weight_copy_bytes[s] = 1000;
     }
     g_autoptr(PpSchedule) pd = test_util_schedule_new("pipedream", n, 1, 1, 1, 4 * n);
@@ -724,6 +759,166 @@ START_TEST(test_cost_errors) {
 }
 END_TEST
 
+/* --- memory by category --- */
+
+/* Schedules of the memory invariants on N = 4 stages with the analytic model's bytes. */
+typedef struct {
+    const char *kind;
+    int32_t     n_chunks, m, a, n_steps;
+} MemoryCase;
+
+static const MemoryCase memory_cases[] = {
+    {"1f1b", 1, 8, 1, 2}, {"gpipe", 1, 8, 1, 2}, {"pipedream", 1, 1, 1, 16},  {"2bw", 1, 4, 1, 4},
+    {"paci", 1, 1, 4, 8}, {"zb-h1", 1, 8, 1, 2}, {"interleaved", 2, 8, 1, 2},
+};
+
+/* Activation changes of @stage replayed from the trace (program order; F adds act, B frees
+ * act_b, W the rest, BW all): the (end_ns, activations) pairs where the value changes.
+ * Returns: (transfer full) (element-type int64_t[2]). */
+static GArray *test_memory_act_changes(const SimResult *res, const SimCostModel *cost,
+                                       int32_t stage) {
+    GArray *changes = g_array_new(FALSE, FALSE, 2 * sizeof(int64_t));
+    int64_t act = 0;
+    for (int64_t r = 0; r < res->trace->n_rows; r++) {
+        const PpTraceRow *row = &res->trace->rows[r];
+        if (row->stage != stage || row->kind == PP_OP_UPDATE)
+            continue;
+        int32_t unit = stage * cost->n_chunks + row->chunk;
+        int64_t before = act;
+        if (row->kind == PP_OP_FORWARD)
+            act += cost->act_bytes[unit];
+        else if (row->kind == PP_OP_BACKWARD)
+            act -= cost->act_b_bytes[unit];
+        else if (row->kind == PP_OP_WEIGHT)
+            act -= cost->act_bytes[unit] - cost->act_b_bytes[unit];
+        else
+            act -= cost->act_bytes[unit];
+        if (act != before) {
+            int64_t pair[2] = {row->end_ns, act};
+            g_array_append_val(changes, pair);
+        }
+    }
+    return changes;
+}
+
+/* Per stage: the peak total is static + stash + activations at its moment, the parts within
+ * their own peaks; the timeline's rows add up, come in time order, reach each peak (first at
+ * peak_time_ns, with the same parts) and each category's maximum, and their activation
+ * changes replay the trace's; a run without the timeline reports the same. Closed forms:
+ * 1F1B/GPipe hold min(N-s, m)/m units at the peak, PipeDream stashes N-s-1 copies, 2BW at
+ * most 1; current-weight schedules none. Loop index: memory_cases. */
+START_TEST(test_memory_invariants) {
+    const MemoryCase *c = &memory_cases[_i];
+    const int32_t     n = 4;
+    PpScenario        sc;
+    test_scenario_fill(&sc);
+    sc.pipeline.chunks = c->n_chunks;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(&sc, &error);
+    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    g_autoptr(PpSchedule) sched =
+        test_util_schedule_new(c->kind, n, c->n_chunks, c->m, c->a, c->n_steps);
+    SimRunOptions options = {.keep_trace = TRUE, .keep_memory_timeline = TRUE};
+    g_autoptr(SimResult) res = sim_engine_run_with(sched, cost, &options, &error);
+    ck_assert_msg(res != NULL, "%s", error ? error->message : "");
+    SimRunOptions bare_options = {.keep_trace = FALSE, .keep_memory_timeline = FALSE};
+    g_autoptr(SimResult) bare = sim_engine_run_with(sched, cost, &bare_options, &error);
+    ck_assert_msg(bare != NULL, "%s", error ? error->message : "");
+    ck_assert_ptr_null(bare->memory_timeline);
+    ck_assert_int_eq(bare->n_memory_rows, 0);
+    ck_assert_int_le(res->n_memory_rows, n + pp_schedule_n_ops_total(sched));
+
+    for (int32_t s = 0; s < n; s++) {
+        const SimStageResult *sr = &res->stages[s];
+        ck_assert_mem_eq(sr, &bare->stages[s], sizeof *sr);
+        /* categories: 6 + 2 + 8 bytes per parameter */
+        ck_assert_int_eq(cost->weights_bytes[s] + cost->grads_bytes[s] + cost->optim_bytes[s],
+                         cost->static_bytes[s]);
+        ck_assert_int_eq(cost->weights_bytes[s], 3 * cost->grads_bytes[s]);
+        ck_assert_int_eq(cost->optim_bytes[s], 4 * cost->grads_bytes[s]);
+        ck_assert_int_gt(cost->grads_bytes[s], 0);
+
+        ck_assert_int_eq(sr->peak_memory_bytes,
+                         cost->static_bytes[s] + sr->stash_peak_bytes + sr->activation_peak_bytes);
+        ck_assert_int_le(sr->stash_peak_bytes, sr->peak_stash_bytes);
+        ck_assert_int_le(sr->activation_peak_bytes, sr->peak_activation_bytes);
+        ck_assert_int_eq(sr->peak_stash_bytes,
+                         (int64_t)(sr->weight_versions - 1) * cost->weight_copy_bytes[s]);
+
+        /* The timeline of stage s. */
+        int64_t  max_total = -1, max_stash = -1, max_act = -1, last_ns = 0;
+        int64_t  n_rows = 0, prev_act = -1;
+        gboolean seen_peak = FALSE;
+        g_autoptr(GArray) act_changes = test_memory_act_changes(res, cost, s);
+        guint n_changes = 0;
+        for (int64_t i = 0; i < res->n_memory_rows; i++) {
+            const SimMemoryRow *row = &res->memory_timeline[i];
+            if (i > 0)
+                ck_assert_int_ge(row->time_ns, res->memory_timeline[i - 1].time_ns);
+            if (row->stage != s)
+                continue;
+            if (n_rows++ == 0) {
+                /* first: time 0, static only */
+                ck_assert_int_eq(row->time_ns, 0);
+                ck_assert_int_eq(row->activation_bytes + row->stash_bytes, 0);
+            }
+            ck_assert_int_ge(row->time_ns, last_ns);
+            last_ns = row->time_ns;
+            ck_assert_int_eq(row->total_bytes,
+                             cost->static_bytes[s] + row->stash_bytes + row->activation_bytes);
+            if (!seen_peak && row->total_bytes == sr->peak_memory_bytes) {
+                seen_peak = TRUE;
+                ck_assert_int_eq(row->time_ns, sr->peak_time_ns);
+                ck_assert_int_eq(row->stash_bytes, sr->stash_peak_bytes);
+                ck_assert_int_eq(row->activation_bytes, sr->activation_peak_bytes);
+            }
+            max_total = MAX(max_total, row->total_bytes);
+            max_stash = MAX(max_stash, row->stash_bytes);
+            max_act = MAX(max_act, row->activation_bytes);
+            if (n_rows > 1 && row->activation_bytes != prev_act) {
+                ck_assert_uint_lt(n_changes, act_changes->len);
+                const int64_t *want = &g_array_index(act_changes, int64_t, 2 * n_changes);
+                ck_assert_int_eq(row->time_ns, want[0]);
+                ck_assert_int_eq(row->activation_bytes, want[1]);
+                n_changes++;
+            }
+            prev_act = row->activation_bytes;
+        }
+        ck_assert_uint_eq(n_changes, act_changes->len);
+        ck_assert(seen_peak);
+        ck_assert_int_eq(max_total, sr->peak_memory_bytes);
+        ck_assert_int_eq(max_stash, sr->peak_stash_bytes);
+        ck_assert_int_eq(max_act, sr->peak_activation_bytes);
+
+        /* closed forms */
+        int64_t act = cost->act_bytes[s];
+        if (strcmp(c->kind, "1f1b") == 0 || strcmp(c->kind, "gpipe") == 0) {
+            int64_t units = strcmp(c->kind, "gpipe") == 0 ? c->m : MIN(n - s, c->m);
+            ck_assert_int_eq(sr->peak_activation_bytes, units * act);
+            ck_assert_int_eq(sr->activation_peak_bytes, units * act);
+        }
+        if (strcmp(c->kind, "pipedream") == 0) {
+            ck_assert_int_eq(sr->peak_stash_bytes, (n - s - 1) * cost->weight_copy_bytes[s]);
+            ck_assert_int_eq(sr->stash_peak_bytes, (n - s - 1) * cost->weight_copy_bytes[s]);
+        } else if (strcmp(c->kind, "2bw") == 0) {
+            ck_assert_int_le(sr->peak_stash_bytes, cost->weight_copy_bytes[s]);
+        } else {
+            ck_assert_int_eq(sr->peak_stash_bytes, 0);
+        }
+    }
+}
+END_TEST
+
+/* A cost model whose static bytes are not the sum of their categories breaks the engine's
+ * contract: abort. */
+START_TEST(test_memory_split_mismatch_aborts) {
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("1f1b", 2, 1, 2, 1, 1);
+    SimCostModel *cost = sim_cost_new_uniform(2, 1, 1, 1, 1, 0);
+    cost->static_bytes[1] = 16;
+    sim_engine_run(sched, cost, NULL);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sim-engine");
     TCase *tc = tcase_create("closed-forms");
@@ -760,6 +955,11 @@ int main(void) {
     tcase_add_test(tc, test_cost_explicit);
     tcase_add_test(tc, test_cost_layers_and_params);
     tcase_add_test(tc, test_cost_errors);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("memory");
+    tcase_add_loop_test(tc, test_memory_invariants, 0, G_N_ELEMENTS(memory_cases));
+    tcase_add_test_raise_signal(tc, test_memory_split_mismatch_aborts, SIGABRT);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);
