@@ -10,6 +10,8 @@
  * "Step" in logs: for flush schedules the optimizer step; for asynchronous ones the index of
  * the update on stage 0 that consumes the micro-batch's gradient (PpOp.step), so a step's
  * train_loss is the mean loss of the micro-batches stage 0 applies in its step-th update.
+ * log.csv keeps an earlier run's rows before the resumed step; ops.csv holds only this
+ * invocation's ops (times from its own start), the trace `pacer-sim replay` compares.
  * Checkpoints (run.checkpoint_every and the last step, into out_dir) hold the weights and a
  * sidecar with every virtual stage's optimizer state (AdamW moments, Muon momentum,
  * error-feedback previous update, step count), the step, every stage's version and skip count,
