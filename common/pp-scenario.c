@@ -115,6 +115,9 @@ static const PpScenarioKey pp_scenario_keys[] = {
            "sequence length T in tokens"),
     PP_INT("model", "vocab", model.vocab, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
            "vocabulary size V"),
+    PP_TEXT("model", "flash_attention", PP_KEY_BOOL, model.flash_attention, "false", 0,
+            "true: fused attention stores no s x s scores; the simulator's activations per "
+            "layer drop from sbh(34 + 5as/h) to 34sbh bytes"),
 
     PP_TEXT("hardware", "preset", PP_KEY_HARDWARE_PRESET, hardware.preset, NULL, PP_KEY_OPTIONAL,
             "named device that fills this section; the keys below override it"),
@@ -133,6 +136,13 @@ static const PpScenarioKey pp_scenario_keys[] = {
             "true: the link is NVLink; false: PCIe"),
     PP_INT("hardware", "devices", hardware.devices, NULL, 1, PP_I32_MAX, PP_KEY_DERIVED,
            "devices available (>= pipeline.stages); absent: pipeline.stages"),
+    PP_NUM("hardware", "kernel_eff_max", hardware.kernel_eff_max, "0.6", 0.0, 1.0, 1.0,
+           PP_KEY_MIN_EXCL,
+           "analytic cost model: share of peak_tflops that large micro-batches reach; "
+           "eff(t) = kernel_eff_max * t / (t + kernel_eff_half_tokens) for t tokens"),
+    PP_NUM("hardware", "kernel_eff_half_tokens", hardware.kernel_eff_half_tokens, "2048", 0.0,
+           INFINITY, 1.0, 0,
+           "analytic cost model: micro-batch tokens at which eff reaches half of kernel_eff_max"),
 
     PP_TEXT("pipeline", "schedule", PP_KEY_SCHEDULE, pipeline.schedule, NULL, PP_KEY_REQUIRED,
             "schedule registry name"),

@@ -15,12 +15,14 @@
 G_BEGIN_DECLS
 
 typedef struct {
-    char   *preset;  /* "gpt2", "gpt2-medium", ..., "zb-28.3b"; NULL when none */
-    int32_t layers;  /* transformer blocks L */
-    int32_t hidden;  /* C */
-    int32_t heads;   /* NH */
-    int32_t seq_len; /* T */
-    int32_t vocab;   /* V (50257 for GPT-2; kernels pad to a multiple of 128) */
+    char    *preset;          /* "gpt2", "gpt2-medium", ..., "zb-28.3b"; NULL when none */
+    int32_t  layers;          /* transformer blocks L */
+    int32_t  hidden;          /* C */
+    int32_t  heads;           /* NH */
+    int32_t  seq_len;         /* T */
+    int32_t  vocab;           /* V (50257 for GPT-2; kernels pad to a multiple of 128) */
+    gboolean flash_attention; /* TRUE: attention scores are never stored (the simulator's
+                                 activation memory drops the 5as/h term) */
 } PpModelParams;
 
 typedef struct {
@@ -32,9 +34,14 @@ typedef struct {
     int64_t  link_latency_ns;
     gboolean nvlink;  /* TRUE: NVLink; FALSE: PCIe */
     int32_t  devices; /* defaults to pipeline.stages */
-    gboolean set;     /* TRUE when the scenario has a [hardware] section; FALSE
-                         (CPU training, explicit [costs]): preset is NULL and
-                         peak_flops .. nvlink are 0; devices is still derived */
+    /* Kernel efficiency of the simulator's analytic cost model: a micro-batch of t tokens
+     * reaches eff(t) = kernel_eff_max * t / (t + kernel_eff_half_tokens) of peak_flops. */
+    double kernel_eff_max;         /* in (0, 1] */
+    double kernel_eff_half_tokens; /* >= 0 */
+    /* TRUE when the scenario has a [hardware] section; FALSE (CPU training, explicit
+     * [costs]): preset is NULL and peak_flops .. nvlink are 0; devices is still derived and
+     * kernel_eff_max, kernel_eff_half_tokens keep their defaults. */
+    gboolean set;
 } PpHardwareParams;
 
 typedef struct {

@@ -26,9 +26,9 @@
 /* Logits are kept in fp32 for the loss. */
 #define SIM_COST_LOGIT_BYTES 4
 
-double sim_cost_kernel_efficiency(int64_t tokens) {
-    PP_ASSERT(tokens >= 0);
-    return SIM_COST_EFF_MAX * (double)tokens / ((double)tokens + SIM_COST_EFF_HALF_TOKENS);
+double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens) {
+    PP_ASSERT(tokens > 0 || hw->kernel_eff_half_tokens > 0.0);
+    return hw->kernel_eff_max * (double)tokens / ((double)tokens + hw->kernel_eff_half_tokens);
 }
 
 /* Allocates a zeroed model with every per-stage table sized for @n_stages x @n_chunks. */
@@ -140,6 +140,20 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
                     scenario->path, hw->peak_flops / 1e12);
         return FALSE;
     }
+    if (times && !(hw->kernel_eff_max > 0.0 && hw->kernel_eff_max <= 1.0)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: hardware.kernel_eff_max = %g: the analytic cost model needs a share of "
+                    "peak in (0, 1]",
+                    scenario->path, hw->kernel_eff_max);
+        return FALSE;
+    }
+    if (times && !(hw->kernel_eff_half_tokens >= 0.0 && isfinite(hw->kernel_eff_half_tokens))) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: hardware.kernel_eff_half_tokens = %g: the analytic cost model needs a "
+                    "finite token count >= 0",
+                    scenario->path, hw->kernel_eff_half_tokens);
+        return FALSE;
+    }
 
     const int32_t  n_stages = cost->n_stages, n_chunks = cost->n_chunks;
     const int32_t  n_vstages = n_stages * n_chunks;
@@ -164,11 +178,14 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     const double layer_params = 12.0 * h * h + 13.0 * h;
     /* Activation bytes per layer per live micro-batch (16-bit, no recomputation,
      * Korthikanti et al. 2022): sb(34h + 5as) = M_B + M_W with M_B = sb(2h + 5as) freed at B
-     * and M_W = 32sbh freed at W. */
-    const double layer_act = s * b * (34.0 * h + 5.0 * a * s);
-    const double layer_act_b = s * b * (2.0 * h + 5.0 * a * s);
+     * and M_W = 32sbh freed at W. The 5as term is the attention scores, softmax and its
+     * dropout mask (a x s x s per sequence); flash attention recomputes them in the backward
+     * and stores none: 34sbh with M_B = 2sbh. */
+    const double scores = model->flash_attention ? 0.0 : 5.0 * a * s;
+    const double layer_act = s * b * (34.0 * h + scores);
+    const double layer_act_b = s * b * (2.0 * h + scores);
     const double logits = b * s * V * SIM_COST_LOGIT_BYTES;
-    const double rate = hw->peak_flops * sim_cost_kernel_efficiency(tokens); /* FLOP/s */
+    const double rate = hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens); /* FLOP/s */
 
     double total_flops = 0.0;
     for (int32_t vs = 0; vs < n_vstages; vs++) {

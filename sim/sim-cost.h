@@ -33,7 +33,8 @@ typedef struct {
                                    asserts it): set all four when building a model by hand */
     int64_t *weight_copy_bytes; /* (n_stages) bytes of one extra stashed weight version */
     int64_t *act_bytes;         /* (n_stages * n_chunks) activations held per live (mb, chunk):
-                                   +act at F; non-split: -act at BW; split: -act_b at B, -act_w at W */
+                                   +act at F; non-split: -act at BW; split: -act_b at B,
+                                   -act_w at W */
     int64_t *act_b_bytes;       /* (n_stages * n_chunks) freed at B (split backward) */
     int64_t  tokens_per_mb;     /* tokens in one micro-batch (throughput reports) */
     int64_t  samples_per_mb;
@@ -48,13 +49,12 @@ typedef struct {
 } SimCostModel;
 
 /* Kernel efficiency of the analytic model: the share of peak FLOP/s a micro-batch of @tokens
- * tokens reaches, eff = SIM_COST_EFF_MAX * tokens / (tokens + SIM_COST_EFF_HALF_TOKENS).
- * Small micro-batches run small GEMMs far from peak; the curve saturates at 60% of peak
- * (a typical bf16 training MFU ceiling) and reaches half of that at 2048 tokens. The two
- * constants live here only; calibrate them against executor measurements. */
-#define SIM_COST_EFF_MAX         0.6
-#define SIM_COST_EFF_HALF_TOKENS 2048.0
-double sim_cost_kernel_efficiency(int64_t tokens);
+ * tokens reaches, eff = hw->kernel_eff_max * tokens / (tokens + hw->kernel_eff_half_tokens).
+ * Small micro-batches run small GEMMs far from peak; by default ([hardware] keys, defaults in
+ * pp-scenario.c's key table) the curve saturates at 60% of peak (a typical bf16 training MFU
+ * ceiling) and reaches half of that at 2048 tokens; calibrate both keys against executor
+ * measurements. */
+double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens);
 
 /* Uniform costs for tests: every (stage, chunk) has the same f/b/w, comm is latency only,
  * memory: act_bytes 1 per live (mb, chunk) unit, static (and its split) 0.
@@ -69,9 +69,10 @@ SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f
  * parameter / memory bandwidth; hop = link latency + 2bsh bytes / link bandwidth. Memory
  * either way: 16 bytes per parameter static, split into weights 6 (bf16 + fp32 master),
  * gradients 2 (bf16) and optimizer state 8 (Adam moments), 2 per stashed copy; activations
- * sb(34h + 5as) per layer (M_B = sb(2h + 5as) freed at B) plus fp32 logits bsV on the last
- * virtual stage. Returns: (transfer full), or NULL with @error set
- * (PP_SCENARIO_ERROR_INVALID_VALUE naming the key the model lacks). */
+ * sb(34h + 5as) per layer (M_B = sb(2h + 5as) freed at B), or with model.flash_attention
+ * 34sbh (M_B = 2sbh), plus fp32 logits bsV on the last virtual stage. Returns: (transfer
+ * full), or NULL with @error set (PP_SCENARIO_ERROR_INVALID_VALUE naming the key the model
+ * lacks or whose value it cannot use). */
 SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **error);
 /* One cross-device hop (ns): comm_latency_ns + act_msg_bytes / comm_bytes_per_ns rounded to
  * the nearest ns; latency only when the bandwidth is 0. */

@@ -510,6 +510,57 @@ START_TEST(test_overrides) {
 }
 END_TEST
 
+/* [model] flash_attention and the [hardware] kernel-efficiency keys: table defaults (also
+ * without a [hardware] section), file keys, --set overrides, and to_data round trips. */
+START_TEST(test_flash_and_kernel_eff) {
+    g_autoptr(PpScenario) base = load_base(NULL);
+    ck_assert(!base->model.flash_attention);
+    ck_assert_double_eq(base->hardware.kernel_eff_max, 0.6);
+    ck_assert_double_eq(base->hardware.kernel_eff_half_tokens, 2048.0);
+    g_autofree char *base_text_out = pp_scenario_to_data(base);
+    ck_assert_ptr_nonnull(strstr(base_text_out, "\nflash_attention=false\n"));
+
+    /* a hardware preset leaves the curve at its defaults, which to_data writes */
+    const char *const preset[] = {"hardware.preset=h200-sxm", NULL};
+    g_autoptr(PpScenario) hw = load_base(preset);
+    ck_assert_double_eq(hw->hardware.kernel_eff_max, 0.6);
+    ck_assert_double_eq(hw->hardware.kernel_eff_half_tokens, 2048.0);
+    g_autofree char *hw_text = pp_scenario_to_data(hw);
+    ck_assert_ptr_nonnull(strstr(hw_text, "\nkernel_eff_max=0.6\n"));
+    ck_assert_ptr_nonnull(strstr(hw_text, "\nkernel_eff_half_tokens=2048\n"));
+
+    /* file keys, then --set over them */
+    static const char text[] = "[model]\npreset = gpt2\nflash_attention = true\n"
+                               "[hardware]\npreset = a100-sxm\nkernel_eff_max = 0.45\n"
+                               "kernel_eff_half_tokens = 1500.5\n"
+                               "[pipeline]\nschedule = 1f1b\nstages = 2\nmicrobatch_size = 1\n";
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) file = pp_scenario_load_data(text, "k.ini", NULL, &err);
+    ck_assert_msg(file != NULL, "%s", err ? err->message : "");
+    ck_assert(file->model.flash_attention);
+    ck_assert_double_eq(file->hardware.kernel_eff_max, 0.45);
+    ck_assert_double_eq(file->hardware.kernel_eff_half_tokens, 1500.5);
+    g_autofree char *file_text = pp_scenario_to_data(file);
+    ck_assert_ptr_nonnull(strstr(file_text, "\nflash_attention=true\n"));
+    ck_assert_ptr_nonnull(strstr(file_text, "\nkernel_eff_max=0.45\n"));
+    ck_assert_ptr_nonnull(strstr(file_text, "\nkernel_eff_half_tokens=1500.5\n"));
+    g_autoptr(PpScenario) again = pp_scenario_load_data(file_text, "again.ini", NULL, &err);
+    ck_assert_msg(again != NULL, "%s", err ? err->message : "");
+    ck_assert(again->model.flash_attention);
+    ck_assert_double_eq(again->hardware.kernel_eff_max, 0.45);
+    ck_assert_double_eq(again->hardware.kernel_eff_half_tokens, 1500.5);
+
+    const char *const o[] = {"model.flash_attention=false", "hardware.kernel_eff_max=1",
+                             "hardware.kernel_eff_half_tokens=0", NULL};
+    g_autoptr(PpScenario) over = pp_scenario_load_data(text, "k.ini", o, &err);
+    ck_assert_msg(over != NULL, "%s", err ? err->message : "");
+    ck_assert(!over->model.flash_attention);
+    ck_assert_double_eq(over->hardware.kernel_eff_max, 1.0);
+    ck_assert_double_eq(over->hardware.kernel_eff_half_tokens, 0.0);
+    ck_assert_double_eq(over->hardware.peak_flops, 312e12); /* the preset still applies */
+}
+END_TEST
+
 /* --- bad inputs --- */
 
 typedef struct {
@@ -766,6 +817,31 @@ static const BadCase bad_cases[] = {
      {"pipeline.mode=dynamic"},
      PP_SCENARIO_ERROR_INCONSISTENT,
      {"mode = dynamic", "schedule = 1f1b"}},
+    {"flash attention not a boolean",
+     NULL,
+     {"model.flash_attention=yes"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[model] flash_attention = 'yes'", "not a boolean", "true or false"}},
+    {"kernel_eff_max zero",
+     NULL,
+     {"hardware.preset=h100-sxm", "hardware.kernel_eff_max=0"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] kernel_eff_max = '0'", "out of range", "(0, 1]"}},
+    {"kernel_eff_max above one",
+     NULL,
+     {"hardware.preset=h100-sxm", "hardware.kernel_eff_max=1.5"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] kernel_eff_max = '1.5'", "out of range", "(0, 1]"}},
+    {"kernel_eff_max not a number",
+     NULL,
+     {"hardware.preset=h100-sxm", "hardware.kernel_eff_max=60%"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] kernel_eff_max = '60%'", "not a number"}},
+    {"kernel_eff_half_tokens negative",
+     NULL,
+     {"hardware.preset=h100-sxm", "hardware.kernel_eff_half_tokens=-1"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] kernel_eff_half_tokens = '-1'", "negative", "a number >= 0"}},
 };
 
 START_TEST(test_bad_input) {
@@ -831,6 +907,7 @@ static Suite *scenario_suite(void) {
     tcase_add_test(values, test_derived_batch);
     tcase_add_test(values, test_presets);
     tcase_add_test(values, test_overrides);
+    tcase_add_test(values, test_flash_and_kernel_eff);
     suite_add_tcase(s, values);
 
     TCase *errors = tcase_create("errors");

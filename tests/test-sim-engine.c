@@ -632,6 +632,8 @@ static void test_scenario_fill(PpScenario *sc) {
     sc->hardware.link_bw_bytes_per_s = 50e9;
     sc->hardware.link_latency_ns = 10000;
     sc->hardware.mem_bw_bytes_per_s = 2e12;
+    sc->hardware.kernel_eff_max = 0.6; /* the [hardware] key table's defaults */
+    sc->hardware.kernel_eff_half_tokens = 2048;
     sc->pipeline.stages = 4;
     sc->pipeline.chunks = 1;
     sc->pipeline.microbatch_size = 2;
@@ -646,7 +648,7 @@ START_TEST(test_cost_analytic) {
     g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(&sc, &error);
     ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
     const double b = 2, s = 1024, h = 1024, V = 50257, a = 16;
-    ck_assert_double_eq_tol(sim_cost_kernel_efficiency(2048), 0.3, 1e-15);
+    ck_assert_double_eq_tol(sim_cost_kernel_efficiency(&sc.hardware, 2048), 0.3, 1e-15);
     const int32_t layers[] = {7, 7, 6, 6};
     double        total = 0;
     for (int32_t st = 0; st < 4; st++) {
@@ -675,6 +677,68 @@ START_TEST(test_cost_analytic) {
     ck_assert_int_eq(cost->samples_per_mb, 2);
     ck_assert_double_eq_tol(cost->flops_per_mb, total, total * 1e-12);
     ck_assert_double_eq_tol(cost->peak_flops, 1e15, 1);
+}
+END_TEST
+
+/* model.flash_attention drops the 5as term: 34sbh bytes per layer (M_B = 2sbh) plus the
+ * logits; off gives Korthikanti's sb(34h + 5as). Times and static bytes do not change. */
+START_TEST(test_cost_flash_attention) {
+    PpScenario sc;
+    test_scenario_fill(&sc);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SimCostModel) off = sim_cost_new_from_scenario(&sc, &error);
+    ck_assert_msg(off != NULL, "%s", error ? error->message : "");
+    sc.model.flash_attention = TRUE;
+    g_autoptr(SimCostModel) on = sim_cost_new_from_scenario(&sc, &error);
+    ck_assert_msg(on != NULL, "%s", error ? error->message : "");
+    const double  b = 2, s = 1024, h = 1024, V = 50257, a = 16;
+    const int32_t layers[] = {7, 7, 6, 6};
+    for (int32_t st = 0; st < 4; st++) {
+        double logits = st == 3 ? b * s * V * 4 : 0;
+        ck_assert_int_eq(on->act_bytes[st], llround(34 * s * b * h * layers[st] + logits));
+        ck_assert_int_eq(on->act_b_bytes[st], llround(2 * s * b * h * layers[st] + logits));
+        ck_assert_int_eq(off->act_bytes[st],
+                         llround(s * b * h * (34 + 5 * a * s / h) * layers[st] + logits));
+        ck_assert_int_eq(off->act_b_bytes[st],
+                         llround(s * b * h * (2 + 5 * a * s / h) * layers[st] + logits));
+        /* M_F = M_B + M_W with the same M_W = 32sbh either way */
+        ck_assert_int_eq(on->act_bytes[st] - on->act_b_bytes[st],
+                         off->act_bytes[st] - off->act_b_bytes[st]);
+        ck_assert_int_eq(on->f_ns[st], off->f_ns[st]);
+        ck_assert_int_eq(on->static_bytes[st], off->static_bytes[st]);
+    }
+}
+END_TEST
+
+/* hardware.kernel_eff_max and kernel_eff_half_tokens set the efficiency curve: max 0.5,
+ * half 1000 at 2048 tokens gives F = FLOPs / (peak * 0.5 * 2048 / 3048); half 0 is flat. */
+START_TEST(test_cost_kernel_efficiency_keys) {
+    PpScenario sc;
+    test_scenario_fill(&sc);
+    sc.hardware.kernel_eff_max = 0.5;
+    sc.hardware.kernel_eff_half_tokens = 1000;
+    ck_assert_double_eq(sim_cost_kernel_efficiency(&sc.hardware, 2048), 0.5 * 2048 / 3048.0);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(&sc, &error);
+    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    const double  b = 2, s = 1024, h = 1024, V = 50257;
+    const int32_t layers[] = {7, 7, 6, 6};
+    for (int32_t st = 0; st < 4; st++) {
+        double flops = layers[st] * (24 * b * s * h * h + 4 * b * s * s * h) +
+                       (st == 3 ? 2 * b * s * h * V : 0);
+        int64_t f_ns = llround(flops / (1e15 * (0.5 * 2048 / (2048 + 1000.0))) * 1e9);
+        ck_assert_int_eq(cost->f_ns[st], f_ns);
+        ck_assert_int_eq(cost->b_ns[st], f_ns);
+        ck_assert_int_eq(cost->w_ns[st], f_ns);
+    }
+
+    sc.hardware.kernel_eff_max = 1.0;
+    sc.hardware.kernel_eff_half_tokens = 0;
+    ck_assert_double_eq(sim_cost_kernel_efficiency(&sc.hardware, 2048), 1.0);
+    g_autoptr(SimCostModel) flat = sim_cost_new_from_scenario(&sc, &error);
+    ck_assert_msg(flat != NULL, "%s", error ? error->message : "");
+    double flops0 = 7 * (24 * b * s * h * h + 4 * b * s * s * h);
+    ck_assert_int_eq(flat->f_ns[0], llround(flops0 / 1e15 * 1e9));
 }
 END_TEST
 
@@ -756,6 +820,19 @@ START_TEST(test_cost_errors) {
     ck_assert_ptr_null(sim_cost_new_from_scenario(&sc, &error));
     ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
     ck_assert_ptr_nonnull(strstr(error->message, "model.hidden"));
+    g_clear_error(&error);
+    /* hand-built scenarios bypass the key table's ranges; the cost model checks them too */
+    test_scenario_fill(&sc);
+    sc.hardware.kernel_eff_max = 0;
+    ck_assert_ptr_null(sim_cost_new_from_scenario(&sc, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
+    ck_assert_ptr_nonnull(strstr(error->message, "hardware.kernel_eff_max"));
+    g_clear_error(&error);
+    test_scenario_fill(&sc);
+    sc.hardware.kernel_eff_half_tokens = -1;
+    ck_assert_ptr_null(sim_cost_new_from_scenario(&sc, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
+    ck_assert_ptr_nonnull(strstr(error->message, "hardware.kernel_eff_half_tokens"));
 }
 END_TEST
 
@@ -952,6 +1029,8 @@ int main(void) {
 
     tc = tcase_create("cost");
     tcase_add_test(tc, test_cost_analytic);
+    tcase_add_test(tc, test_cost_flash_attention);
+    tcase_add_test(tc, test_cost_kernel_efficiency_keys);
     tcase_add_test(tc, test_cost_explicit);
     tcase_add_test(tc, test_cost_layers_and_params);
     tcase_add_test(tc, test_cost_errors);
