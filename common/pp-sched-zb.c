@@ -6,11 +6,12 @@
  */
 
 /*
- * Accounting. A micro-batch holds one activation unit on a stage from its F until its W
- * (B frees only part of it, M_B - M_W in the paper), so "in flight" below and n_buffers
- * count units with F done and W not done. Costs F, B, W per stage, c per hop; C = the
- * largest stage span (first op start to last op end on one stage) of one step, the paper's
- * bubble definition; bubble = C - m(F+B+W). 1F1B's bubble is (N-1)(F+B+W).
+ * Accounting. A micro-batch holds one activation unit M_F on a stage from its F until its W
+ * (in the paper B frees M_B of it and W the rest, M_W), so "in flight" below and n_buffers
+ * count units with F done and W not done; zb-1p and zb-2p can count B's part finely (below).
+ * Costs F, B, W per stage, c per hop; C = the largest stage span (first op start to last op
+ * end on one stage) of one step, the paper's bubble definition; bubble = C - m(F+B+W).
+ * 1F1B's bubble is (N-1)(F+B+W).
  *
  * One family. Stage s runs a_s warmup F, then for i = 0..m-1: B_i, then W_{i-d_s} once
  * i >= d_s, then the next F while any is left; the W still pending close the step. Its
@@ -37,8 +38,18 @@
  *
  * zb-1p, zb-2p: every stage may hold min(N, m) (1p) or min(2N, m) (2p) units: the limit in
  * units of 1F1B's peak, N micro-batches, applied to every stage (the paper's M_limit).
- * n_buffers declares it, so the validator enforces it. The schedule comes from simulating
- * one step in time with params f_ns, b_ns, w_ns, comm_ns (all three zero: unit costs).
+ * n_buffers declares it, so the validator enforces it.
+ * Fine-grained memory, params->mem_w_fraction = w = M_W / M_F in (0, 1) (0 or 1: whole
+ * units, as above). The limit stays min(N, m) / min(2N, m) units of M_F on every stage, 1x /
+ * 2x the min(N, m) M_F that 1F1B's stage 0 holds, but F counts +1, B -(1 - w), W -w: a
+ * deferred W holds only w, so many more fit. The count is fixed-point (PP_ZB_MEM_UNIT per
+ * M_F, w rounded up: a W is never counted below its share). In bytes stage s then holds at
+ * most limit x M_F(s) (the caller passes the largest w of all stages), which is within 1x /
+ * 2x of 1F1B's peak where M_F(s) <= M_F(0); a last stage whose logits make its M_F larger
+ * can exceed it, as with whole units. Units with F done and W not done can exceed the limit:
+ * n_buffers declares each stage's measured whole-unit peak.
+ * The schedule comes from simulating one step in time with params f_ns, b_ns, w_ns, comm_ns
+ * (all three zero: unit costs).
  * A stage that is free at time t takes, in this order: a ready B; a ready F if the limit
  * allows; a W to fill the gap; else it sleeps until its next input arrives. Pending W's
  * run in micro-batch order. Sixteen variants of three knobs are tried and the smallest C
@@ -57,11 +68,15 @@
  * (k-1) C + one step; when stage 0 also ends last (zb-h1; zb-h2 with B + c >= 2W), that
  * is k times one step. Otherwise the next step starts under the previous one's tail.
  */
+#include <math.h>
+
 #include "pp-error.h"
 #include "pp-sched-gen.h"
 
 #define PP_ZB_MAX_STAGES 4096
 #define PP_ZB_NEVER      G_MAXINT64
+/* One unit M_F in the greedy's fixed-point memory count (integers: no rounding drift). */
+#define PP_ZB_MEM_UNIT ((int64_t)1 << 20)
 
 /* One entry of a stage's one-step order: an op on local micro-batch mb (0..m-1). */
 typedef struct {
@@ -176,7 +191,8 @@ PpSchedule *pp_sched_build_zb_h2(const PpScheduleParams *params, GError **error)
 /* Costs and knobs of one greedy run (see the top of the file). */
 typedef struct {
     int64_t  f_ns, b_ns, w_ns, comm_ns;
-    int32_t  limit;             /* units a stage may hold */
+    int32_t  limit;             /* units (M_F) a stage may hold */
+    int64_t  w_mem;             /* M_W, freed at W, in PP_ZB_MEM_UNIT; the rest is freed at B */
     gboolean alternate;         /* after a B, a ready F before the next ready B */
     int32_t  reserve_per_stage; /* r: stage s keeps r s + q units free (but runs at */
     int32_t  reserve_base;      /* q: least one F) until its first B */
@@ -188,6 +204,7 @@ typedef struct {
     int64_t  free_ns;    /* end of its last op */
     int64_t  first_ns;   /* start of its first op */
     int32_t  nf, nb, nw; /* F, B, W done; ops go in micro-batch order per kind */
+    int64_t  mem;        /* activations held, PP_ZB_MEM_UNIT per M_F */
     int32_t  k;          /* slots filled */
     gboolean last_was_b; /* the last F or B it ran was a B */
 } PpZbStage;
@@ -276,11 +293,11 @@ static int64_t pp_zb_greedy_run(const PpZbGreedyConfig *cfg, PpZbOrder *order) {
             continue;
         const int64_t  t = wake.t_ns;
         const int64_t *fa = &f_arr[(size_t)s * m], *ba = &b_arr[(size_t)s * m];
-        const int32_t  inflight = me->nf - me->nw;
         const int32_t  warm_cap =
             MAX(1, cfg->limit - cfg->reserve_per_stage * s - cfg->reserve_base);
-        const gboolean f_room =
-            me->nf < m && inflight < cfg->limit && (me->nb > 0 || me->nf < warm_cap);
+        const gboolean f_room = me->nf < m &&
+                                me->mem + PP_ZB_MEM_UNIT <= cfg->limit * PP_ZB_MEM_UNIT &&
+                                (me->nb > 0 || me->nf < warm_cap);
         const gboolean b_ok = me->nb < m && ba[me->nb] >= 0 && ba[me->nb] <= t;
         const gboolean f_ok = f_room && fa[me->nf] >= 0 && fa[me->nf] <= t;
         int64_t        next_ns = PP_ZB_NEVER; // next known arrival this stage could use
@@ -294,15 +311,18 @@ static int64_t pp_zb_greedy_run(const PpZbGreedyConfig *cfg, PpZbOrder *order) {
         if (f_ok && (!b_ok || (cfg->alternate && me->last_was_b))) {
             slot = (PpZbSlot){PP_OP_FORWARD, me->nf++};
             dur_ns = cfg->f_ns;
+            me->mem += PP_ZB_MEM_UNIT;
             me->last_was_b = FALSE;
         } else if (b_ok) {
             slot = (PpZbSlot){PP_OP_BACKWARD, me->nb++};
             dur_ns = cfg->b_ns;
+            me->mem -= PP_ZB_MEM_UNIT - cfg->w_mem;
             me->last_was_b = TRUE;
         } else if (me->nw < me->nb &&
                    (!cfg->fit || next_ns == PP_ZB_NEVER || t + cfg->w_ns <= next_ns)) {
             slot = (PpZbSlot){PP_OP_WEIGHT, me->nw++};
             dur_ns = cfg->w_ns;
+            me->mem -= cfg->w_mem;
         } else {
             me->ready_ns = next_ns;
             if (next_ns != PP_ZB_NEVER)
@@ -354,6 +374,14 @@ static PpSchedule *pp_zb_build_auto(const PpScheduleParams *params, const char *
                     kind, params->f_ns, params->b_ns, params->w_ns, params->comm_ns);
         return NULL;
     }
+    const double w_frac = params->mem_w_fraction;
+    if (!(w_frac >= 0.0 && w_frac <= 1.0)) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "schedule '%s': mem_w_fraction = %g is out of range; valid: [0, 1], "
+                    "M_W / M_F (0: whole units, held from F until W)",
+                    kind, w_frac);
+        return NULL;
+    }
     const int32_t    n = params->n_stages, m = params->n_microbatches;
     const gboolean   unit = params->f_ns == 0 && params->b_ns == 0 && params->w_ns == 0;
     PpZbGreedyConfig cfg = {
@@ -362,6 +390,8 @@ static PpSchedule *pp_zb_build_auto(const PpScheduleParams *params, const char *
         .w_ns = unit ? 1 : params->w_ns,
         .comm_ns = unit ? 0 : params->comm_ns,
         .limit = (int32_t)MIN((int64_t)mult * n, m),
+        /* rounded up: a deferred W is never counted below its true share */
+        .w_mem = w_frac == 0.0 ? PP_ZB_MEM_UNIT : (int64_t)ceil(w_frac * (double)PP_ZB_MEM_UNIT),
     };
     PpZbOrder best, trial;
     pp_zb_order_init(&best, n, m);
@@ -382,6 +412,11 @@ static PpSchedule *pp_zb_build_auto(const PpScheduleParams *params, const char *
         }
     }
     PpSchedule *sched = pp_zb_emit(params, kind, &best, cfg.limit);
+    if (cfg.w_mem < PP_ZB_MEM_UNIT) {
+        /* The byte limit, not a unit count, bounded the search: declare the units it left. */
+        for (int32_t s = 0; s < n; s++)
+            sched->n_buffers[s] = pp_schedule_peak_inflight(sched, s);
+    }
     pp_zb_order_clear(&trial);
     pp_zb_order_clear(&best);
     return sched;

@@ -29,7 +29,10 @@ typedef struct {
     int32_t     n_steps;        /* optimizer steps in the run >= 1 */
     int64_t     f_ns, b_ns, w_ns, comm_ns; /* per-chunk op costs for searching generators;
                                               b_ns is the B half when split, w_ns the W half */
-    const char *order_file; /* custom: CSV of per-stage op orders (nullable otherwise) */
+    const char *order_file;     /* custom: CSV of per-stage op orders (nullable otherwise) */
+    double      mem_w_fraction; /* zb-1p, zb-2p: M_W / M_F in [0, 1], the share of a micro-
+                                   batch's activations that only its W frees (B frees the
+                                   rest); 0: whole units, held from F until W */
 } PpScheduleParams;
 
 /* Programs of the built-in kinds cover the whole run (n_steps steps). Flush kinds (gpipe,

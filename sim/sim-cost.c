@@ -94,6 +94,14 @@ void sim_cost_schedule_params(const SimCostModel *cost, PpScheduleParams *params
         params->w_ns = MAX(params->w_ns, cost->w_ns[i]);
     }
     params->comm_ns = sim_cost_comm_ns(cost);
+    /* The largest M_W / M_F: a deferred W is then never counted below its true bytes. */
+    params->mem_w_fraction = 0.0;
+    for (int32_t i = 0; i < cost->n_stages * cost->n_chunks; i++) {
+        if (cost->act_bytes[i] > 0)
+            params->mem_w_fraction =
+                MAX(params->mem_w_fraction, (double)(cost->act_bytes[i] - cost->act_b_bytes[i]) /
+                                                (double)cost->act_bytes[i]);
+    }
 }
 
 int64_t sim_cost_comm_ns(const SimCostModel *cost) {

@@ -78,8 +78,10 @@ SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **er
  * the nearest ns; latency only when the bandwidth is 0. */
 int64_t sim_cost_comm_ns(const SimCostModel *cost);
 /* Fills @params' f_ns, b_ns, w_ns (the largest per-chunk time over all (stage, chunk): the
- * bottleneck) and comm_ns (one hop) for the generators that search with costs (zb-1p,
- * zb-2p); leaves every other field alone. */
+ * bottleneck), comm_ns (one hop) and mem_w_fraction (the largest (act_bytes - act_b_bytes) /
+ * act_bytes over all (stage, chunk): M_W / M_F, so the generator never counts a deferred W
+ * below its bytes; 0 when no unit holds activations) for the generators that search with
+ * costs (zb-1p, zb-2p); leaves every other field alone. */
 void sim_cost_schedule_params(const SimCostModel *cost, PpScheduleParams *params);
 void sim_cost_free(SimCostModel *cost);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimCostModel, sim_cost_free)

@@ -31,9 +31,9 @@ SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean for
         return NULL;
     PpScheduleParams params;
     pp_scenario_schedule_params(job->scenario, &params);
-    /* Searching generators (zb-1p, zb-2p) get the cost model's bottleneck op times. */
-    if (!job->scenario->costs.set)
-        sim_cost_schedule_params(job->cost, &params);
+    /* Searching generators (zb-1p, zb-2p) get the cost model's bottleneck op times (with
+     * [costs], the model's times are [costs]' own) and its M_W / M_F. */
+    sim_cost_schedule_params(job->cost, &params);
     SimRunOptions options = {.keep_trace = for_out, .keep_memory_timeline = for_out};
     if (strcmp(job->scenario->pipeline.mode, "dynamic") == 0) {
         /* PACI's policy run live; the program it recorded is the run's schedule. */

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT
  * test-sched-zb.c: the zero-bubble schedules (common/pp-sched-zb.c) run through the
  * simulator: zb-h1 / zb-h2 hit their closed forms exactly, zb-1p / zb-2p reach the bubbles
- * their memory limits allow, every program is complete and valid, and steps repeat.
- * C below is the largest stage span of one step (the paper's bubble definition).
+ * their memory limits allow, every program is complete and valid, and steps repeat; with
+ * fine-grained memory (mem_w_fraction) they respect the paper's byte limit on the
+ * zero-bubble scenarios and reach lower bubbles. C below is the largest stage span of one
+ * step (the paper's bubble definition).
  */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pp-error.h"
+#include "pp-scenario.h"
 #include "pp-sched-gen.h"
 #include "pp-schedule.h"
 #include "sim-cost.h"
@@ -50,8 +54,19 @@ static const ZbKind zb_kinds[] = {
 #define ZB_N_KINDS 4
 
 /* Builds and finishes (derives + validates) a schedule; fails the test on any error.
- * The costs also go to the searching generators. Returns: (transfer full). */
-static PpSchedule *zb_build(PpSchedBuildFn build, const ZbCase *c, int32_t steps, int64_t comm_ns) {
+ * Returns: (transfer full). */
+static PpSchedule *zb_build_params(PpSchedBuildFn build, const PpScheduleParams *p) {
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpSchedule) sched = build(p, &err);
+    ck_assert_msg(sched != NULL, "build: %s", err ? err->message : "?");
+    ck_assert_msg(pp_schedule_finish(sched, &err), "finish: %s", err ? err->message : "?");
+    return g_steal_pointer(&sched);
+}
+
+/* Builds with M_W / M_F = @w_frac (0: whole units); the costs also go to the searching
+ * generators. Returns: (transfer full). */
+static PpSchedule *zb_build_frac(PpSchedBuildFn build, const ZbCase *c, int32_t steps,
+                                 int64_t comm_ns, double w_frac) {
     PpScheduleParams p = {.n_stages = c->n,
                           .n_chunks = 1,
                           .n_microbatches = c->m,
@@ -60,12 +75,14 @@ static PpSchedule *zb_build(PpSchedBuildFn build, const ZbCase *c, int32_t steps
                           .f_ns = c->f,
                           .b_ns = c->b,
                           .w_ns = c->w,
-                          .comm_ns = comm_ns};
-    g_autoptr(GError) err = NULL;
-    g_autoptr(PpSchedule) sched = build(&p, &err);
-    ck_assert_msg(sched != NULL, "build: %s", err ? err->message : "?");
-    ck_assert_msg(pp_schedule_finish(sched, &err), "finish: %s", err ? err->message : "?");
-    return g_steal_pointer(&sched);
+                          .comm_ns = comm_ns,
+                          .mem_w_fraction = w_frac};
+    return zb_build_params(build, &p);
+}
+
+/* Whole units (mem_w_fraction 0). Returns: (transfer full). */
+static PpSchedule *zb_build(PpSchedBuildFn build, const ZbCase *c, int32_t steps, int64_t comm_ns) {
+    return zb_build_frac(build, c, steps, comm_ns, 0.0);
 }
 
 /* Simulates @sched with uniform costs. Returns: (transfer full). */
@@ -91,6 +108,21 @@ static int32_t zb_peak_units(const PpSchedule *sched, int32_t stage) {
     for (int32_t i = 0; i < sched->n_ops[stage]; i++) {
         PpOpKind kind = sched->programs[stage][i].kind;
         live += kind == PP_OP_FORWARD ? 1 : kind == PP_OP_WEIGHT ? -1 : 0;
+        peak = MAX(peak, live);
+    }
+    return peak;
+}
+
+/* Peak activations on @stage in units of M_F when F allocates 1, B frees 1 - @w_frac and W
+ * frees @w_frac, from the program. */
+static double zb_peak_mem(const PpSchedule *sched, int32_t stage, double w_frac) {
+    double live = 0.0, peak = 0.0;
+    for (int32_t i = 0; i < sched->n_ops[stage]; i++) {
+        PpOpKind kind = sched->programs[stage][i].kind;
+        live += kind == PP_OP_FORWARD    ? 1.0
+                : kind == PP_OP_BACKWARD ? -(1.0 - w_frac)
+                : kind == PP_OP_WEIGHT   ? -w_frac
+                                         : 0.0;
         peak = MAX(peak, live);
     }
     return peak;
@@ -331,6 +363,163 @@ START_TEST(test_zb_auto_zero_costs_are_unit) {
 }
 END_TEST
 
+/* --- fine-grained memory: mem_w_fraction --- */
+
+/* mem_w_fraction 1 (W frees everything, B nothing) is whole units: the same programs and
+ * declarations as 0, on the grid for zb-1p and zb-2p, comm 0 and 100. */
+START_TEST(test_zb_fraction_one_is_whole) {
+    const ZbKind *kind = &zb_kinds[2 + _i / 2];
+    int64_t       comm = (_i % 2) * 100;
+    for (int g = 0; g < ZB_N_GRID; g++) {
+        ZbCase c = zb_case(g);
+        g_autoptr(PpSchedule) whole = zb_build(kind->build, &c, 1, comm);
+        g_autoptr(PpSchedule) one = zb_build_frac(kind->build, &c, 1, comm, 1.0);
+        for (int32_t s = 0; s < c.n; s++) {
+            ck_assert_int_eq(one->n_buffers[s], whole->n_buffers[s]);
+            ck_assert_int_eq(one->n_ops[s], whole->n_ops[s]);
+            for (int32_t i = 0; i < one->n_ops[s]; i++) {
+                ck_assert_int_eq(one->programs[s][i].kind, whole->programs[s][i].kind);
+                ck_assert_int_eq(one->programs[s][i].mb, whole->programs[s][i].mb);
+            }
+        }
+    }
+}
+END_TEST
+
+/* Fractions 0.25 and 0.6 on the grid, comm 100, 2 steps: every stage holds at most the limit
+ * (min(N, m) for zb-1p, min(2N, m) for zb-2p) in units of M_F counted finely, declares
+ * exactly its measured whole-unit peak, and the simulator agrees with it. */
+START_TEST(test_zb_fraction_limits) {
+    const ZbKind *kind = &zb_kinds[2 + _i / 2];
+    const double  w_frac = _i % 2 == 0 ? 0.25 : 0.6;
+    const int32_t mult = 1 + _i / 2;
+    for (int g = 0; g < ZB_N_GRID; g++) {
+        ZbCase c = zb_case(g);
+        g_autoptr(PpSchedule) sched = zb_build_frac(kind->build, &c, 2, 100, w_frac);
+        g_autoptr(SimResult) res = zb_sim(sched, &c, 100);
+        int32_t limit = MIN(mult * c.n, c.m);
+        for (int32_t s = 0; s < c.n; s++) {
+            ck_assert_double_le(zb_peak_mem(sched, s, w_frac), limit + 1e-9);
+            ck_assert_int_eq(sched->n_buffers[s], zb_peak_units(sched, s));
+            ck_assert_int_eq(res->stages[s].peak_inflight, sched->n_buffers[s]);
+        }
+    }
+}
+END_TEST
+
+/* A fraction outside [0, 1] (or NaN) is a GError naming mem_w_fraction. */
+START_TEST(test_zb_fraction_bad) {
+    const double bad[] = {-0.1, 1.5, NAN};
+    for (int k = 0; k < 3; k++) {
+        PpScheduleParams p = {.n_stages = 4,
+                              .n_chunks = 1,
+                              .n_microbatches = 8,
+                              .accumulation = 1,
+                              .n_steps = 1,
+                              .mem_w_fraction = bad[k]};
+        g_autoptr(GError) err = NULL;
+        g_autoptr(PpSchedule) sched = zb_kinds[2 + _i].build(&p, &err);
+        ck_assert_ptr_null(sched);
+        ck_assert(g_error_matches(err, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
+        ck_assert_msg(strstr(err->message, "mem_w_fraction") != NULL, "%s", err->message);
+        ck_assert_msg(strstr(err->message, zb_kinds[2 + _i].name) != NULL, "%s", err->message);
+    }
+}
+END_TEST
+
+/* The zero-bubble scenarios (scenarios/zb/, [costs] plus the model's bytes, 4 steps),
+ * without and with flash attention. sim_cost_schedule_params gives M_W / M_F =
+ * 32h / (34h + 5as) (32 / 34 with flash attention; the last stage's logits, freed at B,
+ * only lower its own share). Every stage s of zb-1p / zb-2p holds at most 1x / 2x min(N, m)
+ * of its own M_F (act_bytes[s]), with whole units and with the fraction: the generator's
+ * guarantee. On the scenarios as given (no flash attention) that keeps every stage within
+ * 1x / 2x of 1F1B's peak activation bytes (its largest stage: the paper's M_limit). With
+ * flash attention the logits make up a larger share of the last stage's M_F, and zb-1p's
+ * last stage exceeds 1F1B's peak there, whole units or not (1.5b: 1937 vs 1836 MiB), so
+ * that check is left to the first form. zb-2p's bubble with the fraction, measured (whole
+ * units -> fraction; asserted to 0.001), drops below whole units' without flash attention:
+ *   1.5b 0.1022 -> 0.0446, 6.2b 0.0615 -> 0.0025, 14.6b 0.0672 -> 0.0062,
+ *   28.3b 0.0641 -> 0.0066;
+ * with flash attention (M_W / M_F = 0.94 leaves little room) it is never above:
+ *   1.5b 0.1022 -> 0.1022, 6.2b 0.0615 -> 0.0615, 14.6b 0.0672 -> 0.0575,
+ *   28.3b 0.0641 -> 0.0541.
+ * zb-1p's bubble is the same either way (0.1585, 0.1323, 0.1397, 0.1421): stage 0 already
+ * holds N forwards in 1F1B's rhythm, so a limit of N units leaves no room for deferred W. */
+typedef struct {
+    const char *file;
+    double      bubble_2p[2]; /* measured with the fraction: without, with flash attention */
+} ZbScenarioCase;
+
+static const ZbScenarioCase zb_scenarios[] = {
+    {"zb-1.5b-p8-m24.ini", {0.0446, 0.1022}},
+    {"zb-6.2b-p8-m24.ini", {0.0025, 0.0615}},
+    {"zb-14.6b-p16-m48.ini", {0.0062, 0.0575}},
+    {"zb-28.3b-p32-m96.ini", {0.0066, 0.0541}},
+};
+
+/* Builds @kind with @params (mem_w_fraction replaced by @w_frac) and simulates it.
+ * Returns: (transfer full). */
+static SimResult *zb_scenario_run(const char *kind, const PpScheduleParams *params, double w_frac,
+                                  const SimCostModel *cost) {
+    PpScheduleParams p = *params;
+    p.kind = kind;
+    p.mem_w_fraction = w_frac;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpSchedule) sched = pp_schedule_new(&p, &err);
+    ck_assert_msg(sched != NULL, "%s: %s", kind, err ? err->message : "?");
+    SimResult *res = sim_engine_run(sched, cost, &err);
+    ck_assert_msg(res != NULL, "%s: %s", kind, err ? err->message : "?");
+    return res;
+}
+
+START_TEST(test_zb_scenario_byte_limit) {
+    const ZbScenarioCase *sc_case = &zb_scenarios[_i / 2];
+    const gboolean        flash = _i % 2 == 1;
+    g_autofree char      *path =
+        g_build_filename(PP_SOURCE_ROOT, "scenarios", "zb", sc_case->file, NULL);
+    const char *overrides[] = {flash ? "model.flash_attention=true" : "model.flash_attention=false",
+                               NULL};
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) sc = pp_scenario_load(path, overrides, &err);
+    ck_assert_msg(sc != NULL, "%s", err ? err->message : "?");
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &err);
+    ck_assert_msg(cost != NULL, "%s", err ? err->message : "?");
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    sim_cost_schedule_params(cost, &params);
+    const double h = sc->model.hidden, a = sc->model.heads, s = sc->model.seq_len;
+    const double w_frac = flash ? 32.0 / 34.0 : 32.0 * h / (34.0 * h + 5.0 * a * s);
+    ck_assert_double_eq_tol(params.mem_w_fraction, w_frac, 1e-12);
+
+    g_autoptr(SimResult) ref = zb_scenario_run("1f1b", &params, 0.0, cost);
+    int64_t ref_peak = 0; // bytes
+    for (int32_t st = 0; st < ref->n_stages; st++)
+        ref_peak = MAX(ref_peak, ref->stages[st].peak_activation_bytes);
+    double bubble[2][2]; // [zb-1p, zb-2p][whole, fraction]
+    for (int32_t mult = 1; mult <= 2; mult++) {
+        for (int fine = 0; fine < 2; fine++) {
+            g_autoptr(SimResult) res =
+                zb_scenario_run(mult == 1 ? "zb-1p" : "zb-2p", &params, fine ? w_frac : 0.0, cost);
+            const int32_t limit = MIN(mult * params.n_stages, params.n_microbatches);
+            for (int32_t st = 0; st < res->n_stages; st++) {
+                ck_assert_int_le(res->stages[st].peak_activation_bytes,
+                                 limit * cost->act_bytes[st]);
+                if (!flash)
+                    ck_assert_int_le(res->stages[st].peak_activation_bytes, mult * ref_peak);
+            }
+            bubble[mult - 1][fine] = res->bubble_fraction;
+        }
+    }
+    ck_assert_double_eq(bubble[0][1], bubble[0][0]);
+    if (flash)
+        ck_assert_double_le(bubble[1][1], bubble[1][0]);
+    else
+        ck_assert_double_lt(bubble[1][1], bubble[1][0]);
+    ck_assert_double_le(bubble[1][1], sc_case->bubble_2p[flash] + 0.001);
+    ck_assert_double_ge(bubble[1][1], sc_case->bubble_2p[flash] - 0.001);
+}
+END_TEST
+
 /* The registry resolves each name to its generator, and pp_schedule_new() finishes it. */
 START_TEST(test_zb_registry) {
     const ZbKind          *kind = &zb_kinds[_i];
@@ -396,6 +585,14 @@ static Suite *zb_suite(void) {
     tcase_add_loop_test(tc, test_zb_auto_vs_handcrafted, 0, ZB_N_GRID);
     tcase_add_loop_test(tc, test_zb_paper_configs, 0, 4);
     tcase_add_test(tc, test_zb_auto_zero_costs_are_unit);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("fraction");
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, test_zb_fraction_one_is_whole, 0, 4);
+    tcase_add_loop_test(tc, test_zb_fraction_limits, 0, 4);
+    tcase_add_loop_test(tc, test_zb_fraction_bad, 0, 2);
+    tcase_add_loop_test(tc, test_zb_scenario_byte_limit, 0, 2 * G_N_ELEMENTS(zb_scenarios));
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("programs");

@@ -218,6 +218,89 @@ START_TEST(test_closed_form) {
 }
 END_TEST
 
+/* --- zb-2p from a scenario counts memory finely (M_W / M_F from the cost model) --- */
+
+typedef struct {
+    const char *path;   /* from the source root */
+    const char *set[3]; /* extra --set values (NULL-terminated) */
+} ZbFineCase;
+
+/* [costs] with the model's bytes, and the analytic model (m = 16 so that 2N < m). */
+static const ZbFineCase zb_fine_cases[] = {
+    {"scenarios/zb/zb-6.2b-p8-m24.ini", {NULL}},
+    {"tests/data/sim/gpt2-a100.ini",
+     {"pipeline.microbatches=16", "training.global_batch=64", NULL}},
+};
+
+/* Runs pacer-sim on @c with @schedule; returns the parsed --json. */
+static JsonNode *zb_fine_cli(const ZbFineCase *c, const char *path, const char *schedule) {
+    g_autofree char *kind = g_strdup_printf("pipeline.schedule=%s", schedule);
+    GPtrArray       *args = g_ptr_array_new();
+    g_ptr_array_add(args, (gpointer)path);
+    g_ptr_array_add(args, "--set");
+    g_ptr_array_add(args, kind);
+    for (int k = 0; c->set[k] != NULL; k++) {
+        g_ptr_array_add(args, "--set");
+        g_ptr_array_add(args, (gpointer)c->set[k]);
+    }
+    g_ptr_array_add(args, "--json");
+    g_ptr_array_add(args, NULL);
+    g_autofree char *out = NULL;
+    int              status = run_cli((const char *const *)args->pdata, &out, NULL);
+    g_ptr_array_free(args, TRUE);
+    ck_assert_int_eq(status, 0);
+    return parse_json(out);
+}
+
+/* pacer-sim builds zb-2p with sim_cost_schedule_params' M_W / M_F, with [costs] and with
+ * the analytic model: the run equals the in-process one built that way, some stage holds
+ * more than 2N whole units (only the fine count allows it), and every stage's peak
+ * activation bytes stay within 2x 1F1B's largest stage peak (the paper's limit). */
+START_TEST(test_zb_fine_memory) {
+    const ZbFineCase *c = &zb_fine_cases[_i];
+    g_autofree char  *path = g_build_filename(PP_SOURCE_ROOT, c->path, NULL);
+    g_autoptr(JsonNode) zb_root = zb_fine_cli(c, path, "zb-2p");
+    g_autoptr(JsonNode) ref_root = zb_fine_cli(c, path, "1f1b");
+    JsonObject *zb = json_node_get_object(zb_root);
+    JsonArray  *ref_stages = json_object_get_array_member(json_node_get_object(ref_root), "stages");
+    int64_t     ref_peak = 0; // bytes
+    for (guint s = 0; s < json_array_get_length(ref_stages); s++)
+        ref_peak = MAX(ref_peak, json_int(json_array_get_object_element(ref_stages, s),
+                                          "peak_activation_bytes"));
+
+    g_autoptr(GError) error = NULL;
+    const char *overrides[] = {"pipeline.schedule=zb-2p", c->set[0], c->set[1], NULL};
+    g_autoptr(PpScenario) sc = pp_scenario_load(path, overrides, &error);
+    ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
+    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    sim_cost_schedule_params(cost, &params);
+    ck_assert_double_gt(params.mem_w_fraction, 0.0);
+    ck_assert_double_lt(params.mem_w_fraction, 1.0);
+    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
+    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    g_autoptr(SimResult) res = sim_engine_run(sched, cost, &error);
+    ck_assert_msg(res != NULL, "%s", error ? error->message : "");
+
+    ck_assert_int_eq(json_int(zb, "step_time_ns"), res->step_time_ns);
+    ck_assert_double_eq(json_object_get_double_member(zb, "bubble_fraction"), res->bubble_fraction);
+    JsonArray *stages = json_object_get_array_member(zb, "stages");
+    ck_assert_int_eq(json_array_get_length(stages), res->n_stages);
+    int32_t max_units = 0;
+    for (int32_t s = 0; s < res->n_stages; s++) {
+        JsonObject *st = json_array_get_object_element(stages, s);
+        ck_assert_int_eq(json_int(st, "peak_inflight"), res->stages[s].peak_inflight);
+        ck_assert_int_eq(json_int(st, "peak_activation_bytes"),
+                         res->stages[s].peak_activation_bytes);
+        ck_assert_int_le(json_int(st, "peak_activation_bytes"), 2 * ref_peak);
+        max_units = MAX(max_units, res->stages[s].peak_inflight);
+    }
+    ck_assert_int_gt(max_units, 2 * res->n_stages);
+}
+END_TEST
+
 /* --- pipeline.mode = dynamic: PACI's policy run live records the static program --- */
 
 START_TEST(test_dynamic_mode) {
@@ -668,6 +751,7 @@ static Suite *sim_cli_suite(void) {
     tcase_add_loop_test(tc, test_closed_form, 0, G_N_ELEMENTS(closed_forms));
     tcase_add_test(tc, test_dynamic_mode);
     tcase_add_loop_test(tc, test_memory_csv, 0, G_N_ELEMENTS(scenario_names));
+    tcase_add_loop_test(tc, test_zb_fine_memory, 0, G_N_ELEMENTS(zb_fine_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_loop_test(tc, test_bad_input, 0, G_N_ELEMENTS(bad_cases));
