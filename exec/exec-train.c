@@ -669,7 +669,10 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
         gboolean save =
             end == stop || (sc->run.checkpoint_every > 0 && end % sc->run.checkpoint_every == 0);
         if (params->out_dir && save) {
-            if (!exec_train_save(pipeline, sc, vocab, params->out_dir, end, error))
+            /* log.csv goes with every checkpoint, so an interrupted run keeps its rows. */
+            g_autofree char *log_path = g_build_filename(params->out_dir, "log.csv", NULL);
+            if (!exec_train_save(pipeline, sc, vocab, params->out_dir, end, error) ||
+                !exec_train_write_file(log_path, log->str, error))
                 return FALSE;
             exec_progress_note(progress, FALSE, "step %d | checkpoint written to %s", end,
                                params->out_dir);
