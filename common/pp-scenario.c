@@ -66,6 +66,7 @@ static const PpScenarioSection pp_scenario_sections[] = {
 };
 
 static const char *const pp_mode_choices[] = {"static", "dynamic", NULL};
+static const char *const pp_partition_choices[] = {"balanced", "even", NULL};
 static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
 
 #define PP_OFF(field) offsetof(PpScenario, field)
@@ -160,6 +161,9 @@ static const PpScenarioKey pp_scenario_keys[] = {
             "custom schedule: CSV of per-stage op orders, relative to this file"),
     PP_ENUM("pipeline", "mode", pipeline.mode, "static", pp_mode_choices,
             "static: replay the program; dynamic: run the PACI policy live"),
+    PP_ENUM("pipeline", "partition", pipeline.partition, "balanced", pp_partition_choices,
+            "layers per virtual stage: balanced (smallest slowest stage within "
+            "hardware.memory) or even; run.layers_per_stage overrides both"),
 
     PP_INT("training", "global_batch", training.global_batch, NULL, 1, PP_I32_MAX, PP_KEY_DERIVED,
            "sequences per optimizer step; absent: derived from the pipeline"),
@@ -1015,4 +1019,10 @@ int32_t pp_scenario_mb_per_step(const PpScenario *scenario) {
         return 1;
     }
     PP_UNREACHABLE();
+}
+
+PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario) {
+    PP_ASSERT(scenario->pipeline.partition != NULL);
+    return strcmp(scenario->pipeline.partition, "even") == 0 ? PP_PARTITION_EVEN
+                                                             : PP_PARTITION_BALANCED;
 }

@@ -10,6 +10,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "pp-partition.h"
 #include "pp-schedule.h"
 
 G_BEGIN_DECLS
@@ -53,6 +54,8 @@ typedef struct {
     int32_t microbatch_size; /* sequences per micro-batch */
     char   *order_file;      /* custom schedule CSV, resolved relative to the scenario file */
     char   *mode;            /* "static" (replay the program) or "dynamic" (run the policy) */
+    char   *partition;       /* "balanced" (by cost, within hardware.memory) or "even" layers
+                                per virtual stage; run.layers_per_stage overrides both */
 } PpPipelineParams;
 
 typedef struct {
@@ -142,6 +145,8 @@ char *pp_scenario_to_data(const PpScenario *scenario);
  * are the [costs] per chunk (stage time / chunks) when set, else 0 (the simulator fills
  * them from its cost model). */
 void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *params);
+/* pipeline.partition as a PpPartitionMode. */
+PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario);
 /* Micro-batches one stage processes per optimizer step: m for flush, 2bw and custom, a for
  * paci and async-1f1b, 1 for pipedream. */
 int32_t pp_scenario_mb_per_step(const PpScenario *scenario);

@@ -10,9 +10,9 @@
 #include <glib.h>
 #include <stdint.h>
 
-#include "exec-partition.h"
 #include "gpt2-slice.h"
 #include "optim-cpu.h"
+#include "pp-partition.h"
 #include "pp-schedule.h"
 
 G_BEGIN_DECLS
@@ -33,20 +33,20 @@ typedef void (*ExecGradFn)(gpointer user_data, int32_t vstage, const Gpt2Slice *
 /* Everything a backend needs to build the model state; copied by the constructor except the
  * borrowed pointers. */
 typedef struct {
-    Gpt2Config           model;
-    int32_t              microbatch_size; /* B */
-    int32_t              n_stages;
-    int32_t              n_chunks;
-    const int32_t       *vstage_stage;    /* (n_vstages) borrowed for the call */
-    const int32_t       *act_slots;       /* (n_vstages) activation slots per virtual stage */
-    const int32_t       *weight_versions; /* (n_stages) stashed copies kept at most (0: none) */
-    const ExecPartition *partition;       /* borrowed for the call */
-    uint64_t             seed;            /* parameter init */
-    KernOptimParams      optim;
-    ExecDataFn           data;
-    gpointer             data_user;
-    ExecGradFn           on_grads; /* (nullable) */
-    gpointer             on_grads_user;
+    Gpt2Config         model;
+    int32_t            microbatch_size; /* B */
+    int32_t            n_stages;
+    int32_t            n_chunks;
+    const int32_t     *vstage_stage;    /* (n_vstages) borrowed for the call */
+    const int32_t     *act_slots;       /* (n_vstages) activation slots per virtual stage */
+    const int32_t     *weight_versions; /* (n_stages) stashed copies kept at most (0: none) */
+    const PpPartition *partition;       /* borrowed for the call */
+    uint64_t           seed;            /* parameter init */
+    KernOptimParams    optim;
+    ExecDataFn         data;
+    gpointer           data_user;
+    ExecGradFn         on_grads; /* (nullable) */
+    gpointer           on_grads_user;
 } ExecBackendSetup;
 
 /* What the replay loop asks of one op. */

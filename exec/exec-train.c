@@ -248,7 +248,7 @@ static char *exec_train_hex(const uint8_t *bytes, size_t n) {
 
 /* Run identity stored in the sidecar and checked on resume: a checkpoint continues only the
  * same schedule, pipeline layout and partition. */
-static char *exec_train_identity(const PpScenario *sc, const ExecPartition *part) {
+static char *exec_train_identity(const PpScenario *sc, const PpPartition *part) {
     g_autofree int32_t *counts = g_new(int32_t, part->n_vstages);
     for (int32_t vs = 0; vs < part->n_vstages; vs++)
         counts[vs] = part->layer_end[vs] - part->layer_begin[vs];
@@ -540,6 +540,7 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
         .microbatch_size = B,
         .shape = shape,
         .layers_per_vstage = sc->run.layers_per_stage,
+        .partition = pp_scenario_partition_mode(sc),
         .seed = sc->run.seed,
         .optim = optim,
         .lr = (float)sc->optimizer.lr,

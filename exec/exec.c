@@ -19,7 +19,7 @@ G_DEFINE_QUARK(exec-error-quark, exec_error)
 
 struct _ExecPipeline {
     ExecPipelineParams params; /* copy; pointer fields are not used after exec_pipeline_new() */
-    ExecPartition     *partition;
+    PpPartition       *partition;
     ExecBackend       *backend;
     int32_t            n_stages, n_chunks, n_vstages;
     int32_t           *vstage_of; /* (n_stages, n_chunks) virtual stage of (stage, chunk) */
@@ -266,13 +266,18 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
                     params->max_nonfinite, params->total_steps, params->warmup_steps);
         return NULL;
     }
-    ExecPartitionParams pp = {.n_layers = m->L,
-                              .hidden = m->C,
-                              .seq_len = m->T,
-                              .vocab = m->V,
-                              .n_vstages = shape->n_vstages,
-                              .layers_per_vstage = params->layers_per_vstage};
-    g_autoptr(ExecPartition) partition = exec_partition_new(&pp, error);
+    /* Every block costs the same; the head sits on the last virtual stage. On the CPU there
+     * is no device-memory limit: balanced mode minimises the largest stage FLOPs alone. */
+    g_autofree int64_t *layer_flops = g_new(int64_t, MAX(m->L, 1));
+    for (int32_t i = 0; i < m->L; i++)
+        layer_flops[i] = pp_partition_layer_flops(m->C, m->T);
+    PpPartitionParams pp = {.n_layers = m->L,
+                            .n_vstages = shape->n_vstages,
+                            .mode = params->partition,
+                            .layers_per_vstage = params->layers_per_vstage,
+                            .layer_cost = layer_flops,
+                            .last_cost = pp_partition_head_flops(m->C, m->T, m->V)};
+    g_autoptr(PpPartition) partition = pp_partition_new(&pp, error);
     if (!partition)
         return NULL;
 
@@ -324,7 +329,7 @@ void exec_pipeline_free(ExecPipeline *pipeline) {
     if (!pipeline)
         return;
     exec_backend_free(pipeline->backend);
-    exec_partition_free(pipeline->partition);
+    pp_partition_free(pipeline->partition);
     pp_trace_free(pipeline->trace);
     g_free(pipeline->vstage_of);
     g_free(pipeline->version);
@@ -504,7 +509,7 @@ int32_t exec_pipeline_n_vstages(const ExecPipeline *pipeline) {
     return pipeline->n_vstages;
 }
 
-const ExecPartition *exec_pipeline_partition(const ExecPipeline *pipeline) {
+const PpPartition *exec_pipeline_partition(const ExecPipeline *pipeline) {
     return pipeline->partition;
 }
 

@@ -35,7 +35,9 @@ typedef struct {
     const PpSchedule *shape;           /* a schedule of the kind the pipeline will run:
                                           stage/chunk counts, activation slots and weight
                                           versions are sized from it (borrowed for the call) */
-    const int32_t  *layers_per_vstage; /* (nullable) (n_vstages), see exec-partition.h */
+    const int32_t  *layers_per_vstage; /* (nullable) (n_vstages), see pp-partition.h */
+    PpPartitionMode partition;         /* pipeline.partition when layers_per_vstage is NULL
+                                          (0: balanced by cost, no memory limit) */
     uint64_t        seed;              /* parameter init */
     KernOptimParams optim;
     float           lr, min_lr;    /* peak and final learning rate */
@@ -118,8 +120,8 @@ int32_t *exec_schedule_act_slots(const PpSchedule *sched);
 /* --- state --- */
 
 /* Virtual stages and the partition. (transfer none). */
-int32_t              exec_pipeline_n_vstages(const ExecPipeline *pipeline);
-const ExecPartition *exec_pipeline_partition(const ExecPipeline *pipeline);
+int32_t            exec_pipeline_n_vstages(const ExecPipeline *pipeline);
+const PpPartition *exec_pipeline_partition(const ExecPipeline *pipeline);
 /* The model slice of @vstage: params, grads, tensor table. (transfer none). */
 Gpt2Slice *exec_pipeline_slice(ExecPipeline *pipeline, int32_t vstage);
 /* The optimizer of @vstage. (transfer none). */

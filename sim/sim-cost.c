@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "pp-error.h"
+#include "pp-partition.h"
 
 /* Mixed-precision training state per parameter, 16 bytes by category: weights = bf16 copy (2)
  * + fp32 master (4); gradients in bf16 (2); optimizer state = Adam first and second moments
@@ -16,6 +17,9 @@
 #define SIM_COST_WEIGHTS_BYTES_PER_PARAM 6
 #define SIM_COST_GRADS_BYTES_PER_PARAM   2
 #define SIM_COST_OPTIM_BYTES_PER_PARAM   8
+#define SIM_COST_STATE_BYTES_PER_PARAM                                                             \
+    (SIM_COST_WEIGHTS_BYTES_PER_PARAM + SIM_COST_GRADS_BYTES_PER_PARAM +                           \
+     SIM_COST_OPTIM_BYTES_PER_PARAM)
 /* A stashed weight version is one more bf16 copy of the weights. */
 #define SIM_COST_WEIGHT_COPY_BYTES_PER_PARAM 2
 /* The optimizer step is memory bound: AdamW reads gradients, master weights and both moments
@@ -123,11 +127,81 @@ static gboolean sim_cost_check_dim(const PpScenario *scenario, const char *key, 
     return FALSE;
 }
 
+/* What the analytic model charges per layer and for the embeddings and head, per
+ * micro-batch: the inputs of the layer partition. */
+typedef struct {
+    double layer_flops;        /* forward FLOPs of one block */
+    double head_flops;         /* forward FLOPs of the LM head (last virtual stage) */
+    double layer_static_bytes; /* weights + grads + optimizer state of one block */
+    double layer_act_bytes;    /* activations of one block per live micro-batch */
+    double embed_static_bytes; /* embeddings' state (virtual stage 0) */
+    double head_static_bytes;  /* final LayerNorm + head state (last virtual stage) */
+    double logits_bytes;       /* fp32 logits per live micro-batch (last virtual stage) */
+} SimCostSplit;
+
+/* The layers of every virtual stage vs = chunk * n_stages + stage: run.layers_per_stage when
+ * given; else with [costs] (@times FALSE: the times are full-stage, only memory follows the
+ * split) or pipeline.partition = even an even split, remainder to the first; else balanced by
+ * forward FLOPs, and with [hardware] memory each stage must hold its state plus the schedule's
+ * peak in-flight units of activations (pp_schedule_peak_inflight); with v chunks a device's
+ * memory and its peak units are shared evenly by its chunks (an approximation: the DP sees
+ * each virtual stage alone). Returns: (transfer full), or NULL with @error set. */
+static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCostSplit *split,
+                                       gboolean times, GError **error) {
+    const int32_t       n_stages = scenario->pipeline.stages, n_chunks = scenario->pipeline.chunks;
+    const int32_t       n_layers = scenario->model.layers;
+    const int32_t       n_vstages = n_stages * n_chunks;
+    g_autofree int64_t *layer_cost = g_new(int64_t, n_layers);
+    for (int32_t i = 0; i < n_layers; i++)
+        layer_cost[i] = llround(split->layer_flops);
+    PpPartitionParams pp = {
+        .n_layers = n_layers,
+        .n_vstages = n_vstages,
+        .mode = times ? pp_scenario_partition_mode(scenario) : PP_PARTITION_EVEN,
+        .layers_per_vstage = scenario->run.layers_per_stage,
+        .layer_cost = layer_cost,
+        .last_cost = llround(split->head_flops),
+    };
+    const PpHardwareParams *hw = &scenario->hardware;
+    g_autofree int64_t     *layer_static = NULL, *layer_act = NULL;
+    g_autofree int32_t     *live = NULL;
+    if (pp.mode == PP_PARTITION_BALANCED && pp.layers_per_vstage == NULL && hw->set &&
+        hw->memory_bytes > 0) {
+        PpScheduleParams sp;
+        pp_scenario_schedule_params(scenario, &sp);
+        g_autoptr(PpSchedule) sched = pp_schedule_new(&sp, error);
+        if (sched == NULL)
+            return NULL;
+        layer_static = g_new(int64_t, n_layers);
+        layer_act = g_new(int64_t, n_layers);
+        for (int32_t i = 0; i < n_layers; i++) {
+            layer_static[i] = llround(split->layer_static_bytes);
+            layer_act[i] = llround(split->layer_act_bytes);
+        }
+        live = g_new(int32_t, n_vstages);
+        for (int32_t vs = 0; vs < n_vstages; vs++) {
+            int32_t peak = pp_schedule_peak_inflight(sched, vs % n_stages);
+            live[vs] = (peak + n_chunks - 1) / n_chunks;
+        }
+        pp.mem_limit_bytes = hw->memory_bytes / n_chunks;
+        pp.layer_static_bytes = layer_static;
+        pp.layer_act_bytes = layer_act;
+        pp.live_units = live;
+        pp.first_static_bytes = llround(split->embed_static_bytes);
+        pp.last_static_bytes = llround(split->head_static_bytes);
+        pp.last_act_bytes = llround(split->logits_bytes);
+    }
+    g_autoptr(GError) local = NULL;
+    PpPartition *part = pp_partition_new(&pp, &local);
+    if (part == NULL)
+        g_set_error(error, local->domain, local->code, "%s: %s", scenario->path, local->message);
+    return part;
+}
+
 /* Fills the analytic durations, link and memory model of @cost from @scenario. Layers are
- * split over the virtual stages vs = chunk * n_stages + stage (Megatron's layout), evenly
- * with the remainder going to the first ones, unless run.layers_per_stage (indexed by vs)
- * says otherwise. Stage 0's first chunk holds the embeddings, the last virtual stage the
- * final LayerNorm and the untied LM head. @times: also fill f/b/w/u (FALSE when [costs]
+ * split over the virtual stages vs = chunk * n_stages + stage (Megatron's layout) by
+ * sim_cost_partition(). Stage 0's first chunk holds the embeddings, the last virtual stage
+ * the final LayerNorm and the untied LM head. @times: also fill f/b/w/u (FALSE when [costs]
  * gave them). */
 static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *scenario,
                                        gboolean times, GError **error) {
@@ -163,10 +237,9 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         return FALSE;
     }
 
-    const int32_t  n_stages = cost->n_stages, n_chunks = cost->n_chunks;
-    const int32_t  n_vstages = n_stages * n_chunks;
-    const int32_t *layers_per_vs = scenario->run.layers_per_stage;
-    if (layers_per_vs != NULL && scenario->run.n_layers_per_stage != n_vstages) {
+    const int32_t n_stages = cost->n_stages, n_chunks = cost->n_chunks;
+    const int32_t n_vstages = n_stages * n_chunks;
+    if (scenario->run.layers_per_stage != NULL && scenario->run.n_layers_per_stage != n_vstages) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                     "%s: run.layers_per_stage has %d entries but pipeline.stages * "
                     "pipeline.chunks = %d; give one layer count per virtual stage",
@@ -184,6 +257,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     const double head_flops = 2.0 * b * s * h * V;
     /* Parameters: per layer 12h^2 + 13h; embeddings Vh + sh; final LayerNorm 2h + head Vh. */
     const double layer_params = 12.0 * h * h + 13.0 * h;
+    const double embed_params = V * h + s * h, head_params = V * h + 2.0 * h;
     /* Activation bytes per layer per live micro-batch (16-bit, no recomputation,
      * Korthikanti et al. 2022): sb(34h + 5as) = M_B + M_W with M_B = sb(2h + 5as) freed at B
      * and M_W = 32sbh freed at W. The 5as term is the attention scores, softmax and its
@@ -195,20 +269,29 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     const double logits = b * s * V * SIM_COST_LOGIT_BYTES;
     const double rate = hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens); /* FLOP/s */
 
+    SimCostSplit split = {
+        .layer_flops = layer_flops,
+        .head_flops = head_flops,
+        .layer_static_bytes = layer_params * SIM_COST_STATE_BYTES_PER_PARAM,
+        .layer_act_bytes = layer_act,
+        .embed_static_bytes = embed_params * SIM_COST_STATE_BYTES_PER_PARAM,
+        .head_static_bytes = head_params * SIM_COST_STATE_BYTES_PER_PARAM,
+        .logits_bytes = logits,
+    };
+    g_autoptr(PpPartition) part = sim_cost_partition(scenario, &split, times, error);
+    if (part == NULL)
+        return FALSE;
+
     double total_flops = 0.0;
     for (int32_t vs = 0; vs < n_vstages; vs++) {
-        int32_t stage = vs % n_stages, chunk = vs / n_stages;
-        int32_t unit = stage * n_chunks + chunk;
-        int32_t layers;
-        if (layers_per_vs != NULL)
-            layers = layers_per_vs[vs];
-        else
-            layers = model->layers / n_vstages + (vs < model->layers % n_vstages ? 1 : 0);
+        int32_t  stage = vs % n_stages, chunk = vs / n_stages;
+        int32_t  unit = stage * n_chunks + chunk;
+        int32_t  layers = part->layer_end[vs] - part->layer_begin[vs];
         gboolean first = vs == 0, last = vs == n_vstages - 1;
 
         double flops = layers * layer_flops + (last ? head_flops : 0.0);
         double params =
-            layers * layer_params + (first ? V * h + s * h : 0.0) + (last ? V * h + 2.0 * h : 0.0);
+            layers * layer_params + (first ? embed_params : 0.0) + (last ? head_params : 0.0);
         total_flops += 3.0 * flops;
         if (times) {
             int64_t f_ns = llround(flops / rate * 1e9);

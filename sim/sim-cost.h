@@ -62,17 +62,20 @@ double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens);
 SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f_ns, int64_t b_ns,
                                    int64_t w_ns, int64_t comm_ns);
 /* From a scenario: [costs] when set (full-stage times split evenly over chunks, truncated;
- * comm_us is the whole hop, bandwidth 0; update_us per U), else the analytic model: layers
- * split over virtual stages vs = chunk * N + stage (remainder to the first; or
- * run.layers_per_stage), forward FLOPs 24bsh^2 + 4bs^2h per layer + 2bshV LM head on the last
- * virtual stage, B = W = forward, time = FLOPs / (peak_flops * eff(b*s)); U = 28 bytes per
- * parameter / memory bandwidth; hop = link latency + 2bsh bytes / link bandwidth. Memory
- * either way: 16 bytes per parameter static, split into weights 6 (bf16 + fp32 master),
- * gradients 2 (bf16) and optimizer state 8 (Adam moments), 2 per stashed copy; activations
- * sb(34h + 5as) per layer (M_B = sb(2h + 5as) freed at B), or with model.flash_attention
- * 34sbh (M_B = 2sbh), plus fp32 logits bsV on the last virtual stage. Returns: (transfer
- * full), or NULL with @error set (PP_SCENARIO_ERROR_INVALID_VALUE naming the key the model
- * lacks or whose value it cannot use). */
+ * comm_us is the whole hop, bandwidth 0; update_us per U; layers split evenly for the
+ * memory model), else the analytic model: layers over virtual stages vs = chunk * N + stage
+ * by pp_partition_new() (run.layers_per_stage; pipeline.partition = even: remainder to the
+ * first; balanced: the smallest slowest stage whose split fits hardware.memory with the
+ * scenario schedule's peak in-flight units), forward FLOPs 24bsh^2 + 4bs^2h per layer +
+ * 2bshV LM head on the last virtual stage, B = W = forward, time = FLOPs / (peak_flops *
+ * eff(b*s)); U = 28 bytes per parameter / memory bandwidth; hop = link latency + 2bsh bytes
+ * / link bandwidth. Memory either way: 16 bytes per parameter static, split into weights 6
+ * (bf16 + fp32 master), gradients 2 (bf16) and optimizer state 8 (Adam moments), 2 per
+ * stashed copy; activations sb(34h + 5as) per layer (M_B = sb(2h + 5as) freed at B), or with
+ * model.flash_attention 34sbh (M_B = 2sbh), plus fp32 logits bsV on the last virtual stage.
+ * Returns: (transfer full), or NULL with @error set (PP_SCENARIO_ERROR_INVALID_VALUE naming
+ * the key the model lacks or whose value it cannot use; PP_SCENARIO_ERROR_INCONSISTENT when
+ * no split fits hardware.memory; the schedule generator's errors). */
 SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **error);
 /* One cross-device hop (ns): comm_latency_ns + act_msg_bytes / comm_bytes_per_ns rounded to
  * the nearest ns; latency only when the bandwidth is 0. */

@@ -146,6 +146,8 @@ START_TEST(test_default_ini) {
     ck_assert_int_eq(sc->training.steps, 20);
     ck_assert(!sc->costs.set);
     ck_assert_str_eq(sc->pipeline.mode, "static");
+    ck_assert_str_eq(sc->pipeline.partition, "balanced"); /* default */
+    ck_assert_int_eq(pp_scenario_partition_mode(sc), PP_PARTITION_BALANCED);
 
     /* The README's comparison: the same file as 1f1b keeps the global batch. */
     const char *const flush[] = {"pipeline.schedule=1f1b", NULL};
@@ -155,6 +157,12 @@ START_TEST(test_default_ini) {
     ck_assert_msg(sc1 != NULL, "%s", err ? err->message : "");
     ck_assert_int_eq(sc1->pipeline.microbatch_size, 16);
     ck_assert_int_eq(pp_scenario_mb_per_step(sc1), 8);
+
+    const char *const even[] = {"pipeline.partition=even", NULL};
+    g_autoptr(PpScenario) sc2 = pp_scenario_load(path, even, &err);
+    ck_assert_msg(sc2 != NULL, "%s", err ? err->message : "");
+    ck_assert_str_eq(sc2->pipeline.partition, "even");
+    ck_assert_int_eq(pp_scenario_partition_mode(sc2), PP_PARTITION_EVEN);
 }
 END_TEST
 
@@ -662,6 +670,11 @@ static const BadCase bad_cases[] = {
      {"pipeline.mode=auto"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
      {"mode", "'auto'", "static, dynamic"}},
+    {"partition enum",
+     NULL,
+     {"pipeline.partition=auto"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"partition", "'auto'", "balanced, even"}},
     {"optimizer enum",
      NULL,
      {"optimizer.name=sgd"},

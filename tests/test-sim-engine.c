@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "pp-error.h"
+#include "pp-scenario.h"
 #include "pp-schedule.h"
 #include "sim-cost.h"
 #include "sim-engine.h"
@@ -637,6 +638,7 @@ static void test_scenario_fill(PpScenario *sc) {
     sc->pipeline.stages = 4;
     sc->pipeline.chunks = 1;
     sc->pipeline.microbatch_size = 2;
+    sc->pipeline.partition = (char *)"even"; /* the closed forms below assume the even split */
 }
 
 /* Analytic model: 26 layers over 4 stages = 7, 7, 6, 6; FLOPs 24bsh^2 + 4bs^2h per layer,
@@ -833,6 +835,72 @@ START_TEST(test_cost_errors) {
     ck_assert_ptr_null(sim_cost_new_from_scenario(&sc, &error));
     ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
     ck_assert_ptr_nonnull(strstr(error->message, "hardware.kernel_eff_half_tokens"));
+}
+END_TEST
+
+/* --- pipeline.partition on the README's scenario --- */
+
+/* Runs scenarios/default.ini with @overrides (NULL-terminated) as pacer-sim does in static
+ * mode. Returns: (transfer full), or NULL with @error set by the cost model. */
+static SimResult *test_partition_run(const char *const *overrides, GError **error) {
+    g_autofree char *path = g_build_filename(PP_SOURCE_ROOT, "scenarios", "default.ini", NULL);
+    g_autoptr(PpScenario) sc = pp_scenario_load(path, overrides, error);
+    ck_assert_msg(sc != NULL, "%s", *error ? (*error)->message : "");
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, error);
+    if (cost == NULL)
+        return NULL;
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    sim_cost_schedule_params(cost, &params);
+    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, error);
+    ck_assert_msg(sched != NULL, "%s", *error ? (*error)->message : "");
+    SimResult *res = sim_engine_run(sched, cost, error);
+    ck_assert_msg(res != NULL, "%s", *error ? (*error)->message : "");
+    return res;
+}
+
+/* GPT-2 Medium in 8 stages: the even split (3 layers each) leaves the LM head (~3.5 layers of
+ * FLOPs) on top of the last stage's 3 layers; the cost-balanced split gives it 1 layer and
+ * lowers the step time of 1F1B and PACI. */
+START_TEST(test_partition_default_balanced) {
+    const char *const schedules[] = {"pipeline.schedule=1f1b", "pipeline.schedule=paci"};
+    for (size_t i = 0; i < G_N_ELEMENTS(schedules); i++) {
+        g_autoptr(GError) error = NULL;
+        const char *even_set[] = {schedules[i], "pipeline.partition=even", NULL};
+        const char *bal_set[] = {schedules[i], "pipeline.partition=balanced", NULL};
+        g_autoptr(SimResult) even = test_partition_run(even_set, &error);
+        g_autoptr(SimResult) balanced = test_partition_run(bal_set, &error);
+        ck_assert_ptr_nonnull(even);
+        ck_assert_ptr_nonnull(balanced);
+        ck_assert_int_lt(balanced->step_time_ns, even->step_time_ns);
+        /* the last stage ran the head on 3 layers, now on 1: busy drops by 2 layers' work */
+        ck_assert_int_lt(balanced->stages[7].busy_ns, even->stages[7].busy_ns);
+    }
+}
+END_TEST
+
+/* With hardware.memory_gib = 40 the unconstrained split's stage 0 (3 layers, 8 micro-batches
+ * in flight under 1F1B) exceeds the device; the constrained split fits every stage, and a
+ * device too small for any split is an error naming the limit. */
+START_TEST(test_partition_default_memory) {
+    const int64_t limit = INT64_C(40) << 30; // bytes
+    g_autoptr(GError) error = NULL;
+    const char *free_set[] = {"pipeline.schedule=1f1b", NULL};
+    g_autoptr(SimResult) unconstrained = test_partition_run(free_set, &error);
+    ck_assert_ptr_nonnull(unconstrained);
+    ck_assert_int_gt(unconstrained->stages[0].peak_memory_bytes, limit);
+    const char *fit_set[] = {"pipeline.schedule=1f1b", "hardware.memory_gib=40", NULL};
+    g_autoptr(SimResult) fitted = test_partition_run(fit_set, &error);
+    ck_assert_ptr_nonnull(fitted);
+    for (int32_t st = 0; st < fitted->n_stages; st++)
+        ck_assert_int_le(fitted->stages[st].peak_memory_bytes, limit);
+
+    const char *tiny_set[] = {"pipeline.schedule=1f1b", "hardware.memory_gib=10", NULL};
+    ck_assert_ptr_null(test_partition_run(tiny_set, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    ck_assert_ptr_nonnull(strstr(error->message, "default.ini"));
+    ck_assert_ptr_nonnull(strstr(error->message, "limit of 10737418240 bytes"));
+    ck_assert_ptr_nonnull(strstr(error->message, "hardware.memory"));
 }
 END_TEST
 
@@ -1034,6 +1102,8 @@ int main(void) {
     tcase_add_test(tc, test_cost_explicit);
     tcase_add_test(tc, test_cost_layers_and_params);
     tcase_add_test(tc, test_cost_errors);
+    tcase_add_test(tc, test_partition_default_balanced);
+    tcase_add_test(tc, test_partition_default_memory);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("memory");

@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT
+ * pp-partition.c: layer-to-virtual-stage partition. A suffix dynamic program over (virtual
+ * stages k.., blocks j..) finds the smallest achievable maximum stage cost among partitions
+ * whose stages fit the memory limit; a front-to-back pass then gives each stage the share of
+ * the remaining blocks nearest to even within what that bound allows, which makes the choice
+ * among optimal partitions deterministic. The same program over memory instead of cost gives
+ * the smallest peak stage memory when nothing fits.
+ */
+#include "pp-partition.h"
+
+#include <stdlib.h>
+
+#include "pp-error.h"
+
+int64_t pp_partition_layer_flops(int32_t hidden, int32_t seq_len) {
+    int64_t c = hidden, t = seq_len;
+    return 24 * t * c * c + 4 * t * t * c;
+}
+
+int64_t pp_partition_head_flops(int32_t hidden, int32_t seq_len, int32_t vocab) {
+    return 2 * (int64_t)seq_len * hidden * vocab;
+}
+
+/* Prefix sums of the per-block arrays: entry j sums blocks [0, j). */
+typedef struct {
+    const PpPartitionParams *p;
+    gboolean                 mem_on;
+    int64_t                 *cost;       /* (n_layers + 1) */
+    int64_t                 *static_sum; /* (n_layers + 1), mem_on only */
+    int64_t                 *act_sum;    /* (n_layers + 1), mem_on only */
+} PpPartitionSums;
+
+typedef enum { PP_PARTITION_METRIC_COST, PP_PARTITION_METRIC_MEM } PpPartitionMetric;
+
+static int64_t pp_partition_stage_cost(const PpPartitionSums *s, int32_t vs, int32_t a, int32_t b) {
+    int64_t cost = s->cost[b] - s->cost[a];
+    if (vs == 0)
+        cost += s->p->first_cost;
+    if (vs == s->p->n_vstages - 1)
+        cost += s->p->last_cost;
+    return cost;
+}
+
+static int64_t pp_partition_stage_mem(const PpPartitionSums *s, int32_t vs, int32_t a, int32_t b) {
+    const PpPartitionParams *p = s->p;
+    int64_t                  stat = s->static_sum[b] - s->static_sum[a];
+    int64_t                  act = s->act_sum[b] - s->act_sum[a];
+    if (vs == 0) {
+        stat += p->first_static_bytes;
+        act += p->first_act_bytes;
+    }
+    if (vs == p->n_vstages - 1) {
+        stat += p->last_static_bytes;
+        act += p->last_act_bytes;
+    }
+    return stat + (int64_t)p->live_units[vs] * act;
+}
+
+/* Stage @vs holding blocks [a, b) is allowed: always, or within the memory limit. */
+static gboolean pp_partition_fits(const PpPartitionSums *s, gboolean limited, int32_t vs, int32_t a,
+                                  int32_t b) {
+    return !limited || pp_partition_stage_mem(s, vs, a, b) <= s->p->mem_limit_bytes;
+}
+
+static int64_t pp_partition_metric(const PpPartitionSums *s, PpPartitionMetric metric, int32_t vs,
+                                   int32_t a, int32_t b) {
+    return metric == PP_PARTITION_METRIC_COST ? pp_partition_stage_cost(s, vs, a, b)
+                                              : pp_partition_stage_mem(s, vs, a, b);
+}
+
+/* Fills @rest ((n_vstages + 1) * (n_layers + 1)): rest[k * (L + 1) + j] is the smallest max
+ * @metric of virtual stages k..V-1 covering blocks j..L-1, each holding >= 1 block and, when
+ * @limited, fitting the memory limit; INT64_MAX when impossible. */
+static void pp_partition_suffix(const PpPartitionSums *s, PpPartitionMetric metric,
+                                gboolean limited, int64_t *rest) {
+    int32_t V = s->p->n_vstages, L = s->p->n_layers;
+    for (int32_t j = 0; j <= L; j++)
+        rest[(size_t)V * (L + 1) + j] = j == L ? 0 : INT64_MAX;
+    for (int32_t k = V - 1; k >= 0; k--) {
+        for (int32_t j = 0; j <= L; j++) {
+            int64_t best = INT64_MAX;
+            for (int32_t end = j + 1; end <= L; end++) {
+                int64_t tail = rest[(size_t)(k + 1) * (L + 1) + end];
+                if (tail == INT64_MAX || !pp_partition_fits(s, limited, k, j, end))
+                    continue;
+                int64_t here = pp_partition_metric(s, metric, k, j, end);
+                int64_t worst = here > tail ? here : tail;
+                if (worst < best)
+                    best = worst;
+            }
+            rest[(size_t)k * (L + 1) + j] = best;
+        }
+    }
+}
+
+/* Fills block counts @n (n_vstages) balanced by cost within the memory limit. Returns FALSE
+ * with @error set when no partition fits the limit. */
+static gboolean pp_partition_balance(const PpPartitionSums *s, int32_t *n, GError **error) {
+    const PpPartitionParams *p = s->p;
+    int32_t                  V = p->n_vstages, L = p->n_layers;
+    g_autofree int64_t      *rest = g_new(int64_t, (size_t)(V + 1) * (L + 1));
+    pp_partition_suffix(s, PP_PARTITION_METRIC_COST, s->mem_on, rest);
+    int64_t bound = rest[0];
+    if (bound == INT64_MAX) {
+        pp_partition_suffix(s, PP_PARTITION_METRIC_MEM, FALSE, rest);
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "partition: no split of %d blocks over %d virtual stages fits the device "
+                    "memory limit of %" G_GINT64_FORMAT " bytes per virtual stage "
+                    "(hardware.memory); the smallest peak stage memory any split needs is "
+                    "%" G_GINT64_FORMAT " bytes; use larger devices, more stages or fewer "
+                    "micro-batches in flight",
+                    L, V, p->mem_limit_bytes, rest[0]);
+        return FALSE;
+    }
+    int32_t used = 0;
+    for (int32_t k = 0; k < V; k++) {
+        /* Among the counts that keep this stage within the bound (and the memory limit) and
+         * leave a suffix that reaches it, take the one nearest the even share. */
+        int32_t share = (L - used + (V - k) - 1) / (V - k);
+        int32_t pick = 0;
+        for (int32_t take = 1; used + take <= L; take++) {
+            if (pp_partition_stage_cost(s, k, used, used + take) > bound ||
+                !pp_partition_fits(s, s->mem_on, k, used, used + take) ||
+                rest[(size_t)(k + 1) * (L + 1) + used + take] > bound)
+                continue;
+            if (pick == 0 || abs(take - share) <= abs(pick - share))
+                pick = take;
+        }
+        PP_ASSERT(pick >= 1);
+        n[k] = pick;
+        used += pick;
+    }
+    PP_ASSERT(used == L);
+    return TRUE;
+}
+
+/* Checks the sizes, the cost and memory inputs. */
+static gboolean pp_partition_check(const PpPartitionParams *params, GError **error) {
+    if (params->n_layers < 1 || params->n_vstages < 1) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "partition: model.layers=%d and %d virtual stages must both be >= 1",
+                    params->n_layers, params->n_vstages);
+        return FALSE;
+    }
+    if (params->n_vstages > params->n_layers) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "partition: %d virtual stages (pipeline.stages * pipeline.chunks) but "
+                    "model.layers=%d; every virtual stage needs at least one block",
+                    params->n_vstages, params->n_layers);
+        return FALSE;
+    }
+    PP_ASSERT(params->layer_cost != NULL);
+    PP_ASSERT(params->first_cost >= 0 && params->last_cost >= 0);
+    for (int32_t i = 0; i < params->n_layers; i++)
+        PP_ASSERT(params->layer_cost[i] >= 0);
+    if (params->mem_limit_bytes > 0) {
+        PP_ASSERT(params->layer_static_bytes != NULL && params->layer_act_bytes != NULL &&
+                  params->live_units != NULL);
+        for (int32_t vs = 0; vs < params->n_vstages; vs++)
+            PP_ASSERT(params->live_units[vs] >= 0);
+    }
+    return TRUE;
+}
+
+/* Copies explicit counts into @n after checking them. */
+static gboolean pp_partition_explicit(const PpPartitionParams *params, int32_t *n, GError **error) {
+    int32_t sum = 0;
+    for (int32_t vs = 0; vs < params->n_vstages; vs++) {
+        if (params->layers_per_vstage[vs] < 1) {
+            g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                        "run.layers_per_stage: entry %d is %d; every virtual stage needs "
+                        ">= 1 block",
+                        vs, params->layers_per_vstage[vs]);
+            return FALSE;
+        }
+        n[vs] = params->layers_per_vstage[vs];
+        sum += n[vs];
+    }
+    if (sum != params->n_layers) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "run.layers_per_stage: entries sum to %d but model.layers=%d", sum,
+                    params->n_layers);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+PpPartition *pp_partition_new(const PpPartitionParams *params, GError **error) {
+    if (!pp_partition_check(params, error))
+        return NULL;
+    const int32_t       L = params->n_layers, V = params->n_vstages;
+    gboolean            mem_on = params->mem_limit_bytes > 0;
+    g_autofree int64_t *cost_sum = g_new0(int64_t, L + 1);
+    g_autofree int64_t *static_sum = mem_on ? g_new0(int64_t, L + 1) : NULL;
+    g_autofree int64_t *act_sum = mem_on ? g_new0(int64_t, L + 1) : NULL;
+    for (int32_t i = 0; i < L; i++) {
+        cost_sum[i + 1] = cost_sum[i] + params->layer_cost[i];
+        if (mem_on) {
+            static_sum[i + 1] = static_sum[i] + params->layer_static_bytes[i];
+            act_sum[i + 1] = act_sum[i] + params->layer_act_bytes[i];
+        }
+    }
+    PpPartitionSums sums = {.p = params,
+                            .mem_on = mem_on,
+                            .cost = cost_sum,
+                            .static_sum = static_sum,
+                            .act_sum = act_sum};
+
+    g_autofree int32_t *n = g_new0(int32_t, V);
+    if (params->layers_per_vstage) {
+        if (!pp_partition_explicit(params, n, error))
+            return NULL;
+    } else if (params->mode == PP_PARTITION_EVEN) {
+        for (int32_t vs = 0; vs < V; vs++)
+            n[vs] = L / V + (vs < L % V ? 1 : 0);
+    } else {
+        if (!pp_partition_balance(&sums, n, error))
+            return NULL;
+    }
+
+    PpPartition *part = g_new0(PpPartition, 1);
+    part->n_vstages = V;
+    part->layer_begin = g_new(int32_t, V);
+    part->layer_end = g_new(int32_t, V);
+    part->cost = g_new(int64_t, V);
+    part->mem_bytes = mem_on ? g_new(int64_t, V) : NULL;
+    int32_t begin = 0;
+    for (int32_t vs = 0; vs < V; vs++) {
+        part->layer_begin[vs] = begin;
+        part->layer_end[vs] = begin + n[vs];
+        part->cost[vs] = pp_partition_stage_cost(&sums, vs, begin, begin + n[vs]);
+        if (part->cost[vs] > part->max_cost)
+            part->max_cost = part->cost[vs];
+        if (mem_on)
+            part->mem_bytes[vs] = pp_partition_stage_mem(&sums, vs, begin, begin + n[vs]);
+        begin += n[vs];
+    }
+    return part;
+}
+
+void pp_partition_free(PpPartition *partition) {
+    if (!partition)
+        return;
+    g_free(partition->layer_begin);
+    g_free(partition->layer_end);
+    g_free(partition->cost);
+    g_free(partition->mem_bytes);
+    g_free(partition);
+}
