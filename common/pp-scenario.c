@@ -221,7 +221,7 @@ static const PpScenarioKey pp_scenario_keys[] = {
     PP_INT("run", "checkpoint_every", run.checkpoint_every, "0", 0, PP_I32_MAX, 0,
            "steps between checkpoints; 0: only at the end"),
     PP_INT("run", "threads", run.threads, "0", 0, PP_I32_MAX, 0,
-           "BLAS threads per worker; 0: automatic"),
+           "kernel threads per worker; 0: automatic"),
     {.section = "run",
      .key = "layers_per_stage",
      .type = PP_KEY_INT32_LIST,

@@ -6,7 +6,6 @@
  */
 #include "exec-train.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "data-shard.h"
 #include "exec-checkpoint.h"
 #include "exec.h"
+#include "kern-pool.h"
 #include "pp-error.h"
 
 /* Consecutive skipped updates on one stage before the run stops. */
@@ -501,8 +501,8 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     int32_t threads = sc->run.threads > 0
                           ? sc->run.threads
                           : MAX(1, (int32_t)g_get_num_processors() / sc->pipeline.stages);
-    /* OpenBLAS keeps one process-wide thread count: every worker's sgemm uses it. */
-    openblas_set_num_threads(threads);
+    /* One process-wide count: each worker thread's kernels use that many threads. */
+    kern_set_threads(threads);
 
     /* One schedule per distinct segment length (usually the eval interval and a tail). */
     g_autoptr(GHashTable) schedules = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,

@@ -1,10 +1,19 @@
 /* SPDX-License-Identifier: MIT
  * gpt2-cpu.h: GPT-2 layer kernels on the CPU, gpt2_cpu_* (the role of llm.c's train_gpt2.c
- * kernels). Matmuls go through OpenBLAS cblas_sgemm; every other loop has a fixed order, so
- * results are bitwise reproducible for a given OpenBLAS thread count. Kernels never allocate:
- * callers pass every output and scratch buffer. Backward kernels are split into the input
- * gradient (B) and the weight gradient (W, always accumulated with +=) for zero-bubble
- * schedules. N is the number of token positions B * T.
+ * kernels). Matmuls are kern_gemm() calls (kern-gemm.h); every kernel runs on the calling
+ * thread's kern-pool team (kern_set_threads()) and is vectorised for the processor
+ * (kern-simd.h). Callers pass every output buffer; the only memory kernels take themselves is
+ * per-thread scratch of fixed purpose (kern_thread_scratch()), kept between calls.
+ * Backward kernels are split into the input gradient (B) and the weight gradient (W, always
+ * accumulated with +=) for zero-bubble schedules. N is the number of token positions B * T.
+ *
+ * Determinism: threads split work only by output rows (tokens, attention heads, rows of a
+ * product) or by output channels, never inside a sum. Every sum over rows (weight, bias,
+ * LayerNorm and embedding gradients) runs over all rows in ascending order on one thread, and
+ * every sum along a row (LayerNorm statistics, softmax, dot products) goes into GPT2_LANES
+ * fixed partial sums (gpt2-cpu-math.h); products follow kern_gemm()'s fixed k order. So
+ * results are bitwise identical for any thread count; they may differ between instruction sets
+ * (fused multiply-adds where the processor has them).
  */
 #pragma once
 
@@ -84,13 +93,11 @@ void gpt2_cpu_attention_forward(float       *out, // (B, T, C)
                                 float       *att, // (B, NH, T, T)
                                 const float *qkv, // (B, T, 3C)
                                 int B, int T, int C, int NH);
-/* B: dqkv = gradient of qkv (overwritten). @scratch: T * T floats. Attention has no weights,
- * so it has no W part. */
-void gpt2_cpu_attention_backward(float       *dqkv,    // (B, T, 3C)
-                                 float       *scratch, // (T, T)
-                                 const float *dout,    // (B, T, C)
-                                 const float *qkv,     // (B, T, 3C)
-                                 const float *att,     // (B, NH, T, T)
+/* B: dqkv = gradient of qkv (overwritten). Attention has no weights, so it has no W part. */
+void gpt2_cpu_attention_backward(float       *dqkv, // (B, T, 3C)
+                                 const float *dout, // (B, T, C)
+                                 const float *qkv,  // (B, T, 3C)
+                                 const float *att,  // (B, NH, T, T)
                                  int B, int T, int C, int NH);
 
 /* --- GELU (tanh approximation) --- */

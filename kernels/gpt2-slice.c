@@ -89,8 +89,7 @@ struct _Gpt2Slice {
     size_t slot_floats;      /* per slot, ints included (4-byte units) */
     float *acts;             /* (n_act_slots, slot_floats) */
 
-    float *scratch_att; /* (T, T) attention backward */
-    float *scratch_nc;  /* (N, C) projection output (F) / its input gradient (B) */
+    float *scratch_nc; /* (N, C) projection output (F) / its input gradient (B) */
 };
 
 /* --- layout --- */
@@ -266,16 +265,14 @@ Gpt2Slice *gpt2_slice_new(const Gpt2SliceParams *params) {
     s->slot_floats = s->slot_head_floats + (size_t)s->n_layers * s->layer_floats;
     s->acts = kern_xcalloc((size_t)params->n_act_slots * s->slot_floats, sizeof(float));
 
-    size_t tt = (size_t)m->T * m->T, nc = (size_t)s->N * m->C;
-    s->scratch_att = kern_xcalloc(tt + nc, sizeof(float));
-    s->scratch_nc = s->scratch_att + tt;
+    s->scratch_nc = kern_xcalloc((size_t)s->N * m->C, sizeof(float));
     return s;
 }
 
 void gpt2_slice_free(Gpt2Slice *slice) {
     if (!slice)
         return;
-    free(slice->scratch_att);
+    free(slice->scratch_nc);
     free(slice->acts);
     free(slice->grads);
     free(slice->params);
@@ -454,8 +451,7 @@ void gpt2_slice_backward_input(Gpt2Slice *slice, const float *params, int slot, 
         /* attention branch: d res2 -> d atty -> d qkv -> d ln1 -> d x */
         gpt2_cpu_matmul_backward_input(s->scratch_nc, la.dres2,
                                        slice_lt(s, params, l, LT_ATTPROJ_W), N, C, C);
-        gpt2_cpu_attention_backward(la.dqkv, s->scratch_att, s->scratch_nc, la.qkv, la.att, B, T, C,
-                                    NH);
+        gpt2_cpu_attention_backward(la.dqkv, s->scratch_nc, la.qkv, la.att, B, T, C, NH);
         gpt2_cpu_matmul_backward_input(la.dln1, la.dqkv, slice_lt(s, params, l, LT_QKV_W), N, C,
                                        3 * C);
         memcpy(dx, la.dres2, NC * sizeof(float));
