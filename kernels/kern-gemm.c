@@ -15,11 +15,13 @@
 #include "kern-pool.h"
 #include "kern-simd.h"
 
-#define GEMM_NR     32 /* columns of a register tile: two 16-float vectors */
-#define GEMM_MR_MAX 8  /* rows of the widest register tile */
-#define GEMM_KC     KERN_GEMM_KC
-#define GEMM_MC     128 /* rows of op(A) per cache block (a multiple of every tile's rows) */
-#define GEMM_NC     512 /* columns of op(B) per cache block */
+#define GEMM_NR       32 /* columns of a register tile: two 16-float vectors */
+#define GEMM_MR_MAX   8  /* rows of the widest register tile */
+#define GEMM_KC       KERN_GEMM_KC
+#define GEMM_MC_TILES 16  /* register tiles of rows per cache block of op(A) */
+#define GEMM_NC       512 /* columns of op(B) per cache block */
+/* packed op(B) of one thread: a KC x NC panel, or all k-blocks of one when they fit */
+#define GEMM_BPACK_FLOATS (1 << 20)
 /* tasks per worker: several, so that a thread slowed by other load takes fewer */
 #define GEMM_TASKS_PER_WORKER 8
 /* fewest rows of a task that packs op(B) for itself */
@@ -183,6 +185,14 @@ static void gemm_pack_b(float *restrict dst, KernGemmTrans tb, const float *B, s
 
 /* --- driver --- */
 
+static inline int gemm_min(int a, int b) {
+    return a < b ? a : b;
+}
+
+static inline int gemm_ceil_div(int a, int b) {
+    return (a + b - 1) / b;
+}
+
 /* One product. A task computes one block of C, rows [i0, i0 + mb) by columns [j0, j0 + nb),
  * over all of K. A transposed operand is packed by the task that uses it, so blocks are split
  * along the other operand's dimension only (no packing is repeated); an untransposed op(A) is
@@ -196,6 +206,7 @@ typedef struct {
     const float   *A, *B;
     size_t         lda, ldb, ldc;
     float         *C;
+    int            mc;     /* rows per cache block of op(A): GEMM_MC_TILES * mr */
     int            pack_b; /* 1: each task packs its panels of op(B) */
     int            mb, nb; /* block of one task: mb % mr == 0, nb % NR == 0 */
     int            n_mblocks, n_nblocks;
@@ -203,13 +214,15 @@ typedef struct {
 
 /* Per-thread scratch of a task. */
 typedef struct {
-    float *apack; /* (MC, KC): packed block of op(A), or the ragged last micro-panel */
-    float *bpack; /* (NC / NR, KC, NR): packed panel of op(B), or the ragged last micro-panel */
+    float *apack; /* (mc, KC): packed block of op(A), or the ragged last micro-panel */
+    float *bpack; /* (GEMM_BPACK_FLOATS): packed panels of op(B), or the ragged last
+                     micro-panel */
 } GemmScratch;
 
-/* C block rows [ic, ic + mcr) by the panel's columns [jc, jc + nc), k-block [pc, pc + kc). */
-static void gemm_block_kernel(const GemmJob *j, const GemmScratch *w, int ic, int mcr, int jc,
-                              int nc, int pc, int kc) {
+/* C block rows [ic, ic + mcr) by the panel's columns [jc, jc + nc), k-block [pc, pc + kc).
+ * @bpanel: op(B)'s packed micro-panels of this k-block and these columns (pack_b). */
+static void gemm_block_kernel(const GemmJob *j, const GemmScratch *w, const float *bpanel, int ic,
+                              int mcr, int jc, int nc, int pc, int kc) {
     int   mr = j->isa->mr;
     int   n_ir = (mcr + mr - 1) / mr, n_jr = (nc + GEMM_NR - 1) / GEMM_NR;
     float beta = pc == 0 ? j->beta : 1.0f;
@@ -229,7 +242,7 @@ static void gemm_block_kernel(const GemmJob *j, const GemmScratch *w, int ic, in
         const float *b;
         size_t       b_ks;
         if (j->pack_b) {
-            b = w->bpack + (size_t)jr * kc * GEMM_NR;
+            b = bpanel + (size_t)jr * kc * GEMM_NR;
             b_ks = GEMM_NR;
         } else if (nr < GEMM_NR) {
             gemm_pack_b(w->bpack, j->tb, j->B, j->ldb, j->N, col, pc, kc);
@@ -271,36 +284,46 @@ static void gemm_block_kernel(const GemmJob *j, const GemmScratch *w, int ic, in
     }
 }
 
+/* Packs op(B)'s columns [jc, jc + nc), k-block [pc, pc + kc) into micro-panels at @dst. */
+static void gemm_pack_b_panel(const GemmJob *j, float *dst, int jc, int nc, int pc, int kc) {
+    for (int jr = 0; jr * GEMM_NR < nc; jr++)
+        gemm_pack_b(dst + (size_t)jr * kc * GEMM_NR, j->tb, j->B, j->ldb, j->N, jc + jr * GEMM_NR,
+                    pc, kc);
+}
+
 static void gemm_task(void *arg, int task) {
     const GemmJob *j = arg;
     int            i0 = (task / j->n_nblocks) * j->mb, j0 = (task % j->n_nblocks) * j->nb;
     int            i1 = i0 + j->mb < j->M ? i0 + j->mb : j->M;
     int            j1 = j0 + j->nb < j->N ? j0 + j->nb : j->N;
     GemmScratch    w = {
-           .apack = kern_thread_scratch(KERN_SCRATCH_GEMM_A, (size_t)GEMM_MC * GEMM_KC),
-           .bpack = kern_thread_scratch(KERN_SCRATCH_GEMM_B, (size_t)GEMM_KC * GEMM_NC),
+           .apack = kern_thread_scratch(KERN_SCRATCH_GEMM_A, (size_t)j->mc * GEMM_KC),
+           .bpack = kern_thread_scratch(KERN_SCRATCH_GEMM_B, GEMM_BPACK_FLOATS),
     };
     for (int jc = j0; jc < j1; jc += GEMM_NC) {
-        int nc = j1 - jc < GEMM_NC ? j1 - jc : GEMM_NC;
+        int    nc = j1 - jc < GEMM_NC ? j1 - jc : GEMM_NC;
+        size_t nc_pad = (size_t)(nc + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
+        if (j->pack_b && (size_t)j->K * nc_pad <= GEMM_BPACK_FLOATS) {
+            /* op(B)'s whole depth fits: pack it once, then finish each cache block of C over
+             * all k-blocks while it is in cache (k-block pc starts at pc * nc_pad) */
+            for (int pc = 0; pc < j->K; pc += GEMM_KC)
+                gemm_pack_b_panel(j, w.bpack + (size_t)pc * nc_pad, jc, nc, pc,
+                                  gemm_min(GEMM_KC, j->K - pc));
+            for (int ic = i0; ic < i1; ic += j->mc)
+                for (int pc = 0; pc < j->K; pc += GEMM_KC)
+                    gemm_block_kernel(j, &w, w.bpack + (size_t)pc * nc_pad, ic,
+                                      gemm_min(j->mc, i1 - ic), jc, nc, pc,
+                                      gemm_min(GEMM_KC, j->K - pc));
+            continue;
+        }
         for (int pc = 0; pc < j->K; pc += GEMM_KC) {
-            int kc = j->K - pc < GEMM_KC ? j->K - pc : GEMM_KC;
-            if (j->pack_b) {
-                for (int jr = 0; jr * GEMM_NR < nc; jr++)
-                    gemm_pack_b(w.bpack + (size_t)jr * kc * GEMM_NR, j->tb, j->B, j->ldb, j->N,
-                                jc + jr * GEMM_NR, pc, kc);
-            }
-            for (int ic = i0; ic < i1; ic += GEMM_MC)
-                gemm_block_kernel(j, &w, ic, i1 - ic < GEMM_MC ? i1 - ic : GEMM_MC, jc, nc, pc, kc);
+            int kc = gemm_min(GEMM_KC, j->K - pc);
+            if (j->pack_b)
+                gemm_pack_b_panel(j, w.bpack, jc, nc, pc, kc);
+            for (int ic = i0; ic < i1; ic += j->mc)
+                gemm_block_kernel(j, &w, w.bpack, ic, gemm_min(j->mc, i1 - ic), jc, nc, pc, kc);
         }
     }
-}
-
-static inline int gemm_min(int a, int b) {
-    return a < b ? a : b;
-}
-
-static inline int gemm_ceil_div(int a, int b) {
-    return (a + b - 1) / b;
 }
 
 /* Splits @n items (in units of @unit) into at most @max_blocks blocks; returns the block
@@ -359,6 +382,7 @@ void kern_gemm_isa(KernIsa isa, KernGemmTrans ta, KernGemmTrans tb, int M, int N
     int     tasks =
         workers == 1 || (int64_t)M * N * K < GEMM_SERIAL_MACS ? 1 : GEMM_TASKS_PER_WORKER * workers;
     int mr = j.isa->mr;
+    j.mc = GEMM_MC_TILES * mr;
     if (tasks == 1) {
         /* one task: every packing is done once */
         j.pack_b = 1;
@@ -377,9 +401,9 @@ void kern_gemm_isa(KernIsa isa, KernGemmTrans ta, KernGemmTrans tb, int M, int N
         j.mb = gemm_split(M, mr, 1, &j.n_mblocks);
         j.nb = gemm_split(N, GEMM_NR, tasks, &j.n_nblocks);
     } else {
-        /* a large op(A) read in place once: split rows into blocks of at least GEMM_MC (each
+        /* a large op(A) read in place once: split rows into cache blocks or more (each
          * streams all of op(B), also read in place), then columns if there are too few */
-        j.mb = gemm_split(M, mr, gemm_min(tasks, gemm_ceil_div(M, GEMM_MC)), &j.n_mblocks);
+        j.mb = gemm_split(M, mr, gemm_min(tasks, gemm_ceil_div(M, j.mc)), &j.n_mblocks);
         j.nb = gemm_split(N, GEMM_NR, gemm_ceil_div(tasks, j.n_mblocks), &j.n_nblocks);
     }
     kern_parallel_for(j.n_mblocks * j.n_nblocks, gemm_task, &j);
