@@ -46,8 +46,7 @@ typedef float GemmVec __attribute__((vector_size(64)));
 #define GEMM_TILE_BODY(MR)                                                                         \
     do {                                                                                           \
         GemmVec acc0[MR], acc1[MR];                                                                \
-        for (int i = 0; i < (MR); i++)                                                             \
-            acc0[i] = acc1[i] = (GemmVec){0};                                                      \
+        _Pragma("GCC unroll 16") for (int i = 0; i < (MR); i++) acc0[i] = acc1[i] = (GemmVec){0};  \
         for (int k = 0; k < kc; k++) {                                                             \
             GemmVec      b0, b1;                                                                   \
             const float *ak = a + (size_t)k * a_ks;                                                \
@@ -59,7 +58,7 @@ typedef float GemmVec __attribute__((vector_size(64)));
                 acc1[i] += s * b1;                                                                 \
             }                                                                                      \
         }                                                                                          \
-        for (int i = 0; i < (MR); i++) {                                                           \
+        _Pragma("GCC unroll 16") for (int i = 0; i < (MR); i++) {                                  \
             float  *ci = c + (size_t)i * ldc;                                                      \
             GemmVec r0 = acc0[i], r1 = acc1[i];                                                    \
             if (alpha != 1.0f) {                                                                   \
