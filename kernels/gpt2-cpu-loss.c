@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT
- * gpt2-cpu-loss.c: the fused softmax + cross-entropy over the padded vocabulary
- * (gpt2_cpu_crossentropy_* of gpt2-cpu.h). Rows are independent and split among the kern-pool
- * team; the mean loss adds the rows' losses in row order afterwards, so it does not depend on
- * the thread count.
+ * gpt2-cpu-loss.c: softmax + cross-entropy over the padded vocabulary, fused with the LM head's
+ * backward (gpt2_cpu_crossentropy_forward, gpt2_cpu_head_backward_* of gpt2-cpu.h). The
+ * backward products compute the logits' gradient from the probabilities block by block as
+ * kern_gemm_load_a() asks for it, so the (N, Vp) gradient is never written to memory: two
+ * passes less over the largest array of a CPU step. Rows split among the kern-pool team; the
+ * mean loss adds the rows' losses in row order afterwards, so nothing depends on the thread
+ * count.
  */
 #include "gpt2-cpu.h"
 
@@ -10,15 +13,14 @@
 
 #include "gpt2-cpu-math.h"
 #include "kern-check.h"
+#include "kern-gemm.h"
 #include "kern-pool.h"
 #include "kern-simd.h"
 
 typedef struct {
-    float         *logits;   /* in: logits, out: probs (forward); dlogits (backward) */
-    const float   *probs;    /* backward */
-    double        *row_loss; /* (N) forward */
-    const int32_t *targets;
-    float          dloss;
+    float         *logits;   /* (N, Vp): logits in, probabilities out */
+    double        *row_loss; /* (N) */
+    const int32_t *targets;  /* (N) */
     int            V, Vp;
 } LossArgs;
 
@@ -27,9 +29,8 @@ KERN_CLONES static void crossentropy_forward_rows(void *arg, size_t begin, size_
     int             V = a->V, Vp = a->Vp;
     for (size_t n = begin; n < end; n++) {
         float *row = a->logits + n * Vp;
-        int    tgt = a->targets[n];
         float  maxv = gpt2_cpu_row_max(row, V);
-        float  tgt_shifted = row[tgt] - maxv;
+        float  tgt_shifted = row[a->targets[n]] - maxv;
         double sum = gpt2_cpu_exp_shifted_sum(row, V, maxv);
         float  inv = (float)(1.0 / sum);
         for (int i = 0; i < V; i++)
@@ -58,24 +59,53 @@ float gpt2_cpu_crossentropy_forward(float *logits, float *row_loss, const int32_
     return (float)(total / N);
 }
 
-KERN_CLONES static void crossentropy_backward_rows(void *arg, size_t begin, size_t end) {
-    const LossArgs *a = arg;
-    int             V = a->V, Vp = a->Vp;
-    float           dloss = a->dloss;
-    for (size_t n = begin; n < end; n++) {
-        const float *p = a->probs + n * Vp;
-        float       *d = a->logits + n * Vp;
-        for (int i = 0; i < V; i++)
-            d[i] = p[i] * dloss;
-        d[a->targets[n]] -= dloss;
-        for (int i = V; i < Vp; i++)
-            d[i] = 0.0f;
-    }
+/* --- backward: the logits' gradient, one block at a time --- */
+
+typedef struct {
+    const float   *probs;
+    const int32_t *targets;
+    float          dloss;
+    int            Vp;
+} HeadGrad;
+
+/* dlogits[n][v] for v in [v0, v0 + len) into d[0..len) (the padded columns' probabilities are
+ * 0, so they give 0) */
+static inline void head_dlogits_row(const HeadGrad *g, int n, int v0, int len, float *d) {
+    const float *p = g->probs + (size_t)n * g->Vp + v0;
+    for (int i = 0; i < len; i++)
+        d[i] = p[i] * g->dloss;
+    int t = g->targets[n] - v0;
+    if (t >= 0 && t < len)
+        d[t] -= g->dloss;
 }
 
-void gpt2_cpu_crossentropy_backward(float *dlogits, const float *probs, const int32_t *targets,
-                                    float dloss, int N, int V, int Vp) {
-    LossArgs a = {
-        .logits = dlogits, .probs = probs, .targets = targets, .dloss = dloss, .V = V, .Vp = Vp};
-    kern_parallel_range((size_t)N, 1, crossentropy_backward_rows, &a);
+/* op(A) = dlogits (N, Vp): rows are tokens, k the vocabulary; row-major blocks. */
+KERN_CLONES static void head_load_dlogits(void *ctx, float *dst, size_t ld, int i0, int rows,
+                                          int p0, int kc) {
+    for (int r = 0; r < rows; r++)
+        head_dlogits_row(ctx, i0 + r, p0, kc, dst + (size_t)r * ld);
+}
+
+/* op(A) = dlogits^T (Vp, N): rows are the vocabulary, k the tokens; k-major blocks, so each
+ * k is a contiguous piece of one token's row. */
+KERN_CLONES static void head_load_dlogits_t(void *ctx, float *dst, size_t ld, int i0, int rows,
+                                            int p0, int kc) {
+    for (int k = 0; k < kc; k++)
+        head_dlogits_row(ctx, p0 + k, i0, rows, dst + (size_t)k * ld);
+}
+
+void gpt2_cpu_head_backward_input(float *dinp, const float *probs, const int32_t *targets,
+                                  float dloss, const float *weight, int N, int C, int V, int Vp) {
+    KERN_ASSERT(V <= Vp);
+    HeadGrad g = {.probs = probs, .targets = targets, .dloss = dloss, .Vp = Vp};
+    kern_gemm_load_a(KERN_GEMM_NO_TRANS, head_load_dlogits, &g, KERN_GEMM_NO_TRANS, N, C, Vp, 1.0f,
+                     weight, C, 0.0f, dinp, C);
+}
+
+void gpt2_cpu_head_backward_weight(float *dweight, const float *probs, const int32_t *targets,
+                                   float dloss, const float *inp, int N, int C, int V, int Vp) {
+    KERN_ASSERT(V <= Vp);
+    HeadGrad g = {.probs = probs, .targets = targets, .dloss = dloss, .Vp = Vp};
+    kern_gemm_load_a(KERN_GEMM_TRANS, head_load_dlogits_t, &g, KERN_GEMM_NO_TRANS, Vp, C, N, 1.0f,
+                     inp, C, 1.0f, dweight, C);
 }

@@ -123,9 +123,9 @@ void gpt2_cpu_residual_backward(float       *dinp1, // (N), accumulated
                                 const float *dout,  // (N)
                                 size_t       N);
 
-/* --- fused softmax + cross-entropy over the padded vocabulary --- */
+/* --- softmax + cross-entropy over the padded vocabulary, fused with the LM head --- */
 
-/* Softmax over the first V columns of each row (columns V..Vp-1 get probability 0 and never
+/* F: softmax over the first V columns of each row (columns V..Vp-1 get probability 0 and never
  * affect the loss), in place: @logits becomes the probabilities. Returns the mean over the N
  * rows of -log p[target] (accumulated in double, row order). @row_loss (N), nullable,
  * receives each row's loss. */
@@ -133,13 +133,23 @@ float gpt2_cpu_crossentropy_forward(float         *logits,   // (N, Vp) in: logi
                                     float         *row_loss, // (N), nullable
                                     const int32_t *targets,  // (N), ids in [0, V)
                                     int N, int V, int Vp);
-/* dlogits = (probs - onehot(target)) * dloss for columns < V, 0 for padded columns
- * (overwritten; dlogits may alias probs). @dloss is the gradient of each row's loss, e.g.
- * 1 / N for the mean. */
-void gpt2_cpu_crossentropy_backward(float         *dlogits, // (N, Vp)
-                                    const float   *probs,   // (N, Vp)
-                                    const int32_t *targets, // (N)
-                                    float dloss, int N, int V, int Vp);
+
+/* The backward of logits = inp @ weight^T followed by the loss, with the logits' gradient
+ * dlogits = (probs - onehot(target)) * dloss (0 in padded columns) computed block by block
+ * inside the products, never stored. @dloss is the gradient of each row's loss, e.g. 1 / N
+ * for the mean. */
+/* B: dinp = dlogits @ weight (overwritten). */
+void gpt2_cpu_head_backward_input(float         *dinp,              // (N, C)
+                                  const float   *probs,             // (N, Vp) from the forward
+                                  const int32_t *targets,           // (N)
+                                  float dloss, const float *weight, // (Vp, C)
+                                  int N, int C, int V, int Vp);
+/* W: dweight += dlogits^T @ inp. */
+void gpt2_cpu_head_backward_weight(float         *dweight,        // (Vp, C), accumulated
+                                   const float   *probs,          // (N, Vp)
+                                   const int32_t *targets,        // (N)
+                                   float dloss, const float *inp, // (N, C)
+                                   int N, int C, int V, int Vp);
 
 #ifdef __cplusplus
 }

@@ -63,7 +63,8 @@ typedef struct {
     float   *lnf;      // (N, C)    last slice only
     float   *lnf_mean; // (N)
     float   *lnf_rstd; // (N)
-    float   *probs;    // (N, Vp)   probabilities after F, dlogits after B
+    float   *probs;    // (N, Vp)   probabilities after F
+    float   *dloss;    // (1)       B: gradient of each row's loss, for W
     float   *dlnf;     // (N, C)
     int32_t *tokens;   // (N)       first slice only
     int32_t *targets;  // (N)       last slice only
@@ -137,6 +138,7 @@ static size_t slice_carve_slot(const Gpt2Slice *s, float *base, SliceActs *a) {
     CARVE(a->lnf_mean, head * N);
     CARVE(a->lnf_rstd, head * N);
     CARVE(a->probs, head * N * Vp);
+    CARVE(a->dloss, head);
     CARVE(a->dlnf, head * N * C);
     /* int32 ids share the arena: same size as float, and never read back as floats */
     CARVE(ints, (s->p.has_embedding ? N : 0));
@@ -421,10 +423,10 @@ void gpt2_slice_backward_input(Gpt2Slice *slice, const float *params, int slot, 
     if (s->p.has_head) {
         KERN_ASSERT(!dx_out);
         const float *top = a.xs + (size_t)s->n_layers * NC;
-        /* probs become dlogits in place: W reads them */
-        gpt2_cpu_crossentropy_backward(a.probs, a.probs, a.targets, loss_scale / (float)N, N, m->V,
-                                       m->Vp);
-        gpt2_cpu_matmul_backward_input(a.dlnf, a.probs, slice_t(s, params, s->head), N, C, m->Vp);
+        /* W reads the probabilities again, with this loss gradient */
+        *a.dloss = loss_scale / (float)N;
+        gpt2_cpu_head_backward_input(a.dlnf, a.probs, a.targets, *a.dloss,
+                                     slice_t(s, params, s->head), N, C, m->V, m->Vp);
         memset(dtop, 0, NC * sizeof(float));
         gpt2_cpu_layernorm_backward_input(dtop, a.dlnf, top, slice_t(s, params, s->lnf_w),
                                           a.lnf_mean, a.lnf_rstd, N, C);
@@ -476,8 +478,8 @@ void gpt2_slice_backward_weight(Gpt2Slice *slice, int slot, float *grads) {
 
     if (s->p.has_head) {
         const float *top = a.xs + (size_t)s->n_layers * NC;
-        gpt2_cpu_matmul_backward_weight(slice_t(s, grads, s->head), NULL, a.probs, a.lnf, N, C,
-                                        m->Vp);
+        gpt2_cpu_head_backward_weight(slice_t(s, grads, s->head), a.probs, a.targets, *a.dloss,
+                                      a.lnf, N, C, m->V, m->Vp);
         gpt2_cpu_layernorm_backward_weight(slice_t(s, grads, s->lnf_w), slice_t(s, grads, s->lnf_b),
                                            a.dlnf, top, a.lnf_mean, a.lnf_rstd, N, C);
     }

@@ -13,8 +13,8 @@
 #include "kern-check.h"
 #include "kern-util.h"
 
-/* Polls of a spinning thread before it sleeps (tens of microseconds). */
-#define KERN_POOL_SPINS 20000
+/* Polls of a spinning thread before it sleeps (about 50 microseconds: a pause takes 10-20 ns). */
+#define KERN_POOL_SPINS 3000
 /* Chunks kern_parallel_range() makes per worker. */
 #define KERN_POOL_CHUNKS_PER_WORKER 4
 

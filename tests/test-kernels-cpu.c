@@ -347,61 +347,66 @@ START_TEST(test_residual_grad) {
 }
 END_TEST
 
-/* --- softmax + cross-entropy --- */
+/* --- softmax + cross-entropy, fused with the LM head --- */
 
-enum { CE_N = 4, CE_V = 37, CE_VP = 128 };
+enum { CE_N = 4, CE_C = 8, CE_V = 37, CE_VP = 128 };
 
 typedef struct {
-    float   logits[CE_N * CE_VP], work[CE_N * CE_VP];
+    float   inp[CE_N * CE_C], w[CE_VP * CE_C], probs[CE_N * CE_VP];
     int32_t targets[CE_N];
 } CeCase;
 
+/* mean loss of the logits inp @ w^T; leaves the probabilities in probs */
 static double ce_objective(void *ctx) {
     CeCase *c = ctx;
-    memcpy(c->work, c->logits, sizeof c->work);
-    return gpt2_cpu_crossentropy_forward(c->work, NULL, c->targets, CE_N, CE_V, CE_VP);
+    gpt2_cpu_matmul_forward(c->probs, c->inp, c->w, NULL, CE_N, CE_C, CE_VP);
+    return gpt2_cpu_crossentropy_forward(c->probs, NULL, c->targets, CE_N, CE_V, CE_VP);
 }
 
 START_TEST(test_crossentropy_grad) {
     static CeCase c;
     uint64_t      rng = kern_rng_seed(6);
-    /* equal logits: the loss is log V exactly, whatever the padded columns hold */
-    for (int i = 0; i < CE_N * CE_VP; i++)
-        c.logits[i] = (i % CE_VP) < CE_V ? 0.5f : 100.0f * kern_rng_uniform(&rng);
     for (int n = 0; n < CE_N; n++)
         c.targets[n] = (int32_t)(n * 11 % CE_V);
-    ck_assert_double_eq_tol(ce_objective(&c), log((double)CE_V), 1e-6);
+    /* equal logits: the loss is log V exactly, whatever the padded columns hold */
+    static float logits[CE_N * CE_VP], row_loss[CE_N];
+    for (int i = 0; i < CE_N * CE_VP; i++)
+        logits[i] = (i % CE_VP) < CE_V ? 0.5f : 100.0f * kern_rng_uniform(&rng);
+    float loss = gpt2_cpu_crossentropy_forward(logits, row_loss, c.targets, CE_N, CE_V, CE_VP);
+    ck_assert_double_eq_tol(loss, log((double)CE_V), 1e-6);
+    ck_assert_double_eq_tol(row_loss[2], log((double)CE_V), 1e-6);
 
-    fill_uniform(c.logits, CE_N * CE_VP, -3.0f, 3.0f, &rng);
-    double loss = ce_objective(&c);
+    fill_uniform(c.inp, CE_N * CE_C, -1.0f, 1.0f, &rng);
+    fill_uniform(c.w, CE_VP * CE_C, -1.0f, 1.0f, &rng);
     /* probabilities: sum 1 over the real vocabulary, exactly 0 in the padding */
+    loss = (float)ce_objective(&c);
     for (int n = 0; n < CE_N; n++) {
         double s = 0.0;
         for (int i = 0; i < CE_VP; i++) {
             if (i >= CE_V)
-                ck_assert_float_eq(c.work[n * CE_VP + i], 0.0f);
-            s += c.work[n * CE_VP + i];
+                ck_assert_float_eq(c.probs[n * CE_VP + i], 0.0f);
+            s += c.probs[n * CE_VP + i];
         }
         ck_assert_double_eq_tol(s, 1.0, 1e-5);
     }
-    /* the loss ignores the padded logits */
-    for (int n = 0; n < CE_N; n++)
-        c.logits[n * CE_VP + CE_V + 3] = 1e4f;
-    ck_assert_double_eq(ce_objective(&c), loss);
+    /* the loss ignores the padded logits (weight rows V..Vp-1) */
+    for (int i = CE_V * CE_C; i < CE_VP * CE_C; i++)
+        c.w[i] = 1e3f;
+    float again = (float)ce_objective(&c);
+    ck_assert_mem_eq(&again, &loss, sizeof loss);
 
-    static float probs[CE_N * CE_VP], dlogits[CE_N * CE_VP];
-    memcpy(probs, c.work, sizeof probs);
-    gpt2_cpu_crossentropy_backward(dlogits, probs, c.targets, 1.0f / CE_N, CE_N, CE_V, CE_VP);
-    for (int n = 0; n < CE_N; n++)
-        for (int i = CE_V; i < CE_VP; i++)
-            ck_assert_float_eq(dlogits[n * CE_VP + i], 0.0f);
-    /* check the real columns only: the padded ones do not enter the loss at all */
-    for (int n = 0; n < CE_N; n++)
-        check_grad(ce_objective, &c, c.logits + n * CE_VP, dlogits + n * CE_VP, CE_V,
-                   "crossentropy dlogits");
-    /* in place (dlogits aliasing probs) gives the same numbers */
-    gpt2_cpu_crossentropy_backward(probs, probs, c.targets, 1.0f / CE_N, CE_N, CE_V, CE_VP);
-    ck_assert_mem_eq(probs, dlogits, sizeof probs);
+    /* gradients through the head: padded weight rows get exactly zero */
+    static float dinp[CE_N * CE_C], dw[CE_VP * CE_C];
+    memset(dw, 0, sizeof dw);
+    gpt2_cpu_head_backward_input(dinp, c.probs, c.targets, 1.0f / CE_N, c.w, CE_N, CE_C, CE_V,
+                                 CE_VP);
+    gpt2_cpu_head_backward_weight(dw, c.probs, c.targets, 1.0f / CE_N, c.inp, CE_N, CE_C, CE_V,
+                                  CE_VP);
+    for (int i = CE_V * CE_C; i < CE_VP * CE_C; i++)
+        ck_assert_float_eq(dw[i], 0.0f);
+    check_grad(ce_objective, &c, c.inp, dinp, CE_N * CE_C, "head dinp");
+    /* the real rows only: the padded ones do not enter the loss at all */
+    check_grad(ce_objective, &c, c.w, dw, CE_V * CE_C, "head dweight");
 }
 END_TEST
 
