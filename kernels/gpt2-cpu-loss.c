@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT
  * gpt2-cpu-loss.c: softmax + cross-entropy over the padded vocabulary, fused with the LM head's
  * backward (gpt2_cpu_crossentropy_forward, gpt2_cpu_head_backward_* of gpt2-cpu.h). The
- * backward products compute the logits' gradient from the probabilities block by block as
- * kern_gemm_load_a() asks for it, so the (N, Vp) gradient is never written to memory: two
- * passes less over the largest array of a CPU step. Rows split among the kern-pool team; the
- * mean loss adds the rows' losses in row order afterwards, so nothing depends on the thread
- * count.
+ * logits' gradient (probs - onehot) * dloss is linear in the probabilities, so the backward
+ * products read the probabilities as they are and correct the one-hot part afterwards: the
+ * (N, Vp) gradient is never written, two passes less over the largest array of a CPU step.
+ * Rows (or, for sums over rows, channels) split among the kern-pool team; the mean loss adds
+ * the rows' losses in row order afterwards, so nothing depends on the thread count.
  */
 #include "gpt2-cpu.h"
 
@@ -59,53 +59,56 @@ float gpt2_cpu_crossentropy_forward(float *logits, float *row_loss, const int32_
     return (float)(total / N);
 }
 
-/* --- backward: the logits' gradient, one block at a time --- */
+/* --- backward --- */
 
+/* dlogits @ X = dloss * (probs @ X) - dloss * X[target] row by row, and likewise for the
+ * transposed product: the products read the probabilities as they are, and the one-hot part
+ * is a row gather (B) or scatter (W). */
 typedef struct {
-    const float   *probs;
+    float         *out;
+    const float   *src;
     const int32_t *targets;
     float          dloss;
-    int            Vp;
-} HeadGrad;
+    int            N, C;
+} HeadArgs;
 
-/* dlogits[n][v] for v in [v0, v0 + len) into d[0..len) (the padded columns' probabilities are
- * 0, so they give 0) */
-static inline void head_dlogits_row(const HeadGrad *g, int n, int v0, int len, float *d) {
-    const float *p = g->probs + (size_t)n * g->Vp + v0;
-    for (int i = 0; i < len; i++)
-        d[i] = p[i] * g->dloss;
-    int t = g->targets[n] - v0;
-    if (t >= 0 && t < len)
-        d[t] -= g->dloss;
-}
-
-/* op(A) = dlogits (N, Vp): rows are tokens, k the vocabulary; row-major blocks. */
-KERN_CLONES static void head_load_dlogits(void *ctx, float *dst, size_t ld, int i0, int rows,
-                                          int p0, int kc) {
-    for (int r = 0; r < rows; r++)
-        head_dlogits_row(ctx, i0 + r, p0, kc, dst + (size_t)r * ld);
-}
-
-/* op(A) = dlogits^T (Vp, N): rows are the vocabulary, k the tokens; k-major blocks, so each
- * k is a contiguous piece of one token's row. */
-KERN_CLONES static void head_load_dlogits_t(void *ctx, float *dst, size_t ld, int i0, int rows,
-                                            int p0, int kc) {
-    for (int k = 0; k < kc; k++)
-        head_dlogits_row(ctx, p0 + k, i0, rows, dst + (size_t)k * ld);
+/* B: out[n] -= dloss * src[targets[n]] for rows [begin, end) */
+KERN_CLONES static void head_input_onehot_rows(void *arg, size_t begin, size_t end) {
+    const HeadArgs *a = arg;
+    for (size_t n = begin; n < end; n++) {
+        const float *w = a->src + (size_t)a->targets[n] * a->C;
+        float       *o = a->out + n * a->C;
+        for (int c = 0; c < a->C; c++)
+            o[c] -= a->dloss * w[c];
+    }
 }
 
 void gpt2_cpu_head_backward_input(float *dinp, const float *probs, const int32_t *targets,
                                   float dloss, const float *weight, int N, int C, int V, int Vp) {
     KERN_ASSERT(V <= Vp);
-    HeadGrad g = {.probs = probs, .targets = targets, .dloss = dloss, .Vp = Vp};
-    kern_gemm_load_a(KERN_GEMM_NO_TRANS, head_load_dlogits, &g, KERN_GEMM_NO_TRANS, N, C, Vp, 1.0f,
-                     weight, C, 0.0f, dinp, C);
+    kern_gemm(KERN_GEMM_NO_TRANS, KERN_GEMM_NO_TRANS, N, C, Vp, dloss, probs, Vp, weight, C, 0.0f,
+              dinp, C);
+    HeadArgs a = {.out = dinp, .src = weight, .targets = targets, .dloss = dloss, .N = N, .C = C};
+    kern_parallel_range((size_t)N, 16, head_input_onehot_rows, &a);
+}
+
+/* W: out[targets[n]][c] -= dloss * src[n][c] for channels [begin, end), rows in order (a
+ * token seen twice subtracts in row order) */
+KERN_CLONES static void head_weight_onehot_channels(void *arg, size_t begin, size_t end) {
+    const HeadArgs *a = arg;
+    for (int n = 0; n < a->N; n++) {
+        const float *x = a->src + (size_t)n * a->C;
+        float       *o = a->out + (size_t)a->targets[n] * a->C;
+        for (size_t c = begin; c < end; c++)
+            o[c] -= a->dloss * x[c];
+    }
 }
 
 void gpt2_cpu_head_backward_weight(float *dweight, const float *probs, const int32_t *targets,
                                    float dloss, const float *inp, int N, int C, int V, int Vp) {
     KERN_ASSERT(V <= Vp);
-    HeadGrad g = {.probs = probs, .targets = targets, .dloss = dloss, .Vp = Vp};
-    kern_gemm_load_a(KERN_GEMM_TRANS, head_load_dlogits_t, &g, KERN_GEMM_NO_TRANS, Vp, C, N, 1.0f,
-                     inp, C, 1.0f, dweight, C);
+    kern_gemm(KERN_GEMM_TRANS, KERN_GEMM_NO_TRANS, Vp, C, N, dloss, probs, Vp, inp, C, 1.0f,
+              dweight, C);
+    HeadArgs a = {.out = dweight, .src = inp, .targets = targets, .dloss = dloss, .N = N, .C = C};
+    kern_parallel_range((size_t)C, 32, head_weight_onehot_channels, &a);
 }

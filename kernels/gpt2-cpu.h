@@ -134,10 +134,11 @@ float gpt2_cpu_crossentropy_forward(float         *logits,   // (N, Vp) in: logi
                                     const int32_t *targets,  // (N), ids in [0, V)
                                     int N, int V, int Vp);
 
-/* The backward of logits = inp @ weight^T followed by the loss, with the logits' gradient
- * dlogits = (probs - onehot(target)) * dloss (0 in padded columns) computed block by block
- * inside the products, never stored. @dloss is the gradient of each row's loss, e.g. 1 / N
- * for the mean. */
+/* The backward of logits = inp @ weight^T followed by the loss, whose logits' gradient
+ * dlogits = (probs - onehot(target)) * dloss (0 in padded columns) is never stored: the
+ * products take dloss * probs and the one-hot part is subtracted row by row afterwards (rows in
+ * order where a token repeats). @dloss is the gradient of each row's loss, e.g. 1 / N for the
+ * mean. */
 /* B: dinp = dlogits @ weight (overwritten). */
 void gpt2_cpu_head_backward_input(float         *dinp,              // (N, C)
                                   const float   *probs,             // (N, Vp) from the forward

@@ -200,9 +200,6 @@ static inline int gemm_ceil_div(int a, int b) {
 typedef struct {
     const GemmIsa *isa;
     KernGemmTrans  ta, tb;
-    KernGemmLoadA  load_a; /* nullable: computes op(A) blocks instead of reading A */
-    void          *load_ctx;
-    KernGemmTrans  load_layout; /* KERN_GEMM_NO_TRANS: row-major blocks, else k-major */
     int            M, N, K;
     float          alpha, beta;
     const float   *A, *B;
@@ -230,18 +227,7 @@ static void gemm_block_kernel(const GemmJob *j, const GemmScratch *w, const floa
     float beta = pc == 0 ? j->beta : 1.0f;
     float tile[GEMM_MR_MAX * GEMM_NR];
 
-    size_t rows_pad = (size_t)n_ir * mr;
-    if (j->load_a) {
-        /* rows past mcr feed only tile rows that are never stored: zero them all the same */
-        if (j->load_layout == KERN_GEMM_NO_TRANS) {
-            j->load_a(j->load_ctx, w->apack, (size_t)kc, ic, mcr, pc, kc);
-            memset(w->apack + (size_t)mcr * kc, 0, (rows_pad - mcr) * kc * sizeof(float));
-        } else {
-            j->load_a(j->load_ctx, w->apack, rows_pad, ic, mcr, pc, kc);
-            for (int k = 0; k < kc && (size_t)mcr < rows_pad; k++)
-                memset(w->apack + k * rows_pad + mcr, 0, (rows_pad - mcr) * sizeof(float));
-        }
-    } else if (j->ta == KERN_GEMM_TRANS) {
+    if (j->ta == KERN_GEMM_TRANS) {
         for (int ir = 0; ir < n_ir; ir++)
             gemm_pack_a(w->apack + (size_t)ir * mr * kc, j->ta, j->A, j->lda, j->M, ic + ir * mr,
                         mr, pc, kc);
@@ -270,14 +256,7 @@ static void gemm_block_kernel(const GemmJob *j, const GemmScratch *w, const floa
             int          m_rows = mcr - ir * mr < mr ? mcr - ir * mr : mr;
             const float *a;
             size_t       a_rs = 1, a_ks = (size_t)mr;
-            if (j->load_a && j->load_layout == KERN_GEMM_NO_TRANS) {
-                a = w->apack + (size_t)ir * mr * kc;
-                a_rs = (size_t)kc;
-                a_ks = 1;
-            } else if (j->load_a) {
-                a = w->apack + (size_t)ir * mr;
-                a_ks = rows_pad;
-            } else if (j->ta == KERN_GEMM_TRANS) {
+            if (j->ta == KERN_GEMM_TRANS) {
                 a = w->apack + (size_t)ir * mr * kc;
             } else if (m_rows < mr) {
                 a = w->apack;
@@ -383,17 +362,11 @@ static void gemm_run(GemmJob *j) {
         j->pack_b = 1;
         j->mb = gemm_split(M, mr, 1, &j->n_mblocks);
         j->nb = gemm_split(N, GEMM_NR, 1, &j->n_nblocks);
-    } else if (j->ta == KERN_GEMM_TRANS || (j->load_a && j->load_layout == KERN_GEMM_TRANS)) {
-        /* op(A) is packed (or loaded k-major, as for a transposed A): split rows only, into
-         * blocks that repay packing op(B) too */
+    } else if (j->ta == KERN_GEMM_TRANS) {
+        /* op(A) is packed: split rows only, into blocks that repay packing op(B) too */
         j->pack_b = 1;
         j->mb = gemm_split(M, mr, gemm_min(tasks, gemm_ceil_div(M, GEMM_MIN_PACKED_ROWS)),
                            &j->n_mblocks);
-        j->nb = gemm_split(N, GEMM_NR, 1, &j->n_nblocks);
-    } else if (j->load_a) {
-        /* op(A) is loaded row-major: split rows only, op(B) read in place if it can be */
-        j->pack_b = j->tb == KERN_GEMM_TRANS;
-        j->mb = gemm_split(M, mr, gemm_min(tasks, gemm_ceil_div(M, j->mc)), &j->n_mblocks);
         j->nb = gemm_split(N, GEMM_NR, 1, &j->n_nblocks);
     } else if (j->tb == KERN_GEMM_TRANS || (int64_t)M * K <= GEMM_SMALL_A_FLOATS) {
         /* op(B) is packed (or op(A) is small enough to be read again by every task): split
@@ -410,12 +383,6 @@ static void gemm_run(GemmJob *j) {
     kern_parallel_for(j->n_mblocks * j->n_nblocks, gemm_task, j);
 }
 
-static void gemm_check_bc(KernGemmTrans tb, int M, int N, int K, int ldb, int ldc) {
-    KERN_ASSERT(M >= 0 && N >= 0 && K >= 0);
-    KERN_ASSERT(ldb >= (tb == KERN_GEMM_TRANS ? K : N) && ldb >= 1);
-    KERN_ASSERT(ldc >= N && ldc >= 1);
-}
-
 void kern_gemm(KernGemmTrans ta, KernGemmTrans tb, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     kern_gemm_isa(kern_isa(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -425,8 +392,10 @@ void kern_gemm_isa(KernIsa isa, KernGemmTrans ta, KernGemmTrans tb, int M, int N
                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                    float *C, int ldc) {
     KERN_ASSERT(isa <= kern_isa());
-    gemm_check_bc(tb, M, N, K, ldb, ldc);
+    KERN_ASSERT(M >= 0 && N >= 0 && K >= 0);
     KERN_ASSERT(lda >= (ta == KERN_GEMM_TRANS ? M : K) && lda >= 1);
+    KERN_ASSERT(ldb >= (tb == KERN_GEMM_TRANS ? K : N) && ldb >= 1);
+    KERN_ASSERT(ldc >= N && ldc >= 1);
     GemmJob j = {.isa = gemm_isa(isa),
                  .ta = ta,
                  .tb = tb,
@@ -438,28 +407,6 @@ void kern_gemm_isa(KernIsa isa, KernGemmTrans ta, KernGemmTrans tb, int M, int N
                  .A = A,
                  .B = B,
                  .lda = (size_t)lda,
-                 .ldb = (size_t)ldb,
-                 .ldc = (size_t)ldc,
-                 .C = C};
-    gemm_run(&j);
-}
-
-void kern_gemm_load_a(KernGemmTrans layout, KernGemmLoadA load_a, void *ctx, KernGemmTrans tb,
-                      int M, int N, int K, float alpha, const float *B, int ldb, float beta,
-                      float *C, int ldc) {
-    gemm_check_bc(tb, M, N, K, ldb, ldc);
-    GemmJob j = {.isa = gemm_isa(kern_isa()),
-                 .ta = KERN_GEMM_NO_TRANS,
-                 .load_a = load_a,
-                 .load_ctx = ctx,
-                 .load_layout = layout,
-                 .tb = tb,
-                 .M = M,
-                 .N = N,
-                 .K = K,
-                 .alpha = alpha,
-                 .beta = beta,
-                 .B = B,
                  .ldb = (size_t)ldb,
                  .ldc = (size_t)ldc,
                  .C = C};

@@ -5,8 +5,6 @@
  */
 #pragma once
 
-#include <stddef.h>
-
 #include "kern-simd.h"
 
 #ifdef __cplusplus
@@ -36,18 +34,6 @@ void kern_gemm(KernGemmTrans ta, KernGemmTrans tb, int M, int N, int K, float al
 void kern_gemm_isa(KernIsa isa, KernGemmTrans ta, KernGemmTrans tb, int M, int N, int K,
                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                    float *C, int ldc);
-
-/* Computes the block op(A)[i0 + r][p0 + k], r < rows, k < kc, into @dst: at dst[r * ld + k]
- * when the loader was given layout KERN_GEMM_NO_TRANS, at dst[k * ld + r] otherwise. */
-typedef void (*KernGemmLoadA)(void *ctx, float *dst, size_t ld, int i0, int rows, int p0, int kc);
-
-/* kern_gemm() with an op(A) that is computed rather than stored: @load_a fills each block of
- * op(A) a task needs (blocks of up to one cache block of rows by one k-block), in @layout, from
- * worker threads, possibly several at once and the same block more than once. For products
- * whose op(A) is a cheap function of data that would cost memory traffic to materialise. */
-void kern_gemm_load_a(KernGemmTrans layout, KernGemmLoadA load_a, void *ctx, KernGemmTrans tb,
-                      int M, int N, int K, float alpha, const float *B, int ldb, float beta,
-                      float *C, int ldc);
 
 /* Depth of one k-block (see kern_gemm()). */
 enum { KERN_GEMM_KC = 256 };

@@ -217,48 +217,6 @@ START_TEST(test_gemm_nested_in_tasks) {
 }
 END_TEST
 
-/* --- computed op(A) --- */
-
-/* A loader that copies op(A) from a stored product's A. */
-static void load_from_prod(void *ctx, float *dst, size_t ld, int i0, int rows, int p0, int kc) {
-    const Prod *p = ctx;
-    for (int r = 0; r < rows; r++)
-        for (int k = 0; k < kc; k++) {
-            float v = (float)op_a(p, i0 + r, p0 + k);
-            if (p->ta == KERN_GEMM_NO_TRANS) /* the loader's layout follows the stored one */
-                dst[(size_t)r * ld + k] = v;
-            else
-                dst[(size_t)k * ld + r] = v;
-        }
-}
-
-/* kern_gemm_load_a gives bitwise kern_gemm's result, in both layouts, on 1 and 3 threads. */
-START_TEST(test_gemm_load_a) {
-    static const int shapes[][3] = {{5, 7, 3}, {70, 33, 300}, {260, 300, 600}, {1030, 64, 90}};
-    for (int threads = 1; threads <= 3; threads += 2) {
-        kern_set_threads(threads);
-        for (int t = 0; t < 4; t++) {
-            for (size_t sh = 0; sh < N_ELEMS(shapes); sh++) {
-                KernGemmTrans ta = t & 1 ? KERN_GEMM_TRANS : KERN_GEMM_NO_TRANS;
-                KernGemmTrans tb = t & 2 ? KERN_GEMM_TRANS : KERN_GEMM_NO_TRANS;
-                Prod          ref, got;
-                prod_init(&ref, ta, tb, shapes[sh][0], shapes[sh][1], shapes[sh][2], 1.0f, 1.0f,
-                          30 + sh);
-                prod_init(&got, ta, tb, shapes[sh][0], shapes[sh][1], shapes[sh][2], 1.0f, 1.0f,
-                          30 + sh);
-                prod_run(&ref, kern_isa());
-                kern_gemm_load_a(ta, load_from_prod, &got, tb, got.M, got.N, got.K, got.alpha,
-                                 got.B, got.ldb, got.beta, got.C, got.ldc);
-                ck_assert_msg(memcmp(ref.C, got.C, (size_t)ref.M * ref.ldc * sizeof(float)) == 0,
-                              "trans %d shape %zu threads %d", t, sh, threads);
-                prod_clear(&ref);
-                prod_clear(&got);
-            }
-        }
-    }
-}
-END_TEST
-
 /* --- pool --- */
 
 typedef struct {
@@ -324,7 +282,6 @@ static Suite *gemm_suite(void) {
     tcase_add_test(tc, test_gemm_special_scalars);
     tcase_add_test(tc, test_gemm_thread_count_bitwise);
     tcase_add_test(tc, test_gemm_nested_in_tasks);
-    tcase_add_test(tc, test_gemm_load_a);
     tcase_add_test(tc, test_pool_each_task_once);
     tcase_add_test(tc, test_pool_scratch);
     suite_add_tcase(s, tc);
