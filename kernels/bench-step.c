@@ -5,6 +5,7 @@
  * tokens, and prints the median wall and CPU milliseconds per step and per phase.
  * Usage: pacer-bench-step [steps (5)] [threads (2)].
  */
+#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -111,10 +112,10 @@ int main(int argc, char **argv) {
             phase_cpu[ph * steps + s] = c[ph + 1] - c[ph];
         }
     }
-    printf("params %zu, B %d, T %d, threads %d, %s kernels: median %.1f ms/step over %d steps "
-           "(CPU %.1f ms)\n",
+    printf("params %zu, B %d, T %d, threads %d, %s loops, OpenBLAS %s: median %.1f ms/step over "
+           "%d steps (CPU %.1f ms)\n",
            gpt2_slice_n_params(slice), sp.B, sp.model.T, threads, kern_isa_name(),
-           median(wall, steps), steps, median(cpu, steps));
+           openblas_get_corename(), median(wall, steps), steps, median(cpu, steps));
     for (int ph = 0; ph < N_PHASES; ph++)
         printf("  %-13s %8.1f ms (CPU %.1f ms)\n", phase_names[ph],
                median(phase_wall + (size_t)ph * steps, steps),

@@ -11,9 +11,9 @@
  * product) or by output channels, never inside a sum. Every sum over rows (weight, bias,
  * LayerNorm and embedding gradients) runs over all rows in ascending order on one thread, and
  * every sum along a row (LayerNorm statistics, softmax, dot products) goes into GPT2_LANES
- * fixed partial sums (gpt2-cpu-math.h); products follow kern_gemm()'s fixed k order. So
- * results are bitwise identical for any thread count; they may differ between instruction sets
- * (fused multiply-adds where the processor has them).
+ * fixed partial sums (gpt2-cpu-math.h); products are split by rows at OpenBLAS's tile boundaries
+ * (kern_gemm()). So results are bitwise identical for any thread count; they may differ between
+ * instruction sets (fused multiply-adds where the processor has them) and OpenBLAS core types.
  */
 #pragma once
 

@@ -159,9 +159,9 @@ void gpt2_slice_backward(Gpt2Slice *slice, const float *params, int slot, const 
 /* Determinism: every reduction has a fixed order that does not depend on the thread count
  * (gpt2-cpu.h), so the same inputs on the same machine give bitwise identical results for any
  * kern_set_threads() value; a processor with another vector instruction set (kern-simd.h, and
- * valgrind's emulated CPU) may round differently. Splitting a model at any block boundary
- * gives bitwise the same loss, x_out/dx_in at the boundaries and gradients as one slice of the
- * whole model (each block runs the same kernels on the same shapes). */
+ * valgrind's emulated CPU) or another OpenBLAS core type may round differently. Splitting a model
+ * at any block boundary gives bitwise the same loss, x_out/dx_in at the boundaries and gradients as
+ * one slice of the whole model (each block runs the same kernels on the same shapes). */
 
 #ifdef __cplusplus
 }

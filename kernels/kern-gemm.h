@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * kern-gemm.h: the CPU kernels' single-precision matrix product (row-major, BLAS's sgemm
- * semantics), threaded on the kern-pool team and vectorised for the processor it runs on
- * (kern-simd.h).
+ * semantics): OpenBLAS's cblas_sgemm on blocks of C, one block per task of the kern-pool team,
+ * so that pipeline stages each use their own threads and never OpenBLAS's shared pool.
  */
 #pragma once
-
-#include "kern-simd.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,22 +19,24 @@ typedef enum {
  *   B: (K, N) with ldb >= N, or (N, K) with ldb >= K when transposed
  *   C: (M, N) with ldc >= N
  * beta == 0 never reads C (it may hold NaN). C must not overlap A or B.
- * Each element of C is reduced over k in ascending order, in blocks of KERN_GEMM_KC: within a
- * block the products accumulate from zero with fused multiply-adds (baseline x86-64: multiply
- * then add), and each block's sum is scaled by alpha and added to C. Blocks are partitioned
- * among threads by rows and columns of C only, so results are bitwise identical for any thread
- * count; they may differ between instruction sets. */
+ * C is split among the calling thread's team into blocks of whole rows starting at multiples of
+ * KERN_GEMM_ROW_ALIGN (never along K, never by columns), each block a single-threaded
+ * cblas_sgemm call. OpenBLAS's kernel rounds an element the same way wherever such a block
+ * starts, so results are bitwise identical for any kern_threads() (tests/test-gemm.c asserts
+ * it); blocks of columns, or rows at other offsets, would change the rounding. Products below
+ * KERN_GEMM_SERIAL_MACS multiply-adds, with fewer than 2 * KERN_GEMM_ROW_ALIGN rows, or called
+ * from inside a task run on the calling thread alone. OpenBLAS's own thread count is set to 1
+ * on the first call. */
 void kern_gemm(KernGemmTrans ta, KernGemmTrans tb, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
-/* kern_gemm() with the register tile of instruction set @isa instead of kern_isa()'s; @isa
- * must not exceed kern_isa(). For tests of the tiles this processor would not pick. */
-void kern_gemm_isa(KernIsa isa, KernGemmTrans ta, KernGemmTrans tb, int M, int N, int K,
-                   float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                   float *C, int ldc);
-
-/* Depth of one k-block (see kern_gemm()). */
-enum { KERN_GEMM_KC = 256 };
+enum {
+    KERN_GEMM_SERIAL_MACS = 1 << 18, /* smaller products are not split */
+    /* rows of every block but the last: a multiple. OpenBLAS 0.3.21's Haswell sgemm walks the
+     * rows of a row-major C in groups of 12 (its columns in column-major terms) and rounds by
+     * group shape: blocks must start on a group boundary. */
+    KERN_GEMM_ROW_ALIGN = 48
+};
 
 #ifdef __cplusplus
 }

@@ -42,8 +42,6 @@ int kern_pool_workers(void);
  * user, so buffers in use never alias.
  * Returns: (transfer none). */
 enum {
-    KERN_SCRATCH_GEMM_A,    /* kern-gemm.c: one thread's packed block of A */
-    KERN_SCRATCH_GEMM_B,    /* kern-gemm.c: the calling thread's packed panel of B */
     KERN_SCRATCH_ATTENTION, /* gpt2-cpu-attn.c: one head's score gradients */
     KERN_SCRATCH_SUMS,      /* the calling thread's partial sums: per-row losses
                                (gpt2-cpu-loss.c), per-chunk squares (optim-cpu.c) */
