@@ -31,6 +31,8 @@ typedef enum {
     PP_KEY_HARDWARE_PRESET, /* a pp-presets.h device; fills [hardware] */
     PP_KEY_INT32_LIST,      /* comma-separated whole numbers in [min, max] */
     PP_KEY_STRING_LIST,     /* comma-separated non-empty texts */
+    PP_KEY_SCALED_LIST,     /* comma-separated numbers in the range, stored as int64_t
+                               round(value * scale) each */
 } PpKeyType;
 
 typedef enum {
@@ -46,10 +48,10 @@ typedef struct {
     const char        *key;
     PpKeyType          type;
     size_t             offset;       /* of the field in PpScenario */
-    size_t             count_offset; /* INT32_LIST: of its int32_t length field */
+    size_t             count_offset; /* INT32_LIST, SCALED_LIST: of its int32_t length */
     const char        *def;          /* default in file units; NULL: see flags */
     double             min, max;     /* valid range in file units (numbers, list elements) */
-    double             scale;        /* stored unit per file unit (DOUBLE, SCALED_INT64) */
+    double             scale;        /* stored unit per file unit (DOUBLE, SCALED_*) */
     const char *const *choices;      /* ENUM: NULL-terminated */
     unsigned           flags;
     const char        *description; /* one line; written as a comment by to_data */
@@ -89,6 +91,13 @@ static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
     {                                                                                              \
         .section = sec, .key = k, .type = PP_KEY_SCALED_INT64, .offset = PP_OFF(field), .def = d,  \
         .min = 0.0, .max = hi, .scale = sc, .flags = fl, .description = desc                       \
+    }
+/* A per-stage [costs] time list: one value for every stage, or one per stage. */
+#define PP_STAGE_US(k, field, count, d, fl, desc)                                                  \
+    {                                                                                              \
+        .section = "costs", .key = k, .type = PP_KEY_SCALED_LIST, .offset = PP_OFF(field),         \
+        .count_offset = PP_OFF(count), .def = d, .min = 0.0, .max = PP_US_MAX, .scale = 1e3,       \
+        .flags = fl, .description = desc                                                           \
     }
 #define PP_TEXT(sec, k, ty, field, d, fl, desc)                                                    \
     {                                                                                              \
@@ -169,16 +178,22 @@ static const PpScenarioKey pp_scenario_keys[] = {
            "sequences per optimizer step; absent: derived from the pipeline"),
     PP_INT("training", "steps", training.steps, "10", 1, PP_I32_MAX, 0, "optimizer steps"),
 
-    PP_SCALED("costs", "forward_us", costs.forward_ns, NULL, PP_US_MAX, 1e3, PP_KEY_REQUIRED,
-              "forward of one micro-batch through one full stage, us"),
-    PP_SCALED("costs", "backward_us", costs.backward_ns, NULL, PP_US_MAX, 1e3, PP_KEY_REQUIRED,
-              "input-gradient backward B of one full stage, us"),
-    PP_SCALED("costs", "weight_us", costs.weight_ns, "0", PP_US_MAX, 1e3, 0,
-              "weight-gradient backward W, us; a fused BW costs backward_us + weight_us"),
+    PP_STAGE_US("forward_us", costs.forward_stage_ns, costs.n_forward_stage, NULL, PP_KEY_REQUIRED,
+                "forward of one micro-batch through one full stage, us; one value for every "
+                "stage or one per stage, comma-separated"),
+    PP_STAGE_US("backward_us", costs.backward_stage_ns, costs.n_backward_stage, NULL,
+                PP_KEY_REQUIRED,
+                "input-gradient backward B of one full stage, us; one value or one per stage"),
+    PP_STAGE_US("weight_us", costs.weight_stage_ns, costs.n_weight_stage, "0", 0,
+                "weight-gradient backward W, us; one value or one per stage"),
     PP_SCALED("costs", "comm_us", costs.comm_ns, "0", PP_US_MAX, 1e3, 0,
               "one stage-to-stage hop, us"),
-    PP_SCALED("costs", "update_us", costs.update_ns, "0", PP_US_MAX, 1e3, 0,
-              "optimizer step of one stage, us"),
+    PP_STAGE_US("update_us", costs.update_stage_ns, costs.n_update_stage, "0", 0,
+                "optimizer step of one stage, us; one value or one per stage"),
+    PP_STAGE_US("fused_backward_us", costs.fused_stage_ns, costs.n_fused_stage, NULL,
+                PP_KEY_OPTIONAL,
+                "fused backward BW of one full stage, us; one value or one per stage; absent: "
+                "backward_us + weight_us"),
 
     PP_TEXT("data", "paths", PP_KEY_STRING_LIST, data.paths, NULL, PP_KEY_OPTIONAL,
             "extra text files or folders, comma-separated; absent: the default corpus"),
@@ -336,6 +351,10 @@ static char *pp_scenario_key_expected(const PpScenarioKey *k) {
         return g_strdup_printf("a whole number from %s to %s", lo, hi);
     case PP_KEY_INT32_LIST:
         return g_strdup_printf("comma-separated whole numbers from %s to %s", lo, hi);
+    case PP_KEY_SCALED_LIST:
+        return g_strdup_printf("numbers from %s to %s: one for every stage, or one per stage, "
+                               "comma-separated",
+                               lo, hi);
     case PP_KEY_UINT64:
         return g_strdup("a whole number >= 0");
     case PP_KEY_DOUBLE:
@@ -546,6 +565,24 @@ static gboolean pp_scenario_parse_value(PpScenario *sc, const PpScenarioKey *k, 
         *(int32_t *)((char *)sc + k->count_offset) = n;
         return TRUE;
     }
+    case PP_KEY_SCALED_LIST: {
+        g_auto(GStrv) items = NULL;
+        if (!pp_scenario_parse_list(k, origin, value, &items, error))
+            return FALSE;
+        int32_t n = (int32_t)g_strv_length(items);
+        if (n == 0)
+            return pp_scenario_value_error(k, origin, value, "empty", error);
+        g_autofree int64_t *list = g_new(int64_t, n);
+        for (int32_t i = 0; i < n; i++) {
+            if ((status = pp_parse_double(k, items[i], &dv)) != PP_NUM_OK)
+                return pp_scenario_num_error(k, origin, value, status, error);
+            list[i] = (int64_t)llround(dv * k->scale);
+        }
+        g_free(*PP_FIELD(sc, k, int64_t *));
+        *PP_FIELD(sc, k, int64_t *) = g_steal_pointer(&list);
+        *(int32_t *)((char *)sc + k->count_offset) = n;
+        return TRUE;
+    }
     case PP_KEY_STRING_LIST: {
         g_auto(GStrv) items = NULL;
         if (!pp_scenario_parse_list(k, origin, value, &items, error))
@@ -590,6 +627,17 @@ static char *pp_scenario_format_value(const PpScenario *sc, const PpScenarioKey 
         GString *text = g_string_new(NULL);
         for (int32_t i = 0; i < n; i++)
             g_string_append_printf(text, "%s%" G_GINT32_FORMAT, i ? "," : "", list[i]);
+        return g_string_free(text, FALSE);
+    }
+    case PP_KEY_SCALED_LIST: {
+        const int64_t *list = *PP_CFIELD(sc, k, int64_t *);
+        int32_t        n = *(const int32_t *)((const char *)sc + k->count_offset);
+        if (list == NULL)
+            return NULL;
+        GString *text = g_string_new(NULL);
+        for (int32_t i = 0; i < n; i++)
+            g_string_append_printf(text, "%s%s", i ? "," : "",
+                                   pp_format_double(buf, sizeof buf, (double)list[i] / k->scale));
         return g_string_free(text, FALSE);
     }
     case PP_KEY_STRING_LIST: {
@@ -637,8 +685,8 @@ void pp_scenario_free(PpScenario *scenario) {
         const PpScenarioKey *k = &pp_scenario_keys[i];
         if (pp_key_is_text(k->type))
             g_free(*PP_FIELD(scenario, k, char *));
-        else if (k->type == PP_KEY_INT32_LIST)
-            g_free(*PP_FIELD(scenario, k, int32_t *));
+        else if (k->type == PP_KEY_INT32_LIST || k->type == PP_KEY_SCALED_LIST)
+            g_free(*PP_FIELD(scenario, k, void *));
         else if (k->type == PP_KEY_STRING_LIST)
             g_strfreev(*PP_FIELD(scenario, k, char **));
     }
@@ -835,6 +883,40 @@ static gboolean pp_scenario_derive_batch(PpScenario *sc, GError **error) {
     return TRUE;
 }
 
+/* Checks that a per-stage [costs] list named @key holds 1 or pipeline.stages values (or none:
+ * absent) and returns its largest entry in *@max_ns (0 when absent). */
+static gboolean pp_scenario_check_stage_list(const PpScenario *sc, const char *key,
+                                             const int64_t *list, int32_t n, int64_t *max_ns,
+                                             GError **error) {
+    *max_ns = 0;
+    for (int32_t i = 0; i < n; i++)
+        *max_ns = MAX(*max_ns, list[i]);
+    if (n <= 1 || n == sc->pipeline.stages)
+        return TRUE;
+    return pp_scenario_inconsistent(sc, error,
+                                    "[costs] %s has %d values but [pipeline] stages = %d; give "
+                                    "one value for every stage or one per stage",
+                                    key, n, sc->pipeline.stages);
+}
+
+/* The scalar [costs] fields: each per-stage list's largest entry, after checking its length. */
+static gboolean pp_scenario_derive_costs(PpScenario *sc, GError **error) {
+    PpCostParams *c = &sc->costs;
+    int64_t       fused_max = 0;
+    if (!c->set)
+        return TRUE;
+    return pp_scenario_check_stage_list(sc, "forward_us", c->forward_stage_ns, c->n_forward_stage,
+                                        &c->forward_ns, error) &&
+           pp_scenario_check_stage_list(sc, "backward_us", c->backward_stage_ns,
+                                        c->n_backward_stage, &c->backward_ns, error) &&
+           pp_scenario_check_stage_list(sc, "weight_us", c->weight_stage_ns, c->n_weight_stage,
+                                        &c->weight_ns, error) &&
+           pp_scenario_check_stage_list(sc, "update_us", c->update_stage_ns, c->n_update_stage,
+                                        &c->update_ns, error) &&
+           pp_scenario_check_stage_list(sc, "fused_backward_us", c->fused_stage_ns,
+                                        c->n_fused_stage, &fused_max, error);
+}
+
 static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
     const PpModelParams *m = &sc->model;
     PpPipelineParams    *p = &sc->pipeline;
@@ -881,7 +963,7 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
             "[pipeline] mode = dynamic runs the PACI policy but [pipeline] "
             "schedule = %s; use schedule paci or mode static",
             p->schedule);
-    if (!pp_scenario_derive_batch(sc, error))
+    if (!pp_scenario_derive_batch(sc, error) || !pp_scenario_derive_costs(sc, error))
         return FALSE;
 
     if (strcmp(p->schedule, "custom") == 0) {
@@ -1017,6 +1099,35 @@ int32_t pp_scenario_mb_per_step(const PpScenario *scenario) {
         return scenario->pipeline.accumulation;
     case PP_BATCH_SINGLE:
         return 1;
+    }
+    PP_UNREACHABLE();
+}
+
+/* Entry @stage of a list of @n values (its only one when @n is 1), or @fallback when absent. */
+static int64_t pp_scenario_list_entry(const int64_t *list, int32_t n, int32_t stage,
+                                      int64_t fallback) {
+    if (list == NULL || n == 0)
+        return fallback;
+    PP_ASSERT(stage >= 0 && (n == 1 || stage < n));
+    return list[n == 1 ? 0 : stage];
+}
+
+int64_t pp_scenario_stage_cost_ns(const PpCostParams *c, PpOpKind kind, int32_t stage) {
+    switch (kind) {
+    case PP_OP_FORWARD:
+        return pp_scenario_list_entry(c->forward_stage_ns, c->n_forward_stage, stage,
+                                      c->forward_ns);
+    case PP_OP_BACKWARD:
+        return pp_scenario_list_entry(c->backward_stage_ns, c->n_backward_stage, stage,
+                                      c->backward_ns);
+    case PP_OP_WEIGHT:
+        return pp_scenario_list_entry(c->weight_stage_ns, c->n_weight_stage, stage, c->weight_ns);
+    case PP_OP_UPDATE:
+        return pp_scenario_list_entry(c->update_stage_ns, c->n_update_stage, stage, c->update_ns);
+    case PP_OP_BACKWARD_FULL:
+        return pp_scenario_list_entry(c->fused_stage_ns, c->n_fused_stage, stage, -1);
+    case PP_OP_N_KINDS:
+        break;
     }
     PP_UNREACHABLE();
 }

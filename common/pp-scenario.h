@@ -64,12 +64,28 @@ typedef struct {
 } PpTrainingParams;
 
 typedef struct {
-    gboolean set;         /* TRUE when [costs] gave explicit times */
-    int64_t  forward_ns;  /* one full stage (all its chunks), from forward_us */
-    int64_t  backward_ns; /* B (input gradient) or the B part of BW */
-    int64_t  weight_ns;   /* W (weight gradient); BW costs backward_ns + weight_ns */
-    int64_t  comm_ns;     /* one stage-to-stage hop */
-    int64_t  update_ns;   /* optimizer step (default 0) */
+    gboolean set; /* TRUE when [costs] gave explicit times */
+    /* Full-stage times (all of a stage's chunks) in ns. forward_us, backward_us, weight_us,
+     * update_us and fused_backward_us each take one value for every stage or one value per
+     * stage (stage 0 first); the *_stage_ns lists hold them as given and
+     * pp_scenario_stage_cost_ns() reads a stage's entry. The scalars are the largest entry: the
+     * bottleneck that searching generators plan with. */
+    int64_t  forward_ns;        /* largest forward F of one micro-batch */
+    int64_t  backward_ns;       /* largest B (input gradient), or the B part of BW */
+    int64_t  weight_ns;         /* largest W (weight gradient) */
+    int64_t  comm_ns;           /* one stage-to-stage hop */
+    int64_t  update_ns;         /* largest optimizer step (default 0) */
+    int64_t *forward_stage_ns;  /* (n_forward_stage) */
+    int32_t  n_forward_stage;   /* 1 or pipeline.stages (0 without [costs]) */
+    int64_t *backward_stage_ns; /* (n_backward_stage) */
+    int32_t  n_backward_stage;  /* 1 or pipeline.stages */
+    int64_t *weight_stage_ns;   /* (n_weight_stage) */
+    int32_t  n_weight_stage;    /* 1 or pipeline.stages */
+    int64_t *update_stage_ns;   /* (n_update_stage) */
+    int32_t  n_update_stage;    /* 1 or pipeline.stages */
+    int64_t *fused_stage_ns;    /* (n_fused_stage) fused backward BW, or NULL: a BW costs
+                                   backward + weight of its stage */
+    int32_t n_fused_stage;      /* 0, 1 or pipeline.stages */
 } PpCostParams;
 
 typedef struct {
@@ -145,6 +161,11 @@ char *pp_scenario_to_data(const PpScenario *scenario);
  * are the [costs] per chunk (stage time / chunks) when set, else 0 (the simulator fills
  * them from its cost model). */
 void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *params);
+/* The [costs] time (ns) of op @kind on @stage, one full stage: F forward, B backward, W weight,
+ * U update, BW the fused backward. A list's entry for @stage (its only entry when it holds one
+ * value); without a list (a hand-filled PpCostParams) the scalar field; BW without
+ * fused_backward_us: -1 (the caller charges B + W). */
+int64_t pp_scenario_stage_cost_ns(const PpCostParams *costs, PpOpKind kind, int32_t stage);
 /* pipeline.partition as a PpPartitionMode. */
 PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario);
 /* Micro-batches one stage processes per optimizer step: m for flush, 2bw and custom, a for

@@ -62,6 +62,7 @@ void sim_cost_free(SimCostModel *cost) {
     g_free(cost->f_ns);
     g_free(cost->b_ns);
     g_free(cost->w_ns);
+    g_free(cost->bw_ns);
     g_free(cost->u_ns);
     g_free(cost->static_bytes);
     g_free(cost->weights_bytes);
@@ -338,13 +339,20 @@ SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **er
     const PpCostParams *c = &scenario->costs;
     if (c->set) {
         /* [costs] times are per full stage; each chunk gets an equal share (truncated). */
-        for (int32_t i = 0; i < pipe->stages * pipe->chunks; i++) {
-            cost->f_ns[i] = c->forward_ns / pipe->chunks;
-            cost->b_ns[i] = c->backward_ns / pipe->chunks;
-            cost->w_ns[i] = c->weight_ns / pipe->chunks;
+        if (c->fused_stage_ns != NULL)
+            cost->bw_ns = g_new0(int64_t, (size_t)pipe->stages * pipe->chunks);
+        for (int32_t st = 0; st < pipe->stages; st++) {
+            for (int32_t k = 0; k < pipe->chunks; k++) {
+                int32_t i = st * pipe->chunks + k;
+                cost->f_ns[i] = pp_scenario_stage_cost_ns(c, PP_OP_FORWARD, st) / pipe->chunks;
+                cost->b_ns[i] = pp_scenario_stage_cost_ns(c, PP_OP_BACKWARD, st) / pipe->chunks;
+                cost->w_ns[i] = pp_scenario_stage_cost_ns(c, PP_OP_WEIGHT, st) / pipe->chunks;
+                if (cost->bw_ns != NULL)
+                    cost->bw_ns[i] =
+                        pp_scenario_stage_cost_ns(c, PP_OP_BACKWARD_FULL, st) / pipe->chunks;
+            }
+            cost->u_ns[st] = pp_scenario_stage_cost_ns(c, PP_OP_UPDATE, st);
         }
-        for (int32_t st = 0; st < pipe->stages; st++)
-            cost->u_ns[st] = c->update_ns;
     }
     if (!sim_cost_fill_analytic(cost, scenario, !c->set, error))
         return NULL;

@@ -19,7 +19,11 @@ typedef struct {
     int32_t  n_chunks;
     int64_t *f_ns;              /* (n_stages * n_chunks) forward of one micro-batch, one chunk */
     int64_t *b_ns;              /* (n_stages * n_chunks) input-gradient backward B */
-    int64_t *w_ns;              /* (n_stages * n_chunks) weight-gradient backward W; BW = B + W */
+    int64_t *w_ns;              /* (n_stages * n_chunks) weight-gradient backward W */
+    int64_t *bw_ns;             /* (n_stages * n_chunks) fused backward BW, or NULL: a BW costs
+                                   B + W (sim_cost_bw_ns()); set when a measured fused
+                                   backward differs from its split halves ([costs]
+                                   fused_backward_us); freed by sim_cost_free() */
     int64_t *u_ns;              /* (n_stages) optimizer update */
     int64_t  comm_latency_ns;   /* per cross-device hop */
     double   comm_bytes_per_ns; /* link bandwidth; 0 = latency only */
@@ -48,6 +52,12 @@ typedef struct {
     int32_t  n_op_durs; /* must equal the schedule's op count when op_dur_ns is set */
 } SimCostModel;
 
+/* Duration (ns) of a fused backward BW of (stage, chunk) unit @unit: bw_ns[unit] when the
+ * model has fused times, else b_ns[unit] + w_ns[unit]. */
+static inline int64_t sim_cost_bw_ns(const SimCostModel *cost, int32_t unit) {
+    return cost->bw_ns != NULL ? cost->bw_ns[unit] : cost->b_ns[unit] + cost->w_ns[unit];
+}
+
 /* Kernel efficiency of the analytic model: the share of peak FLOP/s a micro-batch of @tokens
  * tokens reaches, eff = hw->kernel_eff_max * tokens / (tokens + hw->kernel_eff_half_tokens).
  * Small micro-batches run small GEMMs far from peak; by default ([hardware] keys, defaults in
@@ -61,9 +71,10 @@ double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens);
  * Returns: (transfer full). */
 SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f_ns, int64_t b_ns,
                                    int64_t w_ns, int64_t comm_ns);
-/* From a scenario: [costs] when set (full-stage times split evenly over chunks, truncated;
- * comm_us is the whole hop, bandwidth 0; update_us per U; layers split evenly for the
- * memory model), else the analytic model: layers over virtual stages vs = chunk * N + stage
+/* From a scenario: [costs] when set (each stage's full-stage times, one value for every stage
+ * or one per stage, split evenly over its chunks, truncated; fused_backward_us, when given,
+ * fills bw_ns; comm_us is the whole hop, bandwidth 0; update_us per U; layers split evenly
+ * for the memory model), else the analytic model: layers over virtual stages vs = chunk * N + stage
  * by pp_partition_new() (run.layers_per_stage; pipeline.partition = even: remainder to the
  * first; balanced: the smallest slowest stage whose split fits hardware.memory with the
  * scenario schedule's peak in-flight units), forward FLOPs 24bsh^2 + 4bs^2h per layer +

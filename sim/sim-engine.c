@@ -52,7 +52,7 @@ typedef struct {
 } SimRun;
 
 /* Duration of @op, flat id @id (ns): the per-op array when the cost model has one, else the
- * cost tables; BW costs B + W. */
+ * cost tables; BW costs sim_cost_bw_ns(). */
 static inline int64_t sim_run_op_dur(const SimRun *run, const PpOp *op, int32_t id) {
     const SimCostModel *cost = run->cost;
     if (cost->op_dur_ns != NULL)
@@ -68,7 +68,7 @@ static inline int64_t sim_run_op_dur(const SimRun *run, const PpOp *op, int32_t 
     case PP_OP_WEIGHT:
         return cost->w_ns[unit];
     case PP_OP_BACKWARD_FULL:
-        return cost->b_ns[unit] + cost->w_ns[unit];
+        return sim_cost_bw_ns(cost, unit);
     default:
         PP_UNREACHABLE();
     }
@@ -376,7 +376,9 @@ static void sim_run_report(SimRun *run) {
         int64_t work_ns = 0;
         for (int32_t c = 0; c < cost->n_chunks; c++) {
             int32_t unit = bottleneck * cost->n_chunks + c;
-            work_ns += cost->f_ns[unit] + cost->b_ns[unit] + cost->w_ns[unit];
+            work_ns +=
+                cost->f_ns[unit] + (sched->split_backward ? cost->b_ns[unit] + cost->w_ns[unit]
+                                                          : sim_cost_bw_ns(cost, unit));
         }
         work_ns *= sched->mb_per_step;
         res->bubble_fraction = res->step_time_ns > 0 ? (double)(res->step_time_ns - work_ns) /
@@ -574,7 +576,7 @@ static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32
                 dur_ns = cost->f_ns[s];
                 what = SIM_POLICY_END_F;
             } else if (kind == PP_OP_BACKWARD_FULL) {
-                dur_ns = cost->b_ns[s] + cost->w_ns[s];
+                dur_ns = sim_cost_bw_ns(cost, s);
                 what = SIM_POLICY_END_BW;
             } else {
                 PP_ASSERT(kind == PP_OP_UPDATE);

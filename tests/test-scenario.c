@@ -346,6 +346,54 @@ START_TEST(test_minimal_file) {
 }
 END_TEST
 
+/* [costs] lists: one value per stage or one for all; the scalars are the largest entry;
+ * pp_scenario_stage_cost_ns() reads each stage; to_data writes the lists back. */
+START_TEST(test_per_stage_costs) {
+    const char *const over[] = {"costs.forward_us=1.5,2,2.25,1",
+                                "costs.backward_us=3",
+                                "costs.weight_us=0.5,0.5,0.5,4",
+                                "costs.update_us=7,8,9,10",
+                                "costs.fused_backward_us=3.25",
+                                "costs.comm_us=0.125",
+                                NULL};
+    g_autoptr(PpScenario) sc = load_base(over);
+    const PpCostParams *c = &sc->costs;
+    ck_assert(c->set);
+    ck_assert_int_eq(c->n_forward_stage, 4);
+    ck_assert_int_eq(c->forward_ns, 2250);
+    ck_assert_int_eq(c->backward_ns, 3000);
+    ck_assert_int_eq(c->weight_ns, 4000);
+    ck_assert_int_eq(c->update_ns, 10000);
+    ck_assert_int_eq(c->comm_ns, 125);
+    static const int64_t f[] = {1500, 2000, 2250, 1000}, w[] = {500, 500, 500, 4000};
+    for (int32_t st = 0; st < 4; st++) {
+        ck_assert_int_eq(pp_scenario_stage_cost_ns(c, PP_OP_FORWARD, st), f[st]);
+        ck_assert_int_eq(pp_scenario_stage_cost_ns(c, PP_OP_BACKWARD, st), 3000);
+        ck_assert_int_eq(pp_scenario_stage_cost_ns(c, PP_OP_WEIGHT, st), w[st]);
+        ck_assert_int_eq(pp_scenario_stage_cost_ns(c, PP_OP_UPDATE, st), 7000 + 1000 * st);
+        ck_assert_int_eq(pp_scenario_stage_cost_ns(c, PP_OP_BACKWARD_FULL, st), 3250);
+    }
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    ck_assert_int_eq(params.f_ns, 2250); /* searching generators plan with the bottleneck */
+
+    g_autofree char *text = pp_scenario_to_data(sc);
+    ck_assert_ptr_nonnull(strstr(text, "forward_us=1.5,2,2.25,1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "fused_backward_us=3.25\n"));
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) again = pp_scenario_load_data(text, "again.ini", NULL, &err);
+    ck_assert_msg(again != NULL, "%s", err ? err->message : "");
+    for (int32_t st = 0; st < 4; st++)
+        ck_assert_int_eq(pp_scenario_stage_cost_ns(&again->costs, PP_OP_FORWARD, st), f[st]);
+
+    /* Without fused_backward_us a BW costs B + W: -1 says so. */
+    g_autoptr(PpScenario) plain =
+        load_base((const char *const[]){"costs.forward_us=1", "costs.backward_us=2", NULL});
+    ck_assert_int_eq(pp_scenario_stage_cost_ns(&plain->costs, PP_OP_BACKWARD_FULL, 3), -1);
+    ck_assert_int_eq(pp_scenario_stage_cost_ns(&plain->costs, PP_OP_FORWARD, 3), 1000);
+}
+END_TEST
+
 START_TEST(test_derived_batch) {
     /* flush: microbatch_size from global_batch / microbatches */
     const char *const flush[] = {"training.global_batch=64", "pipeline.microbatch_size=", NULL};
@@ -855,6 +903,26 @@ static const BadCase bad_cases[] = {
      {"hardware.preset=h100-sxm", "hardware.kernel_eff_half_tokens=-1"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
      {"[hardware] kernel_eff_half_tokens = '-1'", "negative", "a number >= 0"}},
+    {"per-stage costs, wrong count",
+     NULL,
+     {"costs.forward_us=1,2,3", "costs.backward_us=2"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"[costs] forward_us has 3 values", "[pipeline] stages = 4", "one per stage"}},
+    {"per-stage costs, bad element",
+     NULL,
+     {"costs.forward_us=1,x,3,4", "costs.backward_us=2"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[costs] forward_us = '1,x,3,4'", "not a number", "one per stage"}},
+    {"per-stage costs, negative",
+     NULL,
+     {"costs.forward_us=1", "costs.backward_us=2", "costs.fused_backward_us=1,2,-3,4"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"fused_backward_us = '1,2,-3,4'", "out of range"}},
+    {"per-stage costs, empty element",
+     NULL,
+     {"costs.forward_us=1,,3,4", "costs.backward_us=2"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"empty list element"}},
 };
 
 START_TEST(test_bad_input) {
@@ -917,6 +985,7 @@ static Suite *scenario_suite(void) {
 
     TCase *values = tcase_create("values");
     tcase_add_test(values, test_defaults);
+    tcase_add_test(values, test_per_stage_costs);
     tcase_add_test(values, test_derived_batch);
     tcase_add_test(values, test_presets);
     tcase_add_test(values, test_overrides);

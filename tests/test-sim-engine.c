@@ -775,6 +775,44 @@ END_TEST
 
 /* run.layers_per_stage overrides the even split; a wrong entry count is an error. The hop
  * and the searching generators' parameters derive from the model. */
+/* Per-stage [costs] lists and a fused backward that differs from B + W: the cost model takes
+ * each stage's entry, and 1F1B's busy time per stage is m(F + BW) + U with the fused time. */
+START_TEST(test_cost_per_stage) {
+    static const char text[] = "[model]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"
+                               "vocab = 100\n[pipeline]\nschedule = 1f1b\nstages = 2\n"
+                               "microbatches = 4\nmicrobatch_size = 1\n[training]\nsteps = 2\n"
+                               "[costs]\nforward_us = 10, 30\nbackward_us = 20\n"
+                               "weight_us = 5, 15\nupdate_us = 7, 9\n"
+                               "fused_backward_us = 21, 40\n";
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpScenario) sc = pp_scenario_load_data(text, "per-stage.ini", NULL, &error);
+    ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
+    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    static const int64_t f[] = {10000, 30000}, w[] = {5000, 15000}, u[] = {7000, 9000},
+                         bw[] = {21000, 40000};
+    for (int32_t st = 0; st < 2; st++) {
+        ck_assert_int_eq(cost->f_ns[st], f[st]);
+        ck_assert_int_eq(cost->b_ns[st], 20000);
+        ck_assert_int_eq(cost->w_ns[st], w[st]);
+        ck_assert_int_eq(cost->u_ns[st], u[st]);
+        ck_assert_int_eq(sim_cost_bw_ns(cost, st), bw[st]);
+    }
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
+    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    g_autoptr(SimResult) res = test_run(sched, cost);
+    for (int32_t st = 0; st < 2; st++)
+        ck_assert_int_eq(res->stages[st].busy_ns, 2 * (4 * (f[st] + bw[st]) + u[st]));
+    /* Without fused_backward_us the same run charges B + W. */
+    const char *const plain[] = {"costs.fused_backward_us=", NULL};
+    g_autoptr(GError) err2 = NULL;
+    g_autoptr(PpScenario) sc2 = pp_scenario_load_data(text, "per-stage.ini", plain, &err2);
+    ck_assert_ptr_null(sc2); /* an empty list is an error, not "absent" */
+}
+END_TEST
+
 START_TEST(test_cost_layers_and_params) {
     PpScenario sc;
     test_scenario_fill(&sc);
@@ -1100,6 +1138,7 @@ int main(void) {
     tcase_add_test(tc, test_cost_flash_attention);
     tcase_add_test(tc, test_cost_kernel_efficiency_keys);
     tcase_add_test(tc, test_cost_explicit);
+    tcase_add_test(tc, test_cost_per_stage);
     tcase_add_test(tc, test_cost_layers_and_params);
     tcase_add_test(tc, test_cost_errors);
     tcase_add_test(tc, test_partition_default_balanced);
