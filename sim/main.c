@@ -11,14 +11,13 @@
 
 #include "pp-error.h"
 #include "pp-schedule.h"
+#include "sim-calibrate.h"
+#include "sim-main.h"
 #include "sim-replay.h"
 #include "sim-report.h"
 #include "sim-sweep.h"
 
 #define SIM_MAIN_DEFAULT_SCHEDULES "1f1b,interleaved,zb-2p,paci"
-/* The end of an option table (G_OPTION_ENTRY_NULL needs GLib 2.70; meson asks for 2.68). */
-#define SIM_MAIN_OPTION_END                                                                        \
-    { NULL, 0, 0, 0, NULL, NULL, NULL }
 
 /* --steps was not given (GOption leaves the initial value alone). */
 #define SIM_MAIN_STEPS_UNSET G_MININT
@@ -61,7 +60,7 @@ static const char *sim_main_strip_file(const char *message, const char *file) {
 
 /* Reports @error about @file (nullable) and returns the exit status: 2 for usage errors
  * (G_OPTION_ERROR), 1 for everything else. */
-static int sim_main_fail(const char *file, const GError *error) {
+int sim_main_fail(const char *file, const GError *error) {
     if (error->domain == G_OPTION_ERROR) {
         sim_main_print_line("", error->message);
         /* The option parser named the program after the command's argv[0]. */
@@ -103,9 +102,8 @@ static GStrv sim_main_overrides(const SimMainOptions *o, GError **error) {
 
 /* Parses @argv (argv[0] is the command name) with @entries; leaves the positional arguments
  * in @argv. Returns FALSE with a usage @error. */
-static gboolean sim_main_parse(int *argc, char ***argv, const char *params, const char *summary,
-                               const char *description, const GOptionEntry *entries,
-                               GError **error) {
+gboolean sim_main_parse(int *argc, char ***argv, const char *params, const char *summary,
+                        const char *description, const GOptionEntry *entries, GError **error) {
     g_autoptr(GOptionContext) ctx = g_option_context_new(params);
     g_option_context_set_summary(ctx, summary);
     g_option_context_set_description(ctx, description);
@@ -128,7 +126,7 @@ static GStrv sim_main_scenario_args(int argc, char **argv, const SimMainOptions 
 }
 
 /* Prints @root (transfer full) as indented JSON on stdout. */
-static void sim_main_print_json(JsonNode *root) {
+void sim_main_print_json(JsonNode *root) {
     g_autoptr(JsonNode) owned = root;
     g_autoptr(JsonGenerator) gen = json_generator_new();
     json_generator_set_pretty(gen, TRUE);
@@ -146,6 +144,7 @@ static const char sim_main_run_description[] =
     "  pacer-sim compare SCENARIO [--schedules a,b,...] [--set ...] [--json]\n"
     "  pacer-sim sweep SCENARIO --sweep section.key=v1,v2,... [--sweep ...] [--out FILE.csv]\n"
     "  pacer-sim replay SCENARIO --trace MEASURED.csv [--set ...] [--json] [--out DIR]\n"
+    "  pacer-sim calibrate TRACE... [--check TRACE]... [--out SCENARIO] [--json]\n"
     "  pacer-sim schedules\n"
     "Run 'pacer-sim COMMAND --help' for a command's options. --out DIR writes ops.csv,\n"
     "stages.csv, summary.csv, memory.csv, trace.json (ui.perfetto.dev) and scenario.ini.\n"
@@ -369,6 +368,10 @@ static int sim_main_replay(int argc, char **argv) {
         sim_replay_new(path, (const char *const *)overrides, o.trace, &error);
     if (replay == NULL)
         return sim_main_fail(error->domain == PP_IO_ERROR ? o.trace : path, error);
+    g_autofree char *cores =
+        sim_calibrate_cores_warning(replay->scenario, o.trace, (int32_t)g_get_num_processors());
+    if (cores != NULL)
+        fprintf(stderr, "pacer-sim: %s\n", cores);
     if (o.out != NULL && !sim_replay_write_dir(replay, o.out, &error))
         return sim_main_fail(o.out, error);
     if (o.json) {
@@ -404,9 +407,8 @@ int main(int argc, char **argv) {
         const char *name;
         int (*fn)(int argc, char **argv);
     } commands[] = {
-        {"compare", sim_main_compare},
-        {"sweep", sim_main_sweep},
-        {"replay", sim_main_replay},
+        {"compare", sim_main_compare},     {"sweep", sim_main_sweep},
+        {"replay", sim_main_replay},       {"calibrate", sim_calibrate_main},
         {"schedules", sim_main_schedules},
     };
     /* Characters only (UTF-8 help text); numbers keep the C locale's format. */
