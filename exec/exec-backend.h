@@ -70,6 +70,8 @@ typedef struct {
     double   grad_norm; /* U: L2 norm of the stage's gradients before clipping */
     gboolean applied;   /* U: FALSE when the gradients were not finite and the update was
                            skipped (gradients discarded) */
+    gboolean copied;    /* F with stash: the op copied the stage's weights (a version no kept
+                           copy held) */
 } ExecOpResult;
 
 typedef struct _ExecBackend    ExecBackend;

@@ -310,10 +310,20 @@ static void exec_cpu_run_op(ExecBackend *backend, const ExecOpArgs *args, ExecOp
         if (args->stash) {
             ExecStash *stash = exec_cpu_stash_find(v, args->version);
             if (!stash) {
-                stash = g_new0(ExecStash, 1);
+                /* A new version: a copy no micro-batch needs any more takes it (no new
+                 * allocation, no page faults); else a new copy. */
+                for (guint i = 0; i < v->stashes->len && !stash; i++)
+                    if (((ExecStash *)g_ptr_array_index(v->stashes, i))->refs == 0)
+                        stash = g_ptr_array_index(v->stashes, i);
+                if (stash) {
+                    memcpy(stash->params, live, n_params * sizeof(float));
+                } else {
+                    stash = g_new0(ExecStash, 1);
+                    stash->params = g_memdup2(live, n_params * sizeof(float));
+                    g_ptr_array_add(v->stashes, stash);
+                }
                 stash->version = args->version;
-                stash->params = g_memdup2(live, n_params * sizeof(float));
-                g_ptr_array_add(v->stashes, stash);
+                result->copied = TRUE;
                 /* The schedule declares how many weight copies a stage keeps. */
                 PP_ASSERT((int32_t)v->stashes->len <= cpu->weight_versions[v->stage]);
             }
@@ -347,8 +357,11 @@ static void exec_cpu_run_op(ExecBackend *backend, const ExecOpArgs *args, ExecOp
                                 first ? NULL : st->output, gpt2_slice_grads(v->slice));
             v->slot_mb[slot] = -1;
         }
-        if (stash && --stash->refs == 0)
-            g_ptr_array_remove_fast(v->stashes, stash);
+        /* An unreferenced copy stays until F needs a new version: the next F of this
+         * version (the current one in 1F1B's steady state) reuses it instead of copying the
+         * weights again. */
+        if (stash)
+            stash->refs--;
         break;
     }
     case PP_OP_WEIGHT: {

@@ -145,6 +145,7 @@ static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, const ExecOpArgs *
     g_array_append_val(pipeline->rows[stage], row);
     PP_ASSERT(res->n_executed[stage] < res->capacity[stage]);
     res->executed[stage][res->n_executed[stage]++] = *op;
+    res->n_copies[stage] += out.copied;
     if (op->kind == PP_OP_FORWARD && args->vstage == pipeline->n_vstages - 1) {
         res->loss[op->mb] = out.loss;
         res->mb_step[op->mb] = op->step;
@@ -353,6 +354,7 @@ static ExecRunResult *exec_run_result_new(int32_t n_stages, int32_t n_vstages, i
     res->n_stages = n_stages;
     res->grad_norm = g_new0(double *, n_stages);
     res->n_updates = g_new0(int32_t, n_stages);
+    res->n_copies = g_new0(int32_t, n_stages);
     res->executed = g_new0(PpOp *, n_stages);
     res->n_executed = g_new0(int32_t, n_stages);
     res->capacity = g_new0(int32_t, n_stages);
@@ -372,6 +374,7 @@ void exec_run_result_free(ExecRunResult *result) {
         g_free(result->grad_norm[s]);
     }
     g_free(result->n_updates);
+    g_free(result->n_copies);
     g_free(result->executed);
     g_free(result->n_executed);
     g_free(result->capacity);

@@ -70,7 +70,9 @@ typedef struct {
     double **grad_norm;  /* (n_stages)(n_updates[stage]) L2 norm of the stage's gradients
                             before clipping, at each of its U in order */
     int32_t *n_updates;  /* (n_stages) U ops run */
-    PpOp   **executed;   /* (n_stages)(n_executed[stage]) ops in the order each worker ran
+    int32_t *n_copies;   /* (n_stages) weight copies the stage's F ops made for stashing
+                            (PipeDream, 2BW): one per weight version they used */
+    PpOp **executed;     /* (n_stages)(n_executed[stage]) ops in the order each worker ran
                             them */
     int32_t *n_executed; /* (n_stages) */
     int32_t *capacity;   /* (n_stages) room in executed[stage] */

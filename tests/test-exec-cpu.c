@@ -306,10 +306,22 @@ START_TEST(test_exec_async_versions) {
         ck_assert_int_eq(max_delta, (c->n_stages - 1 + c->a - 1) / c->a);
     }
     for (int32_t s = 0; s < sched->n_stages; s++) {
-        int32_t n_updates = 0;
-        for (int32_t i = 0; i < sched->n_ops[s]; i++)
-            n_updates += sched->programs[s][i].kind == PP_OP_UPDATE;
+        int32_t n_updates = 0, n_versions = 0, last = -1;
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            const PpOp *op = &sched->programs[s][i];
+            n_updates += op->kind == PP_OP_UPDATE;
+            /* Versions only grow: each new one an F uses is one weight copy. */
+            int32_t v = pp_schedule_version_used(sched, (PpOpRef){s, i});
+            if (op->kind == PP_OP_FORWARD && v != last) {
+                n_versions++;
+                last = v;
+            }
+        }
         ck_assert_int_eq(exec_pipeline_version(pipeline, s), n_updates);
+        /* Stashing copies the weights once per version its forwards use: a copy no
+         * micro-batch needs any more is kept for the next forward of that version (the
+         * last stage runs F and B alternately and would otherwise copy at every F). */
+        ck_assert_int_eq(res->n_copies[s], (stashed ? n_versions : 0));
     }
 }
 END_TEST
