@@ -194,6 +194,9 @@ static const PpScenarioKey pp_scenario_keys[] = {
                 PP_KEY_OPTIONAL,
                 "fused backward BW of one full stage, us; one value or one per stage; absent: "
                 "backward_us + weight_us"),
+    PP_STAGE_US("stash_us", costs.stash_stage_ns, costs.n_stash_stage, NULL, PP_KEY_OPTIONAL,
+                "copying a stage's weights, us, paid by the first forward of each weight "
+                "version under weight stashing (pipedream, 2bw); one value or one per stage"),
 
     PP_TEXT("data", "paths", PP_KEY_STRING_LIST, data.paths, NULL, PP_KEY_OPTIONAL,
             "extra text files or folders, comma-separated; absent: the default corpus"),
@@ -902,7 +905,7 @@ static gboolean pp_scenario_check_stage_list(const PpScenario *sc, const char *k
 /* The scalar [costs] fields: each per-stage list's largest entry, after checking its length. */
 static gboolean pp_scenario_derive_costs(PpScenario *sc, GError **error) {
     PpCostParams *c = &sc->costs;
-    int64_t       fused_max = 0;
+    int64_t       extra_max = 0; /* unused: no scalar for fused_backward_us and stash_us */
     if (!c->set)
         return TRUE;
     return pp_scenario_check_stage_list(sc, "forward_us", c->forward_stage_ns, c->n_forward_stage,
@@ -914,7 +917,9 @@ static gboolean pp_scenario_derive_costs(PpScenario *sc, GError **error) {
            pp_scenario_check_stage_list(sc, "update_us", c->update_stage_ns, c->n_update_stage,
                                         &c->update_ns, error) &&
            pp_scenario_check_stage_list(sc, "fused_backward_us", c->fused_stage_ns,
-                                        c->n_fused_stage, &fused_max, error);
+                                        c->n_fused_stage, &extra_max, error) &&
+           pp_scenario_check_stage_list(sc, "stash_us", c->stash_stage_ns, c->n_stash_stage,
+                                        &extra_max, error);
 }
 
 static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
@@ -1130,6 +1135,10 @@ int64_t pp_scenario_stage_cost_ns(const PpCostParams *c, PpOpKind kind, int32_t 
         break;
     }
     PP_UNREACHABLE();
+}
+
+int64_t pp_scenario_stash_ns(const PpCostParams *c, int32_t stage) {
+    return pp_scenario_list_entry(c->stash_stage_ns, c->n_stash_stage, stage, 0);
 }
 
 PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario) {

@@ -85,7 +85,10 @@ typedef struct {
     int32_t  n_update_stage;    /* 1 or pipeline.stages */
     int64_t *fused_stage_ns;    /* (n_fused_stage) fused backward BW, or NULL: a BW costs
                                    backward + weight of its stage */
-    int32_t n_fused_stage;      /* 0, 1 or pipeline.stages */
+    int32_t  n_fused_stage;     /* 0, 1 or pipeline.stages */
+    int64_t *stash_stage_ns;    /* (n_stash_stage) copying a stage's weights for stashing
+                                   (pipedream, 2bw), or NULL: free */
+    int32_t n_stash_stage;      /* 0, 1 or pipeline.stages */
 } PpCostParams;
 
 typedef struct {
@@ -166,6 +169,8 @@ void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *p
  * value); without a list (a hand-filled PpCostParams) the scalar field; BW without
  * fused_backward_us: -1 (the caller charges B + W). */
 int64_t pp_scenario_stage_cost_ns(const PpCostParams *costs, PpOpKind kind, int32_t stage);
+/* [costs] stash_us of @stage in ns: the time to copy its weights, 0 without the key. */
+int64_t pp_scenario_stash_ns(const PpCostParams *costs, int32_t stage);
 /* pipeline.partition as a PpPartitionMode. */
 PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario);
 /* Micro-batches one stage processes per optimizer step: m for flush, 2bw and custom, a for

@@ -28,7 +28,9 @@ typedef struct {
     int64_t  tokens;    /* mb_size * seq_len */
     int64_t  msg_bytes; /* one activation message */
     GArray **dur;       /* (n_stages * PP_OP_N_KINDS) of int64_t: measured op durations, ns */
-    GArray  *gaps;      /* int64_t: producer end -> consumer start when the consumer waited */
+    GArray **copy_f;    /* (n_stages) of int64_t: durations of the F ops that copied the weights
+                           (the first F of each version under stashing), not in dur */
+    GArray *gaps;       /* int64_t: producer end -> consumer start when the consumer waited */
 } SimCalSize;
 
 /* A gap between two ops of a stage whose second op's inputs were there when the first ended:
@@ -53,6 +55,9 @@ static void sim_cal_size_free(gpointer data) {
     for (size_t i = 0; z->dur[i] != NULL; i++)
         g_array_unref(z->dur[i]);
     g_free(z->dur);
+    for (size_t i = 0; z->copy_f[i] != NULL; i++)
+        g_array_unref(z->copy_f[i]);
+    g_free(z->copy_f);
     g_array_unref(z->gaps);
     g_free(z);
 }
@@ -194,6 +199,9 @@ static SimCalSize *sim_cal_size_get(SimCalFit *fit, const PpScenario *sc) {
     z->dur = g_new0(GArray *, n + 1); /* NULL-terminated for sim_cal_size_free() */
     for (size_t i = 0; i < n; i++)
         z->dur[i] = g_array_new(FALSE, FALSE, sizeof(int64_t));
+    z->copy_f = g_new0(GArray *, fit->n_stages + 1); /* NULL-terminated */
+    for (int32_t s = 0; s < fit->n_stages; s++)
+        z->copy_f[s] = g_array_new(FALSE, FALSE, sizeof(int64_t));
     z->gaps = g_array_new(FALSE, FALSE, sizeof(int64_t));
     g_ptr_array_add(fit->sizes, z);
     return z;
@@ -203,14 +211,21 @@ static SimCalSize *sim_cal_size_get(SimCalFit *fit, const PpScenario *sc) {
 static void sim_cal_collect(SimCalFit *fit, const SimReplay *r, int32_t skip) {
     const PpSchedule *sched = r->schedule;
     SimCalSize       *z = sim_cal_size_get(fit, r->scenario);
+    gboolean          stashed = sched->weight_mode == PP_WEIGHTS_STASHED;
     for (int32_t s = 0; s < sched->n_stages; s++) {
+        int32_t last_version = -1;
         for (int32_t i = 0; i < sched->n_ops[s]; i++) {
             const PpOp *op = &sched->programs[s][i];
             int32_t     id = sched->op_offset[s] + i;
+            /* Under stashing the first F of each version copies the weights. */
+            gboolean copies =
+                stashed && op->kind == PP_OP_FORWARD && sched->version[id] != last_version;
+            if (copies)
+                last_version = sched->version[id];
             if (op->step < skip)
                 continue;
             int64_t dur = r->measured_end_ns[id] - r->measured_start_ns[id];
-            g_array_append_val(z->dur[s * PP_OP_N_KINDS + op->kind], dur);
+            g_array_append_val(copies ? z->copy_f[s] : z->dur[s * PP_OP_N_KINDS + op->kind], dur);
             if (i == 0)
                 continue;
             /* The consumer waited when an input from another stage ended after its previous
@@ -326,6 +341,21 @@ static void sim_cal_fit_link(SimCalibration *cal, const SimCalFit *fit) {
     }
 }
 
+/* A stage's weight copy: the median over its copying F ops (all sizes) of their excess over
+ * the plain F median at their size, at least 0; -1 without such ops. */
+static int64_t sim_cal_stash(const SimCalFit *fit, int32_t stage) {
+    g_autoptr(GArray) excess = g_array_new(FALSE, FALSE, sizeof(int64_t));
+    for (guint i = 0; i < fit->sizes->len; i++) {
+        SimCalSize *z = g_ptr_array_index(fit->sizes, i);
+        int64_t     f = sim_cal_size_median(z, stage, PP_OP_FORWARD);
+        for (guint k = 0; f >= 0 && k < z->copy_f[stage]->len; k++) {
+            int64_t e = MAX(g_array_index(z->copy_f[stage], int64_t, k) - f, 0);
+            g_array_append_val(excess, e);
+        }
+    }
+    return sim_cal_median(excess);
+}
+
 /* A stage's dispatch overhead: the median of its gaps whose inputs were there at least one
  * hop (the fitted latency) before the previous op ended, so that no hop hides in them; 0 when
  * there is none. */
@@ -400,7 +430,8 @@ static SimCostModel *sim_cal_cost_model(const SimCalibration *cal, const SimCalF
                                                                  : NULL;
         if (missing != NULL) {
             *why = g_strdup_printf(
-                "no %s time for stage %d at micro-batch size %d: calibrate with a trace that "
+                "not predicted: no %s time for stage %d at micro-batch size %d: calibrate with a "
+                "trace that "
                 "runs %s ops%s",
                 missing, s, mb_size, missing,
                 cal->have_curve ? "" : " at this size (or traces at two sizes for the curve)");
@@ -411,7 +442,15 @@ static SimCostModel *sim_cal_cost_model(const SimCalibration *cal, const SimCalF
         cost->w_ns[s] = MAX(w, 0);
         cost->bw_ns[s] = bw;
         cost->u_ns[s] = u;
+        if (cal->stages[s].stash_ns >= 0) {
+            if (cost->stash_copy_ns == NULL)
+                cost->stash_copy_ns = g_new0(int64_t, fit->n_stages);
+            cost->stash_copy_ns[s] = cal->stages[s].stash_ns;
+        }
     }
+    if (sched->weight_mode == PP_WEIGHTS_STASHED && cost->stash_copy_ns == NULL)
+        *why = g_strdup("predicted without weight copies: no stashing run (pipedream, 2bw) "
+                        "was fitted to measure them");
     return g_steal_pointer(&cost);
 }
 
@@ -542,6 +581,14 @@ static gboolean sim_cal_make_scenario(SimCalibration *cal, const SimCalFit *fit,
     }
     PpCostParams *c = &sc->costs;
     c->set = TRUE;
+    g_clear_pointer(&c->stash_stage_ns, g_free);
+    c->n_stash_stage = 0;
+    if (cal->stages[0].stash_ns >= 0) {
+        g_autofree int64_t *copy = g_new(int64_t, n);
+        for (int32_t s = 0; s < n; s++)
+            copy[s] = MAX(cal->stages[s].stash_ns, 0);
+        sim_cal_set_list(&c->stash_stage_ns, &c->n_stash_stage, copy, n);
+    }
     sim_cal_set_list(&c->forward_stage_ns, &c->n_forward_stage, f, n);
     sim_cal_set_list(&c->backward_stage_ns, &c->n_backward_stage, b, n);
     sim_cal_set_list(&c->weight_stage_ns, &c->n_weight_stage, w, n);
@@ -667,6 +714,7 @@ SimCalibration *sim_calibrate_new(const SimCalibrateParams *params, GError **err
     for (int32_t s = 0; s < fit.n_stages; s++) {
         cal->stages[s].stage = s;
         cal->stages[s].dispatch_ns = sim_cal_dispatch(cal, fit.dispatch[s]);
+        cal->stages[s].stash_ns = sim_cal_stash(&fit, s);
     }
     sim_cal_fit_curve(cal, &fit);
     cal->link_msg_bytes =
@@ -708,7 +756,7 @@ static char *sim_cal_ms(char *buf, size_t size, int64_t ns) {
 
 char *sim_calibrate_format(const SimCalibration *cal) {
     GString *out = g_string_new(NULL);
-    char     a[32], b[32], c[32], d[32], e[32];
+    char     a[32], b[32], c[32], d[32], e[32], g[32];
     g_string_append_printf(out,
                            "calibrate   %d stages, costs at micro-batch size %d (%" G_GINT64_FORMAT
                            " tokens); ops of the first %d optimizer step(s) left out (one-off "
@@ -716,14 +764,15 @@ char *sim_calibrate_format(const SimCalibration *cal) {
                            cal->n_stages, cal->microbatch_size, cal->tokens_per_mb,
                            cal->skip_steps);
     g_string_append(out,
-                    "stage     F ms     B ms     W ms    BW ms     U ms  dispatch us  samples\n");
+                    "stage     F ms     B ms     W ms    BW ms     U ms  copy ms  dispatch us  "
+                    "samples\n");
     for (int32_t s = 0; s < cal->n_stages; s++) {
         const SimCalibrateStage *st = &cal->stages[s];
         g_string_append_printf(
-            out, "%5d %8s %8s %8s %8s %8s %12.1f %8d\n", s, sim_cal_ms(a, sizeof a, st->f_ns),
+            out, "%5d %8s %8s %8s %8s %8s %8s %12.1f %8d\n", s, sim_cal_ms(a, sizeof a, st->f_ns),
             sim_cal_ms(b, sizeof b, st->b_ns), sim_cal_ms(c, sizeof c, st->w_ns),
             sim_cal_ms(d, sizeof d, st->bw_ns), sim_cal_ms(e, sizeof e, st->u_ns),
-            (double)st->dispatch_ns / 1e3, st->n_samples);
+            sim_cal_ms(g, sizeof g, st->stash_ns), (double)st->dispatch_ns / 1e3, st->n_samples);
     }
     g_string_append_printf(out, "\nlink        latency %.1f us", cal->link_latency_ns / 1e3);
     if (cal->link_bytes_per_ns > 0.0)
@@ -761,7 +810,7 @@ char *sim_calibrate_format(const SimCalibration *cal) {
             g_string_append_printf(out, " %7s", "-");
         g_string_append_printf(out, "  %s\n", t->trace_path);
         if (t->note != NULL)
-            g_string_append_printf(out, "       not predicted: %s\n", t->note);
+            g_string_append_printf(out, "       %s\n", t->note);
     }
     return g_string_free(out, FALSE);
 }
@@ -793,6 +842,7 @@ JsonNode *sim_calibrate_build_json(const SimCalibration *cal) {
         sim_cal_json_int(b, "w_ns", st->w_ns);
         sim_cal_json_int(b, "bw_ns", st->bw_ns);
         sim_cal_json_int(b, "u_ns", st->u_ns);
+        sim_cal_json_int(b, "stash_ns", st->stash_ns);
         sim_cal_json_int(b, "dispatch_ns", st->dispatch_ns);
         sim_cal_json_int(b, "samples", st->n_samples);
         json_builder_end_object(b);

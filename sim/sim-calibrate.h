@@ -43,7 +43,7 @@ typedef struct {
     int32_t lo_step, hi_step;
     int64_t measured_step_ns;
     int64_t predicted_step_ns; /* 0 when not predicted (note says why) */
-    char   *note;              /* (nullable) */
+    char   *note;              /* (nullable) a caveat, or why predicted_step_ns is 0 */
 } SimCalibrateTrace;
 
 /* The fitted costs of one stage at the calibration's micro-batch size: medians of the
@@ -52,6 +52,9 @@ typedef struct {
 typedef struct {
     int32_t stage;
     int64_t f_ns, b_ns, w_ns, bw_ns, u_ns;
+    int64_t stash_ns;    /* copying the stage's weights (the first F of a weight version
+                            under stashing pays it over a plain F), -1 when no stashing run
+                            (pipedream, 2bw) was fitted */
     int64_t dispatch_ns; /* median gap between an op's end and the next op's start on the
                             stage when the next op's inputs were already there */
     int32_t n_samples;   /* measured op durations the fit used on this stage */

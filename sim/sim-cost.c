@@ -63,6 +63,7 @@ void sim_cost_free(SimCostModel *cost) {
     g_free(cost->b_ns);
     g_free(cost->w_ns);
     g_free(cost->bw_ns);
+    g_free(cost->stash_copy_ns);
     g_free(cost->u_ns);
     g_free(cost->static_bytes);
     g_free(cost->weights_bytes);
@@ -341,6 +342,8 @@ SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **er
         /* [costs] times are per full stage; each chunk gets an equal share (truncated). */
         if (c->fused_stage_ns != NULL)
             cost->bw_ns = g_new0(int64_t, (size_t)pipe->stages * pipe->chunks);
+        if (c->stash_stage_ns != NULL)
+            cost->stash_copy_ns = g_new0(int64_t, pipe->stages);
         for (int32_t st = 0; st < pipe->stages; st++) {
             for (int32_t k = 0; k < pipe->chunks; k++) {
                 int32_t i = st * pipe->chunks + k;
@@ -352,6 +355,8 @@ SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **er
                         pp_scenario_stage_cost_ns(c, PP_OP_BACKWARD_FULL, st) / pipe->chunks;
             }
             cost->u_ns[st] = pp_scenario_stage_cost_ns(c, PP_OP_UPDATE, st);
+            if (cost->stash_copy_ns != NULL)
+                cost->stash_copy_ns[st] = pp_scenario_stash_ns(c, st);
         }
     }
     if (!sim_cost_fill_analytic(cost, scenario, !c->set, error))

@@ -17,17 +17,21 @@ G_BEGIN_DECLS
 typedef struct {
     int32_t  n_stages;
     int32_t  n_chunks;
-    int64_t *f_ns;              /* (n_stages * n_chunks) forward of one micro-batch, one chunk */
-    int64_t *b_ns;              /* (n_stages * n_chunks) input-gradient backward B */
-    int64_t *w_ns;              /* (n_stages * n_chunks) weight-gradient backward W */
-    int64_t *bw_ns;             /* (n_stages * n_chunks) fused backward BW, or NULL: a BW costs
-                                   B + W (sim_cost_bw_ns()); set when a measured fused
-                                   backward differs from its split halves ([costs]
-                                   fused_backward_us); freed by sim_cost_free() */
-    int64_t *u_ns;              /* (n_stages) optimizer update */
-    int64_t  comm_latency_ns;   /* per cross-device hop */
-    double   comm_bytes_per_ns; /* link bandwidth; 0 = latency only */
-    int64_t  act_msg_bytes;     /* bytes of one activation / gradient message */
+    int64_t *f_ns;             /* (n_stages * n_chunks) forward of one micro-batch, one chunk */
+    int64_t *b_ns;             /* (n_stages * n_chunks) input-gradient backward B */
+    int64_t *w_ns;             /* (n_stages * n_chunks) weight-gradient backward W */
+    int64_t *bw_ns;            /* (n_stages * n_chunks) fused backward BW, or NULL: a BW costs
+                                  B + W (sim_cost_bw_ns()); set when a measured fused
+                                  backward differs from its split halves ([costs]
+                                  fused_backward_us); freed by sim_cost_free() */
+    int64_t *u_ns;             /* (n_stages) optimizer update */
+    int64_t *stash_copy_ns;    /* (n_stages) copying the stage's weights, or NULL: free. Under
+                                  weight stashing (pipedream, 2bw) the first F of each weight
+                                  version on a stage pays it, as the executor copies the
+                                  weights then ([costs] stash_us); freed by sim_cost_free() */
+    int64_t comm_latency_ns;   /* per cross-device hop */
+    double  comm_bytes_per_ns; /* link bandwidth; 0 = latency only */
+    int64_t act_msg_bytes;     /* bytes of one activation / gradient message */
     /* memory model, bytes per stage (index: stage) */
     int64_t *static_bytes;      /* (n_stages) weights + grads + optim: held the whole run */
     int64_t *weights_bytes;     /* (n_stages) bf16 weights + fp32 master copy (6 B/param) */
@@ -73,11 +77,11 @@ SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f
                                    int64_t w_ns, int64_t comm_ns);
 /* From a scenario: [costs] when set (each stage's full-stage times, one value for every stage
  * or one per stage, split evenly over its chunks, truncated; fused_backward_us, when given,
- * fills bw_ns; comm_us is the whole hop, bandwidth 0; update_us per U; layers split evenly
- * for the memory model), else the analytic model: layers over virtual stages vs = chunk * N + stage
- * by pp_partition_new() (run.layers_per_stage; pipeline.partition = even: remainder to the
- * first; balanced: the smallest slowest stage whose split fits hardware.memory with the
- * scenario schedule's peak in-flight units), forward FLOPs 24bsh^2 + 4bs^2h per layer +
+ * fills bw_ns, stash_us stash_copy_ns; comm_us is the whole hop, bandwidth 0; update_us per U;
+ * layers split evenly for the memory model), else the analytic model: layers over virtual stages vs
+ * = chunk * N + stage by pp_partition_new() (run.layers_per_stage; pipeline.partition = even:
+ * remainder to the first; balanced: the smallest slowest stage whose split fits hardware.memory
+ * with the scenario schedule's peak in-flight units), forward FLOPs 24bsh^2 + 4bs^2h per layer +
  * 2bshV LM head on the last virtual stage, B = W = forward, time = FLOPs / (peak_flops *
  * eff(b*s)); U = 28 bytes per parameter / memory bandwidth; hop = link latency + 2bsh bytes
  * / link bandwidth. Memory either way: 16 bytes per parameter static, split into weights 6

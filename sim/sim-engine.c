@@ -40,6 +40,7 @@ typedef struct {
     int64_t             comm_ns;      /* one cross-device hop: latency + bytes / bandwidth */
     int32_t            *unit_vs;      /* (n_stages * n_chunks) virtual stage of (stage, chunk) */
     SimOpState         *ops;          /* (n_ops) by flat op id */
+    int64_t            *copy_ns;      /* (n_ops) weight copy an F pays (stash_copy_ns), or NULL */
     SimStageState      *st;           /* (n_stages) */
     int32_t             n_step_slots; /* synchronous: n_steps + 1 (ops after the last U of a
                                          custom order fall in the extra slot) */
@@ -62,7 +63,7 @@ static inline int64_t sim_run_op_dur(const SimRun *run, const PpOp *op, int32_t 
     int32_t unit = op->stage * cost->n_chunks + op->chunk;
     switch (op->kind) {
     case PP_OP_FORWARD:
-        return cost->f_ns[unit];
+        return cost->f_ns[unit] + (run->copy_ns != NULL ? run->copy_ns[id] : 0);
     case PP_OP_BACKWARD:
         return cost->b_ns[unit];
     case PP_OP_WEIGHT:
@@ -416,6 +417,22 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
         run->ops[id] = (SimOpState){.ready_ns = 0,
                                     .pending = sched->dep_offset[id + 1] - sched->dep_offset[id]};
 
+    /* Stashing: the first F of each weight version on a stage copies the weights. */
+    if (cost->stash_copy_ns != NULL && cost->op_dur_ns == NULL &&
+        sched->weight_mode == PP_WEIGHTS_STASHED) {
+        run->copy_ns = g_new0(int64_t, MAX(n_ops, 1));
+        for (int32_t s = 0; s < n_stages; s++) {
+            int32_t last = -1;
+            for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+                int32_t id = sched->op_offset[s] + i;
+                if (sched->programs[s][i].kind == PP_OP_FORWARD && sched->version[id] != last) {
+                    run->copy_ns[id] = cost->stash_copy_ns[s];
+                    last = sched->version[id];
+                }
+            }
+        }
+    }
+
     run->st = g_new0(SimStageState, n_stages);
     for (int32_t s = 0; s < n_stages; s++) {
         SimStageState *st = &run->st[s];
@@ -475,6 +492,7 @@ static void sim_run_clear(SimRun *run) {
     g_free(run->st);
     g_free(run->unit_vs);
     g_free(run->ops);
+    g_free(run->copy_ns);
     g_free(run->step_first_ns);
     g_free(run->step_last_ns);
     g_free(run->step_busy_ns);

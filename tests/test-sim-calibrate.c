@@ -72,39 +72,42 @@ static void remove_dirs(char **dirs, int n) {
         ck_assert(test_util_tmp_dir_remove(dirs[i]));
 }
 
-/* calibrate.ini's costs per stage (ns): F, B, W, fused BW, U. */
-static const int64_t known[3][5] = {
-    {100000, 110000, 90000, 190000, 30000},
-    {140000, 130000, 60000, 185000, 20000},
-    {120000, 150000, 100000, 260000, 40000},
+/* calibrate.ini's costs per stage (ns): F, B, W, fused BW, U, weight copy. */
+static const int64_t known[3][6] = {
+    {100000, 110000, 90000, 190000, 30000, 11000},
+    {140000, 130000, 60000, 185000, 20000, 13000},
+    {120000, 150000, 100000, 260000, 40000, 17000},
 };
 
-/* Fitted on 1f1b (F, BW, U) and zb-h1 (B, W): every stage's costs and the 5 us hop come back
- * exactly (simulated ops have no dispatch gap), and the held-out paci, 2bw, zb-2p and m = 8
- * runs are predicted to the nanosecond. The written scenario runs as is and equals the
- * original. */
+/* Fitted on zb-h1 (F, B, W, U) and 2bw with m = 8 (BW, the weight copy of stashing): every
+ * stage's costs and the 5 us hop come back exactly (simulated ops have no dispatch gap), and
+ * the held-out 1f1b (m = 4 and 8), paci, 2bw (m = 4) and zb-2p runs are predicted to the
+ * nanosecond. The written scenario runs as is and equals the original. */
 START_TEST(test_recovers_costs) {
     const char *const zb[] = {"pipeline.schedule=zb-h1", NULL};
+    const char *const tbw8[] = {"pipeline.schedule=2bw", "pipeline.microbatches=8", NULL};
+    const char *const m8[] = {"pipeline.microbatches=8", NULL};
     const char *const paci[] = {"pipeline.schedule=paci", NULL};
     const char *const tbw[] = {"pipeline.schedule=2bw", NULL};
     const char *const zb2[] = {"pipeline.schedule=zb-2p", NULL};
-    const char *const m8[] = {"pipeline.microbatches=8", NULL};
-    char             *dirs[] = {simulate("calibrate.ini", NULL), simulate("calibrate.ini", zb),
+    char             *dirs[] = {simulate("calibrate.ini", zb),   simulate("calibrate.ini", tbw8),
+                                simulate("calibrate.ini", NULL), simulate("calibrate.ini", m8),
                                 simulate("calibrate.ini", paci), simulate("calibrate.ini", tbw),
-                                simulate("calibrate.ini", zb2),  simulate("calibrate.ini", m8)};
-    g_autofree char  *o0 = ops_of(dirs[0]), *o1 = ops_of(dirs[1]), *o2 = ops_of(dirs[2]),
-                    *o3 = ops_of(dirs[3]), *o4 = ops_of(dirs[4]), *o5 = ops_of(dirs[5]);
+                                simulate("calibrate.ini", zb2)};
+    char             *o[G_N_ELEMENTS(dirs)];
+    for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++)
+        o[i] = ops_of(dirs[i]);
     g_autofree char  *out = g_build_filename(dirs[0], "calibrated.ini", NULL);
-    const char *const args[] = {o0, o1,        "--check", o2,      "--check", o3,  "--check",
-                                o4, "--check", o5,        "--out", out,       NULL};
+    const char *const args[] = {o[0],      o[1], "--check", o[2], "--check", o[3], "--check", o[4],
+                                "--check", o[5], "--check", o[6], "--out",   out,  NULL};
     g_autoptr(JsonNode) root = calibrate_json(args);
 
     JsonArray *stages = array(root, "stages");
     ck_assert_int_eq(json_array_get_length(stages), 3);
-    static const char *const keys[] = {"f_ns", "b_ns", "w_ns", "bw_ns", "u_ns"};
+    static const char *const keys[] = {"f_ns", "b_ns", "w_ns", "bw_ns", "u_ns", "stash_ns"};
     for (guint s = 0; s < 3; s++) {
         JsonObject *st = json_array_get_object_element(stages, s);
-        for (int k = 0; k < 5; k++)
+        for (int k = 0; k < 6; k++)
             ck_assert_int_eq(json_object_get_int_member(st, keys[k]), known[s][k]);
         ck_assert_int_eq(json_object_get_int_member(st, "dispatch_ns"), 0);
     }
@@ -115,8 +118,8 @@ START_TEST(test_recovers_costs) {
     ck_assert(!json_object_get_boolean_member(member(root, "kernel_efficiency"), "fitted"));
 
     JsonArray *traces = array(root, "traces");
-    ck_assert_int_eq(json_array_get_length(traces), 6);
-    for (guint i = 0; i < 6; i++) {
+    ck_assert_int_eq(json_array_get_length(traces), G_N_ELEMENTS(dirs));
+    for (guint i = 0; i < G_N_ELEMENTS(dirs); i++) {
         JsonObject *t = json_array_get_object_element(traces, i);
         ck_assert_str_eq(json_object_get_string_member(t, "role"), i < 2 ? "fit" : "check");
         int64_t measured = json_object_get_int_member(t, "measured_step_ns");
@@ -127,10 +130,11 @@ START_TEST(test_recovers_costs) {
         ck_assert_int_eq(json_object_get_int_member(t, "hi_step"), 9);
     }
 
-    /* The written scenario: pacer-sim runs it and gets the original run's figures. */
+    /* The written scenario (the first fit trace's, zb-h1): pacer-sim runs it and gets the
+     * original run's figures. */
     const char *const run_cal[] = {out, "--json", NULL};
     g_autofree char  *orig_path = g_strdup_printf("%s/calibrate.ini", DATA_DIR);
-    const char *const run_orig[] = {orig_path, "--json", NULL};
+    const char *const run_orig[] = {orig_path, "--set", "pipeline.schedule=zb-h1", "--json", NULL};
     g_autofree char  *a = NULL, *b = NULL, *err = NULL;
     ck_assert_int_eq(test_util_spawn(SIM_BIN, run_cal, &a, &err), 0);
     ck_assert_int_eq(test_util_spawn(SIM_BIN, run_orig, &b, NULL), 0);
@@ -142,7 +146,10 @@ START_TEST(test_recovers_costs) {
     g_autofree char *text = test_util_read_file(out, NULL);
     ck_assert_ptr_nonnull(strstr(text, "forward_us=100,140,120\n"));
     ck_assert_ptr_nonnull(strstr(text, "fused_backward_us=190,185,260\n"));
+    ck_assert_ptr_nonnull(strstr(text, "stash_us=11,13,17\n"));
     ck_assert_ptr_nonnull(strstr(text, "first 1 optimizer step(s) left out"));
+    for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++)
+        g_free(o[i]);
     remove_dirs(dirs, G_N_ELEMENTS(dirs));
 }
 END_TEST

@@ -813,6 +813,49 @@ START_TEST(test_cost_per_stage) {
 }
 END_TEST
 
+/* [costs] stash_us: under weight stashing (2bw, pipedream) the first forward of every weight
+ * version on a stage pays the copy, so busy = sum(F + BW + U) + versions x stash; 1f1b, which
+ * does not stash, pays nothing. */
+START_TEST(test_cost_stash_copy) {
+    static const char *const kinds[] = {"2bw", "pipedream", "1f1b"};
+    for (size_t k = 0; k < G_N_ELEMENTS(kinds); k++) {
+        g_autofree char *text = g_strdup_printf(
+            "[model]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n"
+            "[pipeline]\nschedule = %s\nstages = 2\nmicrobatches = 4\nmicrobatch_size = 1\n"
+            "[training]\nsteps = 3\n[costs]\nforward_us = 10\nbackward_us = 20\n"
+            "update_us = 5\nstash_us = 7, 9\n",
+            kinds[k]);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(PpScenario) sc = pp_scenario_load_data(text, "stash.ini", NULL, &error);
+        ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
+        g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
+        ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+        PpScheduleParams params;
+        pp_scenario_schedule_params(sc, &params);
+        g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
+        ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+        g_autoptr(SimResult) res = test_run(sched, cost);
+        gboolean stashed = sched->weight_mode == PP_WEIGHTS_STASHED;
+        for (int32_t st = 0; st < 2; st++) {
+            int64_t busy = 0;
+            int32_t versions = 0, last = -1;
+            for (int32_t i = 0; i < sched->n_ops[st]; i++) {
+                const PpOp *op = &sched->programs[st][i];
+                busy += op->kind == PP_OP_FORWARD ? 10000 : op->kind == PP_OP_UPDATE ? 5000 : 20000;
+                int32_t v = sched->version[sched->op_offset[st] + i];
+                if (op->kind == PP_OP_FORWARD && v != last) {
+                    versions++;
+                    last = v;
+                }
+            }
+            ck_assert_int_gt(versions, 1);
+            ck_assert_int_eq(res->stages[st].busy_ns,
+                             busy + (stashed ? versions * (st == 0 ? 7000 : 9000) : 0));
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_cost_layers_and_params) {
     PpScenario sc;
     test_scenario_fill(&sc);
@@ -1139,6 +1182,7 @@ int main(void) {
     tcase_add_test(tc, test_cost_kernel_efficiency_keys);
     tcase_add_test(tc, test_cost_explicit);
     tcase_add_test(tc, test_cost_per_stage);
+    tcase_add_test(tc, test_cost_stash_copy);
     tcase_add_test(tc, test_cost_layers_and_params);
     tcase_add_test(tc, test_cost_errors);
     tcase_add_test(tc, test_partition_default_balanced);
