@@ -16,6 +16,7 @@
 #include "sim-replay.h"
 #include "sim-report.h"
 #include "sim-sweep.h"
+#include "sim-tta.h"
 
 #define SIM_MAIN_DEFAULT_SCHEDULES "1f1b,interleaved,zb-2p,paci"
 
@@ -145,6 +146,7 @@ static const char sim_main_run_description[] =
     "  pacer-sim sweep SCENARIO --sweep section.key=v1,v2,... [--sweep ...] [--out FILE.csv]\n"
     "  pacer-sim replay SCENARIO --trace MEASURED.csv [--set ...] [--json] [--out DIR]\n"
     "  pacer-sim calibrate TRACE... [--check TRACE]... [--out SCENARIO] [--json]\n"
+    "  pacer-sim tta RUN... --threshold LOSS,... [--target SCENARIO] [--step-ms NAME=MS]\n"
     "  pacer-sim schedules\n"
     "Run 'pacer-sim COMMAND --help' for a command's options. --out DIR writes ops.csv,\n"
     "stages.csv, summary.csv, memory.csv, trace.json (ui.perfetto.dev) and scenario.ini.\n"
@@ -407,9 +409,9 @@ int main(int argc, char **argv) {
         const char *name;
         int (*fn)(int argc, char **argv);
     } commands[] = {
-        {"compare", sim_main_compare},     {"sweep", sim_main_sweep},
-        {"replay", sim_main_replay},       {"calibrate", sim_calibrate_main},
-        {"schedules", sim_main_schedules},
+        {"compare", sim_main_compare}, {"sweep", sim_main_sweep},
+        {"replay", sim_main_replay},   {"calibrate", sim_calibrate_main},
+        {"tta", sim_tta_main},         {"schedules", sim_main_schedules},
     };
     /* Characters only (UTF-8 help text); numbers keep the C locale's format. */
     setlocale(LC_CTYPE, "");
