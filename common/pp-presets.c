@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * pp-presets.c: the model and hardware preset tables behind pp-presets.h.
  * Model shapes follow the Hugging Face GPT-2 configs and the zero-bubble paper's
- * configurations (Qi et al., ICLR 2024; DESIGN.md §5). Device figures are vendor datasheet
+ * configurations (Qi et al., ICLR 2024; docs/design.md §6.2). Device figures are vendor datasheet
  * peaks; link figures for PCIe are effective (not signalling) rates.
  */
 #include "pp-presets.h"
@@ -14,13 +14,13 @@
 static const PpModelPreset pp_model_presets[] = {
     /* HF "gpt2" config.json: n_layer, n_embd, n_head, n_positions, vocab_size */
     {"gpt2", 12, 768, 12, 1024, 50257},
-    /* HF "gpt2-medium" config: same fields; the PACI paper's model (DESIGN.md §1) */
+    /* HF "gpt2-medium" config: same fields; the PACI paper's model (docs/design.md §6.1) */
     {"gpt2-medium", 24, 1024, 16, 1024, 50257},
     /* HF "gpt2-large" config: same fields as above */
     {"gpt2-large", 36, 1280, 20, 1024, 50257},
     /* HF "gpt2-xl" config: same fields as above */
     {"gpt2-xl", 48, 1600, 25, 1024, 50257},
-    /* zero-bubble paper 1.5B (DESIGN.md §5): layers, hidden, heads, seq 1024; GPT-2 vocab */
+    /* zero-bubble paper 1.5B (docs/design.md §6.2): layers, hidden, heads, seq 1024; GPT-2 vocab */
     {"zb-1.5b", 24, 2304, 24, 1024, 50257},
     /* zero-bubble paper 6.2B: as above */
     {"zb-6.2b", 32, 4096, 32, 1024, 50257},

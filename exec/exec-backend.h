@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * exec-backend.h: the backend vtable the replay loop (exec.c) drives (STYLE.md §5). A backend
+ * exec-backend.h: the vtable the replay loop (exec.c) drives (docs/style.md §5.4). A backend
  * owns the model state of every virtual stage (weights, stashed versions, gradients,
  * optimizer, activation slots), the workers (one per pipeline stage) and the transport that
  * carries activations and gradients between them. exec.c decides what each op does

@@ -182,7 +182,7 @@ static void exec_pipeline_worker(gpointer user_data, int32_t stage) {
             return;
         ExecOpArgs args;
         exec_pipeline_op_args(pipeline, &sched->programs[stage][i], &args);
-        /* The executor computes with exactly the version the program implies (DESIGN.md §4). */
+        /* The executor computes with the version the program implies (docs/design.md §5.2). */
         PP_ASSERT(args.version - pipeline->version_base[stage] ==
                   pp_schedule_version_used(sched, (PpOpRef){stage, i}));
         if (!exec_pipeline_exec_op(pipeline, &args))

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * kern-check.h: abort-on-failure macros of kernels/ (STYLE.md §3). KERN_ASSERT guards
+ * kern-check.h: abort-on-failure macros of kernels/ (docs/style.md §3). KERN_ASSERT guards
  * invariants (never compiled out); KERN_CHECK_GEN checks a library call against its success
  * value and prints the statement, function, file, line and the library's error string. The
  * CUDA, cuBLASLt and NCCL instances are defined only where the CUDA runtime is visible (nvcc,

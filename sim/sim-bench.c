@@ -37,7 +37,7 @@ typedef struct {
     int64_t      f_ns, b_ns, w_ns; /* per stage */
 } SimBenchCase;
 
-/* zb-28.3b: the zero-bubble paper's A100 profile (DESIGN.md §5, scenarios/zb) with PACI
+/* zb-28.3b: the zero-bubble paper's A100 profile (docs/design.md §6.2, scenarios/zb) with PACI
  * accumulating the same 96 micro-batches per update that the flush schedule runs per step. */
 #define SIM_BENCH_ZB      "scenarios/zb/zb-28.3b-p32-m96.ini"
 #define SIM_BENCH_ZB_PACI "pipeline.schedule=paci;pipeline.accumulation=96;training.global_batch=96"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * sim-cost.c: the simulator's cost model (DESIGN.md §3). Explicit [costs] times or the
+ * sim-cost.c: the simulator's cost model (docs/design.md §4.4). Explicit [costs] times or the
  * analytic model: transformer FLOPs per layer over peak FLOP/s times a kernel-efficiency
  * curve, a link of given bandwidth and latency, and Korthikanti et al.'s activation sizes.
  * Every duration is rounded to integer ns once, here; the engine only adds integers.

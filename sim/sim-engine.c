@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * sim-engine.c: the discrete-event engine (DESIGN.md §3). Each stage's compute runs its program
+ * sim-engine.c: the discrete-event engine (docs/design.md §4.2). Each stage runs its program
  * in order; the one event is "op ends" (at most one per stage queued). An op starts when it
  * heads its program, its device is free and its dependencies ended (+ comm across devices).
  * State is in flat arrays by op id; the run ends with ns-3-style consistency checks. Dynamic
@@ -320,7 +320,7 @@ static int64_t sim_run_async_step_time(const SimRun *run, int32_t stage, int64_t
     return (st->u_end_ns[hi] - st->u_end_ns[lo]) / (hi - lo);
 }
 
-/* Fills the run-level reports from the per-stage state (DESIGN.md §3). */
+/* Fills the run-level reports from the per-stage state (docs/design.md §4.6). */
 static void sim_run_report(SimRun *run) {
     const PpSchedule   *sched = run->sched;
     const SimCostModel *cost = run->cost;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * test-sim-engine.c: the discrete-event engine against closed forms (DESIGN.md §5), exact in
+ * test-sim-engine.c: the discrete-event engine against closed forms (docs/design.md §3), exact in
  * integer ns: GPipe/1F1B/interleaved makespans, multi-step runs, peak in-flight, weight
  * versions, PACI's drift and bottleneck-bound step time, memory, trace invariants and
  * determinism, and the cost model built from a scenario.
