@@ -134,7 +134,7 @@ static gboolean exec_cpu_check(ExecCpuBackend *cpu, const PpSchedule *sched, GEr
             return FALSE;
         }
     }
-    g_autofree int32_t *peak = exec_schedule_act_slots(sched);
+    g_autofree int32_t *peak = pp_schedule_vstage_peak_inflight(sched);
     for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
         if (peak[vs] > cpu->vstages[vs].n_slots) {
             g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,

@@ -29,19 +29,19 @@ typedef struct {
 
 /* Live per-step accounting, fed by the last stage's worker through on_loss. */
 typedef struct {
-    ExecProgress *progress;
-    int32_t       total_steps;
-    int32_t       step0; /* first step of the segment */
-    int32_t       seg;   /* steps in the segment */
-    int32_t       mb_per_step;
-    int64_t       tokens_per_step;
-    double        lr_peak, lr_min;
-    int32_t       warmup;
-    int32_t      *count;        /* (segment steps) losses seen per step */
-    double       *sum;          /* (segment steps) */
-    double       *tokens_per_s; /* (segment steps) */
-    double        t_start_s;    /* training start (this invocation) */
-    double        t_last_s;     /* when the previous step completed */
+    ExecProgress       *progress;
+    int32_t             total_steps;
+    int32_t             step0; /* first step of the segment */
+    int32_t             seg;   /* steps in the segment */
+    int32_t             mb_per_step;
+    int64_t             tokens_per_step;
+    const ExecPipeline *pipeline;
+    int32_t             version0;     /* stage 0's version at the segment's start */
+    int32_t            *count;        /* (segment steps) losses seen per step */
+    double             *sum;          /* (segment steps) */
+    double             *tokens_per_s; /* (segment steps) */
+    double              t_start_s;    /* training start (this invocation) */
+    double              t_last_s;     /* when the previous step completed */
 } ExecTrainLive;
 
 static double exec_train_now_s(void) {
@@ -85,8 +85,8 @@ static void exec_train_on_loss(gpointer user_data, int32_t mb, int32_t step, flo
         .step = abs_step,
         .total_steps = live->total_steps,
         .loss = live->sum[step] / live->count[step],
-        .lr = kern_lr_schedule(abs_step, live->warmup, live->total_steps, (float)live->lr_peak,
-                               (float)live->lr_min),
+        /* what stage 0 applies at its step-th update of the segment (as the log row) */
+        .lr = exec_pipeline_update_lr(live->pipeline, live->version0 + step),
         .tokens_per_s = live->tokens_per_s[step],
         .elapsed_s = now - live->t_start_s,
     };
@@ -460,12 +460,13 @@ static gboolean exec_train_validate_scenario(const ExecTrainParams *params, GErr
                     "%s: optimizer.name=%s; valid: adamw, muon", sc->path, name);
         return FALSE;
     }
-    if (params->dynamic && g_strcmp0(sc->pipeline.schedule, "paci") != 0 &&
-        g_strcmp0(sc->pipeline.schedule, "async-1f1b") != 0) {
+    const PpSchedKindInfo *kind = pp_sched_kind_lookup(sc->pipeline.schedule);
+    if (params->dynamic && !kind->has_policy) {
+        g_autofree char *policy_kinds = pp_sched_kind_policy_names();
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                     "%s: dynamic mode (--dynamic or pipeline.mode=dynamic) runs PACI's policy; "
-                    "pipeline.schedule=%s must be paci or async-1f1b",
-                    sc->path, sc->pipeline.schedule);
+                    "pipeline.schedule=%s must be one with a run-time policy: %s",
+                    sc->path, sc->pipeline.schedule, policy_kinds);
         return FALSE;
     }
     if (sc->training.steps <= sc->optimizer.warmup_steps) {
@@ -511,10 +512,7 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     pp_scenario_schedule_params(sc, &sp);
     int32_t       start = 0;
     ExecTrainLive live = {.total_steps = total,
-                          .tokens_per_step = (int64_t)sc->training.global_batch * model.T,
-                          .lr_peak = sc->optimizer.lr,
-                          .lr_min = sc->optimizer.min_lr,
-                          .warmup = sc->optimizer.warmup_steps};
+                          .tokens_per_step = (int64_t)sc->training.global_batch * model.T};
     sp.n_steps = exec_train_next_boundary(sc, start) - start;
     PpSchedule *shape = pp_schedule_new(&sp, error);
     if (!shape)
@@ -558,6 +556,7 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     g_autoptr(ExecPipeline) pipeline = exec_pipeline_new(&pp, error);
     if (!pipeline)
         return FALSE;
+    live.pipeline = pipeline;
 
     if (params->resume && !exec_train_load(pipeline, sc, vocab, params->resume, &start, error))
         return FALSE;
@@ -614,14 +613,15 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
         }
         live.step0 = step;
         live.seg = seg;
+        live.version0 = exec_pipeline_version(pipeline, 0);
         live.count = g_new0(int32_t, seg);
         live.sum = g_new0(double, seg);
         live.tokens_per_s = g_new0(double, seg);
         g_autoptr(PpSchedule) program = NULL;
         g_autoptr(ExecRunResult) res =
             params->dynamic
-                ? exec_pipeline_run_dynamic(pipeline, sched->mb_per_step, sched->n_mb,
-                                            (int64_t)step * sched->mb_per_step, &program, error)
+                ? exec_pipeline_run_dynamic(pipeline, sched, (int64_t)step * sched->mb_per_step,
+                                            &program, error)
                 : exec_pipeline_run(pipeline, sched, (int64_t)step * sched->mb_per_step, error);
         g_autofree int32_t *count = g_steal_pointer(&live.count);
         g_autofree double  *sum = g_steal_pointer(&live.sum);
@@ -645,18 +645,19 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
             for (int32_t s = 0; s < sched->n_stages; s++)
                 if (k < res->n_updates[s])
                     sq += res->grad_norm[s][k] * res->grad_norm[s][k];
-            int32_t delta = 0;
+            /* Δ of the program that ran (exec.c asserted every op's version against it). */
+            const PpSchedule *ran = program ? program : sched;
+            int32_t           delta = 0;
             for (int32_t mb = 0; mb < res->n_mb; mb++) {
                 if (res->mb_step[mb] != k)
                     continue;
-                for (int32_t vs = 0; vs < n_vs; vs++) {
-                    size_t cell = (size_t)mb * n_vs + vs;
-                    delta = MAX(delta, res->version_b[cell] - res->version_f[cell]);
-                }
+                for (int32_t vs = 0; vs < n_vs; vs++)
+                    delta = MAX(delta, pp_schedule_delta(ran, mb, vs));
             }
             int32_t abs_step = step + k;
             double  loss = count[k] > 0 ? sum[k] / count[k] : NAN;
-            float   lr = kern_lr_schedule(abs_step, pp.warmup_steps, total, pp.lr, pp.min_lr);
+            /* the lr stage 0 applied at its k-th update of the segment */
+            float            lr = k < res->n_updates[0] ? res->lr[0][k] : NAN;
             g_autofree char *val_text =
                 k == seg - 1 && !isnan(val_loss) ? g_strdup_printf("%.6f", val_loss) : g_strdup("");
             g_string_append_printf(log, "%d,%" G_GINT64_FORMAT ",%.6f,%s,%.6e,%.6f,%.1f,%d\n",

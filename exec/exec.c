@@ -47,24 +47,6 @@ static int64_t exec_now_ns(const ExecPipeline *pipeline) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - pipeline->t0_ns;
 }
 
-int32_t *exec_schedule_act_slots(const PpSchedule *sched) {
-    int32_t            *peak = g_new0(int32_t, sched->n_vstages);
-    g_autofree int32_t *live = g_new0(int32_t, sched->n_vstages);
-    for (int32_t s = 0; s < sched->n_stages; s++) {
-        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
-            const PpOp *op = &sched->programs[s][i];
-            if (op->kind == PP_OP_UPDATE || op->kind == PP_OP_BACKWARD)
-                continue;
-            int32_t vs = pp_schedule_vstage(sched, s, op->chunk);
-            live[vs] += op->kind == PP_OP_FORWARD ? 1 : -1;
-            PP_ASSERT(live[vs] >= 0);
-            if (live[vs] > peak[vs])
-                peak[vs] = live[vs];
-        }
-    }
-    return peak;
-}
-
 /* --- the worker --- */
 
 static void exec_pipeline_fail(ExecPipeline *pipeline, GError *error) {
@@ -87,7 +69,7 @@ static void exec_pipeline_op_args(ExecPipeline *pipeline, const PpOp *op, ExecOp
     *args = (ExecOpArgs){.op = op, .vstage = -1, .version = current};
     if (op->kind == PP_OP_UPDATE) {
         const ExecPipelineParams *p = &pipeline->params;
-        args->lr = kern_lr_schedule(current, p->warmup_steps, p->total_steps, p->lr, p->min_lr);
+        args->lr = exec_pipeline_update_lr(pipeline, current);
         args->grad_clip = p->grad_clip;
         args->poison = current == p->poison_update;
         return;
@@ -154,6 +136,7 @@ static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, const ExecOpArgs *
     if (op->kind != PP_OP_UPDATE)
         return TRUE;
     pipeline->version[stage]++;
+    res->lr[stage][res->n_updates[stage]] = args->lr;
     res->grad_norm[stage][res->n_updates[stage]++] = out.grad_norm;
     if (out.applied) {
         pipeline->nonfinite[stage] = 0;
@@ -281,7 +264,7 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     if (!partition)
         return NULL;
 
-    g_autofree int32_t *act_slots = exec_schedule_act_slots(shape);
+    g_autofree int32_t *act_slots = pp_schedule_vstage_peak_inflight(shape);
     g_autofree int32_t *versions = g_new0(int32_t, shape->n_stages);
     for (int32_t s = 0; s < shape->n_stages; s++)
         versions[s] = shape->weight_mode == PP_WEIGHTS_STASHED ? shape->n_weight_versions[s] : 0;
@@ -352,6 +335,7 @@ static ExecRunResult *exec_run_result_new(int32_t n_stages, int32_t n_vstages, i
         res->version_f[i] = res->version_b[i] = -1;
     res->n_stages = n_stages;
     res->grad_norm = g_new0(double *, n_stages);
+    res->lr = g_new0(float *, n_stages);
     res->n_updates = g_new0(int32_t, n_stages);
     res->executed = g_new0(PpOp *, n_stages);
     res->n_executed = g_new0(int32_t, n_stages);
@@ -360,6 +344,7 @@ static ExecRunResult *exec_run_result_new(int32_t n_stages, int32_t n_vstages, i
         res->capacity[s] = ops_per_stage[s];
         res->executed[s] = g_new(PpOp, MAX(ops_per_stage[s], 1));
         res->grad_norm[s] = g_new0(double, MAX(ops_per_stage[s], 1));
+        res->lr[s] = g_new0(float, MAX(ops_per_stage[s], 1));
     }
     return res;
 }
@@ -370,6 +355,7 @@ void exec_run_result_free(ExecRunResult *result) {
     for (int32_t s = 0; s < result->n_stages; s++) {
         g_free(result->executed[s]);
         g_free(result->grad_norm[s]);
+        g_free(result->lr[s]);
     }
     g_free(result->n_updates);
     g_free(result->executed);
@@ -380,6 +366,7 @@ void exec_run_result_free(ExecRunResult *result) {
     g_free(result->version_f);
     g_free(result->version_b);
     g_free(result->grad_norm);
+    g_free(result->lr);
     g_free(result);
 }
 
@@ -455,13 +442,16 @@ ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched
     return res;
 }
 
-ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, int32_t accumulation, int32_t n_mb,
+ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedule *like,
                                          int64_t mb_offset, PpSchedule **program, GError **error) {
-    if (pipeline->n_chunks != 1 || accumulation < 1 || n_mb < 1) {
+    const PpSchedKindInfo *info = pp_sched_kind_lookup(like->kind);
+    int32_t                accumulation = like->mb_per_step, n_mb = like->n_mb;
+    if (info == NULL || !info->has_policy || pipeline->n_chunks != 1) {
+        g_autofree char *policy_kinds = pp_sched_kind_policy_names();
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                    "dynamic mode runs PACI's policy: it needs pipeline.chunks=1 (got %d), "
-                    "pipeline.accumulation >= 1 (got %d) and >= 1 micro-batch (got %d)",
-                    pipeline->n_chunks, accumulation, n_mb);
+                    "dynamic mode runs PACI's policy: it needs a schedule with a run-time "
+                    "policy (%s; got %s) and pipeline.chunks=1 (got %d)",
+                    policy_kinds, like->kind, pipeline->n_chunks);
         return NULL;
     }
     if (!pipeline->backend->ops->prepare(pipeline->backend, NULL, error))
@@ -479,7 +469,7 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, int32_t accumul
     /* The executed order becomes a program; the versions the workers used must be the ones
      * that program implies, exactly as in static mode. */
     g_autoptr(PpPolicyRecorder) rec =
-        pp_policy_recorder_new(pipeline->n_stages, accumulation, n_mb);
+        pp_policy_recorder_new(info->name, pipeline->n_stages, accumulation, n_mb);
     for (int32_t s = 0; s < pipeline->n_stages; s++)
         for (int32_t i = 0; i < done->n_executed[s]; i++)
             pp_policy_recorder_record(rec, s, done->executed[s][i].kind, done->executed[s][i].mb);
@@ -519,6 +509,11 @@ Gpt2Slice *exec_pipeline_slice(ExecPipeline *pipeline, int32_t vstage) {
 
 KernOptim *exec_pipeline_optim(ExecPipeline *pipeline, int32_t vstage) {
     return pipeline->backend->ops->optim(pipeline->backend, vstage);
+}
+
+float exec_pipeline_update_lr(const ExecPipeline *pipeline, int32_t update) {
+    const ExecPipelineParams *p = &pipeline->params;
+    return kern_lr_schedule(update, p->warmup_steps, p->total_steps, p->lr, p->min_lr);
 }
 
 int32_t exec_pipeline_version(const ExecPipeline *pipeline, int32_t stage) {

@@ -69,6 +69,8 @@ typedef struct {
     int32_t  n_stages;
     double **grad_norm;  /* (n_stages)(n_updates[stage]) L2 norm of the stage's gradients
                             before clipping, at each of its U in order */
+    float **lr;          /* (n_stages)(n_updates[stage]) learning rate each U applied
+                            (exec_pipeline_update_lr() of the stage's version) */
     int32_t *n_updates;  /* (n_stages) U ops run */
     PpOp   **executed;   /* (n_stages)(n_executed[stage]) ops in the order each worker ran
                             them */
@@ -103,19 +105,16 @@ ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched
                                  GError **error);
 
 /* Dynamic mode (one chunk per stage): every worker runs PACI's backpressure policy live
- * (pp_policy_paci_next() with its own state) over @n_mb micro-batches with accumulation
- * @accumulation instead of replaying a program, using the current weights (no stashing).
- * The executed order is recorded into a program (PpPolicyRecorder), and every op's weight
- * version is PP_ASSERTed equal to what that program implies; replaying *program statically
- * from the same state gives the same math. @program: (out) (transfer full).
- * Returns: (transfer full), or NULL with @error set as exec_pipeline_run(). */
-ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, int32_t accumulation, int32_t n_mb,
+ * (pp_policy_paci_next() with its own state) over the @like->n_mb micro-batches of @like, a
+ * program of a kind with a run-time policy (paci, async-1f1b), with accumulation
+ * @like->mb_per_step, instead of replaying @like, using the current weights (no stashing).
+ * The executed order is recorded into a program of @like's kind (PpPolicyRecorder), and every
+ * op's weight version is PP_ASSERTed equal to what that program implies; replaying *program
+ * statically from the same state gives the same math. @program: (out) (transfer full).
+ * Returns: (transfer full), or NULL with @error set as exec_pipeline_run() (EXEC_ERROR_SHAPE
+ * also for a kind without a policy or several chunks per stage). */
+ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedule *like,
                                          int64_t mb_offset, PpSchedule **program, GError **error);
-
-/* Activation slots each virtual stage of @sched needs: the peak number of its micro-batches
- * between F and the op that frees the slot (BW, or W when the backward is split).
- * Returns: (transfer full) (n_vstages). */
-int32_t *exec_schedule_act_slots(const PpSchedule *sched);
 
 /* --- state --- */
 
@@ -126,6 +125,10 @@ const PpPartition *exec_pipeline_partition(const ExecPipeline *pipeline);
 Gpt2Slice *exec_pipeline_slice(ExecPipeline *pipeline, int32_t vstage);
 /* The optimizer of @vstage. (transfer none). */
 KernOptim *exec_pipeline_optim(ExecPipeline *pipeline, int32_t vstage);
+/* Learning rate of a stage's update number @update (0-based, absolute: the stage's weight
+ * version when the U runs): warmup + cosine over params->total_steps updates. The one
+ * function: every U applies it, and the training log and progress report it. */
+float exec_pipeline_update_lr(const ExecPipeline *pipeline, int32_t update);
 /* Updates applied so far by @stage (its absolute weight version). */
 int32_t exec_pipeline_version(const ExecPipeline *pipeline, int32_t stage);
 /* Sets every stage's version (resume from a checkpoint taken at a drained boundary). */

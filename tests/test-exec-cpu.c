@@ -310,6 +310,13 @@ START_TEST(test_exec_async_versions) {
         for (int32_t i = 0; i < sched->n_ops[s]; i++)
             n_updates += sched->programs[s][i].kind == PP_OP_UPDATE;
         ck_assert_int_eq(exec_pipeline_version(pipeline, s), n_updates);
+        /* Each U applied the lr of its own update index, whatever the other stages did. */
+        ck_assert_int_eq(res->n_updates[s], n_updates);
+        for (int32_t k = 0; k < n_updates; k++) {
+            float want = kern_lr_schedule(k, p.warmup_steps, p.total_steps, p.lr, p.min_lr);
+            ck_assert(res->lr[s][k] == want);
+            ck_assert(exec_pipeline_update_lr(pipeline, k) == want);
+        }
     }
 }
 END_TEST
@@ -406,7 +413,7 @@ START_TEST(test_exec_dynamic_paci) {
     g_autoptr(ExecPipeline) dyn = make_pipeline(&p);
     g_autoptr(GError) error = NULL;
     g_autoptr(PpSchedule) program = NULL;
-    g_autoptr(ExecRunResult) res = exec_pipeline_run_dynamic(dyn, a, n_mb, 0, &program, &error);
+    g_autoptr(ExecRunResult) res = exec_pipeline_run_dynamic(dyn, shape, 0, &program, &error);
     ck_assert_msg(res != NULL, "%s", error ? error->message : "");
     /* The executed order is a valid program with the same shape as the static one. */
     ck_assert_ptr_nonnull(program);
@@ -581,6 +588,9 @@ START_TEST(test_train_outputs) {
         ck_assert_int_eq(g_ascii_strtoll(cols[0], NULL, 10), i - 1);
         ck_assert_int_eq(cols[3][0] != '\0', i % 2 == 0);
         ck_assert_str_eq(cols[7], "0"); /* flush: no drift */
+        /* lr: what stage 0 applied at update i - 1 (warmup 1 of 4 steps, 1e-3 to 1e-4) */
+        g_autofree char *lr = g_strdup_printf("%.6e", kern_lr_schedule(i - 1, 1, 4, 1e-3f, 1e-4f));
+        ck_assert_str_eq(cols[4], lr);
     }
     g_autofree char *ops = g_build_filename(f.dir, "ops.csv", NULL);
     g_autoptr(PpTrace) trace = pp_trace_read_csv(ops, &error);
@@ -811,6 +821,12 @@ START_TEST(test_train_dynamic) {
     const char *paci[] = {"pipeline.schedule=paci", "pipeline.accumulation=2",
                           "pipeline.microbatches=1", "pipeline.mode=dynamic", NULL};
     ck_assert_msg(train(&f, paci, NULL, 0, FALSE, &sum, &error), "%s", error ? error->message : "");
+    ck_assert_int_eq(sum.steps, 4);
+    /* async-1f1b is PACI with a = 1: its policy runs live too, with PACI's drift N - 1. */
+    const char *async[] = {"pipeline.schedule=async-1f1b", "pipeline.microbatches=1",
+                           "pipeline.mode=dynamic", NULL};
+    ck_assert_msg(train(&f, async, NULL, 0, FALSE, &sum, &error), "%s",
+                  error ? error->message : "");
     ck_assert_int_eq(sum.steps, 4);
     /* The policy needs PACI's rule: a flush schedule is refused. */
     GError *refused = NULL;

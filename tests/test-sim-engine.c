@@ -465,6 +465,36 @@ START_TEST(test_policy_matches_static) {
 }
 END_TEST
 
+/* async-1f1b is PACI's policy with a = 1: its live run records an async-1f1b program equal to
+ * the static one (the registry's fixed accumulation wins over params.accumulation). */
+START_TEST(test_policy_async_1f1b) {
+    const int32_t n = 4, steps = 12;
+    g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 3000, 2000, 1000, 0);
+    PpScheduleParams params = {.kind = "async-1f1b",
+                               .n_stages = n,
+                               .n_chunks = 1,
+                               .n_microbatches = 1,
+                               .accumulation = 3,
+                               .n_steps = steps};
+    g_autoptr(GError) error = NULL;
+    PpSchedule *program_raw = NULL;
+    g_autoptr(SimResult) live = sim_engine_run_policy(&params, cost, &program_raw, &error);
+    ck_assert_msg(live != NULL, "%s", error ? error->message : "");
+    g_autoptr(PpSchedule) program = program_raw;
+    g_autoptr(PpSchedule) fixed = test_util_schedule_new("async-1f1b", n, 1, 1, 1, steps);
+    ck_assert_str_eq(program->kind, "async-1f1b");
+    ck_assert_int_eq(program->mb_per_step, 1);
+    for (int32_t s = 0; s < n; s++) {
+        ck_assert_int_eq(program->n_ops[s], fixed->n_ops[s]);
+        for (int32_t i = 0; i < fixed->n_ops[s]; i++) {
+            const PpOp *x = &program->programs[s][i], *y = &fixed->programs[s][i];
+            ck_assert(x->kind == y->kind && x->mb == y->mb && x->chunk == y->chunk);
+        }
+        ck_assert_int_eq(live->stages[s].delta_max, n - 1 - s);
+    }
+}
+END_TEST
+
 /* With a slow stage and link latency the policy still respects backpressure (in-flight at
  * most N-s) and runs at the bottleneck's rate. Loop index: slow stage in {0, 3, 7}. */
 START_TEST(test_policy_heterogeneous) {
@@ -1085,6 +1115,7 @@ int main(void) {
 
     tc = tcase_create("policy");
     tcase_add_loop_test(tc, test_policy_matches_static, 0, 16);
+    tcase_add_test(tc, test_policy_async_1f1b);
     tcase_add_loop_test(tc, test_policy_heterogeneous, 0, 3);
     tcase_add_test(tc, test_policy_errors);
     suite_add_tcase(s, tc);
