@@ -223,6 +223,9 @@ static const PpScenarioKey pp_scenario_keys[] = {
            "steps between checkpoints; 0: only at the end"),
     PP_INT("run", "threads", run.threads, "0", 0, PP_I32_MAX, 0,
            "BLAS threads per worker; 0: automatic"),
+    PP_TEXT("run", "backend", PP_KEY_STRING, run.backend, "cpu", 0,
+            "executor backend: cpu, or another one this build has (pacer-train checks the name "
+            "and lists the valid ones); the simulator ignores it"),
     {.section = "run",
      .key = "layers_per_stage",
      .type = PP_KEY_INT32_LIST,

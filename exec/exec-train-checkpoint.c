@@ -11,14 +11,105 @@
 #include "exec-checkpoint.h"
 #include "pp-error.h"
 
+/* Host copies of pipeline tensors in checkpoint order, and where each one lives: the model
+ * state crosses into and out of the backend only through its by-name copy calls. */
+typedef struct {
+    int32_t        vstage;
+    const char    *tensor; /* name in the backend's table (transfer none) */
+    ExecTensorRole role;
+    size_t         numel;
+} ExecTrainRef;
+
+typedef struct {
+    ExecTensorList *list; /* owned host buffers, named as in the file */
+    GArray         *refs; /* ExecTrainRef per list entry */
+} ExecTrainTensors;
+
+static void exec_train_tensors_clear(ExecTrainTensors *t) {
+    g_clear_pointer(&t->list, exec_tensor_list_free);
+    g_clear_pointer(&t->refs, g_array_unref);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(ExecTrainTensors, exec_train_tensors_clear)
+
+static void exec_train_tensors_init(ExecTrainTensors *t) {
+    t->list = exec_tensor_list_new();
+    t->refs = g_array_new(FALSE, FALSE, sizeof(ExecTrainRef));
+}
+
+/* Appends a zeroed host buffer for the @role data of tensor @tensor of @vstage, named
+ * @prefix + its name. */
+static void exec_train_tensors_add(ExecTrainTensors *t, int32_t vstage, const Gpt2Tensor *tensor,
+                                   ExecTensorRole role, const char *prefix) {
+    g_autofree char *name = g_strconcat(prefix, tensor->name, NULL);
+    exec_tensor_list_add_owned(t->list, name, tensor->ndim, tensor->shape[0],
+                               tensor->ndim == 1 ? 1 : tensor->shape[1]);
+    ExecTrainRef ref = {
+        .vstage = vstage, .tensor = tensor->name, .role = role, .numel = tensor->numel};
+    g_array_append_val(t->refs, ref);
+}
+
 /* Every parameter of the pipeline, one list over all virtual stages (pacer layout). */
-static ExecTensorList *exec_train_model_list(ExecPipeline *pipeline) {
-    ExecTensorList *list = exec_tensor_list_new();
+static void exec_train_model_tensors(ExecPipeline *pipeline, ExecTrainTensors *t) {
+    exec_train_tensors_init(t);
     for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
-        Gpt2Slice *slice = exec_pipeline_slice(pipeline, vs);
-        exec_tensor_list_add_slice(list, slice, gpt2_slice_params(slice), "");
+        for (int i = 0; i < exec_pipeline_n_tensors(pipeline, vs); i++)
+            exec_train_tensors_add(t, vs, exec_pipeline_tensor(pipeline, vs, i, NULL),
+                                   EXEC_TENSOR_PARAMS, "");
     }
-    return list;
+}
+
+/* The persistent optimizer state of every virtual stage as sidecar tensors, named by the
+ * parameter they belong to (Hugging Face names, global block numbers, so unique over the
+ * whole pipeline) and shaped like it (pacer layout), per virtual stage in this order:
+ *   optim.m.NAME, optim.v.NAME      AdamW first and second moments, or
+ *   optim.momentum.NAME             Muon momentum (blocks' matmul weights under muon),
+ *   tensor by tensor; then
+ *   optim.prev_update.NAME          error feedback's previous update (every parameter). */
+static void exec_train_state_tensors(ExecPipeline *pipeline, ExecTrainTensors *t) {
+    static const struct {
+        ExecTensorRole role;
+        const char    *prefix;
+    } per_tensor[] = {
+        {EXEC_TENSOR_ADAM_M, "optim.m."},
+        {EXEC_TENSOR_MUON_MOMENTUM, "optim.momentum."},
+        {EXEC_TENSOR_ADAM_V, "optim.v."},
+    };
+    exec_train_tensors_init(t);
+    for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
+        int n = exec_pipeline_n_tensors(pipeline, vs);
+        for (int i = 0; i < n; i++) {
+            guint             roles;
+            const Gpt2Tensor *tensor = exec_pipeline_tensor(pipeline, vs, i, &roles);
+            for (size_t k = 0; k < G_N_ELEMENTS(per_tensor); k++) {
+                if (roles & EXEC_TENSOR_ROLE_BIT(per_tensor[k].role))
+                    exec_train_tensors_add(t, vs, tensor, per_tensor[k].role, per_tensor[k].prefix);
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            guint             roles;
+            const Gpt2Tensor *tensor = exec_pipeline_tensor(pipeline, vs, i, &roles);
+            if (roles & EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_PREV_UPDATE))
+                exec_train_tensors_add(t, vs, tensor, EXEC_TENSOR_PREV_UPDATE,
+                                       "optim.prev_update.");
+        }
+    }
+}
+
+/* Copies every tensor of @t out of the backend into its host buffer (@out), or from the host
+ * buffer into the backend. */
+static gboolean exec_train_tensors_copy(ExecPipeline *pipeline, ExecTrainTensors *t, gboolean out,
+                                        GError **error) {
+    for (int i = 0; i < exec_tensor_list_n(t->list); i++) {
+        const ExecTrainRef *ref = &g_array_index(t->refs, ExecTrainRef, i);
+        float              *data = exec_tensor_list_get(t->list, i)->data;
+        gboolean ok = out ? exec_pipeline_tensor_get(pipeline, ref->vstage, ref->tensor, ref->role,
+                                                     data, ref->numel, error)
+                          : exec_pipeline_tensor_set(pipeline, ref->vstage, ref->tensor, ref->role,
+                                                     data, ref->numel, error);
+        if (!ok)
+            return FALSE;
+    }
+    return TRUE;
 }
 
 /* "a,b,c" of @n ints. Returns: (transfer full). */
@@ -71,39 +162,8 @@ static char *exec_train_optim_identity(const PpScenario *sc) {
                            sc->optimizer.error_feedback ? 1 : 0);
 }
 
-/* The persistent optimizer state of every virtual stage as sidecar tensors, named by the
- * parameter they belong to (Hugging Face names, global block numbers, so unique over the
- * whole pipeline) and shaped like it (pacer layout):
- *   optim.m.NAME, optim.v.NAME      AdamW first and second moments
- *   optim.momentum.NAME             Muon momentum (blocks' matmul weights under muon)
- *   optim.prev_update.NAME          error feedback's previous update (every parameter)
- * The data points into the optimizers' state arenas: saving reads it, loading overwrites it. */
-static ExecTensorList *exec_train_state_list(ExecPipeline *pipeline) {
-    ExecTensorList *list = exec_tensor_list_new();
-    for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
-        Gpt2Slice *slice = exec_pipeline_slice(pipeline, vs);
-        KernOptim *opt = exec_pipeline_optim(pipeline, vs);
-        for (int i = 0; i < gpt2_slice_n_tensors(slice); i++) {
-            const Gpt2Tensor *t = gpt2_slice_tensor(slice, i);
-            float            *first, *second;
-            int               muon = kern_optim_tensor_state(opt, i, &first, &second);
-            int               cols = t->ndim == 1 ? 1 : t->shape[1];
-            g_autofree char  *m = g_strconcat(muon ? "optim.momentum." : "optim.m.", t->name, NULL);
-            exec_tensor_list_add(list, m, first, t->ndim, t->shape[0], cols);
-            if (!muon) {
-                g_autofree char *v = g_strconcat("optim.v.", t->name, NULL);
-                exec_tensor_list_add(list, v, second, t->ndim, t->shape[0], cols);
-            }
-        }
-        float *prev = kern_optim_prev_update(opt);
-        if (prev)
-            exec_tensor_list_add_slice(list, slice, prev, "optim.prev_update.");
-    }
-    return list;
-}
-
 /* Writes DIR/checkpoint.safetensors (weights, Hugging Face names) and its sidecar .state at a
- * drained step boundary: the optimizer state (exec_train_state_list()) and the metadata
+ * drained step boundary: the optimizer state (exec_train_state_tensors()) and the metadata
  *   pacer_step          steps done
  *   pacer_versions      per stage: updates applied (weight version)
  *   pacer_nonfinite     per stage: consecutive skipped updates
@@ -116,10 +176,14 @@ static ExecTensorList *exec_train_state_list(ExecPipeline *pipeline) {
  * run.seed (exec_train_window()), and nothing else draws random numbers after init. */
 gboolean exec_train_save(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
                          const char *dir, int32_t step, GError **error) {
-    const Gpt2SliceParams *info = gpt2_slice_params_info(exec_pipeline_slice(pipeline, 0));
-    int32_t                n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
-    g_autoptr(ExecTensorList) model = exec_train_model_list(pipeline);
-    g_autoptr(ExecTensorList) state = exec_train_state_list(pipeline);
+    int32_t n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    g_auto(ExecTrainTensors) model = {0};
+    g_auto(ExecTrainTensors) state = {0};
+    exec_train_model_tensors(pipeline, &model);
+    exec_train_state_tensors(pipeline, &state);
+    if (!exec_train_tensors_copy(pipeline, &model, TRUE, error) ||
+        !exec_train_tensors_copy(pipeline, &state, TRUE, error))
+        return FALSE;
     g_autoptr(GHashTable) meta = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     g_autofree int32_t *versions = g_new(int32_t, n_stages);
     g_autofree int32_t *nonfinite = g_new(int32_t, n_stages);
@@ -128,8 +192,12 @@ gboolean exec_train_save(ExecPipeline *pipeline, const PpScenario *sc, const cha
         versions[s] = exec_pipeline_version(pipeline, s);
         nonfinite[s] = exec_pipeline_nonfinite(pipeline, s);
     }
-    for (int32_t vs = 0; vs < n_vs; vs++)
-        optim_steps[vs] = (int32_t)kern_optim_n_steps(exec_pipeline_optim(pipeline, vs));
+    for (int32_t vs = 0; vs < n_vs; vs++) {
+        int64_t t;
+        if (!exec_pipeline_optim_steps(pipeline, vs, &t, error))
+            return FALSE;
+        optim_steps[vs] = (int32_t)t;
+    }
     g_hash_table_insert(meta, g_strdup("pacer_step"), g_strdup_printf("%d", step));
     g_hash_table_insert(meta, g_strdup("pacer_versions"), exec_train_join_ints(versions, n_stages));
     g_hash_table_insert(meta, g_strdup("pacer_nonfinite"),
@@ -141,8 +209,8 @@ gboolean exec_train_save(ExecPipeline *pipeline, const PpScenario *sc, const cha
     g_hash_table_insert(meta, g_strdup("pacer_optim"), exec_train_optim_identity(sc));
     g_hash_table_insert(meta, g_strdup("pacer_vocab"), g_strdup(vocab));
     g_autofree char *path = g_build_filename(dir, "checkpoint.safetensors", NULL);
-    return exec_checkpoint_save_full(path, &info->model, model, NULL, EXEC_DTYPE_F32, state, meta,
-                                     error);
+    return exec_checkpoint_save_full(path, exec_pipeline_model(pipeline), model.list, NULL,
+                                     EXEC_DTYPE_F32, state.list, meta, error);
 }
 
 /* Checks that the sidecar metadata @meta of @path was written by this run (identity,
@@ -216,8 +284,7 @@ static gboolean exec_train_check_meta(GHashTable *meta, const PpScenario *sc,
  * mismatch is PP_IO_ERROR_MISMATCH naming the tensor and both shapes. */
 gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
                          const char *path, int32_t *step, GError **error) {
-    const Gpt2SliceParams *info = gpt2_slice_params_info(exec_pipeline_slice(pipeline, 0));
-    int32_t                n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    int32_t n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
     g_autoptr(ExecTensorList) none = exec_tensor_list_new();
     g_autoptr(GHashTable) meta = NULL;
     g_autofree int32_t *versions = g_new(int32_t, n_stages);
@@ -229,14 +296,22 @@ gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const cha
         !exec_train_check_meta(meta, sc, pipeline, vocab, path, step, versions, nonfinite,
                                optim_steps, error))
         return FALSE;
-    g_autoptr(ExecTensorList) model = exec_train_model_list(pipeline);
-    g_autoptr(ExecTensorList) state = exec_train_state_list(pipeline);
-    if (!exec_checkpoint_load(path, &info->model, model, NULL, error) ||
-        !exec_checkpoint_load_state(path, state, NULL, error))
+    /* Read everything into host buffers first; the backend's state changes only once the
+     * whole checkpoint has loaded. */
+    g_auto(ExecTrainTensors) model = {0};
+    g_auto(ExecTrainTensors) state = {0};
+    exec_train_model_tensors(pipeline, &model);
+    exec_train_state_tensors(pipeline, &state);
+    if (!exec_checkpoint_load(path, exec_pipeline_model(pipeline), model.list, NULL, error) ||
+        !exec_checkpoint_load_state(path, state.list, NULL, error) ||
+        !exec_train_tensors_copy(pipeline, &model, FALSE, error) ||
+        !exec_train_tensors_copy(pipeline, &state, FALSE, error))
         return FALSE;
+    for (int32_t vs = 0; vs < n_vs; vs++) {
+        if (!exec_pipeline_set_optim_steps(pipeline, vs, optim_steps[vs], error))
+            return FALSE;
+    }
     exec_pipeline_set_versions(pipeline, versions);
     exec_pipeline_set_nonfinite(pipeline, nonfinite);
-    for (int32_t vs = 0; vs < n_vs; vs++)
-        kern_optim_set_n_steps(exec_pipeline_optim(pipeline, vs), optim_steps[vs]);
     return TRUE;
 }

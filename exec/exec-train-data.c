@@ -70,15 +70,11 @@ gboolean exec_train_open_shards(const ExecTrainParams *params, int32_t T, int32_
 
 gboolean exec_train_validate(ExecPipeline *pipeline, const ExecTrainData *val, int32_t n_batches,
                              double *loss, GError **error) {
-    int32_t             B = val->B, T = val->T, nv = exec_pipeline_n_vstages(pipeline);
-    int32_t             C = gpt2_slice_params_info(exec_pipeline_slice(pipeline, 0))->model.C;
+    int32_t             B = val->B, T = val->T;
     g_autofree int32_t *tokens = g_new(int32_t, (size_t)B * T);  /* (B, T) */
     g_autofree int32_t *targets = g_new(int32_t, (size_t)B * T); /* (B, T) */
-    g_autofree float   *x = g_new(float, (size_t)B *T *C);       /* (B, T, C) */
-    g_autofree float   *y = g_new(float, (size_t)B *T *C);       /* (B, T, C) */
     double              sum = 0.0;
     uint64_t            windows = (val->n_tokens - 1) / (uint64_t)T;
-    (void)error;
     for (int32_t i = 0; i < n_batches; i++) {
         for (int32_t b = 0; b < B; b++) {
             uint64_t off = ((uint64_t)i * B + b) % windows * (uint64_t)T;
@@ -88,17 +84,8 @@ gboolean exec_train_validate(ExecPipeline *pipeline, const ExecTrainData *val, i
             }
         }
         float batch_loss = 0.0f;
-        for (int32_t vs = 0; vs < nv; vs++) {
-            Gpt2Slice *slice = exec_pipeline_slice(pipeline, vs);
-            gboolean   first = vs == 0, last = vs == nv - 1;
-            /* Slot 0 is free: the pipeline is drained between segments. */
-            gpt2_slice_forward(slice, gpt2_slice_params(slice), 0, first ? tokens : NULL,
-                               first ? NULL : x, last ? targets : NULL, last ? NULL : y,
-                               last ? &batch_loss : NULL);
-            float *swap = x;
-            x = y;
-            y = swap;
-        }
+        if (!exec_pipeline_evaluate(pipeline, tokens, targets, &batch_loss, error))
+            return FALSE;
         sum += batch_loss;
     }
     *loss = sum / n_batches;

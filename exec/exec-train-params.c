@@ -14,6 +14,12 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
                     "%s: optimizer.name=%s; valid: adamw, muon", sc->path, name);
         return FALSE;
     }
+    g_autoptr(GError) backend_error = NULL;
+    if (!exec_backend_find(sc->run.backend, &backend_error)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE, "%s: [run] %s",
+                    sc->path, backend_error->message);
+        return FALSE;
+    }
     const PpSchedKindInfo *kind = pp_sched_kind_lookup(sc->pipeline.schedule);
     if (params->dynamic && !kind->has_policy) {
         g_autofree char *policy_kinds = pp_sched_kind_policy_names();
@@ -63,6 +69,7 @@ void exec_train_pipeline_params(const PpScenario *sc, const PpSchedule *shape,
                  .error_feedback = o->error_feedback,
     };
     *pp = (ExecPipelineParams){
+        .backend = sc->run.backend,
         .model = exec_train_model(sc),
         .microbatch_size = sc->pipeline.microbatch_size,
         .shape = shape,
