@@ -290,6 +290,7 @@ START_TEST(test_defaults) {
     ck_assert_double_eq(sc->optimizer.grad_clip, 1.0);
     ck_assert(!sc->optimizer.error_feedback);
     ck_assert_uint_eq(sc->run.seed, 1337);
+    ck_assert_str_eq(sc->run.backend, "cpu");
     ck_assert_ptr_null(sc->run.layers_per_stage);
     ck_assert_int_eq(sc->run.n_layers_per_stage, 0);
     ck_assert_int_eq(sc->run.log_every, 1);
