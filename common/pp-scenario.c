@@ -14,6 +14,7 @@
 
 #include "pp-error.h"
 #include "pp-presets.h"
+#include "pp-schedule.h"
 
 /* --- the key table --- */
 
@@ -222,6 +223,9 @@ static const PpScenarioKey pp_scenario_keys[] = {
            "steps between checkpoints; 0: only at the end"),
     PP_INT("run", "threads", run.threads, "0", 0, PP_I32_MAX, 0,
            "BLAS threads per worker; 0: automatic"),
+    PP_TEXT("run", "backend", PP_KEY_STRING, run.backend, "cpu", 0,
+            "executor backend: cpu, or another one this build has (pacer-train checks the name "
+            "and lists the valid ones); the simulator ignores it"),
     {.section = "run",
      .key = "layers_per_stage",
      .type = PP_KEY_INT32_LIST,
@@ -232,22 +236,6 @@ static const PpScenarioKey pp_scenario_keys[] = {
      .flags = PP_KEY_OPTIONAL,
      .description = "layers of each virtual stage, comma-separated; absent: balanced by cost"},
     PP_INT("run", "log_every", run.log_every, "1", 1, PP_I32_MAX, 0, "steps between log lines"),
-};
-
-/* How a schedule forms its optimizer step; schedules not listed use microbatches. */
-typedef enum {
-    PP_BATCH_MICROBATCHES, /* global_batch = microbatch_size * microbatches */
-    PP_BATCH_ACCUMULATION, /* global_batch = microbatch_size * accumulation */
-    PP_BATCH_SINGLE,       /* global_batch = microbatch_size */
-} PpBatchRule;
-
-static const struct {
-    const char *schedule;
-    PpBatchRule rule;
-} pp_batch_rules[] = {
-    {"paci", PP_BATCH_ACCUMULATION},
-    {"async-1f1b", PP_BATCH_ACCUMULATION},
-    {"pipedream", PP_BATCH_SINGLE},
 };
 
 /* --- field access --- */
@@ -761,12 +749,11 @@ static gboolean pp_scenario_parse_keys(PpScenario *sc, GKeyFile *kf, GHashTable 
 
 /* --- derived values and consistency --- */
 
-static PpBatchRule pp_scenario_batch_rule(const char *schedule) {
-    for (size_t i = 0; i < G_N_ELEMENTS(pp_batch_rules); i++) {
-        if (strcmp(pp_batch_rules[i].schedule, schedule) == 0)
-            return pp_batch_rules[i].rule;
-    }
-    return PP_BATCH_MICROBATCHES;
+/* The registry entry of the scenario's schedule (the key parser accepted only its names). */
+static const PpSchedKindInfo *pp_scenario_kind(const PpScenario *sc) {
+    const PpSchedKindInfo *info = pp_sched_kind_lookup(sc->pipeline.schedule);
+    PP_ASSERT(info != NULL);
+    return info;
 }
 
 static gboolean G_GNUC_PRINTF(3, 4)
@@ -782,20 +769,19 @@ static gboolean G_GNUC_PRINTF(3, 4)
 /* global_batch = microbatch_size * k, k per the schedule's batch rule; fills whichever of
  * the two is absent. */
 static gboolean pp_scenario_derive_batch(PpScenario *sc, GError **error) {
-    PpPipelineParams *p = &sc->pipeline;
-    int32_t          *gb = &sc->training.global_batch;
-    const char       *count_key = "microbatches";
-    int32_t           count = p->microbatches;
-    switch (pp_scenario_batch_rule(p->schedule)) {
+    PpPipelineParams      *p = &sc->pipeline;
+    int32_t               *gb = &sc->training.global_batch;
+    const PpSchedKindInfo *info = pp_scenario_kind(sc);
+    const char            *count_key = "microbatches";
+    int32_t count = pp_sched_kind_mb_per_step(info, p->microbatches, p->accumulation);
+    switch (info->batch) {
     case PP_BATCH_MICROBATCHES:
         break;
     case PP_BATCH_ACCUMULATION:
         count_key = "accumulation";
-        count = p->accumulation;
         break;
     case PP_BATCH_SINGLE:
         count_key = NULL;
-        count = 1;
         break;
     }
     g_autofree char *factor =
@@ -836,9 +822,9 @@ static gboolean pp_scenario_derive_batch(PpScenario *sc, GError **error) {
 }
 
 static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
-    const PpModelParams *m = &sc->model;
-    PpPipelineParams    *p = &sc->pipeline;
-    gboolean             interleaved = strcmp(p->schedule, "interleaved") == 0;
+    const PpModelParams   *m = &sc->model;
+    PpPipelineParams      *p = &sc->pipeline;
+    const PpSchedKindInfo *kind = pp_scenario_kind(sc);
 
     if (m->hidden % m->heads != 0)
         return pp_scenario_inconsistent(
@@ -851,45 +837,52 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
                                         "[pipeline] stages = %d exceeds [model] layers = %d; "
                                         "use at most %d stages",
                                         p->stages, m->layers, m->layers);
-    if (p->chunks > 1 && !interleaved)
-        return pp_scenario_inconsistent(
-            sc, error,
-            "[pipeline] chunks = %d needs [pipeline] schedule = interleaved "
-            "(got %s); set chunks = 1",
-            p->chunks, p->schedule);
+    if (p->chunks < kind->min_chunks || p->chunks > kind->max_chunks) {
+        g_autofree char *multi = pp_sched_kind_multi_chunk_names();
+        return pp_scenario_inconsistent(sc, error,
+                                        "[pipeline] chunks = %d but schedule %s runs %d..%d "
+                                        "chunks per device; set chunks in that range (more "
+                                        "than one chunk needs [pipeline] schedule = %s)",
+                                        p->chunks, p->schedule, kind->min_chunks, kind->max_chunks,
+                                        multi);
+    }
     if ((int64_t)p->stages * p->chunks > m->layers)
         return pp_scenario_inconsistent(
             sc, error,
             "[pipeline] stages = %d times [pipeline] chunks = %d exceeds "
             "[model] layers = %d; every chunk needs a layer, lower stages or chunks",
             p->stages, p->chunks, m->layers);
-    if (interleaved && p->microbatches % p->stages != 0)
+    if (kind->mb_multiple_of_stages && p->microbatches % p->stages != 0)
         return pp_scenario_inconsistent(
             sc, error,
             "[pipeline] microbatches = %d is not a multiple of [pipeline] "
-            "stages = %d, which interleaved needs; use a multiple of stages",
-            p->microbatches, p->stages);
-    if (strcmp(p->schedule, "async-1f1b") == 0 && p->accumulation != 1)
-        return pp_scenario_inconsistent(
-            sc, error,
-            "[pipeline] accumulation = %d but schedule async-1f1b updates after "
-            "every backward; set accumulation = 1 or use schedule paci",
-            p->accumulation);
-    if (strcmp(p->mode, "dynamic") == 0 && strcmp(p->schedule, "paci") != 0)
-        return pp_scenario_inconsistent(
-            sc, error,
-            "[pipeline] mode = dynamic runs the PACI policy but [pipeline] "
-            "schedule = %s; use schedule paci or mode static",
-            p->schedule);
+            "stages = %d, which %s needs; use a multiple of stages",
+            p->microbatches, p->stages, p->schedule);
+    if (kind->fixed_accumulation > 0 && p->accumulation != kind->fixed_accumulation)
+        return pp_scenario_inconsistent(sc, error,
+                                        "[pipeline] accumulation = %d but schedule %s takes "
+                                        "accumulation = %d (%s); set accumulation = %d or use "
+                                        "schedule paci",
+                                        p->accumulation, p->schedule, kind->fixed_accumulation,
+                                        kind->summary, kind->fixed_accumulation);
+    if (strcmp(p->mode, "dynamic") == 0 && !kind->has_policy) {
+        g_autofree char *policy_kinds = pp_sched_kind_policy_names();
+        return pp_scenario_inconsistent(sc, error,
+                                        "[pipeline] mode = dynamic runs the PACI policy but "
+                                        "[pipeline] schedule = %s has none; use a schedule with "
+                                        "a run-time policy (%s) or mode static",
+                                        p->schedule, policy_kinds);
+    }
     if (!pp_scenario_derive_batch(sc, error))
         return FALSE;
 
-    if (strcmp(p->schedule, "custom") == 0) {
+    if (kind->needs_order_file) {
         if (p->order_file == NULL)
             return pp_scenario_inconsistent(
                 sc, error,
-                "[pipeline] schedule = custom needs [pipeline] order_file; add the "
-                "path of a CSV of per-stage op orders (stage,index,op,mb,chunk)");
+                "[pipeline] schedule = %s needs [pipeline] order_file; add the "
+                "path of a CSV of per-stage op orders (stage,index,op,mb,chunk)",
+                p->schedule);
         if (!g_file_test(p->order_file, G_FILE_TEST_IS_REGULAR)) {
             g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_NOT_FOUND,
                         "%s: [pipeline] order_file = '%s' does not exist or is not a file "
@@ -1010,15 +1003,8 @@ void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *p
 }
 
 int32_t pp_scenario_mb_per_step(const PpScenario *scenario) {
-    switch (pp_scenario_batch_rule(scenario->pipeline.schedule)) {
-    case PP_BATCH_MICROBATCHES:
-        return scenario->pipeline.microbatches;
-    case PP_BATCH_ACCUMULATION:
-        return scenario->pipeline.accumulation;
-    case PP_BATCH_SINGLE:
-        return 1;
-    }
-    PP_UNREACHABLE();
+    return pp_sched_kind_mb_per_step(pp_scenario_kind(scenario), scenario->pipeline.microbatches,
+                                     scenario->pipeline.accumulation);
 }
 
 PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario) {

@@ -26,6 +26,9 @@ PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error
 
 /* --- shared parameter checks --- */
 
+/* Most chunks per device interleaved accepts (its registry row's max_chunks). */
+#define PP_INTERLEAVED_MAX_CHUNKS 64
+
 /* Largest n_mb * n_vstages a generator accepts (keeps flat op ids well inside int32_t). */
 #define PP_SCHED_MAX_UNITS (1 << 24)
 

@@ -177,19 +177,41 @@ int32_t pp_schedule_version_used(const PpSchedule *sched, PpOpRef ref) {
     int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, op->mb,
                                     pp_schedule_vstage(sched, op->stage, op->chunk));
     PP_ASSERT(f >= 0); // validation guarantees every backward has its forward
-    return sched->version[f];
+    return pp_schedule_backward_version(sched, f, id);
+}
+
+int32_t pp_schedule_delta(const PpSchedule *sched, int32_t mb, int32_t vstage) {
+    int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, mb, vstage);
+    int32_t b = pp_schedule_find_op(
+        sched, sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL, mb, vstage);
+    PP_ASSERT(f >= 0 && b >= 0); // validation guarantees both
+    return pp_schedule_delta_ids(sched, f, b);
 }
 
 int32_t pp_schedule_peak_inflight(const PpSchedule *sched, int32_t stage) {
     PP_ASSERT(stage >= 0 && stage < sched->n_stages);
     int32_t live = 0, peak = 0;
     for (int32_t i = 0; i < sched->n_ops[stage]; i++) {
-        PpOpKind kind = sched->programs[stage][i].kind;
-        if (kind == PP_OP_FORWARD)
-            live++;
-        else if (kind == PP_OP_WEIGHT || kind == PP_OP_BACKWARD_FULL)
-            live--;
+        live += pp_op_inflight_change(sched->programs[stage][i].kind);
         peak = MAX(peak, live);
+    }
+    return peak;
+}
+
+int32_t *pp_schedule_vstage_peak_inflight(const PpSchedule *sched) {
+    int32_t            *peak = g_new0(int32_t, sched->n_vstages);
+    g_autofree int32_t *live = g_new0(int32_t, sched->n_vstages);
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            const PpOp *op = &sched->programs[s][i];
+            int32_t     change = pp_op_inflight_change(op->kind);
+            if (change == 0)
+                continue;
+            int32_t vs = pp_schedule_vstage(sched, s, op->chunk);
+            live[vs] += change;
+            PP_ASSERT(live[vs] >= 0); // validation: every unit's F precedes its backward
+            peak[vs] = MAX(peak[vs], live[vs]);
+        }
     }
     return peak;
 }
@@ -625,11 +647,7 @@ static gboolean pp_schedule_check_buffers(const PpSchedule *sched, GError **erro
     for (int32_t s = 0; s < sched->n_stages; s++) {
         int32_t live = 0;
         for (int32_t i = 0; i < sched->n_ops[s]; i++) {
-            PpOpKind kind = sched->programs[s][i].kind;
-            if (kind == PP_OP_FORWARD)
-                live++;
-            else if (kind == PP_OP_WEIGHT || kind == PP_OP_BACKWARD_FULL)
-                live--;
+            live += pp_op_inflight_change(sched->programs[s][i].kind);
             if (live <= sched->n_buffers[s])
                 continue;
             g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_BUFFERS,
@@ -665,6 +683,12 @@ PpSchedule *pp_schedule_new(const PpScheduleParams *params, GError **error) {
     g_autoptr(PpSchedule) sched = info->build(params, error);
     if (sched == NULL)
         return NULL;
+    /* The registry states each kind's rules; its generator must follow them. */
+    PP_ASSERT(sched->weight_mode == info->weights);
+    PP_ASSERT(info->sync == PP_SCHED_SYNC_FROM_ORDER ||
+              sched->synchronous == (info->sync == PP_SCHED_SYNC));
+    PP_ASSERT(info->needs_order_file ||
+              (sched->n_chunks >= info->min_chunks && sched->n_chunks <= info->max_chunks));
     if (!pp_schedule_finish(sched, error))
         return NULL;
     return g_steal_pointer(&sched);

@@ -10,6 +10,9 @@
  * "Step" in logs: for flush schedules the optimizer step; for asynchronous ones the index of
  * the update on stage 0 that consumes the micro-batch's gradient (PpOp.step), so a step's
  * train_loss is the mean loss of the micro-batches stage 0 applies in its step-th update.
+ * The lr of the row of step k is the learning rate stage 0 applied at its k-th update
+ * (exec_pipeline_update_lr(), the value its U used; the progress line shows the same), and
+ * delta_max is the largest Δ (pp_schedule_delta()) of those micro-batches on any stage.
  * log.csv keeps an earlier run's rows before the resumed step; ops.csv holds only this
  * invocation's ops (times from its own start), the trace `pacer-sim replay` compares.
  * Checkpoints (run.checkpoint_every and the last step, into out_dir) hold the weights and a

@@ -100,16 +100,6 @@ static inline int32_t sim_run_forward_of(const SimRun *run, const PpOp *op, int3
     return -1;
 }
 
-/* Weight version a backward (B, BW or W) of the unit whose F has flat id @f_id computes with,
- * @b_id being the backward's own id: pp_schedule_version_used() on the flat tables (the
- * engine calls it per op, so it reads sched->version directly; test-sim-engine checks the
- * trace against pp_schedule_version_used()). */
-static inline int32_t sim_run_backward_version(const SimRun *run, int32_t f_id, int32_t b_id) {
-    const PpSchedule *sched = run->sched;
-    PP_ASSERT(f_id >= 0 && b_id >= 0);
-    return sched->weight_mode == PP_WEIGHTS_STASHED ? sched->version[f_id] : sched->version[b_id];
-}
-
 /* Starts the head of @stage's program if the device is idle and its dependencies ended:
  * start = max(device free, latest dependency end + comm); queues its end. */
 static void sim_run_try_start(SimRun *run, int32_t stage) {
@@ -173,11 +163,10 @@ static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_
         /* The schedule's static count and the engine's running count must agree. */
         PP_ASSERT(version_f == st->version);
         if (run->result->trace != NULL)
-            version_b = sim_run_backward_version(
-                run, id,
+            version_b = pp_schedule_backward_version(
+                sched, id,
                 sim_run_sibling(run, op,
                                 sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL));
-        st->inflight++;
         st->act_live_bytes += cost->act_bytes[unit];
         if (stashed)
             st->need[version_f]++;
@@ -188,11 +177,11 @@ static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_
     case PP_OP_WEIGHT: {
         int32_t f_id = sim_run_forward_of(run, op, id);
         int32_t b_id = op->kind == PP_OP_WEIGHT ? sim_run_sibling(run, op, PP_OP_BACKWARD) : id;
-        PP_ASSERT(f_id >= 0);
+        PP_ASSERT(f_id >= 0 && b_id >= 0);
         version_f = sched->version[f_id];
-        version_b = sim_run_backward_version(run, f_id, b_id);
+        version_b = pp_schedule_backward_version(sched, f_id, b_id);
         if (op->kind != PP_OP_WEIGHT)
-            sr->delta_max = MAX(sr->delta_max, version_b - version_f);
+            sr->delta_max = MAX(sr->delta_max, pp_schedule_delta_ids(sched, f_id, b_id));
         if (op->kind == PP_OP_BACKWARD) {
             st->act_live_bytes -= cost->act_b_bytes[unit];
             break;
@@ -204,7 +193,6 @@ static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_
         st->act_live_bytes -= op->kind == PP_OP_WEIGHT
                                   ? cost->act_bytes[unit] - cost->act_b_bytes[unit]
                                   : cost->act_bytes[unit];
-        st->inflight--;
         if (stashed) {
             PP_ASSERT(st->need[version_f] > 0); /* the unit was counted at its F */
             st->need[version_f]--;
@@ -218,6 +206,7 @@ static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_
     default:
         PP_UNREACHABLE();
     }
+    st->inflight += pp_op_inflight_change(op->kind);
     PP_ASSERT(st->inflight >= 0 && st->act_live_bytes >= 0);
 
     /* Distinct weight versions alive: the current one plus, under stashing, every version
@@ -647,35 +636,38 @@ static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32
 SimResult *sim_engine_run_policy_with(const PpScheduleParams *params, const SimCostModel *cost,
                                       const SimRunOptions *options, PpSchedule **program_out,
                                       GError **error) {
-    if (params->kind == NULL || !g_str_equal(params->kind, "paci")) {
+    const PpSchedKindInfo *info = params->kind ? pp_sched_kind_lookup(params->kind) : NULL;
+    if (info == NULL || !info->has_policy) {
+        g_autofree char *policy_kinds = pp_sched_kind_policy_names();
         g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
-                    "schedule '%s' has no run-time policy; dynamic mode runs 'paci' only "
+                    "schedule '%s' has no run-time policy; dynamic mode runs %s only "
                     "(use pipeline.mode = static for other schedules)",
-                    params->kind != NULL ? params->kind : "(none)");
+                    params->kind != NULL ? params->kind : "(none)", policy_kinds);
         return NULL;
     }
-    if (!pp_sched_check_param("paci", "n_stages", params->n_stages, 1, G_MAXINT32, error) ||
-        !pp_sched_check_param("paci", "accumulation", params->accumulation, 1, G_MAXINT32, error) ||
-        !pp_sched_check_param("paci", "n_steps", params->n_steps, 1, G_MAXINT32, error) ||
-        !pp_sched_check_size("paci", (int64_t)params->n_steps * params->accumulation,
-                             params->n_stages, error))
+    const char   *kind = info->name;
+    const int32_t a = pp_sched_kind_mb_per_step(info, params->n_microbatches, params->accumulation);
+    if (!pp_sched_check_param(kind, "n_stages", params->n_stages, 1, G_MAXINT32, error) ||
+        !pp_sched_check_param(kind, "accumulation", a, 1, G_MAXINT32, error) ||
+        !pp_sched_check_param(kind, "n_steps", params->n_steps, 1, G_MAXINT32, error) ||
+        !pp_sched_check_size(kind, (int64_t)params->n_steps * a, params->n_stages, error))
         return NULL;
     if (cost->op_dur_ns != NULL) {
         g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
-                    "dynamic 'paci' decides its ops at run time: per-op durations (a replayed "
-                    "trace) need a static program");
+                    "dynamic '%s' decides its ops at run time: per-op durations (a replayed "
+                    "trace) need a static program",
+                    kind);
         return NULL;
     }
     if (cost->n_stages != params->n_stages || cost->n_chunks != 1) {
         g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
-                    "dynamic 'paci' needs a cost model of %d stages x 1 chunk, got %d x %d",
+                    "dynamic '%s' needs a cost model of %d stages x 1 chunk, got %d x %d", kind,
                     params->n_stages, cost->n_stages, cost->n_chunks);
         return NULL;
     }
-    const int32_t n_mb = params->n_steps * params->accumulation;
-    g_autoptr(PpPolicyRecorder) rec =
-        pp_policy_recorder_new(params->n_stages, params->accumulation, n_mb);
-    int64_t end_ns = sim_policy_loop(cost, params->n_stages, params->accumulation, n_mb, rec);
+    const int32_t n_mb = params->n_steps * a;
+    g_autoptr(PpPolicyRecorder) rec = pp_policy_recorder_new(kind, params->n_stages, a, n_mb);
+    int64_t end_ns = sim_policy_loop(cost, params->n_stages, a, n_mb, rec);
     g_autoptr(PpSchedule) program = pp_policy_recorder_finish(rec, error);
     if (program == NULL)
         return NULL;

@@ -43,24 +43,30 @@ static GPtrArray *sim_sweep_compare_overrides(const PpScenario *base, const char
                                               const char *kind, GError **error) {
     g_autoptr(GPtrArray) ov = sim_sweep_overrides_new(overrides);
     g_ptr_array_add(ov, g_strdup_printf("pipeline.schedule=%s", kind));
-    /* Chunks: interleaved needs v > 1 (the scenario's, else 2); the others run v = 1. */
-    int32_t chunks = 1;
-    if (strcmp(kind, "interleaved") == 0)
-        chunks = base->pipeline.chunks > 1 ? base->pipeline.chunks : 2;
+    const PpSchedKindInfo *info = pp_sched_kind_lookup(kind);
+    if (info == NULL) {
+        g_autofree char *names = pp_sched_kind_names();
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "unknown schedule '%s'; valid: %s", kind, names);
+        return NULL;
+    }
+    const PpSchedKindInfo *base_info = pp_sched_kind_lookup(base->pipeline.schedule);
+    /* Chunks: the scenario's within the kind's range; a multi-chunk kind (interleaved) run with
+     * one chunk would be its one-chunk sibling, so it gets 2. */
+    int32_t chunks = CLAMP(base->pipeline.chunks, info->min_chunks, info->max_chunks);
+    if (chunks == 1 && info->max_chunks > 1)
+        chunks = 2;
     g_ptr_array_add(ov, g_strdup_printf("pipeline.chunks=%d", chunks));
-    /* Accumulation: paci updates every m backwards, the micro-batches of one flush step. */
+    /* Accumulation: a kind that accumulates (paci) updates every m backwards, the
+     * micro-batches of one flush step, unless the scenario's kind accumulates too; a fixed
+     * accumulation (async-1f1b) wins. */
     int32_t a = base->pipeline.accumulation;
-    if (strcmp(kind, "paci") == 0 && strcmp(base->pipeline.schedule, "paci") != 0)
+    if (info->batch == PP_BATCH_ACCUMULATION && base_info->batch != PP_BATCH_ACCUMULATION)
         a = base->pipeline.microbatches;
-    else if (strcmp(kind, "async-1f1b") == 0)
-        a = 1;
+    if (info->fixed_accumulation > 0)
+        a = info->fixed_accumulation;
     g_ptr_array_add(ov, g_strdup_printf("pipeline.accumulation=%d", a));
-    /* The kind's micro-batches per update k (the scenario core's batch rule, asked through a
-     * shallow copy of the base that borrows its strings). */
-    PpScenario probe = *base;
-    probe.pipeline.schedule = (char *)kind;
-    probe.pipeline.accumulation = a;
-    int32_t per_update = pp_scenario_mb_per_step(&probe);
+    int32_t per_update = pp_sched_kind_mb_per_step(info, base->pipeline.microbatches, a);
     int32_t mbs = base->pipeline.microbatch_size;
     int32_t global_batch = base->training.global_batch;
     if (base->costs.set) {

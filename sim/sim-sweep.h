@@ -25,10 +25,12 @@ typedef struct {
 
 /* Runs each of @kinds (NULL-terminated) on the scenario @path with @overrides, setting per run
  * pipeline.schedule and, as the rule in sim/README.md says:
- * - pipeline.chunks: interleaved the scenario's chunks when > 1, else 2; other kinds 1;
- * - pipeline.accumulation: paci the scenario's m (its own a when it is already paci),
- *   async-1f1b 1, others the scenario's a;
- * - the batch, with k the kind's micro-batches per update (pp_scenario_mb_per_step(): m, a
+ * - pipeline.chunks: the scenario's, clamped to the kind's registry range; a multi-chunk kind
+ *   (interleaved) gets 2 when that leaves 1; other kinds 1;
+ * - pipeline.accumulation: an accumulating kind (paci) the scenario's m (its own a when the
+ *   scenario's kind accumulates too), a fixed accumulation (async-1f1b: 1) as the registry
+ *   says, others the scenario's a;
+ * - the batch, with k the kind's micro-batches per update (pp_sched_kind_mb_per_step(): m, a
  *   or 1): analytic costs keep training.global_batch and set the micro-batch size to
  *   global_batch / k (a kind whose k does not divide it fails); explicit [costs], which are
  *   the times of the scenario's micro-batch, keep its size and set global_batch = size * k.

@@ -48,23 +48,21 @@ static void tiny_data(gpointer user_data, int64_t mb, int32_t *tokens, int32_t *
 
 static const uint64_t data_seed = 4242;
 
-/* Gradients observed at U, by tensor name (the last U of each vstage wins). */
+/* Gradients observed at U through the backend's tap (host copies), by tensor name (the last
+ * U of each vstage wins). */
 typedef struct {
     GMutex      lock;
     GHashTable *grads; /* name -> GArray of float */
 } GradStore;
 
-static void grad_store_collect(gpointer user_data, int32_t vstage, const Gpt2Slice *slice,
+static void grad_store_collect(gpointer user_data, int32_t vstage, const Gpt2Tensor *tensor,
                                const float *grads) {
     GradStore *store = user_data;
     (void)vstage;
+    GArray *copy = g_array_sized_new(FALSE, FALSE, sizeof(float), (guint)tensor->numel);
+    g_array_append_vals(copy, grads, (guint)tensor->numel);
     g_mutex_lock(&store->lock);
-    for (int i = 0; i < gpt2_slice_n_tensors(slice); i++) {
-        const Gpt2Tensor *t = gpt2_slice_tensor(slice, i);
-        GArray           *copy = g_array_sized_new(FALSE, FALSE, sizeof(float), (guint)t->numel);
-        g_array_append_vals(copy, grads + t->offset, (guint)t->numel);
-        g_hash_table_replace(store->grads, g_strdup(t->name), copy);
-    }
+    g_hash_table_replace(store->grads, g_strdup(tensor->name), copy);
     g_mutex_unlock(&store->lock);
 }
 
@@ -122,21 +120,28 @@ static ExecRunResult *run_ok(ExecPipeline *pipeline, const PpSchedule *sched) {
     return res;
 }
 
-/* Every parameter of the model, concatenated in tensor-name order of the full model. */
-static GHashTable *gather_params(ExecPipeline *pipeline) {
+/* Every tensor's @role data of the model, by name, copied out of the backend. */
+static GHashTable *gather_role(ExecPipeline *pipeline, ExecTensorRole role) {
     GHashTable *out =
         g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
     for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
-        Gpt2Slice   *slice = exec_pipeline_slice(pipeline, vs);
-        const float *params = gpt2_slice_params(slice);
-        for (int i = 0; i < gpt2_slice_n_tensors(slice); i++) {
-            const Gpt2Tensor *t = gpt2_slice_tensor(slice, i);
+        for (int i = 0; i < exec_pipeline_n_tensors(pipeline, vs); i++) {
+            const Gpt2Tensor *t = exec_pipeline_tensor(pipeline, vs, i, NULL);
             GArray *copy = g_array_sized_new(FALSE, FALSE, sizeof(float), (guint)t->numel);
-            g_array_append_vals(copy, params + t->offset, (guint)t->numel);
+            g_array_set_size(copy, (guint)t->numel);
+            g_autoptr(GError) error = NULL;
+            ck_assert_msg(exec_pipeline_tensor_get(pipeline, vs, t->name, role,
+                                                   (float *)(void *)copy->data, t->numel, &error),
+                          "%s", error ? error->message : "");
             g_hash_table_replace(out, g_strdup(t->name), copy);
         }
     }
     return out;
+}
+
+/* Every parameter of the model, by name. */
+static GHashTable *gather_params(ExecPipeline *pipeline) {
+    return gather_role(pipeline, EXEC_TENSOR_PARAMS);
 }
 
 /* Largest |a - b| / max(|b|, 1e-3) over the tensors of @ref (every name must exist in @got
@@ -310,6 +315,13 @@ START_TEST(test_exec_async_versions) {
         for (int32_t i = 0; i < sched->n_ops[s]; i++)
             n_updates += sched->programs[s][i].kind == PP_OP_UPDATE;
         ck_assert_int_eq(exec_pipeline_version(pipeline, s), n_updates);
+        /* Each U applied the lr of its own update index, whatever the other stages did. */
+        ck_assert_int_eq(res->n_updates[s], n_updates);
+        for (int32_t k = 0; k < n_updates; k++) {
+            float want = kern_lr_schedule(k, p.warmup_steps, p.total_steps, p.lr, p.min_lr);
+            ck_assert(res->lr[s][k] == want);
+            ck_assert(exec_pipeline_update_lr(pipeline, k) == want);
+        }
     }
 }
 END_TEST
@@ -406,7 +418,7 @@ START_TEST(test_exec_dynamic_paci) {
     g_autoptr(ExecPipeline) dyn = make_pipeline(&p);
     g_autoptr(GError) error = NULL;
     g_autoptr(PpSchedule) program = NULL;
-    g_autoptr(ExecRunResult) res = exec_pipeline_run_dynamic(dyn, a, n_mb, 0, &program, &error);
+    g_autoptr(ExecRunResult) res = exec_pipeline_run_dynamic(dyn, shape, 0, &program, &error);
     ck_assert_msg(res != NULL, "%s", error ? error->message : "");
     /* The executed order is a valid program with the same shape as the static one. */
     ck_assert_ptr_nonnull(program);
@@ -451,6 +463,10 @@ START_TEST(test_exec_nonfinite_skips_update) {
     g_autoptr(GHashTable) after = gather_params(pipeline);
     ck_assert_double_eq(max_rel_diff(after, before), 0.0);
     ck_assert_int_eq(exec_pipeline_version(pipeline, 0), 2);
+    /* A skipped update advances the version, not the optimizer's step count. */
+    int64_t t = -1;
+    ck_assert(exec_pipeline_optim_steps(pipeline, 0, &t, NULL));
+    ck_assert_int_eq(t, 1);
     /* The accumulation window was discarded: the next step updates normally. */
     g_autoptr(ExecRunResult) r2 = run_ok(pipeline, sched);
     ck_assert_int_eq(r2->n_skipped, 0);
@@ -481,6 +497,141 @@ START_TEST(test_exec_shape_mismatch) {
     g_autoptr(GError) error = NULL;
     ck_assert_ptr_null(exec_pipeline_run(pipeline, other, 0, &error));
     ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_SHAPE));
+}
+END_TEST
+
+/* --- the backend contract: registry, by-name copies, evaluate, reports --- */
+
+START_TEST(test_backend_registry) {
+    g_autoptr(GError) error = NULL;
+    const ExecBackendInfo *cpu = exec_backend_find("cpu", &error);
+    ck_assert_ptr_nonnull(cpu);
+    ck_assert_str_eq(cpu->name, "cpu");
+    ck_assert_str_eq(exec_backends()[0].name, "cpu");
+    /* No CUDA backend is registered: a scenario naming it is told so plainly. */
+    ck_assert_ptr_null(exec_backend_find("cuda", &error));
+    ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_BACKEND));
+    ck_assert_ptr_nonnull(strstr(error->message, "this build has no CUDA backend"));
+    ck_assert_ptr_nonnull(strstr(error->message, "valid: cpu"));
+    g_clear_error(&error);
+    ck_assert_ptr_null(exec_backend_find("tpu", &error));
+    ck_assert_ptr_nonnull(strstr(error->message, "backend = tpu: unknown backend"));
+    g_clear_error(&error);
+    /* exec_pipeline_new() takes the caller's choice. */
+    g_autoptr(PpSchedule) shape = test_util_schedule_new("1f1b", 2, 1, 2, 1, 1);
+    ExecPipelineParams p = tiny_params(shape);
+    p.backend = "cuda";
+    ck_assert_ptr_null(exec_pipeline_new(&p, &error));
+    ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_BACKEND));
+}
+END_TEST
+
+/* Tensors cross the contract by name: set then get round-trips every role a tensor has, and
+ * every wrong name, role or size is refused with EXEC_ERROR_TENSOR. */
+START_TEST(test_tensor_copy_calls) {
+    g_autoptr(PpSchedule) shape = test_util_schedule_new("1f1b", 2, 1, 2, 1, 1);
+    ExecPipelineParams p = tiny_params(shape);
+    p.optim.kind = KERN_OPTIM_MUON;
+    p.optim.error_feedback = 1;
+    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+    g_autoptr(GError) error = NULL;
+    int n_muon = 0;
+    for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
+        for (int i = 0; i < exec_pipeline_n_tensors(pipeline, vs); i++) {
+            guint             roles = 0;
+            const Gpt2Tensor *t = exec_pipeline_tensor(pipeline, vs, i, &roles);
+            gboolean          muon = t->kind == GPT2_TENSOR_HIDDEN;
+            n_muon += muon;
+            /* Muon drives the blocks' matrices, AdamW the rest; error feedback everything. */
+            ck_assert_int_eq(!!(roles & EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_MUON_MOMENTUM)), muon);
+            ck_assert_int_eq(!!(roles & EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_ADAM_M)), !muon);
+            ck_assert(roles & EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_PREV_UPDATE));
+            g_autofree float *src = g_new(float, t->numel);
+            g_autofree float *dst = g_new(float, t->numel);
+            for (int r = 0; r < EXEC_TENSOR_N_ROLES; r++) {
+                if (!(roles & EXEC_TENSOR_ROLE_BIT(r)))
+                    continue;
+                for (size_t k = 0; k < t->numel; k++)
+                    src[k] = (float)(r * 1000 + (int)(k % 997)) * 0.5f;
+                ck_assert(exec_pipeline_tensor_set(pipeline, vs, t->name, r, src, t->numel, NULL));
+                ck_assert(exec_pipeline_tensor_get(pipeline, vs, t->name, r, dst, t->numel, NULL));
+                ck_assert_int_eq(memcmp(src, dst, t->numel * sizeof(float)), 0);
+            }
+            ck_assert(!exec_pipeline_tensor_get(pipeline, vs, t->name, EXEC_TENSOR_PARAMS, dst,
+                                                t->numel - 1, &error));
+            ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_TENSOR));
+            g_clear_error(&error);
+            ExecTensorRole absent = muon ? EXEC_TENSOR_ADAM_V : EXEC_TENSOR_MUON_MOMENTUM;
+            ck_assert(
+                !exec_pipeline_tensor_get(pipeline, vs, t->name, absent, dst, t->numel, &error));
+            ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_TENSOR));
+            g_clear_error(&error);
+        }
+    }
+    ck_assert_int_eq(n_muon, 4 * tiny.L);
+    float x = 0.0f;
+    ck_assert(!exec_pipeline_tensor_get(pipeline, 0, "lm_head.weight", EXEC_TENSOR_PARAMS, &x, 1,
+                                        &error));
+    ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_TENSOR));
+    ck_assert_ptr_nonnull(strstr(error->message, "lm_head.weight"));
+    g_clear_error(&error);
+    int64_t t = -1;
+    ck_assert(exec_pipeline_set_optim_steps(pipeline, 1, 7, NULL));
+    ck_assert(exec_pipeline_optim_steps(pipeline, 1, &t, NULL));
+    ck_assert_int_eq(t, 7);
+}
+END_TEST
+
+/* evaluate() forwards through every virtual stage: on the initial weights it gives bitwise the
+ * loss the first micro-batch's F reported in a replay, on any split of the model. */
+START_TEST(test_evaluate_matches_forward) {
+    int32_t tokens[TINY_B * 16], targets[TINY_B * 16];
+    tiny_data((gpointer)&data_seed, 0, tokens, targets);
+    float losses[2];
+    for (int k = 0; k < 2; k++) {
+        g_autoptr(PpSchedule) sched = test_util_schedule_new("1f1b", k == 0 ? 1 : 4, 1, 2, 1, 1);
+        ExecPipelineParams p = tiny_params(sched);
+        g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+        g_autoptr(GError) error = NULL;
+        ck_assert_msg(exec_pipeline_evaluate(pipeline, tokens, targets, &losses[k], &error), "%s",
+                      error ? error->message : "");
+        g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
+        ck_assert(res->loss[0] == losses[k]);
+    }
+    ck_assert(losses[0] == losses[1]);
+}
+END_TEST
+
+/* The backend reports every op once, at its stage's flushes: one trace row per op, and every
+ * last-vstage forward's loss reaches on_loss exactly once. */
+typedef struct {
+    GMutex lock;
+    int    seen[64]; /* on_loss calls per mb */
+} LossCount;
+
+static void loss_count(gpointer user_data, int32_t mb, int32_t step, float loss) {
+    LossCount *c = user_data;
+    (void)step;
+    ck_assert(isfinite(loss));
+    g_mutex_lock(&c->lock);
+    c->seen[mb]++;
+    g_mutex_unlock(&c->lock);
+}
+
+START_TEST(test_reports_once) {
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("paci", 4, 1, 1, 3, 4);
+    LossCount          count = {0};
+    ExecPipelineParams p = tiny_params(sched);
+    p.on_loss = loss_count;
+    p.on_loss_user = &count;
+    g_mutex_init(&count.lock);
+    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+    g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
+    ck_assert_int_le(sched->n_mb, 64);
+    for (int32_t mb = 0; mb < sched->n_mb; mb++)
+        ck_assert_int_eq(count.seen[mb], 1);
+    ck_assert_int_eq(exec_pipeline_trace(pipeline)->n_rows, pp_schedule_n_ops_total(sched));
+    g_mutex_clear(&count.lock);
 }
 END_TEST
 
@@ -581,6 +732,9 @@ START_TEST(test_train_outputs) {
         ck_assert_int_eq(g_ascii_strtoll(cols[0], NULL, 10), i - 1);
         ck_assert_int_eq(cols[3][0] != '\0', i % 2 == 0);
         ck_assert_str_eq(cols[7], "0"); /* flush: no drift */
+        /* lr: what stage 0 applied at update i - 1 (warmup 1 of 4 steps, 1e-3 to 1e-4) */
+        g_autofree char *lr = g_strdup_printf("%.6e", kern_lr_schedule(i - 1, 1, 4, 1e-3f, 1e-4f));
+        ck_assert_str_eq(cols[4], lr);
     }
     g_autofree char *ops = g_build_filename(f.dir, "ops.csv", NULL);
     g_autoptr(PpTrace) trace = pp_trace_read_csv(ops, &error);
@@ -621,6 +775,15 @@ START_TEST(test_train_resume) {
                 ck_assert_str_eq(a[col], b[col]);
         }
     }
+    /* A backend this build lacks is refused, naming the key. */
+    const char *cuda[] = {"run.backend=cuda", NULL};
+    GError     *no_cuda = NULL;
+    ck_assert(!train(&f, cuda, NULL, 0, FALSE, &sum, &no_cuda));
+    ck_assert(g_error_matches(no_cuda, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
+    ck_assert_msg(
+        strstr(no_cuda->message, "[run] backend = cuda: this build has no CUDA backend") != NULL,
+        "%s", no_cuda->message);
+    g_error_free(no_cuda);
     /* A checkpoint of another layout is refused. */
     const char *other[] = {"pipeline.schedule=gpipe", NULL};
     GError     *mismatch = NULL;
@@ -812,6 +975,12 @@ START_TEST(test_train_dynamic) {
                           "pipeline.microbatches=1", "pipeline.mode=dynamic", NULL};
     ck_assert_msg(train(&f, paci, NULL, 0, FALSE, &sum, &error), "%s", error ? error->message : "");
     ck_assert_int_eq(sum.steps, 4);
+    /* async-1f1b is PACI with a = 1: its policy runs live too, with PACI's drift N - 1. */
+    const char *async[] = {"pipeline.schedule=async-1f1b", "pipeline.microbatches=1",
+                           "pipeline.mode=dynamic", NULL};
+    ck_assert_msg(train(&f, async, NULL, 0, FALSE, &sum, &error), "%s",
+                  error ? error->message : "");
+    ck_assert_int_eq(sum.steps, 4);
     /* The policy needs PACI's rule: a flush schedule is refused. */
     GError *refused = NULL;
     ck_assert(!train(&f, NULL, NULL, 0, TRUE, &sum, &refused));
@@ -836,6 +1005,10 @@ int main(void) {
     tcase_add_test(tc, test_exec_nonfinite_skips_update);
     tcase_add_test(tc, test_exec_nonfinite_stops);
     tcase_add_test(tc, test_exec_shape_mismatch);
+    tcase_add_test(tc, test_backend_registry);
+    tcase_add_test(tc, test_tensor_copy_calls);
+    tcase_add_test(tc, test_evaluate_matches_forward);
+    tcase_add_test(tc, test_reports_once);
     suite_add_tcase(s, tc);
     TCase *tt = tcase_create("train");
     tcase_set_timeout(tt, 30);

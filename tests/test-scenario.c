@@ -290,6 +290,7 @@ START_TEST(test_defaults) {
     ck_assert_double_eq(sc->optimizer.grad_clip, 1.0);
     ck_assert(!sc->optimizer.error_feedback);
     ck_assert_uint_eq(sc->run.seed, 1337);
+    ck_assert_str_eq(sc->run.backend, "cpu");
     ck_assert_ptr_null(sc->run.layers_per_stage);
     ck_assert_int_eq(sc->run.n_layers_per_stage, 0);
     ck_assert_int_eq(sc->run.log_every, 1);
@@ -397,6 +398,12 @@ START_TEST(test_derived_batch) {
     ck_assert_int_eq(params.f_ns, 5000);
     ck_assert_int_eq(params.b_ns, 10000);
     ck_assert_int_eq(params.w_ns, 0);
+
+    /* Dynamic mode runs every kind with a run-time policy: paci and async-1f1b (a = 1). */
+    const char *const dyn[] = {"pipeline.schedule=async-1f1b", "pipeline.mode=dynamic", NULL};
+    g_autoptr(PpScenario) g = load_base(dyn);
+    ck_assert_str_eq(g->pipeline.mode, "dynamic");
+    ck_assert_int_eq(pp_scenario_mb_per_step(g), 1);
 }
 END_TEST
 
@@ -774,7 +781,7 @@ static const BadCase bad_cases[] = {
      NULL,
      {"pipeline.chunks=2"},
      PP_SCENARIO_ERROR_INCONSISTENT,
-     {"chunks = 2", "interleaved", "1f1b"}},
+     {"chunks = 2", "interleaved", "1..1"}},
     {"chunks exceed layers",
      NULL,
      {"pipeline.schedule=interleaved", "pipeline.chunks=3"},
@@ -829,7 +836,7 @@ static const BadCase bad_cases[] = {
      NULL,
      {"pipeline.mode=dynamic"},
      PP_SCENARIO_ERROR_INCONSISTENT,
-     {"mode = dynamic", "schedule = 1f1b"}},
+     {"mode = dynamic", "schedule = 1f1b", "async-1f1b, paci"}},
     {"flash attention not a boolean",
      NULL,
      {"model.flash_attention=yes"},

@@ -429,27 +429,32 @@ END_TEST
 
 /* --- dynamic mode --- */
 
-/* The live policy with uniform costs (and comm) executes exactly the static paci program and
- * gives the same reports. Loop index: N in {1, 2, 4, 8}, a in {1..4}. */
+/* The live policy with uniform costs (and comm) executes exactly the static program of its
+ * kind and gives the same reports. Loop index: paci with N in {1, 2, 4, 8}, a in {1..4}
+ * (0..15), then async-1f1b, PACI's policy with a = 1, with N in {1, 2, 4, 8} (16..19): its
+ * registry row fixes a = 1 whatever params.accumulation says. */
 START_TEST(test_policy_matches_static) {
+    gboolean      async = _i >= 16;
+    const char   *kind = async ? "async-1f1b" : "paci";
     int32_t       n = test_stage_counts[_i % 4];
-    int32_t       a = 1 + _i / 4;
+    int32_t       a = async ? 1 : 1 + _i / 4;
     const int32_t steps = 3 * n;
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 3000, 2000, 1000, 0);
-    PpScheduleParams params = {.kind = "paci",
+    PpScheduleParams params = {.kind = kind,
                                .n_stages = n,
                                .n_chunks = 1,
                                .n_microbatches = 1,
-                               .accumulation = a,
+                               .accumulation = async ? 3 : a,
                                .n_steps = steps};
     g_autoptr(GError) error = NULL;
     PpSchedule *program_raw = NULL;
     g_autoptr(SimResult) live = sim_engine_run_policy(&params, cost, &program_raw, &error);
     ck_assert_msg(live != NULL, "%s", error ? error->message : "");
     g_autoptr(PpSchedule) program = program_raw;
-    g_autoptr(PpSchedule) fixed = test_util_schedule_new("paci", n, 1, 1, a, steps);
+    g_autoptr(PpSchedule) fixed = test_util_schedule_new(kind, n, 1, 1, a, steps);
     g_autoptr(SimResult) ref = test_run(fixed, cost);
-    ck_assert_str_eq(program->kind, "paci");
+    ck_assert_str_eq(program->kind, kind);
+    ck_assert_int_eq(program->mb_per_step, a);
     for (int32_t s = 0; s < n; s++) {
         ck_assert_int_eq(program->n_ops[s], fixed->n_ops[s]);
         for (int32_t i = 0; i < fixed->n_ops[s]; i++) {
@@ -1084,7 +1089,7 @@ int main(void) {
     suite_add_tcase(s, tc);
 
     tc = tcase_create("policy");
-    tcase_add_loop_test(tc, test_policy_matches_static, 0, 16);
+    tcase_add_loop_test(tc, test_policy_matches_static, 0, 20);
     tcase_add_loop_test(tc, test_policy_heterogeneous, 0, 3);
     tcase_add_test(tc, test_policy_errors);
     suite_add_tcase(s, tc);
