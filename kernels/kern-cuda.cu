@@ -308,6 +308,31 @@ void kern_cuda_fill(void *x, KernDtype dt, float value, size_t n, cudaStream_t s
     });
 }
 
+/* splitmix64 finaliser of seed + i: a counter-based generator, 24 bits -> [0, 1) */
+template <typename T>
+__global__ void fill_uniform_kernel(T *x, float lo, float hi, size_t n, uint64_t seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        float u = (float)(z >> 40) / 16777216.0f;
+        kern_st(x, i, lo + (hi - lo) * u);
+    }
+}
+
+void kern_cuda_fill_uniform(void *x, KernDtype dt, float lo, float hi, size_t n, uint64_t seed,
+                            cudaStream_t stream) {
+    if (n == 0)
+        return;
+    unsigned grid = kern_cuda_grid(n, 256);
+    KERN_DT_DISPATCH(dt, T, {
+        fill_uniform_kernel<T><<<grid, 256, 0, stream>>>((T *)x, lo, hi, n, seed);
+        KERN_CUDA_LAUNCH_CHECK();
+    });
+}
+
 /* --- squared norm --- */
 
 #define SQ_THREADS    256

@@ -46,9 +46,11 @@ size_t kern_cuda_ctx_device_bytes(void);
 
 /* Creates a context on the current device for work on @stream (borrowed: it must outlive
  * the context; 0 is the legacy default stream): a cuBLASLt handle, its workspace and a
- * reduction scratch. Returns NULL when the device memory cannot be allocated (nothing is
- * left allocated, the CUDA error is cleared); aborts on any other CUDA or cuBLASLt failure.
- * Returns: (transfer full) (nullable): free with kern_cuda_ctx_free(). */
+ * reduction scratch. A context is used by one host thread at a time, and everything enqueued
+ * with it runs in its stream's order (the workspace and scratch are reused call after call).
+ * Returns NULL when the device memory cannot be allocated (nothing is left allocated, the CUDA
+ * error is cleared); aborts on any other CUDA or cuBLASLt failure. Returns: (transfer full)
+ * (nullable): free with kern_cuda_ctx_free(). */
 KernCudaCtx *kern_cuda_ctx_new(cudaStream_t stream);
 /* Synchronises the stream, then frees the context; accepts NULL. */
 void kern_cuda_ctx_free(KernCudaCtx *ctx);
@@ -101,6 +103,10 @@ void kern_cuda_convert(void *dst, KernDtype dst_dt, const void *src, KernDtype s
                        cudaStream_t stream);
 /* x[i] = value (converted to dt) for i < n. */
 void kern_cuda_fill(void *x, KernDtype dt, float value, size_t n, cudaStream_t stream);
+/* x[i] = lo + (hi - lo) * u_i (converted to dt), u_i in [0, 1) from a counter-based hash of
+ * (@seed, i): the same values on every run and device, for benchmarks' inputs. */
+void kern_cuda_fill_uniform(void *x, KernDtype dt, float lo, float hi, size_t n, uint64_t seed,
+                            cudaStream_t stream);
 
 /* *sq_norm (one device double) += sum of x[i]^2 over i < n, in double, in a fixed order that
  * depends only on n: deterministic run to run. Uses the context's reduction scratch. */

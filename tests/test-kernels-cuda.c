@@ -104,6 +104,35 @@ START_TEST(test_convert_rne) {
 }
 END_TEST
 
+/* The benchmarks' device generator: in range, centred, reproducible, seed-dependent. */
+START_TEST(test_fill_uniform) {
+    KernDtype dt = (KernDtype)_i;
+    enum { N = 10000 };
+    void *d = tcu_upload(NULL, N, dt);
+    kern_cuda_fill_uniform(d, dt, -2.0f, 3.0f, N, 9, stream());
+    float *a = tcu_download(d, N, dt);
+    kern_cuda_fill_uniform(d, dt, -2.0f, 3.0f, N, 9, stream());
+    float *b = tcu_download(d, N, dt);
+    kern_cuda_fill_uniform(d, dt, -2.0f, 3.0f, N, 10, stream());
+    float *c = tcu_download(d, N, dt);
+    double sum = 0.0;
+    int    same = 0;
+    for (int i = 0; i < N; i++) {
+        /* bf16 rounding may carry a value just below 3 up to 3 */
+        ck_assert(a[i] >= -2.0f && a[i] <= 3.0f);
+        sum += a[i];
+        same += a[i] == c[i];
+    }
+    ck_assert_double_eq_tol(sum / N, 0.5, 0.05); /* std of the mean: 5 / sqrt(12 N) = 0.014 */
+    ck_assert_mem_eq(a, b, N * sizeof(float));
+    ck_assert_int_lt(same, N / 10);
+    free(a);
+    free(b);
+    free(c);
+    tcu_free(d);
+}
+END_TEST
+
 /* Row-major C = alpha op(A) op(B) + beta C_in for every transpose pair, batched, against a
  * double-precision reference. */
 START_TEST(test_gemm_variants) {
@@ -713,6 +742,7 @@ static Suite *kernels_suite(void) {
     Suite *s = suite_create("kernels-cuda");
     TCase *tc = tcase_create("shared");
     tcase_add_test(tc, test_convert_rne);
+    tcase_add_loop_test(tc, test_fill_uniform, 0, 2);
     tcase_add_loop_test(tc, test_gemm_variants, 0, 8);
     tcase_add_test(tc, test_sq_norm);
     suite_add_tcase(s, tc);
