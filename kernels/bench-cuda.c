@@ -190,19 +190,11 @@ int main(int argc, char **argv) {
     /* 1. reference rate */
     enum { SQ = 8192 };
     size_t       nsq = (size_t)SQ * SQ;
-    KernCudaGemm g;
-    memset(&g, 0, sizeof g);
-    g.M = g.N = g.K = SQ;
-    g.ab = g.cd = BF16;
-    g.a = bench_buffer(nsq, BF16, 11, st);
-    g.b = bench_buffer(nsq, BF16, 12, st);
-    g.c = bench_buffer(nsq, BF16, 13, st);
-    g.lda = g.ldb = g.ldc = SQ;
-    g.trans_b = 1;
-    g.alpha = 1.0f;
-    g.batch = 1;
-    float  sq_ms = bench_ms(run_square, &g, ctx, 3, reps);
-    double peak = 2.0 * SQ * (double)SQ * SQ / (sq_ms * 1e-3) / 1e12;
+    KernCudaGemm g = kern_cuda_gemm_dense(SQ, SQ, SQ, 0, bench_buffer(nsq, BF16, 11, st), 1,
+                                          bench_buffer(nsq, BF16, 12, st),
+                                          bench_buffer(nsq, BF16, 13, st), BF16, BF16);
+    float        sq_ms = bench_ms(run_square, &g, ctx, 3, reps);
+    double       peak = 2.0 * SQ * (double)SQ * SQ / (sq_ms * 1e-3) / 1e12;
     KERN_CUDA_CHECK(cudaFree((void *)g.a));
     KERN_CUDA_CHECK(cudaFree((void *)g.b));
     KERN_CUDA_CHECK(cudaFree(g.c));

@@ -162,21 +162,7 @@ __global__ void causal_softmax_backward_kernel(E *dpre, const E *att, const floa
  * dense (B * NH) stack of row-major matrices. */
 static void heads_gemm(int M, int N, int K, int ta, const void *a, int tb, const void *b, void *c,
                        KernDtype ab, KernDtype cd, float alpha, int n_heads, KernCudaCtx *ctx) {
-    KernCudaGemm g;
-    memset(&g, 0, sizeof g);
-    g.M = M;
-    g.N = N;
-    g.K = K;
-    g.trans_a = ta;
-    g.trans_b = tb;
-    g.ab = ab;
-    g.cd = cd;
-    g.a = a;
-    g.lda = ta ? M : K;
-    g.b = b;
-    g.ldb = tb ? K : N;
-    g.c = c;
-    g.ldc = N;
+    KernCudaGemm g = kern_cuda_gemm_dense(M, N, K, ta, a, tb, b, c, ab, cd);
     g.alpha = alpha;
     g.batch = n_heads;
     g.stride_a = (int64_t)M * K;
@@ -185,64 +171,69 @@ static void heads_gemm(int M, int N, int K, int ta, const void *a, int tb, const
     kern_cuda_gemm(&g, ctx);
 }
 
-static void attn_check(int B, int T, int C, int NH) {
-    KERN_ASSERT(B >= 0 && T >= 1 && C >= 1 && NH >= 1 && C % NH == 0);
+/* Shapes shared by the forward and the backward of one call. */
+typedef struct {
+    int      hs, heads; /* head size C / NH; B * NH heads */
+    float    scale;     /* 1 / sqrt(hs) */
+    size_t   rows;      /* B * NH * T rows of scores */
+    unsigned grid;      /* blocks of the softmax kernels (one warp per row) */
+} AttnShape;
+
+/* Checks the shapes, carves @scratch into @s and gathers q, k, v of @qkv by head. */
+static AttnShape attn_begin(AttnScratch *s, void *scratch, const void *qkv, int B, int T, int C,
+                            int NH, KernDtype dt, cudaStream_t st) {
+    KERN_ASSERT(B >= 1 && T >= 1 && C >= 1 && NH >= 1 && C % NH == 0);
+    AttnShape a;
+    a.hs = C / NH;
+    a.heads = B * NH;
+    a.scale = 1.0f / sqrtf((float)a.hs);
+    a.rows = (size_t)a.heads * T;
+    a.grid = (unsigned)((a.rows + SOFTMAX_THREADS / 32 - 1) / (SOFTMAX_THREADS / 32));
+    attn_carve(B, T, C, NH, dt, (char *)scratch, s);
+    gather_heads(s->q, qkv, 3 * C, 0, B, T, C, NH, dt, st);
+    gather_heads(s->k, qkv, 3 * C, C, B, T, C, NH, dt, st);
+    gather_heads(s->v, qkv, 3 * C, 2 * C, B, T, C, NH, dt, st);
+    return a;
 }
 
 void gpt2_cuda_attention_forward(void *out, void *att, const void *qkv, void *scratch, int B, int T,
                                  int C, int NH, KernDtype dt, KernCudaCtx *ctx) {
-    attn_check(B, T, C, NH);
     if (B == 0)
         return;
-    AttnScratch s;
-    attn_carve(B, T, C, NH, dt, (char *)scratch, &s);
-    int          hs = C / NH, heads = B * NH;
-    float        scale = 1.0f / sqrtf((float)hs);
     cudaStream_t st = ctx->stream;
-    gather_heads(s.q, qkv, 3 * C, 0, B, T, C, NH, dt, st);
-    gather_heads(s.k, qkv, 3 * C, C, B, T, C, NH, dt, st);
-    gather_heads(s.v, qkv, 3 * C, 2 * C, B, T, C, NH, dt, st);
+    AttnScratch  s;
+    AttnShape    a = attn_begin(&s, scratch, qkv, B, T, C, NH, dt, st);
     /* scores (T, T) = scale * q @ k^T per head, in fp32 */
-    heads_gemm(T, T, hs, 0, s.q, 1, s.k, s.scores, dt, KERN_DTYPE_F32, scale, heads, ctx);
-    size_t   rows = (size_t)heads * T;
-    unsigned grid = (unsigned)((rows + SOFTMAX_THREADS / 32 - 1) / (SOFTMAX_THREADS / 32));
+    heads_gemm(T, T, a.hs, 0, s.q, 1, s.k, s.scores, dt, KERN_DTYPE_F32, a.scale, a.heads, ctx);
     KERN_DT_DISPATCH(dt, E, {
-        causal_softmax_kernel<E><<<grid, SOFTMAX_THREADS, 0, st>>>((E *)att, s.scores, rows, T);
+        causal_softmax_kernel<E><<<a.grid, SOFTMAX_THREADS, 0, st>>>((E *)att, s.scores, a.rows, T);
         KERN_CUDA_LAUNCH_CHECK();
     });
     /* y (T, hs) = att @ v per head; the zeros above the diagonal keep it causal */
-    heads_gemm(T, hs, T, 0, att, 0, s.v, s.y, dt, dt, 1.0f, heads, ctx);
+    heads_gemm(T, a.hs, T, 0, att, 0, s.v, s.y, dt, dt, 1.0f, a.heads, ctx);
     scatter_heads(out, C, 0, s.y, B, T, C, NH, dt, st);
 }
 
 void gpt2_cuda_attention_backward(void *dqkv, void *scratch, const void *dout, const void *qkv,
                                   const void *att, int B, int T, int C, int NH, KernDtype dt,
                                   KernCudaCtx *ctx) {
-    attn_check(B, T, C, NH);
     if (B == 0)
         return;
-    AttnScratch s;
-    attn_carve(B, T, C, NH, dt, (char *)scratch, &s);
-    int          hs = C / NH, heads = B * NH;
-    float        scale = 1.0f / sqrtf((float)hs);
     cudaStream_t st = ctx->stream;
-    gather_heads(s.q, qkv, 3 * C, 0, B, T, C, NH, dt, st);
-    gather_heads(s.k, qkv, 3 * C, C, B, T, C, NH, dt, st);
-    gather_heads(s.v, qkv, 3 * C, 2 * C, B, T, C, NH, dt, st);
+    AttnScratch  s;
+    AttnShape    a = attn_begin(&s, scratch, qkv, B, T, C, NH, dt, st);
     gather_heads(s.y, dout, C, 0, B, T, C, NH, dt, st);
     /* datt (T, T) = dy @ v^T in fp32; dv (T, hs) = att^T @ dy */
-    heads_gemm(T, T, hs, 0, s.y, 1, s.v, s.scores, dt, KERN_DTYPE_F32, 1.0f, heads, ctx);
-    heads_gemm(T, hs, T, 1, att, 0, s.y, s.dv, dt, dt, 1.0f, heads, ctx);
-    size_t   rows = (size_t)heads * T;
-    unsigned grid = (unsigned)((rows + SOFTMAX_THREADS / 32 - 1) / (SOFTMAX_THREADS / 32));
+    heads_gemm(T, T, a.hs, 0, s.y, 1, s.v, s.scores, dt, KERN_DTYPE_F32, 1.0f, a.heads, ctx);
+    heads_gemm(T, a.hs, T, 1, att, 0, s.y, s.dv, dt, dt, 1.0f, a.heads, ctx);
     KERN_DT_DISPATCH(dt, E, {
-        causal_softmax_backward_kernel<E><<<grid, SOFTMAX_THREADS, 0, st>>>(
-            (E *)s.dpre, (const E *)att, s.scores, rows, T, scale);
+        causal_softmax_backward_kernel<E><<<a.grid, SOFTMAX_THREADS, 0, st>>>(
+            (E *)s.dpre, (const E *)att, s.scores, a.rows, T, a.scale);
         KERN_CUDA_LAUNCH_CHECK();
     });
     /* dq = dpre @ k; dk = dpre^T @ q */
-    heads_gemm(T, hs, T, 0, s.dpre, 0, s.k, s.dq, dt, dt, 1.0f, heads, ctx);
-    heads_gemm(T, hs, T, 1, s.dpre, 0, s.q, s.dk, dt, dt, 1.0f, heads, ctx);
+    heads_gemm(T, a.hs, T, 0, s.dpre, 0, s.k, s.dq, dt, dt, 1.0f, a.heads, ctx);
+    heads_gemm(T, a.hs, T, 1, s.dpre, 0, s.q, s.dk, dt, dt, 1.0f, a.heads, ctx);
     scatter_heads(dqkv, 3 * C, 0, s.dq, B, T, C, NH, dt, st);
     scatter_heads(dqkv, 3 * C, C, s.dk, B, T, C, NH, dt, st);
     scatter_heads(dqkv, 3 * C, 2 * C, s.dv, B, T, C, NH, dt, st);

@@ -3,19 +3,14 @@
  * forward with the bias (and, in bf16, GELU) epilogue, input gradient, and the weight
  * gradient accumulated into fp32 with the bias gradient by a fixed-order column sum.
  */
-#include <string.h>
-
 #include "gpt2-cuda.h"
 #include "kern-cuda-internal.cuh"
 
-/* A plain (unbatched) product with every field the matmuls do not use cleared. */
-static KernCudaGemm matmul_gemm(KernDtype dt) {
-    KernCudaGemm g;
-    memset(&g, 0, sizeof g);
-    g.ab = dt;
-    g.cd = dt;
-    g.alpha = 1.0f;
-    g.batch = 1;
+/* out (N, OC) = inp (N, IC) @ weight^T + bias, weight stored (OC, IC). */
+static KernCudaGemm forward_gemm(void *out, const void *inp, const void *weight, const void *bias,
+                                 int N, int IC, int OC, KernDtype dt) {
+    KernCudaGemm g = kern_cuda_gemm_dense(N, OC, IC, 0, inp, 1, weight, out, dt, dt);
+    g.bias = bias;
     return g;
 }
 
@@ -24,19 +19,7 @@ void gpt2_cuda_matmul_forward(void *out, const void *inp, const void *weight, co
     KERN_ASSERT(N >= 0 && IC >= 1 && OC >= 1);
     if (N == 0)
         return;
-    /* out (N, OC) = inp (N, IC) @ weight^T, weight stored (OC, IC) */
-    KernCudaGemm g = matmul_gemm(dt);
-    g.M = N;
-    g.N = OC;
-    g.K = IC;
-    g.a = inp;
-    g.lda = IC;
-    g.b = weight;
-    g.ldb = IC;
-    g.trans_b = 1;
-    g.c = out;
-    g.ldc = OC;
-    g.bias = bias;
+    KernCudaGemm g = forward_gemm(out, inp, weight, bias, N, IC, OC, dt);
     kern_cuda_gemm(&g, ctx);
 }
 
@@ -51,18 +34,7 @@ void gpt2_cuda_matmul_forward_gelu(void *out_gelu, void *out_pre, const void *in
         gpt2_cuda_gelu_forward(out_gelu, out_pre, (size_t)N * OC, dt, ctx->stream);
         return;
     }
-    KernCudaGemm g = matmul_gemm(dt);
-    g.M = N;
-    g.N = OC;
-    g.K = IC;
-    g.a = inp;
-    g.lda = IC;
-    g.b = weight;
-    g.ldb = IC;
-    g.trans_b = 1;
-    g.c = out_gelu;
-    g.ldc = OC;
-    g.bias = bias;
+    KernCudaGemm g = forward_gemm(out_gelu, inp, weight, bias, N, IC, OC, dt);
     g.gelu_pre = out_pre;
     kern_cuda_gemm(&g, ctx);
 }
@@ -73,16 +45,7 @@ void gpt2_cuda_matmul_backward_input(void *dinp, const void *dout, const void *w
     if (N == 0)
         return;
     /* dinp (N, IC) = dout (N, OC) @ weight (OC, IC) */
-    KernCudaGemm g = matmul_gemm(dt);
-    g.M = N;
-    g.N = IC;
-    g.K = OC;
-    g.a = dout;
-    g.lda = OC;
-    g.b = weight;
-    g.ldb = IC;
-    g.c = dinp;
-    g.ldc = IC;
+    KernCudaGemm g = kern_cuda_gemm_dense(N, IC, OC, 0, dout, 0, weight, dinp, dt, dt);
     kern_cuda_gemm(&g, ctx);
 }
 
@@ -93,19 +56,8 @@ void gpt2_cuda_matmul_backward_weight(float *dweight, float *dbias, const void *
     if (N == 0)
         return;
     /* dweight (OC, IC) += dout^T (OC, N) @ inp (N, IC), dout stored (N, OC) */
-    KernCudaGemm g = matmul_gemm(dt);
-    g.cd = KERN_DTYPE_F32;
-    g.M = OC;
-    g.N = IC;
-    g.K = N;
-    g.a = dout;
-    g.lda = OC;
-    g.trans_a = 1;
-    g.b = inp;
-    g.ldb = IC;
-    g.c = dweight;
+    KernCudaGemm g = kern_cuda_gemm_dense(OC, IC, N, 1, dout, 0, inp, dweight, dt, KERN_DTYPE_F32);
     g.c_in = dweight;
-    g.ldc = IC;
     g.beta = 1.0f;
     kern_cuda_gemm(&g, ctx);
     if (dbias)

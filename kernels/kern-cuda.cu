@@ -126,6 +126,28 @@ static cublasLtMatrixLayout_t gemm_layout(KernDtype dt, int64_t rm_rows, int64_t
     return l;
 }
 
+KernCudaGemm kern_cuda_gemm_dense(int M, int N, int K, int trans_a, const void *a, int trans_b,
+                                  const void *b, void *c, KernDtype ab, KernDtype cd) {
+    KernCudaGemm g;
+    memset(&g, 0, sizeof g);
+    g.M = M;
+    g.N = N;
+    g.K = K;
+    g.trans_a = trans_a;
+    g.trans_b = trans_b;
+    g.ab = ab;
+    g.cd = cd;
+    g.a = a;
+    g.lda = trans_a ? M : K;
+    g.b = b;
+    g.ldb = trans_b ? K : N;
+    g.c = c;
+    g.ldc = N;
+    g.alpha = 1.0f;
+    g.batch = 1;
+    return g;
+}
+
 void kern_cuda_gemm(const KernCudaGemm *g, KernCudaCtx *ctx) {
     KERN_ASSERT(g->M >= 1 && g->N >= 1 && g->K >= 1 && g->batch >= 1);
     KERN_ASSERT(g->ab == KERN_DTYPE_F32 || g->ab == KERN_DTYPE_BF16);

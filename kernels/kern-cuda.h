@@ -89,6 +89,12 @@ typedef struct {
     void       *gelu_pre;                     /* nullable: (M, N) of type cd */
 } KernCudaGemm;
 
+/* A product of dense matrices: lda, ldb, ldc the row lengths of A, B, C as stored (K or M,
+ * N or K, N), batch 1, alpha 1, beta 0, no C_in and no epilogue. Callers adjust the other
+ * fields (alpha, beta, c_in, batch and strides, bias, gelu_pre) before kern_cuda_gemm(). */
+KernCudaGemm kern_cuda_gemm_dense(int M, int N, int K, int trans_a, const void *a, int trans_b,
+                                  const void *b, void *c, KernDtype ab, KernDtype cd);
+
 /* Enqueues the product on ctx's stream. Algorithms are chosen by cuBLASLt's heuristic for the
  * shape and the pointers' alignment and cached per context; for a fixed shape, alignment and
  * device the choice, and so the result, is deterministic. Aborts (with the shape) when

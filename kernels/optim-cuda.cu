@@ -363,24 +363,10 @@ __global__ void ns_output_kernel(float *out, const float *x, int rows, int cols,
 /* C (M, N) = alpha A (M, K) @ op(B) + beta C_in, fp32, row-major, no epilogue. */
 static void ns_gemm(int M, int N, int K, const float *a, const float *b, int tb, float *c,
                     const float *c_in, float alpha, float beta, KernCudaCtx *ctx) {
-    KernCudaGemm g;
-    memset(&g, 0, sizeof g);
-    g.M = M;
-    g.N = N;
-    g.K = K;
-    g.ab = KERN_DTYPE_F32;
-    g.cd = KERN_DTYPE_F32;
-    g.a = a;
-    g.lda = K;
-    g.b = b;
-    g.trans_b = tb;
-    g.ldb = tb ? K : N;
-    g.c = c;
+    KernCudaGemm g = kern_cuda_gemm_dense(M, N, K, 0, a, tb, b, c, KERN_DTYPE_F32, KERN_DTYPE_F32);
     g.c_in = c_in;
-    g.ldc = N;
     g.alpha = alpha;
     g.beta = beta;
-    g.batch = 1;
     kern_cuda_gemm(&g, ctx);
 }
 

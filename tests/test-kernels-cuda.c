@@ -159,22 +159,8 @@ START_TEST(test_gemm_variants) {
     }
     void        *da = tcu_upload(a, NB * M * K, dt), *db = tcu_upload(b, NB * K * N, dt);
     void        *dcin = tcu_upload(cin, NB * M * N, F32), *dc = tcu_upload(NULL, NB * M * N, F32);
-    KernCudaGemm g;
-    memset(&g, 0, sizeof g);
-    g.M = M;
-    g.N = N;
-    g.K = K;
-    g.trans_a = ta;
-    g.trans_b = tb;
-    g.ab = dt;
-    g.cd = F32;
-    g.a = da;
-    g.lda = ta ? M : K;
-    g.b = db;
-    g.ldb = tb ? K : N;
-    g.c = dc;
+    KernCudaGemm g = kern_cuda_gemm_dense(M, N, K, ta, da, tb, db, dc, dt, F32);
     g.c_in = dcin;
-    g.ldc = N;
     g.alpha = alpha;
     g.beta = beta;
     g.batch = NB;
