@@ -9,7 +9,7 @@
  *   3. one GPT-2 124M training step on one slice (tied head, B 16 x T 1024): zero grads, F,
  *      fused BW, gradient norm, AdamW with clipping, bf16 weight refresh; model-FLOPs
  *      utilisation = (6 N tokens + 12 L T C tokens) / step time / reference rate (N: all
- *      parameters; target >= 40%).
+ *      parameters; target >= 40%), with the unfused and with the fused attention.
  * Prints a short table; exits 77 (skipped) without a CUDA device.
  * Usage: pacer-bench-cuda [repetitions (10)] [training steps (5)].
  */
@@ -166,6 +166,64 @@ static void run_step(void *user, KernCudaCtx *ctx) {
     gpt2_cuda_slice_refresh_compute_params(s->slice, ctx);
 }
 
+typedef struct {
+    float  ms, loss;
+    double mfu;
+    size_t bytes;
+} StepResult;
+
+/* Times GPT-2 124M steps (tied head, B 16 x T 1024, bf16, AdamW) with the unfused (@flash 0)
+ * or fused attention; MFU against @peak TFLOP/s. */
+static StepResult bench_step(int flash, const int32_t *tokens, const int32_t *targets, double peak,
+                             KernCudaCtx *ctx, int steps) {
+    Gpt2CudaSliceParams sp;
+    memset(&sp, 0, sizeof sp);
+    sp.slice.model = (Gpt2Config){.L = 12, .C = 768, .NH = 12, .T = 1024, .V = 50257, .Vp = 50304};
+    sp.slice.layer_end = 12;
+    sp.slice.has_embedding = 1;
+    sp.slice.has_head = 1;
+    sp.slice.tie_head = 1;
+    sp.slice.B = 16;
+    sp.slice.n_act_slots = 1;
+    sp.dtype = BF16;
+    sp.flash_attention = flash;
+    Gpt2CudaSliceSizes sizes;
+    gpt2_cuda_slice_sizes(&sp, &sizes);
+    StepCase sc;
+    memset(&sc, 0, sizeof sc);
+    sc.slice = gpt2_cuda_slice_new(&sp);
+    if (!sc.slice) {
+        fprintf(stderr, "GPT-2 124M slice: out of device memory (needs %.2f GiB)\n",
+                (double)sizes.total_bytes / (1 << 30));
+        exit(1);
+    }
+    gpt2_cuda_slice_init_params(sc.slice, 1337, ctx);
+    KernOptimParams op = {.kind = KERN_OPTIM_ADAMW,
+                          .beta1 = 0.9f,
+                          .beta2 = 0.95f,
+                          .eps = 1e-8f,
+                          .weight_decay = 0.1f};
+    sc.opt = kern_cuda_optim_new(&op, gpt2_cuda_slice_table(sc.slice));
+    KERN_ASSERT(sc.opt);
+    sc.tokens = tokens;
+    sc.targets = targets;
+    KERN_CUDA_CHECK(cudaMalloc((void **)&sc.loss, sizeof(float)));
+    KERN_CUDA_CHECK(cudaMalloc((void **)&sc.sq_norm, sizeof(double)));
+    StepResult r;
+    r.ms = bench_ms(run_step, &sc, ctx, 2, steps);
+    KERN_CUDA_CHECK(cudaMemcpy(&r.loss, sc.loss, sizeof r.loss, cudaMemcpyDeviceToHost));
+    double n_tok = (double)sp.slice.B * sp.slice.model.T;
+    double flop =
+        6.0 * (double)gpt2_cuda_slice_n_params(sc.slice) * n_tok + 12.0 * 12 * 1024 * 768 * n_tok;
+    r.mfu = flop / (r.ms * 1e-3) / 1e12 / peak;
+    r.bytes = sizes.total_bytes;
+    KERN_CUDA_CHECK(cudaFree(sc.loss));
+    KERN_CUDA_CHECK(cudaFree(sc.sq_norm));
+    kern_cuda_optim_free(sc.opt);
+    gpt2_cuda_slice_free(sc.slice);
+    return r;
+}
+
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 10;
     int steps = argc > 2 ? atoi(argv[2]) : 5;
@@ -210,53 +268,18 @@ int main(int argc, char **argv) {
     bench_matmul("lm_head", N, C, 50304, 0, 0, peak, ctx, reps, &mm_flop, &mm_ms);
     double mm_tflops = mm_flop / (mm_ms * 1e-3) / 1e12;
 
-    /* 3. GPT-2 124M training step */
-    Gpt2CudaSliceParams sp;
-    memset(&sp, 0, sizeof sp);
-    sp.slice.model = (Gpt2Config){.L = 12, .C = 768, .NH = 12, .T = 1024, .V = 50257, .Vp = 50304};
-    sp.slice.layer_end = 12;
-    sp.slice.has_embedding = 1;
-    sp.slice.has_head = 1;
-    sp.slice.tie_head = 1;
-    sp.slice.B = 16;
-    sp.slice.n_act_slots = 1;
-    sp.dtype = BF16;
-    Gpt2CudaSliceSizes sizes;
-    gpt2_cuda_slice_sizes(&sp, &sizes);
-    StepCase sc;
-    memset(&sc, 0, sizeof sc);
-    sc.slice = gpt2_cuda_slice_new(&sp);
-    if (!sc.slice) {
-        fprintf(stderr, "GPT-2 124M slice: out of device memory (needs %.2f GiB)\n",
-                (double)sizes.total_bytes / (1 << 30));
-        return 1;
-    }
-    gpt2_cuda_slice_init_params(sc.slice, 1337, ctx);
-    KernOptimParams op = {.kind = KERN_OPTIM_ADAMW,
-                          .beta1 = 0.9f,
-                          .beta2 = 0.95f,
-                          .eps = 1e-8f,
-                          .weight_decay = 0.1f};
-    sc.opt = kern_cuda_optim_new(&op, gpt2_cuda_slice_table(sc.slice));
-    KERN_ASSERT(sc.opt);
-    int      n_tok = sp.slice.B * sp.slice.model.T;
+    /* 3. GPT-2 124M training step, unfused then fused attention */
+    int      n_tok = 16 * 1024;
     int32_t *tokens = kern_xmalloc((size_t)n_tok * sizeof(int32_t));
     int32_t *targets = kern_xmalloc((size_t)n_tok * sizeof(int32_t));
     uint64_t rng = kern_rng_seed(7);
     for (int i = 0; i < n_tok; i++) {
-        tokens[i] = (int32_t)(kern_rng_u32(&rng) % (uint32_t)sp.slice.model.V);
-        targets[i] = (int32_t)(kern_rng_u32(&rng) % (uint32_t)sp.slice.model.V);
+        tokens[i] = (int32_t)(kern_rng_u32(&rng) % 50257u);
+        targets[i] = (int32_t)(kern_rng_u32(&rng) % 50257u);
     }
-    sc.tokens = tokens;
-    sc.targets = targets;
-    KERN_CUDA_CHECK(cudaMalloc((void **)&sc.loss, sizeof(float)));
-    KERN_CUDA_CHECK(cudaMalloc((void **)&sc.sq_norm, sizeof(double)));
-    float step_ms = bench_ms(run_step, &sc, ctx, 2, steps);
-    float loss = 0.0f;
-    KERN_CUDA_CHECK(cudaMemcpy(&loss, sc.loss, sizeof loss, cudaMemcpyDeviceToHost));
-    double n_params = (double)gpt2_cuda_slice_n_params(sc.slice);
-    double flop = 6.0 * n_params * n_tok + 12.0 * 12 * 1024 * 768 * (double)n_tok;
-    double mfu = flop / (step_ms * 1e-3) / 1e12 / peak;
+    StepResult res[2];
+    for (int flash = 0; flash < 2; flash++)
+        res[flash] = bench_step(flash, tokens, targets, peak, ctx, steps);
 
     printf("\n| measure                                   | value        | target |\n");
     printf("|-------------------------------------------|--------------|--------|\n");
@@ -264,18 +287,18 @@ int main(int argc, char **argv) {
     printf("| GPT-2 Medium matmuls, all passes          | %7.1f TF/s | -      |\n", mm_tflops);
     printf("| ... share of the 8192^3 rate              | %10.1f %% | >= 70%% |\n",
            100.0 * mm_tflops / peak);
-    printf("| GPT-2 124M step (B 16 x T 1024, bf16)     | %9.1f ms | -      |\n", step_ms);
-    printf("| ... model FLOPs utilisation               | %10.1f %% | >= 40%% |\n", 100.0 * mfu);
-    printf("| ... loss after the timed steps            | %12.4f | -      |\n", loss);
-    printf("| ... slice arenas (params..scratch)        | %8.2f GiB | -      |\n",
-           (double)sizes.total_bytes / (1 << 30));
-
+    for (int flash = 0; flash < 2; flash++) {
+        const StepResult *r = &res[flash];
+        printf("| GPT-2 124M step, %-8s attention       | %9.1f ms | -      |\n",
+               flash ? "fused" : "unfused", r->ms);
+        printf("| ... model FLOPs utilisation               | %10.1f %% | >= 40%% |\n",
+               100.0 * r->mfu);
+        printf("| ... loss after the timed steps            | %12.4f | -      |\n", r->loss);
+        printf("| ... slice arenas (params..scratch)        | %8.2f GiB | -      |\n",
+               (double)r->bytes / (1 << 30));
+    }
     free(tokens);
     free(targets);
-    KERN_CUDA_CHECK(cudaFree(sc.loss));
-    KERN_CUDA_CHECK(cudaFree(sc.sq_norm));
-    kern_cuda_optim_free(sc.opt);
-    gpt2_cuda_slice_free(sc.slice);
     kern_cuda_ctx_free(ctx);
     KERN_CUDA_CHECK(cudaStreamDestroy(st));
     return 0;

@@ -131,6 +131,31 @@ void gpt2_cuda_attention_backward(void       *dqkv,    // (B, T, 3C) dt
                                   const void *att,     // (B, NH, T, T) dt
                                   int B, int T, int C, int NH, KernDtype dt, KernCudaCtx *ctx);
 
+/* --- fused (flash) causal attention: bf16, head size C / NH of 32, 64 or 128 ---
+ * The same function as gpt2_cuda_attention_forward/backward without the (B, NH, T, T)
+ * probabilities: the forward saves the log-sum-exp of each row's scaled scores, the backward
+ * recomputes the probabilities from q, k and it. Tensor cores through WMMA (bf16 operands,
+ * fp32 accumulation, probabilities rounded to bf16 before the products with v); one writer
+ * per output, so results are deterministic. Needs C % 8 == 0 and 16-byte aligned tensors. */
+
+/* 1 when (C, NH, dt) can use the fused kernels, else 0. */
+int gpt2_cuda_flash_attention_supported(int C, int NH, KernDtype dt);
+/* Scratch bytes of the backward: one fp32 per (b, h, t). */
+size_t gpt2_cuda_flash_attention_scratch_bytes(int B, int T, int NH);
+void   gpt2_cuda_flash_attention_forward(void       *out, // (B, T, C) bf16
+                                         float      *lse, // (B, NH, T) f32, log-sum-exp per row
+                                         const void *qkv, // (B, T, 3C) bf16
+                                         int B, int T, int C, int NH, KernDtype dt, KernCudaCtx *ctx);
+/* B: dqkv = gradient of qkv (overwritten), from the forward's @out and @lse. */
+void gpt2_cuda_flash_attention_backward(void        *dqkv,    // (B, T, 3C) bf16
+                                        float       *scratch, // (B, NH, T) f32
+                                        const void  *dout,    // (B, T, C) bf16
+                                        const void  *qkv,     // (B, T, 3C) bf16
+                                        const void  *out,     // (B, T, C) bf16
+                                        const float *lse,     // (B, NH, T) f32
+                                        int B, int T, int C, int NH, KernDtype dt,
+                                        KernCudaCtx *ctx);
+
 /* --- GELU (tanh approximation) --- */
 
 void gpt2_cuda_gelu_forward(void       *out, // (N) dt

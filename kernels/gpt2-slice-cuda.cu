@@ -21,7 +21,7 @@ typedef struct {
     float *ln1_rstd; // (N) f32
     char  *qkv;      // (N, 3C)
     char  *atty;     // (N, C)  attention output before the projection
-    char  *att;      // (B, NH, T, T) softmax probabilities
+    char  *att;      // (B, NH, T, T) softmax probabilities; flash: (B, NH, T) f32 lse
     char  *res2;     // (N, C)  input + attention branch
     char  *ln2;      // (N, C)
     float *ln2_mean; // (N) f32
@@ -100,7 +100,8 @@ static size_t carve_layer(const Gpt2CudaSliceParams *p, char *base, CudaLayerAct
     const Gpt2Config *m = &p->slice.model;
     size_t            esz = kern_dtype_size(p->dtype);
     size_t            N = (size_t)p->slice.B * m->T, C = (size_t)m->C;
-    size_t            att = (size_t)p->slice.B * m->NH * m->T * m->T;
+    size_t            bht = (size_t)p->slice.B * m->NH * m->T;
+    size_t            att_bytes = p->flash_attention ? bht * sizeof(float) : bht * m->T * esz;
     size_t            nc = N * C * esz, nf = N * sizeof(float);
     size_t            cur = 0;
     CARVE(a->ln1, char *, nc);
@@ -108,7 +109,7 @@ static size_t carve_layer(const Gpt2CudaSliceParams *p, char *base, CudaLayerAct
     CARVE(a->ln1_rstd, float *, nf);
     CARVE(a->qkv, char *, 3 * nc);
     CARVE(a->atty, char *, nc);
-    CARVE(a->att, char *, att *esz);
+    CARVE(a->att, char *, att_bytes);
     CARVE(a->res2, char *, nc);
     CARVE(a->ln2, char *, nc);
     CARVE(a->ln2_mean, float *, nf);
@@ -151,7 +152,10 @@ static size_t carve_scratch(const Gpt2CudaSliceParams *p, char *base, char **nc,
     size_t            N = (size_t)p->slice.B * m->T;
     size_t            cur = 0;
     CARVE(*nc, char *, N * m->C * kern_dtype_size(p->dtype));
-    CARVE(*att, char *, gpt2_cuda_attention_scratch_bytes(p->slice.B, m->T, m->C, m->NH, p->dtype));
+    CARVE(*att, char *,
+          p->flash_attention
+              ? gpt2_cuda_flash_attention_scratch_bytes(p->slice.B, m->T, m->NH)
+              : gpt2_cuda_attention_scratch_bytes(p->slice.B, m->T, m->C, m->NH, p->dtype));
     CARVE(*row_loss, float *, N * sizeof(float));
     return cur;
 }
@@ -181,6 +185,8 @@ const char *gpt2_cuda_slice_params_check(const Gpt2CudaSliceParams *params) {
     if (params->dtype == KERN_DTYPE_BF16 &&
         (m->C % 8 != 0 || (m->C / m->NH) % 8 != 0 || m->Vp % 8 != 0))
         return "bf16 needs C, the head size C / NH and Vp to be multiples of 8";
+    if (params->flash_attention && !gpt2_cuda_flash_attention_supported(m->C, m->NH, params->dtype))
+        return "flash attention needs bf16 and a head size C / NH of 32, 64 or 128";
     return NULL;
 }
 
@@ -535,7 +541,12 @@ void gpt2_cuda_slice_forward(Gpt2CudaSlice *slice, const void *params, int slot,
                                     lw(s, params, l, GPT2_LT_LN1_B), N, C, dt, st);
         gpt2_cuda_matmul_forward(la.qkv, la.ln1, lw(s, params, l, GPT2_LT_QKV_W),
                                  lw(s, params, l, GPT2_LT_QKV_B), N, C, 3 * C, dt, ctx);
-        gpt2_cuda_attention_forward(la.atty, la.att, la.qkv, s->scratch_att, B, T, C, NH, dt, ctx);
+        if (s->p.flash_attention)
+            gpt2_cuda_flash_attention_forward(la.atty, (float *)la.att, la.qkv, B, T, C, NH, dt,
+                                              ctx);
+        else
+            gpt2_cuda_attention_forward(la.atty, la.att, la.qkv, s->scratch_att, B, T, C, NH, dt,
+                                        ctx);
         gpt2_cuda_matmul_forward(s->scratch_nc, la.atty, lw(s, params, l, GPT2_LT_ATTPROJ_W),
                                  lw(s, params, l, GPT2_LT_ATTPROJ_B), N, C, C, dt, ctx);
         gpt2_cuda_residual_forward(la.res2, x, s->scratch_nc, NC, dt, st);
@@ -619,8 +630,13 @@ void gpt2_cuda_slice_backward_input(Gpt2CudaSlice *slice, const void *params, in
         /* attention branch: d res2 -> d atty -> d qkv -> d ln1 -> d x */
         gpt2_cuda_matmul_backward_input(s->scratch_nc, la.dres2,
                                         lw(s, params, l, GPT2_LT_ATTPROJ_W), N, C, C, dt, ctx);
-        gpt2_cuda_attention_backward(la.dqkv, s->scratch_att, s->scratch_nc, la.qkv, la.att, B, T,
-                                     C, NH, dt, ctx);
+        if (s->p.flash_attention)
+            gpt2_cuda_flash_attention_backward(la.dqkv, (float *)s->scratch_att, s->scratch_nc,
+                                               la.qkv, la.atty, (const float *)la.att, B, T, C, NH,
+                                               dt, ctx);
+        else
+            gpt2_cuda_attention_backward(la.dqkv, s->scratch_att, s->scratch_nc, la.qkv, la.att, B,
+                                         T, C, NH, dt, ctx);
         gpt2_cuda_matmul_backward_input(la.dln1, la.dqkv, lw(s, params, l, GPT2_LT_QKV_W), N, C,
                                         3 * C, dt, ctx);
         KERN_CUDA_CHECK(cudaMemcpyAsync(dx, la.dres2, bytes, cudaMemcpyDeviceToDevice, st));

@@ -25,6 +25,9 @@ extern "C" {
 typedef struct {
     Gpt2SliceParams slice; /* shape, layer range, ends, tie_head, B, n_act_slots: as the CPU */
     KernDtype       dtype; /* activations and compute weights: KERN_DTYPE_F32 or _BF16 */
+    int             flash_attention; /* 1: the fused attention kernels (bf16, head size 32, 64
+                                        or 128): no (B, NH, T, T) probabilities are kept;
+                                        0: the unfused kernels (any dtype and shape) */
 } Gpt2CudaSliceParams;
 
 /* Device bytes of each arena of a slice (what gpt2_cuda_slice_new() will cudaMalloc). */
@@ -40,8 +43,9 @@ typedef struct {
 
 /* NULL when @params describe a valid slice, else a static message naming what is wrong (layer
  * range, C % NH, V > Vp, embedding not on block 0, head not after block L-1, tie_head without
- * both ends, B or n_act_slots < 1, unknown dtype, and in bf16 C, C / NH or Vp not a multiple
- * of 8: rows that keep cuBLASLt's bf16 operands 16-byte aligned). */
+ * both ends, B or n_act_slots < 1, unknown dtype, in bf16 C, C / NH or Vp not a multiple of 8:
+ * rows that keep cuBLASLt's bf16 operands 16-byte aligned, flash_attention where
+ * gpt2_cuda_flash_attention_supported() says no). */
 const char *gpt2_cuda_slice_params_check(const Gpt2CudaSliceParams *params);
 /* Fills @sizes for valid @params (host only: no device is touched). */
 void gpt2_cuda_slice_sizes(const Gpt2CudaSliceParams *params, Gpt2CudaSliceSizes *sizes);

@@ -114,6 +114,17 @@ START_TEST(test_params_check) {
     bad = tiny_params(KERN_DTYPE_BF16);
     bad.slice.model.Vp = 132;
     ck_assert_ptr_nonnull(gpt2_cuda_slice_params_check(&bad));
+    /* flash attention: bf16 with a head size of 32, 64 or 128 only */
+    bad = tiny_params(KERN_DTYPE_BF16);
+    bad.flash_attention = 1; /* head size 8 */
+    ck_assert_ptr_nonnull(gpt2_cuda_slice_params_check(&bad));
+    bad.slice.model.C = 128; /* head size 64 */
+    ck_assert_ptr_null(gpt2_cuda_slice_params_check(&bad));
+    bad.dtype = KERN_DTYPE_F32;
+    ck_assert_ptr_nonnull(gpt2_cuda_slice_params_check(&bad));
+    ck_assert_int_eq(gpt2_cuda_flash_attention_supported(768, 12, KERN_DTYPE_BF16), 1);
+    ck_assert_int_eq(gpt2_cuda_flash_attention_supported(1024, 16, KERN_DTYPE_BF16), 1);
+    ck_assert_int_eq(gpt2_cuda_flash_attention_supported(96, 2, KERN_DTYPE_BF16), 0);
 }
 END_TEST
 
@@ -181,6 +192,15 @@ START_TEST(test_sizes_gpt2_124m) {
     /* rounding adds at most 255 bytes per buffer (17 per block, 11 in the head) */
     ck_assert_uint_ge(z.act_slot_bytes, head + 12 * layer);
     ck_assert_uint_le(z.act_slot_bytes, head + 12 * layer + (11 + 12 * 17) * 255);
+    /* flash attention keeps one fp32 log-sum-exp per (b, h, t) instead of the probabilities,
+     * and its scratch is one fp32 per (b, h, t) */
+    p.flash_attention = 1;
+    Gpt2CudaSliceSizes f;
+    gpt2_cuda_slice_sizes(&p, &f);
+    size_t bht = (size_t)16 * 12 * 1024;
+    ck_assert_uint_eq(z.act_slot_bytes - f.act_slot_bytes,
+                      12 * (round256(bht * 1024 * 2) - round256(bht * 4)));
+    ck_assert_uint_eq(f.scratch_bytes, round256(NC * 2) + round256(bht * 4) + round256(N * 4));
 }
 END_TEST
 

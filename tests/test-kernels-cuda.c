@@ -585,6 +585,93 @@ START_TEST(test_attention_backward) {
 }
 END_TEST
 
+/* --- fused (flash) attention, bf16 --- */
+
+/* (T, C, NH): head sizes 32, 64, 128; T a partial tile, two tiles with a partial one, and two
+ * tiles plus a partial one */
+static const int flash_cases[3][3] = {{16, 64, 2}, {80, 128, 2}, {140, 256, 2}};
+
+/* Reference log-sum-exp of each causal row of scale * q k^T, in double. */
+static void flash_ref_lse(float *lse, const float *qkv, int B, int T, int C, int NH) {
+    int    hs = C / NH;
+    double scale = 1.0 / sqrt((double)hs);
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                double       m = -INFINITY, sum = 0.0;
+                double      *s = kern_xmalloc((size_t)(t + 1) * sizeof(double));
+                for (int j = 0; j <= t; j++) {
+                    const float *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+                    double       dot = 0.0;
+                    for (int d = 0; d < hs; d++)
+                        dot += (double)q[d] * k[d];
+                    s[j] = dot * scale;
+                    m = s[j] > m ? s[j] : m;
+                }
+                for (int j = 0; j <= t; j++)
+                    sum += exp(s[j] - m);
+                lse[((size_t)b * NH + h) * T + t] = (float)(m + log(sum));
+                free(s);
+            }
+        }
+    }
+}
+
+/* Forward (out, lse) and backward (dqkv) against the CPU kernels on the same bf16 inputs, and
+ * bitwise the same results on a second run. */
+START_TEST(test_flash_attention) {
+    int       B = 2, T = flash_cases[_i][0], C = flash_cases[_i][1], NH = flash_cases[_i][2];
+    KernDtype dt = BF16;
+    ck_assert(gpt2_cuda_flash_attention_supported(C, NH, dt));
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nrow = (size_t)B * NH * T;
+    size_t natt = nrow * T;
+    float *qkv = hrand(nqkv, 1.0f, 60 + _i, dt), *dout = hrand(nout, 1.0f, 70 + _i, dt);
+    float *out = kern_xmalloc(nout * sizeof(float)), *att = kern_xmalloc(natt * sizeof(float));
+    float *dref = kern_xmalloc(nqkv * sizeof(float)), *lref = kern_xmalloc(nrow * sizeof(float));
+    float *cpu_scratch = kern_xmalloc((size_t)T * T * sizeof(float));
+    gpt2_cpu_attention_forward(out, att, qkv, B, T, C, NH);
+    gpt2_cpu_attention_backward(dref, cpu_scratch, dout, qkv, att, B, T, C, NH);
+    flash_ref_lse(lref, qkv, B, T, C, NH);
+
+    void  *dqkv = tcu_upload(qkv, nqkv, dt), *ddout = tcu_upload(dout, nout, dt);
+    void  *dout_f = tcu_upload(NULL, nout, dt), *dlse = tcu_upload(NULL, nrow, F32);
+    void  *dgrad = tcu_upload(NULL, nqkv, dt);
+    float *scratch = tcu_alloc_poisoned(gpt2_cuda_flash_attention_scratch_bytes(B, T, NH));
+    float *got[2][3];
+    for (int run = 0; run < 2; run++) {
+        gpt2_cuda_flash_attention_forward(dout_f, dlse, dqkv, B, T, C, NH, dt, tcu_ctx());
+        gpt2_cuda_flash_attention_backward(dgrad, scratch, ddout, dqkv, dout_f, dlse, B, T, C, NH,
+                                           dt, tcu_ctx());
+        got[run][0] = tcu_download(dout_f, nout, dt);
+        got[run][1] = tcu_download(dlse, nrow, F32);
+        got[run][2] = tcu_download(dgrad, nqkv, dt);
+    }
+    tcu_assert_close(got[0][0], out, nout, 1e-2, "flash attention out");
+    tcu_assert_close(got[0][1], lref, nrow, 1e-4, "flash attention log-sum-exp");
+    tcu_assert_close(got[0][2], dref, nqkv, 2e-2, "flash attention dqkv");
+    ck_assert_mem_eq(got[0][0], got[1][0], nout * sizeof(float));
+    ck_assert_mem_eq(got[0][1], got[1][1], nrow * sizeof(float));
+    ck_assert_mem_eq(got[0][2], got[1][2], nqkv * sizeof(float));
+    for (int run = 0; run < 2; run++)
+        for (int k = 0; k < 3; k++)
+            free(got[run][k]);
+    free(qkv);
+    free(dout);
+    free(out);
+    free(att);
+    free(dref);
+    free(lref);
+    free(cpu_scratch);
+    tcu_free(dqkv);
+    tcu_free(ddout);
+    tcu_free(dout_f);
+    tcu_free(dlse);
+    tcu_free(dgrad);
+    tcu_free(scratch);
+}
+END_TEST
+
 /* --- GELU, residual --- */
 
 enum { EN = 1000 };
@@ -745,6 +832,7 @@ static Suite *kernels_suite(void) {
     tcase_add_loop_test(tc, test_matmul_backward_weight, 0, 2 * MM_N_CASES);
     tcase_add_loop_test(tc, test_attention_forward, 0, 2);
     tcase_add_loop_test(tc, test_attention_backward, 0, 2);
+    tcase_add_loop_test(tc, test_flash_attention, 0, 3);
     tcase_add_loop_test(tc, test_gelu, 0, 2);
     tcase_add_loop_test(tc, test_residual, 0, 2);
     tcase_add_loop_test(tc, test_crossentropy, 0, 2);

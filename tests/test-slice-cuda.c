@@ -383,6 +383,50 @@ START_TEST(test_slots) {
 }
 END_TEST
 
+/* The fused attention in a bf16 slice with head size 32 (L 2, C 64, NH 2, T 24: one
+ * partial tile) against the CPU, with the bf16 bounds. */
+START_TEST(test_flash_slice) {
+    Gpt2SliceParams p = part(0, TL, 1, 1, 0);
+    p.model.C = 64;
+    p.model.T = 24;
+    Gpt2Table          *ft = gpt2_table_new(&p);
+    float              *full = model_params(ft, KERN_DTYPE_BF16);
+    Gpt2Slice          *c = cpu_slice(p, full, ft);
+    Gpt2CudaSliceParams cp = {.slice = p, .dtype = KERN_DTYPE_BF16, .flash_attention = 1};
+    ck_assert_ptr_null(gpt2_cuda_slice_params_check(&cp));
+    Gpt2CudaSlice *g = gpt2_cuda_slice_new(&cp);
+    ck_assert_ptr_nonnull(g);
+    gpt2_cuda_slice_from_host(g, GPT2_CUDA_PARAMS, full, tcu_ctx());
+    gpt2_cuda_slice_zero_grads(g, tcu_ctx());
+    int      n = p.B * p.model.T;
+    int32_t *tokens = kern_xmalloc((size_t)n * sizeof(int32_t));
+    int32_t *targets = kern_xmalloc((size_t)n * sizeof(int32_t));
+    uint64_t rng = kern_rng_seed(8);
+    for (int i = 0; i < n; i++) {
+        tokens[i] = (int32_t)(kern_rng_u32(&rng) % TV);
+        targets[i] = (int32_t)(kern_rng_u32(&rng) % TV);
+    }
+    float cpu_loss;
+    gpt2_slice_forward(c, gpt2_slice_params(c), 0, tokens, NULL, targets, NULL, &cpu_loss);
+    gpt2_slice_backward(c, gpt2_slice_params(c), 0, NULL, 1.0f, NULL, gpt2_slice_grads(c));
+    float *dloss = tcu_upload(NULL, 1, KERN_DTYPE_F32);
+    void  *w = gpt2_cuda_slice_compute_params(g);
+    gpt2_cuda_slice_forward(g, w, 0, tokens, NULL, targets, NULL, dloss, tcu_ctx());
+    gpt2_cuda_slice_backward(g, w, 0, NULL, 1.0f, NULL, gpt2_cuda_slice_grads(g), tcu_ctx());
+    float gpu_loss = download_loss(dloss);
+    ck_assert_msg(fabs(gpu_loss - cpu_loss) <= tol_loss(KERN_DTYPE_BF16) * fabs(cpu_loss),
+                  "loss gpu %.7g cpu %.7g", gpu_loss, cpu_loss);
+    compare_grads(g, c, tol_grad(KERN_DTYPE_BF16));
+    free(tokens);
+    free(targets);
+    tcu_free(dloss);
+    gpt2_cuda_slice_free(g);
+    gpt2_slice_free(c);
+    free(full);
+    gpt2_table_free(ft);
+}
+END_TEST
+
 static Suite *slice_suite(void) {
     Suite *s = suite_create("slice-cuda");
     TCase *tc = tcase_create("slice");
@@ -393,6 +437,7 @@ static Suite *slice_suite(void) {
     tcase_add_loop_test(tc, test_split_slices, 0, 2);
     tcase_add_loop_test(tc, test_bitwise_b_then_w_and_determinism, 0, 2);
     tcase_add_loop_test(tc, test_slots, 0, 2);
+    tcase_add_test(tc, test_flash_slice);
     suite_add_tcase(s, tc);
     return s;
 }
