@@ -3,9 +3,10 @@
  * (kernels/optim-cpu.h) over the tensor table of a tiny GPT-2 (L 2, C 16): Newton-Schulz,
  * two AdamW and two Muon steps with and without error feedback (params, moments and previous
  * update), the device-side gate (non-finite norm, poisoned step, clipping), the state round
- * trip, and gradient scaling. Tolerances relative to the largest magnitude: 1e-5 for
- * element-wise results (AdamW; only powf's last bit may differ), 1e-4 where Newton-Schulz's
- * fp32 GEMMs (TF32 off) reorder sums.
+ * trip, and gradient scaling. Tolerances relative to the largest magnitude: moments 1e-5
+ * (element-wise; only powf's or a fused multiply-add's last bit may differ); parameter
+ * updates 1e-4 (the update is p_new - p_old, so one ulp of p, ~3e-8 at |p| 0.4, is ~1e-5 of
+ * a 2e-3 update; and Newton-Schulz's fp32 GEMMs, TF32 off, reorder sums).
  */
 #include <check.h>
 #include <math.h>
@@ -142,7 +143,10 @@ static KernCudaOptimStatus status(OptPair *o) {
 /* --- Newton-Schulz --- */
 
 START_TEST(test_newton_schulz) {
-    static const int shapes[3][2] = {{48, 16}, {16, 64}, {24, 24}};
+    /* wide, tall and a third shape whose smallest singular value stays away from 0: the
+     * quintic iteration multiplies a rounding difference in a tiny singular value by up to
+     * 3.4445^5 ~ 480 */
+    static const int shapes[3][2] = {{48, 16}, {16, 64}, {40, 24}};
     int              rows = shapes[_i][0], cols = shapes[_i][1];
     int              m = rows < cols ? rows : cols;
     size_t           n = (size_t)rows * cols, ns = 2 * n + 3 * (size_t)m * m;
@@ -177,7 +181,7 @@ START_TEST(test_adamw_two_steps) {
     OptPair         o;
     pair_init(&o, &op);
     pair_steps(&o, 2, 1e-3f);
-    pair_compare(&o, 1e-5, 1e-5);
+    pair_compare(&o, 1e-4, 1e-5);
     pair_clear(&o);
 }
 END_TEST
@@ -243,7 +247,7 @@ START_TEST(test_gate_clip) {
     ck_assert_float_eq_tol(st.factor, factor, 1e-6f * factor);
     kern_grad_scale(o.g[0], o.n, factor);
     kern_optim_step(o.cpu, gpt2_slice_params(o.slice), o.g[0], 1e-3f);
-    pair_compare(&o, _i ? 1e-4 : 1e-5, 1e-5);
+    pair_compare(&o, 1e-4, 1e-5);
     tcu_free(dsq);
     pair_clear(&o);
 }
