@@ -490,7 +490,7 @@ static void check_ids(const int32_t *ids, int n, int V) {
 }
 
 /* Waits until the slot's previous uploads have left the pinned staging. This blocks only when
- * the device is still behind that slot's previous forward. */
+ * the device has not yet reached the start of that slot's previous forward. */
 static void staging_acquire(CudaSlotHost *h) {
     KERN_CUDA_CHECK(cudaEventSynchronize(h->uploaded));
 }
@@ -508,8 +508,9 @@ void gpt2_cuda_slice_forward(Gpt2CudaSlice *slice, const void *params, int slot,
     cudaStream_t      st = ctx->stream;
     CudaSlotActs      a = slot_acts(s, slot);
     CudaSlotHost     *h = &s->host[slot];
-    int               staged = 0;
 
+    /* ids first: stage them and upload, then record the event the next F on this slot waits
+     * for before it overwrites the staging */
     if (s->p.slice.has_embedding || s->p.slice.has_head)
         staging_acquire(h);
     if (s->p.slice.has_embedding) {
@@ -524,13 +525,26 @@ void gpt2_cuda_slice_forward(Gpt2CudaSlice *slice, const void *params, int slot,
         KERN_CUDA_CHECK(cudaMemcpyAsync(a.starts, h->starts,
                                         ((size_t)h->n_buckets + 1) * sizeof(int32_t),
                                         cudaMemcpyHostToDevice, st));
-        staged = 1;
-        gpt2_cuda_encoder_forward(a.xs, a.tokens, tw(s, params, gpt2_table_wte(s->table)),
-                                  tw(s, params, gpt2_table_wpe(s->table)), B, T, C, dt, st);
     } else {
         KERN_ASSERT(x_in && !tokens);
-        KERN_CUDA_CHECK(cudaMemcpyAsync(a.xs, x_in, NC * s->esz, cudaMemcpyDeviceToDevice, st));
     }
+    if (s->p.slice.has_head) {
+        KERN_ASSERT(targets && loss && !x_out);
+        check_ids(targets, N, m->V);
+        memcpy(h->targets, targets, (size_t)N * sizeof(int32_t));
+        KERN_CUDA_CHECK(cudaMemcpyAsync(a.targets, h->targets, (size_t)N * sizeof(int32_t),
+                                        cudaMemcpyHostToDevice, st));
+    } else {
+        KERN_ASSERT(x_out && !targets && !loss);
+    }
+    if (s->p.slice.has_embedding || s->p.slice.has_head)
+        KERN_CUDA_CHECK(cudaEventRecord(h->uploaded, st));
+
+    if (s->p.slice.has_embedding)
+        gpt2_cuda_encoder_forward(a.xs, a.tokens, tw(s, params, gpt2_table_wte(s->table)),
+                                  tw(s, params, gpt2_table_wpe(s->table)), B, T, C, dt, st);
+    else
+        KERN_CUDA_CHECK(cudaMemcpyAsync(a.xs, x_in, NC * s->esz, cudaMemcpyDeviceToDevice, st));
 
     for (int l = 0; l < s->n_layers; l++) {
         CudaLayerActs la = layer_acts(s, slot, l);
@@ -562,12 +576,6 @@ void gpt2_cuda_slice_forward(Gpt2CudaSlice *slice, const void *params, int slot,
 
     char *out = stream_at(s, a.xs, s->n_layers);
     if (s->p.slice.has_head) {
-        KERN_ASSERT(targets && loss && !x_out);
-        check_ids(targets, N, m->V);
-        memcpy(h->targets, targets, (size_t)N * sizeof(int32_t));
-        KERN_CUDA_CHECK(cudaMemcpyAsync(a.targets, h->targets, (size_t)N * sizeof(int32_t),
-                                        cudaMemcpyHostToDevice, st));
-        staged = 1;
         gpt2_cuda_layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, out,
                                     tw(s, params, gpt2_table_lnf_w(s->table)),
                                     tw(s, params, gpt2_table_lnf_b(s->table)), N, C, dt, st);
@@ -576,11 +584,8 @@ void gpt2_cuda_slice_forward(Gpt2CudaSlice *slice, const void *params, int slot,
         gpt2_cuda_crossentropy_forward(a.probs, s->row_loss, loss, a.targets, N, m->V, m->Vp, dt,
                                        st);
     } else {
-        KERN_ASSERT(x_out && !targets && !loss);
         KERN_CUDA_CHECK(cudaMemcpyAsync(x_out, out, NC * s->esz, cudaMemcpyDeviceToDevice, st));
     }
-    if (staged)
-        KERN_CUDA_CHECK(cudaEventRecord(h->uploaded, st));
 }
 
 void gpt2_cuda_slice_backward_input(Gpt2CudaSlice *slice, const void *params, int slot,
