@@ -83,10 +83,11 @@ static void copy_by_name(float *dst, const Gpt2Table *dst_table, const float *sr
 }
 
 /* A GPU slice of @p whose master params are @full's (the whole model's) by name. */
-static Gpt2CudaSlice *gpu_slice(Gpt2SliceParams p, KernDtype dt, const float *full,
+static Gpt2CudaSlice *gpu_slice(Gpt2SliceParams p, KernDtype dt, int flash, const float *full,
                                 const Gpt2Table *full_table) {
-    Gpt2CudaSliceParams cp = {.slice = p, .dtype = dt};
-    Gpt2CudaSlice      *s = gpt2_cuda_slice_new(&cp);
+    Gpt2CudaSliceParams cp = {.slice = p, .dtype = dt, .flash_attention = flash};
+    ck_assert_ptr_null(gpt2_cuda_slice_params_check(&cp));
+    Gpt2CudaSlice *s = gpt2_cuda_slice_new(&cp);
     ck_assert_ptr_nonnull(s);
     const Gpt2Table *t = gpt2_cuda_slice_table(s);
     float           *host = kern_xmalloc(gpt2_table_n_params(t) * sizeof(float));
@@ -207,34 +208,44 @@ END_TEST
 
 /* --- whole model --- */
 
-/* One F + BW of the whole model (_i: dtype + 2 * tie_head) with loss scale 0.25. */
-START_TEST(test_whole_model) {
-    KernDtype       dt = (KernDtype)(_i % 2);
-    int             tie = _i / 2;
-    Gpt2SliceParams p = part(0, TL, 1, 1, tie);
-    Gpt2Table      *ft = gpt2_table_new(&p);
-    float          *full = model_params(ft, dt);
-    Gpt2Slice      *c = cpu_slice(p, full, ft);
-    Gpt2CudaSlice  *g = gpu_slice(p, dt, full, ft);
-    int32_t         tokens[TN], targets[TN];
-    make_batch(tokens, targets, 3);
+/* One F + BW of the whole model @p on the CPU and on the GPU (slot 1, loss scale 0.25):
+ * loss and every gradient within the bounds of @dt. */
+static void check_whole_model(Gpt2SliceParams p, KernDtype dt, int flash) {
+    Gpt2Table     *ft = gpt2_table_new(&p);
+    float         *full = model_params(ft, dt);
+    Gpt2Slice     *c = cpu_slice(p, full, ft);
+    Gpt2CudaSlice *g = gpu_slice(p, dt, flash, full, ft);
+    int            n = p.B * p.model.T;
+    int32_t       *tokens = kern_xmalloc((size_t)n * sizeof(int32_t));
+    int32_t       *targets = kern_xmalloc((size_t)n * sizeof(int32_t));
+    uint64_t       rng = kern_rng_seed(3);
+    for (int i = 0; i < n; i++) {
+        tokens[i] = (int32_t)(kern_rng_u32(&rng) % (uint32_t)p.model.V);
+        targets[i] = (int32_t)(kern_rng_u32(&rng) % (uint32_t)p.model.V);
+    }
     float cpu_loss;
     gpt2_slice_forward(c, gpt2_slice_params(c), 0, tokens, NULL, targets, NULL, &cpu_loss);
     gpt2_slice_backward(c, gpt2_slice_params(c), 0, NULL, 0.25f, NULL, gpt2_slice_grads(c));
     float *dloss = tcu_upload(NULL, 1, KERN_DTYPE_F32);
-    gpt2_cuda_slice_forward(g, gpt2_cuda_slice_compute_params(g), 1, tokens, NULL, targets, NULL,
-                            dloss, tcu_ctx());
-    gpt2_cuda_slice_backward(g, gpt2_cuda_slice_compute_params(g), 1, NULL, 0.25f, NULL,
-                             gpt2_cuda_slice_grads(g), tcu_ctx());
+    void  *w = gpt2_cuda_slice_compute_params(g);
+    gpt2_cuda_slice_forward(g, w, 1, tokens, NULL, targets, NULL, dloss, tcu_ctx());
+    gpt2_cuda_slice_backward(g, w, 1, NULL, 0.25f, NULL, gpt2_cuda_slice_grads(g), tcu_ctx());
     float gpu_loss = download_loss(dloss);
     ck_assert_msg(fabs(gpu_loss - cpu_loss) <= tol_loss(dt) * fabs(cpu_loss),
                   "loss gpu %.7g cpu %.7g", gpu_loss, cpu_loss);
     compare_grads(g, c, tol_grad(dt));
+    free(tokens);
+    free(targets);
     tcu_free(dloss);
     gpt2_cuda_slice_free(g);
     gpt2_slice_free(c);
     free(full);
     gpt2_table_free(ft);
+}
+
+/* _i: dtype + 2 * tie_head */
+START_TEST(test_whole_model) {
+    check_whole_model(part(0, TL, 1, 1, _i / 2), (KernDtype)(_i % 2), 0);
 }
 END_TEST
 
@@ -249,7 +260,7 @@ START_TEST(test_split_slices) {
     Gpt2Slice      *c = cpu_slice(whole, full, ft);
     Gpt2CudaSlice  *g[3];
     for (int k = 0; k < 3; k++)
-        g[k] = gpu_slice(parts[k], dt, full, ft);
+        g[k] = gpu_slice(parts[k], dt, 0, full, ft);
     int32_t tokens[TN], targets[TN];
     make_batch(tokens, targets, 4);
     float cpu_loss;
@@ -317,7 +328,7 @@ START_TEST(test_bitwise_b_then_w_and_determinism) {
     Gpt2SliceParams p = part(0, TL, 1, 1, 0);
     Gpt2Table      *ft = gpt2_table_new(&p);
     float          *full = model_params(ft, dt);
-    Gpt2CudaSlice  *g = gpu_slice(p, dt, full, ft);
+    Gpt2CudaSlice  *g = gpu_slice(p, dt, 0, full, ft);
     size_t          n = gpt2_cuda_slice_n_params(g);
     int32_t         tokens[TN], targets[TN];
     make_batch(tokens, targets, 5);
@@ -345,7 +356,7 @@ START_TEST(test_slots) {
     Gpt2SliceParams p = part(0, TL, 1, 1, 0);
     Gpt2Table      *ft = gpt2_table_new(&p);
     float          *full = model_params(ft, dt);
-    Gpt2CudaSlice  *g = gpu_slice(p, dt, full, ft);
+    Gpt2CudaSlice  *g = gpu_slice(p, dt, 0, full, ft);
     KernCudaCtx    *ctx = tcu_ctx();
     size_t          n = gpt2_cuda_slice_n_params(g);
     int32_t         tok[2][TN], tgt[2][TN];
@@ -383,47 +394,13 @@ START_TEST(test_slots) {
 }
 END_TEST
 
-/* The fused attention in a bf16 slice with head size 32 (L 2, C 64, NH 2, T 24: one
- * partial tile) against the CPU, with the bf16 bounds. */
+/* The fused attention in a bf16 slice with head size 32 (C 64, NH 2, T 24: one partial
+ * tile) against the CPU, with the bf16 bounds. */
 START_TEST(test_flash_slice) {
     Gpt2SliceParams p = part(0, TL, 1, 1, 0);
     p.model.C = 64;
     p.model.T = 24;
-    Gpt2Table          *ft = gpt2_table_new(&p);
-    float              *full = model_params(ft, KERN_DTYPE_BF16);
-    Gpt2Slice          *c = cpu_slice(p, full, ft);
-    Gpt2CudaSliceParams cp = {.slice = p, .dtype = KERN_DTYPE_BF16, .flash_attention = 1};
-    ck_assert_ptr_null(gpt2_cuda_slice_params_check(&cp));
-    Gpt2CudaSlice *g = gpt2_cuda_slice_new(&cp);
-    ck_assert_ptr_nonnull(g);
-    gpt2_cuda_slice_from_host(g, GPT2_CUDA_PARAMS, full, tcu_ctx());
-    gpt2_cuda_slice_zero_grads(g, tcu_ctx());
-    int      n = p.B * p.model.T;
-    int32_t *tokens = kern_xmalloc((size_t)n * sizeof(int32_t));
-    int32_t *targets = kern_xmalloc((size_t)n * sizeof(int32_t));
-    uint64_t rng = kern_rng_seed(8);
-    for (int i = 0; i < n; i++) {
-        tokens[i] = (int32_t)(kern_rng_u32(&rng) % TV);
-        targets[i] = (int32_t)(kern_rng_u32(&rng) % TV);
-    }
-    float cpu_loss;
-    gpt2_slice_forward(c, gpt2_slice_params(c), 0, tokens, NULL, targets, NULL, &cpu_loss);
-    gpt2_slice_backward(c, gpt2_slice_params(c), 0, NULL, 1.0f, NULL, gpt2_slice_grads(c));
-    float *dloss = tcu_upload(NULL, 1, KERN_DTYPE_F32);
-    void  *w = gpt2_cuda_slice_compute_params(g);
-    gpt2_cuda_slice_forward(g, w, 0, tokens, NULL, targets, NULL, dloss, tcu_ctx());
-    gpt2_cuda_slice_backward(g, w, 0, NULL, 1.0f, NULL, gpt2_cuda_slice_grads(g), tcu_ctx());
-    float gpu_loss = download_loss(dloss);
-    ck_assert_msg(fabs(gpu_loss - cpu_loss) <= tol_loss(KERN_DTYPE_BF16) * fabs(cpu_loss),
-                  "loss gpu %.7g cpu %.7g", gpu_loss, cpu_loss);
-    compare_grads(g, c, tol_grad(KERN_DTYPE_BF16));
-    free(tokens);
-    free(targets);
-    tcu_free(dloss);
-    gpt2_cuda_slice_free(g);
-    gpt2_slice_free(c);
-    free(full);
-    gpt2_table_free(ft);
+    check_whole_model(p, KERN_DTYPE_BF16, 1);
 }
 END_TEST
 
