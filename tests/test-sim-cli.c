@@ -21,6 +21,9 @@
 
 #define SIM_BIN  PP_BUILD_ROOT "/sim/pacer-sim"
 #define DATA_DIR PP_SOURCE_ROOT "/tests/data/sim"
+/* Shipped scenarios the bad-input cases modify. */
+#define DEFAULT_INI PP_SOURCE_ROOT "/scenarios/default.ini"
+#define CUSTOM_INI  PP_SOURCE_ROOT "/scenarios/custom-1f1b-n2.ini"
 
 /* Scenario files exercised by the loop tests (tests/data/sim/NAME.ini). */
 static const char *const scenario_names[] = {"1f1b", "interleaved", "paci", "gpt2-a100"};
@@ -409,7 +412,7 @@ END_TEST
 /* --- bad input --- */
 
 typedef struct {
-    const char *args[8]; /* after the program name; "@" is replaced by the 1f1b scenario */
+    const char *args[12]; /* after the program name; "@" is replaced by the 1f1b scenario */
     int         status;
     const char *needle; /* must appear in stderr */
 } BadCase;
@@ -438,6 +441,37 @@ static const BadCase bad_cases[] = {
     {{"sweep", "@"}, 2, "--sweep"},
     {{"sweep", "@", "--sweep", "pipeline.stages"}, 2, "pipeline.stages"},
     {{"schedules", "extra"}, 2, "extra"},
+    /* Issue 6: values each key accepts alone used to abort (134), hang or run silently
+     * wrong; now each is a one-line error naming the keys. */
+    {{"@", "--set", "costs.forward_us=1e12", "--set", "costs.backward_us=1e12", "--set",
+      "pipeline.microbatches=100", "--steps", "1000"},
+     1,
+     "beyond the simulator's clock of 2^62 ns"},
+    {{DATA_DIR "/paci.ini", "--set", "pipeline.mode=dynamic", "--set", "costs.forward_us=1e12",
+      "--set", "costs.backward_us=1e12", "--steps", "10000"},
+     1,
+     "beyond the simulator's clock of 2^62 ns"},
+    {{DEFAULT_INI, "--set", "model.hidden=2147483647", "--set", "model.heads=1"},
+     1,
+     "[model] hidden = '2147483647'"},
+    {{DEFAULT_INI, "--set", "hardware.kernel_eff_max=1e-300"},
+     1,
+     "hardware.kernel_eff_max = 1e-300"},
+    {{DEFAULT_INI, "--set", "model.hidden=4194304", "--set", "hardware.memory_gib=1e9"},
+     1,
+     "model.hidden = 4194304"},
+    {{PP_SOURCE_ROOT "/scenarios/paci/gpt2m-b128-1f1b-m4.ini", "--set", "model.hidden=4194304",
+      "--set", "pipeline.partition=even"},
+     1,
+     "model.hidden = 4194304"},
+    {{DEFAULT_INI, "--set", "model.layers=2000000000"}, 1, "[model] layers = '2000000000'"},
+    {{DEFAULT_INI, "--set", "hardware.memory_gib=10"}, 1, "(hardware.memory_gib)"},
+    {{DATA_DIR "/two-updates.ini"}, 1, "U on stage 0 applies no gradient"},
+    {{CUSTOM_INI, "--steps", "3"}, 1, "[training] steps = 3"},
+    {{CUSTOM_INI, "--set", "pipeline.microbatches=5"}, 1, "[pipeline] microbatches = 5"},
+    {{DATA_DIR "/bad-duplicate-key.ini"},
+     1,
+     "line 15: [pipeline] stages is given a second time (first on line 12)"},
 };
 
 START_TEST(test_bad_input) {
