@@ -226,7 +226,10 @@ START_TEST(test_train_tiny) {
     ck_assert_int_eq(sc->model.hidden, 256);
     ck_assert_int_eq(sc->model.seq_len, 64);
     ck_assert_int_eq(sc->model.vocab, 50257);
-    ck_assert(!sc->hardware.set);
+    /* A CPU worker per stage, for pacer-sim (pacer-train ignores [hardware]). */
+    ck_assert(sc->hardware.set);
+    ck_assert_ptr_null(sc->hardware.preset);
+    ck_assert_double_eq_tol(sc->hardware.peak_flops, 3e10, 1.0);
     ck_assert_int_eq(sc->hardware.devices, 4);
     ck_assert_str_eq(sc->pipeline.schedule, "paci");
     ck_assert_int_eq(sc->pipeline.accumulation, 4);

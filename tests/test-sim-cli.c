@@ -9,8 +9,11 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "pp-error.h"
 #include "pp-scenario.h"
@@ -664,6 +667,75 @@ START_TEST(test_sweep) {
 }
 END_TEST
 
+/* An interrupted sweep to stdout keeps the rows it computed (issue 6): each row is flushed as
+ * it is done. The child is killed as soon as its first row arrives; what it printed must be
+ * the header and whole rows, a prefix of the full sweep, and the kill must find it still
+ * running (a sweep that printed only at the end shows everything or nothing). */
+START_TEST(test_sweep_streams) {
+    g_autofree char *path = scenario_path("gpt2-a100");
+    GString         *values = g_string_new("training.steps=1");
+    for (int i = 2; i <= 400; i++)
+        g_string_append_printf(values, ",%d", i);
+    g_autofree char *spec = g_string_free(values, FALSE);
+    const char      *args[] = {"sweep", path, "--sweep", spec, NULL};
+
+    int      fd = -1;
+    GPid     pid = test_util_spawn_piped(SIM_BIN, args, &fd);
+    GString *got = g_string_new(NULL);
+    char     buf[4096];
+    int      n_lines = 0;
+    while (n_lines < 2) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        ck_assert_int_gt(n, 0); /* the child must not close stdout before its first row */
+        g_string_append_len(got, buf, n);
+        n_lines = 0;
+        for (const char *c = got->str; (c = strchr(c, '\n')) != NULL; c++)
+            n_lines++;
+    }
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;)
+        g_string_append_len(got, buf, n);
+    close(fd);
+    int wait_status = 0;
+    ck_assert_int_eq(waitpid(pid, &wait_status, 0), pid);
+    g_spawn_close_pid(pid);
+    ck_assert_msg(WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL,
+                  "the sweep had finished before its first row arrived");
+    g_autofree char *partial = g_string_free(got, FALSE);
+
+    g_autofree char *full = NULL;
+    ck_assert_int_eq(run_cli(args, &full, NULL), 0);
+    g_autoptr(GPtrArray) all = parse_csv(full);
+    ck_assert_uint_eq(all->len, 401);
+    ck_assert(g_str_has_suffix(partial, "\n")); /* whole rows only */
+    ck_assert(g_str_has_prefix(full, partial));
+    g_autoptr(GPtrArray) rows = parse_csv(partial);
+    ck_assert_uint_ge(rows->len, 2);
+    ck_assert_uint_lt(rows->len, all->len);
+    ck_assert_str_eq(field(rows, 1, 0), "1");
+    ck_assert_str_ne(field(rows, 1, 1), ""); /* the first point ran */
+}
+END_TEST
+
+/* Every shipped scenario runs (issue 6: three under scenarios/paci/ did not). */
+START_TEST(test_shipped_scenarios) {
+    g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
+    test_util_collect_files(PP_SOURCE_ROOT "/scenarios", ".ini", files);
+    ck_assert_uint_ge(files->len, 24);
+    for (guint i = 0; i < files->len; i++) {
+        const char      *path = g_ptr_array_index(files, i);
+        const char      *args[] = {path, "--json", NULL};
+        g_autofree char *out = NULL, *err = NULL;
+        int              status = run_cli(args, &out, &err);
+        ck_assert_msg(status == 0, "%s: exit %d: %s", path, status, err);
+        g_autoptr(JsonNode) root = parse_json(out);
+        JsonObject *obj = json_node_get_object(root);
+        ck_assert_msg(json_int(obj, "step_time_ns") > 0, "%s: no step time", path);
+        ck_assert_msg(json_int(obj, "peak_memory_bytes") > 0, "%s: no memory", path);
+    }
+}
+END_TEST
+
 /* --- memory by category: stages.csv and memory.csv --- */
 
 static int64_t field_int(GPtrArray *rows, guint row, guint col) {
@@ -796,6 +868,8 @@ static Suite *sim_cli_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_compare, 0, G_N_ELEMENTS(compare_cases));
     tcase_add_test(tc, test_sweep);
+    tcase_add_test(tc, test_sweep_streams);
+    tcase_add_test(tc, test_shipped_scenarios);
     tcase_add_test(tc, test_schedules);
     suite_add_tcase(s, tc);
     return s;
