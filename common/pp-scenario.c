@@ -14,7 +14,7 @@
 
 #include "pp-error.h"
 #include "pp-presets.h"
-#include "pp-schedule.h"
+#include "pp-sched-gen.h"
 
 /* --- the key table --- */
 
@@ -71,10 +71,33 @@ static const char *const pp_partition_choices[] = {"balanced", "even", NULL};
 static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
 
 #define PP_OFF(field) offsetof(PpScenario, field)
-#define PP_I32_MAX    2147483647.0
-/* Scaled int64 keys stay below 2^63 after scaling: 1e12 us is 1e15 ns, 1e9 GiB < 2^60. */
+
+/* The valid ranges, from what the arithmetic holds (sim/README.md lists them per key). Each
+ * key is bounded alone here; products of keys (FLOPs, bytes, the run's total time) are
+ * checked where they are formed (sim-cost.c, sim-engine.c, pp-partition.c) against 2^62. */
+#define PP_I32_MAX 2147483647.0
+/* Counts of steps and micro-batches: a schedule holds at most 2^24 (micro-batch, virtual
+ * stage) units (PP_SCHED_MAX_UNITS), so no larger count can run. */
+#define PP_COUNT_MAX 16777216.0
+/* Stages: every generator's limit; chunks: interleaved's and custom orders'. */
+#define PP_STAGES_MAX 4096.0
+#define PP_CHUNKS_MAX 64.0
+/* Model dimensions and sequences per micro-batch: 2^24, so that the product of any two is
+ * below 2^48 and exact in a double; the cost model's larger products are checked. */
+#define PP_DIM_MAX 16777216.0
+/* Tokens a micro-batch can hold (microbatch_size x seq_len <= 2^48). */
+#define PP_TOKENS_MAX 281474976710656.0
+/* Rates (TFLOP/s, GB/s): finite once scaled; the times they give are checked. */
+#define PP_RATE_MAX 1e9
+/* Scaled int64 keys stay below 2^62 after scaling: 1e12 us is 1e15 ns, 1e9 GiB < 2^60. */
 #define PP_US_MAX  1e12
 #define PP_GIB_MAX 1e9
+/* The executor's kernels compute in fp32 (largest finite 3.4e38, smallest normal 1.2e-38). */
+#define PP_F32_MAX      1e38
+#define PP_F32_MIN_NORM 1e-37
+/* Newton-Schulz iterations per muon update (5 is usual) and BLAS threads per worker. */
+#define PP_NS_STEPS_MAX 100.0
+#define PP_THREADS_MAX  1024.0
 
 #define PP_INT(sec, k, field, d, lo, hi, fl, desc)                                                 \
     {                                                                                              \
@@ -107,15 +130,15 @@ static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
 static const PpScenarioKey pp_scenario_keys[] = {
     PP_TEXT("model", "preset", PP_KEY_MODEL_PRESET, model.preset, NULL, PP_KEY_OPTIONAL,
             "named shape that fills this section; the keys below override it"),
-    PP_INT("model", "layers", model.layers, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
+    PP_INT("model", "layers", model.layers, NULL, 1, PP_PARTITION_MAX_LAYERS, PP_KEY_REQUIRED,
            "transformer blocks L"),
-    PP_INT("model", "hidden", model.hidden, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
+    PP_INT("model", "hidden", model.hidden, NULL, 1, PP_DIM_MAX, PP_KEY_REQUIRED,
            "hidden size C (a multiple of heads)"),
-    PP_INT("model", "heads", model.heads, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
+    PP_INT("model", "heads", model.heads, NULL, 1, PP_DIM_MAX, PP_KEY_REQUIRED,
            "attention heads NH"),
-    PP_INT("model", "seq_len", model.seq_len, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
+    PP_INT("model", "seq_len", model.seq_len, NULL, 1, PP_DIM_MAX, PP_KEY_REQUIRED,
            "sequence length T in tokens"),
-    PP_INT("model", "vocab", model.vocab, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
+    PP_INT("model", "vocab", model.vocab, NULL, 1, PP_DIM_MAX, PP_KEY_REQUIRED,
            "vocabulary size V"),
     PP_TEXT("model", "flash_attention", PP_KEY_BOOL, model.flash_attention, "false", 0,
             "true: fused attention stores no s x s scores; the simulator's activations per "
@@ -123,13 +146,13 @@ static const PpScenarioKey pp_scenario_keys[] = {
 
     PP_TEXT("hardware", "preset", PP_KEY_HARDWARE_PRESET, hardware.preset, NULL, PP_KEY_OPTIONAL,
             "named device that fills this section; the keys below override it"),
-    PP_NUM("hardware", "peak_tflops", hardware.peak_flops, NULL, 0.0, INFINITY, 1e12,
+    PP_NUM("hardware", "peak_tflops", hardware.peak_flops, NULL, 0.0, PP_RATE_MAX, 1e12,
            PP_KEY_REQUIRED | PP_KEY_MIN_EXCL, "dense bf16 TFLOP/s of one device"),
     PP_SCALED("hardware", "memory_gib", hardware.memory_bytes, NULL, PP_GIB_MAX, (double)(1 << 30),
               PP_KEY_REQUIRED | PP_KEY_MIN_EXCL, "device memory in GiB (2^30 bytes)"),
-    PP_NUM("hardware", "mem_bw_gbps", hardware.mem_bw_bytes_per_s, NULL, 0.0, INFINITY, 1e9,
+    PP_NUM("hardware", "mem_bw_gbps", hardware.mem_bw_bytes_per_s, NULL, 0.0, PP_RATE_MAX, 1e9,
            PP_KEY_REQUIRED | PP_KEY_MIN_EXCL, "device memory bandwidth in GB/s (1e9 bytes/s)"),
-    PP_NUM("hardware", "link_gbps", hardware.link_bw_bytes_per_s, NULL, 0.0, INFINITY, 1e9,
+    PP_NUM("hardware", "link_gbps", hardware.link_bw_bytes_per_s, NULL, 0.0, PP_RATE_MAX, 1e9,
            PP_KEY_REQUIRED | PP_KEY_MIN_EXCL,
            "stage-to-stage link bandwidth in GB/s, one direction"),
     PP_SCALED("hardware", "link_latency_us", hardware.link_latency_ns, NULL, PP_US_MAX, 1e3,
@@ -143,20 +166,20 @@ static const PpScenarioKey pp_scenario_keys[] = {
            "analytic cost model: share of peak_tflops that large micro-batches reach; "
            "eff(t) = kernel_eff_max * t / (t + kernel_eff_half_tokens) for t tokens"),
     PP_NUM("hardware", "kernel_eff_half_tokens", hardware.kernel_eff_half_tokens, "2048", 0.0,
-           INFINITY, 1.0, 0,
+           PP_TOKENS_MAX, 1.0, 0,
            "analytic cost model: micro-batch tokens at which eff reaches half of kernel_eff_max"),
 
     PP_TEXT("pipeline", "schedule", PP_KEY_SCHEDULE, pipeline.schedule, NULL, PP_KEY_REQUIRED,
             "schedule registry name"),
-    PP_INT("pipeline", "stages", pipeline.stages, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
+    PP_INT("pipeline", "stages", pipeline.stages, NULL, 1, PP_STAGES_MAX, PP_KEY_REQUIRED,
            "pipeline stages N, one device each"),
-    PP_INT("pipeline", "chunks", pipeline.chunks, "1", 1, PP_I32_MAX, 0,
+    PP_INT("pipeline", "chunks", pipeline.chunks, "1", 1, PP_CHUNKS_MAX, 0,
            "model chunks per device v (interleaved only)"),
-    PP_INT("pipeline", "microbatches", pipeline.microbatches, "1", 1, PP_I32_MAX, 0,
+    PP_INT("pipeline", "microbatches", pipeline.microbatches, "1", 1, PP_COUNT_MAX, 0,
            "micro-batches m per optimizer step (flush schedules, 2bw, custom)"),
-    PP_INT("pipeline", "accumulation", pipeline.accumulation, "1", 1, PP_I32_MAX, 0,
+    PP_INT("pipeline", "accumulation", pipeline.accumulation, "1", 1, PP_COUNT_MAX, 0,
            "backward passes a per local update (paci; async-1f1b needs 1)"),
-    PP_INT("pipeline", "microbatch_size", pipeline.microbatch_size, NULL, 1, PP_I32_MAX,
+    PP_INT("pipeline", "microbatch_size", pipeline.microbatch_size, NULL, 1, PP_DIM_MAX,
            PP_KEY_DERIVED, "sequences per micro-batch; absent: derived from global_batch"),
     PP_TEXT("pipeline", "order_file", PP_KEY_PATH, pipeline.order_file, NULL, PP_KEY_OPTIONAL,
             "custom schedule: CSV of per-stage op orders, relative to this file"),
@@ -164,11 +187,11 @@ static const PpScenarioKey pp_scenario_keys[] = {
             "static: replay the program; dynamic: run the PACI policy live"),
     PP_ENUM("pipeline", "partition", pipeline.partition, "balanced", pp_partition_choices,
             "layers per virtual stage: balanced (smallest slowest stage within "
-            "hardware.memory) or even; run.layers_per_stage overrides both"),
+            "hardware.memory_gib) or even; run.layers_per_stage overrides both"),
 
     PP_INT("training", "global_batch", training.global_batch, NULL, 1, PP_I32_MAX, PP_KEY_DERIVED,
            "sequences per optimizer step; absent: derived from the pipeline"),
-    PP_INT("training", "steps", training.steps, "10", 1, PP_I32_MAX, 0, "optimizer steps"),
+    PP_INT("training", "steps", training.steps, "10", 1, PP_COUNT_MAX, 0, "optimizer steps"),
 
     PP_SCALED("costs", "forward_us", costs.forward_ns, NULL, PP_US_MAX, 1e3, PP_KEY_REQUIRED,
               "forward of one micro-batch through one full stage, us"),
@@ -190,38 +213,45 @@ static const PpScenarioKey pp_scenario_keys[] = {
 
     PP_ENUM("optimizer", "name", optimizer.name, "adamw", pp_optimizer_choices,
             "adamw, or muon (AdamW for non-matrix parameters)"),
-    PP_NUM("optimizer", "lr", optimizer.lr, "6e-4", 0.0, INFINITY, 1.0, 0, "peak learning rate"),
-    PP_NUM("optimizer", "min_lr", optimizer.min_lr, "6e-5", 0.0, INFINITY, 1.0, 0,
+    PP_NUM("optimizer", "lr", optimizer.lr, "6e-4", 0.0, PP_F32_MAX, 1.0, 0, "peak learning rate"),
+    PP_NUM("optimizer", "min_lr", optimizer.min_lr, "6e-5", 0.0, PP_F32_MAX, 1.0, 0,
            "learning rate at the end of the cosine decay (<= lr)"),
-    PP_INT("optimizer", "warmup_steps", optimizer.warmup_steps, NULL, 0, PP_I32_MAX, PP_KEY_DERIVED,
-           "linear warmup steps; absent: 10% of training.steps"),
-    PP_NUM("optimizer", "weight_decay", optimizer.weight_decay, "0.1", 0.0, INFINITY, 1.0, 0,
+    PP_INT("optimizer", "warmup_steps", optimizer.warmup_steps, NULL, 0, PP_COUNT_MAX,
+           PP_KEY_DERIVED, "linear warmup steps; absent: 10% of training.steps"),
+    PP_NUM("optimizer", "weight_decay", optimizer.weight_decay, "0.1", 0.0, PP_F32_MAX, 1.0, 0,
            "decoupled weight decay"),
     PP_NUM("optimizer", "beta1", optimizer.beta1, "0.9", 0.0, 1.0, 1.0, PP_KEY_MAX_EXCL,
            "Adam first-moment decay"),
     PP_NUM("optimizer", "beta2", optimizer.beta2, "0.95", 0.0, 1.0, 1.0, PP_KEY_MAX_EXCL,
            "Adam second-moment decay"),
-    PP_NUM("optimizer", "eps", optimizer.eps, "1e-8", 0.0, INFINITY, 1.0, PP_KEY_MIN_EXCL,
+    PP_NUM("optimizer", "eps", optimizer.eps, "1e-8", PP_F32_MIN_NORM, PP_F32_MAX, 1.0, 0,
            "Adam denominator epsilon"),
     PP_NUM("optimizer", "momentum", optimizer.momentum, "0.95", 0.0, 1.0, 1.0, PP_KEY_MAX_EXCL,
            "muon momentum"),
-    PP_NUM("optimizer", "muon_lr", optimizer.muon_lr, "0.02", 0.0, INFINITY, 1.0, 0,
+    PP_NUM("optimizer", "muon_lr", optimizer.muon_lr, "0.02", 0.0, PP_F32_MAX, 1.0, 0,
            "muon peak learning rate for the blocks' matrices (same warmup and decay as lr)"),
-    PP_INT("optimizer", "ns_steps", optimizer.ns_steps, "5", 1, PP_I32_MAX, 0,
+    PP_INT("optimizer", "ns_steps", optimizer.ns_steps, "5", 1, PP_NS_STEPS_MAX, 0,
            "muon Newton-Schulz iterations"),
-    PP_NUM("optimizer", "grad_clip", optimizer.grad_clip, "1.0", 0.0, INFINITY, 1.0, 0,
+    PP_NUM("optimizer", "grad_clip", optimizer.grad_clip, "1.0", 0.0, PP_F32_MAX, 1.0, 0,
            "per-stage clipping threshold on the gradient L2 norm; 0: off"),
     PP_TEXT("optimizer", "error_feedback", PP_KEY_BOOL, optimizer.error_feedback, "false", 0,
             "update-level error feedback for delayed updates"),
 
-    PP_TEXT("run", "seed", PP_KEY_UINT64, run.seed, "1337", 0, "random seed"),
-    PP_INT("run", "eval_every", run.eval_every, "0", 0, PP_I32_MAX, 0,
+    {.section = "run",
+     .key = "seed",
+     .type = PP_KEY_UINT64,
+     .offset = PP_OFF(run.seed),
+     .def = "1337",
+     .min = 0.0,
+     .max = 18446744073709551615.0,
+     .description = "random seed"},
+    PP_INT("run", "eval_every", run.eval_every, "0", 0, PP_COUNT_MAX, 0,
            "steps between validation passes; 0: only at the end"),
-    PP_INT("run", "eval_batches", run.eval_batches, "8", 1, PP_I32_MAX, 0,
+    PP_INT("run", "eval_batches", run.eval_batches, "8", 1, PP_COUNT_MAX, 0,
            "micro-batches per validation pass"),
-    PP_INT("run", "checkpoint_every", run.checkpoint_every, "0", 0, PP_I32_MAX, 0,
+    PP_INT("run", "checkpoint_every", run.checkpoint_every, "0", 0, PP_COUNT_MAX, 0,
            "steps between checkpoints; 0: only at the end"),
-    PP_INT("run", "threads", run.threads, "0", 0, PP_I32_MAX, 0,
+    PP_INT("run", "threads", run.threads, "0", 0, PP_THREADS_MAX, 0,
            "BLAS threads per worker; 0: automatic"),
     PP_TEXT("run", "backend", PP_KEY_STRING, run.backend, "cpu", 0,
             "executor backend: cpu, or another one this build has (pacer-train checks the name "
@@ -232,10 +262,10 @@ static const PpScenarioKey pp_scenario_keys[] = {
      .offset = PP_OFF(run.layers_per_stage),
      .count_offset = PP_OFF(run.n_layers_per_stage),
      .min = 1,
-     .max = PP_I32_MAX,
+     .max = PP_PARTITION_MAX_LAYERS,
      .flags = PP_KEY_OPTIONAL,
      .description = "layers of each virtual stage, comma-separated; absent: balanced by cost"},
-    PP_INT("run", "log_every", run.log_every, "1", 1, PP_I32_MAX, 0, "steps between log lines"),
+    PP_INT("run", "log_every", run.log_every, "1", 1, PP_COUNT_MAX, 0, "steps between log lines"),
 };
 
 /* --- field access --- */
@@ -325,7 +355,7 @@ static char *pp_scenario_key_expected(const PpScenarioKey *k) {
     case PP_KEY_INT32_LIST:
         return g_strdup_printf("comma-separated whole numbers from %s to %s", lo, hi);
     case PP_KEY_UINT64:
-        return g_strdup("a whole number >= 0");
+        return g_strdup_printf("a whole number from 0 to %" G_GUINT64_FORMAT, G_MAXUINT64);
     case PP_KEY_DOUBLE:
     case PP_KEY_SCALED_INT64:
         if (isinf(k->max))
@@ -376,14 +406,15 @@ static PpNumStatus pp_parse_int(const PpScenarioKey *k, const char *text, int64_
 static PpNumStatus pp_parse_double(const PpScenarioKey *k, const char *text, double *out) {
     if (text[0] == '\0')
         return PP_NUM_MALFORMED;
-    char *end = NULL;
-    errno = 0;
+    char  *end = NULL;
     double v = g_ascii_strtod(text, &end);
     if (*end != '\0' || isnan(v))
         return PP_NUM_MALFORMED;
+    /* No errno test: ERANGE also flags an underflow to a subnormal or 0, which the range
+     * check judges; an overflow is infinite. */
     gboolean below = (k->flags & PP_KEY_MIN_EXCL) ? v <= k->min : v < k->min;
     gboolean above = (k->flags & PP_KEY_MAX_EXCL) ? v >= k->max : v > k->max;
-    if (errno == ERANGE || isinf(v) || below || above)
+    if (isinf(v) || below || above)
         return PP_NUM_RANGE;
     *out = v;
     return PP_NUM_OK;
@@ -821,6 +852,42 @@ static gboolean pp_scenario_derive_batch(PpScenario *sc, GError **error) {
     return TRUE;
 }
 
+/* A custom order fixes the run: its stages, its optimizer steps (U ops per stage; an order
+ * without U ops is one step) and its micro-batches. pipeline.stages, training.steps (which
+ * pacer-sim --steps sets) and pipeline.microbatches must say the same, or the reports would
+ * describe another run. Errors come from reading the order (PP_SCHEDULE_ERROR_PARSE) or are
+ * PP_SCENARIO_ERROR_INCONSISTENT. */
+static gboolean pp_scenario_check_order(const PpScenario *sc, GError **error) {
+    const PpPipelineParams *p = &sc->pipeline;
+    PpScheduleParams        params = {.kind = "custom", .order_file = p->order_file};
+    g_autoptr(GError) local = NULL;
+    g_autoptr(PpSchedule) order = pp_sched_build_custom(&params, &local);
+    if (order == NULL) {
+        g_set_error(error, local->domain, local->code, "%s: %s", sc->path, local->message);
+        return FALSE;
+    }
+    int32_t steps = MAX(order->n_steps, 1);
+    if (order->n_stages != p->stages)
+        return pp_scenario_inconsistent(
+            sc, error, "[pipeline] stages = %d but order_file '%s' has %d stages; set stages = %d",
+            p->stages, p->order_file, order->n_stages, order->n_stages);
+    if (sc->training.steps != steps)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[training] steps = %d but order_file '%s' runs %d optimizer steps (U ops per "
+            "stage); a custom order fixes its steps: set steps = %d (pacer-sim --steps sets "
+            "training.steps)",
+            sc->training.steps, p->order_file, steps, steps);
+    if ((int64_t)p->microbatches * steps != order->n_mb)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[pipeline] microbatches = %d per step but order_file '%s' runs %d micro-batches "
+            "in %d steps; give the order's micro-batches per step%s",
+            p->microbatches, p->order_file, order->n_mb, steps,
+            order->n_mb % steps == 0 ? "" : " (the order's steps must be equal)");
+    return TRUE;
+}
+
 static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
     const PpModelParams   *m = &sc->model;
     PpPipelineParams      *p = &sc->pipeline;
@@ -890,6 +957,8 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
                         sc->path, p->order_file);
             return FALSE;
         }
+        if (!pp_scenario_check_order(sc, error))
+            return FALSE;
     }
 
     if (sc->hardware.devices < 0)
@@ -940,6 +1009,43 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
 
 /* --- public API --- */
 
+/* Refuses a key given twice in one section (GKeyFile keeps the last one silently): the
+ * message names the section, the key and both lines. @text is what GKeyFile parsed, so
+ * every line is blank, a comment, a [section] header or key=value (GKeyFile's rules:
+ * leading blanks ignored, the key ends at the first '=' with trailing blanks dropped). */
+static gboolean pp_scenario_check_duplicates(const char *text, const char *name, GError **error) {
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    g_autofree char *section = NULL;
+    for (int line = 1; lines[line - 1] != NULL; line++) {
+        char *text_line = g_strstrip(lines[line - 1]);
+        char *eq = strchr(text_line, '=');
+        if (text_line[0] == '#' || text_line[0] == '\0')
+            continue;
+        if (text_line[0] == '[') {
+            char *close = strchr(text_line, ']');
+            g_free(section);
+            section = g_strndup(text_line + 1, close ? (gsize)(close - text_line - 1) : 0);
+            continue;
+        }
+        if (eq == NULL || section == NULL)
+            continue;
+        g_autofree char *key = g_strchomp(g_strndup(text_line, (gsize)(eq - text_line)));
+        char            *id = g_strdup_printf("%s]%s", section, key);
+        gpointer         first = g_hash_table_lookup(seen, id);
+        if (first != NULL) {
+            g_free(id);
+            g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_PARSE,
+                        "%s: line %d: [%s] %s is given a second time (first on line %d); give each "
+                        "key once",
+                        name, line, section, key, GPOINTER_TO_INT(first));
+            return FALSE;
+        }
+        g_hash_table_insert(seen, id, GINT_TO_POINTER(line));
+    }
+    return TRUE;
+}
+
 static PpScenario *pp_scenario_from_key_file(GKeyFile *kf, const char *name, const char *base_dir,
                                              const char *const *overrides, GError **error) {
     if (!pp_scenario_check_names(kf, name, error))
@@ -955,16 +1061,34 @@ static PpScenario *pp_scenario_from_key_file(GKeyFile *kf, const char *name, con
     return g_steal_pointer(&sc);
 }
 
-PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GError **error) {
+/* Parses @data (named @name in messages) into a new key file, refusing repeated keys.
+ * Returns: (transfer full), or NULL with @error set (PP_SCENARIO_ERROR_PARSE). */
+static GKeyFile *pp_scenario_parse_text(const char *data, gsize len, const char *name,
+                                        GError **error) {
     g_autoptr(GKeyFile) kf = g_key_file_new();
     g_autoptr(GError) err = NULL;
-    if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &err)) {
-        gboolean io = err->domain == G_FILE_ERROR;
-        g_set_error(error, PP_SCENARIO_ERROR,
-                    io ? PP_SCENARIO_ERROR_NOT_FOUND : PP_SCENARIO_ERROR_PARSE, "%s: %s%s", path,
-                    io ? "cannot read scenario: " : "", err->message);
+    if (!g_key_file_load_from_data(kf, data, len, G_KEY_FILE_NONE, &err)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_PARSE, "%s: %s", name,
+                    err->message);
         return NULL;
     }
+    if (!pp_scenario_check_duplicates(data, name, error))
+        return NULL;
+    return g_steal_pointer(&kf);
+}
+
+PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GError **error) {
+    g_autofree char *text = NULL;
+    gsize            len = 0;
+    g_autoptr(GError) err = NULL;
+    if (!g_file_get_contents(path, &text, &len, &err)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_NOT_FOUND,
+                    "%s: cannot read scenario: %s", path, err->message);
+        return NULL;
+    }
+    g_autoptr(GKeyFile) kf = pp_scenario_parse_text(text, len, path, error);
+    if (kf == NULL)
+        return NULL;
     g_autofree char *dir = g_path_get_dirname(path);
     g_autofree char *base_dir = g_canonicalize_filename(dir, NULL);
     return pp_scenario_from_key_file(kf, path, base_dir, overrides, error);
@@ -972,13 +1096,9 @@ PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GEr
 
 PpScenario *pp_scenario_load_data(const char *data, const char *name, const char *const *overrides,
                                   GError **error) {
-    g_autoptr(GKeyFile) kf = g_key_file_new();
-    g_autoptr(GError) err = NULL;
-    if (!g_key_file_load_from_data(kf, data, (gsize)-1, G_KEY_FILE_NONE, &err)) {
-        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_PARSE, "%s: %s", name,
-                    err->message);
+    g_autoptr(GKeyFile) kf = pp_scenario_parse_text(data, strlen(data), name, error);
+    if (kf == NULL)
         return NULL;
-    }
     return pp_scenario_from_key_file(kf, name, NULL, overrides, error);
 }
 
@@ -1011,4 +1131,26 @@ PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario) {
     PP_ASSERT(scenario->pipeline.partition != NULL);
     return strcmp(scenario->pipeline.partition, "even") == 0 ? PP_PARTITION_EVEN
                                                              : PP_PARTITION_BALANCED;
+}
+
+size_t pp_scenario_n_keys(void) {
+    return G_N_ELEMENTS(pp_scenario_keys);
+}
+
+void pp_scenario_key_info(size_t index, PpScenarioKeyInfo *info) {
+    PP_ASSERT(index < G_N_ELEMENTS(pp_scenario_keys));
+    const PpScenarioKey *k = &pp_scenario_keys[index];
+    gboolean             whole =
+        k->type == PP_KEY_INT32 || k->type == PP_KEY_INT32_LIST || k->type == PP_KEY_UINT64;
+    *info = (PpScenarioKeyInfo){
+        .section = k->section,
+        .key = k->key,
+        .numeric = whole || k->type == PP_KEY_DOUBLE || k->type == PP_KEY_SCALED_INT64,
+        .whole = whole,
+        .list = k->type == PP_KEY_INT32_LIST,
+        .min = k->min,
+        .max = k->max,
+        .min_excluded = (k->flags & PP_KEY_MIN_EXCL) != 0,
+        .max_excluded = (k->flags & PP_KEY_MAX_EXCL) != 0,
+    };
 }

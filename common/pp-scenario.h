@@ -54,7 +54,7 @@ typedef struct {
     int32_t microbatch_size; /* sequences per micro-batch */
     char   *order_file;      /* custom schedule CSV, resolved relative to the scenario file */
     char   *mode;            /* "static" (replay the program) or "dynamic" (run the policy) */
-    char   *partition;       /* "balanced" (by cost, within hardware.memory) or "even" layers
+    char   *partition;       /* "balanced" (by cost, within hardware.memory_gib) or "even" layers
                                 per virtual stage; run.layers_per_stage overrides both */
 } PpPipelineParams;
 
@@ -141,6 +141,24 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpScenario, pp_scenario_free)
  * description as a comment; [hardware] and [costs] only when set. Loading the text gives
  * the same scenario. Returns: (transfer full). */
 char *pp_scenario_to_data(const PpScenario *scenario);
+
+/* One key of the scenario table, for tools and tests that walk every key. */
+typedef struct {
+    const char *section;
+    const char *key;
+    gboolean    numeric;      /* a number, a whole number or a list of whole numbers */
+    gboolean    whole;        /* whole numbers only */
+    gboolean    list;         /* comma-separated (each element in the range) */
+    double      min, max;     /* valid range in file units (numeric keys) */
+    gboolean    min_excluded; /* the range is (min, ... */
+    gboolean    max_excluded; /* ..., max) */
+} PpScenarioKeyInfo;
+
+/* The number of keys in the scenario table. */
+size_t pp_scenario_n_keys(void);
+/* Fills @info with key @index (< pp_scenario_n_keys()), in table order; its strings are
+ * static. */
+void pp_scenario_key_info(size_t index, PpScenarioKeyInfo *info);
 
 /* Fills schedule parameters from the scenario (borrowed strings). f_ns/b_ns/w_ns/comm_ns
  * are the [costs] per chunk (stage time / chunks) when set, else 0 (the simulator fills

@@ -314,17 +314,27 @@ static int sim_main_sweep(int argc, char **argv) {
         return sim_main_fail(path, error);
     g_clear_error(&error);
 
-    int32_t          n_failed = 0;
-    g_autofree char *csv = sim_sweep_run(path, (const char *const *)overrides,
-                                         (const SimSweepAxis *)axes->data, n_axes, &n_failed);
+    /* stdout gets each row as soon as it is computed; --out FILE gets the whole CSV at the
+     * end through a temporary file and a rename, so it is never half-written. */
+    char  *buf = NULL;
+    size_t len = 0;
+    FILE  *out = o.out != NULL ? open_memstream(&buf, &len) : stdout;
+    PP_ASSERT(out != NULL);
+    int32_t  n_failed = 0;
+    gboolean ok = sim_sweep_run(path, (const char *const *)overrides,
+                                (const SimSweepAxis *)axes->data, n_axes, out, &n_failed, &error);
+    if (o.out != NULL) {
+        int rc = fclose(out);
+        PP_ASSERT(rc == 0); /* a memory stream fails only when allocation fails */
+        ok = ok && sim_report_write_atomic(o.out, buf, len, &error);
+        free(buf);
+    }
+    if (!ok)
+        return sim_main_fail(o.out != NULL ? o.out : "stdout", error);
     if (n_failed > 0)
         fprintf(stderr, "pacer-sim: %s: %d of %lld sweep points failed (see the error column)\n",
                 path, n_failed,
                 (long long)sim_sweep_n_points((const SimSweepAxis *)axes->data, n_axes));
-    if (o.out == NULL)
-        fputs(csv, stdout);
-    else if (!sim_report_write_atomic(o.out, csv, strlen(csv), &error))
-        return sim_main_fail(o.out, error);
     return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include <math.h>
 
+#include "pp-checked.h"
 #include "pp-error.h"
 #include "pp-partition.h"
 
@@ -138,6 +139,65 @@ typedef struct {
     double head_static_bytes;  /* final LayerNorm + head state (last virtual stage) */
     double logits_bytes;       /* fp32 logits per live micro-batch (last virtual stage) */
 } SimCostSplit;
+
+/* Checks that every integer the analytic model derives stays within PP_CHECKED_MAX, so that
+ * the partition's sums and the engine's totals can be checked in int64: the whole model's
+ * forward FLOPs, static bytes and activation bytes of one micro-batch, its forward time (at
+ * the peak rate when [costs] give the times, for the MFU), and with @times the update time
+ * and one hop. A stage holds a part of the model, so its numbers are smaller. */
+static gboolean sim_cost_check_magnitudes(const PpScenario *scenario, const SimCostSplit *split,
+                                          double params, double rate, double msg_bytes,
+                                          gboolean times, GError **error) {
+    const PpModelParams    *m = &scenario->model;
+    const PpHardwareParams *hw = &scenario->hardware;
+    const double            max = (double)PP_CHECKED_MAX, L = m->layers;
+    const double            flops = L * split->layer_flops + split->head_flops;
+    const double            bytes = L * (split->layer_static_bytes + split->layer_act_bytes) +
+                         split->embed_static_bytes + split->head_static_bytes + split->logits_bytes;
+    if (!(flops <= max) || !(bytes <= max)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: one micro-batch of this model takes %.3g FLOPs and %.3g bytes "
+                    "(model.layers = %d, model.hidden = %d, model.heads = %d, model.seq_len = "
+                    "%d, model.vocab = %d, pipeline.microbatch_size = %d), beyond the "
+                    "simulator's limit of 2^62; shrink one of them",
+                    scenario->path, flops, bytes, m->layers, m->hidden, m->heads, m->seq_len,
+                    m->vocab, scenario->pipeline.microbatch_size);
+        return FALSE;
+    }
+    /* With [costs] the rate only scales the MFU: it must not overflow either. */
+    const double f_ns = flops / (times ? rate : hw->peak_flops) * 1e9;
+    if ((times || hw->peak_flops > 0.0) && !(f_ns <= max)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: the forward of one micro-batch would take %.3g ns at %.3g FLOP/s "
+                    "(hardware.peak_tflops = %g, hardware.kernel_eff_max = %g, "
+                    "hardware.kernel_eff_half_tokens = %g), beyond the simulator's clock of "
+                    "2^62 ns; raise them or shrink the model",
+                    scenario->path, f_ns, rate, hw->peak_flops / 1e12, hw->kernel_eff_max,
+                    hw->kernel_eff_half_tokens);
+        return FALSE;
+    }
+    if (!times)
+        return TRUE;
+    const double u_ns = params * SIM_COST_UPDATE_BYTES_PER_PARAM / hw->mem_bw_bytes_per_s * 1e9;
+    if (hw->mem_bw_bytes_per_s > 0.0 && !(u_ns <= max)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: the optimizer step would take %.3g ns at hardware.mem_bw_gbps = %g, "
+                    "beyond the simulator's clock of 2^62 ns; raise it or shrink the model",
+                    scenario->path, u_ns, hw->mem_bw_bytes_per_s / 1e9);
+        return FALSE;
+    }
+    const double hop_ns = (double)hw->link_latency_ns + msg_bytes / hw->link_bw_bytes_per_s * 1e9;
+    if (hw->link_bw_bytes_per_s > 0.0 && !(hop_ns <= max)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: one stage-to-stage hop of %.3g bytes would take %.3g ns "
+                    "(hardware.link_gbps = %g, hardware.link_latency_us = %g), beyond the "
+                    "simulator's clock of 2^62 ns; raise the bandwidth or shrink the model",
+                    scenario->path, msg_bytes, hop_ns, hw->link_bw_bytes_per_s / 1e9,
+                    (double)hw->link_latency_ns / 1e3);
+        return FALSE;
+    }
+    return TRUE;
+}
 
 /* The layers of every virtual stage vs = chunk * n_stages + stage: run.layers_per_stage when
  * given; else with [costs] (@times FALSE: the times are full-stage, only memory follows the
@@ -278,6 +338,10 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         .head_static_bytes = head_params * SIM_COST_STATE_BYTES_PER_PARAM,
         .logits_bytes = logits,
     };
+    const double msg_bytes = b * s * h * SIM_COST_MSG_BYTES_PER_ELEM;
+    const double all_params = model->layers * layer_params + embed_params + head_params;
+    if (!sim_cost_check_magnitudes(scenario, &split, all_params, rate, msg_bytes, times, error))
+        return FALSE;
     g_autoptr(PpPartition) part = sim_cost_partition(scenario, &split, times, error);
     if (part == NULL)
         return FALSE;
@@ -314,7 +378,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         cost->act_b_bytes[unit] = llround(layers * layer_act_b + (last ? logits : 0.0));
     }
 
-    cost->act_msg_bytes = llround(b * s * h * SIM_COST_MSG_BYTES_PER_ELEM);
+    cost->act_msg_bytes = llround(msg_bytes);
     if (times) {
         cost->comm_latency_ns = hw->link_latency_ns;
         cost->comm_bytes_per_ns = hw->link_bw_bytes_per_s / 1e9;

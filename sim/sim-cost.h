@@ -65,7 +65,7 @@ SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f
  * comm_us is the whole hop, bandwidth 0; update_us per U; layers split evenly for the
  * memory model), else the analytic model: layers over virtual stages vs = chunk * N + stage
  * by pp_partition_new() (run.layers_per_stage; pipeline.partition = even: remainder to the
- * first; balanced: the smallest slowest stage whose split fits hardware.memory with the
+ * first; balanced: the smallest slowest stage whose split fits hardware.memory_gib with the
  * scenario schedule's peak in-flight units), forward FLOPs 24bsh^2 + 4bs^2h per layer +
  * 2bshV LM head on the last virtual stage, B = W = forward, time = FLOPs / (peak_flops *
  * eff(b*s)); U = 28 bytes per parameter / memory bandwidth; hop = link latency + 2bsh bytes
@@ -75,7 +75,7 @@ SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f
  * model.flash_attention 34sbh (M_B = 2sbh), plus fp32 logits bsV on the last virtual stage.
  * Returns: (transfer full), or NULL with @error set (PP_SCENARIO_ERROR_INVALID_VALUE naming
  * the key the model lacks or whose value it cannot use; PP_SCENARIO_ERROR_INCONSISTENT when
- * no split fits hardware.memory; the schedule generator's errors). */
+ * no split fits hardware.memory_gib; the schedule generator's errors). */
 SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **error);
 /* One cross-device hop (ns): comm_latency_ns + act_msg_bytes / comm_bytes_per_ns rounded to
  * the nearest ns; latency only when the bandwidth is 0. */

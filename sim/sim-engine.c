@@ -8,6 +8,7 @@
 
 #include <math.h>
 
+#include "pp-checked.h"
 #include "pp-error.h"
 #include "pp-policy.h"
 #include "pp-sched-gen.h"
@@ -51,10 +52,9 @@ typedef struct {
     int64_t    memory_capacity; /* rows allocated in result->memory_timeline */
 } SimRun;
 
-/* Duration of @op, flat id @id (ns): the per-op array when the cost model has one, else the
- * cost tables; BW costs B + W. */
-static inline int64_t sim_run_op_dur(const SimRun *run, const PpOp *op, int32_t id) {
-    const SimCostModel *cost = run->cost;
+/* Duration of @op, flat id @id (ns): the per-op array when @cost has one, else the cost
+ * tables; BW costs B + W. */
+static inline int64_t sim_run_op_dur(const SimCostModel *cost, const PpOp *op, int32_t id) {
     if (cost->op_dur_ns != NULL)
         return cost->op_dur_ns[id];
     if (op->kind == PP_OP_UPDATE)
@@ -100,6 +100,82 @@ static inline int32_t sim_run_forward_of(const SimRun *run, const PpOp *op, int3
     return -1;
 }
 
+/* --- bounds: every clock and byte count of a run fits int64 --- */
+
+/* One hop (sim_cost_comm_ns) when it stays within PP_CHECKED_MAX; FALSE otherwise. */
+static gboolean sim_bound_hop(const SimCostModel *cost, int64_t *hop_ns) {
+    if (cost->comm_bytes_per_ns <= 0.0 || cost->act_msg_bytes == 0) {
+        *hop_ns = cost->comm_latency_ns;
+        return cost->comm_latency_ns <= PP_CHECKED_MAX;
+    }
+    int64_t transfer_ns;
+    return pp_checked_round((double)cost->act_msg_bytes / cost->comm_bytes_per_ns, &transfer_ns) &&
+           pp_checked_add(cost->comm_latency_ns, transfer_ns, hop_ns);
+}
+
+static gboolean sim_bound_time_error(double total_ns, int64_t n_ops, GError **error) {
+    g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                "the run's %" G_GINT64_FORMAT " ops and their hops add up to %.3g ns, beyond "
+                "the simulator's clock of 2^62 ns (146 years); lower training.steps, "
+                "pipeline.microbatches or pipeline.accumulation, or the op times ([costs] or "
+                "the model and [hardware])",
+                n_ops, total_ns);
+    return FALSE;
+}
+
+/* Bounds a stage's memory: its static bytes, @n_copies stashed weight copies and @n_units live
+ * units of its largest per-unit activations. */
+static gboolean sim_bound_memory(const SimCostModel *cost, int32_t stage, int64_t n_copies,
+                                 int64_t n_units, GError **error) {
+    int64_t act_bytes = 0, bytes;
+    for (int32_t c = 0; c < cost->n_chunks; c++)
+        act_bytes = MAX(act_bytes, cost->act_bytes[stage * cost->n_chunks + c]);
+    if (pp_checked_add_mul(cost->static_bytes[stage], n_copies, cost->weight_copy_bytes[stage],
+                           &bytes) &&
+        pp_checked_add_mul(bytes, n_units, act_bytes, &bytes))
+        return TRUE;
+    g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                "stage %d may hold %.3g bytes (%" G_GINT64_FORMAT " static, %" G_GINT64_FORMAT
+                " weight copies of %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
+                " live units of %" G_GINT64_FORMAT
+                "), beyond the simulator's limit of 2^62 bytes; shrink the model "
+                "or pipeline.microbatch_size",
+                stage,
+                (double)cost->static_bytes[stage] +
+                    (double)n_copies * (double)cost->weight_copy_bytes[stage] +
+                    (double)n_units * (double)act_bytes,
+                cost->static_bytes[stage], n_copies, cost->weight_copy_bytes[stage], n_units,
+                act_bytes);
+    return FALSE;
+}
+
+/* Checks that a run of @sched with @cost keeps every integer within PP_CHECKED_MAX. An op
+ * starts when its device is free or one hop after a dependency ends, so no time exceeds the
+ * sum of every op's duration plus one hop per op; a stage holds at most its declared peak
+ * in-flight units (n_buffers) of activations and, when stashing, one copy per update.
+ * Returns FALSE with @error (PP_SCENARIO_ERROR_INCONSISTENT) otherwise. */
+static gboolean sim_run_check_bounds(const PpSchedule *sched, const SimCostModel *cost,
+                                     GError **error) {
+    int64_t  hop_ns, total_ns = 0, n_ops = pp_schedule_n_ops_total(sched);
+    double   total = 0.0; /* the same sum in floating point, for the message */
+    gboolean fits = sim_bound_hop(cost, &hop_ns);
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        int64_t n_updates = 0;
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            const PpOp *op = &sched->programs[s][i];
+            int64_t     dur_ns = sim_run_op_dur(cost, op, sched->op_offset[s] + i);
+            total += (double)dur_ns + (fits ? (double)hop_ns : 0.0);
+            fits = fits && pp_checked_add(total_ns, dur_ns, &total_ns) &&
+                   pp_checked_add(total_ns, hop_ns, &total_ns);
+            n_updates += op->kind == PP_OP_UPDATE;
+        }
+        int64_t copies = sched->weight_mode == PP_WEIGHTS_STASHED ? n_updates : 0;
+        if (!sim_bound_memory(cost, s, copies, sched->n_buffers[s], error))
+            return FALSE;
+    }
+    return fits || sim_bound_time_error(total, n_ops, error);
+}
+
 /* Starts the head of @stage's program if the device is idle and its dependencies ended:
  * start = max(device free, latest dependency end + comm); queues its end. */
 static void sim_run_try_start(SimRun *run, int32_t stage) {
@@ -115,7 +191,7 @@ static void sim_run_try_start(SimRun *run, int32_t stage) {
     if (st->pc == 0)
         st->first_start_ns = start_ns;
     st->busy = TRUE;
-    sim_queue_push(run->queue, start_ns + sim_run_op_dur(run, op, id), stage, id);
+    sim_queue_push(run->queue, start_ns + sim_run_op_dur(run->cost, op, id), stage, id);
 }
 
 /* Appends @stage's memory at @time_ns, @stash_bytes of stashed copies and its live
@@ -140,7 +216,7 @@ static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_
     SimStageState      *st = &run->st[stage];
     SimStageResult     *sr = &run->result->stages[stage];
     const PpOp         *op = &sched->programs[stage][id - sched->op_offset[stage]];
-    const int64_t       dur_ns = sim_run_op_dur(run, op, id);
+    const int64_t       dur_ns = sim_run_op_dur(run->cost, op, id);
     const int64_t       start_ns = end_ns - dur_ns;
     const gboolean      stashed = sched->weight_mode == PP_WEIGHTS_STASHED;
     const int64_t       act_before_bytes = st->act_live_bytes;
@@ -411,7 +487,7 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
                   cost->weights_bytes[s] + cost->grads_bytes[s] + cost->optim_bytes[s]);
         for (int32_t i = 0; i < sched->n_ops[s]; i++) {
             const PpOp *op = &sched->programs[s][i];
-            PP_ASSERT(sim_run_op_dur(run, op, sched->op_offset[s] + i) >= 0);
+            PP_ASSERT(sim_run_op_dur(run->cost, op, sched->op_offset[s] + i) >= 0);
             if (op->kind == PP_OP_UPDATE)
                 st->n_updates++;
         }
@@ -485,6 +561,8 @@ SimResult *sim_engine_run_with(const PpSchedule *sched, const SimCostModel *cost
                     sched->kind, pp_schedule_n_ops_total(sched), cost->n_op_durs);
         return NULL;
     }
+    if (!sim_run_check_bounds(sched, cost, error))
+        return NULL;
     SimRun run = {0};
     sim_run_init(&run, sched, cost, options == NULL || options->keep_trace,
                  options != NULL && options->keep_memory_timeline);
@@ -633,6 +711,32 @@ static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32
     return now_ns;
 }
 
+/* sim_run_check_bounds() for the policy run before it exists: each stage runs @n_mb
+ * forwards and fused backwards and @n_steps updates (one weight copy), holding at most
+ * n_stages units in flight (PACI's backpressure). */
+static gboolean sim_policy_check_bounds(const SimCostModel *cost, int32_t n_mb, int32_t n_steps,
+                                        GError **error) {
+    int64_t  hop_ns, total_ns = 0, n_ops = (2 * (int64_t)n_mb + n_steps) * cost->n_stages;
+    double   total = 0.0;
+    gboolean fits = sim_bound_hop(cost, &hop_ns);
+    for (int32_t s = 0; s < cost->n_stages; s++) {
+        /* per micro-batch: F and BW, each followed by a hop; per step: U and a hop */
+        const int64_t per_mb[] = {cost->f_ns[s], cost->b_ns[s], cost->w_ns[s], hop_ns, hop_ns};
+        const int64_t per_step[] = {cost->u_ns[s], hop_ns};
+        for (size_t k = 0; k < G_N_ELEMENTS(per_mb); k++) {
+            total += (double)n_mb * (double)per_mb[k];
+            fits = fits && pp_checked_add_mul(total_ns, n_mb, per_mb[k], &total_ns);
+        }
+        for (size_t k = 0; k < G_N_ELEMENTS(per_step); k++) {
+            total += (double)n_steps * (double)per_step[k];
+            fits = fits && pp_checked_add_mul(total_ns, n_steps, per_step[k], &total_ns);
+        }
+        if (!sim_bound_memory(cost, s, 0, cost->n_stages, error))
+            return FALSE;
+    }
+    return fits || sim_bound_time_error(total, n_ops, error);
+}
+
 SimResult *sim_engine_run_policy_with(const PpScheduleParams *params, const SimCostModel *cost,
                                       const SimRunOptions *options, PpSchedule **program_out,
                                       GError **error) {
@@ -666,6 +770,8 @@ SimResult *sim_engine_run_policy_with(const PpScheduleParams *params, const SimC
         return NULL;
     }
     const int32_t n_mb = params->n_steps * a;
+    if (!sim_policy_check_bounds(cost, n_mb, params->n_steps, error))
+        return NULL;
     g_autoptr(PpPolicyRecorder) rec = pp_policy_recorder_new(kind, params->n_stages, a, n_mb);
     int64_t end_ns = sim_policy_loop(cost, params->n_stages, a, n_mb, rec);
     g_autoptr(PpSchedule) program = pp_policy_recorder_finish(rec, error);

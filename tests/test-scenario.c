@@ -11,8 +11,10 @@
 #include "pp-error.h"
 #include "pp-presets.h"
 #include "pp-scenario.h"
+#include "test-util.h"
 
-#define GIB ((int64_t)1 << 30)
+#define GIB        ((int64_t)1 << 30)
+#define ORDERS_DIR PP_SOURCE_ROOT "/scenarios/orders"
 
 /* A small valid scenario that the inline cases modify through overrides. */
 static const char base_text[] = "[model]\n"
@@ -40,19 +42,6 @@ static PpScenario *load_source_file(const char *relative) {
     PpScenario *sc = pp_scenario_load(path, NULL, &err);
     ck_assert_msg(sc != NULL, "%s: %s", relative, err ? err->message : "");
     return sc;
-}
-
-/* Collects the *.ini files under @dir, recursively. */
-static void collect_ini(const char *dir, GPtrArray *out) {
-    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-    ck_assert_ptr_nonnull(d);
-    for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
-        g_autofree char *path = g_build_filename(dir, name, NULL);
-        if (g_file_test(path, G_FILE_TEST_IS_DIR))
-            collect_ini(path, out);
-        else if (g_str_has_suffix(name, ".ini"))
-            g_ptr_array_add(out, g_steal_pointer(&path));
-    }
 }
 
 /* TRUE when @text is a whole decimal number; stores it in @v. */
@@ -98,7 +87,7 @@ static int compare_paths(gconstpointer a, gconstpointer b) {
 START_TEST(test_collection_parses_and_round_trips) {
     g_autofree char *root = g_build_filename(PP_SOURCE_ROOT, "scenarios", NULL);
     g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
-    collect_ini(root, files);
+    test_util_collect_files(root, ".ini", files);
     g_ptr_array_sort(files, compare_paths);
     /* default, train-tiny, custom-1f1b-n2, 16 PACI-paper files, 4 zero-bubble files */
     ck_assert_uint_ge(files->len, 23);
@@ -237,7 +226,10 @@ START_TEST(test_train_tiny) {
     ck_assert_int_eq(sc->model.hidden, 256);
     ck_assert_int_eq(sc->model.seq_len, 64);
     ck_assert_int_eq(sc->model.vocab, 50257);
-    ck_assert(!sc->hardware.set);
+    /* A CPU worker per stage, for pacer-sim (pacer-train ignores [hardware]). */
+    ck_assert(sc->hardware.set);
+    ck_assert_ptr_null(sc->hardware.preset);
+    ck_assert_double_eq_tol(sc->hardware.peak_flops, 3e10, 1.0);
     ck_assert_int_eq(sc->hardware.devices, 4);
     ck_assert_str_eq(sc->pipeline.schedule, "paci");
     ck_assert_int_eq(sc->pipeline.accumulation, 4);
@@ -639,7 +631,7 @@ static const BadCase bad_cases[] = {
      NULL,
      {"model.layers=99999999999"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
-     {"'99999999999'", "out of range", "2147483647"}},
+     {"'99999999999'", "out of range", "from 1 to 1024"}},
     {"huge int",
      NULL,
      {"run.seed=99999999999999999999999"},
@@ -660,7 +652,7 @@ static const BadCase bad_cases[] = {
      NULL,
      {"hardware.preset=l40s", "hardware.peak_tflops=0"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
-     {"peak_tflops", "> 0"}},
+     {"peak_tflops", "(0, 1000000000]"}},
     {"negative duration",
      NULL,
      {"costs.forward_us=-1", "costs.backward_us=1"},
@@ -861,7 +853,62 @@ static const BadCase bad_cases[] = {
      NULL,
      {"hardware.preset=h100-sxm", "hardware.kernel_eff_half_tokens=-1"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
-     {"[hardware] kernel_eff_half_tokens = '-1'", "negative", "a number >= 0"}},
+     {"[hardware] kernel_eff_half_tokens = '-1'", "negative", "[0, 281474976710656]"}},
+    /* Ranges from what the arithmetic holds (issue 6): each key alone, one past its end. */
+    {"layers past the partition's limit",
+     NULL,
+     {"model.layers=1025"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[model] layers = '1025'", "from 1 to 1024"}},
+    {"hidden past 2^24",
+     NULL,
+     {"model.hidden=16777217"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[model] hidden = '16777217'", "from 1 to 16777216"}},
+    {"stages past the generators' limit",
+     NULL,
+     {"pipeline.stages=4097"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[pipeline] stages = '4097'", "from 1 to 4096"}},
+    {"steps past the schedule size",
+     NULL,
+     {"training.steps=16777217"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[training] steps = '16777217'", "from 1 to 16777216"}},
+    {"peak rate infinite once scaled",
+     NULL,
+     {"hardware.preset=l40s", "hardware.peak_tflops=1e300"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] peak_tflops = '1e300'", "out of range"}},
+    {"eps flushes to zero in fp32",
+     NULL,
+     {"optimizer.eps=1e-40"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[optimizer] eps = '1e-40'", "[1e-37, 1e+38]"}},
+    {"duplicate key",
+     "[model]\npreset = gpt2\nlayers = 4\n[pipeline]\nschedule = 1f1b\nstages = 2\n"
+     "microbatch_size = 1\n[model]\n  layers=6\n",
+     {NULL},
+     PP_SCENARIO_ERROR_PARSE,
+     {"duplicate key.ini: line 9", "[model] layers is given a second time", "first on line 3"}},
+    {"custom order steps",
+     "[model]\npreset = gpt2\n[pipeline]\nschedule = custom\norder_file = " ORDERS_DIR
+     "/1f1b-n2-m3.csv\nstages = 2\nmicrobatches = 3\nmicrobatch_size = 1\n",
+     {"training.steps=4"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"[training] steps = 4", "runs 1 optimizer steps", "set steps = 1"}},
+    {"custom order microbatches",
+     "[model]\npreset = gpt2\n[pipeline]\nschedule = custom\norder_file = " ORDERS_DIR
+     "/1f1b-n2-m3.csv\nstages = 2\nmicrobatches = 8\nmicrobatch_size = 1\n",
+     {"training.steps=1"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"[pipeline] microbatches = 8", "runs 3 micro-batches in 1 steps"}},
+    {"custom order stages",
+     "[model]\npreset = gpt2\n[pipeline]\nschedule = custom\norder_file = " ORDERS_DIR
+     "/1f1b-n2-m3.csv\nstages = 3\nmicrobatches = 3\nmicrobatch_size = 1\n",
+     {"training.steps=1"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"[pipeline] stages = 3", "has 2 stages"}},
 };
 
 START_TEST(test_bad_input) {

@@ -619,6 +619,42 @@ START_TEST(test_cost_mismatch) {
 }
 END_TEST
 
+/* Times and bytes int64 cannot hold are a GError before the run, not a wrapped clock (issue
+ * 6: the engine aborted on "time never goes backwards"); just below the limit the run keeps
+ * the exact closed form. */
+START_TEST(test_engine_bounds) {
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("1f1b", 4, 1, 8, 1, 1);
+    const int64_t big = INT64_C(1) << 55; /* 4 stages x 8 x 3 ops: 3 x 2^60 ns in all */
+    g_autoptr(SimCostModel) fits = sim_cost_new_uniform(4, 1, big, big, big, 0);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SimResult) res = sim_engine_run(sched, fits, &error);
+    ck_assert_ptr_nonnull(res);
+    ck_assert_int_eq(res->makespan_ns, (8 + 4 - 1) * 3 * big); /* (m + N - 1)(F + B + W) */
+
+    g_autoptr(SimCostModel) slow = sim_cost_new_uniform(4, 1, 4 * big, 4 * big, 4 * big, 0);
+    ck_assert_ptr_null(sim_engine_run(sched, slow, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    ck_assert_ptr_nonnull(strstr(error->message, "clock of 2^62 ns"));
+    g_clear_error(&error);
+
+    /* 4 units in flight on stage 0, 2^61 bytes each. */
+    g_autoptr(SimCostModel) heavy = sim_cost_new_uniform(4, 1, 1, 1, 1, 0);
+    for (int32_t i = 0; i < 4; i++)
+        heavy->act_bytes[i] = INT64_C(1) << 61;
+    ck_assert_ptr_null(sim_engine_run(sched, heavy, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    ck_assert_ptr_nonnull(strstr(error->message, "limit of 2^62 bytes"));
+    g_clear_error(&error);
+
+    /* The live policy is bounded before it runs. */
+    PpScheduleParams params = {
+        .kind = "paci", .n_stages = 4, .n_chunks = 1, .accumulation = 2, .n_steps = 4};
+    ck_assert_ptr_null(sim_engine_run_policy(&params, slow, NULL, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    ck_assert_ptr_nonnull(strstr(error->message, "clock of 2^62 ns"));
+}
+END_TEST
+
 /* An unfinished schedule (no dependency graph) breaks the engine's contract: abort. */
 START_TEST(test_unfinished_aborts) {
     PpSchedule   *sched = pp_schedule_alloc("raw", 1, 1);
@@ -905,7 +941,7 @@ START_TEST(test_partition_default_memory) {
     ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
     ck_assert_ptr_nonnull(strstr(error->message, "default.ini"));
     ck_assert_ptr_nonnull(strstr(error->message, "limit of 10737418240 bytes"));
-    ck_assert_ptr_nonnull(strstr(error->message, "hardware.memory"));
+    ck_assert_ptr_nonnull(strstr(error->message, "hardware.memory_gib"));
 }
 END_TEST
 
@@ -1097,6 +1133,7 @@ int main(void) {
     tc = tcase_create("trace");
     tcase_add_loop_test(tc, test_trace_invariants, 0, 7);
     tcase_add_test(tc, test_cost_mismatch);
+    tcase_add_test(tc, test_engine_bounds);
     tcase_add_test_raise_signal(tc, test_unfinished_aborts, SIGABRT);
     suite_add_tcase(s, tc);
 
