@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * pp-presets.c: the model and hardware preset tables behind pp-presets.h.
  * Model shapes follow the Hugging Face GPT-2 configs and the zero-bubble paper's
- * configurations (Qi et al., ICLR 2024; DESIGN.md §5). Device figures are vendor datasheet
- * peaks; link figures for PCIe are effective (not signalling) rates.
+ * configurations (Qi et al., ICLR 2024; docs/design.md, canonical configurations). Device
+ * figures are vendor datasheet peaks; link figures for PCIe are effective (not signalling)
+ * rates; node figures follow the vendors' reference servers (one NIC per GPU on DGX/HGX).
  */
 #include "pp-presets.h"
 
@@ -39,6 +40,9 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .link_bw_bytes_per_s = 300e9, /* NVLink 3: 600 GB/s both directions, 300 each */
         .link_latency_ns = 5000,      /* ~5 us for a small NCCL p2p message in one node */
         .nvlink = TRUE,
+        .gpus_per_node = 8,               /* DGX A100: 8 GPUs on NVSwitch */
+        .internode_bw_bytes_per_s = 25e9, /* DGX A100: one 200 Gb/s HDR InfiniBand NIC per GPU */
+        .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
     },
     {
         .name = "h100-sxm",
@@ -48,6 +52,9 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .link_bw_bytes_per_s = 450e9, /* NVLink 4: 900 GB/s both directions, 450 each */
         .link_latency_ns = 5000,      /* same NVSwitch p2p latency order as A100 */
         .nvlink = TRUE,
+        .gpus_per_node = 8,               /* DGX H100: 8 GPUs on NVSwitch */
+        .internode_bw_bytes_per_s = 50e9, /* DGX H100: one 400 Gb/s NDR NIC per GPU */
+        .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
     },
     {
         .name = "h200-sxm",
@@ -57,6 +64,9 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .link_bw_bytes_per_s = 450e9,          /* NVLink 4: 900 GB/s both directions, 450 each */
         .link_latency_ns = 5000,               /* same NVSwitch p2p latency order as A100 */
         .nvlink = TRUE,
+        .gpus_per_node = 8,               /* HGX H200: 8 GPUs on NVSwitch */
+        .internode_bw_bytes_per_s = 50e9, /* one 400 Gb/s NIC per GPU, as on DGX H100 */
+        .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
     },
     {
         .name = "rtx-pro-6000",
@@ -68,6 +78,9 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .link_bw_bytes_per_s = 50e9,  /* PCIe 5.0 x16: 63 GB/s raw, ~50 GB/s effective */
         .link_latency_ns = 10000,     /* PCIe p2p through the host bridge: ~10 us */
         .nvlink = FALSE,
+        .gpus_per_node = 8,                 /* 8-GPU PCIe server */
+        .internode_bw_bytes_per_s = 6.25e9, /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
+        .internode_latency_ns = 15000,      /* NIC behind the host bridge: ~15 us */
     },
     {
         .name = "l40s",
@@ -77,6 +90,9 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .link_bw_bytes_per_s = 25e9, /* PCIe 4.0 x16: 31.5 GB/s raw, ~25 GB/s effective */
         .link_latency_ns = 10000,    /* PCIe p2p through the host bridge: ~10 us */
         .nvlink = FALSE,
+        .gpus_per_node = 8,                 /* 8-GPU PCIe server */
+        .internode_bw_bytes_per_s = 6.25e9, /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
+        .internode_latency_ns = 15000,      /* NIC behind the host bridge: ~15 us */
     },
 };
 

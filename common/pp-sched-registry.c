@@ -7,26 +7,32 @@
 #include "pp-sched-gen.h"
 
 static const PpSchedKindInfo pp_sched_kind_table[] = {
-    {"gpipe", pp_sched_build_gpipe, "all F then all BW per step, flush"},
-    {"1f1b", pp_sched_build_1f1b, "1F1B with flush (PipeDream-Flush, Megatron, DeepSpeed)"},
+    {"gpipe", pp_sched_build_gpipe, "all F then all BW per step, flush", PP_PLACEMENT_LOOP},
+    {"1f1b", pp_sched_build_1f1b, "1F1B with flush (PipeDream-Flush, Megatron, DeepSpeed)",
+     PP_PLACEMENT_LOOP},
     {"interleaved", pp_sched_build_interleaved,
-     "Megatron interleaved 1F1B, n_chunks chunks per device, m % N == 0"},
-    {"zb-h1", pp_sched_build_zb_h1, "zero-bubble handcrafted ZB-H1 (B/W split, 1F1B memory)"},
-    {"zb-h2", pp_sched_build_zb_h2, "zero-bubble handcrafted ZB-H2 (B/W split, more memory)"},
+     "Megatron interleaved 1F1B, n_chunks chunks per device, m % N == 0", PP_PLACEMENT_LOOP},
+    {"zb-h1", pp_sched_build_zb_h1, "zero-bubble handcrafted ZB-H1 (B/W split, 1F1B memory)",
+     PP_PLACEMENT_LOOP},
+    {"zb-h2", pp_sched_build_zb_h2, "zero-bubble handcrafted ZB-H2 (B/W split, more memory)",
+     PP_PLACEMENT_LOOP},
     {"zb-1p", pp_sched_build_zb_1p,
-     "zero-bubble automatic schedule under 1x 1F1B's peak activations (greedy)"},
+     "zero-bubble automatic schedule under 1x 1F1B's peak activations (greedy)", PP_PLACEMENT_LOOP},
     {"zb-2p", pp_sched_build_zb_2p,
-     "zero-bubble automatic schedule under 2x 1F1B's peak activations (greedy)"},
+     "zero-bubble automatic schedule under 2x 1F1B's peak activations (greedy)", PP_PLACEMENT_LOOP},
     {"pipedream", pp_sched_build_pipedream,
-     "async 1F1B, update after every backward, weight stashing (N-s versions)"},
+     "async 1F1B, update after every backward, weight stashing (N-s versions)", PP_PLACEMENT_LOOP},
     {"2bw", pp_sched_build_2bw,
-     "PipeDream-2BW: async 1F1B, update every m backwards, two weight versions"},
+     "PipeDream-2BW: async 1F1B, update every m backwards, two weight versions", PP_PLACEMENT_LOOP},
     {"async-1f1b", pp_sched_build_async_1f1b,
-     "async 1F1B without stashing, update after every backward (PACI with a = 1)"},
+     "async 1F1B without stashing, update after every backward (PACI with a = 1)",
+     PP_PLACEMENT_LOOP},
     {"paci", pp_sched_build_paci,
-     "PACI: async 1F1B, local accumulation over a backwards, backpressure q < N - s"},
-    {"custom", pp_sched_build_custom, "per-stage op orders read from a CSV order file"},
-    {NULL, NULL, NULL},
+     "PACI: async 1F1B, local accumulation over a backwards, backpressure q < N - s",
+     PP_PLACEMENT_LOOP},
+    {"custom", pp_sched_build_custom, "per-stage op orders read from a CSV order file",
+     PP_PLACEMENT_LOOP},
+    {NULL, NULL, NULL, PP_PLACEMENT_LOOP},
 };
 
 const PpSchedKindInfo *pp_sched_kinds(void) {
@@ -39,6 +45,11 @@ const PpSchedKindInfo *pp_sched_kind_lookup(const char *name) {
             return info;
     }
     return NULL;
+}
+
+PpPlacement pp_sched_kind_placement(const char *name) {
+    const PpSchedKindInfo *info = name != NULL ? pp_sched_kind_lookup(name) : NULL;
+    return info != NULL ? info->placement : PP_PLACEMENT_LOOP;
 }
 
 char *pp_sched_kind_names(void) {
