@@ -210,7 +210,7 @@ static int sim_main_compare(int argc, char **argv) {
                         "theirs).",
                         "Each run sets pipeline.schedule; the rest follows one rule:\n"
                         "  chunks: interleaved uses the scenario's pipeline.chunks when > 1,\n"
-                        "    else 2; every other schedule uses 1;\n"
+                        "    else 2; zb-v and dualpipe-v use 2; every other schedule uses 1;\n"
                         "  accumulation: paci uses a = m (pipeline.microbatches), the same\n"
                         "    micro-batches per update as a flush step (a scenario that is\n"
                         "    already paci keeps its a); async-1f1b uses a = 1;\n"

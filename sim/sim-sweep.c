@@ -43,10 +43,13 @@ static GPtrArray *sim_sweep_compare_overrides(const PpScenario *base, const char
                                               const char *kind, GError **error) {
     g_autoptr(GPtrArray) ov = sim_sweep_overrides_new(overrides);
     g_ptr_array_add(ov, g_strdup_printf("pipeline.schedule=%s", kind));
-    /* Chunks: interleaved needs v > 1 (the scenario's, else 2); the others run v = 1. */
+    /* Chunks: interleaved needs v > 1 (the scenario's, else 2); the V-shape kinds place
+     * exactly 2 (their registry placement); the others run v = 1. */
     int32_t chunks = 1;
     if (strcmp(kind, "interleaved") == 0)
         chunks = base->pipeline.chunks > 1 ? base->pipeline.chunks : 2;
+    else if (pp_sched_kind_placement(kind) == PP_PLACEMENT_V)
+        chunks = 2;
     g_ptr_array_add(ov, g_strdup_printf("pipeline.chunks=%d", chunks));
     /* Accumulation: paci updates every m backwards, the micro-batches of one flush step. */
     int32_t a = base->pipeline.accumulation;

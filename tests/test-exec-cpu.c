@@ -176,10 +176,11 @@ typedef struct {
 } SchedCase;
 
 static const SchedCase order_cases[] = {
-    {"gpipe", 2, 1, 3, 1, 2},     {"1f1b", 4, 1, 4, 1, 1},  {"interleaved", 2, 2, 4, 1, 1},
-    {"pipedream", 3, 1, 1, 1, 6}, {"2bw", 2, 1, 3, 1, 2},   {"async-1f1b", 4, 1, 1, 1, 6},
-    {"paci", 4, 1, 1, 2, 3},      {"zb-h1", 2, 1, 4, 1, 1}, {"zb-h2", 2, 1, 4, 1, 1},
-    {"zb-1p", 2, 1, 4, 1, 1},     {"zb-2p", 2, 1, 4, 1, 1},
+    {"gpipe", 2, 1, 3, 1, 2},      {"1f1b", 4, 1, 4, 1, 1},  {"interleaved", 2, 2, 4, 1, 1},
+    {"pipedream", 3, 1, 1, 1, 6},  {"2bw", 2, 1, 3, 1, 2},   {"async-1f1b", 4, 1, 1, 1, 6},
+    {"paci", 4, 1, 1, 2, 3},       {"zb-h1", 2, 1, 4, 1, 1}, {"zb-h2", 2, 1, 4, 1, 1},
+    {"zb-1p", 2, 1, 4, 1, 1},      {"zb-2p", 2, 1, 4, 1, 1}, {"zb-v", 2, 2, 4, 1, 1},
+    {"dualpipe-v", 2, 2, 4, 1, 2},
 };
 
 START_TEST(test_exec_order_and_deps) {
@@ -222,9 +223,18 @@ END_TEST
 /* --- pipelined == unpipelined (synchronous schedules) --- */
 
 static const SchedCase sync_cases[] = {
-    {"gpipe", 2, 1, 4, 1, 1}, {"1f1b", 4, 1, 4, 1, 1},  {"interleaved", 2, 2, 4, 1, 1},
-    {"zb-h1", 4, 1, 4, 1, 1}, {"zb-h2", 4, 1, 4, 1, 1}, {"zb-1p", 2, 1, 4, 1, 1},
+    {"gpipe", 2, 1, 4, 1, 1},
+    {"1f1b", 4, 1, 4, 1, 1},
+    {"interleaved", 2, 2, 4, 1, 1},
+    {"zb-h1", 4, 1, 4, 1, 1},
+    {"zb-h2", 4, 1, 4, 1, 1},
+    {"zb-1p", 2, 1, 4, 1, 1},
     {"zb-2p", 2, 1, 4, 1, 1},
+    /* V placement: chunk 1 runs the last layers in reverse stage order, so stage 0 holds the
+     * embeddings and the head; zb-v with m = 2 < 2N - 1 leaves padded micro-batches out */
+    {"zb-v", 2, 2, 4, 1, 1},
+    {"zb-v", 2, 2, 2, 1, 1},
+    {"dualpipe-v", 2, 2, 4, 1, 1},
 };
 
 /* Runs case @c on the tiny model: returns the mean loss; *grads gets every gradient of the

@@ -247,11 +247,16 @@ START_TEST(test_sweep) {
     static const int32_t stages[] = {1, 2, 3, 4, 8};
     gboolean             uses_m =
         strcmp(kind, "pipedream") && strcmp(kind, "async-1f1b") && strcmp(kind, "paci");
-    int32_t n_built = 0;
+    /* V-shape kinds run exactly 2 chunks; their closed forms are in test-sched-v.c */
+    gboolean v_shape = pp_sched_kind_placement(kind) == PP_PLACEMENT_V;
+    int32_t  n_built = 0;
     for (size_t ni = 0; ni < G_N_ELEMENTS(stages); ni++) {
         int32_t n = stages[ni];
         for (int32_t m = 1; m <= (uses_m ? 2 * n + 1 : 1); m++) {
-            for (int32_t v = 1; v <= (!strcmp(kind, "interleaved") ? 3 : 1); v++) {
+            int32_t v_lo = v_shape ? 2 : 1, v_hi = !strcmp(kind, "interleaved") ? 3 : v_lo;
+            for (int32_t v = v_lo; v <= v_hi; v++) {
+                if (!strcmp(kind, "dualpipe-v") && m < 2 * n)
+                    continue;
                 for (int32_t a = 1; a <= (!strcmp(kind, "paci") ? 5 : 1); a++) {
                     for (int32_t steps = 1; steps <= 3; steps += 2) {
                         if (!strcmp(kind, "interleaved") && m % n != 0)
@@ -260,7 +265,9 @@ START_TEST(test_sweep) {
                             continue;
                         g_autoptr(PpSchedule) sched = build(kind, n, v, m, a, steps);
                         check_structure(sched);
-                        if (is_zero_bubble(kind))
+                        if (v_shape)
+                            ck_assert_int_le(pp_schedule_peak_inflight(sched, 0), 2 * n + 1);
+                        else if (is_zero_bubble(kind))
                             check_zero_bubble(sched, n, m, steps);
                         else
                             check_kind(sched, n, v, m, a, steps);
