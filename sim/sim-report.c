@@ -22,10 +22,15 @@
 
 SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean for_out,
                     GError **error) {
-    g_autoptr(SimJob) job = g_new0(SimJob, 1);
-    job->scenario = pp_scenario_load(path, overrides, error);
-    if (job->scenario == NULL)
+    PpScenario *scenario = pp_scenario_load(path, overrides, error);
+    if (scenario == NULL)
         return NULL;
+    return sim_job_new_from_scenario(scenario, for_out, error);
+}
+
+SimJob *sim_job_new_from_scenario(PpScenario *scenario, gboolean for_out, GError **error) {
+    g_autoptr(SimJob) job = g_new0(SimJob, 1);
+    job->scenario = scenario;
     job->cost = sim_cost_new_from_scenario(job->scenario, error);
     if (job->cost == NULL)
         return NULL;

@@ -113,8 +113,9 @@ START_TEST(test_collection_parses_and_round_trips) {
         ck_assert_msg(again != NULL, "%s (reloaded): %s", path, err ? err->message : "");
         g_autofree char *text_again = pp_scenario_to_data(again);
         ck_assert_str_eq(text, text_again);
-        ck_assert_int_eq(sc->training.global_batch,
-                         sc->pipeline.microbatch_size * pp_scenario_mb_per_step(sc));
+        ck_assert_int_eq(sc->training.global_batch, sc->pipeline.microbatch_size *
+                                                        pp_scenario_mb_per_step(sc) *
+                                                        sc->parallel.data);
     }
 }
 END_TEST
