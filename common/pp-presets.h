@@ -38,7 +38,7 @@ typedef struct {
     gboolean    calibrated;               /* TRUE: the three fields below set the curve */
     double      kernel_eff_max;           /* in (0, 1] */
     double      kernel_eff_half_tokens;   /* >= 0 */
-    double      kernel_eff_half_width;    /* >= 0 */
+    double      kernel_eff_half_hidden;   /* >= 0 */
 } PpHardwarePreset;
 
 /* --- lookup --- */

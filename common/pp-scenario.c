@@ -167,10 +167,10 @@ static const PpScenarioKey pp_scenario_keys[] = {
     PP_NUM("hardware", "kernel_eff_half_tokens", hardware.kernel_eff_half_tokens, "2048", 0.0,
            INFINITY, 1.0, 0,
            "analytic cost model: micro-batch tokens at which eff reaches half of kernel_eff_max"),
-    PP_NUM("hardware", "kernel_eff_half_width", hardware.kernel_eff_half_width, "0", 0.0, INFINITY,
-           1.0, 0,
-           "analytic cost model: eff is also scaled by w / (w + kernel_eff_half_width) for the "
-           "per-GPU hidden width w = model.hidden / parallel.tensor; 0: no width term"),
+    PP_NUM("hardware", "kernel_eff_half_hidden", hardware.kernel_eff_half_hidden, "0", 0.0,
+           INFINITY, 1.0, 0,
+           "analytic cost model: eff is also scaled by h / (h + kernel_eff_half_hidden) for the "
+           "model's hidden size h; 0: no hidden-size term"),
 
     PP_TEXT("pipeline", "schedule", PP_KEY_SCHEDULE, pipeline.schedule, NULL, PP_KEY_REQUIRED,
             "schedule registry name"),
@@ -487,7 +487,7 @@ static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePr
     if (p->calibrated) {
         sc->hardware.kernel_eff_max = p->kernel_eff_max;
         sc->hardware.kernel_eff_half_tokens = p->kernel_eff_half_tokens;
-        sc->hardware.kernel_eff_half_width = p->kernel_eff_half_width;
+        sc->hardware.kernel_eff_half_hidden = p->kernel_eff_half_hidden;
     }
 }
 

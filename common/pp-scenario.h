@@ -55,9 +55,9 @@ typedef struct {
      * reaches eff(t) = kernel_eff_max * t / (t + kernel_eff_half_tokens) of peak_flops. */
     double kernel_eff_max;         /* in (0, 1] */
     double kernel_eff_half_tokens; /* >= 0 */
-    /* ... times w / (w + kernel_eff_half_width) for a per-GPU hidden width w = hidden /
-     * tensor (0: no width term). */
-    double kernel_eff_half_width; /* >= 0 */
+    /* ... times h / (h + kernel_eff_half_hidden) for the model's hidden size h (0: no such
+     * term): narrow models run more memory-bound work per GEMM FLOP. */
+    double kernel_eff_half_hidden; /* >= 0 */
     /* TRUE when the scenario has a [hardware] section; FALSE (CPU training, explicit
      * [costs]): preset is NULL and peak_flops .. nvlink are 0; devices is still derived and
      * kernel_eff_max, kernel_eff_half_tokens keep their defaults. */

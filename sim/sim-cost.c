@@ -35,13 +35,13 @@
 /* Logits are kept in fp32 for the loss. */
 #define SIM_COST_LOGIT_BYTES 4
 
-double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens, double width) {
+double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens, double hidden) {
     PP_ASSERT(tokens > 0 || hw->kernel_eff_half_tokens > 0.0);
-    PP_ASSERT(width > 0.0 || hw->kernel_eff_half_width > 0.0);
+    PP_ASSERT(hidden > 0.0 || hw->kernel_eff_half_hidden > 0.0);
     double eff =
         hw->kernel_eff_max * (double)tokens / ((double)tokens + hw->kernel_eff_half_tokens);
-    if (hw->kernel_eff_half_width > 0.0)
-        eff *= width / (width + hw->kernel_eff_half_width);
+    if (hw->kernel_eff_half_hidden > 0.0)
+        eff *= hidden / (hidden + hw->kernel_eff_half_hidden);
     return eff;
 }
 
@@ -264,11 +264,11 @@ static gboolean sim_cost_check_rate(const PpScenario *scenario, GError **error) 
                     scenario->path, hw->kernel_eff_half_tokens);
         return FALSE;
     }
-    if (!(hw->kernel_eff_half_width >= 0.0 && isfinite(hw->kernel_eff_half_width))) {
+    if (!(hw->kernel_eff_half_hidden >= 0.0 && isfinite(hw->kernel_eff_half_hidden))) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
-                    "%s: hardware.kernel_eff_half_width = %g: the analytic cost model needs a "
-                    "finite width >= 0",
-                    scenario->path, hw->kernel_eff_half_width);
+                    "%s: hardware.kernel_eff_half_hidden = %g: the analytic cost model needs a "
+                    "finite hidden size >= 0",
+                    scenario->path, hw->kernel_eff_half_hidden);
         return FALSE;
     }
     return TRUE;
@@ -385,7 +385,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     const double layer_act_b = layer_act - layer_act_w;
     const double logits = b * s * V * SIM_COST_LOGIT_BYTES / t; /* vocab-parallel head */
     const double rate =
-        times ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens, h / t) : 0.0; /* FLOP/s */
+        times ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens, h) : 0.0; /* FLOP/s */
     /* Tensor parallelism: SIM_LAYOUT_TP_COLLECTIVES_PER_PASS collectives of the layer's full
      * bf16 activation 2bsh per forward and per input-gradient backward (and per recomputed
      * forward), on the intra-node link when the group fits in a node. */
