@@ -52,6 +52,7 @@ typedef struct {
     int64_t   *step_last_ns;           /* synchronous: (n_stages, n_step_slots) last F/B/W end */
     int64_t   *step_busy_ns;           /* synchronous: (n_stages, n_step_slots) F/B/W busy */
     SimQueue  *queue;
+    gboolean  *dp_done; /* (n_chunks) scratch of sim_run_dp_sync() */
     SimResult *result;
     int64_t    memory_capacity; /* rows allocated in result->memory_timeline */
 } SimRun;
@@ -139,13 +140,14 @@ static int64_t sim_run_dp_sync(SimRun *run, int32_t stage) {
     SimStageState      *st = &run->st[stage];
     const int32_t       v = cost->n_chunks;
     int64_t             free_ns = st->dp_free_ns;
-    uint64_t            done = 0; /* bit c: chunk c scheduled (n_chunks <= 64) */
-    PP_ASSERT(v <= 64);
+    gboolean           *done = run->dp_done; /* (n_chunks) chunk already scheduled */
+    for (int32_t c = 0; c < v; c++)
+        done[c] = FALSE;
     for (int32_t k = 0; k < v; k++) {
         int32_t best = -1;
         int64_t best_ready = 0;
         for (int32_t c = 0; c < v; c++) {
-            if (done & ((uint64_t)1 << c))
+            if (done[c])
                 continue;
             int32_t unit = stage * v + c;
             int64_t ready = st->grad_end_ns[c];
@@ -157,7 +159,7 @@ static int64_t sim_run_dp_sync(SimRun *run, int32_t stage) {
                 best_ready = ready;
             }
         }
-        done |= (uint64_t)1 << best;
+        done[best] = TRUE;
         int32_t unit = stage * v + best;
         int64_t end_ns = MAX(free_ns, best_ready) + cost->dp_sync_ns[unit];
         if (cost->dp_overlap)
@@ -523,6 +525,7 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
             run->step_last_ns[k] = -1;
     }
     run->queue = sim_queue_new((size_t)n_stages + 1);
+    run->dp_done = g_new(gboolean, sched->n_chunks);
 
     SimResult *res = g_new0(SimResult, 1);
     res->n_stages = n_stages;
@@ -562,6 +565,7 @@ static void sim_run_clear(SimRun *run) {
     g_free(run->step_last_ns);
     g_free(run->step_busy_ns);
     sim_queue_free(run->queue);
+    g_free(run->dp_done);
     sim_result_free(run->result);
 }
 

@@ -739,6 +739,24 @@ START_TEST(test_train_resume_bitwise) {
 }
 END_TEST
 
+/* pacer-train runs one pipeline of one device per stage: data or tensor parallelism (the
+ * simulator's keys) is an error naming them, before any step. */
+START_TEST(test_train_refuses_layout) {
+    TrainFixture f;
+    train_fixture_init(&f);
+    static const char *const sets[][2] = {{"parallel.data=2", NULL}, {"parallel.tensor=2", NULL}};
+    for (size_t i = 0; i < G_N_ELEMENTS(sets); i++) {
+        ExecTrainSummary sum;
+        g_autoptr(GError) error = NULL;
+        ck_assert(!train(&f, sets[i], NULL, 0, FALSE, &sum, &error));
+        ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+        ck_assert_msg(strstr(error->message, "pacer-train runs one pipeline") != NULL, "%s",
+                      error->message);
+    }
+    train_fixture_clear(&f);
+}
+END_TEST
+
 /* Resume and shard checks: another optimizer, another vocabulary, an optimizer tensor of
  * another shape in the sidecar; train and val shards of different vocabularies. */
 START_TEST(test_train_resume_refused) {
@@ -854,6 +872,7 @@ int main(void) {
     tcase_add_test(tt, test_train_dynamic);
     tcase_add_loop_test(tt, test_train_resume_bitwise, 0, G_N_ELEMENTS(resume_cases));
     tcase_add_test(tt, test_train_resume_refused);
+    tcase_add_test(tt, test_train_refuses_layout);
     suite_add_tcase(s, tt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -292,6 +292,19 @@ START_TEST(test_cost_hops) {
 }
 END_TEST
 
+/* kernel_eff_half_hidden scales the curve by h / (h + half): 0.6 x 2048 / 4096 x 12288 /
+ * 16384 = 0.225 of peak for this model, whatever the tensor degree. */
+START_TEST(test_cost_hidden_term) {
+    const char *const o[] = {"hardware.kernel_eff_half_hidden=4096", "parallel.tensor=8", NULL};
+    g_autoptr(PpScenario) sc = test_load(o);
+    ck_assert_double_eq_tol(sim_cost_kernel_efficiency(&sc->hardware, 2048, 12288), 0.225, 1e-15);
+    g_autoptr(SimCostModel) cost = test_cost(sc);
+    const double b = 1, s = 2048, h = 12288;
+    double       flops = 2 * (24 * b * s * h * h + 4 * b * s * s * h);
+    ck_assert_int_eq(cost->w_ns[1], llround(flops / 8 / (312e12 * 0.225) * 1e9));
+}
+END_TEST
+
 /* --- the engine: data-parallel synchronisation --- */
 
 /* 1F1B, N = 2, m = 4, F = B = W = 1 us, no comm, U free: one step is (m + N - 1) 3 us = 15 us
@@ -483,6 +496,9 @@ static const struct {
     {{"model.recompute=some"}, PP_SCENARIO_ERROR_INVALID_VALUE, "none, selective, full"},
     {{"hardware.internode_gbps=0"}, PP_SCENARIO_ERROR_INVALID_VALUE, "internode_gbps = '0'"},
     {{"hardware.gpus_per_node=0"}, PP_SCENARIO_ERROR_INVALID_VALUE, "gpus_per_node = '0'"},
+    {{"hardware.kernel_eff_half_hidden=-1"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     "kernel_eff_half_hidden = '-1'"},
     {{"pipeline.chunks=2"}, PP_SCENARIO_ERROR_INCONSISTENT, "interleaved, zb-v or dualpipe-v"},
 };
 
@@ -533,6 +549,7 @@ int main(void) {
     tcase_add_test(tc, test_cost_recompute);
     tcase_add_test(tc, test_cost_zero1);
     tcase_add_test(tc, test_cost_hops);
+    tcase_add_test(tc, test_cost_hidden_term);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("engine");
