@@ -36,7 +36,8 @@ typedef enum {
 
 typedef enum {
     PP_KEY_REQUIRED = 1 << 0, /* must be given unless the section's preset fills it */
-    PP_KEY_DERIVED = 1 << 1,  /* computed from other keys when absent (int32 -1 until then) */
+    PP_KEY_DERIVED = 1 << 1,  /* computed from other keys when absent (-1 until then; INT32,
+                                 DOUBLE or SCALED_INT64 keys) */
     PP_KEY_OPTIONAL = 1 << 2, /* absent means NULL */
     PP_KEY_MIN_EXCL = 1 << 3, /* the range excludes min */
     PP_KEY_MAX_EXCL = 1 << 4, /* the range excludes max */
@@ -62,13 +63,16 @@ typedef struct {
 } PpScenarioSection;
 
 static const PpScenarioSection pp_scenario_sections[] = {
-    {"model", TRUE},  {"hardware", FALSE}, {"pipeline", TRUE},   {"training", FALSE},
-    {"costs", FALSE}, {"data", FALSE},     {"optimizer", FALSE}, {"run", FALSE},
+    {"model", TRUE},     {"hardware", FALSE},  {"pipeline", TRUE},
+    {"parallel", FALSE}, {"training", FALSE},  {"costs", FALSE},
+    {"data", FALSE},     {"optimizer", FALSE}, {"run", FALSE},
 };
 
 static const char *const pp_mode_choices[] = {"static", "dynamic", NULL};
 static const char *const pp_partition_choices[] = {"balanced", "even", NULL};
 static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
+/* PpRecompute order */
+static const char *const pp_recompute_choices[] = {"none", "selective", "full", NULL};
 
 #define PP_OFF(field) offsetof(PpScenario, field)
 
@@ -98,6 +102,10 @@ static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
 /* Newton-Schulz iterations per muon update (5 is usual) and BLAS threads per worker. */
 #define PP_NS_STEPS_MAX 100.0
 #define PP_THREADS_MAX  1024.0
+/* Layout limits: 2^20 replicas or GPUs per node, 1024-way tensor parallelism; their product
+ * with the stages is checked against int32_t when the scenario loads. */
+#define PP_REPLICAS_MAX 1048576.0
+#define PP_TENSOR_MAX   1024.0
 
 #define PP_INT(sec, k, field, d, lo, hi, fl, desc)                                                 \
     {                                                                                              \
@@ -143,6 +151,10 @@ static const PpScenarioKey pp_scenario_keys[] = {
     PP_TEXT("model", "flash_attention", PP_KEY_BOOL, model.flash_attention, "false", 0,
             "true: fused attention stores no s x s scores; the simulator's activations per "
             "layer drop from sbh(34 + 5as/h) to 34sbh bytes"),
+    PP_ENUM("model", "recompute", model.recompute, "none", pp_recompute_choices,
+            "activation recomputation (simulator): none, selective (attention scores, softmax "
+            "and dropout are recomputed in the backward) or full (only each layer's input is "
+            "kept; the backward reruns the forward)"),
 
     PP_TEXT("hardware", "preset", PP_KEY_HARDWARE_PRESET, hardware.preset, NULL, PP_KEY_OPTIONAL,
             "named device that fills this section; the keys below override it"),
@@ -160,7 +172,18 @@ static const PpScenarioKey pp_scenario_keys[] = {
     PP_TEXT("hardware", "nvlink", PP_KEY_BOOL, hardware.nvlink, "false", 0,
             "true: the link is NVLink; false: PCIe"),
     PP_INT("hardware", "devices", hardware.devices, NULL, 1, PP_I32_MAX, PP_KEY_DERIVED,
-           "devices available (>= pipeline.stages); absent: pipeline.stages"),
+           "devices available (>= parallel.data * parallel.tensor * pipeline.stages); absent: "
+           "that product"),
+    PP_INT("hardware", "gpus_per_node", hardware.gpus_per_node, NULL, 1, PP_REPLICAS_MAX,
+           PP_KEY_DERIVED,
+           "GPUs per node, joined by link_gbps; absent (no preset): one node holds every GPU"),
+    PP_NUM("hardware", "internode_gbps", hardware.internode_bw_bytes_per_s, NULL, 0.0, PP_RATE_MAX,
+           1e9, PP_KEY_DERIVED | PP_KEY_MIN_EXCL,
+           "one GPU's link to other nodes in GB/s, one direction; absent (no preset): "
+           "link_gbps"),
+    PP_SCALED("hardware", "internode_latency_us", hardware.internode_latency_ns, NULL, PP_US_MAX,
+              1e3, PP_KEY_DERIVED,
+              "latency of one message between nodes in us; absent (no preset): link_latency_us"),
     PP_NUM("hardware", "kernel_eff_max", hardware.kernel_eff_max, "0.6", 0.0, 1.0, 1.0,
            PP_KEY_MIN_EXCL,
            "analytic cost model: share of peak_tflops that large micro-batches reach; "
@@ -168,6 +191,10 @@ static const PpScenarioKey pp_scenario_keys[] = {
     PP_NUM("hardware", "kernel_eff_half_tokens", hardware.kernel_eff_half_tokens, "2048", 0.0,
            PP_TOKENS_MAX, 1.0, 0,
            "analytic cost model: micro-batch tokens at which eff reaches half of kernel_eff_max"),
+    PP_NUM("hardware", "kernel_eff_half_hidden", hardware.kernel_eff_half_hidden, "0", 0.0,
+           PP_DIM_MAX, 1.0, 0,
+           "analytic cost model: eff is also scaled by h / (h + kernel_eff_half_hidden) for the "
+           "model's hidden size h; 0: no hidden-size term"),
 
     PP_TEXT("pipeline", "schedule", PP_KEY_SCHEDULE, pipeline.schedule, NULL, PP_KEY_REQUIRED,
             "schedule registry name"),
@@ -189,8 +216,26 @@ static const PpScenarioKey pp_scenario_keys[] = {
             "layers per virtual stage: balanced (smallest slowest stage within "
             "hardware.memory_gib) or even; run.layers_per_stage overrides both"),
 
+    PP_INT("parallel", "data", parallel.data, "1", 1, PP_REPLICAS_MAX, 0,
+           "data-parallel replicas D of the pipeline (simulator; pacer-train runs 1)"),
+    PP_INT("parallel", "tensor", parallel.tensor, "1", 1, PP_TENSOR_MAX, 0,
+           "tensor-parallel degree T of every stage, dividing model.heads (simulator; "
+           "pacer-train runs 1)"),
+    PP_TEXT("parallel", "sequence_parallel", PP_KEY_BOOL, parallel.sequence_parallel, "false", 0,
+            "Megatron sequence parallelism: LayerNorm and dropout activations split over the "
+            "tensor group too (simulator)"),
+    PP_TEXT("parallel", "distributed_optimizer", PP_KEY_BOOL, parallel.distributed_optimizer,
+            "false", 0,
+            "ZeRO-1: fp32 master weights and Adam moments sharded over the data replicas "
+            "(simulator)"),
+    PP_TEXT("parallel", "overlap_grad_reduce", PP_KEY_BOOL, parallel.overlap_grad_reduce, "false",
+            0,
+            "the data-parallel gradient all-reduce starts layer by layer during a chunk's last "
+            "backward instead of after it (simulator)"),
+
     PP_INT("training", "global_batch", training.global_batch, NULL, 1, PP_I32_MAX, PP_KEY_DERIVED,
-           "sequences per optimizer step; absent: derived from the pipeline"),
+           "sequences per optimizer step, all data replicas together; absent: derived from the "
+           "pipeline"),
     PP_INT("training", "steps", training.steps, "10", 1, PP_COUNT_MAX, 0, "optimizer steps"),
 
     PP_SCALED("costs", "forward_us", costs.forward_ns, NULL, PP_US_MAX, 1e3, PP_KEY_REQUIRED,
@@ -455,6 +500,14 @@ static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePr
     sc->hardware.link_bw_bytes_per_s = p->link_bw_bytes_per_s;
     sc->hardware.link_latency_ns = p->link_latency_ns;
     sc->hardware.nvlink = p->nvlink;
+    sc->hardware.gpus_per_node = p->gpus_per_node;
+    sc->hardware.internode_bw_bytes_per_s = p->internode_bw_bytes_per_s;
+    sc->hardware.internode_latency_ns = p->internode_latency_ns;
+    if (p->calibrated) {
+        sc->hardware.kernel_eff_max = p->kernel_eff_max;
+        sc->hardware.kernel_eff_half_tokens = p->kernel_eff_half_tokens;
+        sc->hardware.kernel_eff_half_hidden = p->kernel_eff_half_hidden;
+    }
 }
 
 static gboolean pp_scenario_parse_list(const PpScenarioKey *k, const char *origin,
@@ -665,15 +718,21 @@ void pp_scenario_free(PpScenario *scenario) {
     g_free(scenario);
 }
 
-/* A scenario holding every table default; DERIVED int32 fields are -1. */
+/* A scenario holding every table default; DERIVED fields are -1. */
 static PpScenario *pp_scenario_new_defaults(const char *name) {
     g_autoptr(PpScenario) sc = g_new0(PpScenario, 1);
     sc->path = g_strdup(name);
     for (size_t i = 0; i < G_N_ELEMENTS(pp_scenario_keys); i++) {
         const PpScenarioKey *k = &pp_scenario_keys[i];
         if (k->flags & PP_KEY_DERIVED) {
-            PP_ASSERT(k->type == PP_KEY_INT32);
-            *PP_FIELD(sc, k, int32_t) = -1;
+            if (k->type == PP_KEY_INT32)
+                *PP_FIELD(sc, k, int32_t) = -1;
+            else if (k->type == PP_KEY_DOUBLE)
+                *PP_FIELD(sc, k, double) = -1.0;
+            else if (k->type == PP_KEY_SCALED_INT64)
+                *PP_FIELD(sc, k, int64_t) = -1;
+            else
+                PP_UNREACHABLE();
         } else if (k->def != NULL) {
             g_autoptr(GError) err = NULL;
             gboolean ok = pp_scenario_parse_value(sc, k, k->def, "<defaults>", NULL, &err);
@@ -797,8 +856,8 @@ static gboolean G_GNUC_PRINTF(3, 4)
     return FALSE;
 }
 
-/* global_batch = microbatch_size * k, k per the schedule's batch rule; fills whichever of
- * the two is absent. */
+/* global_batch = microbatch_size * k * parallel.data, k per the schedule's batch rule; fills
+ * whichever of the two is absent. */
 static gboolean pp_scenario_derive_batch(PpScenario *sc, GError **error) {
     PpPipelineParams      *p = &sc->pipeline;
     int32_t               *gb = &sc->training.global_batch;
@@ -815,23 +874,38 @@ static gboolean pp_scenario_derive_batch(PpScenario *sc, GError **error) {
         count_key = NULL;
         break;
     }
-    g_autofree char *factor =
-        count_key ? g_strdup_printf(" * [pipeline] %s = %d", count_key, count) : g_strdup("");
+    /* Every data replica runs the pipeline's micro-batches: the step's sequences are D times
+     * one pipeline's. */
+    const int32_t data = sc->parallel.data;
+    g_autoptr(GString) factor_text = g_string_new(NULL);
+    if (count_key != NULL)
+        g_string_append_printf(factor_text, " * [pipeline] %s = %d", count_key, count);
+    if (data > 1)
+        g_string_append_printf(factor_text, " * [parallel] data = %d", data);
+    const char *factor = factor_text->str;
+    if ((int64_t)count * data > G_MAXINT32)
+        return pp_scenario_inconsistent(sc, error, "the step's micro-batches%s exceed %d", factor,
+                                        G_MAXINT32);
+    count *= data;
 
     if (p->microbatch_size < 0 && *gb < 0) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_MISSING_KEY,
                     "%s: missing key [training] global_batch or [pipeline] microbatch_size; "
-                    "give one (schedule %s: global_batch = microbatch_size%s%s)",
-                    sc->path, p->schedule, count_key ? " * " : "", count_key ? count_key : "");
+                    "give one (schedule %s: global_batch = microbatch_size%s%s%s)",
+                    sc->path, p->schedule, count_key ? " * " : "", count_key ? count_key : "",
+                    data > 1 ? " * data" : "");
         return FALSE;
     }
     if (p->microbatch_size < 0) {
-        if (*gb % count != 0)
+        if (*gb % count != 0) {
+            if (data > 1)
+                g_string_append_printf(factor_text, " = %d", count);
             return pp_scenario_inconsistent(
                 sc, error,
-                "[training] global_batch = %d is not a multiple of [pipeline] %s = %d "
-                "(schedule %s); change one, or give [pipeline] microbatch_size",
-                *gb, count_key, count, p->schedule);
+                "[training] global_batch = %d is not a multiple of %s (schedule %s); "
+                "change one, or give [pipeline] microbatch_size",
+                *gb, factor_text->str + 3, p->schedule);
+        }
         p->microbatch_size = *gb / count;
         return TRUE;
     }
@@ -885,6 +959,43 @@ static gboolean pp_scenario_check_order(const PpScenario *sc, GError **error) {
             "in %d steps; give the order's micro-batches per step%s",
             p->microbatches, p->order_file, order->n_mb, steps,
             order->n_mb % steps == 0 ? "" : " (the order's steps must be equal)");
+    return TRUE;
+}
+
+/* [parallel] against [model] and [hardware]: tensor divides the heads, the job's GPUs fit
+ * int32_t and the devices; derives hardware.devices, gpus_per_node and the inter-node link
+ * when absent. */
+static gboolean pp_scenario_check_layout(PpScenario *sc, GError **error) {
+    const PpParallelParams *par = &sc->parallel;
+    PpHardwareParams       *hw = &sc->hardware;
+    if (sc->model.heads % par->tensor != 0 || sc->model.hidden % par->tensor != 0)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[parallel] tensor = %d does not divide [model] heads = %d and hidden = %d; "
+            "tensor parallelism splits whole heads, choose a divisor of both",
+            par->tensor, sc->model.heads, sc->model.hidden);
+    int64_t gpus = pp_scenario_gpus(sc);
+    if (gpus > G_MAXINT32)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[parallel] data = %d times tensor = %d times [pipeline] "
+            "stages = %d is %" G_GINT64_FORMAT " GPUs, more than %d; lower one of them",
+            par->data, par->tensor, sc->pipeline.stages, gpus, G_MAXINT32);
+    if (hw->devices < 0)
+        hw->devices = (int32_t)gpus;
+    if (hw->devices < gpus)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[hardware] devices = %d is fewer than the %" G_GINT64_FORMAT
+            " GPUs of the layout ([parallel] data = %d x tensor = %d x [pipeline] stages = %d); "
+            "each stage of each replica needs its own devices; raise devices or omit it",
+            hw->devices, gpus, par->data, par->tensor, sc->pipeline.stages);
+    if (hw->gpus_per_node < 0)
+        hw->gpus_per_node = hw->devices; /* one node */
+    if (hw->internode_bw_bytes_per_s < 0.0)
+        hw->internode_bw_bytes_per_s = hw->link_bw_bytes_per_s;
+    if (hw->internode_latency_ns < 0)
+        hw->internode_latency_ns = hw->link_latency_ns;
     return TRUE;
 }
 
@@ -961,14 +1072,8 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
             return FALSE;
     }
 
-    if (sc->hardware.devices < 0)
-        sc->hardware.devices = p->stages;
-    if (sc->hardware.devices < p->stages)
-        return pp_scenario_inconsistent(
-            sc, error,
-            "[hardware] devices = %d is fewer than [pipeline] stages = %d; "
-            "each stage needs its own device; raise devices or omit it",
-            sc->hardware.devices, p->stages);
+    if (!pp_scenario_check_layout(sc, error))
+        return FALSE;
 
     if (sc->run.layers_per_stage != NULL) {
         int64_t sum = 0;
@@ -1125,6 +1230,21 @@ void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *p
 int32_t pp_scenario_mb_per_step(const PpScenario *scenario) {
     return pp_sched_kind_mb_per_step(pp_scenario_kind(scenario), scenario->pipeline.microbatches,
                                      scenario->pipeline.accumulation);
+}
+
+PpRecompute pp_scenario_recompute(const PpScenario *scenario) {
+    const char *r = scenario->model.recompute;
+    PP_ASSERT(r != NULL);
+    for (int i = 0; pp_recompute_choices[i] != NULL; i++) {
+        if (strcmp(r, pp_recompute_choices[i]) == 0)
+            return (PpRecompute)i;
+    }
+    PP_UNREACHABLE(); /* the key table accepts only the choices */
+}
+
+int64_t pp_scenario_gpus(const PpScenario *scenario) {
+    /* each factor <= 2^20 or < 2^31 (key ranges): the product fits int64_t */
+    return (int64_t)scenario->parallel.data * scenario->parallel.tensor * scenario->pipeline.stages;
 }
 
 PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario) {

@@ -35,6 +35,14 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
                     sc->training.steps, sc->optimizer.warmup_steps);
         return FALSE;
     }
+    if (sc->parallel.data != 1 || sc->parallel.tensor != 1) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: parallel.data=%d, parallel.tensor=%d: pacer-train runs one pipeline "
+                    "with one device per stage; data and tensor parallelism are the "
+                    "simulator's (set both to 1)",
+                    sc->path, sc->parallel.data, sc->parallel.tensor);
+        return FALSE;
+    }
     return TRUE;
 }
 

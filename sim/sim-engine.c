@@ -27,6 +27,10 @@ typedef struct {
     int32_t *need;           /* STASHED: (n_updates + 1) in-flight units per F version */
     int64_t *u_end_ns;       /* (n_updates) end time of each U, in program order */
     int64_t  first_start_ns;
+    int64_t *grad_start_ns; /* (n_chunks) start of the chunk's last backward (BW or W) since
+                               the last U: its gradient is complete at grad_end_ns */
+    int64_t *grad_end_ns;   /* (n_chunks) its end; both 0 before any */
+    int64_t  dp_free_ns;    /* the stage's data-parallel channel is free from here */
 } SimStageState;
 
 /* Per-op state, kept together so that releasing a successor touches one cache line. */
@@ -38,16 +42,18 @@ typedef struct {
 typedef struct {
     const PpSchedule   *sched;
     const SimCostModel *cost;
-    int64_t             comm_ns;      /* one cross-device hop: latency + bytes / bandwidth */
-    int32_t            *unit_vs;      /* (n_stages * n_chunks) virtual stage of (stage, chunk) */
-    SimOpState         *ops;          /* (n_ops) by flat op id */
-    SimStageState      *st;           /* (n_stages) */
-    int32_t             n_step_slots; /* synchronous: n_steps + 1 (ops after the last U of a
-                                         custom order fall in the extra slot) */
-    int64_t   *step_first_ns;         /* synchronous: (n_stages, n_step_slots) first start */
-    int64_t   *step_last_ns;          /* synchronous: (n_stages, n_step_slots) last F/B/W end */
-    int64_t   *step_busy_ns;          /* synchronous: (n_stages, n_step_slots) F/B/W busy */
+    int64_t             comm_ns;       /* one cross-device hop inside a node */
+    int64_t             comm_inter_ns; /* one hop between nodes */
+    int32_t            *unit_vs;       /* (n_stages * n_chunks) virtual stage of (stage, chunk) */
+    SimOpState         *ops;           /* (n_ops) by flat op id */
+    SimStageState      *st;            /* (n_stages) */
+    int32_t             n_step_slots;  /* synchronous: n_steps + 1 (ops after the last U of a
+                                          custom order fall in the extra slot) */
+    int64_t   *step_first_ns;          /* synchronous: (n_stages, n_step_slots) first start */
+    int64_t   *step_last_ns;           /* synchronous: (n_stages, n_step_slots) last F/B/W end */
+    int64_t   *step_busy_ns;           /* synchronous: (n_stages, n_step_slots) F/B/W busy */
     SimQueue  *queue;
+    gboolean  *dp_done; /* (n_chunks) scratch of sim_run_dp_sync() */
     SimResult *result;
     int64_t    memory_capacity; /* rows allocated in result->memory_timeline */
 } SimRun;
@@ -72,6 +78,17 @@ static inline int64_t sim_run_op_dur(const SimCostModel *cost, const PpOp *op, i
     default:
         PP_UNREACHABLE();
     }
+}
+
+/* Time from the end of an op on stage @from to its successor on stage @to being able to
+ * start: 0 on one device, else one hop inside or between nodes (sim_cost_hop_ns()). */
+static inline int64_t sim_run_hop_ns(const SimRun *run, int32_t from, int32_t to) {
+    if (from == to)
+        return 0;
+    const int64_t *node = run->cost->stage_node;
+    if (node == NULL || (node[from] >= 0 && node[from] == node[to]))
+        return run->comm_ns;
+    return run->comm_inter_ns;
 }
 
 /* Flat id of kind @kind of the (mb, chunk) that @op works on, on the same stage; -1 if none. */
@@ -176,6 +193,52 @@ static gboolean sim_run_check_bounds(const PpSchedule *sched, const SimCostModel
     return fits || sim_bound_time_error(total, n_ops, error);
 }
 
+/* The time @stage's gradients are synchronised across the data replicas, for the U that
+ * heads its program (every backward before it has ended). Each chunk's all-reduce
+ * (dp_sync_ns) is ready once its gradient is: at the end of the chunk's last backward since
+ * the previous U, or with dp_overlap when its first layer's share of that backward is done
+ * (start + duration / layers). The stage's channel runs them one at a time, in ready order
+ * (ties: chunk index), from when the previous U's synchronisation ended; with overlap a
+ * chunk's all-reduce still ends no earlier than its last layer's share after the backward
+ * (end + sync / layers). Resets the chunks' gradient times for the next window. */
+static int64_t sim_run_dp_sync(SimRun *run, int32_t stage) {
+    const SimCostModel *cost = run->cost;
+    SimStageState      *st = &run->st[stage];
+    const int32_t       v = cost->n_chunks;
+    int64_t             free_ns = st->dp_free_ns;
+    gboolean           *done = run->dp_done; /* (n_chunks) chunk already scheduled */
+    for (int32_t c = 0; c < v; c++)
+        done[c] = FALSE;
+    for (int32_t k = 0; k < v; k++) {
+        int32_t best = -1;
+        int64_t best_ready = 0;
+        for (int32_t c = 0; c < v; c++) {
+            if (done[c])
+                continue;
+            int32_t unit = stage * v + c;
+            int64_t ready = st->grad_end_ns[c];
+            if (cost->dp_overlap)
+                ready = st->grad_start_ns[c] +
+                        (st->grad_end_ns[c] - st->grad_start_ns[c]) / cost->dp_pieces[unit];
+            if (best < 0 || ready < best_ready) {
+                best = c;
+                best_ready = ready;
+            }
+        }
+        done[best] = TRUE;
+        int32_t unit = stage * v + best;
+        int64_t end_ns = MAX(free_ns, best_ready) + cost->dp_sync_ns[unit];
+        if (cost->dp_overlap)
+            end_ns =
+                MAX(end_ns, st->grad_end_ns[best] + cost->dp_sync_ns[unit] / cost->dp_pieces[unit]);
+        free_ns = end_ns;
+    }
+    for (int32_t c = 0; c < v; c++)
+        st->grad_start_ns[c] = st->grad_end_ns[c] = free_ns;
+    st->dp_free_ns = free_ns;
+    return free_ns;
+}
+
 /* Starts the head of @stage's program if the device is idle and its dependencies ended:
  * start = max(device free, latest dependency end + comm); queues its end. */
 static void sim_run_try_start(SimRun *run, int32_t stage) {
@@ -188,6 +251,13 @@ static void sim_run_try_start(SimRun *run, int32_t stage) {
         return;
     const PpOp *op = &sched->programs[stage][st->pc];
     int64_t     start_ns = MAX(st->free_ns, run->ops[id].ready_ns);
+    if (op->kind == PP_OP_UPDATE && run->cost->dp_sync_ns != NULL) {
+        int64_t synced_ns = sim_run_dp_sync(run, stage);
+        if (synced_ns > start_ns) {
+            run->result->stages[stage].dp_wait_ns += synced_ns - start_ns;
+            start_ns = synced_ns;
+        }
+    }
     if (st->pc == 0)
         st->first_start_ns = start_ns;
     st->busy = TRUE;
@@ -251,6 +321,10 @@ static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_
     case PP_OP_BACKWARD:
     case PP_OP_BACKWARD_FULL:
     case PP_OP_WEIGHT: {
+        if (op->kind != PP_OP_BACKWARD) { /* the chunk's weight gradient is complete */
+            st->grad_start_ns[op->chunk] = start_ns;
+            st->grad_end_ns[op->chunk] = end_ns;
+        }
         int32_t f_id = sim_run_forward_of(run, op, id);
         int32_t b_id = op->kind == PP_OP_WEIGHT ? sim_run_sibling(run, op, PP_OP_BACKWARD) : id;
         PP_ASSERT(f_id >= 0 && b_id >= 0);
@@ -352,7 +426,7 @@ static void sim_run_loop(SimRun *run) {
         for (int32_t k = sched->succ_offset[id]; k < sched->succ_offset[id + 1]; k++) {
             PpOpRef     ref = sched->succ[k];
             int32_t     sid = sched->op_offset[ref.stage] + ref.index;
-            int64_t     arrive_ns = now_ns + (ref.stage == stage ? 0 : run->comm_ns);
+            int64_t     arrive_ns = now_ns + sim_run_hop_ns(run, stage, ref.stage);
             SimOpState *succ = &run->ops[sid];
             succ->ready_ns = MAX(succ->ready_ns, arrive_ns);
             PP_ASSERT(succ->pending > 0); /* each dependency ends once */
@@ -449,15 +523,23 @@ static void sim_run_report(SimRun *run) {
                                                      : 0.0;
     }
 
+    /* The D replicas run the same pipeline in lockstep: the job does D times its work in the
+     * same step time on D times its GPUs. */
+    const int32_t replicas = cost->data_parallel;
+    const double  gpus_per_replica = (double)n_stages * cost->tensor_parallel;
+    res->gpus = (int64_t)n_stages * cost->tensor_parallel * replicas;
     if (res->step_time_ns > 0) {
         double steps_per_s = 1e9 / (double)res->step_time_ns;
         res->throughput_tokens_per_s =
-            (double)cost->tokens_per_mb * sched->mb_per_step * steps_per_s;
+            (double)cost->tokens_per_mb * sched->mb_per_step * replicas * steps_per_s;
         res->throughput_samples_per_s =
-            (double)cost->samples_per_mb * sched->mb_per_step * steps_per_s;
-        if (cost->peak_flops > 0.0)
-            res->mfu = cost->flops_per_mb * sched->mb_per_step * steps_per_s /
-                       ((double)n_stages * cost->peak_flops);
+            (double)cost->samples_per_mb * sched->mb_per_step * replicas * steps_per_s;
+        if (cost->peak_flops > 0.0) {
+            double per_gpu = (double)sched->mb_per_step * steps_per_s / gpus_per_replica;
+            res->mfu = cost->flops_per_mb * per_gpu / cost->peak_flops;
+            res->hfu = cost->hw_flops_per_mb * per_gpu / cost->peak_flops;
+            res->tflops_per_gpu = cost->flops_per_mb * per_gpu / 1e12;
+        }
     }
 }
 
@@ -468,6 +550,7 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
     run->sched = sched;
     run->cost = cost;
     run->comm_ns = sim_cost_comm_ns(cost);
+    run->comm_inter_ns = sim_cost_comm_inter_ns(cost);
 
     run->unit_vs = g_new(int32_t, (size_t)n_stages * sched->n_chunks);
     for (int32_t s = 0; s < n_stages; s++)
@@ -492,6 +575,8 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
                 st->n_updates++;
         }
         st->u_end_ns = g_new0(int64_t, MAX(st->n_updates, 1));
+        st->grad_start_ns = g_new0(int64_t, sched->n_chunks);
+        st->grad_end_ns = g_new0(int64_t, sched->n_chunks);
         if (sched->weight_mode == PP_WEIGHTS_STASHED)
             st->need = g_new0(int32_t, st->n_updates + 1);
     }
@@ -505,6 +590,7 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
             run->step_last_ns[k] = -1;
     }
     run->queue = sim_queue_new((size_t)n_stages + 1);
+    run->dp_done = g_new(gboolean, sched->n_chunks);
 
     SimResult *res = g_new0(SimResult, 1);
     res->n_stages = n_stages;
@@ -534,6 +620,8 @@ static void sim_run_clear(SimRun *run) {
     for (int32_t s = 0; s < run->sched->n_stages; s++) {
         g_free(run->st[s].need);
         g_free(run->st[s].u_end_ns);
+        g_free(run->st[s].grad_start_ns);
+        g_free(run->st[s].grad_end_ns);
     }
     g_free(run->st);
     g_free(run->unit_vs);
@@ -542,6 +630,7 @@ static void sim_run_clear(SimRun *run) {
     g_free(run->step_last_ns);
     g_free(run->step_busy_ns);
     sim_queue_free(run->queue);
+    g_free(run->dp_done);
     sim_result_free(run->result);
 }
 
@@ -604,7 +693,6 @@ typedef struct {
 /* Runs the policy; records every executed op into @rec. Returns the end of the last op. */
 static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32_t a, int32_t n_mb,
                                PpPolicyRecorder *rec) {
-    const int64_t              comm_ns = sim_cost_comm_ns(cost);
     g_autofree SimPolicyStage *st = g_new0(SimPolicyStage, n_stages);
     g_autofree int32_t        *dirty = g_new(int32_t, n_stages); /* (n_stages) stages to decide */
     int32_t                    n_dirty = 0;
@@ -669,7 +757,7 @@ static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32
                 p->busy = FALSE;
                 p->n_f_done++;
                 if (s < n_stages - 1)
-                    sim_queue_push(queue, now_ns + comm_ns, s + 1,
+                    sim_queue_push(queue, now_ns + sim_cost_hop_ns(cost, s, s + 1), s + 1,
                                    mb * SIM_POLICY_N_EVENTS + SIM_POLICY_ARRIVE_ACT);
                 break;
             case SIM_POLICY_END_BW:
@@ -677,7 +765,7 @@ static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32
                 p->busy = FALSE;
                 p->n_bw_done++;
                 if (s > 0)
-                    sim_queue_push(queue, now_ns + comm_ns, s - 1,
+                    sim_queue_push(queue, now_ns + sim_cost_hop_ns(cost, s, s - 1), s - 1,
                                    mb * SIM_POLICY_N_EVENTS + SIM_POLICY_ARRIVE_GRAD);
                 break;
             case SIM_POLICY_END_U:
@@ -761,6 +849,14 @@ SimResult *sim_engine_run_policy_with(const PpScheduleParams *params, const SimC
                     "dynamic '%s' decides its ops at run time: per-op durations (a replayed "
                     "trace) need a static program",
                     kind);
+        return NULL;
+    }
+    if (cost->dp_sync_ns != NULL) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "dynamic 'paci' runs one pipeline's policy: with %d data-parallel replicas "
+                    "every U waits for its stage's all-reduce, which the live policy does not "
+                    "model; use pipeline.mode = static (the paci program) or parallel.data = 1",
+                    cost->data_parallel);
         return NULL;
     }
     if (cost->n_stages != params->n_stages || cost->n_chunks != 1) {

@@ -181,10 +181,11 @@ typedef struct {
 } SchedCase;
 
 static const SchedCase order_cases[] = {
-    {"gpipe", 2, 1, 3, 1, 2},     {"1f1b", 4, 1, 4, 1, 1},  {"interleaved", 2, 2, 4, 1, 1},
-    {"pipedream", 3, 1, 1, 1, 6}, {"2bw", 2, 1, 3, 1, 2},   {"async-1f1b", 4, 1, 1, 1, 6},
-    {"paci", 4, 1, 1, 2, 3},      {"zb-h1", 2, 1, 4, 1, 1}, {"zb-h2", 2, 1, 4, 1, 1},
-    {"zb-1p", 2, 1, 4, 1, 1},     {"zb-2p", 2, 1, 4, 1, 1},
+    {"gpipe", 2, 1, 3, 1, 2},      {"1f1b", 4, 1, 4, 1, 1},  {"interleaved", 2, 2, 4, 1, 1},
+    {"pipedream", 3, 1, 1, 1, 6},  {"2bw", 2, 1, 3, 1, 2},   {"async-1f1b", 4, 1, 1, 1, 6},
+    {"paci", 4, 1, 1, 2, 3},       {"zb-h1", 2, 1, 4, 1, 1}, {"zb-h2", 2, 1, 4, 1, 1},
+    {"zb-1p", 2, 1, 4, 1, 1},      {"zb-2p", 2, 1, 4, 1, 1}, {"zb-v", 2, 2, 4, 1, 1},
+    {"dualpipe-v", 2, 2, 4, 1, 2},
 };
 
 START_TEST(test_exec_order_and_deps) {
@@ -227,9 +228,18 @@ END_TEST
 /* --- pipelined == unpipelined (synchronous schedules) --- */
 
 static const SchedCase sync_cases[] = {
-    {"gpipe", 2, 1, 4, 1, 1}, {"1f1b", 4, 1, 4, 1, 1},  {"interleaved", 2, 2, 4, 1, 1},
-    {"zb-h1", 4, 1, 4, 1, 1}, {"zb-h2", 4, 1, 4, 1, 1}, {"zb-1p", 2, 1, 4, 1, 1},
+    {"gpipe", 2, 1, 4, 1, 1},
+    {"1f1b", 4, 1, 4, 1, 1},
+    {"interleaved", 2, 2, 4, 1, 1},
+    {"zb-h1", 4, 1, 4, 1, 1},
+    {"zb-h2", 4, 1, 4, 1, 1},
+    {"zb-1p", 2, 1, 4, 1, 1},
     {"zb-2p", 2, 1, 4, 1, 1},
+    /* V placement: chunk 1 runs the last layers in reverse stage order, so stage 0 holds the
+     * embeddings and the head; zb-v with m = 2 < 2N - 1 leaves padded micro-batches out */
+    {"zb-v", 2, 2, 4, 1, 1},
+    {"zb-v", 2, 2, 2, 1, 1},
+    {"dualpipe-v", 2, 2, 4, 1, 1},
 };
 
 /* Runs case @c on the tiny model: returns the mean loss; *grads gets every gradient of the
@@ -892,6 +902,24 @@ START_TEST(test_train_resume_bitwise) {
 }
 END_TEST
 
+/* pacer-train runs one pipeline of one device per stage: data or tensor parallelism (the
+ * simulator's keys) is an error naming them, before any step. */
+START_TEST(test_train_refuses_layout) {
+    TrainFixture f;
+    train_fixture_init(&f);
+    static const char *const sets[][2] = {{"parallel.data=2", NULL}, {"parallel.tensor=2", NULL}};
+    for (size_t i = 0; i < G_N_ELEMENTS(sets); i++) {
+        ExecTrainSummary sum;
+        g_autoptr(GError) error = NULL;
+        ck_assert(!train(&f, sets[i], NULL, 0, FALSE, &sum, &error));
+        ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+        ck_assert_msg(strstr(error->message, "pacer-train runs one pipeline") != NULL, "%s",
+                      error->message);
+    }
+    train_fixture_clear(&f);
+}
+END_TEST
+
 /* Resume and shard checks: another optimizer, another vocabulary, an optimizer tensor of
  * another shape in the sidecar; train and val shards of different vocabularies. */
 START_TEST(test_train_resume_refused) {
@@ -1017,6 +1045,7 @@ int main(void) {
     tcase_add_test(tt, test_train_dynamic);
     tcase_add_loop_test(tt, test_train_resume_bitwise, 0, G_N_ELEMENTS(resume_cases));
     tcase_add_test(tt, test_train_resume_refused);
+    tcase_add_test(tt, test_train_refuses_layout);
     suite_add_tcase(s, tt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -102,8 +102,9 @@ START_TEST(test_collection_parses_and_round_trips) {
         ck_assert_msg(again != NULL, "%s (reloaded): %s", path, err ? err->message : "");
         g_autofree char *text_again = pp_scenario_to_data(again);
         ck_assert_str_eq(text, text_again);
-        ck_assert_int_eq(sc->training.global_batch,
-                         sc->pipeline.microbatch_size * pp_scenario_mb_per_step(sc));
+        ck_assert_int_eq(sc->training.global_batch, sc->pipeline.microbatch_size *
+                                                        pp_scenario_mb_per_step(sc) *
+                                                        sc->parallel.data);
     }
 }
 END_TEST
@@ -439,7 +440,7 @@ START_TEST(test_presets) {
         int64_t     latency_ns;
         gboolean    nvlink;
     } devices[] = {
-        {"a100-sxm", 312e12, 80 * GIB, 300e9, 5000, TRUE},
+        {"a100-sxm", 312e12, 80 * GIB, 210e9, 5000, TRUE},
         {"h100-sxm", 989e12, 80 * GIB, 450e9, 5000, TRUE},
         {"h200-sxm", 989e12, INT64_C(141000000000), 450e9, 5000, TRUE},
         {"rtx-pro-6000", 503.8e12, 96 * GIB, 50e9, 10000, FALSE},
@@ -527,8 +528,14 @@ START_TEST(test_flash_and_kernel_eff) {
     g_autofree char *base_text_out = pp_scenario_to_data(base);
     ck_assert_ptr_nonnull(strstr(base_text_out, "\nflash_attention=false\n"));
 
-    /* a hardware preset leaves the curve at its defaults, which to_data writes */
-    const char *const preset[] = {"hardware.preset=h200-sxm", NULL};
+    /* an uncalibrated hardware preset leaves the curve at its defaults, which to_data
+     * writes; the calibrated ones bring their fit (sim/README.md) */
+    const char *const a100[] = {"hardware.preset=a100-sxm", NULL};
+    g_autoptr(PpScenario) fitted = load_base(a100);
+    ck_assert_double_eq(fitted->hardware.kernel_eff_max, 0.68);
+    ck_assert_double_eq(fitted->hardware.kernel_eff_half_tokens, 0.0);
+    ck_assert_double_eq(fitted->hardware.kernel_eff_half_hidden, 1450.0);
+    const char *const preset[] = {"hardware.preset=rtx-pro-6000", NULL};
     g_autoptr(PpScenario) hw = load_base(preset);
     ck_assert_double_eq(hw->hardware.kernel_eff_max, 0.6);
     ck_assert_double_eq(hw->hardware.kernel_eff_half_tokens, 2048.0);

@@ -680,6 +680,10 @@ static void test_scenario_fill(PpScenario *sc) {
     sc->pipeline.chunks = 1;
     sc->pipeline.microbatch_size = 2;
     sc->pipeline.partition = (char *)"even"; /* the closed forms below assume the even split */
+    sc->pipeline.schedule = (char *)"1f1b";
+    sc->model.recompute = (char *)"none";
+    sc->parallel.data = 1;
+    sc->parallel.tensor = 1;
 }
 
 /* Analytic model: 26 layers over 4 stages = 7, 7, 6, 6; FLOPs 24bsh^2 + 4bs^2h per layer,
@@ -691,7 +695,7 @@ START_TEST(test_cost_analytic) {
     g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(&sc, &error);
     ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
     const double b = 2, s = 1024, h = 1024, V = 50257, a = 16;
-    ck_assert_double_eq_tol(sim_cost_kernel_efficiency(&sc.hardware, 2048), 0.3, 1e-15);
+    ck_assert_double_eq_tol(sim_cost_kernel_efficiency(&sc.hardware, 2048, 1024.0), 0.3, 1e-15);
     const int32_t layers[] = {7, 7, 6, 6};
     double        total = 0;
     for (int32_t st = 0; st < 4; st++) {
@@ -760,7 +764,8 @@ START_TEST(test_cost_kernel_efficiency_keys) {
     test_scenario_fill(&sc);
     sc.hardware.kernel_eff_max = 0.5;
     sc.hardware.kernel_eff_half_tokens = 1000;
-    ck_assert_double_eq(sim_cost_kernel_efficiency(&sc.hardware, 2048), 0.5 * 2048 / 3048.0);
+    ck_assert_double_eq(sim_cost_kernel_efficiency(&sc.hardware, 2048, 1024.0),
+                        0.5 * 2048 / 3048.0);
     g_autoptr(GError) error = NULL;
     g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(&sc, &error);
     ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
@@ -777,7 +782,7 @@ START_TEST(test_cost_kernel_efficiency_keys) {
 
     sc.hardware.kernel_eff_max = 1.0;
     sc.hardware.kernel_eff_half_tokens = 0;
-    ck_assert_double_eq(sim_cost_kernel_efficiency(&sc.hardware, 2048), 1.0);
+    ck_assert_double_eq(sim_cost_kernel_efficiency(&sc.hardware, 2048, 1024.0), 1.0);
     g_autoptr(SimCostModel) flat = sim_cost_new_from_scenario(&sc, &error);
     ck_assert_msg(flat != NULL, "%s", error ? error->message : "");
     double flops0 = 7 * (24 * b * s * h * h + 4 * b * s * s * h);
