@@ -10,26 +10,14 @@
 
 #include "pp-checked.h"
 #include "pp-error.h"
+#include "pp-memory.h"
 #include "pp-partition.h"
 
-/* Mixed-precision training state per parameter, 16 bytes by category: weights = bf16 copy (2)
- * + fp32 master (4); gradients in bf16 (2); optimizer state = Adam first and second moments
- * in fp32 (4 + 4). */
-#define SIM_COST_WEIGHTS_BYTES_PER_PARAM 6
-#define SIM_COST_GRADS_BYTES_PER_PARAM   2
-#define SIM_COST_OPTIM_BYTES_PER_PARAM   8
-#define SIM_COST_STATE_BYTES_PER_PARAM                                                             \
-    (SIM_COST_WEIGHTS_BYTES_PER_PARAM + SIM_COST_GRADS_BYTES_PER_PARAM +                           \
-     SIM_COST_OPTIM_BYTES_PER_PARAM)
-/* A stashed weight version is one more bf16 copy of the weights. */
-#define SIM_COST_WEIGHT_COPY_BYTES_PER_PARAM 2
 /* The optimizer step is memory bound: AdamW reads gradients, master weights and both moments
  * (2 + 4 + 4 + 4) and writes master weights, moments and bf16 weights (4 + 4 + 4 + 2). */
 #define SIM_COST_UPDATE_BYTES_PER_PARAM 28
 /* Activations and gradients travel between stages in bf16. */
 #define SIM_COST_MSG_BYTES_PER_ELEM 2
-/* Logits are kept in fp32 for the loss. */
-#define SIM_COST_LOGIT_BYTES 4
 
 double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens) {
     PP_ASSERT(tokens > 0 || hw->kernel_eff_half_tokens > 0.0);
@@ -315,31 +303,29 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
      * (input gradient), half W (weight gradient). */
     const double layer_flops = 24.0 * b * s * h * h + 4.0 * b * s * s * h;
     const double head_flops = 2.0 * b * s * h * V;
-    /* Parameters: per layer 12h^2 + 13h; embeddings Vh + sh; final LayerNorm 2h + head Vh. */
-    const double layer_params = 12.0 * h * h + 13.0 * h;
-    const double embed_params = V * h + s * h, head_params = V * h + 2.0 * h;
-    /* Activation bytes per layer per live micro-batch (16-bit, no recomputation,
-     * Korthikanti et al. 2022): sb(34h + 5as) = M_B + M_W with M_B = sb(2h + 5as) freed at B
-     * and M_W = 32sbh freed at W. The 5as term is the attention scores, softmax and its
-     * dropout mask (a x s x s per sequence); flash attention recomputes them in the backward
-     * and stores none: 34sbh with M_B = 2sbh. */
-    const double scores = model->flash_attention ? 0.0 : 5.0 * a * s;
-    const double layer_act = s * b * (34.0 * h + scores);
-    const double layer_act_b = s * b * (2.0 * h + scores);
-    const double logits = b * s * V * SIM_COST_LOGIT_BYTES;
+    /* Parameters and activation bytes: the memory model of docs/design.md §4.5. */
+    PpMemoryModel       mem;
+    const PpMemoryShape shape = {.microbatch_size = b,
+                                 .seq_len = s,
+                                 .hidden = h,
+                                 .heads = a,
+                                 .vocab = V,
+                                 .flash_attention = model->flash_attention};
+    pp_memory_model(&shape, &mem);
     const double rate = hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens); /* FLOP/s */
 
     SimCostSplit split = {
         .layer_flops = layer_flops,
         .head_flops = head_flops,
-        .layer_static_bytes = layer_params * SIM_COST_STATE_BYTES_PER_PARAM,
-        .layer_act_bytes = layer_act,
-        .embed_static_bytes = embed_params * SIM_COST_STATE_BYTES_PER_PARAM,
-        .head_static_bytes = head_params * SIM_COST_STATE_BYTES_PER_PARAM,
-        .logits_bytes = logits,
+        .layer_static_bytes = mem.layer_params * PP_MEMORY_STATE_BYTES_PER_PARAM,
+        .layer_act_bytes = mem.layer_act_bytes,
+        .embed_static_bytes = mem.embed_params * PP_MEMORY_STATE_BYTES_PER_PARAM,
+        .head_static_bytes = mem.head_params * PP_MEMORY_STATE_BYTES_PER_PARAM,
+        .logits_bytes = mem.logits_bytes,
     };
     const double msg_bytes = b * s * h * SIM_COST_MSG_BYTES_PER_ELEM;
-    const double all_params = model->layers * layer_params + embed_params + head_params;
+    const double all_params =
+        model->layers * mem.layer_params + mem.embed_params + mem.head_params;
     if (!sim_cost_check_magnitudes(scenario, &split, all_params, rate, msg_bytes, times, error))
         return FALSE;
     g_autoptr(PpPartition) part = sim_cost_partition(scenario, &split, times, error);
@@ -354,8 +340,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         gboolean first = vs == 0, last = vs == n_vstages - 1;
 
         double flops = layers * layer_flops + (last ? head_flops : 0.0);
-        double params =
-            layers * layer_params + (first ? embed_params : 0.0) + (last ? head_params : 0.0);
+        double params = pp_memory_vstage_params(&mem, layers, first, last);
         total_flops += 3.0 * flops;
         if (times) {
             int64_t f_ns = llround(flops / rate * 1e9);
@@ -363,19 +348,19 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
             cost->b_ns[unit] = f_ns;
             cost->w_ns[unit] = f_ns;
         }
-        int64_t weights = llround(params * SIM_COST_WEIGHTS_BYTES_PER_PARAM);
-        int64_t grads = llround(params * SIM_COST_GRADS_BYTES_PER_PARAM);
-        int64_t optim = llround(params * SIM_COST_OPTIM_BYTES_PER_PARAM);
+        int64_t weights = llround(params * PP_MEMORY_WEIGHTS_BYTES_PER_PARAM);
+        int64_t grads = llround(params * PP_MEMORY_GRADS_BYTES_PER_PARAM);
+        int64_t optim = llround(params * PP_MEMORY_OPTIM_BYTES_PER_PARAM);
         cost->weights_bytes[stage] += weights;
         cost->grads_bytes[stage] += grads;
         cost->optim_bytes[stage] += optim;
         cost->static_bytes[stage] += weights + grads + optim;
-        cost->weight_copy_bytes[stage] += llround(params * SIM_COST_WEIGHT_COPY_BYTES_PER_PARAM);
+        cost->weight_copy_bytes[stage] += llround(params * PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM);
         if (times && hw->mem_bw_bytes_per_s > 0.0)
             cost->u_ns[stage] +=
                 llround(params * SIM_COST_UPDATE_BYTES_PER_PARAM / hw->mem_bw_bytes_per_s * 1e9);
-        cost->act_bytes[unit] = llround(layers * layer_act + (last ? logits : 0.0));
-        cost->act_b_bytes[unit] = llround(layers * layer_act_b + (last ? logits : 0.0));
+        cost->act_bytes[unit] = llround(pp_memory_unit_act_bytes(&mem, layers, last));
+        cost->act_b_bytes[unit] = llround(pp_memory_unit_act_b_bytes(&mem, layers, last));
     }
 
     cost->act_msg_bytes = llround(msg_bytes);
