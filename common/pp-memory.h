@@ -35,11 +35,11 @@ typedef struct {
 
 /* Per-part quantities of the model (parameters, bytes per live micro-batch). */
 typedef struct {
-    double layer_params;    /* 12h^2 + 13h per block */
-    double embed_params;    /* V h + s h (virtual stage 0) */
-    double head_params;     /* final LayerNorm + untied head: V h + 2h (last virtual stage) */
-    double layer_act_bytes; /* activations of one block per live micro-batch, M_F:
-                               sb(34h + 5as), or 34sbh with flash attention */
+    double layer_params;      /* 12h^2 + 13h per block */
+    double embed_params;      /* V h + s h (virtual stage 0) */
+    double head_params;       /* final LayerNorm + untied head: V h + 2h (last virtual stage) */
+    double layer_act_bytes;   /* activations of one block per live micro-batch, M_F:
+                                 sb(34h + 5as), or 34sbh with flash attention */
     double layer_act_b_bytes; /* the part a split backward frees at B, M_B: sb(2h + 5as), or
                                  2sbh with flash attention */
     double logits_bytes;      /* fp32 logits per live micro-batch, 4bsV (last virtual stage) */

@@ -324,8 +324,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         .logits_bytes = mem.logits_bytes,
     };
     const double msg_bytes = b * s * h * SIM_COST_MSG_BYTES_PER_ELEM;
-    const double all_params =
-        model->layers * mem.layer_params + mem.embed_params + mem.head_params;
+    const double all_params = model->layers * mem.layer_params + mem.embed_params + mem.head_params;
     if (!sim_cost_check_magnitudes(scenario, &split, all_params, rate, msg_bytes, times, error))
         return FALSE;
     g_autoptr(PpPartition) part = sim_cost_partition(scenario, &split, times, error);
