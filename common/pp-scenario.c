@@ -69,6 +69,7 @@ static const PpScenarioSection pp_scenario_sections[] = {
 static const char *const pp_mode_choices[] = {"static", "dynamic", NULL};
 static const char *const pp_partition_choices[] = {"balanced", "even", NULL};
 static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
+static const char *const pp_precision_choices[] = {"fp32", "bf16", NULL};
 
 #define PP_OFF(field) offsetof(PpScenario, field)
 
@@ -98,6 +99,9 @@ static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
 /* Newton-Schulz iterations per muon update (5 is usual) and BLAS threads per worker. */
 #define PP_NS_STEPS_MAX 100.0
 #define PP_THREADS_MAX  1024.0
+/* Device ids of one process: CUDA numbers the visible devices from 0; the backend checks each
+ * id against the devices it sees. */
+#define PP_DEVICE_ID_MAX 1023.0
 
 #define PP_INT(sec, k, field, d, lo, hi, fl, desc)                                                 \
     {                                                                                              \
@@ -266,6 +270,25 @@ static const PpScenarioKey pp_scenario_keys[] = {
      .flags = PP_KEY_OPTIONAL,
      .description = "layers of each virtual stage, comma-separated; absent: balanced by cost"},
     PP_INT("run", "log_every", run.log_every, "1", 1, PP_COUNT_MAX, 0, "steps between log lines"),
+    {.section = "run",
+     .key = "devices",
+     .type = PP_KEY_INT32_LIST,
+     .offset = PP_OFF(run.devices),
+     .count_offset = PP_OFF(run.n_devices),
+     .min = 0,
+     .max = PP_DEVICE_ID_MAX,
+     .flags = PP_KEY_OPTIONAL,
+     .description = "device id of each stage, comma-separated (e.g. 0,0,0,0 puts 4 stages on "
+                    "device 0); absent: stages spread over the visible devices"},
+    {.section = "run",
+     .key = "precision",
+     .type = PP_KEY_ENUM,
+     .offset = PP_OFF(run.precision),
+     .choices = pp_precision_choices,
+     .flags = PP_KEY_OPTIONAL,
+     .description = "activations and compute weights: fp32 or bf16 (fp32 master weights either "
+                    "way); absent: the backend's default, fp32 on cpu (its only one), bf16 on "
+                    "cuda"},
 };
 
 /* --- field access --- */
@@ -988,6 +1011,12 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
                                             "layers = %d; make the entries add up to %d",
                                             sum, m->layers, m->layers);
     }
+
+    if (sc->run.devices != NULL && sc->run.n_devices != p->stages)
+        return pp_scenario_inconsistent(sc, error,
+                                        "[run] devices has %d entries but [pipeline] stages = %d; "
+                                        "give one device id per stage (ids may repeat)",
+                                        sc->run.n_devices, p->stages);
 
     PpOptimizerParams *o = &sc->optimizer;
     if (o->warmup_steps < 0)

@@ -94,15 +94,20 @@ typedef struct {
 
 typedef struct {
     uint64_t seed;
-    int32_t  eval_every;        /* steps between validation passes; 0 = only at the end */
-    int32_t  eval_batches;      /* micro-batches per validation pass */
-    int32_t  checkpoint_every;  /* steps; 0 = only at the end when --out is given */
-    int32_t  threads;           /* BLAS threads per worker (0 = automatic) */
-    char    *backend;           /* executor backend name (pacer-train checks it) */
-    int32_t *layers_per_stage;  /* (n_layers_per_stage) in virtual-stage order, or NULL:
-                                   balanced by cost */
-    int32_t n_layers_per_stage; /* stages * chunks when layers_per_stage is set, else 0 */
-    int32_t log_every;
+    int32_t  eval_every;         /* steps between validation passes; 0 = only at the end */
+    int32_t  eval_batches;       /* micro-batches per validation pass */
+    int32_t  checkpoint_every;   /* steps; 0 = only at the end when --out is given */
+    int32_t  threads;            /* BLAS threads per worker (0 = automatic) */
+    char    *backend;            /* executor backend name (pacer-train checks it) */
+    int32_t *layers_per_stage;   /* (n_layers_per_stage) in virtual-stage order, or NULL:
+                                    balanced by cost */
+    int32_t  n_layers_per_stage; /* stages * chunks when layers_per_stage is set, else 0 */
+    int32_t  log_every;
+    int32_t *devices;  /* (n_devices) device id of each stage (GPU backends), or NULL: the
+                          backend spreads the stages over the visible devices */
+    int32_t n_devices; /* pipeline.stages when devices is set, else 0 */
+    char   *precision; /* "fp32" or "bf16", or NULL: the backend's default (cpu: fp32, cuda:
+                          bf16) */
 } PpRunParams;
 
 typedef struct _PpScenario PpScenario;
