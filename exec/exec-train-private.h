@@ -27,6 +27,8 @@ G_BEGIN_DECLS
 gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error);
 /* The whole model's shape (padded vocabulary: model.vocab rounded up to 128). */
 Gpt2Config exec_train_model(const PpScenario *sc);
+/* run.precision (the scenario's key table accepted only fp32 and bf16). */
+ExecPrecision exec_train_precision(const PpScenario *sc);
 /* OpenBLAS threads per worker: run.threads, or the processors shared by the stages. */
 int32_t exec_train_blas_threads(const PpScenario *sc);
 /* Fills @pp for a pipeline of @sc's model, optimizer and learning-rate schedule, sized by
