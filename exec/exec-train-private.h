@@ -121,6 +121,14 @@ gboolean exec_train_outputs_begin(const PpScenario *sc, const char *dir, GError 
 /* Writes every op the pipeline ran to @dir/ops.csv (sorted rows, the trace schema). */
 gboolean exec_train_write_ops(const ExecPipeline *pipeline, const char *dir, GError **error);
 
+/* The memory of every stage, when the backend accounts it (exec_pipeline_memory()): one
+ * progress note per stage (predicted by the simulator's memory model vs allocated), the sums
+ * into @summary (actual_bytes stays -1 otherwise) and, with @dir (nullable), @dir/memory.csv:
+ * stage, device, the prediction by category and in all, the allocation by category and in all
+ * (bytes). Returns FALSE with PP_IO_ERROR_WRITE when the file cannot be written. */
+gboolean exec_train_memory_report(const ExecPipeline *pipeline, ExecProgress *progress,
+                                  const char *dir, ExecTrainSummary *summary, GError **error);
+
 /* --- segments (exec-train-segment.c) --- */
 
 /* The schedules of a run, one per distinct segment length (usually the eval interval and a

@@ -320,6 +320,10 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedul
 
 /* --- state --- */
 
+int32_t exec_pipeline_n_stages(const ExecPipeline *pipeline) {
+    return pipeline->n_stages;
+}
+
 int32_t exec_pipeline_n_vstages(const ExecPipeline *pipeline) {
     return pipeline->n_vstages;
 }

@@ -119,7 +119,8 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedul
 
 /* --- state --- */
 
-/* Virtual stages and the partition. (transfer none). */
+/* Stages, virtual stages and the partition. (transfer none). */
+int32_t            exec_pipeline_n_stages(const ExecPipeline *pipeline);
 int32_t            exec_pipeline_n_vstages(const ExecPipeline *pipeline);
 const PpPartition *exec_pipeline_partition(const ExecPipeline *pipeline);
 /* The whole model's shape and the micro-batch size B. */
