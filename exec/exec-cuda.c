@@ -624,6 +624,7 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
         cudaGetLastError(); /* the "no driver / no device" error is sticky until read */
         n_visible = 0;
     }
+    PP_ASSERT(setup->partition->n_vstages == setup->n_stages * setup->n_chunks);
     ExecCudaPlan *plan = exec_cuda_plan_new(setup, n_visible, why, error);
     if (!plan)
         return NULL;
@@ -631,7 +632,6 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
         exec_cuda_plan_free(plan);
         return NULL;
     }
-    PP_ASSERT(setup->partition->n_vstages == plan->n_vstages);
     ExecCudaBackend *cuda = g_new0(ExecCudaBackend, 1);
     cuda->base.ops = &exec_cuda_ops;
     cuda->plan = plan;
