@@ -318,11 +318,12 @@ static gboolean exec_cuda_local_pool_init(ExecCudaLocal *l, ExecCudaPool *pool) 
             KERN_CUDA_CHECK(cudaEventCreateWithFlags(&m->written, cudaEventDisableTiming));
         }
     }
-    if (cross && l->copy[pool->src_stage] == NULL) {
+    if (cross && l->copy[pool->src_stage] == NULL)
         KERN_CUDA_CHECK(
             cudaStreamCreateWithFlags(&l->copy[pool->src_stage], cudaStreamNonBlocking));
+    /* A stage may send to two devices (activations up, gradients down): each pair. */
+    if (cross)
         exec_cuda_local_peer(pool->src_device, pool->dst_device);
-    }
     return TRUE;
 }
 
