@@ -73,6 +73,7 @@ static const char *const pp_partition_choices[] = {"balanced", "even", NULL};
 static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
 /* PpRecompute order */
 static const char *const pp_recompute_choices[] = {"none", "selective", "full", NULL};
+static const char *const pp_precision_choices[] = {"fp32", "bf16", NULL};
 
 #define PP_OFF(field) offsetof(PpScenario, field)
 
@@ -106,6 +107,9 @@ static const char *const pp_recompute_choices[] = {"none", "selective", "full", 
  * with the stages is checked against int32_t when the scenario loads. */
 #define PP_REPLICAS_MAX 1048576.0
 #define PP_TENSOR_MAX   1024.0
+/* Device ids of one process: CUDA numbers the visible devices from 0; the backend checks each
+ * id against the devices it sees. */
+#define PP_DEVICE_ID_MAX 1023.0
 
 #define PP_INT(sec, k, field, d, lo, hi, fl, desc)                                                 \
     {                                                                                              \
@@ -311,6 +315,25 @@ static const PpScenarioKey pp_scenario_keys[] = {
      .flags = PP_KEY_OPTIONAL,
      .description = "layers of each virtual stage, comma-separated; absent: balanced by cost"},
     PP_INT("run", "log_every", run.log_every, "1", 1, PP_COUNT_MAX, 0, "steps between log lines"),
+    {.section = "run",
+     .key = "devices",
+     .type = PP_KEY_INT32_LIST,
+     .offset = PP_OFF(run.devices),
+     .count_offset = PP_OFF(run.n_devices),
+     .min = 0,
+     .max = PP_DEVICE_ID_MAX,
+     .flags = PP_KEY_OPTIONAL,
+     .description = "device id of each stage, comma-separated (e.g. 0,0,0,0 puts 4 stages on "
+                    "device 0); absent: stages spread over the visible devices"},
+    {.section = "run",
+     .key = "precision",
+     .type = PP_KEY_ENUM,
+     .offset = PP_OFF(run.precision),
+     .choices = pp_precision_choices,
+     .flags = PP_KEY_OPTIONAL,
+     .description = "activations and compute weights: fp32 or bf16 (fp32 master weights either "
+                    "way); absent: the backend's default, fp32 on cpu (its only one), bf16 on "
+                    "cuda"},
 };
 
 /* --- field access --- */
@@ -1094,6 +1117,12 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
                                             sum, m->layers, m->layers);
     }
 
+    if (sc->run.devices != NULL && sc->run.n_devices != p->stages)
+        return pp_scenario_inconsistent(sc, error,
+                                        "[run] devices has %d entries but [pipeline] stages = %d; "
+                                        "give one device id per stage (ids may repeat)",
+                                        sc->run.n_devices, p->stages);
+
     PpOptimizerParams *o = &sc->optimizer;
     if (o->warmup_steps < 0)
         o->warmup_steps = sc->training.steps / 10;
@@ -1230,6 +1259,20 @@ void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *p
 int32_t pp_scenario_mb_per_step(const PpScenario *scenario) {
     return pp_sched_kind_mb_per_step(pp_scenario_kind(scenario), scenario->pipeline.microbatches,
                                      scenario->pipeline.accumulation);
+}
+
+void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) {
+    const PpParallelParams *par = &scenario->parallel;
+    *shape = (PpMemoryShape){.microbatch_size = scenario->pipeline.microbatch_size,
+                             .seq_len = scenario->model.seq_len,
+                             .hidden = scenario->model.hidden,
+                             .heads = scenario->model.heads,
+                             .vocab = scenario->model.vocab,
+                             .flash_attention = scenario->model.flash_attention,
+                             .tensor = par->tensor,
+                             .sequence_parallel = par->sequence_parallel,
+                             .recompute = pp_scenario_recompute(scenario),
+                             .zero_shards = par->distributed_optimizer ? par->data : 1};
 }
 
 PpRecompute pp_scenario_recompute(const PpScenario *scenario) {

@@ -11,6 +11,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "pp-memory.h"
 #include "pp-partition.h"
 #include "pp-schedule.h"
 
@@ -27,13 +28,6 @@ typedef struct {
                                  activation memory drops the 5as/h term) */
     char *recompute;          /* "none", "selective" or "full" (Korthikanti et al. 2022) */
 } PpModelParams;
-
-/* Activation recomputation ([model] recompute). */
-typedef enum {
-    PP_RECOMPUTE_NONE,      /* every activation is stored */
-    PP_RECOMPUTE_SELECTIVE, /* attention's scores, softmax and dropout are recomputed */
-    PP_RECOMPUTE_FULL,      /* only each layer's input is stored; the backward reruns F */
-} PpRecompute;
 
 typedef struct {
     char    *preset;       /* "a100-sxm", "h100-sxm", "h200-sxm", "rtx-pro-6000", "l40s" */
@@ -125,15 +119,20 @@ typedef struct {
 
 typedef struct {
     uint64_t seed;
-    int32_t  eval_every;        /* steps between validation passes; 0 = only at the end */
-    int32_t  eval_batches;      /* micro-batches per validation pass */
-    int32_t  checkpoint_every;  /* steps; 0 = only at the end when --out is given */
-    int32_t  threads;           /* BLAS threads per worker (0 = automatic) */
-    char    *backend;           /* executor backend name (pacer-train checks it) */
-    int32_t *layers_per_stage;  /* (n_layers_per_stage) in virtual-stage order, or NULL:
-                                   balanced by cost */
-    int32_t n_layers_per_stage; /* stages * chunks when layers_per_stage is set, else 0 */
-    int32_t log_every;
+    int32_t  eval_every;         /* steps between validation passes; 0 = only at the end */
+    int32_t  eval_batches;       /* micro-batches per validation pass */
+    int32_t  checkpoint_every;   /* steps; 0 = only at the end when --out is given */
+    int32_t  threads;            /* BLAS threads per worker (0 = automatic) */
+    char    *backend;            /* executor backend name (pacer-train checks it) */
+    int32_t *layers_per_stage;   /* (n_layers_per_stage) in virtual-stage order, or NULL:
+                                    balanced by cost */
+    int32_t  n_layers_per_stage; /* stages * chunks when layers_per_stage is set, else 0 */
+    int32_t  log_every;
+    int32_t *devices;  /* (n_devices) device id of each stage (GPU backends), or NULL: the
+                          backend spreads the stages over the visible devices */
+    int32_t n_devices; /* pipeline.stages when devices is set, else 0 */
+    char   *precision; /* "fp32" or "bf16", or NULL: the backend's default (cpu: fp32, cuda:
+                          bf16) */
 } PpRunParams;
 
 typedef struct _PpScenario PpScenario;
@@ -196,6 +195,8 @@ void pp_scenario_key_info(size_t index, PpScenarioKeyInfo *info);
  * are the [costs] per chunk (stage time / chunks) when set, else 0 (the simulator fills
  * them from its cost model). */
 void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *params);
+/* The memory model's shape (pp-memory.h) of @scenario: model, micro-batch and layout. */
+void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape);
 /* model.recompute as a PpRecompute. */
 PpRecompute pp_scenario_recompute(const PpScenario *scenario);
 /* GPUs of the whole job: parallel.data * parallel.tensor * pipeline.stages (checked to fit

@@ -68,38 +68,10 @@ static void exec_cpu_stash_free(gpointer p) {
 
 /* --- vtable --- */
 
-static gboolean exec_cpu_check(ExecCpuBackend *cpu, const PpSchedule *sched, GError **error) {
-    if (sched->n_stages != cpu->n_stages || sched->n_chunks != cpu->n_chunks) {
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                    "schedule %s has %d stages x %d chunks; the pipeline was built for %d x %d",
-                    sched->kind, sched->n_stages, sched->n_chunks, cpu->n_stages, cpu->n_chunks);
-        return FALSE;
-    }
-    for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
-        if (sched->vstage_stage[vs] != cpu->vstage_stage[vs]) {
-            g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                        "schedule %s places virtual stage %d on stage %d; the pipeline has it "
-                        "on stage %d",
-                        sched->kind, vs, sched->vstage_stage[vs], cpu->vstage_stage[vs]);
-            return FALSE;
-        }
-    }
-    g_autofree int32_t *peak = pp_schedule_vstage_peak_inflight(sched);
-    for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
-        if (peak[vs] > cpu->vstages[vs].n_slots) {
-            g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                        "schedule %s keeps %d micro-batches in flight on virtual stage %d; the "
-                        "pipeline has %d activation slots there",
-                        sched->kind, peak[vs], vs, cpu->vstages[vs].n_slots);
-            return FALSE;
-        }
-    }
-    return TRUE;
-}
-
 static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, GError **error) {
     ExecCpuBackend *cpu = exec_cpu(backend);
-    if (sched && !exec_cpu_check(cpu, sched, error))
+    if (sched && !exec_backend_check_schedule(sched, cpu->n_stages, cpu->n_chunks,
+                                              cpu->vstage_stage, cpu->act_slots, error))
         return FALSE;
     for (int32_t s = 0; s < cpu->n_stages; s++) {
         ExecCpuStage *st = &cpu->stages[s];
@@ -410,6 +382,7 @@ static void exec_cpu_free(ExecBackend *backend) {
     g_free(cpu->stages);
     g_free(cpu->vstage_stage);
     g_free(cpu->weight_versions);
+    g_free(cpu->act_slots);
     g_free(cpu);
 }
 
@@ -432,11 +405,23 @@ static const ExecBackendOps exec_cpu_ops = {
     .get_optim_steps = exec_cpu_get_optim_steps,
     .set_optim_steps = exec_cpu_set_optim_steps,
     .evaluate = exec_cpu_evaluate,
+    .memory = NULL, /* host slices from malloc: no arenas of the backend's own to report */
     .free = exec_cpu_free,
 };
 
 ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error) {
-    (void)error;
+    if (setup->devices != NULL) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "run.devices: the cpu backend runs every stage on host threads and has no "
+                    "devices; remove the key or use run.backend = cuda");
+        return NULL;
+    }
+    if (setup->precision == EXEC_PRECISION_BF16) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "run.precision = bf16: the cpu backend computes in fp32 only; remove the key, "
+                    "set fp32, or use run.backend = cuda");
+        return NULL;
+    }
     ExecCpuBackend *cpu = g_new0(ExecCpuBackend, 1);
     cpu->base.ops = &exec_cpu_ops;
     cpu->model = setup->model;
@@ -446,6 +431,7 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
     cpu->n_vstages = setup->n_stages * setup->n_chunks;
     cpu->vstage_stage = g_memdup2(setup->vstage_stage, cpu->n_vstages * sizeof(int32_t));
     cpu->weight_versions = g_memdup2(setup->weight_versions, cpu->n_stages * sizeof(int32_t));
+    cpu->act_slots = g_memdup2(setup->act_slots, cpu->n_vstages * sizeof(int32_t));
     cpu->data = setup->data;
     cpu->data_user = setup->data_user;
     cpu->on_grads = setup->on_grads;

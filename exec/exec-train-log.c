@@ -122,3 +122,46 @@ gboolean exec_train_write_ops(const ExecPipeline *pipeline, const char *dir, GEr
     g_autofree char *path = g_build_filename(dir, "ops.csv", NULL);
     return pp_trace_write_csv(trace, path, error);
 }
+
+/* --- memory --- */
+
+static const char exec_train_memory_header[] =
+    "stage,device,predicted_static_bytes,predicted_stash_bytes,predicted_act_bytes,"
+    "predicted_bytes,params_bytes,grads_bytes,optim_bytes,stash_bytes,act_bytes,message_bytes,"
+    "workspace_bytes,actual_bytes\n";
+
+gboolean exec_train_memory_report(const ExecPipeline *pipeline, ExecProgress *progress,
+                                  const char *dir, ExecTrainSummary *summary, GError **error) {
+    int32_t n_stages = exec_pipeline_n_stages(pipeline);
+    g_autoptr(GString) csv = g_string_new(exec_train_memory_header);
+    summary->predicted_bytes = 0;
+    summary->actual_bytes = -1;
+    for (int32_t s = 0; s < n_stages; s++) {
+        PpMemoryBytes   p;
+        ExecMemoryBytes a;
+        if (!exec_pipeline_memory(pipeline, s, &p, &a))
+            return TRUE; /* the backend does not account its memory (CPU) */
+        summary->predicted_bytes += p.total_bytes;
+        summary->actual_bytes = MAX(summary->actual_bytes, 0) + a.total_bytes;
+        exec_progress_note(progress, FALSE,
+                           "stage %d on device %d: %.3f GiB predicted (static %.3f, stash %.3f, "
+                           "activations %.3f), %.3f GiB allocated (ratio %.3f)",
+                           s, a.device, (double)p.total_bytes / (1 << 30),
+                           (double)p.static_bytes / (1 << 30), (double)p.stash_bytes / (1 << 30),
+                           (double)p.act_bytes / (1 << 30), (double)a.total_bytes / (1 << 30),
+                           p.total_bytes > 0 ? (double)a.total_bytes / (double)p.total_bytes : 0.0);
+        g_string_append_printf(csv,
+                               "%d,%d,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT
+                               ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT
+                               ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT
+                               ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT "\n",
+                               s, a.device, p.static_bytes, p.stash_bytes, p.act_bytes,
+                               p.total_bytes, a.params_bytes, a.grads_bytes, a.optim_bytes,
+                               a.stash_bytes, a.act_bytes, a.message_bytes, a.workspace_bytes,
+                               a.total_bytes);
+    }
+    if (dir == NULL)
+        return TRUE;
+    g_autofree char *path = g_build_filename(dir, "memory.csv", NULL);
+    return exec_train_write_file(path, csv->str, error);
+}

@@ -4,6 +4,8 @@
  */
 #include "exec-train-private.h"
 
+#include <string.h>
+
 #include "pp-error.h"
 
 gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error) {
@@ -61,6 +63,12 @@ int32_t exec_train_blas_threads(const PpScenario *sc) {
     return MAX(1, (int32_t)g_get_num_processors() / sc->pipeline.stages);
 }
 
+ExecPrecision exec_train_precision(const PpScenario *sc) {
+    if (sc->run.precision == NULL)
+        return EXEC_PRECISION_DEFAULT;
+    return strcmp(sc->run.precision, "bf16") == 0 ? EXEC_PRECISION_BF16 : EXEC_PRECISION_FP32;
+}
+
 void exec_train_pipeline_params(const PpScenario *sc, const PpSchedule *shape,
                                 ExecPipelineParams *pp) {
     const PpOptimizerParams *o = &sc->optimizer;
@@ -92,5 +100,8 @@ void exec_train_pipeline_params(const PpScenario *sc, const PpSchedule *shape,
         .grad_clip = (float)o->grad_clip,
         .max_nonfinite = EXEC_TRAIN_MAX_NONFINITE,
         .poison_update = -1,
+        .devices = sc->run.devices,
+        .precision = exec_train_precision(sc),
+        .flash_attention = sc->model.flash_attention,
     };
 }

@@ -27,6 +27,8 @@ G_BEGIN_DECLS
 gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error);
 /* The whole model's shape (padded vocabulary: model.vocab rounded up to 128). */
 Gpt2Config exec_train_model(const PpScenario *sc);
+/* run.precision (the scenario's key table accepted only fp32 and bf16). */
+ExecPrecision exec_train_precision(const PpScenario *sc);
 /* OpenBLAS threads per worker: run.threads, or the processors shared by the stages. */
 int32_t exec_train_blas_threads(const PpScenario *sc);
 /* Fills @pp for a pipeline of @sc's model, optimizer and learning-rate schedule, sized by
@@ -118,6 +120,14 @@ gboolean exec_train_log_write(const GString *log, const char *dir, GError **erro
 gboolean exec_train_outputs_begin(const PpScenario *sc, const char *dir, GError **error);
 /* Writes every op the pipeline ran to @dir/ops.csv (sorted rows, the trace schema). */
 gboolean exec_train_write_ops(const ExecPipeline *pipeline, const char *dir, GError **error);
+
+/* The memory of every stage, when the backend accounts it (exec_pipeline_memory()): one
+ * progress note per stage (predicted by the simulator's memory model vs allocated), the sums
+ * into @summary (actual_bytes stays -1 otherwise) and, with @dir (nullable), @dir/memory.csv:
+ * stage, device, the prediction by category and in all, the allocation by category and in all
+ * (bytes). Returns FALSE with PP_IO_ERROR_WRITE when the file cannot be written. */
+gboolean exec_train_memory_report(const ExecPipeline *pipeline, ExecProgress *progress,
+                                  const char *dir, ExecTrainSummary *summary, GError **error);
 
 /* --- segments (exec-train-segment.c) --- */
 

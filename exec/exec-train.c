@@ -129,6 +129,8 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
                         .stop = params->stop_at > 0 ? MIN(params->stop_at, total) : total};
     memset(summary, 0, sizeof *summary);
     summary->val_loss = NAN;
+    if (!exec_train_memory_report(pipeline, progress, params->out_dir, summary, error))
+        return FALSE;
     summary->steps = start;
     summary->tokens = (int64_t)start * live.tokens_per_step;
     live.t_start_s = live.t_last_s = exec_train_now_s();

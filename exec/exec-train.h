@@ -63,7 +63,10 @@ typedef struct {
     double  val_loss;     /* last validation loss (NAN when none ran) */
     double  tokens_per_s; /* over this invocation's steps */
     double  wall_s;
-    int32_t n_skipped; /* updates skipped for non-finite gradients */
+    int32_t n_skipped;       /* updates skipped for non-finite gradients */
+    int64_t predicted_bytes; /* the memory model's bytes over all stages (pp-memory.h) */
+    int64_t actual_bytes;    /* device bytes the backend allocated over all stages; -1 when
+                                the backend does not account its memory (cpu) */
 } ExecTrainSummary;
 
 /* Position of training sequence @seq (global micro-batch * B + row) in a shard of @n_tokens

@@ -11,6 +11,39 @@
 
 /* --- construction and running --- */
 
+/* The memory model's bytes of every stage (pp-memory.h): the stage's virtual stages with their
+ * layers, @act_slots live units each and @versions[stage] - 1 extra weight copies when the
+ * schedule stashes. Returns: (transfer full) (n_stages). */
+static PpMemoryBytes *exec_pipeline_predict_memory(const ExecPipelineParams *params,
+                                                   const PpPartition        *partition,
+                                                   const PpSchedule         *shape,
+                                                   const int32_t            *act_slots,
+                                                   const int32_t            *versions) {
+    const Gpt2Config   *m = &params->model;
+    const PpMemoryShape mshape = {.microbatch_size = params->microbatch_size,
+                                  .seq_len = m->T,
+                                  .hidden = m->C,
+                                  .heads = m->NH,
+                                  .vocab = m->V,
+                                  .flash_attention = params->flash_attention};
+    PpMemoryModel       model;
+    pp_memory_model(&mshape, &model);
+    PpMemoryBytes *stages = g_new0(PpMemoryBytes, shape->n_stages);
+    for (int32_t vs = 0; vs < shape->n_vstages; vs++) {
+        int32_t        stage = shape->vstage_stage[vs];
+        PpMemoryBytes  b;
+        PpMemoryBytes *sum = &stages[stage];
+        pp_memory_vstage_bytes(&model, partition->layer_end[vs] - partition->layer_begin[vs],
+                               vs == 0, vs == shape->n_vstages - 1, act_slots[vs],
+                               MAX(versions[stage] - 1, 0), &b);
+        sum->static_bytes += b.static_bytes;
+        sum->stash_bytes += b.stash_bytes;
+        sum->act_bytes += b.act_bytes;
+        sum->total_bytes += b.total_bytes;
+    }
+    return stages;
+}
+
 ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error) {
     const PpSchedule      *shape = params->shape;
     const Gpt2Config      *m = &params->model;
@@ -68,6 +101,9 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         .data_user = params->data_user,
         .on_grads = params->on_grads,
         .on_grads_user = params->on_grads_user,
+        .devices = params->devices,
+        .precision = params->precision,
+        .flash_attention = params->flash_attention,
     };
     g_autoptr(ExecBackend) made = backend->create(&setup, error);
     if (!made)
@@ -77,6 +113,7 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     pipeline->params.backend = NULL;
     pipeline->params.shape = NULL;
     pipeline->params.layers_per_vstage = NULL;
+    pipeline->params.devices = NULL;
     pipeline->n_stages = shape->n_stages;
     pipeline->n_chunks = shape->n_chunks;
     pipeline->n_vstages = shape->n_vstages;
@@ -89,6 +126,8 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     pipeline->version = g_new0(int32_t, shape->n_stages);
     pipeline->nonfinite = g_new0(int32_t, shape->n_stages);
     pipeline->trace = pp_trace_new();
+    pipeline->predicted =
+        exec_pipeline_predict_memory(params, pipeline->partition, shape, act_slots, versions);
     g_mutex_init(&pipeline->error_lock);
     return pipeline;
 }
@@ -99,6 +138,7 @@ void exec_pipeline_free(ExecPipeline *pipeline) {
     exec_backend_free(pipeline->backend);
     pp_partition_free(pipeline->partition);
     pp_trace_free(pipeline->trace);
+    g_free(pipeline->predicted);
     g_free(pipeline->vstage_of);
     g_free(pipeline->version);
     g_free(pipeline->nonfinite);
@@ -280,6 +320,10 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedul
 
 /* --- state --- */
 
+int32_t exec_pipeline_n_stages(const ExecPipeline *pipeline) {
+    return pipeline->n_stages;
+}
+
 int32_t exec_pipeline_n_vstages(const ExecPipeline *pipeline) {
     return pipeline->n_vstages;
 }
@@ -344,6 +388,20 @@ gboolean exec_pipeline_evaluate(ExecPipeline *pipeline, const int32_t *tokens,
                                 const int32_t *targets, float *loss, GError **error) {
     ExecBackend *backend = exec_pipeline_state(pipeline, 0);
     return backend->ops->evaluate(backend, tokens, targets, loss, error);
+}
+
+/* --- memory --- */
+
+gboolean exec_pipeline_memory(const ExecPipeline *pipeline, int32_t stage, PpMemoryBytes *predicted,
+                              ExecMemoryBytes *actual) {
+    PP_ASSERT(stage >= 0 && stage < pipeline->n_stages);
+    ExecBackend *backend = pipeline->backend;
+    *predicted = pipeline->predicted[stage];
+    if (backend->ops->memory == NULL || !backend->ops->is_local(backend, stage))
+        return FALSE;
+    if (actual)
+        backend->ops->memory(backend, stage, actual);
+    return TRUE;
 }
 
 /* --- counters --- */

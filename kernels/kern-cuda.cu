@@ -91,11 +91,14 @@ void kern_cuda_ctx_sync(KernCudaCtx *ctx) {
 
 /* --- GEMM --- */
 
-/* Largest power of two <= 256 dividing the address and every byte step @a and @b (row and
- * batch strides), i.e. the alignment every matrix and row of the operand keeps. */
+/* Largest power of two <= 16 dividing the address and every byte step @a and @b (row and
+ * batch strides), i.e. the alignment every matrix and row of the operand keeps. Capped at 16
+ * bytes, the widest access cuBLASLt's kernels need: a tensor's place in its arena (256 bytes
+ * apart in one split of the model, 128 in another) then never changes the algorithm, so any
+ * split computes bitwise the same products. */
 static uint32_t gemm_align(const void *p, int64_t step_a_bytes, int64_t step_b_bytes) {
     uint64_t v = (uint64_t)(uintptr_t)p | (uint64_t)step_a_bytes | (uint64_t)step_b_bytes;
-    uint32_t a = 256;
+    uint32_t a = 16;
     while (a > 1 && (v % a) != 0)
         a >>= 1;
     return a;

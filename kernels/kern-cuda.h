@@ -96,9 +96,10 @@ KernCudaGemm kern_cuda_gemm_dense(int M, int N, int K, int trans_a, const void *
                                   const void *b, void *c, KernDtype ab, KernDtype cd);
 
 /* Enqueues the product on ctx's stream. Algorithms are chosen by cuBLASLt's heuristic for the
- * shape and the pointers' alignment and cached per context; for a fixed shape, alignment and
- * device the choice, and so the result, is deterministic. Aborts (with the shape) when
- * cuBLASLt offers no algorithm, or on any cuBLASLt error. */
+ * shape and the pointers' alignment up to 16 bytes (so 16-byte aligned operands get the same
+ * algorithm wherever they sit) and cached per context; for a fixed shape, alignment and device
+ * the choice, and so the result, is deterministic. Aborts (with the shape) when cuBLASLt
+ * offers no algorithm, or on any cuBLASLt error. */
 void kern_cuda_gemm(const KernCudaGemm *gemm, KernCudaCtx *ctx);
 
 /* --- conversion, fill, reductions --- */

@@ -416,6 +416,20 @@ void kern_cuda_grad_scale(float *grads, size_t n, float factor, cudaStream_t str
 
 /* --- state access --- */
 
+int kern_cuda_optim_tensor_state(KernCudaOptim *opt, int i, float **first, float **second) {
+    KERN_ASSERT(i >= 0 && i < opt->n_tensors);
+    const OptTensor *ot = &opt->tensors[i];
+    if (first)
+        *first = opt->state + ot->state;
+    if (second)
+        *second = ot->use_muon ? NULL : opt->state + ot->state + ot->numel;
+    return ot->use_muon;
+}
+
+float *kern_cuda_optim_prev_update(KernCudaOptim *opt) {
+    return opt->prev_u;
+}
+
 static void opt_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                      KernCudaCtx *ctx) {
     if (bytes == 0)

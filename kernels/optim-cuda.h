@@ -64,7 +64,18 @@ void kern_cuda_optim_step(KernCudaOptim *opt, float *params, const float *grads,
  * with an async copy ordered after the step (e.g. at the step boundary). */
 const KernCudaOptimStatus *kern_cuda_optim_status(const KernCudaOptim *opt);
 
-/* --- state access (checkpoints); each call synchronises ctx's stream --- */
+/* --- state access --- */
+
+/* Device pointers (transfer none, valid until kern_cuda_optim_free()) of tensor @i's state, as
+ * kern_optim_tensor_state() gives host ones: AdamW-driven: *@first = m, *@second = v (numel
+ * floats each); Muon-driven: *@first = momentum, *@second = NULL. Either out may be NULL.
+ * Returns 1 when the tensor is Muon-driven, else 0. */
+int kern_cuda_optim_tensor_state(KernCudaOptim *opt, int i, float **first, float **second);
+/* Device pointer (transfer none) of error feedback's previous update (n_params floats, the
+ * table's layout), NULL when error_feedback is off. */
+float *kern_cuda_optim_prev_update(KernCudaOptim *opt);
+
+/* The following copy to / from the host; each call synchronises ctx's stream. */
 
 /* t, the number of applied steps. */
 int64_t kern_cuda_optim_n_steps(KernCudaOptim *opt, KernCudaCtx *ctx);

@@ -10,31 +10,15 @@
 
 #include "pp-checked.h"
 #include "pp-error.h"
+#include "pp-memory.h"
 #include "pp-partition.h"
 #include "sim-layout.h"
 
-/* Mixed-precision training state per parameter, 16 bytes by category: weights = bf16 copy (2)
- * + fp32 master (4); gradients in bf16 (2); optimizer state = Adam first and second moments
- * in fp32 (4 + 4). A distributed optimizer (ZeRO-1) shards the master copy and the moments
- * over the data replicas. */
-#define SIM_COST_BF16_WEIGHT_BYTES_PER_PARAM 2
-#define SIM_COST_MASTER_BYTES_PER_PARAM      4
-#define SIM_COST_WEIGHTS_BYTES_PER_PARAM                                                           \
-    (SIM_COST_BF16_WEIGHT_BYTES_PER_PARAM + SIM_COST_MASTER_BYTES_PER_PARAM)
-#define SIM_COST_GRADS_BYTES_PER_PARAM 2
-#define SIM_COST_OPTIM_BYTES_PER_PARAM 8
-#define SIM_COST_STATE_BYTES_PER_PARAM                                                             \
-    (SIM_COST_WEIGHTS_BYTES_PER_PARAM + SIM_COST_GRADS_BYTES_PER_PARAM +                           \
-     SIM_COST_OPTIM_BYTES_PER_PARAM)
-/* A stashed weight version is one more bf16 copy of the weights. */
-#define SIM_COST_WEIGHT_COPY_BYTES_PER_PARAM 2
 /* The optimizer step is memory bound: AdamW reads gradients, master weights and both moments
  * (2 + 4 + 4 + 4) and writes master weights, moments and bf16 weights (4 + 4 + 4 + 2). */
 #define SIM_COST_UPDATE_BYTES_PER_PARAM 28
 /* Activations and gradients travel between stages in bf16. */
 #define SIM_COST_MSG_BYTES_PER_ELEM 2
-/* Logits are kept in fp32 for the loss. */
-#define SIM_COST_LOGIT_BYTES 4
 
 double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens, double hidden) {
     PP_ASSERT(tokens > 0 || hw->kernel_eff_half_tokens > 0.0);
@@ -377,7 +361,7 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
             int64_t  node = cost->stage_node != NULL ? cost->stage_node[stage]
                                                      : sim_layout_stage_node(layout, stage);
             gboolean intra = node >= 0;
-            double   bytes = unit_params[u] * SIM_COST_GRADS_BYTES_PER_PARAM;
+            double   bytes = unit_params[u] * PP_MEMORY_GRADS_BYTES_PER_PARAM;
             cost->dp_sync_ns[u] = sim_layout_allreduce_ns(
                 layout->data, bytes,
                 intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns,
@@ -434,23 +418,14 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     const double layer_flops = 24.0 * b * s * h * h + 4.0 * b * s * s * h;
     const double head_flops = 2.0 * b * s * h * V;
     const double recompute_flops = sim_layout_recompute_flops(scenario, layer_flops);
-    /* Parameters before sharding: per layer 12h^2 + 13h; embeddings Vh + sh; final LayerNorm
-     * 2h + head Vh. Each GPU of a stage holds 1/T of them (LayerNorms and biases counted as
-     * split too, < 0.1% of a layer). */
-    const double layer_params = 12.0 * h * h + 13.0 * h;
-    const double embed_params = V * h + s * h, head_params = V * h + 2.0 * h;
-    /* Bytes per parameter on one GPU; ZeRO-1 keeps 1/D of the master copy and moments. */
+    /* Parameters, bytes per parameter and activation bytes on one GPU: the memory model of
+     * docs/design.md §4.5 with the layout's T, sequence parallelism, recomputation and ZeRO-1
+     * (pp-memory.h). */
     const gboolean zero = scenario->parallel.distributed_optimizer;
-    const double   weights_bpp =
-        SIM_COST_BF16_WEIGHT_BYTES_PER_PARAM + SIM_COST_MASTER_BYTES_PER_PARAM / (zero ? d : 1.0);
-    const double optim_bpp = SIM_COST_OPTIM_BYTES_PER_PARAM / (zero ? d : 1.0);
-    const double state_bpp = weights_bpp + SIM_COST_GRADS_BYTES_PER_PARAM + optim_bpp;
-    /* Activation bytes per layer per live micro-batch on one GPU (sim_layout_layer_act):
-     * M_F = act, of which W frees act_w and B the rest. */
-    double layer_act, layer_act_w;
-    sim_layout_layer_act(scenario, &layer_act, &layer_act_w);
-    const double layer_act_b = layer_act - layer_act_w;
-    const double logits = b * s * V * SIM_COST_LOGIT_BYTES / t; /* vocab-parallel head */
+    PpMemoryShape  shape;
+    PpMemoryModel  mem;
+    pp_scenario_memory_shape(scenario, &shape);
+    pp_memory_model(&shape, &mem);
     const double rate =
         times ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens, h) : 0.0; /* FLOP/s */
     /* Tensor parallelism: SIM_LAYOUT_TP_COLLECTIVES_PER_PASS collectives of the layer's full
@@ -468,18 +443,18 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     SimCostSplit split = {
         .layer_flops = layer_flops,
         .head_flops = head_flops,
-        .layer_static_bytes = layer_params / t * state_bpp,
-        .layer_act_bytes = layer_act,
-        .embed_static_bytes = embed_params / t * state_bpp,
-        .head_static_bytes = head_params / t * state_bpp,
-        .logits_bytes = logits,
+        .layer_static_bytes = mem.layer_params * mem.state_bpp,
+        .layer_act_bytes = mem.layer_act_bytes,
+        .embed_static_bytes = mem.embed_params * mem.state_bpp,
+        .head_static_bytes = mem.head_params * mem.state_bpp,
+        .logits_bytes = mem.logits_bytes,
     };
     /* One activation or gradient message between stages: each of the T GPUs sends its 1/T
      * of the bf16 activation 2bsh (sequence parallelism shards it; without it, Megatron's
      * scatter/gather optimisation does, and the intra-node all-gather after it is not
      * charged). */
     const double msg_bytes = b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / t;
-    const double all_params = model->layers * layer_params + embed_params + head_params;
+    const double all_params = model->layers * mem.layer_params + mem.embed_params + mem.head_params;
     if (!sim_cost_check_magnitudes(scenario, &split, all_params, rate, msg_bytes, times, error))
         return FALSE;
     g_autoptr(PpPartition) part = sim_cost_partition(scenario, &split, times, error);
@@ -498,8 +473,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         gboolean first = vs == 0, last = vs == n_vstages - 1;
 
         double flops = layers * layer_flops + (last ? head_flops : 0.0);
-        double params =
-            (layers * layer_params + (first ? embed_params : 0.0) + (last ? head_params : 0.0)) / t;
+        double params = pp_memory_vstage_params(&mem, layers, first, last);
         total_flops += 3.0 * flops;
         total_hw_flops += 3.0 * flops + layers * recompute_flops;
         unit_params[unit] = params;
@@ -512,20 +486,20 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
                                layers * layer_tp_b_ns;
             cost->w_ns[unit] = llround(compute_ns);
         }
-        int64_t weights = llround(params * weights_bpp);
-        int64_t grads = llround(params * SIM_COST_GRADS_BYTES_PER_PARAM);
-        int64_t optim = llround(params * optim_bpp);
+        int64_t weights = llround(params * mem.weights_bpp);
+        int64_t grads = llround(params * PP_MEMORY_GRADS_BYTES_PER_PARAM);
+        int64_t optim = llround(params * mem.optim_bpp);
         cost->weights_bytes[stage] += weights;
         cost->grads_bytes[stage] += grads;
         cost->optim_bytes[stage] += optim;
         cost->static_bytes[stage] += weights + grads + optim;
-        cost->weight_copy_bytes[stage] += llround(params * SIM_COST_BF16_WEIGHT_BYTES_PER_PARAM);
+        cost->weight_copy_bytes[stage] += llround(params * PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM);
         if (times && hw->mem_bw_bytes_per_s > 0.0)
             cost->u_ns[stage] +=
                 llround(params / (zero ? d : 1.0) * SIM_COST_UPDATE_BYTES_PER_PARAM /
                         hw->mem_bw_bytes_per_s * 1e9);
-        cost->act_bytes[unit] = llround(layers * layer_act + (last ? logits : 0.0));
-        cost->act_b_bytes[unit] = llround(layers * layer_act_b + (last ? logits : 0.0));
+        cost->act_bytes[unit] = llround(pp_memory_unit_act_bytes(&mem, layers, last));
+        cost->act_b_bytes[unit] = llround(pp_memory_unit_act_b_bytes(&mem, layers, last));
     }
 
     cost->act_msg_bytes = llround(msg_bytes);

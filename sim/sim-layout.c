@@ -46,39 +46,6 @@ int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns
     return llround(steps * step_ns);
 }
 
-void sim_layout_layer_act(const PpScenario *scenario, double *act, double *act_w) {
-    const double   s = scenario->model.seq_len, b = scenario->pipeline.microbatch_size;
-    const double   h = scenario->model.hidden, a = scenario->model.heads;
-    const double   t = scenario->parallel.tensor;
-    const gboolean sp = scenario->parallel.sequence_parallel;
-    /* Attention scores, softmax and its dropout mask, 5as/h per sbh; flash attention never
-     * stores them. */
-    const double scores = scenario->model.flash_attention ? 0.0 : 5.0 * a * s / h;
-    double       factor = 0.0; /* bytes per sbh */
-    double       kept = 0.0;   /* the 5as/h share still stored */
-    switch (pp_scenario_recompute(scenario)) {
-    case PP_RECOMPUTE_NONE:
-        /* sbh(10 + 24/t + 5as/(ht)): LayerNorm inputs and dropout masks (10sbh) are
-         * replicated across the tensor group unless sequence parallelism splits them. */
-        factor = sp ? (34.0 + scores) / t : 10.0 + 24.0 / t + scores / t;
-        kept = scores;
-        break;
-    case PP_RECOMPUTE_SELECTIVE:
-        factor = sp ? 34.0 / t : 10.0 + 24.0 / t;
-        break;
-    case PP_RECOMPUTE_FULL:
-        /* only the layer input, 2sbh, split over the group with sequence parallelism */
-        factor = sp ? 2.0 / t : 2.0;
-        break;
-    }
-    *act = s * b * h * factor;
-    /* The weight-gradient pass needs the GEMM inputs, 32sbh of the unsharded 34sbh + 5as^2b;
-     * the same share of the sharded bytes. With full recomputation the split backward keeps
-     * the layer input until W (the recomputed tensors of one layer are transient). */
-    *act_w =
-        pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? *act : *act * 32.0 / (34.0 + kept);
-}
-
 double sim_layout_recompute_flops(const PpScenario *scenario, double layer_flops) {
     const double s = scenario->model.seq_len, b = scenario->pipeline.microbatch_size;
     const double h = scenario->model.hidden;

@@ -45,12 +45,6 @@ gboolean sim_layout_tensor_intra(const SimLayout *layout);
 int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns,
                                 int64_t latency_ns);
 
-/* Activation bytes one layer keeps per live micro-batch on one GPU (*@act) and the part of
- * them only the weight-gradient pass W frees (*@act_w; the rest goes at B), from
- * model.recompute, model.flash_attention and parallel.tensor / sequence_parallel
- * (Korthikanti et al. 2022, Table 2). */
-void sim_layout_layer_act(const PpScenario *scenario, double *act, double *act_w);
-
 /* FLOPs the backward of one layer spends recomputing the forward, per micro-batch, before
  * tensor-parallel sharding: 0 (none; selective with flash attention), 4bs^2h (selective:
  * QK^T and attention over V) or @layer_flops (full). */

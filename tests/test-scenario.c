@@ -287,6 +287,9 @@ START_TEST(test_defaults) {
     ck_assert_ptr_null(sc->run.layers_per_stage);
     ck_assert_int_eq(sc->run.n_layers_per_stage, 0);
     ck_assert_int_eq(sc->run.log_every, 1);
+    ck_assert_ptr_null(sc->run.devices);
+    ck_assert_int_eq(sc->run.n_devices, 0);
+    ck_assert_ptr_null(sc->run.precision); /* the backend's default */
     ck_assert_ptr_null(sc->pipeline.order_file);
 
     /* to_data leaves out the absent [hardware] and [costs] and unset optional keys. */
@@ -691,6 +694,26 @@ static const BadCase bad_cases[] = {
      {"run.layers_per_stage=2,,2"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
      {"layers_per_stage", "'2,,2'", "empty"}},
+    {"precision enum",
+     NULL,
+     {"run.precision=fp16"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[run] precision = 'fp16'", "fp32, bf16"}},
+    {"negative device id",
+     NULL,
+     {"run.devices=0,-1"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[run] devices = '0,-1'", "from 0 to 1023"}},
+    {"device id out of range",
+     NULL,
+     {"run.devices=0,1024"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[run] devices = '0,1024'", "from 0 to 1023"}},
+    {"devices per stage",
+     NULL,
+     {"run.devices=0,0,0"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"[run] devices has 3 entries", "[pipeline] stages = 4", "one device id per stage"}},
     {"bad list element",
      NULL,
      {"run.layers_per_stage=2,x,2,2"},
@@ -918,6 +941,27 @@ static const BadCase bad_cases[] = {
      {"[pipeline] stages = 3", "has 2 stages"}},
 };
 
+/* run.devices and run.precision: parsed, kept in order (ids may repeat), written back. */
+START_TEST(test_run_devices_precision) {
+    const char *const sets[] = {"run.devices=0, 0,3,1", "run.precision=bf16", NULL};
+    g_autoptr(PpScenario) sc = load_base(sets);
+    ck_assert_int_eq(sc->run.n_devices, 4);
+    const int32_t want[] = {0, 0, 3, 1};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(sc->run.devices[i], want[i]);
+    ck_assert_str_eq(sc->run.precision, "bf16");
+    g_autofree char *text = pp_scenario_to_data(sc);
+    ck_assert_ptr_nonnull(strstr(text, "devices=0,0,3,1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "precision=bf16\n"));
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) back = pp_scenario_load_data(text, "back.ini", NULL, &err);
+    ck_assert_msg(back != NULL, "%s", err ? err->message : "");
+    ck_assert_int_eq(back->run.n_devices, 4);
+    ck_assert_int_eq(back->run.devices[2], 3);
+    ck_assert_str_eq(back->run.precision, "bf16");
+}
+END_TEST
+
 START_TEST(test_bad_input) {
     const BadCase   *c = &bad_cases[_i];
     g_autofree char *name = g_strdup_printf("%s.ini", c->label);
@@ -982,6 +1026,7 @@ static Suite *scenario_suite(void) {
     tcase_add_test(values, test_presets);
     tcase_add_test(values, test_overrides);
     tcase_add_test(values, test_flash_and_kernel_eff);
+    tcase_add_test(values, test_run_devices_precision);
     suite_add_tcase(s, values);
 
     TCase *errors = tcase_create("errors");

@@ -151,8 +151,11 @@ START_TEST(test_activation_table) {
         g_autofree char  *fl = g_strdup_printf("model.flash_attention=%s", rows[i].flash);
         const char *const o[] = {tp, sp, rc, fl, NULL};
         g_autoptr(PpScenario) sc = test_load(o);
-        double act, act_w;
-        sim_layout_layer_act(sc, &act, &act_w);
+        PpMemoryShape shape;
+        PpMemoryModel mem;
+        pp_scenario_memory_shape(sc, &shape);
+        pp_memory_model(&shape, &mem);
+        double act = mem.layer_act_bytes, act_w = act - mem.layer_act_b_bytes;
         ck_assert_msg(fabs(act - want[i]) <= 1e-9 * want[i], "row %zu: %.3f vs %.3f", i, act,
                       want[i]);
         ck_assert_msg(fabs(act_w - want_w[i]) <= 1e-9 * want[i], "row %zu: W %.3f vs %.3f", i,
