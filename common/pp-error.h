@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * pp-error.h: the three error mechanisms of the project (STYLE.md §3).
+ * pp-error.h: the three error mechanisms of the project (docs/style.md §3).
  * Bugs and broken invariants abort through PP_ASSERT/PP_ABORT (never compiled out);
  * bad input is a GError in one of the domains below.
  */

@@ -29,6 +29,8 @@ struct _ExecTensorList {
 static void exec_tensor_entry_clear(gpointer p) {
     ExecTensorEntry *e = p;
     g_free(e->name);
+    if (e->owned)
+        g_free(e->data);
 }
 
 ExecTensorList *exec_tensor_list_new(void) {
@@ -49,8 +51,17 @@ void exec_tensor_list_add(ExecTensorList *list, const char *name, float *data, i
                           int shape1) {
     PP_ASSERT((ndim == 1 && shape1 == 1) || ndim == 2);
     PP_ASSERT(shape0 >= 0 && shape1 >= 0 && data != NULL);
-    ExecTensorEntry e = {g_strdup(name), data, ndim, {shape0, shape1}};
+    ExecTensorEntry e = {g_strdup(name), data, ndim, {shape0, shape1}, FALSE};
     g_array_append_val(list->entries, e);
+}
+
+float *exec_tensor_list_add_owned(ExecTensorList *list, const char *name, int ndim, int shape0,
+                                  int shape1) {
+    PP_ASSERT(shape0 >= 0 && shape1 >= 0);
+    float *data = g_new0(float, MAX((size_t)shape0 * (size_t)shape1, 1));
+    exec_tensor_list_add(list, name, data, ndim, shape0, shape1);
+    g_array_index(list->entries, ExecTensorEntry, list->entries->len - 1).owned = TRUE;
+    return data;
 }
 
 void exec_tensor_list_add_slice(ExecTensorList *list, const Gpt2Slice *slice, float *base,

@@ -17,12 +17,14 @@ G_BEGIN_DECLS
 /* --- tensor lists --- */
 
 /* One tensor in pacer's layout: matmul weights (OC, IC), wte/lm_head (Vp, C) with padded rows.
- * The data is borrowed (the caller's params, grads or optimizer arrays). */
+ * The data is borrowed (a caller's array) or owned by the list (a host copy the caller fills
+ * from a backend or loads into, exec_tensor_list_add_owned()). */
 typedef struct {
-    char  *name;     /* Hugging Face name without "transformer." (owned by the list) */
-    float *data;     /* (shape[0], shape[1]) or (shape[0]) floats, borrowed */
-    int    ndim;     /* 1 or 2 */
-    int    shape[2]; /* shape[1] = 1 when ndim is 1 */
+    char    *name;     /* Hugging Face name without "transformer." (owned by the list) */
+    float   *data;     /* (shape[0], shape[1]) or (shape[0]) floats */
+    int      ndim;     /* 1 or 2 */
+    int      shape[2]; /* shape[1] = 1 when ndim is 1 */
+    gboolean owned;    /* the list frees @data */
 } ExecTensorEntry;
 
 typedef struct _ExecTensorList ExecTensorList;
@@ -35,6 +37,11 @@ void exec_tensor_list_free(ExecTensorList *list);
 /* Appends one tensor; @name is copied, @data borrowed. A 1D tensor passes shape1 = 1. */
 void exec_tensor_list_add(ExecTensorList *list, const char *name, float *data, int ndim, int shape0,
                           int shape1);
+
+/* Appends a tensor whose data the list owns: shape0 x shape1 floats, zeroed (a 1D tensor
+ * passes shape1 = 1). Returns: (transfer none): the data, valid until the list is freed. */
+float *exec_tensor_list_add_owned(ExecTensorList *list, const char *name, int ndim, int shape0,
+                                  int shape1);
 
 /* Appends every tensor of @slice's table, pointing into @base (an array of
  * gpt2_slice_n_params() floats laid out like the slice's params: the params themselves, the

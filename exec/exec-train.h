@@ -10,6 +10,9 @@
  * "Step" in logs: for flush schedules the optimizer step; for asynchronous ones the index of
  * the update on stage 0 that consumes the micro-batch's gradient (PpOp.step), so a step's
  * train_loss is the mean loss of the micro-batches stage 0 applies in its step-th update.
+ * The lr of the row of step k is the learning rate stage 0 applied at its k-th update
+ * (exec_pipeline_update_lr(), the value its U used; the progress line shows the same), and
+ * delta_max is the largest Δ (pp_schedule_delta()) of those micro-batches on any stage.
  * log.csv keeps an earlier run's rows before the resumed step; ops.csv holds only this
  * invocation's ops (times from its own start), the trace `pacer-sim replay` compares.
  * Checkpoints (run.checkpoint_every and the last step, into out_dir) hold the weights and a
@@ -60,7 +63,10 @@ typedef struct {
     double  val_loss;     /* last validation loss (NAN when none ran) */
     double  tokens_per_s; /* over this invocation's steps */
     double  wall_s;
-    int32_t n_skipped; /* updates skipped for non-finite gradients */
+    int32_t n_skipped;       /* updates skipped for non-finite gradients */
+    int64_t predicted_bytes; /* the memory model's bytes over all stages (pp-memory.h) */
+    int64_t actual_bytes;    /* device bytes the backend allocated over all stages; -1 when
+                                the backend does not account its memory (cpu) */
 } ExecTrainSummary;
 
 /* Position of training sequence @seq (global micro-batch * B + row) in a shard of @n_tokens

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT
- * main.c: pacer-train, GPT-2 pretraining that replays a pipeline schedule on CPU threads.
+ * main.c: pacer-train, GPT-2 pretraining that replays a pipeline schedule on CPU threads or
+ * CUDA devices (run.backend).
  *   pacer-train SCENARIO [--set section.key=value]... [--out DIR] [--resume CHECKPOINT]
  *               [--dynamic] [--quiet]
  *   pacer-train evaluate --checkpoint FILE --text FILE [--heads H] [--seq-len T] [--json]
@@ -38,7 +39,7 @@ static int train_main(int argc, char **argv) {
             {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new(
-        "SCENARIO - train GPT-2 with a pipeline schedule on CPU threads\n"
+        "SCENARIO - train GPT-2 with a pipeline schedule (run.backend: CPU threads or CUDA)\n"
         "       pacer-train evaluate --checkpoint FILE --text FILE [--heads H] [--seq-len T] "
         "[--json]");
     g_option_context_add_main_entries(ctx, entries, NULL);
@@ -84,6 +85,11 @@ static int train_main(int argc, char **argv) {
            "val loss %.4f (perplexity %.2f), %.0f tokens/s, %.1f s, %d skipped updates\n",
            scenario->pipeline.schedule, sum.steps, sum.tokens, sum.train_loss, sum.val_loss,
            exp(sum.val_loss), sum.tokens_per_s, sum.wall_s, sum.n_skipped);
+    if (sum.actual_bytes >= 0)
+        printf("pacer-train: device memory %.3f GiB allocated over %d stages, %.3f GiB "
+               "predicted by the memory model (memory.csv with --out)\n",
+               (double)sum.actual_bytes / (1 << 30), scenario->pipeline.stages,
+               (double)sum.predicted_bytes / (1 << 30));
     return 0;
 }
 

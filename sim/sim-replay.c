@@ -86,16 +86,9 @@ static char *sim_replay_describe_op(const PpSchedule *sched, int32_t id, char *b
     return pp_op_describe(pp_schedule_op(sched, pp_schedule_op_ref(sched, id)), buf, size);
 }
 
-/* Weight-version drift the schedule gives the (mb, chunk) of F/B/W/BW @op: version used by
- * its B (or BW) minus the version its F used. */
+/* Drift Δ the schedule gives the (mb, chunk) of F/B/W/BW @op. */
 static int32_t sim_replay_schedule_delta(const PpSchedule *sched, const PpOp *op) {
-    int32_t vs = pp_schedule_vstage(sched, op->stage, op->chunk);
-    int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, op->mb, vs);
-    int32_t b = pp_schedule_find_op(
-        sched, sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL, op->mb, vs);
-    PP_ASSERT(f >= 0 && b >= 0); /* a validated schedule has both */
-    return pp_schedule_version_used(sched, pp_schedule_op_ref(sched, b)) -
-           pp_schedule_version_used(sched, pp_schedule_op_ref(sched, f));
+    return pp_schedule_delta(sched, op->mb, pp_schedule_vstage(sched, op->stage, op->chunk));
 }
 
 /* Matches every compute row of the measured trace to one op of the schedule and fills the

@@ -67,6 +67,33 @@ int test_util_spawn(const char *program, const char *const *args, char **out, ch
     return WEXITSTATUS(wait_status);
 }
 
+GPid test_util_spawn_piped(const char *program, const char *const *args, int *stdout_fd) {
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer)program);
+    for (const char *const *a = args; *a != NULL; a++)
+        g_ptr_array_add(argv, (gpointer)*a);
+    g_ptr_array_add(argv, NULL);
+    GPid pid = 0;
+    g_autoptr(GError) error = NULL;
+    gboolean ok = g_spawn_async_with_pipes(NULL, (char **)argv->pdata, NULL,
+                                           G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDERR_TO_DEV_NULL,
+                                           NULL, NULL, &pid, NULL, stdout_fd, NULL, &error);
+    ck_assert_msg(ok, "cannot start %s: %s", program, ok ? "" : error->message);
+    return pid;
+}
+
+void test_util_collect_files(const char *dir, const char *suffix, GPtrArray *out) {
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    ck_assert_msg(d != NULL, "cannot list %s", dir);
+    for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        if (g_file_test(path, G_FILE_TEST_IS_DIR))
+            test_util_collect_files(path, suffix, out);
+        else if (g_str_has_suffix(name, suffix))
+            g_ptr_array_add(out, g_steal_pointer(&path));
+    }
+}
+
 PpSchedule *test_util_schedule_new(const char *kind, int32_t n_stages, int32_t n_chunks, int32_t m,
                                    int32_t a, int32_t n_steps) {
     PpScheduleParams params = {.kind = kind,

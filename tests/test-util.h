@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * test-util.h: helpers shared by the Check test programs: scratch folders, whole-file reads,
- * running a built binary as a child process and building a schedule from its parameters.
+ * finding files, running a built binary as a child process and building a schedule from its
+ * parameters.
  * Each one aborts the calling test (ck_abort) with a message naming what failed.
  */
 #pragma once
@@ -36,6 +37,15 @@ char *test_util_read_file(const char *path, gsize *len);
  * into @out and @err (nullable: discarded; transfer full). The child must exit normally;
  * returns its exit status. */
 int test_util_spawn(const char *program, const char *const *args, char **out, char **err);
+
+/* Starts @program with @args (NULL-terminated, without argv[0]) in the background, its stdout
+ * on a pipe (*@stdout_fd, transfer full: close it) and its stderr discarded. The caller
+ * reaps the child (waitpid) and may signal it first. Returns its pid. */
+GPid test_util_spawn_piped(const char *program, const char *const *args, int *stdout_fd);
+
+/* Appends to @out (element-type char *, transfer full) every file under @dir, recursively,
+ * whose name ends with @suffix. */
+void test_util_collect_files(const char *dir, const char *suffix, GPtrArray *out);
 
 /* pp_schedule_new() of @kind with N = @n_stages, v = @n_chunks, m, a, @n_steps and F = B = W
  * = 1000 ns, no communication cost. */

@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: MIT
+ * exec-train-checkpoint.c: pacer-train's checkpoints and resume. A checkpoint is taken at a
+ * drained segment boundary: the weights in DIR/checkpoint.safetensors (Hugging Face names),
+ * the optimizer state and the run's counters in its .state sidecar (exec-checkpoint.h);
+ * resume checks that the checkpoint belongs to this run before loading anything.
+ */
+#include "exec-train-private.h"
+
+#include <string.h>
+
+#include "exec-checkpoint.h"
+#include "pp-error.h"
+
+/* Host copies of pipeline tensors in checkpoint order, and where each one lives: the model
+ * state crosses into and out of the backend only through its by-name copy calls. */
+typedef struct {
+    int32_t        vstage;
+    const char    *tensor; /* name in the backend's table (transfer none) */
+    ExecTensorRole role;
+    size_t         numel;
+} ExecTrainRef;
+
+typedef struct {
+    ExecTensorList *list; /* owned host buffers, named as in the file */
+    GArray         *refs; /* ExecTrainRef per list entry */
+} ExecTrainTensors;
+
+static void exec_train_tensors_clear(ExecTrainTensors *t) {
+    g_clear_pointer(&t->list, exec_tensor_list_free);
+    g_clear_pointer(&t->refs, g_array_unref);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(ExecTrainTensors, exec_train_tensors_clear)
+
+static void exec_train_tensors_init(ExecTrainTensors *t) {
+    t->list = exec_tensor_list_new();
+    t->refs = g_array_new(FALSE, FALSE, sizeof(ExecTrainRef));
+}
+
+/* Appends a zeroed host buffer for the @role data of tensor @tensor of @vstage, named
+ * @prefix + its name. */
+static void exec_train_tensors_add(ExecTrainTensors *t, int32_t vstage, const Gpt2Tensor *tensor,
+                                   ExecTensorRole role, const char *prefix) {
+    g_autofree char *name = g_strconcat(prefix, tensor->name, NULL);
+    exec_tensor_list_add_owned(t->list, name, tensor->ndim, tensor->shape[0],
+                               tensor->ndim == 1 ? 1 : tensor->shape[1]);
+    ExecTrainRef ref = {
+        .vstage = vstage, .tensor = tensor->name, .role = role, .numel = tensor->numel};
+    g_array_append_val(t->refs, ref);
+}
+
+/* Every parameter of the pipeline, one list over all virtual stages (pacer layout). */
+static void exec_train_model_tensors(ExecPipeline *pipeline, ExecTrainTensors *t) {
+    exec_train_tensors_init(t);
+    for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
+        for (int i = 0; i < exec_pipeline_n_tensors(pipeline, vs); i++)
+            exec_train_tensors_add(t, vs, exec_pipeline_tensor(pipeline, vs, i, NULL),
+                                   EXEC_TENSOR_PARAMS, "");
+    }
+}
+
+/* The persistent optimizer state of every virtual stage as sidecar tensors, named by the
+ * parameter they belong to (Hugging Face names, global block numbers, so unique over the
+ * whole pipeline) and shaped like it (pacer layout), per virtual stage in this order:
+ *   optim.m.NAME, optim.v.NAME      AdamW first and second moments, or
+ *   optim.momentum.NAME             Muon momentum (blocks' matmul weights under muon),
+ *   tensor by tensor; then
+ *   optim.prev_update.NAME          error feedback's previous update (every parameter). */
+static void exec_train_state_tensors(ExecPipeline *pipeline, ExecTrainTensors *t) {
+    static const struct {
+        ExecTensorRole role;
+        const char    *prefix;
+    } per_tensor[] = {
+        {EXEC_TENSOR_ADAM_M, "optim.m."},
+        {EXEC_TENSOR_MUON_MOMENTUM, "optim.momentum."},
+        {EXEC_TENSOR_ADAM_V, "optim.v."},
+    };
+    exec_train_tensors_init(t);
+    for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
+        int n = exec_pipeline_n_tensors(pipeline, vs);
+        for (int i = 0; i < n; i++) {
+            guint             roles;
+            const Gpt2Tensor *tensor = exec_pipeline_tensor(pipeline, vs, i, &roles);
+            for (size_t k = 0; k < G_N_ELEMENTS(per_tensor); k++) {
+                if (roles & EXEC_TENSOR_ROLE_BIT(per_tensor[k].role))
+                    exec_train_tensors_add(t, vs, tensor, per_tensor[k].role, per_tensor[k].prefix);
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            guint             roles;
+            const Gpt2Tensor *tensor = exec_pipeline_tensor(pipeline, vs, i, &roles);
+            if (roles & EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_PREV_UPDATE))
+                exec_train_tensors_add(t, vs, tensor, EXEC_TENSOR_PREV_UPDATE,
+                                       "optim.prev_update.");
+        }
+    }
+}
+
+/* Copies every tensor of @t out of the backend into its host buffer (@out), or from the host
+ * buffer into the backend. */
+static gboolean exec_train_tensors_copy(ExecPipeline *pipeline, ExecTrainTensors *t, gboolean out,
+                                        GError **error) {
+    for (int i = 0; i < exec_tensor_list_n(t->list); i++) {
+        const ExecTrainRef *ref = &g_array_index(t->refs, ExecTrainRef, i);
+        float              *data = exec_tensor_list_get(t->list, i)->data;
+        gboolean ok = out ? exec_pipeline_tensor_get(pipeline, ref->vstage, ref->tensor, ref->role,
+                                                     data, ref->numel, error)
+                          : exec_pipeline_tensor_set(pipeline, ref->vstage, ref->tensor, ref->role,
+                                                     data, ref->numel, error);
+        if (!ok)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* "a,b,c" of @n ints. Returns: (transfer full). */
+static char *exec_train_join_ints(const int32_t *v, int32_t n) {
+    GString *out = g_string_new(NULL);
+    for (int32_t i = 0; i < n; i++)
+        g_string_append_printf(out, "%s%d", i ? "," : "", v[i]);
+    return g_string_free(out, FALSE);
+}
+
+/* Parses @text as exactly @n comma-separated integers >= 0 into @out. */
+static gboolean exec_train_parse_ints(const char *text, int32_t n, int32_t *out) {
+    g_auto(GStrv) parts = g_strsplit(text, ",", -1);
+    if ((int32_t)g_strv_length(parts) != n)
+        return FALSE;
+    for (int32_t i = 0; i < n; i++) {
+        gint64 v = 0;
+        if (!g_ascii_string_to_signed(parts[i], 10, 0, G_MAXINT32, &v, NULL))
+            return FALSE;
+        out[i] = (int32_t)v;
+    }
+    return TRUE;
+}
+
+/* Lower-case hex of @n bytes. Returns: (transfer full). */
+char *exec_train_hex(const uint8_t *bytes, size_t n) {
+    GString *out = g_string_sized_new(2 * n);
+    for (size_t i = 0; i < n; i++)
+        g_string_append_printf(out, "%02x", bytes[i]);
+    return g_string_free(out, FALSE);
+}
+
+/* Run identity stored in the sidecar and checked on resume: a checkpoint continues only the
+ * same schedule, pipeline layout and partition. */
+static char *exec_train_identity(const PpScenario *sc, const PpPartition *part) {
+    g_autofree int32_t *counts = g_new(int32_t, part->n_vstages);
+    for (int32_t vs = 0; vs < part->n_vstages; vs++)
+        counts[vs] = part->layer_end[vs] - part->layer_begin[vs];
+    g_autofree char *layers = exec_train_join_ints(counts, part->n_vstages);
+    return g_strdup_printf(
+        "%s stages=%d chunks=%d m=%d a=%d B=%d layers=%s seed=%" G_GUINT64_FORMAT,
+        sc->pipeline.schedule, sc->pipeline.stages, sc->pipeline.chunks, sc->pipeline.microbatches,
+        sc->pipeline.accumulation, sc->pipeline.microbatch_size, layers, sc->run.seed);
+}
+
+/* What decides the optimizer state's layout (checked on resume; hyperparameters such as the
+ * learning rate may change between invocations). */
+static char *exec_train_optim_identity(const PpScenario *sc) {
+    return g_strdup_printf("%s error_feedback=%d", sc->optimizer.name,
+                           sc->optimizer.error_feedback ? 1 : 0);
+}
+
+/* Writes DIR/checkpoint.safetensors (weights, Hugging Face names) and its sidecar .state at a
+ * drained step boundary: the optimizer state (exec_train_state_tensors()) and the metadata
+ *   pacer_step          steps done
+ *   pacer_versions      per stage: updates applied (weight version)
+ *   pacer_nonfinite     per stage: consecutive skipped updates
+ *   pacer_optim_steps   per virtual stage: the optimizer's step count t (skipped updates
+ *                       advance the version but not t)
+ *   pacer_run           run identity (exec_train_identity())
+ *   pacer_optim         optimizer identity (exec_train_optim_identity())
+ *   pacer_vocab         hex vocabulary fingerprint of the training shard
+ * The data position needs no entry: micro-batch windows are a pure function of the step and
+ * run.seed (exec_train_window()), and nothing else draws random numbers after init. */
+gboolean exec_train_save(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
+                         const char *dir, int32_t step, GError **error) {
+    int32_t n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    g_auto(ExecTrainTensors) model = {0};
+    g_auto(ExecTrainTensors) state = {0};
+    exec_train_model_tensors(pipeline, &model);
+    exec_train_state_tensors(pipeline, &state);
+    if (!exec_train_tensors_copy(pipeline, &model, TRUE, error) ||
+        !exec_train_tensors_copy(pipeline, &state, TRUE, error))
+        return FALSE;
+    g_autoptr(GHashTable) meta = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    g_autofree int32_t *versions = g_new(int32_t, n_stages);
+    g_autofree int32_t *nonfinite = g_new(int32_t, n_stages);
+    g_autofree int32_t *optim_steps = g_new(int32_t, n_vs);
+    for (int32_t s = 0; s < n_stages; s++) {
+        versions[s] = exec_pipeline_version(pipeline, s);
+        nonfinite[s] = exec_pipeline_nonfinite(pipeline, s);
+    }
+    for (int32_t vs = 0; vs < n_vs; vs++) {
+        int64_t t;
+        if (!exec_pipeline_optim_steps(pipeline, vs, &t, error))
+            return FALSE;
+        optim_steps[vs] = (int32_t)t;
+    }
+    g_hash_table_insert(meta, g_strdup("pacer_step"), g_strdup_printf("%d", step));
+    g_hash_table_insert(meta, g_strdup("pacer_versions"), exec_train_join_ints(versions, n_stages));
+    g_hash_table_insert(meta, g_strdup("pacer_nonfinite"),
+                        exec_train_join_ints(nonfinite, n_stages));
+    g_hash_table_insert(meta, g_strdup("pacer_optim_steps"),
+                        exec_train_join_ints(optim_steps, n_vs));
+    g_hash_table_insert(meta, g_strdup("pacer_run"),
+                        exec_train_identity(sc, exec_pipeline_partition(pipeline)));
+    g_hash_table_insert(meta, g_strdup("pacer_optim"), exec_train_optim_identity(sc));
+    g_hash_table_insert(meta, g_strdup("pacer_vocab"), g_strdup(vocab));
+    g_autofree char *path = g_build_filename(dir, "checkpoint.safetensors", NULL);
+    return exec_checkpoint_save_full(path, exec_pipeline_model(pipeline), model.list, NULL,
+                                     EXEC_DTYPE_F32, state.list, meta, error);
+}
+
+/* Checks that the sidecar metadata @meta of @path was written by this run (identity,
+ * optimizer, vocabulary @vocab) and reads its counters. */
+static gboolean exec_train_check_meta(GHashTable *meta, const PpScenario *sc,
+                                      ExecPipeline *pipeline, const char *vocab, const char *path,
+                                      int32_t *step, int32_t *versions, int32_t *nonfinite,
+                                      int32_t *optim_steps, GError **error) {
+    static const char *const keys[] = {"pacer_run",        "pacer_optim",    "pacer_vocab",
+                                       "pacer_step",       "pacer_versions", "pacer_nonfinite",
+                                       "pacer_optim_steps"};
+    for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
+        if (!g_hash_table_contains(meta, keys[i])) {
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,
+                        "%s.state: no %s metadata; resume needs a checkpoint written by "
+                        "pacer-train",
+                        path, keys[i]);
+            return FALSE;
+        }
+    }
+    g_autofree char *run = exec_train_identity(sc, exec_pipeline_partition(pipeline));
+    g_autofree char *optim = exec_train_optim_identity(sc);
+    const char      *saved_run = g_hash_table_lookup(meta, "pacer_run");
+    const char      *saved_optim = g_hash_table_lookup(meta, "pacer_optim");
+    const char      *saved_vocab = g_hash_table_lookup(meta, "pacer_vocab");
+    if (strcmp(saved_run, run) != 0) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                    "%s: written by run \"%s\"; this scenario is \"%s\" (resume needs the same "
+                    "schedule, layout, partition and seed)",
+                    path, saved_run, run);
+        return FALSE;
+    }
+    if (strcmp(saved_optim, optim) != 0) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                    "%s: optimizer state of \"%s\"; this scenario has \"%s\" (resume needs the "
+                    "same optimizer.name and optimizer.error_feedback)",
+                    path, saved_optim, optim);
+        return FALSE;
+    }
+    if (strcmp(saved_vocab, vocab) != 0) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                    "%s: trained on shards of vocabulary %s; the training shard now has %s "
+                    "(resume needs data tokenised with the same vocabulary)",
+                    path, saved_vocab, vocab);
+        return FALSE;
+    }
+    const char *saved_step = g_hash_table_lookup(meta, "pacer_step");
+    int32_t     n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    gint64      at = 0;
+    if (!g_ascii_string_to_signed(saved_step, 10, 0, sc->training.steps, &at, NULL) ||
+        !exec_train_parse_ints(g_hash_table_lookup(meta, "pacer_versions"), n_stages, versions) ||
+        !exec_train_parse_ints(g_hash_table_lookup(meta, "pacer_nonfinite"), n_stages, nonfinite) ||
+        !exec_train_parse_ints(g_hash_table_lookup(meta, "pacer_optim_steps"), n_vs, optim_steps)) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,
+                    "%s.state: pacer_step=%s, pacer_versions=%s, pacer_nonfinite=%s, "
+                    "pacer_optim_steps=%s do not fit %d steps on %d stages (%d virtual); each "
+                    "list needs one integer >= 0 per stage (per virtual stage for "
+                    "pacer_optim_steps)",
+                    path, saved_step, (const char *)g_hash_table_lookup(meta, "pacer_versions"),
+                    (const char *)g_hash_table_lookup(meta, "pacer_nonfinite"),
+                    (const char *)g_hash_table_lookup(meta, "pacer_optim_steps"),
+                    sc->training.steps, n_stages, n_vs);
+        return FALSE;
+    }
+    *step = (int32_t)at;
+    return TRUE;
+}
+
+/* Loads weights, optimizer state and counters from @path (checked against this run first);
+ * returns the step to continue from in *step. Tensor shapes are checked as they are read: a
+ * mismatch is PP_IO_ERROR_MISMATCH naming the tensor and both shapes. */
+gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
+                         const char *path, int32_t *step, GError **error) {
+    int32_t n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    g_autoptr(ExecTensorList) none = exec_tensor_list_new();
+    g_autoptr(GHashTable) meta = NULL;
+    g_autofree int32_t *versions = g_new(int32_t, n_stages);
+    g_autofree int32_t *nonfinite = g_new(int32_t, n_stages);
+    g_autofree int32_t *optim_steps = g_new(int32_t, n_vs);
+    /* The metadata first (the sidecar is mapped, not read): a checkpoint of another run is
+     * refused by name before any tensor is compared. */
+    if (!exec_checkpoint_load_state(path, none, &meta, error) ||
+        !exec_train_check_meta(meta, sc, pipeline, vocab, path, step, versions, nonfinite,
+                               optim_steps, error))
+        return FALSE;
+    /* Read everything into host buffers first; the backend's state changes only once the
+     * whole checkpoint has loaded. */
+    g_auto(ExecTrainTensors) model = {0};
+    g_auto(ExecTrainTensors) state = {0};
+    exec_train_model_tensors(pipeline, &model);
+    exec_train_state_tensors(pipeline, &state);
+    if (!exec_checkpoint_load(path, exec_pipeline_model(pipeline), model.list, NULL, error) ||
+        !exec_checkpoint_load_state(path, state.list, NULL, error) ||
+        !exec_train_tensors_copy(pipeline, &model, FALSE, error) ||
+        !exec_train_tensors_copy(pipeline, &state, FALSE, error))
+        return FALSE;
+    for (int32_t vs = 0; vs < n_vs; vs++) {
+        if (!exec_pipeline_set_optim_steps(pipeline, vs, optim_steps[vs], error))
+            return FALSE;
+    }
+    exec_pipeline_set_versions(pipeline, versions);
+    exec_pipeline_set_nonfinite(pipeline, nonfinite);
+    return TRUE;
+}
