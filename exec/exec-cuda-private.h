@@ -40,7 +40,7 @@ typedef struct {
     int32_t       *slot_mb;       /* (n_slots) micro-batch holding each activation slot, -1 */
     int32_t        n_stashes;     /* stashed weight copies (the stage's weight versions) */
     void          *stash_arena;   /* (n_stashes, n_params) elements of the dtype, or NULL */
-    int32_t       *stash_version; /* (n_stashes) version held, -1 free */
+    int32_t       *stash_version; /* (n_stashes) version held (kept when released), -1 none */
     int32_t       *stash_refs;    /* (n_stashes) micro-batches still needing it */
 } ExecCudaVstage;
 

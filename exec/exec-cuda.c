@@ -68,6 +68,14 @@ static int32_t exec_cuda_stash_find(const ExecCudaVstage *v, int32_t version) {
     return -1;
 }
 
+/* A stash no micro-batch needs (never used, or released by its last backward), or -1. */
+static int32_t exec_cuda_stash_unused(const ExecCudaVstage *v) {
+    for (int32_t i = 0; i < v->n_stashes; i++)
+        if (v->stash_refs[i] == 0)
+            return i;
+    return -1;
+}
+
 /* --- op times and scalars --- */
 
 /* ns since the backend's creation of timing event @ev of @st, recorded after its anchor. */
@@ -288,23 +296,28 @@ static void exec_cuda_run_update(ExecCudaBackend *cuda, ExecCudaStage *st, const
 }
 
 /* F: forward into a fresh activation slot, with the live weights; stashes them first when
- * the schedule does. The output goes into a message buffer for vstage + 1. */
-static void exec_cuda_run_forward(ExecCudaBackend *cuda, ExecCudaStage *st, const ExecOpArgs *args,
-                                  ExecCudaVstage *v, int32_t k) {
+ * the schedule does and no stash holds this version yet (a released stash keeps its version,
+ * so the next F of that version reuses it instead of casting the weights again). The output
+ * goes into a message buffer for vstage + 1. Returns whether it copied the weights. */
+static gboolean exec_cuda_run_forward(ExecCudaBackend *cuda, ExecCudaStage *st,
+                                      const ExecOpArgs *args, ExecCudaVstage *v, int32_t k) {
     const PpOp *op = args->op;
     gboolean    first = args->vstage == 0, last = args->vstage == cuda->n_vstages - 1;
+    gboolean    copied = FALSE;
     int32_t     slot = exec_cuda_slot_take(v, op->mb);
     if (first || last)
         cuda->data(cuda->data_user, args->global_mb, st->tokens, st->targets);
     if (args->stash) {
         int32_t i = exec_cuda_stash_find(v, args->version);
         if (i < 0) {
-            i = exec_cuda_stash_find(v, -1);
+            i = exec_cuda_stash_unused(v);
             /* The schedule declares how many weight copies a stage keeps. */
             PP_ASSERT(i >= 0);
             v->stash_version[i] = args->version;
+            /* On the stage's stream: after every backward that used the copy before. */
             gpt2_cuda_slice_cast_params(v->slice, exec_cuda_stash_data(cuda, v, i),
                                         gpt2_cuda_slice_params(v->slice), st->ctx);
+            copied = TRUE;
         }
         v->stash_refs[i]++;
     }
@@ -319,6 +332,7 @@ static void exec_cuda_run_forward(ExecCudaBackend *cuda, ExecCudaStage *st, cons
     if (last)
         KERN_CUDA_CHECK(cudaMemcpyAsync(&st->host_scalars[k].loss, exec_cuda_loss(st),
                                         sizeof(float), cudaMemcpyDeviceToHost, st->stream));
+    return copied;
 }
 
 /* B or BW with the weights of its F (stashed) or the live ones; the input gradient goes into
@@ -354,9 +368,10 @@ static void exec_cuda_run_backward(ExecCudaBackend *cuda, ExecCudaStage *st, con
                                  st->ctx);
         v->slot_mb[slot] = -1;
     }
-    /* A later F overwrites a released stash on the same stream, after this op. */
-    if (stash >= 0 && --v->stash_refs[stash] == 0)
-        v->stash_version[stash] = -1;
+    /* Released at zero, the stash keeps its version for the next F of it; an F of a new
+     * version overwrites it on the same stream, after this op. */
+    if (stash >= 0)
+        v->stash_refs[stash]--;
 }
 
 static void exec_cuda_run_op(ExecBackend *backend, const ExecOpArgs *args) {
@@ -373,7 +388,8 @@ static void exec_cuda_run_op(ExecBackend *backend, const ExecOpArgs *args) {
         exec_cuda_run_update(cuda, st, args, k);
         break;
     case PP_OP_FORWARD:
-        exec_cuda_run_forward(cuda, st, args, &cuda->vstages[args->vstage], k);
+        g_array_index(st->reports, ExecOpReport, st->reports->len - 1).copied =
+            exec_cuda_run_forward(cuda, st, args, &cuda->vstages[args->vstage], k);
         break;
     case PP_OP_BACKWARD:
     case PP_OP_BACKWARD_FULL:

@@ -201,6 +201,10 @@ START_TEST(test_gpu_async_versions) {
     }
     if (stashed)
         ck_assert_int_gt(stale, 0); /* backwards really ran on stashed copies */
+    /* One cast copy per weight version the forwards use: a released stash serves the next
+     * forward of its version. */
+    for (int32_t s = 0; s < sched->n_stages; s++)
+        ck_assert_int_eq(res->n_copies[s], test_exec_stash_copies(sched, s));
     if (strcmp(c->kind, "paci") == 0)
         ck_assert_int_eq(max_delta, (c->n_stages - 1 + c->a - 1) / c->a);
     for (int32_t mb = 0; mb < sched->n_mb; mb++)
