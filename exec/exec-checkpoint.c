@@ -206,7 +206,14 @@ static gboolean exec_ckpt_parse_tensor(ExecCkptFile *f, const char *key, JsonNod
         JsonNode *d = json_array_get_element(sa, i);
         ok = json_node_get_value_type(d) == G_TYPE_INT64 && json_node_get_int(d) >= 0;
         t->shape[i] = ok ? json_node_get_int(d) : 0;
-        numel *= (guint64)t->shape[i];
+        /* Bytes are numel times at most 8: a product that wraps could match any span. */
+        if (ok && !(g_uint64_checked_mul(&numel, numel, (guint64)t->shape[i]) &&
+                    numel <= G_MAXUINT64 / 8)) {
+            what = g_strdup_printf("tensor \"%s\": shape dimension %u (%" G_GINT64_FORMAT
+                                   ") makes more than 2^61 elements",
+                                   key, i, t->shape[i]);
+            return exec_ckpt_corrupt(error, f->path, what);
+        }
     }
     t->ndim = (int)nd;
     for (guint i = 0; ok && i < 2; i++) {
@@ -447,11 +454,12 @@ gboolean exec_checkpoint_info(const char *path, ExecCheckpointInfo *info, GHashT
     const ExecCkptFileTensor *ln1 = g_hash_table_lookup(f.tensors, "h.0.ln_1.weight");
     gboolean                  ok = wte && wpe && ln1 && wte->ndim == 2 && wpe->ndim == 2 &&
                   wte->shape[1] == wpe->shape[1] && wte->shape[0] > 0 && wpe->shape[0] > 0 &&
-                  wte->shape[0] <= G_MAXINT32 - 128 && wpe->shape[0] <= G_MAXINT32;
+                  wte->shape[1] > 0 && wte->shape[0] <= G_MAXINT32 - 128 &&
+                  wpe->shape[0] <= G_MAXINT32 && wte->shape[1] <= G_MAXINT32;
     if (!ok) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
                     "checkpoint %s is not a GPT-2 model: it needs wte.weight (V, C), "
-                    "wpe.weight (T, C) and h.0.*",
+                    "wpe.weight (T, C) and h.0.*, with V, T and C from 1 to 2^31 - 1",
                     path);
         exec_ckpt_file_clear(&f);
         return FALSE;
