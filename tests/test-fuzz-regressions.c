@@ -1,19 +1,35 @@
 /* SPDX-License-Identifier: MIT
  * test-fuzz-regressions.c: replays every file of tests/data/fuzz-regressions/TARGET/ (inputs
  * that once crashed, hung or leaked under scripts/fuzz) through the fuzz target's own entry
- * function in this build. Each must run to completion; a file named error-* must be refused
- * with a GError, one named ok-* accepted. The bpe target needs the GPT-2 vocabulary cache.
+ * function in this build. Each must run to completion within TEST_FUZZ_MAX_MIB of memory (a
+ * few bytes of input must not cost gigabytes); a file named error-* must be refused with a
+ * GError, one named ok-* accepted. The bpe target needs the GPT-2 vocabulary cache.
  */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "fuzz-targets.h"
 #include "pp-error.h"
 #include "test-util.h"
 
 #define TEST_FUZZ_DIR PP_SOURCE_ROOT "/tests/data/fuzz-regressions"
+/* Address space a replay may add to what the test program has mapped when it starts. */
+#define TEST_FUZZ_MAX_MIB 256
+
+/* Caps this process's address space at what it maps now plus TEST_FUZZ_MAX_MIB: an input that
+ * needs more makes an allocation fail, which aborts (g_malloc). Check runs each test in a
+ * forked child, so the cap ends with the test (with CK_FORK=no it stays). */
+static void test_fuzz_cap_memory(void) {
+    g_autofree char *status = test_util_read_file("/proc/self/status", NULL);
+    const char      *vm = strstr(status, "VmSize:");
+    ck_assert_ptr_nonnull(vm);
+    rlim_t        kib = (rlim_t)g_ascii_strtoull(vm + strlen("VmSize:"), NULL, 10);
+    struct rlimit cap = {(kib + TEST_FUZZ_MAX_MIB * 1024) * 1024, RLIM_INFINITY};
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &cap), 0);
+}
 
 static gint test_fuzz_cmp_names(gconstpointer a, gconstpointer b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -55,6 +71,7 @@ START_TEST(test_fuzz_regressions_replay) {
     const FuzzTarget *target = &fuzz_targets()[_i];
     g_autofree char  *dir = g_build_filename(TEST_FUZZ_DIR, target->name, NULL);
     g_autoptr(GPtrArray) names = test_fuzz_list(dir);
+    test_fuzz_cap_memory();
     for (guint k = 0; k < names->len; k++) {
         const char      *name = g_ptr_array_index(names, k);
         g_autofree char *path = g_build_filename(dir, name, NULL);
