@@ -157,6 +157,13 @@ PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error
         n_mb = MAX(n_mb, rows[i].op.mb + 1);
         split = split || rows[i].op.kind == PP_OP_BACKWARD || rows[i].op.kind == PP_OP_WEIGHT;
     }
+    if (n_mb == 0) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_PARSE,
+                    "%s: U rows only, no micro-batch; valid: F and B (or BW) rows for "
+                    "micro-batches 0, 1, ... besides the U rows",
+                    params->order_file);
+        return NULL;
+    }
     if (!pp_sched_check_size("custom", n_mb, (int64_t)n_stages * n_chunks, error))
         return NULL;
     /* Every (mb, virtual stage) needs an F: count them before allocating per-unit tables, so
