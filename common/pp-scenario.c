@@ -575,6 +575,12 @@ static gboolean pp_scenario_parse_value(PpScenario *sc, const PpScenarioKey *k, 
     double      dv = 0.0;
     PpNumStatus status;
 
+    /* GKeyFile hands non-UTF-8 values over raw (unescaped), so they would not survive
+     * pp_scenario_to_data() and a reload unchanged. */
+    if (!g_utf8_validate(value, -1, NULL)) {
+        g_autofree char *shown = g_utf8_make_valid(value, -1);
+        return pp_scenario_value_error(k, origin, shown, "not valid UTF-8", error);
+    }
     switch (k->type) {
     case PP_KEY_INT32:
         if ((status = pp_parse_int(k, value, &iv)) != PP_NUM_OK)

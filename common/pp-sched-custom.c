@@ -196,8 +196,27 @@ PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error
         n_mb = MAX(n_mb, rows[i].op.mb + 1);
         split = split || rows[i].op.kind == PP_OP_BACKWARD || rows[i].op.kind == PP_OP_WEIGHT;
     }
+    if (n_mb == 0) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_PARSE,
+                    "%s: U rows only, no micro-batch; valid: F and B (or BW) rows for "
+                    "micro-batches 0, 1, ... besides the U rows",
+                    params->order_file);
+        return NULL;
+    }
     if (!pp_sched_check_size("custom", n_mb, (int64_t)n_stages * n_chunks, error))
         return NULL;
+    /* Every (mb, virtual stage) needs an F: count them before allocating per-unit tables, so
+     * that a few rows naming micro-batch 16777215 cost no more than the rows themselves. */
+    int64_t n_f = 0;
+    for (int32_t i = 0; i < n; i++)
+        n_f += rows[i].op.kind == PP_OP_FORWARD;
+    if (n_f < (int64_t)n_mb * n_stages * n_chunks) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_MISSING_OP,
+                    "%s: %" G_GINT64_FORMAT " F ops for micro-batches 0..%d on %d stages x %d "
+                    "chunks; valid: one F per micro-batch on every (stage, chunk)",
+                    params->order_file, n_f, n_mb - 1, n_stages, n_chunks);
+        return NULL;
+    }
     if (!pp_custom_check_updates(&rd, error))
         return NULL;
 

@@ -19,6 +19,9 @@
 #define EXEC_CKPT_PREFIX           "transformer."
 #define EXEC_CKPT_METADATA_KEY     "__metadata__"
 #define EXEC_CKPT_MAX_HEADER_BYTES ((guint64)100 << 20) /* safetensors' own limit is 100 MB */
+/* Deepest [ or { nesting accepted in a header. Real headers nest 3 deep (root object, tensor
+ * entry, shape array); json-glib parses recursively, so a deep one would overflow the stack. */
+#define EXEC_CKPT_MAX_HEADER_DEPTH 8
 
 /* --- tensor lists --- */
 
@@ -214,7 +217,14 @@ static gboolean exec_ckpt_parse_tensor(ExecCkptFile *f, const char *key, JsonNod
         JsonNode *d = json_array_get_element(sa, i);
         ok = json_node_get_value_type(d) == G_TYPE_INT64 && json_node_get_int(d) >= 0;
         t->shape[i] = ok ? json_node_get_int(d) : 0;
-        numel *= (guint64)t->shape[i];
+        /* Bytes are numel times at most 8: a product that wraps could match any span. */
+        if (ok && !(g_uint64_checked_mul(&numel, numel, (guint64)t->shape[i]) &&
+                    numel <= G_MAXUINT64 / 8)) {
+            what = g_strdup_printf("tensor \"%s\": shape dimension %u (%" G_GINT64_FORMAT
+                                   ") makes more than 2^61 elements",
+                                   key, i, t->shape[i]);
+            return exec_ckpt_corrupt(error, f->path, what);
+        }
     }
     t->ndim = (int)nd;
     for (guint i = 0; ok && i < 2; i++) {
@@ -244,6 +254,44 @@ static gboolean exec_ckpt_parse_tensor(ExecCkptFile *f, const char *key, JsonNod
     return TRUE;
 }
 
+/* Checks, before json-glib sees it, that the header @json (@len bytes) nests arrays and objects
+ * at most EXEC_CKPT_MAX_HEADER_DEPTH deep (brackets inside strings not counted). json-glib also
+ * takes comments and single-quoted strings, which could hide brackets from this count: JSON has
+ * neither, so '/' or '\'' outside a string is refused too. */
+static gboolean exec_ckpt_check_header_depth(const char *path, const char *json, guint64 len,
+                                             GError **error) {
+    int      depth = 0;
+    gboolean in_string = FALSE;
+    for (guint64 i = 0; i < len; i++) {
+        char c = json[i];
+        if (in_string) {
+            if (c == '\\')
+                i++; /* the escaped character cannot end the string */
+            else if (c == '"')
+                in_string = FALSE;
+        } else if (c == '"') {
+            in_string = TRUE;
+        } else if (c == '[' || c == '{') {
+            if (++depth > EXEC_CKPT_MAX_HEADER_DEPTH) {
+                g_autofree char *what = g_strdup_printf("header nests arrays or objects more than "
+                                                        "%d deep (at header byte %" G_GUINT64_FORMAT
+                                                        "); a safetensors header nests 3 deep",
+                                                        EXEC_CKPT_MAX_HEADER_DEPTH, i);
+                return exec_ckpt_corrupt(error, path, what);
+            }
+        } else if (c == ']' || c == '}') {
+            depth--;
+        } else if (c == '/' || c == '\'') {
+            g_autofree char *what = g_strdup_printf(
+                "header holds '%c' outside a string at header byte %" G_GUINT64_FORMAT
+                "; safetensors headers are plain JSON, without comments or single quotes",
+                c, i);
+            return exec_ckpt_corrupt(error, path, what);
+        }
+    }
+    return TRUE;
+}
+
 static gboolean exec_ckpt_file_open(ExecCkptFile *f, const char *path, GError **error) {
     memset(f, 0, sizeof *f);
     f->path = path;
@@ -268,6 +316,8 @@ static gboolean exec_ckpt_file_open(ExecCkptFile *f, const char *path, GError **
                                                 hlen, len);
         return exec_ckpt_corrupt(error, path, what);
     }
+    if (!exec_ckpt_check_header_depth(path, (const char *)raw + 8, hlen, error))
+        return FALSE;
     f->data = raw + 8 + hlen;
     f->data_bytes = len - 8 - hlen;
     g_autoptr(JsonParser) parser = json_parser_new();
@@ -415,11 +465,12 @@ gboolean exec_checkpoint_info(const char *path, ExecCheckpointInfo *info, GHashT
     const ExecCkptFileTensor *ln1 = g_hash_table_lookup(f.tensors, "h.0.ln_1.weight");
     gboolean                  ok = wte && wpe && ln1 && wte->ndim == 2 && wpe->ndim == 2 &&
                   wte->shape[1] == wpe->shape[1] && wte->shape[0] > 0 && wpe->shape[0] > 0 &&
-                  wte->shape[0] <= G_MAXINT32 - 128 && wpe->shape[0] <= G_MAXINT32;
+                  wte->shape[1] > 0 && wte->shape[0] <= G_MAXINT32 - 128 &&
+                  wpe->shape[0] <= G_MAXINT32 && wte->shape[1] <= G_MAXINT32;
     if (!ok) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
                     "checkpoint %s is not a GPT-2 model: it needs wte.weight (V, C), "
-                    "wpe.weight (T, C) and h.0.*",
+                    "wpe.weight (T, C) and h.0.*, with V, T and C from 1 to 2^31 - 1",
                     path);
         exec_ckpt_file_clear(&f);
         return FALSE;

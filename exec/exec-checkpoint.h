@@ -87,10 +87,11 @@ gboolean exec_checkpoint_save_full(const char *path, const Gpt2Config *cfg, Exec
  * ignored (a stage loads its own part). Without lm_head.weight in the file the head is tied:
  * an lm_head.weight entry receives wte. @metadata: (out) (optional) (transfer full) the file's
  * __metadata__ as char * -> char *.
- * Returns FALSE with @error set: PP_IO_ERROR_OPEN (cannot read), PP_IO_ERROR_CORRUPT (bad header
- * length or JSON, offsets outside the data, truncated data, unknown dtype), PP_IO_ERROR_MISMATCH
- * (a missing tensor, a shape that differs: the message names the tensor and both shapes, or a
- * dtype other than F32/BF16). */
+ * Returns FALSE with @error set: PP_IO_ERROR_OPEN (cannot read), PP_IO_ERROR_CORRUPT (a header
+ * longer than 100 MB or than the file, JSON that is malformed or nests arrays/objects more than 8
+ * deep, a shape of more than 2^61 elements, offsets outside the data, truncated data, unknown
+ * dtype), PP_IO_ERROR_MISMATCH (a missing tensor, a shape that differs: the message names the
+ * tensor and both shapes, or a dtype other than F32/BF16). */
 gboolean exec_checkpoint_load(const char *path, const Gpt2Config *cfg, ExecTensorList *model,
                               GHashTable **metadata, GError **error);
 
@@ -108,7 +109,7 @@ typedef struct {
 
 /* Reads the header of @path into @info. @metadata: (out) (optional) (transfer full).
  * Returns FALSE with @error set as exec_checkpoint_load(), or PP_IO_ERROR_MISMATCH when
- * wte.weight, wpe.weight or block 0 is missing. */
+ * wte.weight, wpe.weight or block 0 is missing, or V, T or C is 0 or over 2^31 - 1. */
 gboolean exec_checkpoint_info(const char *path, ExecCheckpointInfo *info, GHashTable **metadata,
                               GError **error);
 

@@ -92,6 +92,9 @@ START_TEST(test_checkpoint_round_trip) {
     g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
     g_hash_table_insert(meta, "step", "42");
     g_hash_table_insert(meta, "n_layer", "99"); /* cannot replace a shape key */
+    /* Brackets, quotes and slashes inside strings do not count as header nesting. */
+    static const char note[] = "[[[[[[[[[[{{{{{{{{{{ \" ' /* // \\";
+    g_hash_table_insert(meta, "note", (char *)note);
     g_autoptr(ExecTensorList) la = tc_list(a);
     g_autoptr(GError) error = NULL;
     ck_assert_msg(exec_checkpoint_save(t.path, &tc_cfg, la, meta, &error), "%s",
@@ -105,6 +108,7 @@ START_TEST(test_checkpoint_round_trip) {
         0);
     ck_assert_float_eq(tc_loss(a, 7), tc_loss(b, 7));
     ck_assert_str_eq(g_hash_table_lookup(got, "step"), "42");
+    ck_assert_str_eq(g_hash_table_lookup(got, "note"), note);
     ck_assert_str_eq(g_hash_table_lookup(got, "n_layer"), "2");
     ck_assert_str_eq(g_hash_table_lookup(got, "n_head"), "2");
     ck_assert_str_eq(g_hash_table_lookup(got, "n_embd"), "16");
@@ -376,6 +380,8 @@ END_TEST
 typedef enum {
     TC_BAD_HEADER_LENGTH,
     TC_BAD_JSON,
+    TC_DEEP_JSON,
+    TC_COMMENT_JSON,
     TC_TRUNCATED,
     TC_MISSING_TENSOR,
     TC_SHAPE,
@@ -390,6 +396,8 @@ static const struct {
 } tc_bads[] = {
     {TC_BAD_HEADER_LENGTH, PP_IO_ERROR_CORRUPT, "header length"},
     {TC_BAD_JSON, PP_IO_ERROR_CORRUPT, "not valid JSON"},
+    {TC_DEEP_JSON, PP_IO_ERROR_CORRUPT, "more than 8 deep"},
+    {TC_COMMENT_JSON, PP_IO_ERROR_CORRUPT, "without comments"},
     {TC_TRUNCATED, PP_IO_ERROR_CORRUPT, "truncated"},
     {TC_MISSING_TENSOR, PP_IO_ERROR_MISMATCH, "ln_f.bias"},
     {TC_SHAPE, PP_IO_ERROR_MISMATCH,
@@ -418,6 +426,27 @@ START_TEST(test_checkpoint_errors) {
         raw[8] = '[';
         ck_assert(g_file_set_contents(t.path, raw, (gssize)len, NULL));
         break;
+    case TC_DEEP_JSON: {
+        /* 100000 nested arrays: json-glib's recursive parser overflowed the stack on it. */
+        enum { DEPTH = 100000 };
+        g_autofree char *file = g_malloc(8 + 2 * DEPTH);
+        guint64          hlen = GUINT64_TO_LE((guint64)2 * DEPTH);
+        memcpy(file, &hlen, 8);
+        memset(file + 8, '[', DEPTH);
+        memset(file + 8 + DEPTH, ']', DEPTH);
+        ck_assert(g_file_set_contents(t.path, file, 8 + 2 * DEPTH, NULL));
+        break;
+    }
+    case TC_COMMENT_JSON: {
+        /* json-glib skips comments: a quote in one must not hide the nesting after it. */
+        static const char header[] = "/* \" */ [[[[[[[[[[]]]]]]]]]]";
+        char              file[8 + sizeof header - 1];
+        guint64           hlen = GUINT64_TO_LE((guint64)sizeof header - 1);
+        memcpy(file, &hlen, 8);
+        memcpy(file + 8, header, sizeof header - 1);
+        ck_assert(g_file_set_contents(t.path, file, sizeof file, NULL));
+        break;
+    }
     case TC_TRUNCATED:
         tc_save(t.path, &tc_cfg, a);
         ck_assert(g_file_get_contents(t.path, &raw, &len, NULL));
