@@ -318,6 +318,8 @@ static const PpScenarioKey pp_scenario_keys[] = {
            "micro-batches per validation pass"),
     PP_INT("run", "checkpoint_every", run.checkpoint_every, "0", 0, PP_COUNT_MAX, 0,
            "steps between checkpoints; 0: only at the end"),
+    PP_INT("run", "keep_checkpoints", run.keep_checkpoints, "3", 0, PP_COUNT_MAX, 0,
+           "newest complete checkpoints kept in OUT/checkpoints; 0: all"),
     PP_INT("run", "threads", run.threads, "0", 0, PP_THREADS_MAX, 0,
            "BLAS threads per worker; 0: automatic"),
     PP_TEXT("run", "backend", PP_KEY_STRING, run.backend, "cpu", 0,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * exec-train-log.c: what pacer-train records and shows: per-step accounting fed by the last
- * stage's losses (tokens/s, the progress line), log.csv rows (kept across a resume into the
- * same folder), scenario.ini and ops.csv.
+ * stage's losses (tokens/s, the progress line), log.csv rows (a resumed run starts from the
+ * rows of the checkpoint it resumes), scenario.ini and ops.csv.
  */
 #include "exec-train-private.h"
 
@@ -61,16 +61,12 @@ void exec_train_on_loss(gpointer user_data, int32_t mb, int32_t step, float loss
 
 /* --- log.csv --- */
 
-GString *exec_train_log_new(const char *out_dir, int32_t start) {
+GString *exec_train_log_new(const char *resumed, int32_t start) {
     GString *log = g_string_new(exec_train_log_header);
-    if (out_dir == NULL)
+    if (resumed == NULL)
         return log;
-    g_autofree char *path = g_build_filename(out_dir, "log.csv", NULL);
-    g_autofree char *text = NULL;
-    if (!g_file_get_contents(path, &text, NULL, NULL))
-        return log;
-    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-    for (guint i = 1; lines[i] && lines[i][0]; i++) {
+    g_auto(GStrv) lines = g_strsplit(resumed, "\n", -1);
+    for (guint i = 1; lines[0] && lines[i] && lines[i][0]; i++) {
         if (g_ascii_strtoll(lines[i], NULL, 10) < start)
             g_string_append_printf(log, "%s\n", lines[i]);
     }

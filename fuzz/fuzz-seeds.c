@@ -42,8 +42,11 @@ static gboolean fuzz_seeds_checkpoints(const char *dir, GError **error) {
         exec_tensor_list_add_slice(model, slice, gpt2_slice_params(slice), "");
         ExecTensorList  *state = files[i].with_state ? fuzz_ckpt_state_list(slice, arena) : NULL;
         g_autofree char *path = g_build_filename(dir, files[i].name, NULL);
-        gboolean ok = exec_checkpoint_save_full(path, files[i].cfg, model, meta, files[i].dtype,
-                                                state, meta, error);
+        g_autofree char *state_path = g_strconcat(path, ".state", NULL);
+        gboolean         ok =
+            exec_checkpoint_write(path, files[i].cfg, model, meta, files[i].dtype, NULL, error) &&
+            (state == NULL ||
+             exec_checkpoint_write(state_path, NULL, state, meta, EXEC_DTYPE_F32, NULL, error));
         exec_tensor_list_free(model);
         exec_tensor_list_free(state);
         g_free(arena);

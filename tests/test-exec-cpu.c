@@ -14,6 +14,7 @@
 #include <cblas.h>
 
 #include "data-shard.h"
+#include "exec-checkpoint-unit.h"
 #include "exec-checkpoint.h"
 #include "exec-train.h"
 #include "exec.h"
@@ -567,8 +568,10 @@ START_TEST(test_train_outputs) {
     ck_assert_msg(trace != NULL, "%s", error ? error->message : "");
     /* 4 steps x (2 stages x (2 F + 2 BW + 1 U)). */
     ck_assert_int_eq(trace->n_rows, 4 * 2 * 5);
-    g_autofree char *ckpt = g_build_filename(f.dir, "checkpoint.safetensors", NULL);
-    ck_assert(g_file_test(ckpt, G_FILE_TEST_EXISTS));
+    /* A unit at every checkpoint_every = 2 steps, nothing else in checkpoints/. */
+    g_autofree char *units = g_build_filename(f.dir, "checkpoints", NULL);
+    g_autofree char *listing = test_util_list_dir(units);
+    ck_assert_str_eq(listing, "step-00000002 step-00000004");
     test_exec_train_clear(&f);
 }
 END_TEST
@@ -583,7 +586,8 @@ START_TEST(test_train_resume) {
     /* Stop at step 2 (a checkpoint), then resume into the same folder. */
     ck_assert(test_exec_train(&f, NULL, NULL, 2, FALSE, &sum, &error));
     ck_assert_int_eq(sum.steps, 2);
-    g_autofree char *ckpt = g_build_filename(f.dir, "checkpoint.safetensors", NULL);
+    /* The run folder: its newest unit is step 2 (the first run's step 4 went with the restart). */
+    const char *ckpt = f.dir;
     ck_assert_msg(test_exec_train(&f, NULL, ckpt, 0, FALSE, &sum, &error), "%s",
                   error ? error->message : "");
     ck_assert_int_eq(sum.steps, 4);
@@ -653,7 +657,7 @@ START_TEST(test_train_resume_bitwise) {
     ck_assert_msg(test_exec_train(&cut, sets, NULL, 2, FALSE, &b, &error), "%s",
                   error ? error->message : "");
     ck_assert_int_eq(b.steps, 2);
-    g_autofree char *ckpt = g_build_filename(cut.dir, "checkpoint.safetensors", NULL);
+    g_autofree char *ckpt = g_build_filename(cut.dir, "checkpoints", "step-00000002", NULL);
     ck_assert_msg(test_exec_train(&cut, sets, ckpt, 0, FALSE, &b, &error), "%s",
                   error ? error->message : "");
     ck_assert_int_eq(a.steps, 4);
@@ -688,14 +692,19 @@ START_TEST(test_train_resume_bitwise) {
     gpt2_slice_free(wa);
     gpt2_slice_free(wb);
 
-    g_autofree char *state_a = g_build_filename(straight.dir, "checkpoint.safetensors.state", NULL);
-    g_autofree char *bytes_a = NULL, *bytes_b = NULL;
-    gsize            len_a = 0, len_b = 0;
-    g_autofree char *state_b = g_strconcat(ckpt, ".state", NULL);
-    ck_assert(g_file_get_contents(state_a, &bytes_a, &len_a, NULL));
-    ck_assert(g_file_get_contents(state_b, &bytes_b, &len_b, NULL));
-    ck_assert_uint_eq(len_a, len_b);
-    ck_assert(memcmp(bytes_a, bytes_b, len_a) == 0);
+    /* The final units' weights and optimizer state (with the counters) are the same files. */
+    for (int k = 0; k < 2; k++) {
+        const char      *name = k ? "state.safetensors" : "model.safetensors";
+        g_autofree char *file_a =
+            g_build_filename(straight.dir, "checkpoints", "step-00000004", name, NULL);
+        g_autofree char *file_b =
+            g_build_filename(cut.dir, "checkpoints", "step-00000004", name, NULL);
+        gsize            len_a = 0, len_b = 0;
+        g_autofree char *bytes_a = test_util_read_file(file_a, &len_a);
+        g_autofree char *bytes_b = test_util_read_file(file_b, &len_b);
+        ck_assert_uint_eq(len_a, len_b);
+        ck_assert_msg(memcmp(bytes_a, bytes_b, len_a) == 0, "%s differs after resume", name);
+    }
     test_exec_train_clear(&straight);
     test_exec_train_clear(&cut);
 }
@@ -728,7 +737,7 @@ START_TEST(test_train_resume_refused) {
     g_autoptr(GError) error = NULL;
     ck_assert_msg(test_exec_train(&f, NULL, NULL, 2, FALSE, &sum, &error), "%s",
                   error ? error->message : "");
-    g_autofree char *ckpt = g_build_filename(f.dir, "checkpoint.safetensors", NULL);
+    const char *ckpt = f.dir;
 
     const char *muon[] = {"optimizer.name=muon", NULL};
     GError     *err = NULL;
@@ -763,11 +772,16 @@ START_TEST(test_train_resume_refused) {
     g_clear_error(&err);
     g_remove(alt);
 
-    /* A sidecar whose AdamW m of h.1.mlp.c_fc.weight (pacer (128, 32)) is stored (32, 128). */
+    /* A unit whose AdamW m of h.1.mlp.c_fc.weight (pacer (128, 32)) is stored (32, 128). */
+    g_autofree char *units = g_build_filename(f.dir, "checkpoints", NULL);
+    g_autofree char *step2 = g_build_filename(units, "step-00000002", NULL);
+    g_autoptr(ExecCheckpointUnit) unit = exec_checkpoint_unit_open(step2, &err);
+    ck_assert_msg(unit != NULL, "%s", err ? err->message : "");
     g_autoptr(GHashTable) meta = NULL;
     g_autoptr(ExecTensorList) none = exec_tensor_list_new();
-    ck_assert(exec_checkpoint_load_state(ckpt, none, &meta, NULL));
-    Gpt2Slice *slice = test_exec_train_full_slice();
+    ck_assert(exec_checkpoint_unit_read_state(unit, none, &meta, NULL));
+    g_autofree char *log = exec_checkpoint_unit_read_log(unit, NULL);
+    Gpt2Slice       *slice = test_exec_train_full_slice();
     g_autoptr(ExecTensorList) model = exec_tensor_list_new();
     g_autoptr(ExecTensorList) state = exec_tensor_list_new();
     exec_tensor_list_add_slice(model, slice, gpt2_slice_params(slice), "");
@@ -781,8 +795,15 @@ START_TEST(test_train_resume_refused) {
         exec_tensor_list_add(state, m, data, t->ndim, swap ? c : r, swap ? r : c);
         exec_tensor_list_add(state, v, data, t->ndim, r, c);
     }
-    ck_assert(exec_checkpoint_save_full(ckpt, &test_exec_train_cfg, model, NULL, EXEC_DTYPE_F32,
-                                        state, meta, NULL));
+    ExecCheckpointUnitData data = {.step = 2,
+                                   .run = exec_checkpoint_unit_run(unit),
+                                   .model_cfg = &test_exec_train_cfg,
+                                   .model = model,
+                                   .state = state,
+                                   .state_metadata = meta,
+                                   .log = log};
+    g_autofree char       *written = exec_checkpoint_unit_write(units, &data, &err);
+    ck_assert_msg(written != NULL, "%s", err ? err->message : "");
     gpt2_slice_free(slice);
     ck_assert(!test_exec_train(&f, NULL, ckpt, 0, FALSE, &sum, &err));
     ck_assert(g_error_matches(err, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));

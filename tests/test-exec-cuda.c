@@ -386,8 +386,7 @@ START_TEST(test_gpu_train_resume_bitwise) {
     ck_assert_int_eq(g_strv_length(memory), 3); /* header + 2 stages */
     ck_assert_msg(test_exec_train(&cut, sets, NULL, 2, FALSE, &b, &error), "%s",
                   error ? error->message : "");
-    g_autofree char *ckpt = g_build_filename(cut.dir, "checkpoint.safetensors", NULL);
-    ck_assert_msg(test_exec_train(&cut, sets, ckpt, 0, FALSE, &b, &error), "%s",
+    ck_assert_msg(test_exec_train(&cut, sets, cut.dir, 0, FALSE, &b, &error), "%s",
                   error ? error->message : "");
     ck_assert_int_eq(a.steps, 4);
     ck_assert_int_eq(b.steps, 4);
@@ -421,6 +420,7 @@ START_TEST(test_gpu_train_resume_bitwise) {
     TestExecTrain cpu;
     test_exec_train_init(&cpu);
     ExecTrainSummary c;
+    g_autofree char *ckpt = g_build_filename(cut.dir, "checkpoints", "step-00000002", NULL);
     ck_assert_msg(test_exec_train(&cpu, NULL, ckpt, 0, FALSE, &c, &error), "%s",
                   error ? error->message : "");
     ck_assert_int_eq(c.steps, 4);

@@ -257,9 +257,21 @@ Gpt2Slice *test_exec_train_full_slice(void) {
     return gpt2_slice_new(&p);
 }
 
-/* Loads the weights of @dir/checkpoint.safetensors into @slice. */
+/* Loads the weights of the newest checkpoint unit of the run folder @dir
+ * (@dir/checkpoints/step-NNNNNNNN/model.safetensors, the largest step) into @slice. */
 void test_exec_load_weights(Gpt2Slice *slice, const char *dir) {
-    g_autofree char *path = g_build_filename(dir, "checkpoint.safetensors", NULL);
+    g_autofree char *units = g_build_filename(dir, "checkpoints", NULL);
+    g_autoptr(GDir) folder = g_dir_open(units, 0, NULL);
+    ck_assert_ptr_nonnull(folder);
+    g_autofree char *newest = NULL;
+    for (const char *name; (name = g_dir_read_name(folder)) != NULL;) {
+        if (g_str_has_prefix(name, "step-") && g_strcmp0(name, newest) > 0) {
+            g_free(newest);
+            newest = g_strdup(name);
+        }
+    }
+    ck_assert_ptr_nonnull(newest);
+    g_autofree char *path = g_build_filename(units, newest, "model.safetensors", NULL);
     g_autoptr(ExecTensorList) list = exec_tensor_list_new();
     exec_tensor_list_add_slice(list, slice, gpt2_slice_params(slice), "");
     g_autoptr(GError) error = NULL;
