@@ -73,7 +73,7 @@ static gboolean exec_train_remove_stale(const char *out_dir, GError **error) {
 
 /* Resumes from params->resume when given: *@start is the step to continue from (0 without),
  * *@log the resumed unit's log.csv (transfer full; NULL without). The units skipped go to the
- * log (g_message), the one resumed to @progress. */
+ * log (g_message), the one resumed to @progress, even in quiet mode. */
 static gboolean exec_train_resume(const ExecTrainParams *params, ExecPipeline *pipeline,
                                   const char *vocab, ExecProgress *progress, int32_t *start,
                                   char **log, GError **error) {
@@ -87,7 +87,8 @@ static gboolean exec_train_resume(const ExecTrainParams *params, ExecPipeline *p
     for (guint i = 0; i < notes->len; i++) {
         const char *note = g_ptr_array_index(notes, i);
         if (ok && i + 1 == notes->len)
-            exec_progress_note(progress, FALSE, "%s", note); /* the unit resumed */
+            exec_progress_note(progress, TRUE, "%s",
+                               note); /* the unit resumed, said in every mode */
         else
             g_message("%s", note);
     }
