@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * pp-error.h: the three error mechanisms of the project (STYLE.md §3).
+ * pp-error.h: the three error mechanisms of the project (docs/style.md §3).
  * Bugs and broken invariants abort through PP_ASSERT/PP_ABORT (never compiled out);
  * bad input is a GError in one of the domains below.
  */
@@ -52,10 +52,11 @@ typedef enum {
 } PpScenarioError;
 
 typedef enum {
-    PP_IO_ERROR_OPEN,     /* cannot open or create a file */
-    PP_IO_ERROR_WRITE,    /* short write, rename failed */
-    PP_IO_ERROR_CORRUPT,  /* a file's content is not what its format says */
-    PP_IO_ERROR_MISMATCH, /* a valid file that does not fit this run (shapes, vocabulary) */
+    PP_IO_ERROR_OPEN,      /* cannot open or create a file */
+    PP_IO_ERROR_WRITE,     /* short write, rename failed */
+    PP_IO_ERROR_CORRUPT,   /* a file's content is not what its format says */
+    PP_IO_ERROR_MISMATCH,  /* a valid file that does not fit this run (shapes, vocabulary) */
+    PP_IO_ERROR_NONFINITE, /* a tensor to save or load holds NaN or infinity */
 } PpIoError;
 
 /* --- whole-file reads --- */

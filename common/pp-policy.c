@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * pp-policy.c: PACI's local decision rule (backward first, then a forward while the
  * in-flight count is below N - stage, an update after every a-th backward) and the
- * recorder that turns a policy run into the equivalent static "paci" program.
+ * recorder that turns a policy run into the equivalent static program of its kind.
  */
 #include "pp-policy.h"
 
@@ -76,10 +76,14 @@ struct _PpPolicyRecorder {
     int32_t    *n_updates; /* (n_stages) U ops recorded per stage */
 };
 
-PpPolicyRecorder *pp_policy_recorder_new(int32_t n_stages, int32_t accumulation, int32_t n_mb) {
+PpPolicyRecorder *pp_policy_recorder_new(const char *kind, int32_t n_stages, int32_t accumulation,
+                                         int32_t n_mb) {
+    const PpSchedKindInfo *info = pp_sched_kind_lookup(kind);
+    PP_ASSERT(info != NULL && info->has_policy);
+    PP_ASSERT(info->weights == PP_WEIGHTS_CURRENT && info->sync == PP_SCHED_ASYNC);
     PP_ASSERT(n_stages >= 1 && accumulation >= 1 && n_mb >= 1);
     PpPolicyRecorder *rec = g_new0(PpPolicyRecorder, 1);
-    rec->sched = pp_schedule_alloc("paci", n_stages, 1);
+    rec->sched = pp_schedule_alloc(info->name, n_stages, 1);
     rec->accumulation = accumulation;
     rec->n_updates = g_new0(int32_t, n_stages);
     PpSchedule *sched = rec->sched;

@@ -2,7 +2,8 @@
  * pp-policy.h: schedules as local decision rules. PACI's backpressure is a policy a stage
  * evaluates at run time from its own state (inputs arrived, in-flight count q, accumulation
  * counter); a PpPolicyRecorder turns the ops a policy run executed into a finished
- * PpSchedule ("paci"), the program the executor replays. The simulator drives the policy
+ * PpSchedule of the kind that ran ("paci", or "async-1f1b", PACI with a = 1: the registry's
+ * kinds with has_policy), the program the executor replays. The simulator drives the policy
  * in dynamic mode; so can the executor, on heterogeneous devices.
  */
 #pragma once
@@ -56,18 +57,20 @@ gboolean pp_policy_state_done(const PpPolicyState *state);
 
 typedef struct _PpPolicyRecorder PpPolicyRecorder;
 
-/* Returns: (transfer full): a recorder for a PACI run of @n_mb micro-batches on @n_stages
- * stages with accumulation @accumulation (all >= 1). */
-PpPolicyRecorder *pp_policy_recorder_new(int32_t n_stages, int32_t accumulation, int32_t n_mb);
+/* Returns: (transfer full): a recorder for a policy run of kind @kind (a registry kind with
+ * has_policy) of @n_mb micro-batches on @n_stages stages with accumulation @accumulation
+ * (all >= 1). */
+PpPolicyRecorder *pp_policy_recorder_new(const char *kind, int32_t n_stages, int32_t accumulation,
+                                         int32_t n_mb);
 void              pp_policy_recorder_free(PpPolicyRecorder *rec);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpPolicyRecorder, pp_policy_recorder_free)
 
 /* Appends op @kind (F, BW or U; @mb -1 for U) that @stage executed, in execution order. */
 void pp_policy_recorder_record(PpPolicyRecorder *rec, int32_t stage, PpOpKind kind, int32_t mb);
 
-/* Turns the recorded ops into a finished, validated schedule of kind "paci" (same fields
- * as the static "paci" generator: n_buffers min(N-s, n_mb), one weight version, current
- * weights). The recorder is empty afterwards and accepts no more ops.
+/* Turns the recorded ops into a finished, validated schedule of the recorder's kind (same
+ * fields as that kind's static generator: n_buffers min(N-s, n_mb), one weight version,
+ * current weights). The recorder is empty afterwards and accepts no more ops.
  * Returns: (transfer full), or NULL with @error set when the run is not a valid program
  * (a micro-batch not run on every stage, ...). */
 PpSchedule *pp_policy_recorder_finish(PpPolicyRecorder *rec, GError **error);

@@ -22,9 +22,14 @@ PpSchedule *pp_sched_build_pipedream(const PpScheduleParams *params, GError **er
 PpSchedule *pp_sched_build_2bw(const PpScheduleParams *params, GError **error);
 PpSchedule *pp_sched_build_async_1f1b(const PpScheduleParams *params, GError **error);
 PpSchedule *pp_sched_build_paci(const PpScheduleParams *params, GError **error);
+PpSchedule *pp_sched_build_zb_v(const PpScheduleParams *params, GError **error);
+PpSchedule *pp_sched_build_dualpipe_v(const PpScheduleParams *params, GError **error);
 PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error);
 
 /* --- shared parameter checks --- */
+
+/* Most chunks per device interleaved accepts (its registry row's max_chunks). */
+#define PP_INTERLEAVED_MAX_CHUNKS 64
 
 /* Largest n_mb * n_vstages a generator accepts (keeps flat op ids well inside int32_t). */
 #define PP_SCHED_MAX_UNITS (1 << 24)

@@ -9,7 +9,6 @@
 #include "pp-sched-gen.h"
 
 #define PP_INTERLEAVED_MAX_STAGES 4096
-#define PP_INTERLEAVED_MAX_CHUNKS 64
 
 PpSchedule *pp_sched_build_interleaved(const PpScheduleParams *params, GError **error) {
     const char *kind = "interleaved";

@@ -33,10 +33,10 @@ PpSchedule *pp_schedule_alloc(const char *kind, int32_t n_stages, int32_t n_chun
     sched->weight_mode = PP_WEIGHTS_CURRENT;
     sched->vstage_stage = g_new(int32_t, sched->n_vstages);
     sched->vstage_chunk = g_new(int32_t, sched->n_vstages);
-    for (int32_t vs = 0; vs < sched->n_vstages; vs++) {
-        sched->vstage_stage[vs] = vs % n_stages; // Megatron layout: vs = chunk * N + stage
-        sched->vstage_chunk[vs] = vs / n_stages;
-    }
+    PpPlacement placement = pp_sched_kind_placement(kind);
+    for (int32_t vs = 0; vs < sched->n_vstages; vs++)
+        pp_placement_vstage(placement, n_stages, vs, &sched->vstage_stage[vs],
+                            &sched->vstage_chunk[vs]);
     sched->n_buffers = g_new0(int32_t, n_stages);
     sched->n_weight_versions = g_new(int32_t, n_stages);
     for (int32_t s = 0; s < n_stages; s++)
@@ -117,10 +117,21 @@ static const char *pp_op_ref_label(const PpSchedule *sched, PpOpRef ref, char *b
 
 /* --- queries --- */
 
+void pp_placement_vstage(PpPlacement placement, int32_t n_stages, int32_t vs, int32_t *stage,
+                         int32_t *chunk) {
+    PP_ASSERT(n_stages >= 1 && vs >= 0);
+    int32_t c = vs / n_stages, i = vs % n_stages;
+    *chunk = c;
+    *stage = placement == PP_PLACEMENT_V && c % 2 == 1 ? n_stages - 1 - i : i;
+}
+
 int32_t pp_schedule_vstage(const PpSchedule *sched, int32_t stage, int32_t chunk) {
     PP_ASSERT(stage >= 0 && stage < sched->n_stages);
     PP_ASSERT(chunk >= 0 && chunk < sched->n_chunks);
-    int32_t vs = chunk * sched->n_stages + stage; // the default layout, rewritable
+    int32_t vs = chunk * sched->n_stages + stage; // the loop layout, then the V layout
+    if (sched->vstage_stage[vs] == stage && sched->vstage_chunk[vs] == chunk)
+        return vs;
+    vs = chunk * sched->n_stages + sched->n_stages - 1 - stage;
     if (sched->vstage_stage[vs] == stage && sched->vstage_chunk[vs] == chunk)
         return vs;
     for (vs = 0; vs < sched->n_vstages; vs++) {
@@ -177,19 +188,41 @@ int32_t pp_schedule_version_used(const PpSchedule *sched, PpOpRef ref) {
     int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, op->mb,
                                     pp_schedule_vstage(sched, op->stage, op->chunk));
     PP_ASSERT(f >= 0); // validation guarantees every backward has its forward
-    return sched->version[f];
+    return pp_schedule_backward_version(sched, f, id);
+}
+
+int32_t pp_schedule_delta(const PpSchedule *sched, int32_t mb, int32_t vstage) {
+    int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, mb, vstage);
+    int32_t b = pp_schedule_find_op(
+        sched, sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL, mb, vstage);
+    PP_ASSERT(f >= 0 && b >= 0); // validation guarantees both
+    return pp_schedule_delta_ids(sched, f, b);
 }
 
 int32_t pp_schedule_peak_inflight(const PpSchedule *sched, int32_t stage) {
     PP_ASSERT(stage >= 0 && stage < sched->n_stages);
     int32_t live = 0, peak = 0;
     for (int32_t i = 0; i < sched->n_ops[stage]; i++) {
-        PpOpKind kind = sched->programs[stage][i].kind;
-        if (kind == PP_OP_FORWARD)
-            live++;
-        else if (kind == PP_OP_WEIGHT || kind == PP_OP_BACKWARD_FULL)
-            live--;
+        live += pp_op_inflight_change(sched->programs[stage][i].kind);
         peak = MAX(peak, live);
+    }
+    return peak;
+}
+
+int32_t *pp_schedule_vstage_peak_inflight(const PpSchedule *sched) {
+    int32_t            *peak = g_new0(int32_t, sched->n_vstages);
+    g_autofree int32_t *live = g_new0(int32_t, sched->n_vstages);
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            const PpOp *op = &sched->programs[s][i];
+            int32_t     change = pp_op_inflight_change(op->kind);
+            if (change == 0)
+                continue;
+            int32_t vs = pp_schedule_vstage(sched, s, op->chunk);
+            live[vs] += change;
+            PP_ASSERT(live[vs] >= 0); // validation: every unit's F precedes its backward
+            peak[vs] = MAX(peak[vs], live[vs]);
+        }
     }
     return peak;
 }
@@ -625,11 +658,7 @@ static gboolean pp_schedule_check_buffers(const PpSchedule *sched, GError **erro
     for (int32_t s = 0; s < sched->n_stages; s++) {
         int32_t live = 0;
         for (int32_t i = 0; i < sched->n_ops[s]; i++) {
-            PpOpKind kind = sched->programs[s][i].kind;
-            if (kind == PP_OP_FORWARD)
-                live++;
-            else if (kind == PP_OP_WEIGHT || kind == PP_OP_BACKWARD_FULL)
-                live--;
+            live += pp_op_inflight_change(sched->programs[s][i].kind);
             if (live <= sched->n_buffers[s])
                 continue;
             g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_BUFFERS,
@@ -665,6 +694,12 @@ PpSchedule *pp_schedule_new(const PpScheduleParams *params, GError **error) {
     g_autoptr(PpSchedule) sched = info->build(params, error);
     if (sched == NULL)
         return NULL;
+    /* The registry states each kind's rules; its generator must follow them. */
+    PP_ASSERT(sched->weight_mode == info->weights);
+    PP_ASSERT(info->sync == PP_SCHED_SYNC_FROM_ORDER ||
+              sched->synchronous == (info->sync == PP_SCHED_SYNC));
+    PP_ASSERT(info->needs_order_file ||
+              (sched->n_chunks >= info->min_chunks && sched->n_chunks <= info->max_chunks));
     if (!pp_schedule_finish(sched, error))
         return NULL;
     return g_steal_pointer(&sched);

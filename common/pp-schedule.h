@@ -92,7 +92,8 @@ struct _PpSchedule {
 PpSchedule *pp_schedule_new(const PpScheduleParams *params, GError **error);
 
 /* Allocates an empty schedule with @n_stages programs and vstage tables for @n_chunks chunks
- * (vs = chunk * n_stages + stage, Megatron's layout; generators may rewrite the tables).
+ * laid out by the registry placement of @kind (pp_placement_vstage(); Megatron's layout vs =
+ * chunk * n_stages + stage for PP_PLACEMENT_LOOP; generators may rewrite the tables).
  * For generators. Returns: (transfer full). */
 PpSchedule *pp_schedule_alloc(const char *kind, int32_t n_stages, int32_t n_chunks);
 
@@ -113,14 +114,18 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpSchedule, pp_schedule_free)
  * peak in-flight per stage <= n_buffers. Returns FALSE and sets @error with a message that
  * names the offending op ("stage 2 op 17 B(mb=5, chunk=0)"). A cycle is reported as
  * PP_SCHEDULE_ERROR_DEADLOCK naming an op that lies on the cycle.
- * In-flight counting: a (mb, chunk) unit is in flight on its stage from its F until its
- * last backward (BW, or W when the backward is split: W still reads the stored activations).
- * Requires a schedule that went through pp_schedule_finish(). */
+ * In-flight counting: pp_op_inflight_change() (pp-types.h). Requires a schedule that went through
+ * pp_schedule_finish(). */
 gboolean pp_schedule_validate(const PpSchedule *sched, GError **error);
 
-/* Peak number of (mb, chunk) units in flight on @stage (counted as for validation) over its
- * program. Works on unfinished schedules too (generators use it to declare n_buffers). */
+/* Peak number of (mb, chunk) units in flight on @stage (pp_op_inflight_change(), as for
+ * validation) over its program. Works on unfinished schedules too (generators use it to
+ * declare n_buffers). */
 int32_t pp_schedule_peak_inflight(const PpSchedule *sched, int32_t stage);
+/* The same count per virtual stage: the peak number of each virtual stage's micro-batches
+ * between their F and the op that frees their activations (an executor's activation slots).
+ * Returns: (transfer full) (n_vstages). */
+int32_t *pp_schedule_vstage_peak_inflight(const PpSchedule *sched);
 
 /* --- queries --- */
 
@@ -145,9 +150,24 @@ PpOpRef pp_schedule_op_ref(const PpSchedule *sched, int32_t id);
 int32_t pp_schedule_find_op(const PpSchedule *sched, PpOpKind kind, int32_t mb, int32_t vstage);
 /* Weight version (number of updates its stage had applied) that op @ref computes with:
  * F and U use the stage's current version; B, BW and W use the current version under
- * PP_WEIGHTS_CURRENT and the version the same (mb, chunk)'s F used under PP_WEIGHTS_STASHED.
- * The drift of a micro-batch on a stage is version_used(its BW or B) - version_used(its F). */
+ * PP_WEIGHTS_CURRENT and the version the same (mb, chunk)'s F used under PP_WEIGHTS_STASHED
+ * (pp_schedule_backward_version()). */
 int32_t pp_schedule_version_used(const PpSchedule *sched, PpOpRef ref);
+/* Drift Δ of micro-batch @mb on virtual stage @vstage: the version its B (or BW) computes
+ * with minus the version its F used (pp_schedule_delta_ids()). The one definition of Δ: the
+ * simulator's reports, `pacer-sim replay` and the executor's log all use it. */
+int32_t pp_schedule_delta(const PpSchedule *sched, int32_t mb, int32_t vstage);
+
+/* pp_schedule_version_used() of backward op @b_id (B, BW or W, flat id) of the unit whose F
+ * has flat id @f_id, without the lookup (per-op loops that already know both ids). */
+static inline int32_t pp_schedule_backward_version(const PpSchedule *sched, int32_t f_id,
+                                                   int32_t b_id) {
+    return sched->weight_mode == PP_WEIGHTS_STASHED ? sched->version[f_id] : sched->version[b_id];
+}
+/* pp_schedule_delta() of the unit whose F has flat id @f_id and whose B (or BW) has @b_id. */
+static inline int32_t pp_schedule_delta_ids(const PpSchedule *sched, int32_t f_id, int32_t b_id) {
+    return pp_schedule_backward_version(sched, f_id, b_id) - sched->version[f_id];
+}
 /* Virtual stage of (stage, chunk). */
 int32_t pp_schedule_vstage(const PpSchedule *sched, int32_t stage, int32_t chunk);
 /* Formats "F(mb=3, chunk=0) on stage 1" into @buf. Returns @buf. */
@@ -160,10 +180,46 @@ gboolean pp_schedule_write_order(const PpSchedule *sched, const char *path, GErr
 
 typedef PpSchedule *(*PpSchedBuildFn)(const PpScheduleParams *params, GError **error);
 
+/* Where virtual stage vs runs, with N stages: chunk c = vs / N, position i = vs % N. */
+typedef enum {
+    PP_PLACEMENT_LOOP, /* stage i for every chunk (Megatron's interleaved layout) */
+    PP_PLACEMENT_V,    /* even chunks on stage i, odd chunks on stage N - 1 - i: the model
+                          goes down the stages and back up (ZB-V, DualPipe-V) */
+} PpPlacement;
+
+/* How a kind forms one optimizer step (per stage, for asynchronous kinds) from the
+ * micro-batch keys: the scenario's global batch is microbatch_size times this count. */
+typedef enum {
+    PP_BATCH_MICROBATCHES, /* m = pipeline.microbatches (flush kinds, 2bw, custom) */
+    PP_BATCH_ACCUMULATION, /* a = pipeline.accumulation backwards per local update (paci) */
+    PP_BATCH_SINGLE,       /* 1: an update after every backward (pipedream) */
+} PpBatchRule;
+
+/* Whether every stage updates at the same step boundary. */
+typedef enum {
+    PP_SCHED_ASYNC,          /* stages update on their own, no flush */
+    PP_SCHED_SYNC,           /* flush: pipelined == unpipelined math */
+    PP_SCHED_SYNC_FROM_ORDER /* decided by the order file (custom) */
+} PpSchedSync;
+
+/* One schedule kind and its rules: every consumer (scenario checks, sweeps, the simulator's
+ * and the executor's dynamic mode) asks these fields instead of comparing names. Generators
+ * set PpSchedule.weight_mode and .synchronous; pp_schedule_new() asserts they agree. */
 typedef struct {
     const char    *name;
     PpSchedBuildFn build;
     const char    *summary; /* one line for --help */
+    PpBatchRule    batch;
+    int32_t        fixed_accumulation; /* > 0: pipeline.accumulation must equal it
+                                          (async-1f1b: 1, PACI with a = 1); 0: any */
+    int32_t  min_chunks, max_chunks;   /* valid pipeline.chunks (model chunks per device) */
+    gboolean mb_multiple_of_stages;    /* m % N == 0 (interleaved) */
+    gboolean has_policy;               /* dynamic mode runs it live: PACI's backpressure policy with
+                                          a = pp_sched_kind_mb_per_step() (async-1f1b: a = 1) */
+    PpWeightMode weights;              /* stashing (pipedream, 2bw) or current weights */
+    PpSchedSync  sync;
+    gboolean     needs_order_file; /* reads PpScheduleParams.order_file (custom) */
+    PpPlacement  placement;        /* how pp_schedule_alloc() lays out its virtual stages */
 } PpSchedKindInfo;
 
 /* Returns: (transfer none): the registry entry for @name, or NULL. */
@@ -172,5 +228,22 @@ const PpSchedKindInfo *pp_sched_kind_lookup(const char *name);
 const PpSchedKindInfo *pp_sched_kinds(void);
 /* Returns: (transfer full): "gpipe, 1f1b, ..." for error messages. */
 char *pp_sched_kind_names(void);
+/* Returns: (transfer full): the names of the kinds with a run-time policy ("async-1f1b, paci"),
+ * for error messages. */
+char *pp_sched_kind_policy_names(void);
+/* Returns: (transfer full): the names of the kinds that run several chunks per device. */
+char *pp_sched_kind_multi_chunk_names(void);
+/* Micro-batches per optimizer step of kind @info under its batch rule, from the scenario's
+ * pipeline.microbatches @microbatches and pipeline.accumulation @accumulation (a fixed
+ * accumulation wins over @accumulation). For custom, the order file decides; this is the
+ * count the scenario's batch arithmetic uses. */
+int32_t pp_sched_kind_mb_per_step(const PpSchedKindInfo *info, int32_t microbatches,
+                                  int32_t accumulation);
+/* The placement of kind @name (PP_PLACEMENT_LOOP for names the registry does not know). */
+PpPlacement pp_sched_kind_placement(const char *name);
+/* Device (*@stage) and chunk index on it (*@chunk) of virtual stage @vs under @placement,
+ * with @n_stages stages. */
+void pp_placement_vstage(PpPlacement placement, int32_t n_stages, int32_t vs, int32_t *stage,
+                         int32_t *chunk);
 
 G_END_DECLS

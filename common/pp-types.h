@@ -37,6 +37,23 @@ typedef struct {
                        U: index of this update on its stage, 0.. */
 } PpOp;
 
+/* The in-flight rule: a (mb, chunk) unit is in flight on its stage from its F until its last
+ * backward (BW, or W when the backward is split: W still reads the stored activations).
+ * Returns +1 for the op that opens a unit (F), -1 for one that closes it (BW, W), else 0
+ * (B, U). Every in-flight count (validation, the simulator's running count and memory, the
+ * executor's activation slots) adds these. */
+static inline int32_t pp_op_inflight_change(PpOpKind kind) {
+    switch (kind) {
+    case PP_OP_FORWARD:
+        return 1;
+    case PP_OP_WEIGHT:
+    case PP_OP_BACKWARD_FULL:
+        return -1;
+    default:
+        return 0;
+    }
+}
+
 /* Reference to an op: position @index in the program of @stage. */
 typedef struct {
     int32_t stage;

@@ -1,21 +1,51 @@
 /* SPDX-License-Identifier: MIT
- * exec-backend.h: the backend vtable the replay loop (exec.c) drives (STYLE.md §5). A backend
- * owns the model state of every virtual stage (weights, stashed versions, gradients,
- * optimizer, activation slots), the workers (one per pipeline stage) and the transport that
- * carries activations and gradients between them. exec.c decides what each op does
- * (weight version, loss scale, learning rate); the backend does the math and the messaging.
+ * exec-backend.h: the contract between the replay loop (exec.c) and a backend, the part of the
+ * executor that owns devices. A backend holds the model state of its virtual stages (weights,
+ * stashed versions, gradients, optimizer state, activation slots), runs one host worker per
+ * local pipeline stage and carries activations and gradients between stages. exec.c decides
+ * what each op does (weight version, loss scale, learning rate) and keeps the books (versions,
+ * Δ checks, losses, skipped updates, the trace); the backend does the math and the messaging.
+ * exec/README.md describes the contract for backend authors.
  */
 #pragma once
 
 #include <glib.h>
 #include <stdint.h>
 
+#include "exec-error.h"
 #include "gpt2-slice.h"
 #include "optim-cpu.h"
 #include "pp-partition.h"
 #include "pp-schedule.h"
 
 G_BEGIN_DECLS
+
+/* How the members are called (exec/README.md has the whole story):
+ *
+ * Threads. The caller's thread ("host") calls prepare, is_local, launch, the state members
+ * (n_tensors .. evaluate) and free, never while launch runs. launch starts one worker per
+ * local stage; the worker of stage s calls wait_for, poll, has_input, run_op, record_done
+ * and flush with ops of stage s only, so a backend keeps per-stage state without locks.
+ * abort may come from any thread at any time.
+ *
+ * Order on a worker, per op of its program: wait_for -> run_op -> record_done; after every
+ * U, and once when the worker stops (end of program or abort), flush. Dynamic mode adds
+ * poll and has_input before picking an op.
+ *
+ * Synchronisation. Nothing between two flushes may wait for the device: run_op and
+ * record_done only enqueue work (CPU: they run it), wait_for only orders the stage's queue
+ * after the producer's (a stream waiting on an event) unless the input comes from another
+ * process, and the backend measures op times itself (host clock on CPU, events on a GPU).
+ * flush is the one point where a device synchronises: once per optimizer step of the stage,
+ * to read the op times and the scalars (losses, grad norm, applied) since the last flush.
+ * The state members copy between host and device and may synchronise: they run between
+ * replays, on a drained pipeline.
+ *
+ * Processes. A backend that runs one process per stage (MPI) holds only its local stages'
+ * state: is_local says which stages those are, launch starts workers for them only,
+ * wait_for/record_done exchange messages across processes, and the state members answer for
+ * local virtual stages (EXEC_ERROR_NOT_LOCAL for others); evaluate forwards across ranks and
+ * returns the loss on every rank. */
 
 /* Fills the tokens and targets of global micro-batch @mb: a pure function of (@mb, the
  * source's seed), so runs are deterministic and resumable. Called from worker threads
@@ -24,11 +54,20 @@ G_BEGIN_DECLS
  *   @targets (B, T) ids in [0, V): the next token of each position */
 typedef void (*ExecDataFn)(gpointer user_data, int64_t mb, int32_t *tokens, int32_t *targets);
 
-/* Observer of a stage's accumulated gradients at a U, before clipping (tests gather them by
- * tensor name; logging may compute statistics). Called from the stage's worker thread.
- *   @grads (gpt2_slice_n_params(slice)) */
-typedef void (*ExecGradFn)(gpointer user_data, int32_t vstage, const Gpt2Slice *slice,
+/* Gradient tap (tests): at each U, before clipping, the backend copies the accumulated
+ * gradients of every tensor of each of the stage's virtual stages to host memory and calls
+ * this once per tensor from the stage's worker. @grads: (tensor->numel) floats in @tensor's
+ * shape, valid during the call. A tap costs a device-to-host copy per U: tests only. */
+typedef void (*ExecGradFn)(gpointer user_data, int32_t vstage, const Gpt2Tensor *tensor,
                            const float *grads);
+
+/* Element type of activations and compute weights (run.precision); master weights, gradients
+ * and optimizer state are fp32 in every mode. */
+typedef enum {
+    EXEC_PRECISION_DEFAULT, /* the backend's own default (cpu: fp32, cuda: bf16) */
+    EXEC_PRECISION_FP32,
+    EXEC_PRECISION_BF16,
+} ExecPrecision;
 
 /* Everything a backend needs to build the model state; copied by the constructor except the
  * borrowed pointers. */
@@ -45,8 +84,14 @@ typedef struct {
     KernOptimParams    optim;
     ExecDataFn         data;
     gpointer           data_user;
-    ExecGradFn         on_grads; /* (nullable) */
+    ExecGradFn         on_grads; /* (nullable) gradient tap */
     gpointer           on_grads_user;
+    const int32_t     *devices; /* (nullable) (n_stages) device id of each stage (run.devices),
+                                   borrowed for the call; NULL: the backend's placement. A
+                                   backend without devices refuses it (EXEC_ERROR_BACKEND) */
+    ExecPrecision precision;    /* a precision the backend lacks is refused (EXEC_ERROR_BACKEND) */
+    gboolean      flash_attention; /* model.flash_attention: fused attention kernels where the
+                                      backend has them (refused where it cannot run them) */
 } ExecBackendSetup;
 
 /* What the replay loop asks of one op. */
@@ -54,8 +99,9 @@ typedef struct {
     const PpOp *op;
     int32_t     vstage;    /* F/B/W/BW: virtual stage; -1 for U */
     int64_t     global_mb; /* F/B/W/BW: micro-batch index over the whole run (data position) */
-    int32_t     version;   /* F/B/W/BW: absolute weight version the op computes with */
-    gboolean    stash;     /* F: keep a copy of the current weights (version @version) for
+    int32_t     version;   /* absolute weight version the op computes with (U: the update's
+                              index on its stage) */
+    gboolean stash;        /* F: keep a copy of the current weights (version @version) for
                               the micro-batch's backward; B/BW: compute with that copy and
                               release it (PipeDream, 2BW weight stashing) */
     float    loss_scale;   /* B/BW on the last virtual stage: the micro-batch's share */
@@ -64,13 +110,60 @@ typedef struct {
     gboolean poison;       /* U: test hook, treat the gradients as non-finite */
 } ExecOpArgs;
 
-/* What one op reports back. */
+/* What a backend reports about one op it ran, at its stage's next flush. */
 typedef struct {
-    float    loss;      /* F on the last virtual stage: mean cross-entropy (nats) */
+    PpOp     op;        /* the op as run_op() received it */
+    int32_t  vstage;    /* F/B/W/BW: its virtual stage; -1 for U */
+    int64_t  start_ns;  /* when its compute started and ended: ns since the backend was */
+    int64_t  end_ns;    /* created (CPU: host clock around the kernels; GPU: stream events) */
+    float    loss;      /* F on the last virtual stage: mean cross-entropy (nats); else 0 */
     double   grad_norm; /* U: L2 norm of the stage's gradients before clipping */
-    gboolean applied;   /* U: FALSE when the gradients were not finite and the update was
-                           skipped (gradients discarded) */
-} ExecOpResult;
+    gboolean applied;   /* U: FALSE when the gradients were not finite (or poisoned) and the
+                           update was skipped (gradients discarded all the same) */
+    gboolean copied;    /* F with stash: the op copied the stage's weights (a version no kept
+                           copy held) */
+} ExecOpReport;
+
+/* The ops a stage ran since its previous flush, in run order. */
+typedef struct {
+    const ExecOpReport *ops; /* (n_ops) (transfer none): valid until the stage's next run_op,
+                                flush or prepare */
+    int32_t n_ops;
+} ExecStageReport;
+
+/* The memory a backend holds for one stage's state, by category, in bytes (device memory on a
+ * GPU), as allocated at creation: nothing is allocated afterwards. */
+typedef struct {
+    int32_t device;          /* the stage's device id */
+    int64_t params_bytes;    /* fp32 master weights and their compute copy (bf16 mode) */
+    int64_t grads_bytes;     /* fp32 gradients */
+    int64_t optim_bytes;     /* optimizer state and its scratch */
+    int64_t stash_bytes;     /* stashed weight versions (pipedream, 2bw) */
+    int64_t act_bytes;       /* activation slots */
+    int64_t message_bytes;   /* buffers of the messages between stages */
+    int64_t workspace_bytes; /* per-stream contexts (GEMM workspace, reduction scratch), slice
+                                scratch, report buffers */
+    int64_t total_bytes;     /* the sum */
+} ExecMemoryBytes;
+
+/* Role of a tensor's data in tensor_get() / tensor_set(). Each role's data has the tensor's
+ * own shape (Gpt2Tensor, pacer layout: matmul weights (OC, IC)). */
+typedef enum {
+    EXEC_TENSOR_PARAMS,        /* the weights */
+    EXEC_TENSOR_GRADS,         /* gradients accumulated since the stage's last U */
+    EXEC_TENSOR_ADAM_M,        /* AdamW first moment (AdamW-driven tensors) */
+    EXEC_TENSOR_ADAM_V,        /* AdamW second moment (AdamW-driven tensors) */
+    EXEC_TENSOR_MUON_MOMENTUM, /* Muon momentum (Muon-driven tensors) */
+    EXEC_TENSOR_PREV_UPDATE,   /* error feedback's previous update u_{t-1} (every tensor when
+                                  error feedback is on) */
+    EXEC_TENSOR_N_ROLES
+} ExecTensorRole;
+
+/* Bit of @role in a roles mask. */
+#define EXEC_TENSOR_ROLE_BIT(role) (1u << (role))
+
+/* "params", "grads", "adam_m", "adam_v", "muon_momentum", "prev_update". */
+const char *exec_tensor_role_name(ExecTensorRole role);
 
 typedef struct _ExecBackend    ExecBackend;
 typedef struct _ExecBackendOps ExecBackendOps;
@@ -80,15 +173,25 @@ typedef void (*ExecWorkerFn)(gpointer user_data, int32_t stage);
 
 struct _ExecBackendOps {
     const char *name;
+
+    /* --- replay control (host thread, no worker running) --- */
+
     /* Checks that @sched fits the model state (stage/chunk counts, activation slots) and
-     * resets the transport for a new replay; @sched is NULL in dynamic mode (nothing to
-     * check). Returns FALSE and sets @error (EXEC_ERROR_SHAPE, exec.h) otherwise. */
+     * resets the transport and the reports for a new replay; @sched is NULL in dynamic mode
+     * (nothing to check). Returns FALSE and sets @error (EXEC_ERROR_SHAPE) otherwise. */
     gboolean (*prepare)(ExecBackend *backend, const PpSchedule *sched, GError **error);
-    /* Runs @worker(@user_data, stage) once for every stage, concurrently, and returns when all
-     * have returned. */
+    /* Whether this process runs @stage's worker and holds its virtual stages' state. */
+    gboolean (*is_local)(ExecBackend *backend, int32_t stage);
+    /* Runs @worker(@user_data, stage) once for every local stage, concurrently (a host thread
+     * each), and returns when all have returned. */
     void (*launch)(ExecBackend *backend, ExecWorkerFn worker, gpointer user_data);
-    /* Blocks the calling worker until the input message of @args->op is there (activation for
-     * F on a vstage > 0, gradient for B/BW below the last vstage; other ops return at once).
+
+    /* --- ops (the worker of args->op->stage, or of @stage) --- */
+
+    /* Makes the input message of @args->op available to the stage (activation for F on a
+     * vstage > 0, gradient for B/BW below the last vstage; other ops return at once): blocks
+     * the worker until the producer has handed it over (CPU: the data arrived; GPU: the
+     * producer's event is recorded and the stage's stream waits on it, no host sync).
      * Returns FALSE when the run was aborted. */
     gboolean (*wait_for)(ExecBackend *backend, const ExecOpArgs *args);
     /* Dynamic mode: moves the messages that reached @stage into its pending set; with @block,
@@ -97,18 +200,57 @@ struct _ExecBackendOps {
     /* Dynamic mode: whether the input message of @args->op is pending (after poll()); TRUE
      * for ops that need none. */
     gboolean (*has_input)(ExecBackend *backend, const ExecOpArgs *args);
-    /* Runs the op on the calling worker. */
-    void (*run_op)(ExecBackend *backend, const ExecOpArgs *args, ExecOpResult *result);
+    /* Runs (CPU) or enqueues (GPU) the op and records its report for the next flush. U
+     * computes the stage's gradient norm, skips the update when it is not finite (or
+     * @args->poison), clips to @args->grad_clip, steps the optimizer with @args->lr and zeroes
+     * the gradients; the tap, when installed, sees the gradients first. */
+    void (*run_op)(ExecBackend *backend, const ExecOpArgs *args);
     /* Sends the op's output (activation of F, input gradient of B/BW) to the worker of the
-     * consuming virtual stage. */
+     * consuming virtual stage (GPU: after an event that orders it behind the op). */
     void (*record_done)(ExecBackend *backend, const ExecOpArgs *args);
-    /* Wakes every waiting worker: their wait_for() returns FALSE from now on until the next
-     * prepare(). */
+    /* Waits for the stage's work so far (the one device synchronisation of a step) and hands
+     * over the reports of the ops run since the previous flush, in run order. */
+    void (*flush)(ExecBackend *backend, int32_t stage, ExecStageReport *report);
+
+    /* --- any thread --- */
+
+    /* Wakes every waiting worker: their wait_for()/poll() return FALSE from now on until the
+     * next prepare(). */
     void (*abort)(ExecBackend *backend);
-    /* Returns: (transfer none): the model slice of @vstage (CPU state; checkpoints, tests). */
-    Gpt2Slice *(*slice)(ExecBackend *backend, int32_t vstage);
-    /* Returns: (transfer none): the optimizer of @vstage. */
-    KernOptim *(*optim)(ExecBackend *backend, int32_t vstage);
+
+    /* --- state (host thread, between replays: the pipeline is drained) --- */
+
+    /* Number of parameter tensors of virtual stage @vstage (every vstage, local or not). */
+    int (*n_tensors)(ExecBackend *backend, int32_t vstage);
+    /* Tensor @i of @vstage's table (plain host data: Hugging Face name, shape, kind; the
+     * offset is the backend's own layout) and, in *@roles, the EXEC_TENSOR_ROLE_BIT()s it has.
+     * Returns: (transfer none): valid until free(). */
+    const Gpt2Tensor *(*tensor)(ExecBackend *backend, int32_t vstage, int i, guint *roles);
+    /* Copies the @role data of tensor @name of @vstage into @dst (@n floats, its numel).
+     * Returns FALSE with EXEC_ERROR_TENSOR (no such tensor or role, @n differs) or
+     * EXEC_ERROR_NOT_LOCAL. */
+    gboolean (*tensor_get)(ExecBackend *backend, int32_t vstage, const char *name,
+                           ExecTensorRole role, float *dst, size_t n, GError **error);
+    /* Copies @src (@n floats) into the @role data of tensor @name of @vstage. Errors as
+     * tensor_get(). */
+    gboolean (*tensor_set)(ExecBackend *backend, int32_t vstage, const char *name,
+                           ExecTensorRole role, const float *src, size_t n, GError **error);
+    /* The optimizer's step count t of @vstage (skipped updates do not advance it), and
+     * setting it (resume). Errors: EXEC_ERROR_NOT_LOCAL. */
+    gboolean (*get_optim_steps)(ExecBackend *backend, int32_t vstage, int64_t *n_steps,
+                                GError **error);
+    gboolean (*set_optim_steps)(ExecBackend *backend, int32_t vstage, int64_t n_steps,
+                                GError **error);
+    /* Forward of one micro-batch through every virtual stage with the current weights, no
+     * gradients: *@loss = its mean cross-entropy (nats).
+     *   @tokens  (B, T) ids in [0, V)
+     *   @targets (B, T) ids in [0, V) */
+    gboolean (*evaluate)(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
+                         float *loss, GError **error);
+    /* (optional: NULL for a backend whose memory is not arenas of its own) The memory the
+     * backend allocated for local @stage's state. */
+    void (*memory)(ExecBackend *backend, int32_t stage, ExecMemoryBytes *bytes);
+
     void (*free)(ExecBackend *backend);
 };
 
@@ -117,13 +259,49 @@ struct _ExecBackend {
     const ExecBackendOps *ops;
 };
 
-/* --- backends --- */
+/* --- the backend registry (exec-backend-registry.c) --- */
 
-/* The CPU backend: one GThread per stage, GAsyncQueue inboxes, Gpt2Slice + KernOptim per
- * virtual stage (exec-cpu.c). Returns: (transfer full). */
-ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup);
+/* Builds a backend from @setup. Returns: (transfer full), or NULL with @error set
+ * (EXEC_ERROR_BACKEND: no device, ...). */
+typedef ExecBackend *(*ExecBackendNewFn)(const ExecBackendSetup *setup, GError **error);
+
+typedef struct {
+    const char      *name; /* run.backend value */
+    ExecBackendNewFn create;
+    const char      *summary; /* one line for --help */
+} ExecBackendInfo;
+
+/* Returns: (transfer none): the NULL-terminated table of the backends this build has. */
+const ExecBackendInfo *exec_backends(void);
+/* Returns: (transfer none): the backend called @name, or NULL with EXEC_ERROR_BACKEND set: a
+ * message that names @name, says plainly when it is a backend this build lacks ("this build
+ * has no CUDA backend") and lists the valid names. */
+const ExecBackendInfo *exec_backend_find(const char *name, GError **error);
+/* Returns: (transfer full): "cpu, ..." (the backends this build has). */
+char *exec_backend_names(void);
 
 void exec_backend_free(ExecBackend *backend);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecBackend, exec_backend_free)
+
+/* prepare()'s check, for every backend: @sched has @n_stages x @n_chunks, places every
+ * virtual stage on the stage @vstage_stage (n_vstages) says, and keeps no more micro-batches
+ * in flight on a virtual stage than its @act_slots (n_vstages) (pp_schedule_vstage_peak_inflight).
+ * Returns FALSE with EXEC_ERROR_SHAPE naming the first mismatch otherwise. */
+gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, int32_t n_chunks,
+                                     const int32_t *vstage_stage, const int32_t *act_slots,
+                                     GError **error);
+
+/* --- backends --- */
+
+/* The CPU backend: one GThread per stage, GAsyncQueue inboxes, Gpt2Slice + KernOptim per
+ * virtual stage (exec-cpu.c). Fails (EXEC_ERROR_BACKEND) only for setup->devices or bf16.
+ * Returns: (transfer full). */
+ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error);
+
+/* The CUDA backend (exec-cuda.c): per stage a device, a compute stream, a host worker and
+ * device arenas sized at creation. Fails (EXEC_ERROR_BACKEND) without a CUDA device, for a
+ * device id the process does not see, a precision or flash attention the model's shape cannot
+ * run, or when the device memory is too small. Returns: (transfer full). */
+ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error);
 
 G_END_DECLS

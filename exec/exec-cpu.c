@@ -3,72 +3,26 @@
  * One GThread per pipeline stage; each stage has an inbox (GAsyncQueue) and a pending table
  * keyed by (kind, mb, vstage) that holds messages arriving before the op that consumes them.
  * Model state per virtual stage: a Gpt2Slice, its KernOptim and the stashed weight copies.
+ * Ops run on the worker's thread; their reports (host-clock times, losses, grad norms) wait in
+ * a per-stage list for flush().
  */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
-#include "exec.h"
+#include "exec-cpu-private.h"
 #include "pp-error.h"
 
-typedef enum {
-    EXEC_MSG_ACT,   /* activation (B, T, C) for F(mb, vstage) */
-    EXEC_MSG_GRAD,  /* gradient (B, T, C) of the x_out of vstage, for B/BW(mb, vstage) */
-    EXEC_MSG_ABORT, /* wake-up: the run was aborted */
-} ExecMsgKind;
-
-typedef struct {
-    gint64 key;  /* exec_cpu_msg_key(kind, mb, vstage): the pending table's key */
-    float *data; /* (B, T, C) owned by the message */
-} ExecMsg;
-
-/* A stashed weight copy (PipeDream, 2BW) and the micro-batches still needing it. */
-typedef struct {
-    int32_t version;
-    int32_t refs;
-    float  *params; /* (n_params) */
-} ExecStash;
-
-typedef struct {
-    Gpt2Slice *slice;
-    KernOptim *optim;
-    int32_t    stage;
-    int32_t    n_slots;
-    int32_t   *slot_mb; /* (n_slots) micro-batch holding each activation slot, -1 free */
-    GPtrArray *stashes; /* ExecStash*, at most the stage's weight versions */
-} ExecCpuVstage;
-
-typedef struct {
-    GAsyncQueue *inbox;   /* ExecMsg* */
-    GHashTable  *pending; /* &msg->key -> ExecMsg* */
-    gboolean     aborted;
-    ExecMsg     *input;   /* taken by wait_for(), consumed by run_op() */
-    float       *output;  /* (B, T, C) produced by run_op(), sent by record_done() */
-    int32_t     *tokens;  /* (B, T) */
-    int32_t     *targets; /* (B, T) */
-} ExecCpuStage;
-
-typedef struct {
-    ExecBackend    base;
-    Gpt2Config     model;
-    int32_t        B;
-    int32_t        n_stages, n_chunks, n_vstages;
-    int32_t       *vstage_stage;    /* (n_vstages) */
-    int32_t       *weight_versions; /* (n_stages) */
-    ExecDataFn     data;
-    gpointer       data_user;
-    ExecGradFn     on_grads;
-    gpointer       on_grads_user;
-    ExecCpuVstage *vstages; /* (n_vstages) */
-    ExecCpuStage  *stages;  /* (n_stages) */
-} ExecCpuBackend;
+/* ns since the backend's creation. */
+static int64_t exec_cpu_now_ns(const ExecCpuBackend *cpu) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - cpu->t0_ns;
+}
 
 static gint64 exec_cpu_msg_key(ExecMsgKind kind, int32_t mb, int32_t vstage) {
     PP_ASSERT(mb >= 0 && vstage >= 0 && vstage < (1 << 20));
     return ((gint64)kind << 56) | ((gint64)mb << 20) | (gint64)vstage;
-}
-
-static size_t exec_cpu_act_floats(const ExecCpuBackend *cpu) {
-    return (size_t)cpu->B * cpu->model.T * cpu->model.C; /* (B, T, C) */
 }
 
 static void exec_cpu_msg_free(gpointer p) {
@@ -114,42 +68,10 @@ static void exec_cpu_stash_free(gpointer p) {
 
 /* --- vtable --- */
 
-static ExecCpuBackend *exec_cpu(ExecBackend *backend) {
-    return (ExecCpuBackend *)backend;
-}
-
-static gboolean exec_cpu_check(ExecCpuBackend *cpu, const PpSchedule *sched, GError **error) {
-    if (sched->n_stages != cpu->n_stages || sched->n_chunks != cpu->n_chunks) {
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                    "schedule %s has %d stages x %d chunks; the pipeline was built for %d x %d",
-                    sched->kind, sched->n_stages, sched->n_chunks, cpu->n_stages, cpu->n_chunks);
-        return FALSE;
-    }
-    for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
-        if (sched->vstage_stage[vs] != cpu->vstage_stage[vs]) {
-            g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                        "schedule %s places virtual stage %d on stage %d; the pipeline has it "
-                        "on stage %d",
-                        sched->kind, vs, sched->vstage_stage[vs], cpu->vstage_stage[vs]);
-            return FALSE;
-        }
-    }
-    g_autofree int32_t *peak = exec_schedule_act_slots(sched);
-    for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
-        if (peak[vs] > cpu->vstages[vs].n_slots) {
-            g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                        "schedule %s keeps %d micro-batches in flight on virtual stage %d; the "
-                        "pipeline has %d activation slots there",
-                        sched->kind, peak[vs], vs, cpu->vstages[vs].n_slots);
-            return FALSE;
-        }
-    }
-    return TRUE;
-}
-
 static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, GError **error) {
     ExecCpuBackend *cpu = exec_cpu(backend);
-    if (sched && !exec_cpu_check(cpu, sched, error))
+    if (sched && !exec_backend_check_schedule(sched, cpu->n_stages, cpu->n_chunks,
+                                              cpu->vstage_stage, cpu->act_slots, error))
         return FALSE;
     for (int32_t s = 0; s < cpu->n_stages; s++) {
         ExecCpuStage *st = &cpu->stages[s];
@@ -160,6 +82,8 @@ static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, 
         for (ExecMsg *msg; (msg = g_async_queue_try_pop(st->inbox)) != NULL;)
             exec_cpu_msg_free(msg);
         st->aborted = FALSE;
+        g_array_set_size(st->reports, 0);
+        g_array_set_size(st->flushed, 0);
     }
     for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
         ExecCpuVstage *v = &cpu->vstages[vs];
@@ -258,28 +182,39 @@ static gboolean exec_cpu_has_input(ExecBackend *backend, const ExecOpArgs *args)
     return g_hash_table_contains(cpu->stages[args->op->stage].pending, &key);
 }
 
-static void exec_cpu_run_update(ExecCpuBackend *cpu, const ExecOpArgs *args, ExecOpResult *result) {
-    int32_t stage = args->op->stage;
-    double  sq = 0.0;
-    for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
-        ExecCpuVstage *v = &cpu->vstages[vs];
-        if (v->stage != stage)
-            continue;
-        float *grads = gpt2_slice_grads(v->slice);
-        if (cpu->on_grads)
-            cpu->on_grads(cpu->on_grads_user, vs, v->slice, grads);
-        sq += kern_grad_sq_norm(grads, gpt2_slice_n_params(v->slice));
+/* The gradient tap: a host copy of every gradient tensor of @v (virtual stage @vs) for the
+ * observer, through @st's scratch buffer. */
+static void exec_cpu_tap(ExecCpuBackend *cpu, ExecCpuStage *st, int32_t vs, ExecCpuVstage *v) {
+    const float *grads = gpt2_slice_grads(v->slice);
+    for (int i = 0; i < gpt2_slice_n_tensors(v->slice); i++) {
+        const Gpt2Tensor *t = gpt2_slice_tensor(v->slice, i);
+        memcpy(st->tap, grads + t->offset, t->numel * sizeof(float));
+        cpu->on_grads(cpu->on_grads_user, vs, t, st->tap);
     }
-    result->grad_norm = sqrt(sq);
-    result->applied = isfinite(result->grad_norm) && !args->poison;
+}
+
+static void exec_cpu_run_update(ExecCpuBackend *cpu, const ExecOpArgs *args, ExecOpReport *report) {
+    int32_t       stage = args->op->stage;
+    ExecCpuStage *st = &cpu->stages[stage];
+    double        sq = 0.0;
+    for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
+        ExecCpuVstage *v = &cpu->vstages[vs];
+        if (v->stage != stage)
+            continue;
+        if (cpu->on_grads)
+            exec_cpu_tap(cpu, st, vs, v);
+        sq += kern_grad_sq_norm(gpt2_slice_grads(v->slice), gpt2_slice_n_params(v->slice));
+    }
+    report->grad_norm = sqrt(sq);
+    report->applied = isfinite(report->grad_norm) && !args->poison;
     float factor =
-        args->grad_clip > 0.0f ? kern_clip_factor(result->grad_norm, args->grad_clip) : 1.0f;
+        args->grad_clip > 0.0f ? kern_clip_factor(report->grad_norm, args->grad_clip) : 1.0f;
     for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
         ExecCpuVstage *v = &cpu->vstages[vs];
         if (v->stage != stage)
             continue;
         float *grads = gpt2_slice_grads(v->slice);
-        if (result->applied) {
+        if (report->applied) {
             if (factor != 1.0f)
                 kern_grad_scale(grads, gpt2_slice_n_params(v->slice), factor);
             kern_optim_step(v->optim, gpt2_slice_params(v->slice), grads, args->lr);
@@ -289,15 +224,11 @@ static void exec_cpu_run_update(ExecCpuBackend *cpu, const ExecOpArgs *args, Exe
     }
 }
 
-static void exec_cpu_run_op(ExecBackend *backend, const ExecOpArgs *args, ExecOpResult *result) {
-    ExecCpuBackend *cpu = exec_cpu(backend);
-    const PpOp     *op = args->op;
-    ExecCpuStage   *st = &cpu->stages[op->stage];
-    memset(result, 0, sizeof *result);
-    if (op->kind == PP_OP_UPDATE) {
-        exec_cpu_run_update(cpu, args, result);
-        return;
-    }
+/* Runs F, B, W or BW; the loss of a last-vstage F goes to @report. */
+static void exec_cpu_run_compute(ExecCpuBackend *cpu, const ExecOpArgs *args,
+                                 ExecOpReport *report) {
+    const PpOp    *op = args->op;
+    ExecCpuStage  *st = &cpu->stages[op->stage];
     ExecCpuVstage *v = &cpu->vstages[args->vstage];
     gboolean       first = args->vstage == 0, last = args->vstage == cpu->n_vstages - 1;
     float         *live = gpt2_slice_params(v->slice);
@@ -310,10 +241,20 @@ static void exec_cpu_run_op(ExecBackend *backend, const ExecOpArgs *args, ExecOp
         if (args->stash) {
             ExecStash *stash = exec_cpu_stash_find(v, args->version);
             if (!stash) {
-                stash = g_new0(ExecStash, 1);
+                /* A new version: a copy no micro-batch needs any more takes it (no new
+                 * allocation, no page faults); else a new copy. */
+                for (guint i = 0; i < v->stashes->len && !stash; i++)
+                    if (((ExecStash *)g_ptr_array_index(v->stashes, i))->refs == 0)
+                        stash = g_ptr_array_index(v->stashes, i);
+                if (stash) {
+                    memcpy(stash->params, live, n_params * sizeof(float));
+                } else {
+                    stash = g_new0(ExecStash, 1);
+                    stash->params = g_memdup2(live, n_params * sizeof(float));
+                    g_ptr_array_add(v->stashes, stash);
+                }
                 stash->version = args->version;
-                stash->params = g_memdup2(live, n_params * sizeof(float));
-                g_ptr_array_add(v->stashes, stash);
+                report->copied = TRUE;
                 /* The schedule declares how many weight copies a stage keeps. */
                 PP_ASSERT((int32_t)v->stashes->len <= cpu->weight_versions[v->stage]);
             }
@@ -323,7 +264,7 @@ static void exec_cpu_run_op(ExecBackend *backend, const ExecOpArgs *args, ExecOp
             st->output = g_new(float, exec_cpu_act_floats(cpu));
         gpt2_slice_forward(v->slice, live, slot, first ? st->tokens : NULL,
                            first ? NULL : st->input->data, last ? st->targets : NULL,
-                           last ? NULL : st->output, last ? &result->loss : NULL);
+                           last ? NULL : st->output, last ? &report->loss : NULL);
         break;
     }
     case PP_OP_BACKWARD:
@@ -347,8 +288,11 @@ static void exec_cpu_run_op(ExecBackend *backend, const ExecOpArgs *args, ExecOp
                                 first ? NULL : st->output, gpt2_slice_grads(v->slice));
             v->slot_mb[slot] = -1;
         }
-        if (stash && --stash->refs == 0)
-            g_ptr_array_remove_fast(v->stashes, stash);
+        /* An unreferenced copy stays until F needs a new version: the next F of this
+         * version (the current one in 1F1B's steady state) reuses it instead of copying the
+         * weights again. */
+        if (stash)
+            stash->refs--;
         break;
     }
     case PP_OP_WEIGHT: {
@@ -365,6 +309,29 @@ static void exec_cpu_run_op(ExecBackend *backend, const ExecOpArgs *args, ExecOp
         exec_cpu_msg_free(st->input);
         st->input = NULL;
     }
+}
+
+static void exec_cpu_run_op(ExecBackend *backend, const ExecOpArgs *args) {
+    ExecCpuBackend *cpu = exec_cpu(backend);
+    ExecOpReport    report = {.op = *args->op, .vstage = args->vstage};
+    report.start_ns = exec_cpu_now_ns(cpu);
+    if (args->op->kind == PP_OP_UPDATE)
+        exec_cpu_run_update(cpu, args, &report);
+    else
+        exec_cpu_run_compute(cpu, args, &report);
+    report.end_ns = exec_cpu_now_ns(cpu);
+    g_array_append_val(cpu->stages[args->op->stage].reports, report);
+}
+
+static void exec_cpu_flush(ExecBackend *backend, int32_t stage, ExecStageReport *report) {
+    ExecCpuStage *st = &exec_cpu(backend)->stages[stage];
+    GArray       *swap = st->flushed;
+    /* The CPU ran every op already: handing the list over is the whole flush. */
+    st->flushed = st->reports;
+    st->reports = swap;
+    g_array_set_size(st->reports, 0);
+    report->ops = (const ExecOpReport *)(const void *)st->flushed->data;
+    report->n_ops = (int32_t)st->flushed->len;
 }
 
 static void exec_cpu_send(ExecCpuBackend *cpu, ExecMsgKind kind, int32_t mb, int32_t vstage,
@@ -396,16 +363,10 @@ static void exec_cpu_abort(ExecBackend *backend) {
     }
 }
 
-static Gpt2Slice *exec_cpu_slice(ExecBackend *backend, int32_t vstage) {
-    ExecCpuBackend *cpu = exec_cpu(backend);
-    PP_ASSERT(vstage >= 0 && vstage < cpu->n_vstages);
-    return cpu->vstages[vstage].slice;
-}
-
-static KernOptim *exec_cpu_optim(ExecBackend *backend, int32_t vstage) {
-    ExecCpuBackend *cpu = exec_cpu(backend);
-    PP_ASSERT(vstage >= 0 && vstage < cpu->n_vstages);
-    return cpu->vstages[vstage].optim;
+static gboolean exec_cpu_is_local(ExecBackend *backend, int32_t stage) {
+    (void)backend;
+    (void)stage;
+    return TRUE; /* one process holds every stage */
 }
 
 static void exec_cpu_free(ExecBackend *backend) {
@@ -426,30 +387,54 @@ static void exec_cpu_free(ExecBackend *backend) {
         g_free(st->output);
         g_free(st->tokens);
         g_free(st->targets);
+        g_array_unref(st->reports);
+        g_array_unref(st->flushed);
+        g_free(st->tap);
     }
     g_free(cpu->vstages);
     g_free(cpu->stages);
     g_free(cpu->vstage_stage);
     g_free(cpu->weight_versions);
+    g_free(cpu->act_slots);
     g_free(cpu);
 }
 
 static const ExecBackendOps exec_cpu_ops = {
     .name = "cpu",
     .prepare = exec_cpu_prepare,
+    .is_local = exec_cpu_is_local,
     .launch = exec_cpu_launch,
     .wait_for = exec_cpu_wait_for,
     .poll = exec_cpu_poll,
     .has_input = exec_cpu_has_input,
     .run_op = exec_cpu_run_op,
     .record_done = exec_cpu_record_done,
+    .flush = exec_cpu_flush,
     .abort = exec_cpu_abort,
-    .slice = exec_cpu_slice,
-    .optim = exec_cpu_optim,
+    .n_tensors = exec_cpu_n_tensors,
+    .tensor = exec_cpu_tensor,
+    .tensor_get = exec_cpu_tensor_get,
+    .tensor_set = exec_cpu_tensor_set,
+    .get_optim_steps = exec_cpu_get_optim_steps,
+    .set_optim_steps = exec_cpu_set_optim_steps,
+    .evaluate = exec_cpu_evaluate,
+    .memory = NULL, /* host slices from malloc: no arenas of the backend's own to report */
     .free = exec_cpu_free,
 };
 
-ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup) {
+ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error) {
+    if (setup->devices != NULL) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "run.devices: the cpu backend runs every stage on host threads and has no "
+                    "devices; remove the key or use run.backend = cuda");
+        return NULL;
+    }
+    if (setup->precision == EXEC_PRECISION_BF16) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "run.precision = bf16: the cpu backend computes in fp32 only; remove the key, "
+                    "set fp32, or use run.backend = cuda");
+        return NULL;
+    }
     ExecCpuBackend *cpu = g_new0(ExecCpuBackend, 1);
     cpu->base.ops = &exec_cpu_ops;
     cpu->model = setup->model;
@@ -459,6 +444,7 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup) {
     cpu->n_vstages = setup->n_stages * setup->n_chunks;
     cpu->vstage_stage = g_memdup2(setup->vstage_stage, cpu->n_vstages * sizeof(int32_t));
     cpu->weight_versions = g_memdup2(setup->weight_versions, cpu->n_stages * sizeof(int32_t));
+    cpu->act_slots = g_memdup2(setup->act_slots, cpu->n_vstages * sizeof(int32_t));
     cpu->data = setup->data;
     cpu->data_user = setup->data_user;
     cpu->on_grads = setup->on_grads;
@@ -498,6 +484,23 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup) {
         st->pending = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, exec_cpu_msg_free);
         st->tokens = g_new(int32_t, bt);
         st->targets = g_new(int32_t, bt);
+        st->reports = g_array_new(FALSE, FALSE, sizeof(ExecOpReport));
+        st->flushed = g_array_new(FALSE, FALSE, sizeof(ExecOpReport));
     }
+    if (cpu->on_grads) {
+        for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
+            ExecCpuVstage *v = &cpu->vstages[vs];
+            size_t         most = 0;
+            for (int i = 0; i < gpt2_slice_n_tensors(v->slice); i++)
+                most = MAX(most, gpt2_slice_tensor(v->slice, i)->numel);
+            ExecCpuStage *st = &cpu->stages[v->stage];
+            if (st->tap == NULL || most > st->tap_floats) {
+                st->tap = g_renew(float, st->tap, most);
+                st->tap_floats = most;
+            }
+        }
+    }
+    cpu->t0_ns = 0;
+    cpu->t0_ns = exec_cpu_now_ns(cpu);
     return &cpu->base;
 }

@@ -1,257 +1,56 @@
 /* SPDX-License-Identifier: MIT
- * exec.c: backend-agnostic replay of a PpSchedule. Every stage's worker walks its program in
- * order: wait for the op's input message, run it, send its output. This file decides the
- * weight version each op computes with (current, or the stashed version of its F), checks it
- * against the schedule core's pp_schedule_version_used(), times every op into the trace,
- * collects losses and handles non-finite gradients (skip, count, stop after K in a row).
+ * exec.c: the executor's pipeline object: partitions the model, creates the backend the caller
+ * names, runs replays (static programs, or PACI's policy live) through the workers of
+ * exec-replay.c and collects their results into ExecRunResult and the trace; the model state
+ * is reached only through the backend's by-name copy calls.
  */
-#include "exec.h"
-
-#include <time.h>
+#include "exec-pipeline-private.h"
 
 #include "pp-error.h"
 #include "pp-policy.h"
 
-/* The quark's name is stringified as written: keep clang-format from spacing the dashes. */
-// clang-format off
-G_DEFINE_QUARK(exec-error-quark, exec_error)
-// clang-format on
-
-struct _ExecPipeline {
-    ExecPipelineParams params; /* copy; pointer fields are not used after exec_pipeline_new() */
-    PpPartition       *partition;
-    ExecBackend       *backend;
-    int32_t            n_stages, n_chunks, n_vstages;
-    int32_t           *vstage_of; /* (n_stages, n_chunks) virtual stage of (stage, chunk) */
-    int32_t           *version;   /* (n_stages) updates applied so far */
-    int32_t           *nonfinite; /* (n_stages) consecutive skipped updates */
-    PpTrace           *trace;
-    int64_t            t0_ns; /* CLOCK_MONOTONIC at creation */
-
-    /* State of the replay in progress (exec_pipeline_run()). */
-    const PpSchedule *sched; /* NULL in dynamic mode */
-    PpWeightMode      weight_mode;
-    int32_t           mb_per_step; /* backwards per update: the loss scale is its inverse */
-    int64_t           mb_offset;
-    int32_t          *version_base; /* (n_stages) versions when the replay started */
-    ExecRunResult    *result;
-    GArray          **rows;   /* (n_stages) PpTraceRow, per worker */
-    gint              failed; /* atomic: a worker stopped the replay */
-    GMutex            error_lock;
-    GError           *error; /* first failure, under error_lock */
-};
-
-static int64_t exec_now_ns(const ExecPipeline *pipeline) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - pipeline->t0_ns;
-}
-
-int32_t *exec_schedule_act_slots(const PpSchedule *sched) {
-    int32_t            *peak = g_new0(int32_t, sched->n_vstages);
-    g_autofree int32_t *live = g_new0(int32_t, sched->n_vstages);
-    for (int32_t s = 0; s < sched->n_stages; s++) {
-        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
-            const PpOp *op = &sched->programs[s][i];
-            if (op->kind == PP_OP_UPDATE || op->kind == PP_OP_BACKWARD)
-                continue;
-            int32_t vs = pp_schedule_vstage(sched, s, op->chunk);
-            live[vs] += op->kind == PP_OP_FORWARD ? 1 : -1;
-            PP_ASSERT(live[vs] >= 0);
-            if (live[vs] > peak[vs])
-                peak[vs] = live[vs];
-        }
-    }
-    return peak;
-}
-
-/* --- the worker --- */
-
-static void exec_pipeline_fail(ExecPipeline *pipeline, GError *error) {
-    g_mutex_lock(&pipeline->error_lock);
-    if (!pipeline->error)
-        pipeline->error = error;
-    else
-        g_error_free(error);
-    g_mutex_unlock(&pipeline->error_lock);
-    g_atomic_int_set(&pipeline->failed, 1);
-    pipeline->backend->ops->abort(pipeline->backend);
-}
-
-/* Fills @args for @op: the weight version it computes with (current, or its F's when
- * stashing), its data position, loss scale and, for U, the learning rate. */
-static void exec_pipeline_op_args(ExecPipeline *pipeline, const PpOp *op, ExecOpArgs *args) {
-    ExecRunResult *res = pipeline->result;
-    gboolean       stashed = pipeline->weight_mode == PP_WEIGHTS_STASHED;
-    int32_t        current = pipeline->version[op->stage];
-    *args = (ExecOpArgs){.op = op, .vstage = -1, .version = current};
-    if (op->kind == PP_OP_UPDATE) {
-        const ExecPipelineParams *p = &pipeline->params;
-        args->lr = kern_lr_schedule(current, p->warmup_steps, p->total_steps, p->lr, p->min_lr);
-        args->grad_clip = p->grad_clip;
-        args->poison = current == p->poison_update;
-        return;
-    }
-    args->vstage = pipeline->vstage_of[op->stage * pipeline->n_chunks + op->chunk];
-    args->global_mb = pipeline->mb_offset + op->mb;
-    args->loss_scale = 1.0f / (float)pipeline->mb_per_step;
-    int32_t *vf = &res->version_f[(size_t)op->mb * pipeline->n_vstages + args->vstage];
-    int32_t *vb = &res->version_b[(size_t)op->mb * pipeline->n_vstages + args->vstage];
-    switch (op->kind) {
-    case PP_OP_FORWARD:
-        *vf = current;
-        args->stash = stashed;
-        break;
-    case PP_OP_BACKWARD:
-    case PP_OP_BACKWARD_FULL:
-        args->version = stashed ? *vf : current;
-        args->stash = stashed;
-        *vb = args->version;
-        break;
-    case PP_OP_WEIGHT:
-        args->version = stashed ? *vf : current;
-        break;
-    case PP_OP_UPDATE:
-    case PP_OP_N_KINDS:
-        PP_UNREACHABLE();
-    }
-}
-
-/* Runs one op on @stage's worker: wait for its input, compute, send, record. Returns FALSE
- * when the worker must stop (aborted, or too many non-finite updates). */
-static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, const ExecOpArgs *args) {
-    const ExecBackendOps *ops = pipeline->backend->ops;
-    ExecRunResult        *res = pipeline->result;
-    const PpOp           *op = args->op;
-    int32_t               stage = op->stage;
-    ExecOpResult          out;
-    if (!ops->wait_for(pipeline->backend, args))
-        return FALSE;
-    int64_t start_ns = exec_now_ns(pipeline);
-    ops->run_op(pipeline->backend, args, &out);
-    int64_t end_ns = exec_now_ns(pipeline);
-    ops->record_done(pipeline->backend, args);
-
-    PpTraceRow row = {.stage = stage,
-                      .kind = op->kind,
-                      .mb = op->mb,
-                      .chunk = op->chunk,
-                      .step = op->step,
-                      .start_ns = start_ns,
-                      .end_ns = end_ns,
-                      .version_f = -1,
-                      .version_b = -1,
-                      .resource = PP_RESOURCE_COMPUTE};
-    g_array_append_val(pipeline->rows[stage], row);
-    PP_ASSERT(res->n_executed[stage] < res->capacity[stage]);
-    res->executed[stage][res->n_executed[stage]++] = *op;
-    if (op->kind == PP_OP_FORWARD && args->vstage == pipeline->n_vstages - 1) {
-        res->loss[op->mb] = out.loss;
-        res->mb_step[op->mb] = op->step;
-        if (pipeline->params.on_loss)
-            pipeline->params.on_loss(pipeline->params.on_loss_user, op->mb, op->step, out.loss);
-    }
-    if (op->kind != PP_OP_UPDATE)
-        return TRUE;
-    pipeline->version[stage]++;
-    res->grad_norm[stage][res->n_updates[stage]++] = out.grad_norm;
-    if (out.applied) {
-        pipeline->nonfinite[stage] = 0;
-        return TRUE;
-    }
-    g_atomic_int_inc(&res->n_skipped);
-    g_message("stage %d: update %d skipped: non-finite gradients (norm %.9g)", stage, args->version,
-              out.grad_norm);
-    if (++pipeline->nonfinite[stage] < pipeline->params.max_nonfinite)
-        return TRUE;
-    exec_pipeline_fail(pipeline,
-                       g_error_new(EXEC_ERROR, EXEC_ERROR_NONFINITE,
-                                   "stage %d: %d consecutive updates (up to update %d) had "
-                                   "non-finite gradients; lower optimizer.lr or set "
-                                   "optimizer.grad_clip",
-                                   stage, pipeline->nonfinite[stage], args->version));
-    return FALSE;
-}
-
-/* Static mode: walk the stage's program in order. */
-static void exec_pipeline_worker(gpointer user_data, int32_t stage) {
-    ExecPipeline     *pipeline = user_data;
-    const PpSchedule *sched = pipeline->sched;
-    for (int32_t i = 0; i < sched->n_ops[stage]; i++) {
-        if (g_atomic_int_get(&pipeline->failed))
-            return;
-        ExecOpArgs args;
-        exec_pipeline_op_args(pipeline, &sched->programs[stage][i], &args);
-        /* The executor computes with exactly the version the program implies (DESIGN.md §4). */
-        PP_ASSERT(args.version - pipeline->version_base[stage] ==
-                  pp_schedule_version_used(sched, (PpOpRef){stage, i}));
-        if (!exec_pipeline_exec_op(pipeline, &args))
-            return;
-    }
-}
-
-/* Dynamic mode: PACI's backpressure policy picks each op from the stage's own state. */
-static void exec_pipeline_worker_dynamic(gpointer user_data, int32_t stage) {
-    ExecPipeline         *pipeline = user_data;
-    const ExecBackendOps *ops = pipeline->backend->ops;
-    int32_t               n_mb = pipeline->result->n_mb, last = pipeline->n_stages - 1;
-    g_autofree gboolean  *f_done = g_new0(gboolean, n_mb);
-    g_autofree gboolean  *b_done = g_new0(gboolean, n_mb);
-    PpPolicyState         state;
-    pp_policy_state_init(&state, stage, pipeline->n_stages, pipeline->mb_per_step, n_mb);
-    int32_t n_updates = 0;
-    while (!pp_policy_state_done(&state)) {
-        if (g_atomic_int_get(&pipeline->failed) || !ops->poll(pipeline->backend, stage, FALSE))
-            return;
-        PpOp       probe = {.kind = PP_OP_FORWARD, .stage = stage, .mb = state.next_f_mb};
-        ExecOpArgs probe_args = {.op = &probe, .vstage = stage};
-        state.f_input_ready =
-            state.next_f_mb < n_mb && ops->has_input(pipeline->backend, &probe_args);
-        state.b_ready_mb = -1;
-        for (int32_t mb = 0; mb < state.next_f_mb && state.b_ready_mb < 0; mb++) {
-            if (!f_done[mb] || b_done[mb])
-                continue;
-            probe = (PpOp){.kind = PP_OP_BACKWARD_FULL, .stage = stage, .mb = mb};
-            if (stage == last || ops->has_input(pipeline->backend, &probe_args))
-                state.b_ready_mb = mb;
-        }
-        int32_t  mb;
-        PpOpKind kind = pp_policy_paci_next(&state, &mb);
-        if (kind == PP_OP_N_KINDS) {
-            if (!ops->poll(pipeline->backend, stage, TRUE))
-                return;
-            continue;
-        }
-        /* op.step as the static paci program sets it: the stage-0 update consuming mb. */
-        PpOp       op = {.kind = kind,
-                         .stage = stage,
-                         .mb = mb,
-                         .chunk = kind == PP_OP_UPDATE ? -1 : 0,
-                         .step = kind == PP_OP_UPDATE ? n_updates : mb / pipeline->mb_per_step};
-        ExecOpArgs args;
-        exec_pipeline_op_args(pipeline, &op, &args);
-        if (!exec_pipeline_exec_op(pipeline, &args))
-            return;
-        pp_policy_state_apply(&state, kind, mb);
-        if (kind == PP_OP_FORWARD)
-            f_done[mb] = TRUE;
-        else if (kind == PP_OP_BACKWARD_FULL)
-            b_done[mb] = TRUE;
-        else
-            n_updates++;
-    }
-}
-
 /* --- construction and running --- */
 
-void exec_backend_free(ExecBackend *backend) {
-    if (backend)
-        backend->ops->free(backend);
+/* The memory model's bytes of every stage (pp-memory.h): the stage's virtual stages with their
+ * layers, @act_slots live units each and @versions[stage] - 1 extra weight copies when the
+ * schedule stashes. Returns: (transfer full) (n_stages). */
+static PpMemoryBytes *exec_pipeline_predict_memory(const ExecPipelineParams *params,
+                                                   const PpPartition        *partition,
+                                                   const PpSchedule         *shape,
+                                                   const int32_t            *act_slots,
+                                                   const int32_t            *versions) {
+    const Gpt2Config   *m = &params->model;
+    const PpMemoryShape mshape = {.microbatch_size = params->microbatch_size,
+                                  .seq_len = m->T,
+                                  .hidden = m->C,
+                                  .heads = m->NH,
+                                  .vocab = m->V,
+                                  .flash_attention = params->flash_attention};
+    PpMemoryModel       model;
+    pp_memory_model(&mshape, &model);
+    PpMemoryBytes *stages = g_new0(PpMemoryBytes, shape->n_stages);
+    for (int32_t vs = 0; vs < shape->n_vstages; vs++) {
+        int32_t        stage = shape->vstage_stage[vs];
+        PpMemoryBytes  b;
+        PpMemoryBytes *sum = &stages[stage];
+        pp_memory_vstage_bytes(&model, partition->layer_end[vs] - partition->layer_begin[vs],
+                               vs == 0, vs == shape->n_vstages - 1, act_slots[vs],
+                               MAX(versions[stage] - 1, 0), &b);
+        sum->static_bytes += b.static_bytes;
+        sum->stash_bytes += b.stash_bytes;
+        sum->act_bytes += b.act_bytes;
+        sum->total_bytes += b.total_bytes;
+    }
+    return stages;
 }
 
 ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error) {
-    const PpSchedule *shape = params->shape;
-    const Gpt2Config *m = &params->model;
+    const PpSchedule      *shape = params->shape;
+    const Gpt2Config      *m = &params->model;
+    const ExecBackendInfo *backend =
+        exec_backend_find(params->backend ? params->backend : "cpu", error);
+    if (!backend)
+        return NULL;
     if (m->NH < 1 || m->C % m->NH != 0 || m->V > m->Vp || params->microbatch_size < 1) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
                     "model.hidden=%d must be a multiple of model.heads=%d, the padded "
@@ -281,7 +80,7 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     if (!partition)
         return NULL;
 
-    g_autofree int32_t *act_slots = exec_schedule_act_slots(shape);
+    g_autofree int32_t *act_slots = pp_schedule_vstage_peak_inflight(shape);
     g_autofree int32_t *versions = g_new0(int32_t, shape->n_stages);
     for (int32_t s = 0; s < shape->n_stages; s++)
         versions[s] = shape->weight_mode == PP_WEIGHTS_STASHED ? shape->n_weight_versions[s] : 0;
@@ -302,11 +101,19 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         .data_user = params->data_user,
         .on_grads = params->on_grads,
         .on_grads_user = params->on_grads_user,
+        .devices = params->devices,
+        .precision = params->precision,
+        .flash_attention = params->flash_attention,
     };
+    g_autoptr(ExecBackend) made = backend->create(&setup, error);
+    if (!made)
+        return NULL;
     ExecPipeline *pipeline = g_new0(ExecPipeline, 1);
     pipeline->params = *params;
+    pipeline->params.backend = NULL;
     pipeline->params.shape = NULL;
     pipeline->params.layers_per_vstage = NULL;
+    pipeline->params.devices = NULL;
     pipeline->n_stages = shape->n_stages;
     pipeline->n_chunks = shape->n_chunks;
     pipeline->n_vstages = shape->n_vstages;
@@ -314,14 +121,14 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     for (int32_t st = 0; st < shape->n_stages; st++)
         for (int32_t c = 0; c < shape->n_chunks; c++)
             pipeline->vstage_of[st * shape->n_chunks + c] = pp_schedule_vstage(shape, st, c);
-    pipeline->backend = exec_backend_cpu_new(&setup);
+    pipeline->backend = g_steal_pointer(&made);
     pipeline->partition = g_steal_pointer(&partition);
     pipeline->version = g_new0(int32_t, shape->n_stages);
     pipeline->nonfinite = g_new0(int32_t, shape->n_stages);
     pipeline->trace = pp_trace_new();
+    pipeline->predicted =
+        exec_pipeline_predict_memory(params, pipeline->partition, shape, act_slots, versions);
     g_mutex_init(&pipeline->error_lock);
-    pipeline->t0_ns = 0;
-    pipeline->t0_ns = exec_now_ns(pipeline);
     return pipeline;
 }
 
@@ -331,6 +138,7 @@ void exec_pipeline_free(ExecPipeline *pipeline) {
     exec_backend_free(pipeline->backend);
     pp_partition_free(pipeline->partition);
     pp_trace_free(pipeline->trace);
+    g_free(pipeline->predicted);
     g_free(pipeline->vstage_of);
     g_free(pipeline->version);
     g_free(pipeline->nonfinite);
@@ -352,7 +160,9 @@ static ExecRunResult *exec_run_result_new(int32_t n_stages, int32_t n_vstages, i
         res->version_f[i] = res->version_b[i] = -1;
     res->n_stages = n_stages;
     res->grad_norm = g_new0(double *, n_stages);
+    res->lr = g_new0(float *, n_stages);
     res->n_updates = g_new0(int32_t, n_stages);
+    res->n_copies = g_new0(int32_t, n_stages);
     res->executed = g_new0(PpOp *, n_stages);
     res->n_executed = g_new0(int32_t, n_stages);
     res->capacity = g_new0(int32_t, n_stages);
@@ -360,6 +170,7 @@ static ExecRunResult *exec_run_result_new(int32_t n_stages, int32_t n_vstages, i
         res->capacity[s] = ops_per_stage[s];
         res->executed[s] = g_new(PpOp, MAX(ops_per_stage[s], 1));
         res->grad_norm[s] = g_new0(double, MAX(ops_per_stage[s], 1));
+        res->lr[s] = g_new0(float, MAX(ops_per_stage[s], 1));
     }
     return res;
 }
@@ -370,8 +181,10 @@ void exec_run_result_free(ExecRunResult *result) {
     for (int32_t s = 0; s < result->n_stages; s++) {
         g_free(result->executed[s]);
         g_free(result->grad_norm[s]);
+        g_free(result->lr[s]);
     }
     g_free(result->n_updates);
+    g_free(result->n_copies);
     g_free(result->executed);
     g_free(result->n_executed);
     g_free(result->capacity);
@@ -380,6 +193,7 @@ void exec_run_result_free(ExecRunResult *result) {
     g_free(result->version_f);
     g_free(result->version_b);
     g_free(result->grad_norm);
+    g_free(result->lr);
     g_free(result);
 }
 
@@ -448,20 +262,23 @@ ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched
     ExecRunResult *res =
         exec_run_result_new(sched->n_stages, sched->n_vstages, sched->n_mb, sched->n_ops);
     res = exec_pipeline_launch(pipeline, exec_pipeline_worker, res, mb_offset, error);
-    if (res) {
-        for (int32_t s = 0; s < pipeline->n_stages; s++)
+    for (int32_t s = 0; res && s < pipeline->n_stages; s++) {
+        if (pipeline->backend->ops->is_local(pipeline->backend, s))
             PP_ASSERT(res->n_executed[s] == sched->n_ops[s]);
     }
     return res;
 }
 
-ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, int32_t accumulation, int32_t n_mb,
+ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedule *like,
                                          int64_t mb_offset, PpSchedule **program, GError **error) {
-    if (pipeline->n_chunks != 1 || accumulation < 1 || n_mb < 1) {
+    const PpSchedKindInfo *info = pp_sched_kind_lookup(like->kind);
+    int32_t                accumulation = like->mb_per_step, n_mb = like->n_mb;
+    if (info == NULL || !info->has_policy || pipeline->n_chunks != 1) {
+        g_autofree char *policy_kinds = pp_sched_kind_policy_names();
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                    "dynamic mode runs PACI's policy: it needs pipeline.chunks=1 (got %d), "
-                    "pipeline.accumulation >= 1 (got %d) and >= 1 micro-batch (got %d)",
-                    pipeline->n_chunks, accumulation, n_mb);
+                    "dynamic mode runs PACI's policy: it needs a schedule with a run-time "
+                    "policy (%s; got %s) and pipeline.chunks=1 (got %d)",
+                    policy_kinds, like->kind, pipeline->n_chunks);
         return NULL;
     }
     if (!pipeline->backend->ops->prepare(pipeline->backend, NULL, error))
@@ -479,7 +296,7 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, int32_t accumul
     /* The executed order becomes a program; the versions the workers used must be the ones
      * that program implies, exactly as in static mode. */
     g_autoptr(PpPolicyRecorder) rec =
-        pp_policy_recorder_new(pipeline->n_stages, accumulation, n_mb);
+        pp_policy_recorder_new(info->name, pipeline->n_stages, accumulation, n_mb);
     for (int32_t s = 0; s < pipeline->n_stages; s++)
         for (int32_t i = 0; i < done->n_executed[s]; i++)
             pp_policy_recorder_record(rec, s, done->executed[s][i].kind, done->executed[s][i].mb);
@@ -505,6 +322,10 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, int32_t accumul
 
 /* --- state --- */
 
+int32_t exec_pipeline_n_stages(const ExecPipeline *pipeline) {
+    return pipeline->n_stages;
+}
+
 int32_t exec_pipeline_n_vstages(const ExecPipeline *pipeline) {
     return pipeline->n_vstages;
 }
@@ -513,12 +334,83 @@ const PpPartition *exec_pipeline_partition(const ExecPipeline *pipeline) {
     return pipeline->partition;
 }
 
-Gpt2Slice *exec_pipeline_slice(ExecPipeline *pipeline, int32_t vstage) {
-    return pipeline->backend->ops->slice(pipeline->backend, vstage);
+const Gpt2Config *exec_pipeline_model(const ExecPipeline *pipeline) {
+    return &pipeline->params.model;
 }
 
-KernOptim *exec_pipeline_optim(ExecPipeline *pipeline, int32_t vstage) {
-    return pipeline->backend->ops->optim(pipeline->backend, vstage);
+int32_t exec_pipeline_microbatch_size(const ExecPipeline *pipeline) {
+    return pipeline->params.microbatch_size;
+}
+
+/* --- model state --- */
+
+/* The backend, for a state call: never while a replay runs. */
+static ExecBackend *exec_pipeline_state(const ExecPipeline *pipeline, int32_t vstage) {
+    PP_ASSERT(pipeline->result == NULL);
+    PP_ASSERT(vstage >= 0 && vstage < pipeline->n_vstages);
+    return pipeline->backend;
+}
+
+int exec_pipeline_n_tensors(const ExecPipeline *pipeline, int32_t vstage) {
+    ExecBackend *backend = exec_pipeline_state(pipeline, vstage);
+    return backend->ops->n_tensors(backend, vstage);
+}
+
+const Gpt2Tensor *exec_pipeline_tensor(const ExecPipeline *pipeline, int32_t vstage, int i,
+                                       guint *roles) {
+    ExecBackend *backend = exec_pipeline_state(pipeline, vstage);
+    return backend->ops->tensor(backend, vstage, i, roles);
+}
+
+gboolean exec_pipeline_tensor_get(ExecPipeline *pipeline, int32_t vstage, const char *name,
+                                  ExecTensorRole role, float *dst, size_t n, GError **error) {
+    ExecBackend *backend = exec_pipeline_state(pipeline, vstage);
+    return backend->ops->tensor_get(backend, vstage, name, role, dst, n, error);
+}
+
+gboolean exec_pipeline_tensor_set(ExecPipeline *pipeline, int32_t vstage, const char *name,
+                                  ExecTensorRole role, const float *src, size_t n, GError **error) {
+    ExecBackend *backend = exec_pipeline_state(pipeline, vstage);
+    return backend->ops->tensor_set(backend, vstage, name, role, src, n, error);
+}
+
+gboolean exec_pipeline_optim_steps(ExecPipeline *pipeline, int32_t vstage, int64_t *n_steps,
+                                   GError **error) {
+    ExecBackend *backend = exec_pipeline_state(pipeline, vstage);
+    return backend->ops->get_optim_steps(backend, vstage, n_steps, error);
+}
+
+gboolean exec_pipeline_set_optim_steps(ExecPipeline *pipeline, int32_t vstage, int64_t n_steps,
+                                       GError **error) {
+    ExecBackend *backend = exec_pipeline_state(pipeline, vstage);
+    return backend->ops->set_optim_steps(backend, vstage, n_steps, error);
+}
+
+gboolean exec_pipeline_evaluate(ExecPipeline *pipeline, const int32_t *tokens,
+                                const int32_t *targets, float *loss, GError **error) {
+    ExecBackend *backend = exec_pipeline_state(pipeline, 0);
+    return backend->ops->evaluate(backend, tokens, targets, loss, error);
+}
+
+/* --- memory --- */
+
+gboolean exec_pipeline_memory(const ExecPipeline *pipeline, int32_t stage, PpMemoryBytes *predicted,
+                              ExecMemoryBytes *actual) {
+    PP_ASSERT(stage >= 0 && stage < pipeline->n_stages);
+    ExecBackend *backend = pipeline->backend;
+    *predicted = pipeline->predicted[stage];
+    if (backend->ops->memory == NULL || !backend->ops->is_local(backend, stage))
+        return FALSE;
+    if (actual)
+        backend->ops->memory(backend, stage, actual);
+    return TRUE;
+}
+
+/* --- counters --- */
+
+float exec_pipeline_update_lr(const ExecPipeline *pipeline, int32_t update) {
+    const ExecPipelineParams *p = &pipeline->params;
+    return kern_lr_schedule(update, p->warmup_steps, p->total_steps, p->lr, p->min_lr);
 }
 
 int32_t exec_pipeline_version(const ExecPipeline *pipeline, int32_t stage) {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * exec.h: the executor's pipeline object. It replays a validated PpSchedule for real, one
- * worker per stage on a backend (exec-backend.h), keeps every stage's weight version and
- * checks it against pp_schedule_version_used() for every op, times every op into the shared
- * trace schema and collects the losses. The schedule is borrowed, never copied or patched.
+ * worker per stage on a backend chosen by name (exec-backend.h), keeps every stage's weight
+ * version and checks it against pp_schedule_version_used() for every op, and turns the
+ * backend's per-step reports into the shared trace schema, the losses and the skip counts.
+ * The schedule is borrowed, never copied or patched.
  */
 #pragma once
 
@@ -10,26 +11,21 @@
 #include <stdint.h>
 
 #include "exec-backend.h"
+#include "exec-error.h"
+#include "pp-memory.h"
 #include "pp-schedule.h"
 #include "pp-trace.h"
 
 G_BEGIN_DECLS
 
-/* --- errors --- */
-#define EXEC_ERROR (exec_error_quark())
-GQuark exec_error_quark(void);
-
-typedef enum {
-    EXEC_ERROR_SHAPE,     /* a schedule that does not fit the pipeline's model state */
-    EXEC_ERROR_NONFINITE, /* a stage skipped max_nonfinite consecutive updates */
-} ExecError;
-
-/* Called by the last stage's worker after each forward on the last virtual stage, with the
- * schedule's micro-batch @mb, its op.step and its mean loss (progress display). */
+/* Called from the last stage's worker for each forward on the last virtual stage, in run
+ * order, when the backend reports it (at the stage's flush after its next U, or when the
+ * worker stops), with the schedule's micro-batch @mb, its op.step and its mean loss. */
 typedef void (*ExecLossFn)(gpointer user_data, int32_t mb, int32_t step, float loss);
 
 /* Parameters of exec_pipeline_new(). */
 typedef struct {
+    const char       *backend; /* exec_backends() name (run.backend); NULL: "cpu" */
     Gpt2Config        model;
     int32_t           microbatch_size; /* B sequences per micro-batch */
     const PpSchedule *shape;           /* a schedule of the kind the pipeline will run:
@@ -52,8 +48,11 @@ typedef struct {
     gpointer   on_grads_user;
     ExecLossFn on_loss; /* (nullable) */
     gpointer   on_loss_user;
-    int32_t    poison_update; /* test hook: the U with this absolute index on every
-                                 stage sees non-finite gradients; -1 = off */
+    int32_t    poison_update;       /* test hook: the U with this absolute index on every
+                                       stage sees non-finite gradients; -1 = off */
+    const int32_t *devices;         /* (nullable) (n_stages) run.devices, borrowed for the call */
+    ExecPrecision  precision;       /* run.precision */
+    gboolean       flash_attention; /* model.flash_attention */
 } ExecPipelineParams;
 
 typedef struct _ExecPipeline ExecPipeline;
@@ -69,8 +68,12 @@ typedef struct {
     int32_t  n_stages;
     double **grad_norm;  /* (n_stages)(n_updates[stage]) L2 norm of the stage's gradients
                             before clipping, at each of its U in order */
+    float **lr;          /* (n_stages)(n_updates[stage]) learning rate each U applied
+                            (exec_pipeline_update_lr() of the stage's version) */
     int32_t *n_updates;  /* (n_stages) U ops run */
-    PpOp   **executed;   /* (n_stages)(n_executed[stage]) ops in the order each worker ran
+    int32_t *n_copies;   /* (n_stages) weight copies the stage's F ops made for stashing
+                            (PipeDream, 2BW): one per weight version they used */
+    PpOp **executed;     /* (n_stages)(n_executed[stage]) ops in the order each worker ran
                             them */
     int32_t *n_executed; /* (n_stages) */
     int32_t *capacity;   /* (n_stages) room in executed[stage] */
@@ -81,9 +84,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecRunResult, exec_run_result_free)
 
 /* --- construction --- */
 
-/* Partitions the model, creates the CPU backend with GPT-2-initialised weights (the same
- * full-model weights for any partition) and zeroed optimizer state. Returns: (transfer full),
- * or NULL with @error set (partition errors, an unsupported shape). */
+/* Partitions the model, creates the backend params->backend names with GPT-2-initialised
+ * weights (the same full-model weights for any partition) and zeroed optimizer state.
+ * Returns: (transfer full), or NULL with @error set (partition errors, an unsupported shape,
+ * EXEC_ERROR_BACKEND for a backend this build lacks). */
 ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error);
 void          exec_pipeline_free(ExecPipeline *pipeline);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecPipeline, exec_pipeline_free)
@@ -95,7 +99,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecPipeline, exec_pipeline_free)
  * optimizer state and stage versions carry over from the previous call, so a run may be cut
  * into consecutive schedules (each drains the pipeline at its end). Every op's weight version
  * is PP_ASSERTed equal to pp_schedule_version_used() (relative to the versions at the call).
- * Each op is timed (CLOCK_MONOTONIC ns since exec_pipeline_new) into the trace.
+ * The backend times each op (ns since exec_pipeline_new(): host clock on CPU, events on a GPU)
+ * and reports it at its stage's next flush; the rows go into the trace.
  * Returns: (transfer full), or NULL with @error set: EXEC_ERROR_SHAPE when @sched does not
  * fit, EXEC_ERROR_NONFINITE when a stage skipped max_nonfinite consecutive updates for
  * non-finite gradients (the other workers are stopped; the state is then partial). */
@@ -103,29 +108,68 @@ ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched
                                  GError **error);
 
 /* Dynamic mode (one chunk per stage): every worker runs PACI's backpressure policy live
- * (pp_policy_paci_next() with its own state) over @n_mb micro-batches with accumulation
- * @accumulation instead of replaying a program, using the current weights (no stashing).
- * The executed order is recorded into a program (PpPolicyRecorder), and every op's weight
- * version is PP_ASSERTed equal to what that program implies; replaying *program statically
- * from the same state gives the same math. @program: (out) (transfer full).
- * Returns: (transfer full), or NULL with @error set as exec_pipeline_run(). */
-ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, int32_t accumulation, int32_t n_mb,
+ * (pp_policy_paci_next() with its own state) over the @like->n_mb micro-batches of @like, a
+ * program of a kind with a run-time policy (paci, async-1f1b), with accumulation
+ * @like->mb_per_step, instead of replaying @like, using the current weights (no stashing).
+ * The executed order is recorded into a program of @like's kind (PpPolicyRecorder), and every
+ * op's weight version is PP_ASSERTed equal to what that program implies; replaying *program
+ * statically from the same state gives the same math. @program: (out) (transfer full).
+ * Returns: (transfer full), or NULL with @error set as exec_pipeline_run() (EXEC_ERROR_SHAPE
+ * also for a kind without a policy or several chunks per stage). */
+ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedule *like,
                                          int64_t mb_offset, PpSchedule **program, GError **error);
-
-/* Activation slots each virtual stage of @sched needs: the peak number of its micro-batches
- * between F and the op that frees the slot (BW, or W when the backward is split).
- * Returns: (transfer full) (n_vstages). */
-int32_t *exec_schedule_act_slots(const PpSchedule *sched);
 
 /* --- state --- */
 
-/* Virtual stages and the partition. (transfer none). */
+/* Stages, virtual stages and the partition. (transfer none). */
+int32_t            exec_pipeline_n_stages(const ExecPipeline *pipeline);
 int32_t            exec_pipeline_n_vstages(const ExecPipeline *pipeline);
 const PpPartition *exec_pipeline_partition(const ExecPipeline *pipeline);
-/* The model slice of @vstage: params, grads, tensor table. (transfer none). */
-Gpt2Slice *exec_pipeline_slice(ExecPipeline *pipeline, int32_t vstage);
-/* The optimizer of @vstage. (transfer none). */
-KernOptim *exec_pipeline_optim(ExecPipeline *pipeline, int32_t vstage);
+/* The whole model's shape and the micro-batch size B. */
+const Gpt2Config *exec_pipeline_model(const ExecPipeline *pipeline);
+int32_t           exec_pipeline_microbatch_size(const ExecPipeline *pipeline);
+
+/* --- model state, by name (between runs: the pipeline is drained) ---
+ * Tensors cross into and out of the backend only as host copies; the table describes them. */
+
+/* Number of tensors of @vstage, and tensor @i (name, shape, kind) with the roles it has
+ * (EXEC_TENSOR_ROLE_BIT mask, nullable). (transfer none): valid until the free. */
+int               exec_pipeline_n_tensors(const ExecPipeline *pipeline, int32_t vstage);
+const Gpt2Tensor *exec_pipeline_tensor(const ExecPipeline *pipeline, int32_t vstage, int i,
+                                       guint *roles);
+/* Copies the @role data of tensor @name of @vstage to @dst / from @src (@n floats, its
+ * numel). Returns FALSE with EXEC_ERROR_TENSOR or EXEC_ERROR_NOT_LOCAL (exec-backend.h). */
+gboolean exec_pipeline_tensor_get(ExecPipeline *pipeline, int32_t vstage, const char *name,
+                                  ExecTensorRole role, float *dst, size_t n, GError **error);
+gboolean exec_pipeline_tensor_set(ExecPipeline *pipeline, int32_t vstage, const char *name,
+                                  ExecTensorRole role, const float *src, size_t n, GError **error);
+/* The optimizer step count t of @vstage, and setting it (resume). */
+gboolean exec_pipeline_optim_steps(ExecPipeline *pipeline, int32_t vstage, int64_t *n_steps,
+                                   GError **error);
+gboolean exec_pipeline_set_optim_steps(ExecPipeline *pipeline, int32_t vstage, int64_t n_steps,
+                                       GError **error);
+/* Forward of one micro-batch through every virtual stage with the current weights (the
+ * backend's evaluate): *@loss its mean cross-entropy (nats).
+ *   @tokens, @targets (B, T) ids in [0, V) */
+gboolean exec_pipeline_evaluate(ExecPipeline *pipeline, const int32_t *tokens,
+                                const int32_t *targets, float *loss, GError **error);
+
+/* --- memory --- */
+
+/* The memory of @stage: *@predicted, the simulator's model (pp-memory.h, docs/design.md §4.5:
+ * bf16 training with fp32 master weights and Adam) for the stage's layers, activation slots
+ * and stashed versions; *@actual (nullable), what the backend allocated. Returns FALSE (and
+ * leaves *@actual alone) when the backend does not account its memory (the CPU backend) or
+ * the stage is not local. */
+gboolean exec_pipeline_memory(const ExecPipeline *pipeline, int32_t stage, PpMemoryBytes *predicted,
+                              ExecMemoryBytes *actual);
+
+/* --- counters --- */
+
+/* Learning rate of a stage's update number @update (0-based, absolute: the stage's weight
+ * version when the U runs): warmup + cosine over params->total_steps updates. The one
+ * function: every U applies it, and the training log and progress report it. */
+float exec_pipeline_update_lr(const ExecPipeline *pipeline, int32_t update);
 /* Updates applied so far by @stage (its absolute weight version). */
 int32_t exec_pipeline_version(const ExecPipeline *pipeline, int32_t stage);
 /* Sets every stage's version (resume from a checkpoint taken at a drained boundary). */

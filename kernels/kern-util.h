@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * kern-util.h: small helpers of kernels/: allocation that aborts on OOM (STYLE.md §3) and a
+ * kern-util.h: small helpers of kernels/: allocation that aborts on OOM (docs/style.md §3.4) and a
  * xorshift random generator with explicit state (no globals).
  */
 #pragma once

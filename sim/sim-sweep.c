@@ -6,6 +6,7 @@
 #include "sim-sweep.h"
 
 #include <csv.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,24 +44,30 @@ static GPtrArray *sim_sweep_compare_overrides(const PpScenario *base, const char
                                               const char *kind, GError **error) {
     g_autoptr(GPtrArray) ov = sim_sweep_overrides_new(overrides);
     g_ptr_array_add(ov, g_strdup_printf("pipeline.schedule=%s", kind));
-    /* Chunks: interleaved needs v > 1 (the scenario's, else 2); the others run v = 1. */
-    int32_t chunks = 1;
-    if (strcmp(kind, "interleaved") == 0)
-        chunks = base->pipeline.chunks > 1 ? base->pipeline.chunks : 2;
+    const PpSchedKindInfo *info = pp_sched_kind_lookup(kind);
+    if (info == NULL) {
+        g_autofree char *names = pp_sched_kind_names();
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "unknown schedule '%s'; valid: %s", kind, names);
+        return NULL;
+    }
+    const PpSchedKindInfo *base_info = pp_sched_kind_lookup(base->pipeline.schedule);
+    /* Chunks: the scenario's within the kind's range; a multi-chunk kind (interleaved) run with
+     * one chunk would be its one-chunk sibling, so it gets 2. */
+    int32_t chunks = CLAMP(base->pipeline.chunks, info->min_chunks, info->max_chunks);
+    if (chunks == 1 && info->max_chunks > 1)
+        chunks = 2;
     g_ptr_array_add(ov, g_strdup_printf("pipeline.chunks=%d", chunks));
-    /* Accumulation: paci updates every m backwards, the micro-batches of one flush step. */
+    /* Accumulation: a kind that accumulates (paci) updates every m backwards, the
+     * micro-batches of one flush step, unless the scenario's kind accumulates too; a fixed
+     * accumulation (async-1f1b) wins. */
     int32_t a = base->pipeline.accumulation;
-    if (strcmp(kind, "paci") == 0 && strcmp(base->pipeline.schedule, "paci") != 0)
+    if (info->batch == PP_BATCH_ACCUMULATION && base_info->batch != PP_BATCH_ACCUMULATION)
         a = base->pipeline.microbatches;
-    else if (strcmp(kind, "async-1f1b") == 0)
-        a = 1;
+    if (info->fixed_accumulation > 0)
+        a = info->fixed_accumulation;
     g_ptr_array_add(ov, g_strdup_printf("pipeline.accumulation=%d", a));
-    /* The kind's micro-batches per update k (the scenario core's batch rule, asked through a
-     * shallow copy of the base that borrows its strings). */
-    PpScenario probe = *base;
-    probe.pipeline.schedule = (char *)kind;
-    probe.pipeline.accumulation = a;
-    int32_t per_update = pp_scenario_mb_per_step(&probe);
+    int32_t per_update = pp_sched_kind_mb_per_step(info, base->pipeline.microbatches, a);
     int32_t mbs = base->pipeline.microbatch_size;
     int32_t global_batch = base->training.global_batch;
     if (base->costs.set) {
@@ -221,8 +228,8 @@ static void sim_sweep_csv_field(FILE *fp, const char *value) {
     csv_fwrite(fp, value, strlen(value));
 }
 
-char *sim_sweep_run(const char *path, const char *const *overrides, const SimSweepAxis *axes,
-                    int32_t n_axes, int32_t *n_failed) {
+gboolean sim_sweep_run(const char *path, const char *const *overrides, const SimSweepAxis *axes,
+                       int32_t n_axes, FILE *out, int32_t *n_failed, GError **error) {
     g_autofree int32_t *n_values = g_new0(int32_t, n_axes); /* (n_axes) */
     int64_t             n_points = sim_sweep_n_points(axes, n_axes);
     for (int32_t k = 0; k < n_axes; k++) {
@@ -230,20 +237,17 @@ char *sim_sweep_run(const char *path, const char *const *overrides, const SimSwe
         PP_ASSERT(n_values[k] > 0); /* sim_sweep_axis_parse() rejects empty lists */
     }
 
-    char  *buf = NULL;
-    size_t len = 0;
-    FILE  *fp = open_memstream(&buf, &len);
-    PP_ASSERT(fp != NULL);
     for (int32_t k = 0; k < n_axes; k++) {
-        sim_sweep_csv_field(fp, axes[k].key);
-        fputc(',', fp);
+        sim_sweep_csv_field(out, axes[k].key);
+        fputc(',', out);
     }
     fputs("step_time_ns,throughput_tokens_per_s,throughput_samples_per_s,bubble_fraction,"
           "efficiency,delta_max,peak_memory_bytes,error\n",
-          fp);
+          out);
+    fflush(out);
 
     *n_failed = 0;
-    for (int64_t p = 0; p < n_points; p++) {
+    for (int64_t p = 0; p < n_points && !ferror(out); p++) {
         g_autoptr(GPtrArray) ov = sim_sweep_overrides_new(overrides);
         /* Mixed-radix digits of p, the last axis least significant. */
         g_autofree int32_t *digit = g_new0(int32_t, n_axes); /* (n_axes) */
@@ -255,30 +259,33 @@ char *sim_sweep_run(const char *path, const char *const *overrides, const SimSwe
         for (int32_t k = 0; k < n_axes; k++) {
             const char *value = axes[k].values[digit[k]];
             g_ptr_array_add(ov, g_strdup_printf("%s=%s", axes[k].key, value));
-            sim_sweep_csv_field(fp, value);
-            fputc(',', fp);
+            sim_sweep_csv_field(out, value);
+            fputc(',', out);
         }
         g_autoptr(GError) local = NULL;
         g_autoptr(SimJob) job = sim_job_new(path, sim_sweep_overrides_terminate(ov), FALSE, &local);
         if (job == NULL) {
             (*n_failed)++;
-            fputs(",,,,,,,", fp);
-            sim_sweep_csv_field(fp, local->message);
-            fputc('\n', fp);
-            continue;
+            fputs(",,,,,,,", out);
+            sim_sweep_csv_field(out, local->message);
+            fputc('\n', out);
+        } else {
+            const SimResult *res = job->result;
+            char             d[4][G_ASCII_DTOSTR_BUF_SIZE];
+            fprintf(out, "%lld,%s,%s,%s,%s,%d,%lld,\n", (long long)res->step_time_ns,
+                    sim_report_format_double(d[0], res->throughput_tokens_per_s),
+                    sim_report_format_double(d[1], res->throughput_samples_per_s),
+                    sim_report_format_double(d[2], res->bubble_fraction),
+                    sim_report_format_double(d[3], res->efficiency), res->delta_max,
+                    (long long)res->peak_memory_bytes);
         }
-        const SimResult *res = job->result;
-        char             d[4][G_ASCII_DTOSTR_BUF_SIZE];
-        fprintf(fp, "%lld,%s,%s,%s,%s,%d,%lld,\n", (long long)res->step_time_ns,
-                sim_report_format_double(d[0], res->throughput_tokens_per_s),
-                sim_report_format_double(d[1], res->throughput_samples_per_s),
-                sim_report_format_double(d[2], res->bubble_fraction),
-                sim_report_format_double(d[3], res->efficiency), res->delta_max,
-                (long long)res->peak_memory_bytes);
+        /* Each row leaves as soon as it is computed: an interrupted sweep keeps its rows. */
+        fflush(out);
     }
-    int rc = fclose(fp);
-    PP_ASSERT(rc == 0); /* a memory stream fails only when allocation fails */
-    char *text = g_strndup(buf, len);
-    free(buf);
-    return text;
+    if (ferror(out)) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE, "cannot write the sweep's rows: %s",
+                    g_strerror(errno));
+        return FALSE;
+    }
+    return TRUE;
 }

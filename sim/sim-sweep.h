@@ -8,6 +8,7 @@
 
 #include <glib.h>
 #include <json-glib/json-glib.h>
+#include <stdio.h>
 
 #include "sim-report.h"
 
@@ -25,10 +26,12 @@ typedef struct {
 
 /* Runs each of @kinds (NULL-terminated) on the scenario @path with @overrides, setting per run
  * pipeline.schedule and, as the rule in sim/README.md says:
- * - pipeline.chunks: interleaved the scenario's chunks when > 1, else 2; other kinds 1;
- * - pipeline.accumulation: paci the scenario's m (its own a when it is already paci),
- *   async-1f1b 1, others the scenario's a;
- * - the batch, with k the kind's micro-batches per update (pp_scenario_mb_per_step(): m, a
+ * - pipeline.chunks: the scenario's, clamped to the kind's registry range; a multi-chunk kind
+ *   (interleaved) gets 2 when that leaves 1; other kinds 1;
+ * - pipeline.accumulation: an accumulating kind (paci) the scenario's m (its own a when the
+ *   scenario's kind accumulates too), a fixed accumulation (async-1f1b: 1) as the registry
+ *   says, others the scenario's a;
+ * - the batch, with k the kind's micro-batches per update (pp_sched_kind_mb_per_step(): m, a
  *   or 1): analytic costs keep training.global_batch and set the micro-batch size to
  *   global_batch / k (a kind whose k does not divide it fails); explicit [costs], which are
  *   the times of the scenario's micro-batch, keep its size and set global_batch = size * k.
@@ -58,11 +61,13 @@ void     sim_sweep_axis_clear(SimSweepAxis *axis);
 int64_t sim_sweep_n_points(const SimSweepAxis *axes, int32_t n_axes);
 
 /* Runs every point of the cartesian product of @axes (in order, the last varying fastest) on
- * @path with @overrides, and formats the CSV: the swept keys, step_time_ns,
+ * @path with @overrides and writes the CSV to @out: the swept keys, step_time_ns,
  * throughput_tokens_per_s, throughput_samples_per_s, bubble_fraction, efficiency, delta_max,
- * peak_memory_bytes, error. Sets *@n_failed to the number of points with an error.
- * Returns: (transfer full): the CSV text. */
-char *sim_sweep_run(const char *path, const char *const *overrides, const SimSweepAxis *axes,
-                    int32_t n_axes, int32_t *n_failed);
+ * peak_memory_bytes, error. @out is flushed after the header and after every row, so the
+ * rows of an interrupted sweep are out already. Sets *@n_failed to the number of points
+ * with an error. Returns FALSE and sets @error (PP_IO_ERROR_WRITE) when writing @out fails;
+ * the sweep stops there. */
+gboolean sim_sweep_run(const char *path, const char *const *overrides, const SimSweepAxis *axes,
+                       int32_t n_axes, FILE *out, int32_t *n_failed, GError **error);
 
 G_END_DECLS

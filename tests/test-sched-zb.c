@@ -308,7 +308,7 @@ START_TEST(test_zb_auto_vs_handcrafted) {
 }
 END_TEST
 
-/* The zero-bubble paper's profiled stages (DESIGN.md §5; us -> ns), comm included. For a
+/* The zero-bubble paper's profiled stages (docs/design.md §6.2; us -> ns), comm included. For a
  * schedule whose stages hold at most P units, C >= m(F+B+W) + (N-1)(F+B+2c) - (P-1)W: the
  * last stage starts at (N-1)(F+c), runs every F and B and at least m - P W's before its
  * final B, whose gradient needs (N-1)(B+c) more to cross to stage 0, which then has one W

@@ -241,26 +241,32 @@ static int32_t n_registered(void) {
 }
 
 START_TEST(test_sweep) {
-    const char *kind = pp_sched_kinds()[_i].name;
-    if (!strcmp(kind, "custom"))
+    const PpSchedKindInfo *info = &pp_sched_kinds()[_i];
+    const char            *kind = info->name;
+    if (info->needs_order_file)
         return;
     static const int32_t stages[] = {1, 2, 3, 4, 8};
-    gboolean             uses_m =
-        strcmp(kind, "pipedream") && strcmp(kind, "async-1f1b") && strcmp(kind, "paci");
-    int32_t n_built = 0;
+    gboolean             uses_m = info->batch == PP_BATCH_MICROBATCHES;
+    gboolean uses_a = info->batch == PP_BATCH_ACCUMULATION && info->fixed_accumulation == 0;
+    gboolean v_shape = info->placement == PP_PLACEMENT_V; /* closed forms: test-sched-v.c */
+    int32_t  n_built = 0;
     for (size_t ni = 0; ni < G_N_ELEMENTS(stages); ni++) {
         int32_t n = stages[ni];
         for (int32_t m = 1; m <= (uses_m ? 2 * n + 1 : 1); m++) {
-            for (int32_t v = 1; v <= (!strcmp(kind, "interleaved") ? 3 : 1); v++) {
-                for (int32_t a = 1; a <= (!strcmp(kind, "paci") ? 5 : 1); a++) {
+            for (int32_t v = info->min_chunks; v <= MIN(info->max_chunks, 3); v++) {
+                if (!strcmp(kind, "dualpipe-v") && m < 2 * n)
+                    continue;
+                for (int32_t a = 1; a <= (uses_a ? 5 : 1); a++) {
                     for (int32_t steps = 1; steps <= 3; steps += 2) {
-                        if (!strcmp(kind, "interleaved") && m % n != 0)
+                        if (info->mb_multiple_of_stages && m % n != 0)
                             continue;
                         if (!strcmp(kind, "2bw") && m < n - 1)
                             continue;
                         g_autoptr(PpSchedule) sched = build(kind, n, v, m, a, steps);
                         check_structure(sched);
-                        if (is_zero_bubble(kind))
+                        if (v_shape)
+                            ck_assert_int_le(pp_schedule_peak_inflight(sched, 0), 2 * n + 1);
+                        else if (is_zero_bubble(kind))
                             check_zero_bubble(sched, n, m, steps);
                         else
                             check_kind(sched, n, v, m, a, steps);
@@ -271,6 +277,72 @@ START_TEST(test_sweep) {
         }
     }
     ck_assert_int_gt(n_built, 9);
+}
+END_TEST
+
+/* Every kind's schedule follows its registry row (pp_schedule_new() asserts the weights and
+ * synchrony; here the batch rule, the chunk range and the policy's requirements), and the
+ * shared counters agree with independent counts: pp_schedule_delta() with the versions its
+ * F and B use, per-vstage peaks with the per-stage peak. */
+START_TEST(test_registry_rules) {
+    const PpSchedKindInfo *info = &pp_sched_kinds()[_i];
+    if (info->needs_order_file)
+        return;
+    const int32_t n = 4, m = 2 * n, a = 2, steps = 2, v = info->max_chunks > 1 ? 2 : 1;
+    ck_assert_int_ge(info->min_chunks, 1);
+    ck_assert_int_ge(info->max_chunks, info->min_chunks);
+    g_autoptr(PpSchedule) sched = build(info->name, n, v, m, a, steps);
+    ck_assert_int_eq(sched->n_chunks, v);
+    ck_assert_int_eq(sched->mb_per_step, pp_sched_kind_mb_per_step(info, m, a));
+    ck_assert_int_eq(sched->n_mb, steps * sched->mb_per_step);
+    ck_assert_int_eq(sched->weight_mode, info->weights);
+    ck_assert_int_eq(sched->synchronous, info->sync == PP_SCHED_SYNC);
+    if (info->has_policy) {
+        /* PACI's policy keeps one weight copy and updates each stage on its own. */
+        ck_assert_int_eq(info->weights, PP_WEIGHTS_CURRENT);
+        ck_assert_int_eq(info->sync, PP_SCHED_ASYNC);
+        ck_assert_int_eq(info->max_chunks, 1);
+    }
+    for (int32_t mb = 0; mb < sched->n_mb; mb++) {
+        for (int32_t vs = 0; vs < sched->n_vstages; vs++) {
+            int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, mb, vs);
+            int32_t b = pp_schedule_find_op(
+                sched, sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL, mb, vs);
+            ck_assert_int_eq(pp_schedule_delta(sched, mb, vs),
+                             pp_schedule_version_used(sched, pp_schedule_op_ref(sched, b)) -
+                                 pp_schedule_version_used(sched, pp_schedule_op_ref(sched, f)));
+        }
+    }
+    g_autofree int32_t *peaks = pp_schedule_vstage_peak_inflight(sched);
+    for (int32_t s = 0; s < n; s++) {
+        int32_t sum = 0, most = 0;
+        for (int32_t c = 0; c < v; c++) {
+            int32_t p = peaks[pp_schedule_vstage(sched, s, c)];
+            ck_assert_int_ge(p, 1);
+            sum += p;
+            most = MAX(most, p);
+        }
+        /* A stage's units are its chunks' units: its peak lies between theirs and their sum. */
+        ck_assert_int_ge(pp_schedule_peak_inflight(sched, s), most);
+        ck_assert_int_le(pp_schedule_peak_inflight(sched, s), sum);
+        if (v == 1)
+            ck_assert_int_eq(pp_schedule_peak_inflight(sched, s), sum);
+    }
+}
+END_TEST
+
+/* The in-flight rule: F opens a unit, its last backward (BW, or W when split) closes it. */
+START_TEST(test_inflight_rule) {
+    ck_assert_int_eq(pp_op_inflight_change(PP_OP_FORWARD), 1);
+    ck_assert_int_eq(pp_op_inflight_change(PP_OP_BACKWARD), 0);
+    ck_assert_int_eq(pp_op_inflight_change(PP_OP_WEIGHT), -1);
+    ck_assert_int_eq(pp_op_inflight_change(PP_OP_BACKWARD_FULL), -1);
+    ck_assert_int_eq(pp_op_inflight_change(PP_OP_UPDATE), 0);
+    /* 1f1b: virtual stage s holds min(N - s, m) micro-batches. */
+    g_autoptr(PpSchedule) sched = build("1f1b", 4, 1, 3, 1, 2);
+    g_autofree int32_t *peaks = pp_schedule_vstage_peak_inflight(sched);
+    for (int32_t s = 0; s < 4; s++)
+        ck_assert_int_eq(peaks[s], MIN(4 - s, 3));
 }
 END_TEST
 
@@ -687,6 +759,8 @@ static Suite *schedule_suite(void) {
     TCase *tc = tcase_create("generators");
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_sweep, 0, n_registered());
+    tcase_add_loop_test(tc, test_registry_rules, 0, n_registered());
+    tcase_add_test(tc, test_inflight_rule);
     tcase_add_test(tc, test_1f1b_program);
     tcase_add_test(tc, test_interleaved_program);
     tcase_add_loop_test(tc, test_paci_drift, 0, 4);

@@ -345,7 +345,7 @@ END_TEST
 
 /* Runs pacer-data with @args; returns its exit status, output in @out/@err (transfer full). */
 static int test_shard_run(const char *const *args, char **out, char **err) {
-    return test_util_spawn(PP_BUILD_ROOT "/exec/pacer-data", args, out, err);
+    return test_util_spawn(PP_BUILD_ROOT "/data/pacer-data", args, out, err);
 }
 
 /* pacer-data encode/decode/prepare: outputs and exit statuses (0 ok, 1 bad input, 2 usage). */

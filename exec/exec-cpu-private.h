@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT
+ * exec-cpu-private.h: the CPU backend's context, shared by its replay side (exec-cpu.c:
+ * workers, messages, ops, reports) and its state side (exec-cpu-state.c: by-name tensor
+ * copies, optimizer step counts, evaluation). Internal to libppexec.
+ */
+#pragma once
+
+#include "exec-backend.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+    EXEC_MSG_ACT,   /* activation (B, T, C) for F(mb, vstage) */
+    EXEC_MSG_GRAD,  /* gradient (B, T, C) of the x_out of vstage, for B/BW(mb, vstage) */
+    EXEC_MSG_ABORT, /* wake-up: the run was aborted */
+} ExecMsgKind;
+
+typedef struct {
+    gint64 key;  /* exec_cpu_msg_key(kind, mb, vstage): the pending table's key */
+    float *data; /* (B, T, C) owned by the message */
+} ExecMsg;
+
+/* A stashed weight copy (PipeDream, 2BW) and the micro-batches still needing it. */
+typedef struct {
+    int32_t version;
+    int32_t refs;
+    float  *params; /* (n_params) */
+} ExecStash;
+
+typedef struct {
+    Gpt2Slice *slice;
+    KernOptim *optim;
+    int32_t    stage;
+    int32_t    n_slots;
+    int32_t   *slot_mb; /* (n_slots) micro-batch holding each activation slot, -1 free */
+    GPtrArray *stashes; /* ExecStash*, at most the stage's weight versions */
+} ExecCpuVstage;
+
+typedef struct {
+    GAsyncQueue *inbox;   /* ExecMsg* */
+    GHashTable  *pending; /* &msg->key -> ExecMsg* */
+    gboolean     aborted;
+    ExecMsg     *input;      /* taken by wait_for(), consumed by run_op() */
+    float       *output;     /* (B, T, C) produced by run_op(), sent by record_done() */
+    int32_t     *tokens;     /* (B, T) */
+    int32_t     *targets;    /* (B, T) */
+    GArray      *reports;    /* ExecOpReport of the ops run since the last flush */
+    GArray      *flushed;    /* ExecOpReport handed out by the last flush */
+    float       *tap;        /* (tap_floats) gradient tap copies; NULL without a tap */
+    size_t       tap_floats; /* largest tensor numel of the stage's virtual stages */
+} ExecCpuStage;
+
+typedef struct {
+    ExecBackend    base;
+    Gpt2Config     model;
+    int32_t        B;
+    int32_t        n_stages, n_chunks, n_vstages;
+    int32_t       *vstage_stage;    /* (n_vstages) */
+    int32_t       *weight_versions; /* (n_stages) */
+    int32_t       *act_slots;       /* (n_vstages) */
+    ExecDataFn     data;
+    gpointer       data_user;
+    ExecGradFn     on_grads;
+    gpointer       on_grads_user;
+    ExecCpuVstage *vstages; /* (n_vstages) */
+    ExecCpuStage  *stages;  /* (n_stages) */
+    int64_t        t0_ns;   /* CLOCK_MONOTONIC at creation: the origin of the reports' times */
+} ExecCpuBackend;
+
+static inline ExecCpuBackend *exec_cpu(ExecBackend *backend) {
+    return (ExecCpuBackend *)backend;
+}
+
+/* Floats of one activation or gradient message: (B, T, C). */
+static inline size_t exec_cpu_act_floats(const ExecCpuBackend *cpu) {
+    return (size_t)cpu->B * cpu->model.T * cpu->model.C;
+}
+
+/* --- state members of the vtable (exec-cpu-state.c; exec-backend.h documents them) --- */
+
+int               exec_cpu_n_tensors(ExecBackend *backend, int32_t vstage);
+const Gpt2Tensor *exec_cpu_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles);
+gboolean          exec_cpu_tensor_get(ExecBackend *backend, int32_t vstage, const char *name,
+                                      ExecTensorRole role, float *dst, size_t n, GError **error);
+gboolean          exec_cpu_tensor_set(ExecBackend *backend, int32_t vstage, const char *name,
+                                      ExecTensorRole role, const float *src, size_t n, GError **error);
+gboolean          exec_cpu_get_optim_steps(ExecBackend *backend, int32_t vstage, int64_t *n_steps,
+                                           GError **error);
+gboolean          exec_cpu_set_optim_steps(ExecBackend *backend, int32_t vstage, int64_t n_steps,
+                                           GError **error);
+gboolean exec_cpu_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
+                           float *loss, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT
+ * exec-replay.c: the workers of a replay. Every stage's worker walks its program in order (or
+ * lets PACI's policy pick each op): wait for the op's input message, run it, send its output.
+ * This file decides the weight version each op computes with (current, or the stashed
+ * version of its F) and checks it against the schedule core's pp_schedule_version_used(),
+ * and after every U books the backend's reports: trace rows, losses, and non-finite
+ * gradients (skip, count, stop after K in a row).
+ */
+#include "exec-pipeline-private.h"
+
+#include "pp-error.h"
+#include "pp-policy.h"
+
+static void exec_pipeline_fail(ExecPipeline *pipeline, GError *error) {
+    g_mutex_lock(&pipeline->error_lock);
+    if (!pipeline->error)
+        pipeline->error = error;
+    else
+        g_error_free(error);
+    g_mutex_unlock(&pipeline->error_lock);
+    g_atomic_int_set(&pipeline->failed, 1);
+    pipeline->backend->ops->abort(pipeline->backend);
+}
+
+/* Fills @args for @op: the weight version it computes with (current, or its F's when
+ * stashing), its data position, loss scale and, for U, the learning rate. */
+static void exec_pipeline_op_args(ExecPipeline *pipeline, const PpOp *op, ExecOpArgs *args) {
+    ExecRunResult *res = pipeline->result;
+    gboolean       stashed = pipeline->weight_mode == PP_WEIGHTS_STASHED;
+    int32_t        current = pipeline->version[op->stage];
+    *args = (ExecOpArgs){.op = op, .vstage = -1, .version = current};
+    if (op->kind == PP_OP_UPDATE) {
+        const ExecPipelineParams *p = &pipeline->params;
+        args->lr = exec_pipeline_update_lr(pipeline, current);
+        args->grad_clip = p->grad_clip;
+        args->poison = current == p->poison_update;
+        return;
+    }
+    args->vstage = pipeline->vstage_of[op->stage * pipeline->n_chunks + op->chunk];
+    args->global_mb = pipeline->mb_offset + op->mb;
+    args->loss_scale = 1.0f / (float)pipeline->mb_per_step;
+    int32_t *vf = &res->version_f[(size_t)op->mb * pipeline->n_vstages + args->vstage];
+    int32_t *vb = &res->version_b[(size_t)op->mb * pipeline->n_vstages + args->vstage];
+    switch (op->kind) {
+    case PP_OP_FORWARD:
+        *vf = current;
+        args->stash = stashed;
+        break;
+    case PP_OP_BACKWARD:
+    case PP_OP_BACKWARD_FULL:
+        args->version = stashed ? *vf : current;
+        args->stash = stashed;
+        *vb = args->version;
+        break;
+    case PP_OP_WEIGHT:
+        args->version = stashed ? *vf : current;
+        break;
+    case PP_OP_UPDATE:
+    case PP_OP_N_KINDS:
+        PP_UNREACHABLE();
+    }
+}
+
+/* Books what @stage's backend reported since its last flush: trace rows, weight copies, the
+ * losses of last-vstage forwards (and on_loss), and for each U its grad norm and the
+ * non-finite rule.
+ * Returns FALSE when the worker must stop (too many non-finite updates in a row). */
+static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
+    ExecRunResult  *res = pipeline->result;
+    ExecStageReport report;
+    pipeline->backend->ops->flush(pipeline->backend, stage, &report);
+    for (int32_t i = 0; i < report.n_ops; i++) {
+        const ExecOpReport *r = &report.ops[i];
+        const PpOp         *op = &r->op;
+        PP_ASSERT(op->stage == stage);
+        PpTraceRow row = {.stage = stage,
+                          .kind = op->kind,
+                          .mb = op->mb,
+                          .chunk = op->chunk,
+                          .step = op->step,
+                          .start_ns = r->start_ns,
+                          .end_ns = r->end_ns,
+                          .version_f = -1,
+                          .version_b = -1,
+                          .resource = PP_RESOURCE_COMPUTE};
+        g_array_append_val(pipeline->rows[stage], row);
+        res->n_copies[stage] += r->copied;
+        if (op->kind == PP_OP_FORWARD && r->vstage == pipeline->n_vstages - 1) {
+            res->loss[op->mb] = r->loss;
+            res->mb_step[op->mb] = op->step;
+            if (pipeline->params.on_loss)
+                pipeline->params.on_loss(pipeline->params.on_loss_user, op->mb, op->step, r->loss);
+        }
+        if (op->kind != PP_OP_UPDATE)
+            continue;
+        int32_t k = res->n_updates[stage]++, update = pipeline->version_base[stage] + k;
+        res->grad_norm[stage][k] = r->grad_norm;
+        if (r->applied) {
+            pipeline->nonfinite[stage] = 0;
+            continue;
+        }
+        g_atomic_int_inc(&res->n_skipped);
+        g_message("stage %d: update %d skipped: non-finite gradients (norm %.9g)", stage, update,
+                  r->grad_norm);
+        if (++pipeline->nonfinite[stage] < pipeline->params.max_nonfinite)
+            continue;
+        exec_pipeline_fail(pipeline,
+                           g_error_new(EXEC_ERROR, EXEC_ERROR_NONFINITE,
+                                       "stage %d: %d consecutive updates (up to update %d) had "
+                                       "non-finite gradients; lower optimizer.lr or set "
+                                       "optimizer.grad_clip",
+                                       stage, pipeline->nonfinite[stage], update));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Runs one op on @stage's worker: wait for its input, run it, send its output; after a U,
+ * the stage's reports. Returns FALSE when the worker must stop (aborted, or too many
+ * non-finite updates). */
+static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, const ExecOpArgs *args) {
+    const ExecBackendOps *ops = pipeline->backend->ops;
+    ExecRunResult        *res = pipeline->result;
+    const PpOp           *op = args->op;
+    int32_t               stage = op->stage;
+    if (!ops->wait_for(pipeline->backend, args))
+        return FALSE;
+    ops->run_op(pipeline->backend, args);
+    ops->record_done(pipeline->backend, args);
+    PP_ASSERT(res->n_executed[stage] < res->capacity[stage]);
+    res->executed[stage][res->n_executed[stage]++] = *op;
+    if (op->kind != PP_OP_UPDATE)
+        return TRUE;
+    res->lr[stage][args->version - pipeline->version_base[stage]] = args->lr;
+    pipeline->version[stage]++;
+    /* After each U, the one point where the backend synchronises: its reports so far. */
+    return exec_pipeline_consume(pipeline, stage);
+}
+
+/* Walks the stage's program in order until its end or a stop. */
+static void exec_pipeline_replay_program(ExecPipeline *pipeline, int32_t stage) {
+    const PpSchedule *sched = pipeline->sched;
+    for (int32_t i = 0; i < sched->n_ops[stage]; i++) {
+        if (g_atomic_int_get(&pipeline->failed))
+            return;
+        ExecOpArgs args;
+        exec_pipeline_op_args(pipeline, &sched->programs[stage][i], &args);
+        /* The executor computes with exactly the version the program implies (see
+         * pp_schedule_version_used()). */
+        PP_ASSERT(args.version - pipeline->version_base[stage] ==
+                  pp_schedule_version_used(sched, (PpOpRef){stage, i}));
+        if (!exec_pipeline_exec_op(pipeline, &args))
+            return;
+    }
+}
+
+void exec_pipeline_worker(gpointer user_data, int32_t stage) {
+    ExecPipeline *pipeline = user_data;
+    exec_pipeline_replay_program(pipeline, stage);
+    /* What ran after the stage's last U (or before a stop) is reported now. */
+    exec_pipeline_consume(pipeline, stage);
+}
+
+/* Dynamic mode: PACI's backpressure policy picks each op from the stage's own state, until
+ * the stage has run its share or a stop. */
+static void exec_pipeline_run_policy(ExecPipeline *pipeline, int32_t stage) {
+    const ExecBackendOps *ops = pipeline->backend->ops;
+    int32_t               n_mb = pipeline->result->n_mb, last = pipeline->n_stages - 1;
+    g_autofree gboolean  *f_done = g_new0(gboolean, n_mb);
+    g_autofree gboolean  *b_done = g_new0(gboolean, n_mb);
+    PpPolicyState         state;
+    pp_policy_state_init(&state, stage, pipeline->n_stages, pipeline->mb_per_step, n_mb);
+    int32_t n_updates = 0;
+    while (!pp_policy_state_done(&state)) {
+        if (g_atomic_int_get(&pipeline->failed) || !ops->poll(pipeline->backend, stage, FALSE))
+            return;
+        PpOp       probe = {.kind = PP_OP_FORWARD, .stage = stage, .mb = state.next_f_mb};
+        ExecOpArgs probe_args = {.op = &probe, .vstage = stage};
+        state.f_input_ready =
+            state.next_f_mb < n_mb && ops->has_input(pipeline->backend, &probe_args);
+        state.b_ready_mb = -1;
+        for (int32_t mb = 0; mb < state.next_f_mb && state.b_ready_mb < 0; mb++) {
+            if (!f_done[mb] || b_done[mb])
+                continue;
+            probe = (PpOp){.kind = PP_OP_BACKWARD_FULL, .stage = stage, .mb = mb};
+            if (stage == last || ops->has_input(pipeline->backend, &probe_args))
+                state.b_ready_mb = mb;
+        }
+        int32_t  mb;
+        PpOpKind kind = pp_policy_paci_next(&state, &mb);
+        if (kind == PP_OP_N_KINDS) {
+            if (!ops->poll(pipeline->backend, stage, TRUE))
+                return;
+            continue;
+        }
+        /* op.step as the static paci program sets it: the stage-0 update consuming mb. */
+        PpOp       op = {.kind = kind,
+                         .stage = stage,
+                         .mb = mb,
+                         .chunk = kind == PP_OP_UPDATE ? -1 : 0,
+                         .step = kind == PP_OP_UPDATE ? n_updates : mb / pipeline->mb_per_step};
+        ExecOpArgs args;
+        exec_pipeline_op_args(pipeline, &op, &args);
+        if (!exec_pipeline_exec_op(pipeline, &args))
+            return;
+        pp_policy_state_apply(&state, kind, mb);
+        if (kind == PP_OP_FORWARD)
+            f_done[mb] = TRUE;
+        else if (kind == PP_OP_BACKWARD_FULL)
+            b_done[mb] = TRUE;
+        else
+            n_updates++;
+    }
+}
+
+void exec_pipeline_worker_dynamic(gpointer user_data, int32_t stage) {
+    ExecPipeline *pipeline = user_data;
+    exec_pipeline_run_policy(pipeline, stage);
+    exec_pipeline_consume(pipeline, stage);
+}

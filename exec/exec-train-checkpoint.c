@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: MIT
+ * exec-train-checkpoint.c: pacer-train's checkpoints and resume. At a drained segment boundary
+ * the pipeline's tensors are copied out by name into host lists, which become one checkpoint
+ * unit (exec-checkpoint-unit.h) with the run's counters and log rows. Resume reads a unit into
+ * host lists, checks that it belongs to this run, and only then copies it in.
+ */
+#include "exec-train-private.h"
+
+#include <string.h>
+
+#include "exec-checkpoint-unit.h"
+#include "exec-checkpoint.h"
+#include "pp-error.h"
+
+/* Host copies of pipeline tensors in checkpoint order, and where each one lives: the model
+ * state crosses into and out of the backend only through its by-name copy calls. */
+typedef struct {
+    int32_t        vstage;
+    const char    *tensor; /* name in the backend's table (transfer none) */
+    ExecTensorRole role;
+    size_t         numel;
+} ExecTrainRef;
+
+typedef struct {
+    ExecTensorList *list; /* owned host buffers, named as in the file */
+    GArray         *refs; /* ExecTrainRef per list entry */
+} ExecTrainTensors;
+
+static void exec_train_tensors_clear(ExecTrainTensors *t) {
+    g_clear_pointer(&t->list, exec_tensor_list_free);
+    g_clear_pointer(&t->refs, g_array_unref);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(ExecTrainTensors, exec_train_tensors_clear)
+
+static void exec_train_tensors_init(ExecTrainTensors *t) {
+    t->list = exec_tensor_list_new();
+    t->refs = g_array_new(FALSE, FALSE, sizeof(ExecTrainRef));
+}
+
+/* Appends a zeroed host buffer for the @role data of tensor @tensor of @vstage, named
+ * @prefix + its name. */
+static void exec_train_tensors_add(ExecTrainTensors *t, int32_t vstage, const Gpt2Tensor *tensor,
+                                   ExecTensorRole role, const char *prefix) {
+    g_autofree char *name = g_strconcat(prefix, tensor->name, NULL);
+    exec_tensor_list_add_owned(t->list, name, tensor->ndim, tensor->shape[0],
+                               tensor->ndim == 1 ? 1 : tensor->shape[1]);
+    ExecTrainRef ref = {
+        .vstage = vstage, .tensor = tensor->name, .role = role, .numel = tensor->numel};
+    g_array_append_val(t->refs, ref);
+}
+
+/* Every parameter of the pipeline, one list over all virtual stages (pacer layout). */
+static void exec_train_model_tensors(ExecPipeline *pipeline, ExecTrainTensors *t) {
+    exec_train_tensors_init(t);
+    for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
+        for (int i = 0; i < exec_pipeline_n_tensors(pipeline, vs); i++)
+            exec_train_tensors_add(t, vs, exec_pipeline_tensor(pipeline, vs, i, NULL),
+                                   EXEC_TENSOR_PARAMS, "");
+    }
+}
+
+/* The persistent optimizer state of every virtual stage as sidecar tensors, named by the
+ * parameter they belong to (Hugging Face names, global block numbers, so unique over the
+ * whole pipeline) and shaped like it (pacer layout), per virtual stage in this order:
+ *   optim.m.NAME, optim.v.NAME      AdamW first and second moments, or
+ *   optim.momentum.NAME             Muon momentum (blocks' matmul weights under muon),
+ *   tensor by tensor; then
+ *   optim.prev_update.NAME          error feedback's previous update (every parameter). */
+static void exec_train_state_tensors(ExecPipeline *pipeline, ExecTrainTensors *t) {
+    static const struct {
+        ExecTensorRole role;
+        const char    *prefix;
+    } per_tensor[] = {
+        {EXEC_TENSOR_ADAM_M, "optim.m."},
+        {EXEC_TENSOR_MUON_MOMENTUM, "optim.momentum."},
+        {EXEC_TENSOR_ADAM_V, "optim.v."},
+    };
+    exec_train_tensors_init(t);
+    for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
+        int n = exec_pipeline_n_tensors(pipeline, vs);
+        for (int i = 0; i < n; i++) {
+            guint             roles;
+            const Gpt2Tensor *tensor = exec_pipeline_tensor(pipeline, vs, i, &roles);
+            for (size_t k = 0; k < G_N_ELEMENTS(per_tensor); k++) {
+                if (roles & EXEC_TENSOR_ROLE_BIT(per_tensor[k].role))
+                    exec_train_tensors_add(t, vs, tensor, per_tensor[k].role, per_tensor[k].prefix);
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            guint             roles;
+            const Gpt2Tensor *tensor = exec_pipeline_tensor(pipeline, vs, i, &roles);
+            if (roles & EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_PREV_UPDATE))
+                exec_train_tensors_add(t, vs, tensor, EXEC_TENSOR_PREV_UPDATE,
+                                       "optim.prev_update.");
+        }
+    }
+}
+
+/* Copies every tensor of @t out of the backend into its host buffer (@out), or from the host
+ * buffer into the backend. */
+static gboolean exec_train_tensors_copy(ExecPipeline *pipeline, ExecTrainTensors *t, gboolean out,
+                                        GError **error) {
+    for (int i = 0; i < exec_tensor_list_n(t->list); i++) {
+        const ExecTrainRef *ref = &g_array_index(t->refs, ExecTrainRef, i);
+        float              *data = exec_tensor_list_get(t->list, i)->data;
+        gboolean ok = out ? exec_pipeline_tensor_get(pipeline, ref->vstage, ref->tensor, ref->role,
+                                                     data, ref->numel, error)
+                          : exec_pipeline_tensor_set(pipeline, ref->vstage, ref->tensor, ref->role,
+                                                     data, ref->numel, error);
+        if (!ok)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* "a,b,c" of @n ints. Returns: (transfer full). */
+static char *exec_train_join_ints(const int32_t *v, int32_t n) {
+    GString *out = g_string_new(NULL);
+    for (int32_t i = 0; i < n; i++)
+        g_string_append_printf(out, "%s%d", i ? "," : "", v[i]);
+    return g_string_free(out, FALSE);
+}
+
+/* Parses @text as exactly @n comma-separated integers >= 0 into @out. */
+static gboolean exec_train_parse_ints(const char *text, int32_t n, int32_t *out) {
+    g_auto(GStrv) parts = g_strsplit(text, ",", -1);
+    if ((int32_t)g_strv_length(parts) != n)
+        return FALSE;
+    for (int32_t i = 0; i < n; i++) {
+        gint64 v = 0;
+        if (!g_ascii_string_to_signed(parts[i], 10, 0, G_MAXINT32, &v, NULL))
+            return FALSE;
+        out[i] = (int32_t)v;
+    }
+    return TRUE;
+}
+
+/* Lower-case hex of @n bytes. Returns: (transfer full). */
+char *exec_train_hex(const uint8_t *bytes, size_t n) {
+    GString *out = g_string_sized_new(2 * n);
+    for (size_t i = 0; i < n; i++)
+        g_string_append_printf(out, "%02x", bytes[i]);
+    return g_string_free(out, FALSE);
+}
+
+/* Run identity recorded in a unit's manifest and checked on resume: a checkpoint continues
+ * only the same schedule, pipeline layout and partition. */
+static char *exec_train_identity(const PpScenario *sc, const PpPartition *part) {
+    g_autofree int32_t *counts = g_new(int32_t, part->n_vstages);
+    for (int32_t vs = 0; vs < part->n_vstages; vs++)
+        counts[vs] = part->layer_end[vs] - part->layer_begin[vs];
+    g_autofree char *layers = exec_train_join_ints(counts, part->n_vstages);
+    return g_strdup_printf(
+        "%s stages=%d chunks=%d m=%d a=%d B=%d layers=%s seed=%" G_GUINT64_FORMAT,
+        sc->pipeline.schedule, sc->pipeline.stages, sc->pipeline.chunks, sc->pipeline.microbatches,
+        sc->pipeline.accumulation, sc->pipeline.microbatch_size, layers, sc->run.seed);
+}
+
+/* What decides the optimizer state's layout (checked on resume; hyperparameters such as the
+ * learning rate may change between invocations). */
+static char *exec_train_optim_identity(const PpScenario *sc) {
+    return g_strdup_printf("%s error_feedback=%d", sc->optimizer.name,
+                           sc->optimizer.error_feedback ? 1 : 0);
+}
+
+/* Every checkpoint tensor of the pipeline in host memory: the weights (exec_train_model_tensors())
+ * and the optimizer state (exec_train_state_tensors()), copied out by name. A multi-process
+ * backend gathers the other ranks' tensors into the same lists. */
+static gboolean exec_train_collect(ExecPipeline *pipeline, ExecTrainTensors *model,
+                                   ExecTrainTensors *state, GError **error) {
+    exec_train_model_tensors(pipeline, model);
+    exec_train_state_tensors(pipeline, state);
+    return exec_train_tensors_copy(pipeline, model, TRUE, error) &&
+           exec_train_tensors_copy(pipeline, state, TRUE, error);
+}
+
+/* The counters of state.safetensors' metadata at the drained boundary after @step steps:
+ *   pacer_step          steps done
+ *   pacer_versions      per stage: updates applied (weight version)
+ *   pacer_nonfinite     per stage: consecutive skipped updates
+ *   pacer_optim_steps   per virtual stage: the optimizer's step count t (skipped updates
+ *                       advance the version but not t)
+ *   pacer_optim         optimizer identity (exec_train_optim_identity())
+ *   pacer_vocab         hex vocabulary fingerprint of the training shard
+ * The data position needs no entry: micro-batch windows are a pure function of the step and
+ * run.seed (exec_train_window()), and nothing else draws random numbers after init.
+ * Returns: (transfer full), or NULL with @error set by the backend. */
+static GHashTable *exec_train_counters(ExecPipeline *pipeline, const PpScenario *sc,
+                                       const char *vocab, int32_t step, GError **error) {
+    int32_t             n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    g_autofree int32_t *versions = g_new(int32_t, n_stages);
+    g_autofree int32_t *nonfinite = g_new(int32_t, n_stages);
+    g_autofree int32_t *optim_steps = g_new(int32_t, n_vs);
+    for (int32_t s = 0; s < n_stages; s++) {
+        versions[s] = exec_pipeline_version(pipeline, s);
+        nonfinite[s] = exec_pipeline_nonfinite(pipeline, s);
+    }
+    for (int32_t vs = 0; vs < n_vs; vs++) {
+        int64_t t;
+        if (!exec_pipeline_optim_steps(pipeline, vs, &t, error))
+            return NULL;
+        optim_steps[vs] = (int32_t)t;
+    }
+    GHashTable *meta = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    g_hash_table_insert(meta, g_strdup("pacer_step"), g_strdup_printf("%d", step));
+    g_hash_table_insert(meta, g_strdup("pacer_versions"), exec_train_join_ints(versions, n_stages));
+    g_hash_table_insert(meta, g_strdup("pacer_nonfinite"),
+                        exec_train_join_ints(nonfinite, n_stages));
+    g_hash_table_insert(meta, g_strdup("pacer_optim_steps"),
+                        exec_train_join_ints(optim_steps, n_vs));
+    g_hash_table_insert(meta, g_strdup("pacer_optim"), exec_train_optim_identity(sc));
+    g_hash_table_insert(meta, g_strdup("pacer_vocab"), g_strdup(vocab));
+    return meta;
+}
+
+char *exec_train_checkpoint(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
+                            const GString *log, const char *out_dir, int32_t step, GError **error) {
+    g_auto(ExecTrainTensors) model = {0};
+    g_auto(ExecTrainTensors) state = {0};
+    g_autoptr(GHashTable) counters = NULL;
+    if (!exec_train_collect(pipeline, &model, &state, error) ||
+        !(counters = exec_train_counters(pipeline, sc, vocab, step, error)))
+        return NULL;
+    g_autofree char       *run = exec_train_identity(sc, exec_pipeline_partition(pipeline));
+    ExecCheckpointUnitData data = {.step = step,
+                                   .run = run,
+                                   .model_cfg = exec_pipeline_model(pipeline),
+                                   .model = model.list,
+                                   .state = state.list,
+                                   .state_metadata = counters,
+                                   .log = log->str};
+    g_autofree char       *units_dir = g_build_filename(out_dir, EXEC_CHECKPOINT_UNITS_DIR, NULL);
+    g_autofree char       *unit = exec_checkpoint_unit_write(units_dir, &data, error);
+    if (!unit) {
+        g_prefix_error(error, "checkpoint of step %d: ", step);
+        return NULL;
+    }
+    /* Older units go only once the new one and the log it holds are in place. */
+    if (!exec_train_log_write(log, out_dir, error) ||
+        !exec_checkpoint_units_prune(units_dir, step, sc->run.keep_checkpoints, NULL, error))
+        return NULL;
+    return g_steal_pointer(&unit);
+}
+
+/* What resume reads from a unit into host memory before anything reaches the pipeline. */
+typedef struct {
+    ExecPipeline     *pipeline;
+    const PpScenario *sc;
+    const char       *vocab;
+    ExecTrainTensors *model, *state; /* host lists of the pipeline's tables */
+    int32_t           step;
+    int32_t          *versions;    /* (n_stages) */
+    int32_t          *nonfinite;   /* (n_stages) */
+    int32_t          *optim_steps; /* (n_vstages) */
+    char             *log;         /* the unit's log.csv */
+} ExecTrainResume;
+
+/* Checks that @unit was written by this run (identity in the manifest; optimizer and
+ * vocabulary in the state's metadata @meta) and reads its counters into @r. */
+static gboolean exec_train_check_meta(ExecTrainResume *r, ExecCheckpointUnit *unit,
+                                      GHashTable *meta, GError **error) {
+    const PpScenario        *sc = r->sc;
+    const char              *dir = exec_checkpoint_unit_dir(unit);
+    static const char *const keys[] = {"pacer_optim",    "pacer_vocab",     "pacer_step",
+                                       "pacer_versions", "pacer_nonfinite", "pacer_optim_steps"};
+    for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
+        if (!g_hash_table_contains(meta, keys[i])) {
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,
+                        "%s/" EXEC_CHECKPOINT_UNIT_STATE ": no %s metadata; resume needs a "
+                        "checkpoint written by pacer-train",
+                        dir, keys[i]);
+            return FALSE;
+        }
+    }
+    g_autofree char *optim = exec_train_optim_identity(sc);
+    const char      *saved_optim = g_hash_table_lookup(meta, "pacer_optim");
+    const char      *saved_vocab = g_hash_table_lookup(meta, "pacer_vocab");
+    if (strcmp(saved_optim, optim) != 0) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                    "%s: optimizer state of \"%s\"; this scenario has \"%s\" (resume needs the "
+                    "same optimizer.name and optimizer.error_feedback)",
+                    dir, saved_optim, optim);
+        return FALSE;
+    }
+    if (strcmp(saved_vocab, r->vocab) != 0) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                    "%s: trained on shards of vocabulary %s; the training shard now has %s "
+                    "(resume needs data tokenised with the same vocabulary)",
+                    dir, saved_vocab, r->vocab);
+        return FALSE;
+    }
+    const char *saved_step = g_hash_table_lookup(meta, "pacer_step");
+    int32_t     n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(r->pipeline);
+    gint64      at = 0;
+    if (!g_ascii_string_to_signed(saved_step, 10, 0, G_MAXINT32, &at, NULL) ||
+        at != exec_checkpoint_unit_step(unit) ||
+        !exec_train_parse_ints(g_hash_table_lookup(meta, "pacer_versions"), n_stages,
+                               r->versions) ||
+        !exec_train_parse_ints(g_hash_table_lookup(meta, "pacer_nonfinite"), n_stages,
+                               r->nonfinite) ||
+        !exec_train_parse_ints(g_hash_table_lookup(meta, "pacer_optim_steps"), n_vs,
+                               r->optim_steps)) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,
+                    "%s/" EXEC_CHECKPOINT_UNIT_STATE ": pacer_step=%s, pacer_versions=%s, "
+                    "pacer_nonfinite=%s, pacer_optim_steps=%s do not fit the unit's step %d on "
+                    "%d stages (%d virtual); each list needs one integer >= 0 per stage (per "
+                    "virtual stage for pacer_optim_steps)",
+                    dir, saved_step, (const char *)g_hash_table_lookup(meta, "pacer_versions"),
+                    (const char *)g_hash_table_lookup(meta, "pacer_nonfinite"),
+                    (const char *)g_hash_table_lookup(meta, "pacer_optim_steps"),
+                    exec_checkpoint_unit_step(unit), n_stages, n_vs);
+        return FALSE;
+    }
+    r->step = (int32_t)at;
+    return TRUE;
+}
+
+/* ExecCheckpointUnitReadFn: the identities and counters first (a unit of another run is refused
+ * by name before any tensor is compared), then every tensor and the log rows into host memory.
+ * Tensor shapes are checked as they are read: a mismatch is PP_IO_ERROR_MISMATCH naming the
+ * tensor and both shapes. */
+static gboolean exec_train_read_unit(ExecCheckpointUnit *unit, gpointer user_data, GError **error) {
+    ExecTrainResume *r = user_data;
+    g_autofree char *run = exec_train_identity(r->sc, exec_pipeline_partition(r->pipeline));
+    if (strcmp(exec_checkpoint_unit_run(unit), run) != 0) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                    "%s: written by run \"%s\"; this scenario is \"%s\" (resume needs the same "
+                    "schedule, layout, partition and seed)",
+                    exec_checkpoint_unit_dir(unit), exec_checkpoint_unit_run(unit), run);
+        return FALSE;
+    }
+    g_autoptr(ExecTensorList) none = exec_tensor_list_new();
+    g_autoptr(GHashTable) meta = NULL;
+    g_clear_pointer(&r->log, g_free);
+    return exec_checkpoint_unit_read_state(unit, none, &meta, error) &&
+           exec_train_check_meta(r, unit, meta, error) &&
+           exec_checkpoint_unit_read_model(unit, exec_pipeline_model(r->pipeline), r->model->list,
+                                           error) &&
+           exec_checkpoint_unit_read_state(unit, r->state->list, NULL, error) &&
+           (r->log = exec_checkpoint_unit_read_log(unit, error)) != NULL;
+}
+
+/* The reverse of exec_train_collect(): copies the host lists of @r into the pipeline by name
+ * and sets its counters. A multi-process backend scatters the lists to the ranks instead. */
+static gboolean exec_train_restore(const ExecTrainResume *r, GError **error) {
+    ExecPipeline *pipeline = r->pipeline;
+    if (!exec_train_tensors_copy(pipeline, r->model, FALSE, error) ||
+        !exec_train_tensors_copy(pipeline, r->state, FALSE, error))
+        return FALSE;
+    for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
+        if (!exec_pipeline_set_optim_steps(pipeline, vs, r->optim_steps[vs], error))
+            return FALSE;
+    }
+    exec_pipeline_set_versions(pipeline, r->versions);
+    exec_pipeline_set_nonfinite(pipeline, r->nonfinite);
+    return TRUE;
+}
+
+gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
+                         const char *path, int32_t *step, char **log, GPtrArray *notes,
+                         GError **error) {
+    int32_t             n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    g_autofree int32_t *versions = g_new(int32_t, n_stages);
+    g_autofree int32_t *nonfinite = g_new(int32_t, n_stages);
+    g_autofree int32_t *optim_steps = g_new(int32_t, n_vs);
+    g_auto(ExecTrainTensors) model = {0};
+    g_auto(ExecTrainTensors) state = {0};
+    exec_train_model_tensors(pipeline, &model);
+    exec_train_state_tensors(pipeline, &state);
+    ExecTrainResume r = {.pipeline = pipeline,
+                         .sc = sc,
+                         .vocab = vocab,
+                         .model = &model,
+                         .state = &state,
+                         .versions = versions,
+                         .nonfinite = nonfinite,
+                         .optim_steps = optim_steps};
+    g_autoptr(ExecCheckpointUnit) unit =
+        exec_checkpoint_unit_find(path, exec_train_read_unit, &r, notes, error);
+    g_autofree char *unit_log = g_steal_pointer(&r.log);
+    /* The whole unit is in host memory and checked: now the pipeline's state changes. */
+    if (!unit || !exec_train_restore(&r, error))
+        return FALSE;
+    if (notes)
+        g_ptr_array_add(notes, g_strdup_printf("resuming from %s (step %d)",
+                                               exec_checkpoint_unit_dir(unit), r.step));
+    *step = r.step;
+    *log = g_steal_pointer(&unit_log);
+    return TRUE;
+}

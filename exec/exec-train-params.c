@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT
+ * exec-train-params.c: pacer-train's scenario -> pipeline parameters: the executor's own checks
+ * of the scenario, the model shape, the optimizer and learning-rate schedule, BLAS threads.
+ */
+#include "exec-train-private.h"
+
+#include <string.h>
+
+#include "pp-error.h"
+
+gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error) {
+    const PpScenario *sc = params->scenario;
+    const char       *name = sc->optimizer.name;
+    if (g_strcmp0(name, "adamw") != 0 && g_strcmp0(name, "muon") != 0) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: optimizer.name=%s; valid: adamw, muon", sc->path, name);
+        return FALSE;
+    }
+    g_autoptr(GError) backend_error = NULL;
+    if (!exec_backend_find(sc->run.backend, &backend_error)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE, "%s: [run] %s",
+                    sc->path, backend_error->message);
+        return FALSE;
+    }
+    const PpSchedKindInfo *kind = pp_sched_kind_lookup(sc->pipeline.schedule);
+    if (params->dynamic && !kind->has_policy) {
+        g_autofree char *policy_kinds = pp_sched_kind_policy_names();
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: dynamic mode (--dynamic or pipeline.mode=dynamic) runs PACI's policy; "
+                    "pipeline.schedule=%s must be one with a run-time policy: %s",
+                    sc->path, sc->pipeline.schedule, policy_kinds);
+        return FALSE;
+    }
+    if (sc->training.steps <= sc->optimizer.warmup_steps) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: training.steps=%d must exceed optimizer.warmup_steps=%d", sc->path,
+                    sc->training.steps, sc->optimizer.warmup_steps);
+        return FALSE;
+    }
+    if (sc->parallel.data != 1 || sc->parallel.tensor != 1) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: parallel.data=%d, parallel.tensor=%d: pacer-train runs one pipeline "
+                    "with one device per stage; data and tensor parallelism are the "
+                    "simulator's (set both to 1)",
+                    sc->path, sc->parallel.data, sc->parallel.tensor);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+Gpt2Config exec_train_model(const PpScenario *sc) {
+    return (Gpt2Config){.L = sc->model.layers,
+                        .C = sc->model.hidden,
+                        .NH = sc->model.heads,
+                        .T = sc->model.seq_len,
+                        .V = sc->model.vocab,
+                        .Vp = (sc->model.vocab + 127) / 128 * 128};
+}
+
+int32_t exec_train_threads(const PpScenario *sc) {
+    if (sc->run.threads > 0)
+        return sc->run.threads;
+    return MAX(1, (int32_t)g_get_num_processors() / sc->pipeline.stages);
+}
+
+ExecPrecision exec_train_precision(const PpScenario *sc) {
+    if (sc->run.precision == NULL)
+        return EXEC_PRECISION_DEFAULT;
+    return strcmp(sc->run.precision, "bf16") == 0 ? EXEC_PRECISION_BF16 : EXEC_PRECISION_FP32;
+}
+
+void exec_train_pipeline_params(const PpScenario *sc, const PpSchedule *shape,
+                                ExecPipelineParams *pp) {
+    const PpOptimizerParams *o = &sc->optimizer;
+    KernOptimParams          optim = {
+                 .kind = g_strcmp0(o->name, "muon") == 0 ? KERN_OPTIM_MUON : KERN_OPTIM_ADAMW,
+                 .beta1 = (float)o->beta1,
+                 .beta2 = (float)o->beta2,
+                 .eps = (float)o->eps,
+                 .weight_decay = (float)o->weight_decay,
+                 .muon_momentum = (float)o->momentum,
+                 /* Muon's matrices follow lr's warmup + cosine shape, scaled to optimizer.muon_lr */
+                 .muon_lr_ratio = o->lr > 0.0 ? (float)(o->muon_lr / o->lr) : 0.0f,
+                 .muon_ns_steps = o->ns_steps,
+                 .error_feedback = o->error_feedback,
+    };
+    *pp = (ExecPipelineParams){
+        .backend = sc->run.backend,
+        .model = exec_train_model(sc),
+        .microbatch_size = sc->pipeline.microbatch_size,
+        .shape = shape,
+        .layers_per_vstage = sc->run.layers_per_stage,
+        .partition = pp_scenario_partition_mode(sc),
+        .seed = sc->run.seed,
+        .optim = optim,
+        .lr = (float)o->lr,
+        .min_lr = (float)o->min_lr,
+        .warmup_steps = o->warmup_steps,
+        .total_steps = sc->training.steps,
+        .grad_clip = (float)o->grad_clip,
+        .max_nonfinite = EXEC_TRAIN_MAX_NONFINITE,
+        .poison_update = -1,
+        .devices = sc->run.devices,
+        .precision = exec_train_precision(sc),
+        .flash_attention = sc->model.flash_attention,
+    };
+}
