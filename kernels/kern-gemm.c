@@ -12,9 +12,6 @@
 #include "kern-check.h"
 #include "kern-pool.h"
 
-/* Blocks per worker: a few, so that a thread slowed by other load takes fewer. */
-#define GEMM_TASKS_PER_WORKER 2
-
 typedef struct {
     KernGemmTrans ta, tb;
     int           M, N, K;
@@ -22,7 +19,8 @@ typedef struct {
     const float  *A, *B;
     float        *C;
     int           lda, ldb, ldc;
-    int           rows; /* rows of C per block (the last may have fewer) */
+    int           n_tasks; /* blocks of rows */
+    int           units;   /* row groups of KERN_GEMM_ROW_ALIGN, the last maybe shorter */
 } GemmJob;
 
 static pthread_once_t gemm_once = PTHREAD_ONCE_INIT;
@@ -40,10 +38,15 @@ static void gemm_rows(const GemmJob *j, int m0, int m1) {
                 a, j->lda, j->B, j->ldb, j->beta, j->C + (size_t)m0 * j->ldc, j->ldc);
 }
 
+/* First row of block @task: the row groups shared out as evenly as whole groups allow. */
+static int gemm_block_start(const GemmJob *j, int task) {
+    int start = (int)((long long)j->units * task / j->n_tasks) * KERN_GEMM_ROW_ALIGN;
+    return start < j->M ? start : j->M;
+}
+
 static void gemm_task(void *arg, int task) {
     const GemmJob *j = arg;
-    int            m0 = task * j->rows;
-    gemm_rows(j, m0, m0 + j->rows < j->M ? m0 + j->rows : j->M);
+    gemm_rows(j, gemm_block_start(j, task), gemm_block_start(j, task + 1));
 }
 
 void kern_gemm(KernGemmTrans ta, KernGemmTrans tb, int M, int N, int K, float alpha, const float *A,
@@ -65,16 +68,16 @@ void kern_gemm(KernGemmTrans ta, KernGemmTrans tb, int M, int N, int K, float al
                  .lda = lda,
                  .ldb = ldb,
                  .ldc = ldc,
-                 .rows = M};
-    int     workers = kern_pool_workers();
-    if (workers > 1 && M >= 2 * KERN_GEMM_ROW_ALIGN && (double)M * N * K >= KERN_GEMM_SERIAL_MACS) {
-        int want = workers * GEMM_TASKS_PER_WORKER;
-        j.rows = (M + want - 1) / want;
-        j.rows = (j.rows + KERN_GEMM_ROW_ALIGN - 1) / KERN_GEMM_ROW_ALIGN * KERN_GEMM_ROW_ALIGN;
+                 .n_tasks = 1,
+                 .units = (M + KERN_GEMM_ROW_ALIGN - 1) / KERN_GEMM_ROW_ALIGN};
+    /* One block per worker: every block packs all of op(B) again (OpenBLAS's copy of it), so
+     * more blocks cost more than they balance (a few percent per doubling on the LM head). */
+    if ((double)M * N * K >= KERN_GEMM_SERIAL_MACS) {
+        int workers = kern_pool_workers();
+        j.n_tasks = workers < j.units ? workers : j.units;
     }
-    int n_tasks = (M + j.rows - 1) / j.rows;
-    if (n_tasks == 1)
+    if (j.n_tasks <= 1)
         gemm_rows(&j, 0, M);
     else
-        kern_parallel_for(n_tasks, gemm_task, &j);
+        kern_parallel_for(j.n_tasks, gemm_task, &j);
 }

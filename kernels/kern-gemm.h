@@ -24,18 +24,18 @@ typedef enum {
  * cblas_sgemm call. OpenBLAS's kernel rounds an element the same way wherever such a block
  * starts, so results are bitwise identical for any kern_threads() (tests/test-gemm.c asserts
  * it); blocks of columns, or rows at other offsets, would change the rounding. Products below
- * KERN_GEMM_SERIAL_MACS multiply-adds, with fewer than 2 * KERN_GEMM_ROW_ALIGN rows, or called
- * from inside a task run on the calling thread alone. OpenBLAS's own thread count is set to 1
+ * KERN_GEMM_SERIAL_MACS multiply-adds, with at most KERN_GEMM_ROW_ALIGN rows, or called from
+ * inside a task run on the calling thread alone. OpenBLAS's own thread count is set to 1
  * on the first call. */
 void kern_gemm(KernGemmTrans ta, KernGemmTrans tb, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 enum {
     KERN_GEMM_SERIAL_MACS = 1 << 18, /* smaller products are not split */
-    /* rows of every block but the last: a multiple. OpenBLAS 0.3.21's Haswell sgemm walks the
-     * rows of a row-major C in groups of 12 (its columns in column-major terms) and rounds by
-     * group shape: blocks must start on a group boundary. */
-    KERN_GEMM_ROW_ALIGN = 48
+    /* every block starts at a multiple. OpenBLAS 0.3.21's Haswell sgemm walks the rows of a
+     * row-major C (its columns in column-major terms) in groups of 12 and rounds by group
+     * shape, so blocks must start on a group boundary; 24 also keeps 8-row tiles whole. */
+    KERN_GEMM_ROW_ALIGN = 24
 };
 
 #ifdef __cplusplus
