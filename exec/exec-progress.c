@@ -79,11 +79,13 @@ void exec_progress_step(ExecProgress *progress, const ExecProgressStep *step) {
 void exec_progress_note(ExecProgress *progress, gboolean always, const char *fmt, ...) {
     if (progress->mode == EXEC_PROGRESS_QUIET && !always)
         return;
+    /* quiet mode keeps stdout for the final summary: what is always said goes to stderr */
+    FILE *to = progress->mode == EXEC_PROGRESS_QUIET ? stderr : progress->out;
     exec_progress_clear_line(progress);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(progress->out, fmt, ap);
+    vfprintf(to, fmt, ap);
     va_end(ap);
-    fputc('\n', progress->out);
-    fflush(progress->out);
+    fputc('\n', to);
+    fflush(to);
 }

@@ -46,7 +46,7 @@ char *exec_progress_format(const ExecProgressStep *step);
 /* Shows a completed step according to the mode. */
 void exec_progress_step(ExecProgress *progress, const ExecProgressStep *step);
 /* Prints a line that must stay (validation loss, checkpoint written): on a terminal it first
- * clears the progress line. Not printed in QUIET mode unless @always. */
+ * clears the progress line. Not printed in QUIET mode unless @always, and then to stderr. */
 void exec_progress_note(ExecProgress *progress, gboolean always, const char *fmt, ...)
     G_GNUC_PRINTF(3, 4);
 
