@@ -236,6 +236,9 @@ static const PpScenarioKey pp_scenario_keys[] = {
      .flags = PP_KEY_OPTIONAL,
      .description = "layers of each virtual stage, comma-separated; absent: balanced by cost"},
     PP_INT("run", "log_every", run.log_every, "1", 1, PP_I32_MAX, 0, "steps between log lines"),
+    PP_NUM("run", "comm_timeout_s", run.comm_timeout_s, "300", 0.0, 604800.0, 1.0, PP_KEY_MIN_EXCL,
+           "multi-process runs: seconds a process waits for a peer before it names the peer and "
+           "the op it waited for and aborts the job (at most a week)"),
 };
 
 /* --- field access --- */

@@ -103,6 +103,7 @@ typedef struct {
                                    balanced by cost */
     int32_t n_layers_per_stage; /* stages * chunks when layers_per_stage is set, else 0 */
     int32_t log_every;
+    double  comm_timeout_s; /* multi-process runs: deadline of every wait for a peer, > 0 */
 } PpRunParams;
 
 typedef struct _PpScenario PpScenario;

@@ -12,6 +12,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "exec-comm.h"
 #include "exec-error.h"
 #include "gpt2-slice.h"
 #include "optim-cpu.h"
@@ -78,6 +79,9 @@ typedef struct {
     gpointer           data_user;
     ExecGradFn         on_grads; /* (nullable) gradient tap */
     gpointer           on_grads_user;
+    ExecComm          *comm; /* (nullable) the process group of a multi-process run, borrowed
+                                for the backend's life: this process runs the stages is_local
+                                names (the CPU backend: stage r on rank r) */
 } ExecBackendSetup;
 
 /* What the replay loop asks of one op. */

@@ -2,7 +2,9 @@
  * exec-train-checkpoint.c: pacer-train's checkpoints and resume. A checkpoint is taken at a
  * drained segment boundary: the weights in DIR/checkpoint.safetensors (Hugging Face names),
  * the optimizer state and the run's counters in its .state sidecar (exec-checkpoint.h);
- * resume checks that the checkpoint belongs to this run before loading anything.
+ * resume checks that the checkpoint belongs to this run before loading anything. Across
+ * processes rank 0 reads and writes the files; the tensors and counters of the other ranks'
+ * virtual stages travel through exec-train-dist.c.
  */
 #include "exec-train-private.h"
 
@@ -96,12 +98,21 @@ static void exec_train_state_tensors(ExecPipeline *pipeline, ExecTrainTensors *t
 }
 
 /* Copies every tensor of @t out of the backend into its host buffer (@out), or from the host
- * buffer into the backend. */
+ * buffer into the backend. Across processes each rank copies its own virtual stages, and the
+ * host buffers of the others' travel from them to rank 0 (@out), or from rank 0 to them. */
 static gboolean exec_train_tensors_copy(ExecPipeline *pipeline, ExecTrainTensors *t, gboolean out,
                                         GError **error) {
+    int32_t             rank = exec_comm_rank(exec_pipeline_comm(pipeline));
+    g_autofree int32_t *vstages = g_new(int32_t, MAX(exec_tensor_list_n(t->list), 1));
+    for (int i = 0; i < exec_tensor_list_n(t->list); i++)
+        vstages[i] = g_array_index(t->refs, ExecTrainRef, i).vstage;
+    if (!out && !exec_train_dist_scatter(pipeline, t->list, vstages, error))
+        return FALSE;
     for (int i = 0; i < exec_tensor_list_n(t->list); i++) {
         const ExecTrainRef *ref = &g_array_index(t->refs, ExecTrainRef, i);
         float              *data = exec_tensor_list_get(t->list, i)->data;
+        if (exec_pipeline_vstage_rank(pipeline, ref->vstage) != rank)
+            continue;
         gboolean ok = out ? exec_pipeline_tensor_get(pipeline, ref->vstage, ref->tensor, ref->role,
                                                      data, ref->numel, error)
                           : exec_pipeline_tensor_set(pipeline, ref->vstage, ref->tensor, ref->role,
@@ -109,7 +120,7 @@ static gboolean exec_train_tensors_copy(ExecPipeline *pipeline, ExecTrainTensors
         if (!ok)
             return FALSE;
     }
-    return TRUE;
+    return !out || exec_train_dist_gather(pipeline, t->list, vstages, error);
 }
 
 /* "a,b,c" of @n ints. Returns: (transfer full). */
@@ -176,7 +187,9 @@ static char *exec_train_optim_identity(const PpScenario *sc) {
  * run.seed (exec_train_window()), and nothing else draws random numbers after init. */
 gboolean exec_train_save(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
                          const char *dir, int32_t step, GError **error) {
-    int32_t n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    int32_t   n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    ExecComm *comm = exec_pipeline_comm(pipeline);
+    int32_t   rank = exec_comm_rank(comm);
     g_auto(ExecTrainTensors) model = {0};
     g_auto(ExecTrainTensors) state = {0};
     exec_train_model_tensors(pipeline, &model);
@@ -193,11 +206,15 @@ gboolean exec_train_save(ExecPipeline *pipeline, const PpScenario *sc, const cha
         nonfinite[s] = exec_pipeline_nonfinite(pipeline, s);
     }
     for (int32_t vs = 0; vs < n_vs; vs++) {
-        int64_t t;
-        if (!exec_pipeline_optim_steps(pipeline, vs, &t, error))
+        int64_t t = 0;
+        if (exec_pipeline_vstage_rank(pipeline, vs) == rank &&
+            !exec_pipeline_optim_steps(pipeline, vs, &t, error))
             return FALSE;
         optim_steps[vs] = (int32_t)t;
     }
+    if (!exec_train_dist_gather_vstage_ints(pipeline, optim_steps,
+                                            "the optimizer step counts for the checkpoint", error))
+        return FALSE;
     g_hash_table_insert(meta, g_strdup("pacer_step"), g_strdup_printf("%d", step));
     g_hash_table_insert(meta, g_strdup("pacer_versions"), exec_train_join_ints(versions, n_stages));
     g_hash_table_insert(meta, g_strdup("pacer_nonfinite"),
@@ -209,8 +226,14 @@ gboolean exec_train_save(ExecPipeline *pipeline, const PpScenario *sc, const cha
     g_hash_table_insert(meta, g_strdup("pacer_optim"), exec_train_optim_identity(sc));
     g_hash_table_insert(meta, g_strdup("pacer_vocab"), g_strdup(vocab));
     g_autofree char *path = g_build_filename(dir, "checkpoint.safetensors", NULL);
-    return exec_checkpoint_save_full(path, exec_pipeline_model(pipeline), model.list, NULL,
-                                     EXEC_DTYPE_F32, state.list, meta, error);
+    GError          *written = NULL;
+    if (rank == 0)
+        exec_checkpoint_save_full(path, exec_pipeline_model(pipeline), model.list, NULL,
+                                  EXEC_DTYPE_F32, state.list, meta, &written);
+    if (exec_comm_agree(comm, "writing the checkpoint", &written))
+        return TRUE;
+    g_propagate_error(error, written);
+    return FALSE;
 }
 
 /* Checks that the sidecar metadata @meta of @path was written by this run (identity,
@@ -284,31 +307,48 @@ static gboolean exec_train_check_meta(GHashTable *meta, const PpScenario *sc,
  * mismatch is PP_IO_ERROR_MISMATCH naming the tensor and both shapes. */
 gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
                          const char *path, int32_t *step, GError **error) {
-    int32_t n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    int32_t   n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    ExecComm *comm = exec_pipeline_comm(pipeline);
+    int32_t   rank = exec_comm_rank(comm);
     g_autoptr(ExecTensorList) none = exec_tensor_list_new();
     g_autoptr(GHashTable) meta = NULL;
-    g_autofree int32_t *versions = g_new(int32_t, n_stages);
-    g_autofree int32_t *nonfinite = g_new(int32_t, n_stages);
-    g_autofree int32_t *optim_steps = g_new(int32_t, n_vs);
+    /* (1 + 2 n_stages + n_vs): the step, every stage's version and skip count, every virtual
+     * stage's optimizer step count: what rank 0 reads for every rank. */
+    g_autofree int32_t *counters = g_new0(int32_t, 1 + 2 * n_stages + n_vs);
+    int32_t            *versions = counters + 1, *nonfinite = versions + n_stages;
+    int32_t            *optim_steps = nonfinite + n_stages;
     /* The metadata first (the sidecar is mapped, not read): a checkpoint of another run is
      * refused by name before any tensor is compared. */
-    if (!exec_checkpoint_load_state(path, none, &meta, error) ||
-        !exec_train_check_meta(meta, sc, pipeline, vocab, path, step, versions, nonfinite,
-                               optim_steps, error))
+    GError *local = NULL;
+    if (rank == 0 && exec_checkpoint_load_state(path, none, &meta, &local))
+        exec_train_check_meta(meta, sc, pipeline, vocab, path, counters, versions, nonfinite,
+                              optim_steps, &local);
+    if (!exec_comm_agree(comm, "reading the checkpoint's metadata", &local) ||
+        !exec_comm_bcast(comm, 0, counters, (1 + 2 * n_stages + n_vs) * sizeof(int32_t),
+                         "the checkpoint's counters", &local)) {
+        g_propagate_error(error, local);
         return FALSE;
+    }
+    *step = counters[0];
     /* Read everything into host buffers first; the backend's state changes only once the
      * whole checkpoint has loaded. */
     g_auto(ExecTrainTensors) model = {0};
     g_auto(ExecTrainTensors) state = {0};
     exec_train_model_tensors(pipeline, &model);
     exec_train_state_tensors(pipeline, &state);
-    if (!exec_checkpoint_load(path, exec_pipeline_model(pipeline), model.list, NULL, error) ||
-        !exec_checkpoint_load_state(path, state.list, NULL, error) ||
-        !exec_train_tensors_copy(pipeline, &model, FALSE, error) ||
+    if (rank == 0 &&
+        exec_checkpoint_load(path, exec_pipeline_model(pipeline), model.list, NULL, &local))
+        exec_checkpoint_load_state(path, state.list, NULL, &local);
+    if (!exec_comm_agree(comm, "reading the checkpoint", &local)) {
+        g_propagate_error(error, local);
+        return FALSE;
+    }
+    if (!exec_train_tensors_copy(pipeline, &model, FALSE, error) ||
         !exec_train_tensors_copy(pipeline, &state, FALSE, error))
         return FALSE;
     for (int32_t vs = 0; vs < n_vs; vs++) {
-        if (!exec_pipeline_set_optim_steps(pipeline, vs, optim_steps[vs], error))
+        if (exec_pipeline_vstage_rank(pipeline, vs) == rank &&
+            !exec_pipeline_set_optim_steps(pipeline, vs, optim_steps[vs], error))
             return FALSE;
     }
     exec_pipeline_set_versions(pipeline, versions);
