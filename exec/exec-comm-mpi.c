@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * exec-comm-mpi.c: the process group's primitives over MPI: one duplicate of MPI_COMM_WORLD
- * per channel, MPI_Isend / MPI_Test for sends, MPI_Improbe + MPI_Mrecv for messages of any
- * size from any source, MPI_Abort for the job. Messages over INT_MAX bytes travel as one
+ * per channel, MPI_Isend for sends, MPI_Improbe + MPI_Imrecv for messages of any size from
+ * any source, MPI_Test for both, MPI_Abort for the job. Messages over INT_MAX bytes travel as one
  * derived datatype (whole MiB blocks and the rest).
  */
 #include "exec-comm-mpi.h"
@@ -57,6 +57,33 @@ static gpointer exec_comm_mpi_isend(ExecComm *comm, ExecCommChannel channel, int
     return request;
 }
 
+static gpointer exec_comm_mpi_irecv(ExecComm *comm, ExecCommChannel channel, int32_t src,
+                                    int32_t tag, int32_t *from, int32_t *tag_out, void **data,
+                                    size_t *bytes) {
+    int         found = 0;
+    MPI_Message message;
+    MPI_Status  status;
+    MPI_Improbe(src < 0 ? MPI_ANY_SOURCE : src, tag < 0 ? MPI_ANY_TAG : tag,
+                exec_comm_mpi(comm)->channels[channel], &found, &message, &status);
+    if (!found)
+        return NULL;
+    MPI_Count n = 0;
+    MPI_Get_elements_x(&status, MPI_BYTE, &n);
+    *bytes = (size_t)n;
+    *data = g_malloc(MAX(*bytes, 1));
+    *from = status.MPI_SOURCE;
+    *tag_out = status.MPI_TAG;
+    int          count;
+    MPI_Datatype type;
+    gboolean     derived;
+    exec_comm_mpi_type(*bytes, &count, &type, &derived);
+    MPI_Request *request = g_new(MPI_Request, 1);
+    MPI_Imrecv(*data, count, type, &message, request);
+    if (derived)
+        MPI_Type_free(&type);
+    return request;
+}
+
 static gboolean exec_comm_mpi_test(ExecComm *comm, gpointer request) {
     (void)comm;
     int done = 0;
@@ -64,32 +91,6 @@ static gboolean exec_comm_mpi_test(ExecComm *comm, gpointer request) {
     if (done)
         g_free(request);
     return done != 0;
-}
-
-static gboolean exec_comm_mpi_take(ExecComm *comm, ExecCommChannel channel, int32_t src,
-                                   int32_t tag, int32_t *from, int32_t *tag_out, void **data,
-                                   size_t *bytes) {
-    int         found = 0;
-    MPI_Message message;
-    MPI_Status  status;
-    MPI_Improbe(src < 0 ? MPI_ANY_SOURCE : src, tag < 0 ? MPI_ANY_TAG : tag,
-                exec_comm_mpi(comm)->channels[channel], &found, &message, &status);
-    if (!found)
-        return FALSE;
-    MPI_Count n = 0;
-    MPI_Get_elements_x(&status, MPI_BYTE, &n);
-    *bytes = (size_t)n;
-    *data = g_malloc(MAX(*bytes, 1));
-    int          count;
-    MPI_Datatype type;
-    gboolean     derived;
-    exec_comm_mpi_type(*bytes, &count, &type, &derived);
-    MPI_Mrecv(*data, count, type, &message, &status);
-    if (derived)
-        MPI_Type_free(&type);
-    *from = status.MPI_SOURCE;
-    *tag_out = status.MPI_TAG;
-    return TRUE;
 }
 
 static void exec_comm_mpi_abort(ExecComm *comm, int code) {
@@ -110,8 +111,8 @@ static void exec_comm_mpi_free(ExecComm *comm) {
 static const ExecCommOps exec_comm_mpi_ops = {
     .name = "mpi",
     .isend = exec_comm_mpi_isend,
+    .irecv = exec_comm_mpi_irecv,
     .test = exec_comm_mpi_test,
-    .take = exec_comm_mpi_take,
     .abort = exec_comm_mpi_abort,
     .free = exec_comm_mpi_free,
 };

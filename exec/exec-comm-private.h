@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * exec-comm-private.h: what an implementation of the process group (exec-comm.h) provides:
- * four non-blocking transport primitives on the host thread (start a send, test it, take an
- * arrived message, abort the job) in ExecCommOps, and the state exec-comm.c keeps on top of
- * them (the outbox of posted messages, pending sends, the stop signal, the first failure,
- * deadlines). Internal to libppexec.
+ * non-blocking transport primitives on the host thread (start a send, start receiving an
+ * arrived message, test either, abort the job) in ExecCommOps, and the state exec-comm.c
+ * keeps on top of them (the outbox of posted messages, transfers in flight, the stop signal,
+ * the first failure, deadlines). Internal to libppexec.
  */
 #pragma once
 
@@ -17,34 +17,37 @@ typedef struct {
      * test() returns TRUE. Returns: (transfer full) the request. */
     gpointer (*isend)(ExecComm *comm, ExecCommChannel channel, int32_t dest, int32_t tag,
                       const void *data, size_t bytes);
-    /* Whether @request completed; TRUE releases it. */
+    /* Starts receiving a message that has arrived on @channel from @src (-1: any) with @tag
+     * (-1: any), if one has: into *@data, a new buffer of *@bytes (g_free it once test()
+     * says the receive is complete), from *@from with *@tag_out. Returns: (transfer full) the
+     * request, or NULL when no such message has arrived. */
+    gpointer (*irecv)(ExecComm *comm, ExecCommChannel channel, int32_t src, int32_t tag,
+                      int32_t *from, int32_t *tag_out, void **data, size_t *bytes);
+    /* Whether @request (a send or a receive) completed; TRUE releases it. */
     gboolean (*test)(ExecComm *comm, gpointer request);
-    /* Receives a message that arrived on @channel from @src (-1: any) with @tag (-1: any), if
-     * one is there: *@data (transfer full, g_free; @bytes of it), its *@from and *@tag_out.
-     * FALSE when none has arrived. */
-    gboolean (*take)(ExecComm *comm, ExecCommChannel channel, int32_t src, int32_t tag,
-                     int32_t *from, int32_t *tag_out, void **data, size_t *bytes);
     /* Ends every process of the job with status @code; does not return. */
     void (*abort)(ExecComm *comm, int code);
     /* Shuts the transport down (all sends complete) and frees @comm. */
     void (*free)(ExecComm *comm);
 } ExecCommOps;
 
-/* A message on its way out: queued by exec_comm_post(), then sending. */
+/* A message on its way: out (queued by exec_comm_post(), then sending) or in (receiving). */
 typedef struct {
     ExecCommChannel channel;
-    int32_t         dest, tag;
-    void           *data; /* (bytes) owned; NULL for a stop signal */
+    gboolean        incoming;
+    int32_t         peer, tag; /* the destination, or the source */
+    void           *data;      /* (bytes) owned; NULL for an empty message */
     size_t          bytes;
-    gpointer        request; /* ops->isend()'s, NULL until sent */
-} ExecCommSend;
+    gpointer        request;    /* the transport's, NULL until started */
+    int64_t         started_us; /* g_get_monotonic_time() when started */
+} ExecCommTransfer;
 
 struct _ExecComm {
     const ExecCommOps *ops;
     int32_t            rank, size, tag_max;
     int64_t            timeout_us;
-    GAsyncQueue       *outbox;         /* ExecCommSend*, or a wake-up marker (exec-comm.c) */
-    GPtrArray         *pending;        /* ExecCommSend* started, not yet complete (host) */
+    GAsyncQueue       *outbox;         /* ExecCommTransfer*, or a marker (exec-comm.c) */
+    GPtrArray         *pending;        /* ExecCommTransfer* started, not complete, oldest first */
     gint               stopped;        /* atomic */
     GMutex             lock;           /* guards error */
     GError            *error;          /* first failure recorded by exec_comm_fail() */

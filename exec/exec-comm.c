@@ -22,10 +22,16 @@ enum {
     EXEC_COMM_TAG_GATHER,
 };
 
-/* Idle waits grow from MIN to MAX microseconds between polls of the transport: a message
- * that arrives while the host sleeps waits at most MAX (the latency the benchmark shows). */
+/* Polling. MPI over shared memory has no wait that sleeps, so the host polls the transport
+ * and sleeps in between: the sleep doubles from IDLE_MIN up to IDLE_MAX microseconds while
+ * nothing happens (a message that arrives while the host sleeps waits at most IDLE_MAX; an
+ * idle rank wakes up about 1e6 / IDLE_MAX times a second). While a transfer is in flight the
+ * host polls without sleeping (yielding the processor between polls), for at most BUSY_US
+ * after the oldest one started: MPI moves a large message in fragments only as both sides
+ * call into it, and a peer takes a message within IDLE_MAX of its arrival. */
 #define EXEC_COMM_IDLE_MIN_US 5
-#define EXEC_COMM_IDLE_MAX_US 100
+#define EXEC_COMM_IDLE_MAX_US 1000
+#define EXEC_COMM_BUSY_US     100000
 
 /* Outbox markers that are not messages. */
 static int exec_comm_wake_marker, exec_comm_stop_marker;
@@ -91,10 +97,19 @@ double exec_comm_timeout(const ExecComm *comm) {
 
 /* --- waiting --- */
 
-/* Sleeps the current idle time and lengthens it for the next round. */
-static void exec_comm_idle(int64_t *idle_us) {
-    *idle_us = *idle_us == 0 ? EXEC_COMM_IDLE_MIN_US : MIN(*idle_us * 2, EXEC_COMM_IDLE_MAX_US);
-    g_usleep((gulong)*idle_us);
+/* The next sleep after @idle_us: none while @in_flight, else twice as long. */
+static int64_t exec_comm_next_idle(int64_t idle_us, gboolean in_flight) {
+    if (in_flight)
+        return 0;
+    return idle_us == 0 ? EXEC_COMM_IDLE_MIN_US : MIN(idle_us * 2, EXEC_COMM_IDLE_MAX_US);
+}
+
+/* Sleeps @idle_us, or yields the processor for 0. */
+static void exec_comm_sleep(int64_t idle_us) {
+    if (idle_us == 0)
+        g_thread_yield();
+    else
+        g_usleep((gulong)idle_us);
 }
 
 /* EXEC_ERROR_COMM: rank @peer did not answer within the deadline; @what happened. */
@@ -104,36 +119,50 @@ static GError *exec_comm_timeout_error(const ExecComm *comm, int32_t peer, const
                        exec_comm_timeout(comm), peer);
 }
 
+/* Waits until @request (a transfer with @peer, started now) completes. */
+static gboolean exec_comm_wait_request(ExecComm *comm, gpointer request, int32_t peer,
+                                       const char *what, GError **error) {
+    int64_t start = g_get_monotonic_time(), idle = 0;
+    while (!comm->ops->test(comm, request)) {
+        int64_t now = g_get_monotonic_time();
+        if (now - start > comm->timeout_us) {
+            g_propagate_error(error, exec_comm_timeout_error(comm, peer, what));
+            return FALSE;
+        }
+        idle = exec_comm_next_idle(idle, now - start < EXEC_COMM_BUSY_US);
+        exec_comm_sleep(idle);
+    }
+    return TRUE;
+}
+
 /* Waits until @request (a send to @peer) completes. */
 static gboolean exec_comm_wait_send(ExecComm *comm, gpointer request, int32_t peer,
                                     const char *what, GError **error) {
-    int64_t deadline = g_get_monotonic_time() + comm->timeout_us, idle = 0;
-    while (!comm->ops->test(comm, request)) {
-        if (g_get_monotonic_time() > deadline) {
-            g_autofree char *msg = g_strdup_printf("rank %d did not take %s", peer, what);
-            g_propagate_error(error, exec_comm_timeout_error(comm, peer, msg));
-            return FALSE;
-        }
-        exec_comm_idle(&idle);
-    }
-    return TRUE;
+    g_autofree char *msg = g_strdup_printf("rank %d did not take %s", peer, what);
+    return exec_comm_wait_request(comm, request, peer, msg, error);
 }
 
 /* Waits for the message from @src with @tag on @channel: (transfer full) in *@data. */
 static gboolean exec_comm_wait_take(ExecComm *comm, ExecCommChannel channel, int32_t src,
                                     int32_t tag, const char *what, void **data, size_t *bytes,
                                     GError **error) {
-    int64_t deadline = g_get_monotonic_time() + comm->timeout_us, idle = 0;
-    int32_t from, got_tag;
-    while (!comm->ops->take(comm, channel, src, tag, &from, &got_tag, data, bytes)) {
-        if (g_get_monotonic_time() > deadline) {
-            g_autofree char *msg = g_strdup_printf("%s from rank %d did not arrive", what, src);
+    g_autofree char *msg = g_strdup_printf("%s from rank %d did not arrive", what, src);
+    int64_t          start = g_get_monotonic_time(), idle = 0;
+    int32_t          from, got_tag;
+    gpointer         request;
+    while (!(request = comm->ops->irecv(comm, channel, src, tag, &from, &got_tag, data, bytes))) {
+        if (g_get_monotonic_time() - start > comm->timeout_us) {
             g_propagate_error(error, exec_comm_timeout_error(comm, src, msg));
             return FALSE;
         }
-        exec_comm_idle(&idle);
+        idle = exec_comm_next_idle(idle, FALSE);
+        exec_comm_sleep(idle);
     }
-    return TRUE;
+    if (exec_comm_wait_request(comm, request, src, msg, error))
+        return TRUE;
+    /* The transport may still write into the buffer: it stays allocated (the job ends). */
+    *data = NULL;
+    return FALSE;
 }
 
 /* --- while a replay runs --- */
@@ -164,9 +193,9 @@ void exec_comm_post(ExecComm *comm, ExecCommChannel channel, int32_t dest, int32
                     size_t bytes) {
     PP_ASSERT(dest >= 0 && dest < comm->size && dest != comm->rank);
     PP_ASSERT(tag >= 0 && tag <= comm->tag_max);
-    ExecCommSend *send = g_new0(ExecCommSend, 1);
-    *send =
-        (ExecCommSend){.channel = channel, .dest = dest, .tag = tag, .data = data, .bytes = bytes};
+    ExecCommTransfer *send = g_new0(ExecCommTransfer, 1);
+    *send = (ExecCommTransfer){
+        .channel = channel, .peer = dest, .tag = tag, .data = data, .bytes = bytes};
     g_async_queue_push(comm->outbox, send);
 }
 
@@ -203,10 +232,11 @@ void exec_comm_wake(ExecComm *comm) {
     g_async_queue_push(comm->outbox, &exec_comm_wake_marker);
 }
 
-/* Starts sending @send and keeps it pending. */
-static void exec_comm_start(ExecComm *comm, ExecCommSend *send) {
+/* Starts sending @send and keeps it in flight. */
+static void exec_comm_start(ExecComm *comm, ExecCommTransfer *send) {
     send->request =
-        comm->ops->isend(comm, send->channel, send->dest, send->tag, send->data, send->bytes);
+        comm->ops->isend(comm, send->channel, send->peer, send->tag, send->data, send->bytes);
+    send->started_us = g_get_monotonic_time();
     g_ptr_array_add(comm->pending, send);
 }
 
@@ -218,14 +248,14 @@ static void exec_comm_handle(ExecComm *comm, gpointer item) {
         for (int32_t r = 0; r < comm->size; r++) {
             if (r == comm->rank)
                 continue;
-            ExecCommSend *stop = g_new0(ExecCommSend, 1);
-            *stop =
-                (ExecCommSend){.channel = EXEC_COMM_CONTROL, .dest = r, .tag = EXEC_COMM_TAG_STOP};
+            ExecCommTransfer *stop = g_new0(ExecCommTransfer, 1);
+            *stop = (ExecCommTransfer){
+                .channel = EXEC_COMM_CONTROL, .peer = r, .tag = EXEC_COMM_TAG_STOP};
             exec_comm_start(comm, stop);
         }
         return;
     }
-    ExecCommSend *send = item;
+    ExecCommTransfer *send = item;
     if (send->channel == EXEC_COMM_DATA && comm->fault_signal != 0 &&
         comm->data_sent++ == comm->fault_after) {
         fprintf(stderr,
@@ -239,42 +269,57 @@ static void exec_comm_handle(ExecComm *comm, gpointer item) {
     exec_comm_start(comm, send);
 }
 
-/* One round on the host: queued messages out, arrived messages in, completed sends freed.
- * Returns whether anything happened. */
+/* Starts receiving every message that has arrived on @channel with @tag (-1: any). */
+static gboolean exec_comm_receive(ExecComm *comm, ExecCommChannel channel, int32_t tag) {
+    gboolean          busy = FALSE;
+    ExecCommTransfer *in = g_new0(ExecCommTransfer, 1);
+    while ((in->request = comm->ops->irecv(comm, channel, -1, tag, &in->peer, &in->tag, &in->data,
+                                           &in->bytes)) != NULL) {
+        in->channel = channel;
+        in->incoming = TRUE;
+        in->started_us = g_get_monotonic_time();
+        g_ptr_array_add(comm->pending, in);
+        in = g_new0(ExecCommTransfer, 1);
+        busy = TRUE;
+    }
+    g_free(in);
+    return busy;
+}
+
+/* A transfer has completed: a received message goes to its channel's receiver (a stop signal
+ * stops the replay); the buffer of a sent one is freed. */
+static void exec_comm_complete(ExecComm *comm, ExecCommTransfer *t) {
+    if (t->incoming && t->channel == EXEC_COMM_CONTROL) {
+        exec_comm_mark_stopped(comm);
+    } else if (t->incoming) {
+        /* A message arrives only for a channel someone listens to. */
+        PP_ASSERT(comm->receivers[t->channel] != NULL);
+        comm->receivers[t->channel](comm->receiver_data[t->channel], t->peer, t->tag,
+                                    g_steal_pointer(&t->data), t->bytes);
+        comm->reports_seen += t->channel == EXEC_COMM_REPORT;
+    }
+    g_free(t->data);
+    g_free(t);
+}
+
+/* One round on the host: queued messages out, arrived messages in, completed transfers
+ * handed on in the order they started. Returns whether anything happened. */
 static gboolean exec_comm_pump(ExecComm *comm) {
     gboolean busy = FALSE;
     for (gpointer item; (item = g_async_queue_try_pop(comm->outbox)) != NULL; busy = TRUE)
         exec_comm_handle(comm, item);
-    int32_t from, tag;
-    void   *data;
-    size_t  bytes;
     /* Only stop signals: the control channel's other tags belong to the collectives. */
-    while (comm->ops->take(comm, EXEC_COMM_CONTROL, -1, EXEC_COMM_TAG_STOP, &from, &tag, &data,
-                           &bytes)) {
-        g_free(data);
-        exec_comm_mark_stopped(comm);
-        busy = TRUE;
-    }
-    static const ExecCommChannel inbound[] = {EXEC_COMM_DATA, EXEC_COMM_REPORT};
-    for (size_t i = 0; i < G_N_ELEMENTS(inbound); i++) {
-        ExecCommChannel ch = inbound[i];
-        while (comm->ops->take(comm, ch, -1, -1, &from, &tag, &data, &bytes)) {
-            /* A message arrives only for a channel someone listens to. */
-            PP_ASSERT(comm->receivers[ch] != NULL);
-            comm->receivers[ch](comm->receiver_data[ch], from, tag, data, bytes);
-            comm->reports_seen += ch == EXEC_COMM_REPORT;
-            busy = TRUE;
-        }
-    }
+    busy |= exec_comm_receive(comm, EXEC_COMM_CONTROL, EXEC_COMM_TAG_STOP);
+    busy |= exec_comm_receive(comm, EXEC_COMM_DATA, -1);
+    busy |= exec_comm_receive(comm, EXEC_COMM_REPORT, -1);
     for (guint i = 0; i < comm->pending->len;) {
-        ExecCommSend *send = g_ptr_array_index(comm->pending, i);
-        if (!comm->ops->test(comm, send->request)) {
+        ExecCommTransfer *t = g_ptr_array_index(comm->pending, i);
+        if (!comm->ops->test(comm, t->request)) {
             i++;
             continue;
         }
-        g_free(send->data);
-        g_free(send);
-        g_ptr_array_remove_index_fast(comm->pending, i);
+        g_ptr_array_remove_index(comm->pending, i);
+        exec_comm_complete(comm, t);
         busy = TRUE;
     }
     return busy;
@@ -283,11 +328,15 @@ static gboolean exec_comm_pump(ExecComm *comm) {
 /* The failure of a serve loop that waited too long once the workers were done. */
 static GError *exec_comm_serve_timeout(const ExecComm *comm) {
     if (comm->pending->len > 0) {
-        const ExecCommSend *send = g_ptr_array_index(comm->pending, 0);
-        g_autofree char    *msg =
-            g_strdup_printf("rank %d did not take %zu bytes sent on channel %d with tag %d",
-                            send->dest, send->bytes, (int)send->channel, send->tag);
-        return exec_comm_timeout_error(comm, send->dest, msg);
+        const ExecCommTransfer *t = g_ptr_array_index(comm->pending, 0);
+        g_autofree char        *msg =
+            t->incoming ? g_strdup_printf("%zu bytes from rank %d on channel %d with tag %d did "
+                                                        "not arrive",
+                                                 t->bytes, t->peer, (int)t->channel, t->tag)
+                               : g_strdup_printf("rank %d did not take %zu bytes sent on channel %d "
+                                                        "with tag %d",
+                                                 t->peer, t->bytes, (int)t->channel, t->tag);
+        return exec_comm_timeout_error(comm, t->peer, msg);
     }
     g_autofree char *msg = g_strdup_printf("%d of %d loss reports from rank %d did not arrive",
                                            comm->reports_expected - comm->reports_seen,
@@ -301,11 +350,11 @@ void exec_comm_serve(ExecComm *comm, gint *running) {
         /* Read before pumping: a worker queues its last messages before it stops running. */
         gboolean workers_done = g_atomic_int_get(running) == 0;
         gboolean busy = exec_comm_pump(comm);
+        int64_t  now = g_get_monotonic_time();
         if (workers_done) {
             if (exec_comm_stopped(comm) ||
                 (comm->pending->len == 0 && comm->reports_seen >= comm->reports_expected))
                 return;
-            int64_t now = g_get_monotonic_time();
             if (busy || waiting_since < 0)
                 waiting_since = now;
             else if (now - waiting_since > comm->timeout_us) {
@@ -317,8 +366,17 @@ void exec_comm_serve(ExecComm *comm, gint *running) {
             idle = 0;
             continue;
         }
-        /* Sleep until a worker posts something, or the next poll of the transport. */
-        idle = idle == 0 ? EXEC_COMM_IDLE_MIN_US : MIN(idle * 2, EXEC_COMM_IDLE_MAX_US);
+        /* Sleep until a worker posts something, or the next poll of the transport; briefly
+         * while the oldest transfer in flight is young. */
+        gboolean in_flight =
+            comm->pending->len > 0 &&
+            now - ((const ExecCommTransfer *)g_ptr_array_index(comm->pending, 0))->started_us <
+                EXEC_COMM_BUSY_US;
+        idle = exec_comm_next_idle(idle, in_flight);
+        if (idle == 0) {
+            g_thread_yield();
+            continue;
+        }
         gpointer item = g_async_queue_timeout_pop(comm->outbox, (guint64)idle);
         if (item != NULL) {
             exec_comm_handle(comm, item);
@@ -545,30 +603,26 @@ GPtrArray *exec_comm_allgather(ExecComm *comm, GBytes *mine, const char *what, G
 
 /* --- the end --- */
 
-/* After a failure: lets the sends a stopped replay left complete (peers take and drop what
- * reaches them) for a moment. Returns TRUE when none is left. */
+/* After a failure: lets the transfers a stopped replay left complete (peers take and drop
+ * what reaches them) for a moment. Returns TRUE when none is left. */
 static gboolean exec_comm_settle(ExecComm *comm) {
     int64_t deadline = g_get_monotonic_time() + MIN(comm->timeout_us, 2 * G_USEC_PER_SEC);
     int64_t idle = 0;
     while (comm->pending->len > 0 && g_get_monotonic_time() < deadline) {
-        int32_t from, tag;
-        void   *data;
-        size_t  bytes;
-        for (int ch = 0; ch < EXEC_COMM_N_CHANNELS; ch++) {
-            while (comm->ops->take(comm, ch, -1, -1, &from, &tag, &data, &bytes))
-                g_free(data);
-        }
+        for (int ch = 0; ch < EXEC_COMM_N_CHANNELS; ch++)
+            exec_comm_receive(comm, ch, -1);
         for (guint i = 0; i < comm->pending->len;) {
-            ExecCommSend *send = g_ptr_array_index(comm->pending, i);
-            if (!comm->ops->test(comm, send->request)) {
+            ExecCommTransfer *t = g_ptr_array_index(comm->pending, i);
+            if (!comm->ops->test(comm, t->request)) {
                 i++;
                 continue;
             }
-            g_free(send->data);
-            g_free(send);
-            g_ptr_array_remove_index_fast(comm->pending, i);
+            g_ptr_array_remove_index(comm->pending, i);
+            g_free(t->data);
+            g_free(t);
         }
-        exec_comm_idle(&idle);
+        idle = exec_comm_next_idle(idle, FALSE);
+        exec_comm_sleep(idle);
     }
     return comm->pending->len == 0;
 }
