@@ -180,9 +180,10 @@ void exec_comm_set_stop_handler(ExecComm *comm, ExecCommStopFn fn, gpointer user
 }
 
 void exec_comm_begin(ExecComm *comm, int32_t report_src, int32_t n_reports) {
-    /* The previous replay's last workers may have left wake-ups; nothing else. */
+    /* The previous replay's last workers may have left wake-ups (and a stop outside a replay
+     * has no replay to stop); never a message. */
     for (gpointer item; (item = g_async_queue_try_pop(comm->outbox)) != NULL;)
-        PP_ASSERT(item == &exec_comm_wake_marker);
+        PP_ASSERT(item == &exec_comm_wake_marker || item == &exec_comm_stop_marker);
     g_atomic_int_set(&comm->stopped, 0);
     comm->report_src = report_src;
     comm->reports_expected = n_reports;
