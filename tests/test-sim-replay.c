@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * test-sim-replay.c: `pacer-sim replay`, run as a child process. Replaying a simulated trace
- * without communication reproduces it op for op; replaying a real pacer-train run never
+ * without communication reproduces it op for op, and so does replaying one simulated with a
+ * hop per message with --link and the same hop; replaying a real pacer-train run never
  * predicts a later op than measured and keeps the schedule's weight-version drift; a trace
  * with a missing, extra, repeated or reordered op exits 1 naming the op. In process: the
  * engine's per-op durations (SimCostModel.op_dur_ns).
@@ -25,20 +26,34 @@
 /* Simulated scenarios with explicit [costs] (tests/data/sim/NAME.ini). */
 static const char *const sim_names[] = {"1f1b", "paci", "zb-h1", "interleaved"};
 
-/* Runs `pacer-sim replay @scenario --trace @trace --json` (with --out @out_dir when non-NULL)
- * and returns its JSON object; asserts exit 0. Returns: (transfer full). */
-static JsonNode *replay_json(const char *scenario, const char *trace, const char *out_dir) {
-    const char *args[] = {"replay", scenario, "--trace", trace, "--json", "--out", out_dir, NULL};
-    if (out_dir == NULL)
-        args[5] = NULL;
+/* Runs `pacer-sim replay @scenario --trace @trace --json` (with --out @out_dir when non-NULL,
+ * then @extra, nullable) and returns its JSON object; asserts exit 0. Returns: (transfer
+ * full). */
+static JsonNode *replay_json_with(const char *scenario, const char *trace, const char *out_dir,
+                                  const char *const *extra) {
+    g_autoptr(GPtrArray) args = g_ptr_array_new();
+    const char *const base[] = {"replay", scenario, "--trace", trace, "--json"};
+    for (size_t i = 0; i < G_N_ELEMENTS(base); i++)
+        g_ptr_array_add(args, (gpointer)base[i]);
+    if (out_dir != NULL) {
+        g_ptr_array_add(args, "--out");
+        g_ptr_array_add(args, (gpointer)out_dir);
+    }
+    for (const char *const *e = extra; e && *e; e++)
+        g_ptr_array_add(args, (gpointer)*e);
+    g_ptr_array_add(args, NULL);
     g_autofree char *out = NULL, *err = NULL;
-    int              rc = test_util_spawn(SIM_BIN, args, &out, &err);
+    int              rc = test_util_spawn(SIM_BIN, (const char *const *)args->pdata, &out, &err);
     ck_assert_msg(rc == 0, "replay %s exited %d: %s", trace, rc, err);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) error = NULL;
     ck_assert_msg(json_parser_load_from_data(parser, out, -1, &error), "JSON: %s",
                   error ? error->message : "");
     return json_node_copy(json_parser_get_root(parser));
+}
+
+static JsonNode *replay_json(const char *scenario, const char *trace, const char *out_dir) {
+    return replay_json_with(scenario, trace, out_dir, NULL);
 }
 
 static int64_t json_int(JsonNode *root, const char *name) {
@@ -109,6 +124,43 @@ START_TEST(test_replay_simulated) {
         ck_assert_msg(memcmp(a, b, sizeof *a) == 0 && memcmp(a, c, sizeof *a) == 0,
                       "%s: row %lld differs", name, (long long)i);
     }
+    ck_assert(test_util_tmp_dir_remove(sim_dir));
+    ck_assert(test_util_tmp_dir_remove(rep_dir));
+}
+END_TEST
+
+/* (a'') A run simulated with a 1 us hop, replayed with --link and a [hardware] link of 1 us
+ * (and a bandwidth so large that the bytes add nothing): the same rows, op for op. Without a
+ * [hardware] link, --link is refused naming the keys. */
+START_TEST(test_replay_simulated_link) {
+    const char      *name = sim_names[_i];
+    g_autofree char *sim_dir = test_util_tmp_dir_new("replay-sim-XXXXXX");
+    g_autofree char *rep_dir = test_util_tmp_dir_new("replay-out-XXXXXX");
+    simulate(name, "1", sim_dir);
+    g_autofree char  *scenario = g_build_filename(sim_dir, "scenario.ini", NULL);
+    g_autofree char  *ops = g_build_filename(sim_dir, "ops.csv", NULL);
+    const char *const link[] = {"--link",
+                                "--set",
+                                "hardware.preset=h100-sxm",
+                                "--set",
+                                "hardware.link_latency_us=1",
+                                "--set",
+                                "hardware.link_gbps=1e9",
+                                NULL};
+    g_autoptr(JsonNode) root = replay_json_with(scenario, ops, rep_dir, link);
+    g_autoptr(PpTrace) sim = read_trace(sim_dir, "ops.csv");
+    g_autoptr(PpTrace) rep = read_trace(rep_dir, "ops.csv");
+    ck_assert_int_eq(json_int(root, "hop_ns"), 1000);
+    ck_assert_int_eq(json_int(root, "replay_makespan_ns"), json_int(root, "measured_makespan_ns"));
+    ck_assert_int_eq(rep->n_rows, sim->n_rows);
+    for (int64_t i = 0; i < sim->n_rows; i++)
+        ck_assert_msg(memcmp(&sim->rows[i], &rep->rows[i], sizeof(PpTraceRow)) == 0,
+                      "%s: row %lld differs", name, (long long)i);
+    const char      *args[] = {"replay", scenario, "--trace", ops, "--link", NULL};
+    g_autofree char *err = NULL;
+    ck_assert_int_eq(test_util_spawn(SIM_BIN, args, NULL, &err), 1);
+    ck_assert_msg(strstr(err, "replay --link needs [hardware] link_latency_us and link_gbps"), "%s",
+                  err);
     ck_assert(test_util_tmp_dir_remove(sim_dir));
     ck_assert(test_util_tmp_dir_remove(rep_dir));
 }
@@ -352,6 +404,7 @@ static Suite *sim_replay_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_replay_simulated, 0, G_N_ELEMENTS(sim_names));
     tcase_add_loop_test(tc, test_replay_simulated_comm, 0, G_N_ELEMENTS(sim_names));
+    tcase_add_loop_test(tc, test_replay_simulated_link, 0, G_N_ELEMENTS(sim_names));
     suite_add_tcase(s, tc);
     tc = tcase_create("measured");
     tcase_set_timeout(tc, 60);
