@@ -303,6 +303,28 @@ static void exec_comm_complete(ExecComm *comm, ExecCommTransfer *t) {
     g_free(t);
 }
 
+/* Tests every transfer in flight, oldest first: a completed one is handed on
+ * (exec_comm_complete()), or with @drop freed unseen. Returns whether any completed. */
+static gboolean exec_comm_reap(ExecComm *comm, gboolean drop) {
+    gboolean done = FALSE;
+    for (guint i = 0; i < comm->pending->len;) {
+        ExecCommTransfer *t = g_ptr_array_index(comm->pending, i);
+        if (!comm->ops->test(comm, t->request)) {
+            i++;
+            continue;
+        }
+        g_ptr_array_remove_index(comm->pending, i);
+        if (drop) {
+            g_free(t->data);
+            g_free(t);
+        } else {
+            exec_comm_complete(comm, t);
+        }
+        done = TRUE;
+    }
+    return done;
+}
+
 /* One round on the host: queued messages out, arrived messages in, completed transfers
  * handed on in the order they started. Returns whether anything happened. */
 static gboolean exec_comm_pump(ExecComm *comm) {
@@ -313,16 +335,7 @@ static gboolean exec_comm_pump(ExecComm *comm) {
     busy |= exec_comm_receive(comm, EXEC_COMM_CONTROL, EXEC_COMM_TAG_STOP);
     busy |= exec_comm_receive(comm, EXEC_COMM_DATA, -1);
     busy |= exec_comm_receive(comm, EXEC_COMM_REPORT, -1);
-    for (guint i = 0; i < comm->pending->len;) {
-        ExecCommTransfer *t = g_ptr_array_index(comm->pending, i);
-        if (!comm->ops->test(comm, t->request)) {
-            i++;
-            continue;
-        }
-        g_ptr_array_remove_index(comm->pending, i);
-        exec_comm_complete(comm, t);
-        busy = TRUE;
-    }
+    busy |= exec_comm_reap(comm, FALSE);
     return busy;
 }
 
@@ -612,16 +625,7 @@ static gboolean exec_comm_settle(ExecComm *comm) {
     while (comm->pending->len > 0 && g_get_monotonic_time() < deadline) {
         for (int ch = 0; ch < EXEC_COMM_N_CHANNELS; ch++)
             exec_comm_receive(comm, ch, -1);
-        for (guint i = 0; i < comm->pending->len;) {
-            ExecCommTransfer *t = g_ptr_array_index(comm->pending, i);
-            if (!comm->ops->test(comm, t->request)) {
-                i++;
-                continue;
-            }
-            g_ptr_array_remove_index(comm->pending, i);
-            g_free(t->data);
-            g_free(t);
-        }
+        exec_comm_reap(comm, TRUE);
         idle = exec_comm_next_idle(idle, FALSE);
         exec_comm_sleep(idle);
     }

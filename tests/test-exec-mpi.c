@@ -184,14 +184,10 @@ static void assert_trace(const char *mp_dir, const char *th_dir) {
         last_end[r->stage] = r->end_ns;
         if (r->kind == PP_OP_UPDATE)
             continue;
-        int32_t vs = pp_schedule_vstage(sched, r->stage, r->chunk);
-        int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, r->mb, vs);
-        int32_t b = pp_schedule_find_op(
-            sched, sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL, r->mb, vs);
-        ck_assert_int_eq(r->version_f,
-                         pp_schedule_version_used(sched, pp_schedule_op_ref(sched, f)));
-        ck_assert_int_eq(r->version_b,
-                         pp_schedule_version_used(sched, pp_schedule_op_ref(sched, b)));
+        int32_t want_f, want_b;
+        test_util_program_versions(sched, r, &want_f, &want_b);
+        ck_assert_int_eq(r->version_f, want_f);
+        ck_assert_int_eq(r->version_b, want_b);
     }
     qsort(mp->rows, (size_t)mp->n_rows, sizeof(PpTraceRow), row_key_cmp);
     qsort(th->rows, (size_t)th->n_rows, sizeof(PpTraceRow), row_key_cmp);

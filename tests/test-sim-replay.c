@@ -92,19 +92,40 @@ static const PpTraceRow *find_row(const PpTrace *trace, const PpTraceRow *row) {
     return NULL;
 }
 
+/* A simulated run of tests/data/sim/NAME.ini and a folder for its replay's files. */
+typedef struct {
+    char *sim_dir, *rep_dir;
+    char *scenario, *ops; /* sim_dir/scenario.ini, sim_dir/ops.csv */
+} SimRun;
+
+/* Simulates @name with comm_us = @comm_us into a new folder. */
+static void sim_run_init(SimRun *r, const char *name, const char *comm_us) {
+    r->sim_dir = test_util_tmp_dir_new("replay-sim-XXXXXX");
+    r->rep_dir = test_util_tmp_dir_new("replay-out-XXXXXX");
+    simulate(name, comm_us, r->sim_dir);
+    r->scenario = g_build_filename(r->sim_dir, "scenario.ini", NULL);
+    r->ops = g_build_filename(r->sim_dir, "ops.csv", NULL);
+}
+
+static void sim_run_clear(SimRun *r) {
+    ck_assert(test_util_tmp_dir_remove(r->sim_dir));
+    ck_assert(test_util_tmp_dir_remove(r->rep_dir));
+    g_free(r->sim_dir);
+    g_free(r->rep_dir);
+    g_free(r->scenario);
+    g_free(r->ops);
+}
+
 /* (a) Without communication the simulated run is the replay's ASAP schedule: same rows. */
 START_TEST(test_replay_simulated) {
-    const char      *name = sim_names[_i];
-    g_autofree char *sim_dir = test_util_tmp_dir_new("replay-sim-XXXXXX");
-    g_autofree char *rep_dir = test_util_tmp_dir_new("replay-out-XXXXXX");
-    simulate(name, "0", sim_dir);
-    g_autofree char *scenario = g_build_filename(sim_dir, "scenario.ini", NULL);
-    g_autofree char *ops = g_build_filename(sim_dir, "ops.csv", NULL);
-    g_autoptr(JsonNode) root = replay_json(scenario, ops, rep_dir);
+    const char *name = sim_names[_i];
+    SimRun      run;
+    sim_run_init(&run, name, "0");
+    g_autoptr(JsonNode) root = replay_json(run.scenario, run.ops, run.rep_dir);
 
-    g_autoptr(PpTrace) sim = read_trace(sim_dir, "ops.csv");
-    g_autoptr(PpTrace) rep = read_trace(rep_dir, "ops.csv");
-    g_autoptr(PpTrace) cal = read_trace(rep_dir, "calibrated.csv");
+    g_autoptr(PpTrace) sim = read_trace(run.sim_dir, "ops.csv");
+    g_autoptr(PpTrace) rep = read_trace(run.rep_dir, "ops.csv");
+    g_autoptr(PpTrace) cal = read_trace(run.rep_dir, "calibrated.csv");
     int64_t makespan = 0;
     for (int64_t i = 0; i < sim->n_rows; i++)
         makespan = MAX(makespan, sim->rows[i].end_ns);
@@ -117,6 +138,7 @@ START_TEST(test_replay_simulated) {
               0.0);
     ck_assert_int_eq(json_int(root, "delta_mismatches"), 0);
     ck_assert_int_eq(json_int(root, "measured_delta_max"), json_int(root, "predicted_delta_max"));
+    ck_assert_int_eq(json_int(root, "hop_ns"), 0);
     ck_assert_int_eq(rep->n_rows, sim->n_rows);
     ck_assert_int_eq(cal->n_rows, sim->n_rows);
     for (int64_t i = 0; i < sim->n_rows; i++) {
@@ -124,21 +146,35 @@ START_TEST(test_replay_simulated) {
         ck_assert_msg(memcmp(a, b, sizeof *a) == 0 && memcmp(a, c, sizeof *a) == 0,
                       "%s: row %lld differs", name, (long long)i);
     }
-    ck_assert(test_util_tmp_dir_remove(sim_dir));
-    ck_assert(test_util_tmp_dir_remove(rep_dir));
+    sim_run_clear(&run);
 }
 END_TEST
 
-/* (a'') A run simulated with a 1 us hop, replayed with --link and a [hardware] link of 1 us
- * (and a bandwidth so large that the bytes add nothing): the same rows, op for op. Without a
+/* (a') With communication the simulated run is feasible for the replay but not ASAP without
+ * comm: every op starts no later, and the makespan shrinks. */
+START_TEST(test_replay_simulated_comm) {
+    SimRun run;
+    sim_run_init(&run, sim_names[_i], "1");
+    g_autoptr(JsonNode) root = replay_json(run.scenario, run.ops, run.rep_dir);
+    g_autoptr(PpTrace) sim = read_trace(run.sim_dir, "ops.csv");
+    g_autoptr(PpTrace) rep = read_trace(run.rep_dir, "ops.csv");
+    for (int64_t i = 0; i < sim->n_rows; i++) {
+        const PpTraceRow *r = find_row(rep, &sim->rows[i]);
+        ck_assert_int_le(r->start_ns, sim->rows[i].start_ns);
+        ck_assert_int_eq(r->end_ns - r->start_ns, sim->rows[i].end_ns - sim->rows[i].start_ns);
+    }
+    ck_assert_int_lt(json_int(root, "replay_makespan_ns"), json_int(root, "measured_makespan_ns"));
+    sim_run_clear(&run);
+}
+END_TEST
+
+/* (a'') The run of (a') replayed with --link and a [hardware] link of the same 1 us hop (and
+ * a bandwidth so large that the bytes add nothing): the same rows, op for op. Without a
  * [hardware] link, --link is refused naming the keys. */
 START_TEST(test_replay_simulated_link) {
-    const char      *name = sim_names[_i];
-    g_autofree char *sim_dir = test_util_tmp_dir_new("replay-sim-XXXXXX");
-    g_autofree char *rep_dir = test_util_tmp_dir_new("replay-out-XXXXXX");
-    simulate(name, "1", sim_dir);
-    g_autofree char  *scenario = g_build_filename(sim_dir, "scenario.ini", NULL);
-    g_autofree char  *ops = g_build_filename(sim_dir, "ops.csv", NULL);
+    const char *name = sim_names[_i];
+    SimRun      run;
+    sim_run_init(&run, name, "1");
     const char *const link[] = {"--link",
                                 "--set",
                                 "hardware.preset=h100-sxm",
@@ -147,45 +183,21 @@ START_TEST(test_replay_simulated_link) {
                                 "--set",
                                 "hardware.link_gbps=1e9",
                                 NULL};
-    g_autoptr(JsonNode) root = replay_json_with(scenario, ops, rep_dir, link);
-    g_autoptr(PpTrace) sim = read_trace(sim_dir, "ops.csv");
-    g_autoptr(PpTrace) rep = read_trace(rep_dir, "ops.csv");
+    g_autoptr(JsonNode) root = replay_json_with(run.scenario, run.ops, run.rep_dir, link);
+    g_autoptr(PpTrace) sim = read_trace(run.sim_dir, "ops.csv");
+    g_autoptr(PpTrace) rep = read_trace(run.rep_dir, "ops.csv");
     ck_assert_int_eq(json_int(root, "hop_ns"), 1000);
     ck_assert_int_eq(json_int(root, "replay_makespan_ns"), json_int(root, "measured_makespan_ns"));
     ck_assert_int_eq(rep->n_rows, sim->n_rows);
     for (int64_t i = 0; i < sim->n_rows; i++)
         ck_assert_msg(memcmp(&sim->rows[i], &rep->rows[i], sizeof(PpTraceRow)) == 0,
                       "%s: row %lld differs", name, (long long)i);
-    const char      *args[] = {"replay", scenario, "--trace", ops, "--link", NULL};
+    const char      *args[] = {"replay", run.scenario, "--trace", run.ops, "--link", NULL};
     g_autofree char *err = NULL;
     ck_assert_int_eq(test_util_spawn(SIM_BIN, args, NULL, &err), 1);
     ck_assert_msg(strstr(err, "replay --link needs [hardware] link_latency_us and link_gbps"), "%s",
                   err);
-    ck_assert(test_util_tmp_dir_remove(sim_dir));
-    ck_assert(test_util_tmp_dir_remove(rep_dir));
-}
-END_TEST
-
-/* (a') With communication the simulated run is feasible for the replay but not ASAP without
- * comm: every op starts no later, and the makespan shrinks. */
-START_TEST(test_replay_simulated_comm) {
-    const char      *name = sim_names[_i];
-    g_autofree char *sim_dir = test_util_tmp_dir_new("replay-sim-XXXXXX");
-    g_autofree char *rep_dir = test_util_tmp_dir_new("replay-out-XXXXXX");
-    simulate(name, "1", sim_dir);
-    g_autofree char *scenario = g_build_filename(sim_dir, "scenario.ini", NULL);
-    g_autofree char *ops = g_build_filename(sim_dir, "ops.csv", NULL);
-    g_autoptr(JsonNode) root = replay_json(scenario, ops, rep_dir);
-    g_autoptr(PpTrace) sim = read_trace(sim_dir, "ops.csv");
-    g_autoptr(PpTrace) rep = read_trace(rep_dir, "ops.csv");
-    for (int64_t i = 0; i < sim->n_rows; i++) {
-        const PpTraceRow *r = find_row(rep, &sim->rows[i]);
-        ck_assert_int_le(r->start_ns, sim->rows[i].start_ns);
-        ck_assert_int_eq(r->end_ns - r->start_ns, sim->rows[i].end_ns - sim->rows[i].start_ns);
-    }
-    ck_assert_int_lt(json_int(root, "replay_makespan_ns"), json_int(root, "measured_makespan_ns"));
-    ck_assert(test_util_tmp_dir_remove(sim_dir));
-    ck_assert(test_util_tmp_dir_remove(rep_dir));
+    sim_run_clear(&run);
 }
 END_TEST
 
@@ -261,12 +273,9 @@ START_TEST(test_replay_measured) {
         ck_assert_int_eq(r->end_ns - r->start_ns, m->end_ns - m->start_ns);
         if (m->kind == PP_OP_UPDATE)
             continue;
-        int32_t vs = pp_schedule_vstage(sched, m->stage, m->chunk);
-        int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, m->mb, vs);
-        int32_t b = pp_schedule_find_op(
-            sched, sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL, m->mb, vs);
-        int32_t delta = pp_schedule_version_used(sched, pp_schedule_op_ref(sched, b)) -
-                        pp_schedule_version_used(sched, pp_schedule_op_ref(sched, f));
+        int32_t version_f, version_b;
+        test_util_program_versions(sched, m, &version_f, &version_b);
+        int32_t delta = version_b - version_f;
         ck_assert_int_eq(m->version_b - m->version_f, delta);
         ck_assert_int_eq(r->version_b - r->version_f, delta);
         delta_max = MAX(delta_max, delta);
