@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "pp-error.h"
 
@@ -20,6 +21,7 @@ enum {
     EXEC_COMM_TAG_VERDICT,  /* rank 0's verdict, to every rank */
     EXEC_COMM_TAG_BCAST,
     EXEC_COMM_TAG_GATHER,
+    EXEC_COMM_TAG_CLOCK, /* clock offsets: a ping, and rank 0's time back */
 };
 
 /* Polling. MPI over shared memory has no wait that sleeps, so the host polls the transport
@@ -32,6 +34,9 @@ enum {
 #define EXEC_COMM_IDLE_MIN_US 5
 #define EXEC_COMM_IDLE_MAX_US 1000
 #define EXEC_COMM_BUSY_US     100000
+/* Between replays a peer usually answers at once: a wait for a message polls without
+ * sleeping this long first. */
+#define EXEC_COMM_EAGER_US 200
 
 /* Outbox markers that are not messages. */
 static int exec_comm_wake_marker, exec_comm_stop_marker;
@@ -151,11 +156,12 @@ static gboolean exec_comm_wait_take(ExecComm *comm, ExecCommChannel channel, int
     int32_t          from, got_tag;
     gpointer         request;
     while (!(request = comm->ops->irecv(comm, channel, src, tag, &from, &got_tag, data, bytes))) {
-        if (g_get_monotonic_time() - start > comm->timeout_us) {
+        int64_t waited = g_get_monotonic_time() - start;
+        if (waited > comm->timeout_us) {
             g_propagate_error(error, exec_comm_timeout_error(comm, src, msg));
             return FALSE;
         }
-        idle = exec_comm_next_idle(idle, FALSE);
+        idle = exec_comm_next_idle(idle, waited < EXEC_COMM_EAGER_US);
         exec_comm_sleep(idle);
     }
     if (exec_comm_wait_request(comm, request, src, msg, error))
@@ -613,6 +619,68 @@ GPtrArray *exec_comm_gather(ExecComm *comm, int32_t root, GBytes *mine, const ch
 
 GPtrArray *exec_comm_allgather(ExecComm *comm, GBytes *mine, const char *what, GError **error) {
     return exec_comm_collect(comm, -1, mine, what, error);
+}
+
+/* CLOCK_MONOTONIC in ns. */
+static int64_t exec_comm_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Sends @bytes of @data to @peer on the control channel with @tag and waits until taken. */
+static gboolean exec_comm_control_send(ExecComm *comm, int32_t peer, int32_t tag, const void *data,
+                                       size_t bytes, const char *what, GError **error) {
+    gpointer request = comm->ops->isend(comm, EXEC_COMM_CONTROL, peer, tag, data, bytes);
+    return exec_comm_wait_send(comm, request, peer, what, error);
+}
+
+gboolean exec_comm_clock_offset(ExecComm *comm, int64_t *offset_ns, int64_t *bound_ns,
+                                GError **error) {
+    enum { ROUNDS = 8 };
+    *offset_ns = 0;
+    if (bound_ns)
+        *bound_ns = 0;
+    if (comm == NULL)
+        return TRUE;
+    /* Rank k pings rank 0 at t1, rank 0 answers its time t0, the answer arrives at t2: the
+     * offset (rank 0's clock - k's) lies in [t0 - t2, t0 - t1]; the round with the shortest
+     * round trip gives the estimate t0 - (t1 + t2) / 2, within half of it. */
+    for (int32_t k = 1; k < comm->size; k++) {
+        if (comm->rank != 0 && comm->rank != k)
+            continue;
+        int64_t best = G_MAXINT64;
+        for (int i = 0; i < ROUNDS; i++) {
+            int64_t          t0 = 0, t1 = exec_comm_now_ns();
+            g_autofree void *got = NULL;
+            size_t           n = 0;
+            if (comm->rank == k) {
+                if (!exec_comm_control_send(comm, 0, EXEC_COMM_TAG_CLOCK, &t1, sizeof t1,
+                                            "a clock ping", error) ||
+                    !exec_comm_wait_take(comm, EXEC_COMM_CONTROL, 0, EXEC_COMM_TAG_CLOCK,
+                                         "rank 0's clock", &got, &n, error))
+                    return FALSE;
+                int64_t t2 = exec_comm_now_ns();
+                PP_ASSERT(n == sizeof t0);
+                memcpy(&t0, got, sizeof t0);
+                if (t2 - t1 < best) {
+                    best = t2 - t1;
+                    *offset_ns = t0 - t1 - (t2 - t1) / 2;
+                }
+            } else {
+                if (!exec_comm_wait_take(comm, EXEC_COMM_CONTROL, k, EXEC_COMM_TAG_CLOCK,
+                                         "a clock ping", &got, &n, error))
+                    return FALSE;
+                t0 = exec_comm_now_ns();
+                if (!exec_comm_control_send(comm, k, EXEC_COMM_TAG_CLOCK, &t0, sizeof t0,
+                                            "this rank's clock", error))
+                    return FALSE;
+            }
+        }
+        if (comm->rank == k && bound_ns)
+            *bound_ns = best / 2 + 1;
+    }
+    return TRUE;
 }
 
 /* --- the end --- */

@@ -122,4 +122,12 @@ GPtrArray *exec_comm_gather(ExecComm *comm, int32_t root, GBytes *mine, const ch
                             GError **error);
 GPtrArray *exec_comm_allgather(ExecComm *comm, GBytes *mine, const char *what, GError **error);
 
+/* Collective: the offset to add to this rank's CLOCK_MONOTONIC (ns) to read rank 0's clock,
+ * estimated from the quickest of a few round trips to rank 0 (0 on rank 0); *@bound_ns
+ * (nullable) is the estimate's largest error, half that round trip. Times of different
+ * ranks corrected by it share one timeline, on one node or several. Errors: EXEC_ERROR_COMM.
+ */
+gboolean exec_comm_clock_offset(ExecComm *comm, int64_t *offset_ns, int64_t *bound_ns,
+                                GError **error);
+
 G_END_DECLS

@@ -670,20 +670,21 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
             }
         }
     }
+    cpu->t0_ns = 0;
+    cpu->t0_ns = exec_cpu_now_ns(cpu);
     if (cpu->comm) {
         exec_comm_set_receiver(cpu->comm, EXEC_COMM_DATA, exec_cpu_receive, cpu);
         exec_comm_set_stop_handler(cpu->comm, exec_cpu_wake_all, cpu);
-        /* Every rank takes its time origin as the agreement releases it, so that the ranks'
-         * op times share one timeline (skew: the agreement's release spread, microseconds on
-         * one node). */
-        GError *none = NULL;
-        if (!exec_comm_agree(cpu->comm, "the start of the CPU backend", &none)) {
-            g_propagate_error(error, none);
+        /* One timeline for every rank's op times: rank 0's origin, read on each rank's clock
+         * through the offset between the clocks. */
+        int64_t offset = 0;
+        if (!exec_comm_clock_offset(cpu->comm, &offset, NULL, error) ||
+            !exec_comm_bcast(cpu->comm, 0, &cpu->t0_ns, sizeof cpu->t0_ns, "rank 0's time origin",
+                             error)) {
             exec_cpu_free(&cpu->base);
             return NULL;
         }
+        cpu->t0_ns -= offset;
     }
-    cpu->t0_ns = 0;
-    cpu->t0_ns = exec_cpu_now_ns(cpu);
     return &cpu->base;
 }

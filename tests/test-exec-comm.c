@@ -3,10 +3,10 @@
  * scripts/mpirun-local (an MPI program, so a plain one: Check's forks and report do not mix
  * with MPI; the exit status says it all). Agreement (the lowest failing rank's error reaches
  * every rank, domain, code and message), broadcast, gather and allgather of blobs of every
- * size, point-to-point copies over INT_MAX-free sizes and their size check, a deadline that
- * names the silent peer, the replay transport (workers post a ring of messages, the host
- * serves, every message and loss report arrives once, a stop reaches every rank), and with
- * NCCL the unique id every rank receives.
+ * size, point-to-point copies and their size check, a deadline that names the silent peer,
+ * the clock offset to rank 0 within its bound, the replay transport (workers post a ring of
+ * messages, the host serves, every message and loss report arrives once, a stop reaches every
+ * rank), and with NCCL the unique id every rank receives.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +119,18 @@ static void test_deadline(ExecComm *comm) {
     }
     exec_comm_set_timeout(comm, 30.0);
     CHECK(comm, exec_comm_agree(comm, "the end of the deadline test", &error));
+}
+
+/* The clock offset to rank 0: on one node every rank reads the same clock, so the true offset
+ * (0) lies within the bound of the estimate (causality alone, whatever the timing). */
+static void test_clock(ExecComm *comm) {
+    int64_t offset = -1, bound = -1;
+    GError *error = NULL;
+    CHECK(comm, exec_comm_clock_offset(comm, &offset, &bound, &error));
+    if (exec_comm_rank(comm) == 0)
+        CHECK(comm, offset == 0 && bound == 0);
+    else
+        CHECK(comm, bound > 0 && offset <= bound && -offset <= bound);
 }
 
 /* --- the replay transport --- */
@@ -246,6 +258,7 @@ int main(int argc, char **argv) {
     test_collectives(comm);
     test_point_to_point(comm);
     test_deadline(comm);
+    test_clock(comm);
     test_transport(comm);
 #if PP_HAVE_NCCL
     test_nccl_id(comm);
