@@ -212,7 +212,7 @@ static int count_lines(const char *text, const char *needle) {
 typedef struct {
     const char *schedule;
     int         np;
-    const char *extra[3]; /* chunks, micro-batches, accumulation */
+    const char *extra[4]; /* chunks, micro-batches, accumulation, optimizer (NULL-ended) */
 } MpiCase;
 
 static const MpiCase equal_cases[] = {
@@ -226,6 +226,10 @@ static const MpiCase equal_cases[] = {
     {"2bw", 4, {"pipeline.microbatches=4", NULL}},
     {"paci", 2, {"pipeline.accumulation=2", "pipeline.microbatches=1", NULL}},
     {"paci", 4, {"pipeline.accumulation=2", "pipeline.microbatches=1", NULL}},
+    /* Muon with error feedback: every optimizer role of the checkpoint crosses processes. */
+    {"1f1b",
+     2,
+     {"pipeline.microbatches=2", "optimizer.name=muon", "optimizer.error_feedback=true"}},
 };
 
 /* The overrides of @c: its schedule, stages and extras. Returns: (transfer full). */
@@ -235,7 +239,7 @@ static GStrv case_sets(const MpiCase *c) {
     g_autofree char *stages = g_strdup_printf("pipeline.stages=%d", c->np);
     g_strv_builder_add(b, schedule);
     g_strv_builder_add(b, stages);
-    for (int i = 0; i < 3 && c->extra[i]; i++)
+    for (int i = 0; i < 4 && c->extra[i]; i++)
         g_strv_builder_add(b, c->extra[i]);
     return g_strv_builder_end(b);
 }
