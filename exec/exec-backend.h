@@ -255,8 +255,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecBackend, exec_backend_free)
 
 /* --- backends --- */
 
-/* The CPU backend: one GThread per stage, GAsyncQueue inboxes, Gpt2Slice + KernOptim per
- * virtual stage (exec-cpu.c). Never fails. Returns: (transfer full). */
+/* The CPU backend: one GThread per local stage, GAsyncQueue inboxes, Gpt2Slice + KernOptim
+ * per local virtual stage (exec-cpu.c); with setup->comm, stage r on rank r and messages
+ * between ranks through the group. Returns: (transfer full), or NULL with EXEC_ERROR_BACKEND
+ * when the group's size is not the stage count, EXEC_ERROR_COMM when a peer does not answer
+ * (it is collective with a group: the ranks agree on one time origin). */
 ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error);
 
 G_END_DECLS

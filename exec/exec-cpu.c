@@ -231,27 +231,24 @@ static void exec_cpu_file(ExecCpuStage *st, ExecMsg *msg) {
     g_hash_table_insert(st->pending, &msg->key, msg);
 }
 
-/* The next message of @st's inbox. With a process group the wait has its deadline: past it
- * the group records the failure @late describes (transfer full; freed otherwise), the replay
- * stops and NULL is returned. */
-static ExecMsg *exec_cpu_pop(ExecCpuBackend *cpu, ExecCpuStage *st, GError *late) {
-    g_autoptr(GError) owned = late;
-    if (cpu->comm == NULL)
-        return g_async_queue_pop(st->inbox);
-    ExecMsg *msg = g_async_queue_timeout_pop(
-        st->inbox, (guint64)(exec_comm_timeout(cpu->comm) * G_USEC_PER_SEC));
-    if (msg == NULL) {
-        exec_comm_fail(cpu->comm, g_steal_pointer(&owned));
-        st->aborted = TRUE;
+/* What a wait that outlived the group's deadline reports: for wait_for() (@args), the op,
+ * the message and the rank that should have sent it; for a blocking poll() of dynamic mode
+ * (@args NULL), the stage and its neighbours. */
+static GError *exec_cpu_late_error(const ExecCpuBackend *cpu, int32_t stage,
+                                   const ExecOpArgs *args) {
+    double timeout = exec_comm_timeout(cpu->comm);
+    if (args == NULL) {
+        /* Dynamic mode has one chunk per stage: inputs come from stage - 1 and + 1. */
+        g_autofree char *peers = stage == 0 ? g_strdup_printf("rank %d", stage + 1)
+                                 : stage == cpu->n_stages - 1
+                                     ? g_strdup_printf("rank %d", stage - 1)
+                                     : g_strdup_printf("rank %d or %d", stage - 1, stage + 1);
+        return g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
+                           "no activation or gradient reached stage %d within %g s "
+                           "(run.comm_timeout_s) while PACI's policy waited for its next input; "
+                           "%s may have died or hung",
+                           stage, timeout, peers);
     }
-    return msg;
-}
-
-/* What wait_for() reports when the input of @args never came: the op, the message and the
- * rank that should have sent it. */
-static GError *exec_cpu_late_input(const ExecCpuBackend *cpu, const ExecOpArgs *args) {
-    if (cpu->comm == NULL)
-        return NULL;
     gboolean    act = args->op->kind == PP_OP_FORWARD;
     int32_t     producer = cpu->vstage_stage[args->vstage + (act ? -1 : 1)];
     const char *op = args->op->kind == PP_OP_FORWARD    ? "F"
@@ -261,7 +258,23 @@ static GError *exec_cpu_late_input(const ExecCpuBackend *cpu, const ExecOpArgs *
                        "the %s for %s(mb=%d) of virtual stage %d from rank %d did not arrive "
                        "within %g s (run.comm_timeout_s); rank %d may have died or hung",
                        act ? "activation" : "gradient", op, args->op->mb, args->vstage, producer,
-                       exec_comm_timeout(cpu->comm), producer);
+                       timeout, producer);
+}
+
+/* The next message of @stage's inbox, for @args (NULL: dynamic mode's poll). With a process
+ * group the wait has its deadline: past it the group records exec_cpu_late_error(), the
+ * replay stops and NULL is returned. */
+static ExecMsg *exec_cpu_pop(ExecCpuBackend *cpu, int32_t stage, const ExecOpArgs *args) {
+    ExecCpuStage *st = &cpu->stages[stage];
+    if (cpu->comm == NULL)
+        return g_async_queue_pop(st->inbox);
+    ExecMsg *msg = g_async_queue_timeout_pop(
+        st->inbox, (guint64)(exec_comm_timeout(cpu->comm) * G_USEC_PER_SEC));
+    if (msg == NULL) {
+        exec_comm_fail(cpu->comm, exec_cpu_late_error(cpu, stage, args));
+        st->aborted = TRUE;
+    }
+    return msg;
 }
 
 static gboolean exec_cpu_wait_for(ExecBackend *backend, const ExecOpArgs *args) {
@@ -277,7 +290,7 @@ static gboolean exec_cpu_wait_for(ExecBackend *backend, const ExecOpArgs *args) 
             st->input = msg;
             return TRUE;
         }
-        msg = exec_cpu_pop(cpu, st, exec_cpu_late_input(cpu, args));
+        msg = exec_cpu_pop(cpu, args->op->stage, args);
         if (msg)
             exec_cpu_file(st, msg);
     }
@@ -288,20 +301,7 @@ static gboolean exec_cpu_poll(ExecBackend *backend, int32_t stage, gboolean bloc
     ExecCpuBackend *cpu = exec_cpu(backend);
     ExecCpuStage   *st = &cpu->stages[stage];
     if (block && !st->aborted) {
-        GError *late = NULL;
-        if (cpu->comm) {
-            /* Dynamic mode has one chunk per stage: inputs come from stage - 1 and + 1. */
-            g_autofree char *peers = stage == 0 ? g_strdup_printf("rank %d", stage + 1)
-                                     : stage == cpu->n_stages - 1
-                                         ? g_strdup_printf("rank %d", stage - 1)
-                                         : g_strdup_printf("rank %d or %d", stage - 1, stage + 1);
-            late = g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
-                               "no activation or gradient reached stage %d within %g s "
-                               "(run.comm_timeout_s) while PACI's policy waited for its next "
-                               "input; %s may have died or hung",
-                               stage, exec_comm_timeout(cpu->comm), peers);
-        }
-        ExecMsg *msg = exec_cpu_pop(cpu, st, late);
+        ExecMsg *msg = exec_cpu_pop(cpu, stage, NULL);
         if (msg)
             exec_cpu_file(st, msg);
     }
