@@ -117,21 +117,9 @@ static const ExecCommOps exec_comm_mpi_ops = {
     .free = exec_comm_mpi_free,
 };
 
-/* The number of processes an MPI launcher says it started, or 0 when none did. */
-static int64_t exec_comm_mpi_launched(void) {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
-    for (size_t i = 0; i < G_N_ELEMENTS(vars); i++) {
-        const char *value = g_getenv(vars[i]);
-        gint64      n = 0;
-        if (value && g_ascii_string_to_signed(value, 10, 1, G_MAXINT32, &n, NULL))
-            return n;
-    }
-    return 0;
-}
-
 gboolean exec_comm_mpi_new(int *argc, char ***argv, ExecComm **comm, GError **error) {
     *comm = NULL;
-    if (exec_comm_mpi_launched() < 2)
+    if (exec_comm_launched_size() < 2)
         return TRUE;
     int provided = MPI_THREAD_SINGLE;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);

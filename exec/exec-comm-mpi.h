@@ -9,9 +9,8 @@
 
 G_BEGIN_DECLS
 
-/* When an MPI launcher started this process as one of several (Open MPI's
- * OMPI_COMM_WORLD_SIZE, PMI_SIZE of MPICH/Hydra and Slurm's PMI, SLURM_STEP_NUM_TASKS of
- * srun; > 1), initialises MPI with MPI_THREAD_FUNNELED (every MPI call on this, the main
+/* When an MPI launcher started this process as one of several (exec_comm_launched_size()
+ * > 1), initialises MPI with MPI_THREAD_FUNNELED (every MPI call on this, the main
  * thread: exec-comm.h) and sets *@comm to the world group; otherwise leaves *@comm NULL
  * without touching MPI (one process). @argc, @argv as MPI_Init_thread() takes them.
  * Returns FALSE with EXEC_ERROR_COMM when MPI cannot provide that thread level. */

@@ -78,6 +78,17 @@ void exec_comm_clear(ExecComm *comm) {
     g_mutex_clear(&comm->lock);
 }
 
+int64_t exec_comm_launched_size(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
+    for (size_t i = 0; i < G_N_ELEMENTS(vars); i++) {
+        const char *value = g_getenv(vars[i]);
+        gint64      n = 0;
+        if (value && g_ascii_string_to_signed(value, 10, 1, G_MAXINT32, &n, NULL))
+            return n;
+    }
+    return 0;
+}
+
 int32_t exec_comm_rank(const ExecComm *comm) {
     return comm ? comm->rank : 0;
 }

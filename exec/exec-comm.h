@@ -35,6 +35,11 @@ typedef enum {
 
 /* --- the group --- */
 
+/* The number of processes an MPI launcher says it started with this one (Open MPI's
+ * OMPI_COMM_WORLD_SIZE, PMI_SIZE of MPICH/Hydra and Slurm's PMI, SLURM_STEP_NUM_TASKS of
+ * srun), or 0 when none did. Reads the environment only: also in a build without MPI. */
+int64_t exec_comm_launched_size(void);
+
 /* This process's rank and the number of processes: 0 and 1 for NULL. */
 int32_t exec_comm_rank(const ExecComm *comm);
 int32_t exec_comm_size(const ExecComm *comm);

@@ -127,6 +127,16 @@ static int train_main(int argc, char **argv) {
         g_error_free(error);
         return 1;
     }
+#else
+    /* Without MPI every process would train alone and write the same files. */
+    if (exec_comm_launched_size() > 1) {
+        fprintf(stderr,
+                "pacer-train: an MPI launcher started %" G_GINT64_FORMAT " processes, but this "
+                "build has no MPI: install libopenmpi-dev (scripts/setup) and rebuild "
+                "(meson -Dmpi=enabled), or run one process\n",
+                exec_comm_launched_size());
+        return 1;
+    }
 #endif
     int status = train_run(comm, argc, argv, &error);
     if (error && (status != 2 || comm))
