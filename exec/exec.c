@@ -206,23 +206,33 @@ static ExecRunResult *exec_pipeline_launch(ExecPipeline *pipeline, ExecWorkerFn 
     return g_steal_pointer(&owned);
 }
 
-ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched, int64_t mb_offset,
-                                 GError **error) {
-    if (!pipeline->backend->ops->prepare(pipeline->backend, sched, error))
-        return NULL;
-    for (int32_t s = 0; s < pipeline->n_stages; s++) {
-        for (int32_t c = 0; c < pipeline->n_chunks; c++) {
-            if (pp_schedule_vstage(sched, s, c) !=
-                pipeline->vstage_of[s * pipeline->n_chunks + c]) {
-                g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                            "schedule %s maps stage %d chunk %d to virtual stage %d; the "
-                            "pipeline has %d",
-                            sched->kind, s, c, pp_schedule_vstage(sched, s, c),
-                            pipeline->vstage_of[s * pipeline->n_chunks + c]);
-                return NULL;
-            }
+/* Checks that @sched (NULL in dynamic mode) fits the pipeline and has the backend prepare
+ * for it; with a process group every rank learns every rank's outcome. */
+static gboolean exec_pipeline_prepare(ExecPipeline *pipeline, const PpSchedule *sched,
+                                      GError **error) {
+    GError *local = NULL;
+    for (int32_t s = 0; sched && s < pipeline->n_stages && !local; s++) {
+        for (int32_t c = 0; c < pipeline->n_chunks && !local; c++) {
+            if (pp_schedule_vstage(sched, s, c) != pipeline->vstage_of[s * pipeline->n_chunks + c])
+                local = g_error_new(EXEC_ERROR, EXEC_ERROR_SHAPE,
+                                    "schedule %s maps stage %d chunk %d to virtual stage %d; the "
+                                    "pipeline has %d",
+                                    sched->kind, s, c, pp_schedule_vstage(sched, s, c),
+                                    pipeline->vstage_of[s * pipeline->n_chunks + c]);
         }
     }
+    if (local == NULL)
+        pipeline->backend->ops->prepare(pipeline->backend, sched, &local);
+    if (exec_comm_agree(pipeline->params.comm, "preparing a replay", &local))
+        return TRUE;
+    g_propagate_error(error, local);
+    return FALSE;
+}
+
+ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched, int64_t mb_offset,
+                                 GError **error) {
+    if (!exec_pipeline_prepare(pipeline, sched, error))
+        return NULL;
     pipeline->sched = sched;
     pipeline->weight_mode = sched->weight_mode;
     pipeline->mb_per_step = sched->mb_per_step;
@@ -248,7 +258,7 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedul
                     policy_kinds, like->kind, pipeline->n_chunks);
         return NULL;
     }
-    if (!pipeline->backend->ops->prepare(pipeline->backend, NULL, error))
+    if (!exec_pipeline_prepare(pipeline, NULL, error))
         return NULL;
     pipeline->weight_mode = PP_WEIGHTS_CURRENT;
     pipeline->mb_per_step = accumulation;
