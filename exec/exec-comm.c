@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * exec-comm.c: the process group's logic above an implementation's four primitives
+ * exec-comm.c: the process group's logic above an implementation's primitives
  * (exec-comm-private.h): the outbox that workers post into and the host drains in
  * exec_comm_serve(), the stop signal, deadlines on every wait, the agreement on how a phase
  * ended, and the collectives (broadcast, gather, allgather) built from point-to-point
@@ -17,11 +17,10 @@
 /* Tags of the control channel. */
 enum {
     EXEC_COMM_TAG_STOP = 1, /* empty: the replay stops */
-    EXEC_COMM_TAG_STATUS,   /* a rank's outcome, to rank 0 (exec_comm_agree) */
-    EXEC_COMM_TAG_VERDICT,  /* rank 0's verdict, to every rank */
-    EXEC_COMM_TAG_BCAST,
-    EXEC_COMM_TAG_GATHER,
-    EXEC_COMM_TAG_CLOCK, /* clock offsets: a ping, and rank 0's time back */
+    EXEC_COMM_TAG_VERDICT,  /* rank 0's verdict of an agreement, to every rank */
+    EXEC_COMM_TAG_BCAST,    /* exec_comm_bcast() */
+    EXEC_COMM_TAG_GATHER,   /* gathers, and the ranks' outcomes of an agreement to rank 0 */
+    EXEC_COMM_TAG_CLOCK,    /* clock offsets: a ping, and rank 0's time back */
 };
 
 /* Polling. MPI over shared memory has no wait that sleeps, so the host polls the transport
@@ -469,50 +468,59 @@ static gboolean exec_comm_take_failure(ExecComm *comm, GError **error) {
     return *error && g_error_matches(*error, EXEC_ERROR, EXEC_ERROR_COMM);
 }
 
+/* Every rank's outcome @mine to rank 0, which picks the failure of the lowest rank that had
+ * one (or success) and sends it back to every rank. Returns: (transfer full) the verdict,
+ * or NULL with EXEC_ERROR_COMM (a peer that did not answer). */
+static GBytes *exec_comm_verdict(ExecComm *comm, const char *what, GBytes *mine, GError **error) {
+    g_autofree char *status_what = g_strdup_printf("the status at %s", what);
+    g_autoptr(GPtrArray) statuses = exec_comm_gather(comm, 0, mine, status_what, error);
+    if (statuses == NULL)
+        return NULL;
+    if (comm->rank != 0) {
+        g_autofree char *verdict_what = g_strdup_printf("rank 0's verdict at %s", what);
+        void            *data = NULL;
+        size_t           size = 0;
+        if (!exec_comm_wait_take(comm, EXEC_COMM_CONTROL, 0, EXEC_COMM_TAG_VERDICT, verdict_what,
+                                 &data, &size, error))
+            return NULL;
+        return g_bytes_new_take(data, size);
+    }
+    GBytes *verdict = mine;
+    for (guint r = 0; r < statuses->len && verdict == mine; r++) {
+        const guint8 *p = g_bytes_get_data(g_ptr_array_index(statuses, r), NULL);
+        if (p[0] != 0)
+            verdict = g_ptr_array_index(statuses, r);
+    }
+    gsize            size = 0;
+    const void      *data = g_bytes_get_data(verdict, &size);
+    g_autofree char *verdict_what = g_strdup_printf("the verdict at %s", what);
+    g_autoptr(GPtrArray) requests = g_ptr_array_new();
+    for (int32_t r = 1; r < comm->size; r++)
+        g_ptr_array_add(requests, comm->ops->isend(comm, EXEC_COMM_CONTROL, r,
+                                                   EXEC_COMM_TAG_VERDICT, data, size));
+    for (int32_t r = 1; r < comm->size; r++) {
+        if (!exec_comm_wait_send(comm, g_ptr_array_index(requests, r - 1), r, verdict_what, error))
+            return NULL;
+    }
+    return g_bytes_ref(verdict);
+}
+
 gboolean exec_comm_agree(ExecComm *comm, const char *what, GError **error) {
     if (comm == NULL)
         return *error == NULL;
     if (exec_comm_take_failure(comm, error))
         return FALSE;
     g_autoptr(GBytes) mine = exec_comm_status_encode(*error);
-    g_autofree char *status_what = g_strdup_printf("the status at %s", what);
-    g_autoptr(GPtrArray) statuses = exec_comm_gather(comm, 0, mine, status_what, error);
-    if (statuses == NULL)
-        return FALSE;
-    g_autoptr(GBytes) verdict = NULL;
-    if (comm->rank == 0) {
-        /* The failure of the lowest rank that had one. */
-        for (guint r = 0; r < statuses->len && verdict == NULL; r++) {
-            const guint8 *p = g_bytes_get_data(g_ptr_array_index(statuses, r), NULL);
-            if (p[0] != 0)
-                verdict = g_bytes_ref(g_ptr_array_index(statuses, r));
-        }
-        if (verdict == NULL)
-            verdict = g_bytes_ref(mine);
-    }
-    gsize            size = 0;
-    const void      *data = NULL;
-    g_autofree void *received = NULL;
-    if (comm->rank == 0) {
-        g_autoptr(GPtrArray) requests = g_ptr_array_new();
-        data = g_bytes_get_data(verdict, &size);
-        for (int32_t r = 1; r < comm->size; r++)
-            g_ptr_array_add(requests, comm->ops->isend(comm, EXEC_COMM_CONTROL, r,
-                                                       EXEC_COMM_TAG_VERDICT, data, size));
-        g_autofree char *verdict_what = g_strdup_printf("the verdict at %s", what);
-        for (int32_t r = 1; r < comm->size; r++) {
-            if (!exec_comm_wait_send(comm, g_ptr_array_index(requests, r - 1), r, verdict_what,
-                                     error))
-                return FALSE;
-        }
-    } else {
-        g_autofree char *verdict_what = g_strdup_printf("rank 0's verdict at %s", what);
-        if (!exec_comm_wait_take(comm, EXEC_COMM_CONTROL, 0, EXEC_COMM_TAG_VERDICT, verdict_what,
-                                 &received, &size, error))
-            return FALSE;
-        data = received;
-    }
+    GError *lost = NULL;
+    g_autoptr(GBytes) verdict = exec_comm_verdict(comm, what, mine, &lost);
     g_clear_error(error);
+    if (verdict == NULL) {
+        /* A peer that does not answer replaces this rank's own failure. */
+        g_propagate_error(error, lost);
+        return FALSE;
+    }
+    gsize       size = 0;
+    const void *data = g_bytes_get_data(verdict, &size);
     *error = exec_comm_status_decode(data, size);
     comm->agreed_failure = *error != NULL;
     return *error == NULL;
