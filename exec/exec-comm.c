@@ -33,8 +33,8 @@ enum {
 #define EXEC_COMM_IDLE_MIN_US 5
 #define EXEC_COMM_IDLE_MAX_US 1000
 #define EXEC_COMM_BUSY_US     100000
-/* Between replays a peer usually answers at once: a wait for a message polls without
- * sleeping this long first. */
+/* Messages come in bursts (a reply, the next micro-batch): after any activity, and at the
+ * start of a wait between replays, the host polls without sleeping this long first. */
 #define EXEC_COMM_EAGER_US 200
 
 /* Outbox markers that are not messages. */
@@ -375,12 +375,14 @@ static GError *exec_comm_serve_timeout(const ExecComm *comm) {
 }
 
 void exec_comm_serve(ExecComm *comm, gint *running) {
-    int64_t idle = 0, waiting_since = -1;
+    int64_t idle = 0, waiting_since = -1, last_busy = 0;
     for (;;) {
         /* Read before pumping: a worker queues its last messages before it stops running. */
         gboolean workers_done = g_atomic_int_get(running) == 0;
         gboolean busy = exec_comm_pump(comm);
         int64_t  now = g_get_monotonic_time();
+        if (busy)
+            last_busy = now;
         if (workers_done) {
             if (exec_comm_stopped(comm) ||
                 (comm->pending->len == 0 && comm->reports_seen >= comm->reports_expected))
@@ -396,12 +398,13 @@ void exec_comm_serve(ExecComm *comm, gint *running) {
             idle = 0;
             continue;
         }
-        /* Sleep until a worker posts something, or the next poll of the transport; briefly
-         * while the oldest transfer in flight is young. */
+        /* Sleep until a worker posts something, or the next poll of the transport; not at
+         * all right after activity or while the oldest transfer in flight is young. */
         gboolean in_flight =
-            comm->pending->len > 0 &&
-            now - ((const ExecCommTransfer *)g_ptr_array_index(comm->pending, 0))->started_us <
-                EXEC_COMM_BUSY_US;
+            now - last_busy < EXEC_COMM_EAGER_US ||
+            (comm->pending->len > 0 &&
+             now - ((const ExecCommTransfer *)g_ptr_array_index(comm->pending, 0))->started_us <
+                 EXEC_COMM_BUSY_US);
         idle = exec_comm_next_idle(idle, in_flight);
         if (idle == 0) {
             g_thread_yield();
