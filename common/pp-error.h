@@ -52,10 +52,11 @@ typedef enum {
 } PpScenarioError;
 
 typedef enum {
-    PP_IO_ERROR_OPEN,     /* cannot open or create a file */
-    PP_IO_ERROR_WRITE,    /* short write, rename failed */
-    PP_IO_ERROR_CORRUPT,  /* a file's content is not what its format says */
-    PP_IO_ERROR_MISMATCH, /* a valid file that does not fit this run (shapes, vocabulary) */
+    PP_IO_ERROR_OPEN,      /* cannot open or create a file */
+    PP_IO_ERROR_WRITE,     /* short write, rename failed */
+    PP_IO_ERROR_CORRUPT,   /* a file's content is not what its format says */
+    PP_IO_ERROR_MISMATCH,  /* a valid file that does not fit this run (shapes, vocabulary) */
+    PP_IO_ERROR_NONFINITE, /* a tensor to save or load holds NaN or infinity */
 } PpIoError;
 
 /* --- whole-file reads --- */

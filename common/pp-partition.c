@@ -10,15 +10,24 @@
 
 #include <stdlib.h>
 
+#include "pp-checked.h"
 #include "pp-error.h"
 
 int64_t pp_partition_layer_flops(int32_t hidden, int32_t seq_len) {
-    int64_t c = hidden, t = seq_len;
-    return 24 * t * c * c + 4 * t * t * c;
+    int64_t tc, tcc, ttc, mm, att, sum;
+    if (!pp_checked_mul(seq_len, hidden, &tc) || !pp_checked_mul(tc, hidden, &tcc) ||
+        !pp_checked_mul(tc, seq_len, &ttc) || !pp_checked_mul(24, tcc, &mm) ||
+        !pp_checked_mul(4, ttc, &att) || !pp_checked_add(mm, att, &sum))
+        return INT64_MAX;
+    return sum;
 }
 
 int64_t pp_partition_head_flops(int32_t hidden, int32_t seq_len, int32_t vocab) {
-    return 2 * (int64_t)seq_len * hidden * vocab;
+    int64_t tc, tcv, flops;
+    if (!pp_checked_mul(seq_len, hidden, &tc) || !pp_checked_mul(tc, vocab, &tcv) ||
+        !pp_checked_mul(2, tcv, &flops))
+        return INT64_MAX;
+    return flops;
 }
 
 /* Prefix sums of the per-block arrays: entry j sums blocks [0, j). */
@@ -106,7 +115,7 @@ static gboolean pp_partition_balance(const PpPartitionSums *s, int32_t *n, GErro
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                     "partition: no split of %d blocks over %d virtual stages fits the device "
                     "memory limit of %" G_GINT64_FORMAT " bytes per virtual stage "
-                    "(hardware.memory); the smallest peak stage memory any split needs is "
+                    "(hardware.memory_gib); the smallest peak stage memory any split needs is "
                     "%" G_GINT64_FORMAT " bytes; use larger devices, more stages or fewer "
                     "micro-batches in flight",
                     L, V, p->mem_limit_bytes, rest[0]);
@@ -149,22 +158,59 @@ static gboolean pp_partition_check(const PpPartitionParams *params, GError **err
                     params->n_vstages, params->n_layers);
         return FALSE;
     }
+    if (params->n_layers > PP_PARTITION_MAX_LAYERS) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "partition: model.layers=%d is out of range; valid: 1..%d (the balanced "
+                    "split's dynamic program takes O(stages x layers^2) time)",
+                    params->n_layers, PP_PARTITION_MAX_LAYERS);
+        return FALSE;
+    }
     PP_ASSERT(params->layer_cost != NULL);
     PP_ASSERT(params->first_cost >= 0 && params->last_cost >= 0);
-    for (int32_t i = 0; i < params->n_layers; i++)
+    /* Every range sum the program forms is at most the whole model's: check that one. */
+    int64_t  cost = 0, stat = 0, act = 0;
+    gboolean fits = pp_checked_add(params->first_cost, params->last_cost, &cost);
+    for (int32_t i = 0; i < params->n_layers; i++) {
         PP_ASSERT(params->layer_cost[i] >= 0);
+        fits = fits && pp_checked_add(cost, params->layer_cost[i], &cost);
+    }
+    if (!fits) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "partition: the %d blocks' costs add up to more than %" G_GINT64_FORMAT
+                    "; lower model.hidden, model.seq_len, model.vocab or model.layers",
+                    params->n_layers, PP_CHECKED_MAX);
+        return FALSE;
+    }
     if (params->mem_limit_bytes > 0) {
         PP_ASSERT(params->layer_static_bytes != NULL && params->layer_act_bytes != NULL &&
                   params->live_units != NULL);
-        for (int32_t vs = 0; vs < params->n_vstages; vs++)
+        fits = pp_checked_add(params->first_static_bytes, params->last_static_bytes, &stat) &&
+               pp_checked_add(params->first_act_bytes, params->last_act_bytes, &act);
+        for (int32_t i = 0; i < params->n_layers; i++) {
+            PP_ASSERT(params->layer_static_bytes[i] >= 0 && params->layer_act_bytes[i] >= 0);
+            fits = fits && pp_checked_add(stat, params->layer_static_bytes[i], &stat) &&
+                   pp_checked_add(act, params->layer_act_bytes[i], &act);
+        }
+        for (int32_t vs = 0; vs < params->n_vstages; vs++) {
+            int64_t mem;
             PP_ASSERT(params->live_units[vs] >= 0);
+            fits = fits && pp_checked_add_mul(stat, params->live_units[vs], act, &mem);
+        }
+        if (!fits) {
+            g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                        "partition: the %d blocks' memory with their live micro-batches adds "
+                        "up to more than %" G_GINT64_FORMAT " bytes; lower the model's size, "
+                        "pipeline.microbatch_size or the micro-batches in flight",
+                        params->n_layers, PP_CHECKED_MAX);
+            return FALSE;
+        }
     }
     return TRUE;
 }
 
 /* Copies explicit counts into @n after checking them. */
 static gboolean pp_partition_explicit(const PpPartitionParams *params, int32_t *n, GError **error) {
-    int32_t sum = 0;
+    int64_t sum = 0;
     for (int32_t vs = 0; vs < params->n_vstages; vs++) {
         if (params->layers_per_vstage[vs] < 1) {
             g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
@@ -178,8 +224,8 @@ static gboolean pp_partition_explicit(const PpPartitionParams *params, int32_t *
     }
     if (sum != params->n_layers) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
-                    "run.layers_per_stage: entries sum to %d but model.layers=%d", sum,
-                    params->n_layers);
+                    "run.layers_per_stage: entries sum to %" G_GINT64_FORMAT " but model.layers=%d",
+                    sum, params->n_layers);
         return FALSE;
     }
     return TRUE;

@@ -42,6 +42,12 @@ typedef struct {
     int64_t        last_static_bytes, last_act_bytes;   /* head + logits on the last one */
 } PpPartitionParams;
 
+/* The most blocks a partition takes: the balanced split's dynamic program runs in
+ * O(n_vstages * n_layers^2) time and O(n_vstages * n_layers) memory with n_vstages <=
+ * n_layers, about 2e8 steps (under a second) at 1024; the deepest published GPT-style models
+ * have about 130 blocks. */
+#define PP_PARTITION_MAX_LAYERS 1024
+
 /* Plain data: the ranges [layer_begin[vs], layer_end[vs]) of every virtual stage. */
 typedef struct _PpPartition PpPartition;
 struct _PpPartition {
@@ -55,10 +61,12 @@ struct _PpPartition {
 
 /* --- cost model (forward FLOPs of one sequence of seq_len tokens) --- */
 
-/* One block: 24*T*C^2 (matmuls) + 4*T^2*C (attention scores and weighted sum). */
+/* One block: 24*T*C^2 (matmuls) + 4*T^2*C (attention scores and weighted sum); INT64_MAX
+ * when that exceeds PP_CHECKED_MAX (pp_partition_new() then rejects the costs). */
 int64_t pp_partition_layer_flops(int32_t hidden, int32_t seq_len);
-/* Final LayerNorm + LM head + loss: 2*T*C*V (the head matmul; the rest is negligible).
- * Embeddings cost ~0 FLOPs (a gather), although wte takes V*C floats of memory. */
+/* Final LayerNorm + LM head + loss: 2*T*C*V (the head matmul; the rest is negligible);
+ * INT64_MAX beyond PP_CHECKED_MAX. Embeddings cost ~0 FLOPs (a gather), although wte takes
+ * V*C floats of memory. */
 int64_t pp_partition_head_flops(int32_t hidden, int32_t seq_len, int32_t vocab);
 
 /* --- construction --- */
@@ -70,10 +78,12 @@ int64_t pp_partition_head_flops(int32_t hidden, int32_t seq_len, int32_t vocab);
  * keep the optimum reachable (equal costs, no memory limit: an even split with the remainder
  * to the first stages).
  * Returns: (transfer full), or NULL with @error set: PP_SCENARIO_ERROR_INVALID_VALUE naming
- * run.layers_per_stage when an explicit count is < 1 or they do not sum to model.layers;
- * PP_SCENARIO_ERROR_INCONSISTENT when n_vstages > L or a size is < 1, or when no partition
- * fits the memory limit (the message names the smallest peak stage memory any partition
- * needs and the limit). */
+ * run.layers_per_stage when an explicit count is < 1 or they do not sum to model.layers, and
+ * model.layers when L > PP_PARTITION_MAX_LAYERS; PP_SCENARIO_ERROR_INCONSISTENT when
+ * n_vstages > L or a size is < 1, when the whole model's cost, or (memory limit on) its
+ * static bytes plus a stage's live units times its activation bytes, exceed PP_CHECKED_MAX,
+ * or when no partition fits the memory limit (the message names the smallest peak stage
+ * memory any partition needs and the limit). */
 PpPartition *pp_partition_new(const PpPartitionParams *params, GError **error);
 void         pp_partition_free(PpPartition *partition);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpPartition, pp_partition_free)

@@ -2,7 +2,8 @@
  * pp-presets.c: the model and hardware preset tables behind pp-presets.h.
  * Model shapes follow the Hugging Face GPT-2 configs and the zero-bubble paper's
  * configurations (Qi et al., ICLR 2024; docs/design.md §6.2). Device figures are vendor datasheet
- * peaks; link figures for PCIe are effective (not signalling) rates.
+ * peaks; link figures for PCIe are effective (not signalling) rates; node figures follow the
+ * vendors' reference servers (one NIC per GPU on DGX/HGX).
  */
 #include "pp-presets.h"
 
@@ -36,9 +37,22 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .peak_flops = 312e12,         /* A100 datasheet: 312 TFLOP/s dense BF16 tensor */
         .memory_bytes = 80 * PP_GIB,  /* A100 80GB SXM: 81920 MiB of HBM2e */
         .mem_bw_bytes_per_s = 2039e9, /* A100 80GB SXM datasheet: 2,039 GB/s */
-        .link_bw_bytes_per_s = 300e9, /* NVLink 3: 600 GB/s both directions, 300 each */
-        .link_latency_ns = 5000,      /* ~5 us for a small NCCL p2p message in one node */
+        /* Link bandwidths fitted (scripts/fit-published a100-sxm, sim/README.md): what NCCL
+         * reaches on NVLink 3 (datasheet 300 GB/s each way) and on one 200 Gb/s HDR
+         * InfiniBand NIC per GPU (DGX A100; 25 GB/s each way). */
+        .link_bw_bytes_per_s = 210e9,
+        .link_latency_ns = 5000, /* ~5 us for a small NCCL p2p message in one node */
         .nvlink = TRUE,
+        .gpus_per_node = 8, /* DGX A100: 8 GPUs on NVSwitch */
+        .internode_bw_bytes_per_s = 25.8e9,
+        .internode_latency_ns = 10000, /* ~10 us for a small NCCL message across nodes */
+        /* Fitted on the 26 published A100 rows (Megatron-LM 2021 and 2022, BLOOM): 68% of
+         * peak for wide models, half of it at hidden 1450; no micro-batch effect within the
+         * rows' range (>= 2048 tokens per micro-batch). */
+        .calibrated = TRUE,
+        .kernel_eff_max = 0.68,
+        .kernel_eff_half_tokens = 0.0,
+        .kernel_eff_half_hidden = 1450.0,
     },
     {
         .name = "h100-sxm",
@@ -48,6 +62,16 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .link_bw_bytes_per_s = 450e9, /* NVLink 4: 900 GB/s both directions, 450 each */
         .link_latency_ns = 5000,      /* same NVSwitch p2p latency order as A100 */
         .nvlink = TRUE,
+        .gpus_per_node = 8,               /* DGX H100: 8 GPUs on NVSwitch */
+        .internode_bw_bytes_per_s = 50e9, /* DGX H100: one 400 Gb/s NDR NIC per GPU */
+        .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
+        /* Fitted on the two published H100 rows (Llama 3 405B, Table 4): kernel_eff_max
+         * alone (scripts/fit-published h100-sxm); the curve's shape terms are the A100 fit's
+         * and the links the datasheet's, two rows cannot fit more. */
+        .calibrated = TRUE,
+        .kernel_eff_max = 0.60,
+        .kernel_eff_half_tokens = 0.0,
+        .kernel_eff_half_hidden = 1450.0,
     },
     {
         .name = "h200-sxm",
@@ -57,6 +81,14 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .link_bw_bytes_per_s = 450e9,          /* NVLink 4: 900 GB/s both directions, 450 each */
         .link_latency_ns = 5000,               /* same NVSwitch p2p latency order as A100 */
         .nvlink = TRUE,
+        .gpus_per_node = 8,               /* HGX H200: 8 GPUs on NVSwitch */
+        .internode_bw_bytes_per_s = 50e9, /* one 400 Gb/s NIC per GPU, as on DGX H100 */
+        .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
+        /* Same SMs and tensor cores as H100 SXM and no published H200 row: H100's fit. */
+        .calibrated = TRUE,
+        .kernel_eff_max = 0.60,
+        .kernel_eff_half_tokens = 0.0,
+        .kernel_eff_half_hidden = 1450.0,
     },
     {
         .name = "rtx-pro-6000",
@@ -68,6 +100,9 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .link_bw_bytes_per_s = 50e9,  /* PCIe 5.0 x16: 63 GB/s raw, ~50 GB/s effective */
         .link_latency_ns = 10000,     /* PCIe p2p through the host bridge: ~10 us */
         .nvlink = FALSE,
+        .gpus_per_node = 8,                 /* 8-GPU PCIe server */
+        .internode_bw_bytes_per_s = 6.25e9, /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
+        .internode_latency_ns = 15000,      /* NIC behind the host bridge: ~15 us */
     },
     {
         .name = "l40s",
@@ -77,6 +112,9 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .link_bw_bytes_per_s = 25e9, /* PCIe 4.0 x16: 31.5 GB/s raw, ~25 GB/s effective */
         .link_latency_ns = 10000,    /* PCIe p2p through the host bridge: ~10 us */
         .nvlink = FALSE,
+        .gpus_per_node = 8,                 /* 8-GPU PCIe server */
+        .internode_bw_bytes_per_s = 6.25e9, /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
+        .internode_latency_ns = 15000,      /* NIC behind the host bridge: ~15 us */
     },
 };
 

@@ -20,16 +20,25 @@ typedef struct {
     int32_t     vocab;   /* V */
 } PpModelPreset;
 
-/* One accelerator and the link between neighbouring pipeline stages (the fields of
- * [hardware] except devices and the kernel-efficiency curve). */
+/* One accelerator, its node and its two link classes (the fields of [hardware] except
+ * devices). The kernel-efficiency fields are the simulator's calibration for this GPU type,
+ * fitted once against published runs (sim/README.md); uncalibrated presets keep the key
+ * table's defaults. */
 typedef struct {
     const char *name;
-    double      peak_flops;          /* dense bf16 tensor FLOP/s, fp32 accumulate */
-    int64_t     memory_bytes;        /* device memory */
-    double      mem_bw_bytes_per_s;  /* device memory bandwidth */
-    double      link_bw_bytes_per_s; /* stage-to-stage link, one direction */
-    int64_t     link_latency_ns;     /* one small stage-to-stage message */
-    gboolean    nvlink;              /* TRUE: NVLink; FALSE: PCIe */
+    double      peak_flops;               /* dense bf16 tensor FLOP/s, fp32 accumulate */
+    int64_t     memory_bytes;             /* device memory */
+    double      mem_bw_bytes_per_s;       /* device memory bandwidth */
+    double      link_bw_bytes_per_s;      /* GPU-to-GPU link inside a node, one direction */
+    int64_t     link_latency_ns;          /* one small message inside a node */
+    gboolean    nvlink;                   /* TRUE: NVLink; FALSE: PCIe */
+    int32_t     gpus_per_node;            /* GPUs that share the intra-node link */
+    double      internode_bw_bytes_per_s; /* one GPU's link to other nodes, one direction */
+    int64_t     internode_latency_ns;     /* one small message between nodes */
+    gboolean    calibrated;               /* TRUE: the three fields below set the curve */
+    double      kernel_eff_max;           /* in (0, 1] */
+    double      kernel_eff_half_tokens;   /* >= 0 */
+    double      kernel_eff_half_hidden;   /* >= 0 */
 } PpHardwarePreset;
 
 /* --- lookup --- */

@@ -14,7 +14,7 @@
 
 #include "pp-error.h"
 #include "pp-presets.h"
-#include "pp-schedule.h"
+#include "pp-sched-gen.h"
 
 /* --- the key table --- */
 
@@ -32,11 +32,14 @@ typedef enum {
     PP_KEY_HARDWARE_PRESET, /* a pp-presets.h device; fills [hardware] */
     PP_KEY_INT32_LIST,      /* comma-separated whole numbers in [min, max] */
     PP_KEY_STRING_LIST,     /* comma-separated non-empty texts */
+    PP_KEY_SCALED_LIST,     /* comma-separated numbers in the range, stored as int64_t
+                               round(value * scale) each */
 } PpKeyType;
 
 typedef enum {
     PP_KEY_REQUIRED = 1 << 0, /* must be given unless the section's preset fills it */
-    PP_KEY_DERIVED = 1 << 1,  /* computed from other keys when absent (int32 -1 until then) */
+    PP_KEY_DERIVED = 1 << 1,  /* computed from other keys when absent (-1 until then; INT32,
+                                 DOUBLE or SCALED_INT64 keys) */
     PP_KEY_OPTIONAL = 1 << 2, /* absent means NULL */
     PP_KEY_MIN_EXCL = 1 << 3, /* the range excludes min */
     PP_KEY_MAX_EXCL = 1 << 4, /* the range excludes max */
@@ -47,10 +50,10 @@ typedef struct {
     const char        *key;
     PpKeyType          type;
     size_t             offset;       /* of the field in PpScenario */
-    size_t             count_offset; /* INT32_LIST: of its int32_t length field */
+    size_t             count_offset; /* INT32_LIST, SCALED_LIST: of its int32_t length */
     const char        *def;          /* default in file units; NULL: see flags */
     double             min, max;     /* valid range in file units (numbers, list elements) */
-    double             scale;        /* stored unit per file unit (DOUBLE, SCALED_INT64) */
+    double             scale;        /* stored unit per file unit (DOUBLE, SCALED_*) */
     const char *const *choices;      /* ENUM: NULL-terminated */
     unsigned           flags;
     const char        *description; /* one line; written as a comment by to_data */
@@ -62,19 +65,55 @@ typedef struct {
 } PpScenarioSection;
 
 static const PpScenarioSection pp_scenario_sections[] = {
-    {"model", TRUE},  {"hardware", FALSE}, {"pipeline", TRUE},   {"training", FALSE},
-    {"costs", FALSE}, {"data", FALSE},     {"optimizer", FALSE}, {"run", FALSE},
+    {"model", TRUE},     {"hardware", FALSE},  {"pipeline", TRUE},
+    {"parallel", FALSE}, {"training", FALSE},  {"costs", FALSE},
+    {"data", FALSE},     {"optimizer", FALSE}, {"run", FALSE},
 };
 
 static const char *const pp_mode_choices[] = {"static", "dynamic", NULL};
 static const char *const pp_partition_choices[] = {"balanced", "even", NULL};
 static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
+/* PpRecompute order */
+static const char *const pp_recompute_choices[] = {"none", "selective", "full", NULL};
+static const char *const pp_precision_choices[] = {"fp32", "bf16", NULL};
 
 #define PP_OFF(field) offsetof(PpScenario, field)
-#define PP_I32_MAX    2147483647.0
-/* Scaled int64 keys stay below 2^63 after scaling: 1e12 us is 1e15 ns, 1e9 GiB < 2^60. */
+
+/* The valid ranges, from what the arithmetic holds (sim/README.md lists them per key). Each
+ * key is bounded alone here; products of keys (FLOPs, bytes, the run's total time) are
+ * checked where they are formed (sim-cost.c, sim-engine.c, pp-partition.c) against 2^62. */
+#define PP_I32_MAX 2147483647.0
+/* Counts of steps and micro-batches: a schedule holds at most 2^24 (micro-batch, virtual
+ * stage) units (PP_SCHED_MAX_UNITS), so no larger count can run. */
+#define PP_COUNT_MAX 16777216.0
+/* Stages: every generator's limit; chunks: interleaved's and custom orders'. */
+#define PP_STAGES_MAX 4096.0
+#define PP_CHUNKS_MAX 64.0
+/* Model dimensions and sequences per micro-batch: 2^24, so that the product of any two is
+ * below 2^48 and exact in a double; the cost model's larger products are checked. */
+#define PP_DIM_MAX 16777216.0
+/* Tokens a micro-batch can hold (microbatch_size x seq_len <= 2^48). */
+#define PP_TOKENS_MAX 281474976710656.0
+/* Rates (TFLOP/s, GB/s): finite once scaled; the times they give are checked. */
+#define PP_RATE_MAX 1e9
+/* Scaled int64 keys stay below 2^62 after scaling: 1e12 us is 1e15 ns, 1e9 GiB < 2^60. */
 #define PP_US_MAX  1e12
 #define PP_GIB_MAX 1e9
+/* The executor's kernels compute in fp32 (largest finite 3.4e38, smallest normal 1.2e-38). */
+#define PP_F32_MAX      1e38
+#define PP_F32_MIN_NORM 1e-37
+/* Newton-Schulz iterations per muon update (5 is usual) and BLAS threads per worker. */
+#define PP_NS_STEPS_MAX 100.0
+#define PP_THREADS_MAX  1024.0
+/* Layout limits: 2^20 replicas or GPUs per node, 1024-way tensor parallelism; their product
+ * with the stages is checked against int32_t when the scenario loads. */
+#define PP_REPLICAS_MAX 1048576.0
+#define PP_TENSOR_MAX   1024.0
+/* Device ids of one process: CUDA numbers the visible devices from 0; the backend checks each
+ * id against the devices it sees. */
+#define PP_DEVICE_ID_MAX 1023.0
+/* A multi-process run's wait for a peer: positive, at most a week. */
+#define PP_TIMEOUT_S_MAX 604800.0
 
 #define PP_INT(sec, k, field, d, lo, hi, fl, desc)                                                 \
     {                                                                                              \
@@ -90,6 +129,13 @@ static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
     {                                                                                              \
         .section = sec, .key = k, .type = PP_KEY_SCALED_INT64, .offset = PP_OFF(field), .def = d,  \
         .min = 0.0, .max = hi, .scale = sc, .flags = fl, .description = desc                       \
+    }
+/* A per-stage [costs] time list: one value for every stage, or one per stage. */
+#define PP_STAGE_US(k, field, count, d, fl, desc)                                                  \
+    {                                                                                              \
+        .section = "costs", .key = k, .type = PP_KEY_SCALED_LIST, .offset = PP_OFF(field),         \
+        .count_offset = PP_OFF(count), .def = d, .min = 0.0, .max = PP_US_MAX, .scale = 1e3,       \
+        .flags = fl, .description = desc                                                           \
     }
 #define PP_TEXT(sec, k, ty, field, d, fl, desc)                                                    \
     {                                                                                              \
@@ -107,29 +153,33 @@ static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
 static const PpScenarioKey pp_scenario_keys[] = {
     PP_TEXT("model", "preset", PP_KEY_MODEL_PRESET, model.preset, NULL, PP_KEY_OPTIONAL,
             "named shape that fills this section; the keys below override it"),
-    PP_INT("model", "layers", model.layers, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
+    PP_INT("model", "layers", model.layers, NULL, 1, PP_PARTITION_MAX_LAYERS, PP_KEY_REQUIRED,
            "transformer blocks L"),
-    PP_INT("model", "hidden", model.hidden, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
+    PP_INT("model", "hidden", model.hidden, NULL, 1, PP_DIM_MAX, PP_KEY_REQUIRED,
            "hidden size C (a multiple of heads)"),
-    PP_INT("model", "heads", model.heads, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
+    PP_INT("model", "heads", model.heads, NULL, 1, PP_DIM_MAX, PP_KEY_REQUIRED,
            "attention heads NH"),
-    PP_INT("model", "seq_len", model.seq_len, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
+    PP_INT("model", "seq_len", model.seq_len, NULL, 1, PP_DIM_MAX, PP_KEY_REQUIRED,
            "sequence length T in tokens"),
-    PP_INT("model", "vocab", model.vocab, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
+    PP_INT("model", "vocab", model.vocab, NULL, 1, PP_DIM_MAX, PP_KEY_REQUIRED,
            "vocabulary size V"),
     PP_TEXT("model", "flash_attention", PP_KEY_BOOL, model.flash_attention, "false", 0,
             "true: fused attention stores no s x s scores; the simulator's activations per "
             "layer drop from sbh(34 + 5as/h) to 34sbh bytes"),
+    PP_ENUM("model", "recompute", model.recompute, "none", pp_recompute_choices,
+            "activation recomputation (simulator): none, selective (attention scores, softmax "
+            "and dropout are recomputed in the backward) or full (only each layer's input is "
+            "kept; the backward reruns the forward)"),
 
     PP_TEXT("hardware", "preset", PP_KEY_HARDWARE_PRESET, hardware.preset, NULL, PP_KEY_OPTIONAL,
             "named device that fills this section; the keys below override it"),
-    PP_NUM("hardware", "peak_tflops", hardware.peak_flops, NULL, 0.0, INFINITY, 1e12,
+    PP_NUM("hardware", "peak_tflops", hardware.peak_flops, NULL, 0.0, PP_RATE_MAX, 1e12,
            PP_KEY_REQUIRED | PP_KEY_MIN_EXCL, "dense bf16 TFLOP/s of one device"),
     PP_SCALED("hardware", "memory_gib", hardware.memory_bytes, NULL, PP_GIB_MAX, (double)(1 << 30),
               PP_KEY_REQUIRED | PP_KEY_MIN_EXCL, "device memory in GiB (2^30 bytes)"),
-    PP_NUM("hardware", "mem_bw_gbps", hardware.mem_bw_bytes_per_s, NULL, 0.0, INFINITY, 1e9,
+    PP_NUM("hardware", "mem_bw_gbps", hardware.mem_bw_bytes_per_s, NULL, 0.0, PP_RATE_MAX, 1e9,
            PP_KEY_REQUIRED | PP_KEY_MIN_EXCL, "device memory bandwidth in GB/s (1e9 bytes/s)"),
-    PP_NUM("hardware", "link_gbps", hardware.link_bw_bytes_per_s, NULL, 0.0, INFINITY, 1e9,
+    PP_NUM("hardware", "link_gbps", hardware.link_bw_bytes_per_s, NULL, 0.0, PP_RATE_MAX, 1e9,
            PP_KEY_REQUIRED | PP_KEY_MIN_EXCL,
            "stage-to-stage link bandwidth in GB/s, one direction"),
     PP_SCALED("hardware", "link_latency_us", hardware.link_latency_ns, NULL, PP_US_MAX, 1e3,
@@ -137,26 +187,41 @@ static const PpScenarioKey pp_scenario_keys[] = {
     PP_TEXT("hardware", "nvlink", PP_KEY_BOOL, hardware.nvlink, "false", 0,
             "true: the link is NVLink; false: PCIe"),
     PP_INT("hardware", "devices", hardware.devices, NULL, 1, PP_I32_MAX, PP_KEY_DERIVED,
-           "devices available (>= pipeline.stages); absent: pipeline.stages"),
+           "devices available (>= parallel.data * parallel.tensor * pipeline.stages); absent: "
+           "that product"),
+    PP_INT("hardware", "gpus_per_node", hardware.gpus_per_node, NULL, 1, PP_REPLICAS_MAX,
+           PP_KEY_DERIVED,
+           "GPUs per node, joined by link_gbps; absent (no preset): one node holds every GPU"),
+    PP_NUM("hardware", "internode_gbps", hardware.internode_bw_bytes_per_s, NULL, 0.0, PP_RATE_MAX,
+           1e9, PP_KEY_DERIVED | PP_KEY_MIN_EXCL,
+           "one GPU's link to other nodes in GB/s, one direction; absent (no preset): "
+           "link_gbps"),
+    PP_SCALED("hardware", "internode_latency_us", hardware.internode_latency_ns, NULL, PP_US_MAX,
+              1e3, PP_KEY_DERIVED,
+              "latency of one message between nodes in us; absent (no preset): link_latency_us"),
     PP_NUM("hardware", "kernel_eff_max", hardware.kernel_eff_max, "0.6", 0.0, 1.0, 1.0,
            PP_KEY_MIN_EXCL,
            "analytic cost model: share of peak_tflops that large micro-batches reach; "
            "eff(t) = kernel_eff_max * t / (t + kernel_eff_half_tokens) for t tokens"),
     PP_NUM("hardware", "kernel_eff_half_tokens", hardware.kernel_eff_half_tokens, "2048", 0.0,
-           INFINITY, 1.0, 0,
+           PP_TOKENS_MAX, 1.0, 0,
            "analytic cost model: micro-batch tokens at which eff reaches half of kernel_eff_max"),
+    PP_NUM("hardware", "kernel_eff_half_hidden", hardware.kernel_eff_half_hidden, "0", 0.0,
+           PP_DIM_MAX, 1.0, 0,
+           "analytic cost model: eff is also scaled by h / (h + kernel_eff_half_hidden) for the "
+           "model's hidden size h; 0: no hidden-size term"),
 
     PP_TEXT("pipeline", "schedule", PP_KEY_SCHEDULE, pipeline.schedule, NULL, PP_KEY_REQUIRED,
             "schedule registry name"),
-    PP_INT("pipeline", "stages", pipeline.stages, NULL, 1, PP_I32_MAX, PP_KEY_REQUIRED,
+    PP_INT("pipeline", "stages", pipeline.stages, NULL, 1, PP_STAGES_MAX, PP_KEY_REQUIRED,
            "pipeline stages N, one device each"),
-    PP_INT("pipeline", "chunks", pipeline.chunks, "1", 1, PP_I32_MAX, 0,
+    PP_INT("pipeline", "chunks", pipeline.chunks, "1", 1, PP_CHUNKS_MAX, 0,
            "model chunks per device v (interleaved only)"),
-    PP_INT("pipeline", "microbatches", pipeline.microbatches, "1", 1, PP_I32_MAX, 0,
+    PP_INT("pipeline", "microbatches", pipeline.microbatches, "1", 1, PP_COUNT_MAX, 0,
            "micro-batches m per optimizer step (flush schedules, 2bw, custom)"),
-    PP_INT("pipeline", "accumulation", pipeline.accumulation, "1", 1, PP_I32_MAX, 0,
+    PP_INT("pipeline", "accumulation", pipeline.accumulation, "1", 1, PP_COUNT_MAX, 0,
            "backward passes a per local update (paci; async-1f1b needs 1)"),
-    PP_INT("pipeline", "microbatch_size", pipeline.microbatch_size, NULL, 1, PP_I32_MAX,
+    PP_INT("pipeline", "microbatch_size", pipeline.microbatch_size, NULL, 1, PP_DIM_MAX,
            PP_KEY_DERIVED, "sequences per micro-batch; absent: derived from global_batch"),
     PP_TEXT("pipeline", "order_file", PP_KEY_PATH, pipeline.order_file, NULL, PP_KEY_OPTIONAL,
             "custom schedule: CSV of per-stage op orders, relative to this file"),
@@ -164,22 +229,49 @@ static const PpScenarioKey pp_scenario_keys[] = {
             "static: replay the program; dynamic: run the PACI policy live"),
     PP_ENUM("pipeline", "partition", pipeline.partition, "balanced", pp_partition_choices,
             "layers per virtual stage: balanced (smallest slowest stage within "
-            "hardware.memory) or even; run.layers_per_stage overrides both"),
+            "hardware.memory_gib) or even; run.layers_per_stage overrides both"),
+
+    PP_INT("parallel", "data", parallel.data, "1", 1, PP_REPLICAS_MAX, 0,
+           "data-parallel replicas D of the pipeline (simulator; pacer-train runs 1)"),
+    PP_INT("parallel", "tensor", parallel.tensor, "1", 1, PP_TENSOR_MAX, 0,
+           "tensor-parallel degree T of every stage, dividing model.heads (simulator; "
+           "pacer-train runs 1)"),
+    PP_TEXT("parallel", "sequence_parallel", PP_KEY_BOOL, parallel.sequence_parallel, "false", 0,
+            "Megatron sequence parallelism: LayerNorm and dropout activations split over the "
+            "tensor group too (simulator)"),
+    PP_TEXT("parallel", "distributed_optimizer", PP_KEY_BOOL, parallel.distributed_optimizer,
+            "false", 0,
+            "ZeRO-1: fp32 master weights and Adam moments sharded over the data replicas "
+            "(simulator)"),
+    PP_TEXT("parallel", "overlap_grad_reduce", PP_KEY_BOOL, parallel.overlap_grad_reduce, "false",
+            0,
+            "the data-parallel gradient all-reduce starts layer by layer during a chunk's last "
+            "backward instead of after it (simulator)"),
 
     PP_INT("training", "global_batch", training.global_batch, NULL, 1, PP_I32_MAX, PP_KEY_DERIVED,
-           "sequences per optimizer step; absent: derived from the pipeline"),
-    PP_INT("training", "steps", training.steps, "10", 1, PP_I32_MAX, 0, "optimizer steps"),
+           "sequences per optimizer step, all data replicas together; absent: derived from the "
+           "pipeline"),
+    PP_INT("training", "steps", training.steps, "10", 1, PP_COUNT_MAX, 0, "optimizer steps"),
 
-    PP_SCALED("costs", "forward_us", costs.forward_ns, NULL, PP_US_MAX, 1e3, PP_KEY_REQUIRED,
-              "forward of one micro-batch through one full stage, us"),
-    PP_SCALED("costs", "backward_us", costs.backward_ns, NULL, PP_US_MAX, 1e3, PP_KEY_REQUIRED,
-              "input-gradient backward B of one full stage, us"),
-    PP_SCALED("costs", "weight_us", costs.weight_ns, "0", PP_US_MAX, 1e3, 0,
-              "weight-gradient backward W, us; a fused BW costs backward_us + weight_us"),
+    PP_STAGE_US("forward_us", costs.forward_stage_ns, costs.n_forward_stage, NULL, PP_KEY_REQUIRED,
+                "forward of one micro-batch through one full stage, us; one value for every "
+                "stage or one per stage, comma-separated"),
+    PP_STAGE_US("backward_us", costs.backward_stage_ns, costs.n_backward_stage, NULL,
+                PP_KEY_REQUIRED,
+                "input-gradient backward B of one full stage, us; one value or one per stage"),
+    PP_STAGE_US("weight_us", costs.weight_stage_ns, costs.n_weight_stage, "0", 0,
+                "weight-gradient backward W, us; one value or one per stage"),
     PP_SCALED("costs", "comm_us", costs.comm_ns, "0", PP_US_MAX, 1e3, 0,
               "one stage-to-stage hop, us"),
-    PP_SCALED("costs", "update_us", costs.update_ns, "0", PP_US_MAX, 1e3, 0,
-              "optimizer step of one stage, us"),
+    PP_STAGE_US("update_us", costs.update_stage_ns, costs.n_update_stage, "0", 0,
+                "optimizer step of one stage, us; one value or one per stage"),
+    PP_STAGE_US("fused_backward_us", costs.fused_stage_ns, costs.n_fused_stage, NULL,
+                PP_KEY_OPTIONAL,
+                "fused backward BW of one full stage, us; one value or one per stage; absent: "
+                "backward_us + weight_us"),
+    PP_STAGE_US("stash_us", costs.stash_stage_ns, costs.n_stash_stage, NULL, PP_KEY_OPTIONAL,
+                "copying a stage's weights, us, paid by the first forward of each weight "
+                "version under weight stashing (pipedream, 2bw); one value or one per stage"),
 
     PP_TEXT("data", "paths", PP_KEY_STRING_LIST, data.paths, NULL, PP_KEY_OPTIONAL,
             "extra text files or folders, comma-separated; absent: the default corpus"),
@@ -190,38 +282,47 @@ static const PpScenarioKey pp_scenario_keys[] = {
 
     PP_ENUM("optimizer", "name", optimizer.name, "adamw", pp_optimizer_choices,
             "adamw, or muon (AdamW for non-matrix parameters)"),
-    PP_NUM("optimizer", "lr", optimizer.lr, "6e-4", 0.0, INFINITY, 1.0, 0, "peak learning rate"),
-    PP_NUM("optimizer", "min_lr", optimizer.min_lr, "6e-5", 0.0, INFINITY, 1.0, 0,
+    PP_NUM("optimizer", "lr", optimizer.lr, "6e-4", 0.0, PP_F32_MAX, 1.0, 0, "peak learning rate"),
+    PP_NUM("optimizer", "min_lr", optimizer.min_lr, "6e-5", 0.0, PP_F32_MAX, 1.0, 0,
            "learning rate at the end of the cosine decay (<= lr)"),
-    PP_INT("optimizer", "warmup_steps", optimizer.warmup_steps, NULL, 0, PP_I32_MAX, PP_KEY_DERIVED,
-           "linear warmup steps; absent: 10% of training.steps"),
-    PP_NUM("optimizer", "weight_decay", optimizer.weight_decay, "0.1", 0.0, INFINITY, 1.0, 0,
+    PP_INT("optimizer", "warmup_steps", optimizer.warmup_steps, NULL, 0, PP_COUNT_MAX,
+           PP_KEY_DERIVED, "linear warmup steps; absent: 10% of training.steps"),
+    PP_NUM("optimizer", "weight_decay", optimizer.weight_decay, "0.1", 0.0, PP_F32_MAX, 1.0, 0,
            "decoupled weight decay"),
     PP_NUM("optimizer", "beta1", optimizer.beta1, "0.9", 0.0, 1.0, 1.0, PP_KEY_MAX_EXCL,
            "Adam first-moment decay"),
     PP_NUM("optimizer", "beta2", optimizer.beta2, "0.95", 0.0, 1.0, 1.0, PP_KEY_MAX_EXCL,
            "Adam second-moment decay"),
-    PP_NUM("optimizer", "eps", optimizer.eps, "1e-8", 0.0, INFINITY, 1.0, PP_KEY_MIN_EXCL,
+    PP_NUM("optimizer", "eps", optimizer.eps, "1e-8", PP_F32_MIN_NORM, PP_F32_MAX, 1.0, 0,
            "Adam denominator epsilon"),
     PP_NUM("optimizer", "momentum", optimizer.momentum, "0.95", 0.0, 1.0, 1.0, PP_KEY_MAX_EXCL,
            "muon momentum"),
-    PP_NUM("optimizer", "muon_lr", optimizer.muon_lr, "0.02", 0.0, INFINITY, 1.0, 0,
+    PP_NUM("optimizer", "muon_lr", optimizer.muon_lr, "0.02", 0.0, PP_F32_MAX, 1.0, 0,
            "muon peak learning rate for the blocks' matrices (same warmup and decay as lr)"),
-    PP_INT("optimizer", "ns_steps", optimizer.ns_steps, "5", 1, PP_I32_MAX, 0,
+    PP_INT("optimizer", "ns_steps", optimizer.ns_steps, "5", 1, PP_NS_STEPS_MAX, 0,
            "muon Newton-Schulz iterations"),
-    PP_NUM("optimizer", "grad_clip", optimizer.grad_clip, "1.0", 0.0, INFINITY, 1.0, 0,
+    PP_NUM("optimizer", "grad_clip", optimizer.grad_clip, "1.0", 0.0, PP_F32_MAX, 1.0, 0,
            "per-stage clipping threshold on the gradient L2 norm; 0: off"),
     PP_TEXT("optimizer", "error_feedback", PP_KEY_BOOL, optimizer.error_feedback, "false", 0,
             "update-level error feedback for delayed updates"),
 
-    PP_TEXT("run", "seed", PP_KEY_UINT64, run.seed, "1337", 0, "random seed"),
-    PP_INT("run", "eval_every", run.eval_every, "0", 0, PP_I32_MAX, 0,
+    {.section = "run",
+     .key = "seed",
+     .type = PP_KEY_UINT64,
+     .offset = PP_OFF(run.seed),
+     .def = "1337",
+     .min = 0.0,
+     .max = 18446744073709551615.0,
+     .description = "random seed"},
+    PP_INT("run", "eval_every", run.eval_every, "0", 0, PP_COUNT_MAX, 0,
            "steps between validation passes; 0: only at the end"),
-    PP_INT("run", "eval_batches", run.eval_batches, "8", 1, PP_I32_MAX, 0,
+    PP_INT("run", "eval_batches", run.eval_batches, "8", 1, PP_COUNT_MAX, 0,
            "micro-batches per validation pass"),
-    PP_INT("run", "checkpoint_every", run.checkpoint_every, "0", 0, PP_I32_MAX, 0,
+    PP_INT("run", "checkpoint_every", run.checkpoint_every, "0", 0, PP_COUNT_MAX, 0,
            "steps between checkpoints; 0: only at the end"),
-    PP_INT("run", "threads", run.threads, "0", 0, PP_I32_MAX, 0,
+    PP_INT("run", "keep_checkpoints", run.keep_checkpoints, "3", 0, PP_COUNT_MAX, 0,
+           "newest complete checkpoints kept in OUT/checkpoints; 0: all"),
+    PP_INT("run", "threads", run.threads, "0", 0, PP_THREADS_MAX, 0,
            "BLAS threads per worker; 0: automatic"),
     PP_TEXT("run", "backend", PP_KEY_STRING, run.backend, "cpu", 0,
             "executor backend: cpu, or another one this build has (pacer-train checks the name "
@@ -232,13 +333,33 @@ static const PpScenarioKey pp_scenario_keys[] = {
      .offset = PP_OFF(run.layers_per_stage),
      .count_offset = PP_OFF(run.n_layers_per_stage),
      .min = 1,
-     .max = PP_I32_MAX,
+     .max = PP_PARTITION_MAX_LAYERS,
      .flags = PP_KEY_OPTIONAL,
      .description = "layers of each virtual stage, comma-separated; absent: balanced by cost"},
-    PP_INT("run", "log_every", run.log_every, "1", 1, PP_I32_MAX, 0, "steps between log lines"),
-    PP_NUM("run", "comm_timeout_s", run.comm_timeout_s, "300", 0.0, 604800.0, 1.0, PP_KEY_MIN_EXCL,
+    PP_INT("run", "log_every", run.log_every, "1", 1, PP_COUNT_MAX, 0, "steps between log lines"),
+    PP_NUM("run", "comm_timeout_s", run.comm_timeout_s, "300", 0.0, PP_TIMEOUT_S_MAX, 1.0,
+           PP_KEY_MIN_EXCL,
            "multi-process runs: seconds a process waits for a peer before it names the peer and "
            "the op it waited for and aborts the job (at most a week)"),
+    {.section = "run",
+     .key = "devices",
+     .type = PP_KEY_INT32_LIST,
+     .offset = PP_OFF(run.devices),
+     .count_offset = PP_OFF(run.n_devices),
+     .min = 0,
+     .max = PP_DEVICE_ID_MAX,
+     .flags = PP_KEY_OPTIONAL,
+     .description = "device id of each stage, comma-separated (e.g. 0,0,0,0 puts 4 stages on "
+                    "device 0); absent: stages spread over the visible devices"},
+    {.section = "run",
+     .key = "precision",
+     .type = PP_KEY_ENUM,
+     .offset = PP_OFF(run.precision),
+     .choices = pp_precision_choices,
+     .flags = PP_KEY_OPTIONAL,
+     .description = "activations and compute weights: fp32 or bf16 (fp32 master weights either "
+                    "way); absent: the backend's default, fp32 on cpu (its only one), bf16 on "
+                    "cuda"},
 };
 
 /* --- field access --- */
@@ -327,8 +448,12 @@ static char *pp_scenario_key_expected(const PpScenarioKey *k) {
         return g_strdup_printf("a whole number from %s to %s", lo, hi);
     case PP_KEY_INT32_LIST:
         return g_strdup_printf("comma-separated whole numbers from %s to %s", lo, hi);
+    case PP_KEY_SCALED_LIST:
+        return g_strdup_printf("numbers from %s to %s: one for every stage, or one per stage, "
+                               "comma-separated",
+                               lo, hi);
     case PP_KEY_UINT64:
-        return g_strdup("a whole number >= 0");
+        return g_strdup_printf("a whole number from 0 to %" G_GUINT64_FORMAT, G_MAXUINT64);
     case PP_KEY_DOUBLE:
     case PP_KEY_SCALED_INT64:
         if (isinf(k->max))
@@ -379,14 +504,15 @@ static PpNumStatus pp_parse_int(const PpScenarioKey *k, const char *text, int64_
 static PpNumStatus pp_parse_double(const PpScenarioKey *k, const char *text, double *out) {
     if (text[0] == '\0')
         return PP_NUM_MALFORMED;
-    char *end = NULL;
-    errno = 0;
+    char  *end = NULL;
     double v = g_ascii_strtod(text, &end);
     if (*end != '\0' || isnan(v))
         return PP_NUM_MALFORMED;
+    /* No errno test: ERANGE also flags an underflow to a subnormal or 0, which the range
+     * check judges; an overflow is infinite. */
     gboolean below = (k->flags & PP_KEY_MIN_EXCL) ? v <= k->min : v < k->min;
     gboolean above = (k->flags & PP_KEY_MAX_EXCL) ? v >= k->max : v > k->max;
-    if (errno == ERANGE || isinf(v) || below || above)
+    if (isinf(v) || below || above)
         return PP_NUM_RANGE;
     *out = v;
     return PP_NUM_OK;
@@ -427,6 +553,14 @@ static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePr
     sc->hardware.link_bw_bytes_per_s = p->link_bw_bytes_per_s;
     sc->hardware.link_latency_ns = p->link_latency_ns;
     sc->hardware.nvlink = p->nvlink;
+    sc->hardware.gpus_per_node = p->gpus_per_node;
+    sc->hardware.internode_bw_bytes_per_s = p->internode_bw_bytes_per_s;
+    sc->hardware.internode_latency_ns = p->internode_latency_ns;
+    if (p->calibrated) {
+        sc->hardware.kernel_eff_max = p->kernel_eff_max;
+        sc->hardware.kernel_eff_half_tokens = p->kernel_eff_half_tokens;
+        sc->hardware.kernel_eff_half_hidden = p->kernel_eff_half_hidden;
+    }
 }
 
 static gboolean pp_scenario_parse_list(const PpScenarioKey *k, const char *origin,
@@ -449,6 +583,12 @@ static gboolean pp_scenario_parse_value(PpScenario *sc, const PpScenarioKey *k, 
     double      dv = 0.0;
     PpNumStatus status;
 
+    /* GKeyFile hands non-UTF-8 values over raw (unescaped), so they would not survive
+     * pp_scenario_to_data() and a reload unchanged. */
+    if (!g_utf8_validate(value, -1, NULL)) {
+        g_autofree char *shown = g_utf8_make_valid(value, -1);
+        return pp_scenario_value_error(k, origin, shown, "not valid UTF-8", error);
+    }
     switch (k->type) {
     case PP_KEY_INT32:
         if ((status = pp_parse_int(k, value, &iv)) != PP_NUM_OK)
@@ -537,6 +677,24 @@ static gboolean pp_scenario_parse_value(PpScenario *sc, const PpScenarioKey *k, 
         *(int32_t *)((char *)sc + k->count_offset) = n;
         return TRUE;
     }
+    case PP_KEY_SCALED_LIST: {
+        g_auto(GStrv) items = NULL;
+        if (!pp_scenario_parse_list(k, origin, value, &items, error))
+            return FALSE;
+        int32_t n = (int32_t)g_strv_length(items);
+        if (n == 0)
+            return pp_scenario_value_error(k, origin, value, "empty", error);
+        g_autofree int64_t *list = g_new(int64_t, n);
+        for (int32_t i = 0; i < n; i++) {
+            if ((status = pp_parse_double(k, items[i], &dv)) != PP_NUM_OK)
+                return pp_scenario_num_error(k, origin, value, status, error);
+            list[i] = (int64_t)llround(dv * k->scale);
+        }
+        g_free(*PP_FIELD(sc, k, int64_t *));
+        *PP_FIELD(sc, k, int64_t *) = g_steal_pointer(&list);
+        *(int32_t *)((char *)sc + k->count_offset) = n;
+        return TRUE;
+    }
     case PP_KEY_STRING_LIST: {
         g_auto(GStrv) items = NULL;
         if (!pp_scenario_parse_list(k, origin, value, &items, error))
@@ -581,6 +739,17 @@ static char *pp_scenario_format_value(const PpScenario *sc, const PpScenarioKey 
         GString *text = g_string_new(NULL);
         for (int32_t i = 0; i < n; i++)
             g_string_append_printf(text, "%s%" G_GINT32_FORMAT, i ? "," : "", list[i]);
+        return g_string_free(text, FALSE);
+    }
+    case PP_KEY_SCALED_LIST: {
+        const int64_t *list = *PP_CFIELD(sc, k, int64_t *);
+        int32_t        n = *(const int32_t *)((const char *)sc + k->count_offset);
+        if (list == NULL)
+            return NULL;
+        GString *text = g_string_new(NULL);
+        for (int32_t i = 0; i < n; i++)
+            g_string_append_printf(text, "%s%s", i ? "," : "",
+                                   pp_format_double(buf, sizeof buf, (double)list[i] / k->scale));
         return g_string_free(text, FALSE);
     }
     case PP_KEY_STRING_LIST: {
@@ -628,8 +797,8 @@ void pp_scenario_free(PpScenario *scenario) {
         const PpScenarioKey *k = &pp_scenario_keys[i];
         if (pp_key_is_text(k->type))
             g_free(*PP_FIELD(scenario, k, char *));
-        else if (k->type == PP_KEY_INT32_LIST)
-            g_free(*PP_FIELD(scenario, k, int32_t *));
+        else if (k->type == PP_KEY_INT32_LIST || k->type == PP_KEY_SCALED_LIST)
+            g_free(*PP_FIELD(scenario, k, void *));
         else if (k->type == PP_KEY_STRING_LIST)
             g_strfreev(*PP_FIELD(scenario, k, char **));
     }
@@ -637,15 +806,21 @@ void pp_scenario_free(PpScenario *scenario) {
     g_free(scenario);
 }
 
-/* A scenario holding every table default; DERIVED int32 fields are -1. */
+/* A scenario holding every table default; DERIVED fields are -1. */
 static PpScenario *pp_scenario_new_defaults(const char *name) {
     g_autoptr(PpScenario) sc = g_new0(PpScenario, 1);
     sc->path = g_strdup(name);
     for (size_t i = 0; i < G_N_ELEMENTS(pp_scenario_keys); i++) {
         const PpScenarioKey *k = &pp_scenario_keys[i];
         if (k->flags & PP_KEY_DERIVED) {
-            PP_ASSERT(k->type == PP_KEY_INT32);
-            *PP_FIELD(sc, k, int32_t) = -1;
+            if (k->type == PP_KEY_INT32)
+                *PP_FIELD(sc, k, int32_t) = -1;
+            else if (k->type == PP_KEY_DOUBLE)
+                *PP_FIELD(sc, k, double) = -1.0;
+            else if (k->type == PP_KEY_SCALED_INT64)
+                *PP_FIELD(sc, k, int64_t) = -1;
+            else
+                PP_UNREACHABLE();
         } else if (k->def != NULL) {
             g_autoptr(GError) err = NULL;
             gboolean ok = pp_scenario_parse_value(sc, k, k->def, "<defaults>", NULL, &err);
@@ -769,8 +944,8 @@ static gboolean G_GNUC_PRINTF(3, 4)
     return FALSE;
 }
 
-/* global_batch = microbatch_size * k, k per the schedule's batch rule; fills whichever of
- * the two is absent. */
+/* global_batch = microbatch_size * k * parallel.data, k per the schedule's batch rule; fills
+ * whichever of the two is absent. */
 static gboolean pp_scenario_derive_batch(PpScenario *sc, GError **error) {
     PpPipelineParams      *p = &sc->pipeline;
     int32_t               *gb = &sc->training.global_batch;
@@ -787,23 +962,38 @@ static gboolean pp_scenario_derive_batch(PpScenario *sc, GError **error) {
         count_key = NULL;
         break;
     }
-    g_autofree char *factor =
-        count_key ? g_strdup_printf(" * [pipeline] %s = %d", count_key, count) : g_strdup("");
+    /* Every data replica runs the pipeline's micro-batches: the step's sequences are D times
+     * one pipeline's. */
+    const int32_t data = sc->parallel.data;
+    g_autoptr(GString) factor_text = g_string_new(NULL);
+    if (count_key != NULL)
+        g_string_append_printf(factor_text, " * [pipeline] %s = %d", count_key, count);
+    if (data > 1)
+        g_string_append_printf(factor_text, " * [parallel] data = %d", data);
+    const char *factor = factor_text->str;
+    if ((int64_t)count * data > G_MAXINT32)
+        return pp_scenario_inconsistent(sc, error, "the step's micro-batches%s exceed %d", factor,
+                                        G_MAXINT32);
+    count *= data;
 
     if (p->microbatch_size < 0 && *gb < 0) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_MISSING_KEY,
                     "%s: missing key [training] global_batch or [pipeline] microbatch_size; "
-                    "give one (schedule %s: global_batch = microbatch_size%s%s)",
-                    sc->path, p->schedule, count_key ? " * " : "", count_key ? count_key : "");
+                    "give one (schedule %s: global_batch = microbatch_size%s%s%s)",
+                    sc->path, p->schedule, count_key ? " * " : "", count_key ? count_key : "",
+                    data > 1 ? " * data" : "");
         return FALSE;
     }
     if (p->microbatch_size < 0) {
-        if (*gb % count != 0)
+        if (*gb % count != 0) {
+            if (data > 1)
+                g_string_append_printf(factor_text, " = %d", count);
             return pp_scenario_inconsistent(
                 sc, error,
-                "[training] global_batch = %d is not a multiple of [pipeline] %s = %d "
-                "(schedule %s); change one, or give [pipeline] microbatch_size",
-                *gb, count_key, count, p->schedule);
+                "[training] global_batch = %d is not a multiple of %s (schedule %s); "
+                "change one, or give [pipeline] microbatch_size",
+                *gb, factor_text->str + 3, p->schedule);
+        }
         p->microbatch_size = *gb / count;
         return TRUE;
     }
@@ -821,6 +1011,115 @@ static gboolean pp_scenario_derive_batch(PpScenario *sc, GError **error) {
             "[training] global_batch = %d but [pipeline] microbatch_size = %d%s gives %d "
             "sequences per step (schedule %s); set global_batch = %d or omit one of them",
             *gb, p->microbatch_size, factor, product, p->schedule, product);
+    return TRUE;
+}
+
+/* Checks that a per-stage [costs] list named @key holds 1 or pipeline.stages values (or none:
+ * absent) and returns its largest entry in *@max_ns (0 when absent). */
+static gboolean pp_scenario_check_stage_list(const PpScenario *sc, const char *key,
+                                             const int64_t *list, int32_t n, int64_t *max_ns,
+                                             GError **error) {
+    *max_ns = 0;
+    for (int32_t i = 0; i < n; i++)
+        *max_ns = MAX(*max_ns, list[i]);
+    if (n <= 1 || n == sc->pipeline.stages)
+        return TRUE;
+    return pp_scenario_inconsistent(sc, error,
+                                    "[costs] %s has %d values but [pipeline] stages = %d; give "
+                                    "one value for every stage or one per stage",
+                                    key, n, sc->pipeline.stages);
+}
+
+/* The scalar [costs] fields: each per-stage list's largest entry, after checking its length. */
+static gboolean pp_scenario_derive_costs(PpScenario *sc, GError **error) {
+    PpCostParams *c = &sc->costs;
+    int64_t       extra_max = 0; /* unused: no scalar for fused_backward_us and stash_us */
+    if (!c->set)
+        return TRUE;
+    return pp_scenario_check_stage_list(sc, "forward_us", c->forward_stage_ns, c->n_forward_stage,
+                                        &c->forward_ns, error) &&
+           pp_scenario_check_stage_list(sc, "backward_us", c->backward_stage_ns,
+                                        c->n_backward_stage, &c->backward_ns, error) &&
+           pp_scenario_check_stage_list(sc, "weight_us", c->weight_stage_ns, c->n_weight_stage,
+                                        &c->weight_ns, error) &&
+           pp_scenario_check_stage_list(sc, "update_us", c->update_stage_ns, c->n_update_stage,
+                                        &c->update_ns, error) &&
+           pp_scenario_check_stage_list(sc, "fused_backward_us", c->fused_stage_ns,
+                                        c->n_fused_stage, &extra_max, error) &&
+           pp_scenario_check_stage_list(sc, "stash_us", c->stash_stage_ns, c->n_stash_stage,
+                                        &extra_max, error);
+}
+
+/* A custom order fixes the run: its stages, its optimizer steps (U ops per stage; an order
+ * without U ops is one step) and its micro-batches. pipeline.stages, training.steps (which
+ * pacer-sim --steps sets) and pipeline.microbatches must say the same, or the reports would
+ * describe another run. Errors come from reading the order (PP_SCHEDULE_ERROR_PARSE) or are
+ * PP_SCENARIO_ERROR_INCONSISTENT. */
+static gboolean pp_scenario_check_order(const PpScenario *sc, GError **error) {
+    const PpPipelineParams *p = &sc->pipeline;
+    PpScheduleParams        params = {.kind = "custom", .order_file = p->order_file};
+    g_autoptr(GError) local = NULL;
+    g_autoptr(PpSchedule) order = pp_sched_build_custom(&params, &local);
+    if (order == NULL) {
+        g_set_error(error, local->domain, local->code, "%s: %s", sc->path, local->message);
+        return FALSE;
+    }
+    int32_t steps = MAX(order->n_steps, 1);
+    if (order->n_stages != p->stages)
+        return pp_scenario_inconsistent(
+            sc, error, "[pipeline] stages = %d but order_file '%s' has %d stages; set stages = %d",
+            p->stages, p->order_file, order->n_stages, order->n_stages);
+    if (sc->training.steps != steps)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[training] steps = %d but order_file '%s' runs %d optimizer steps (U ops per "
+            "stage); a custom order fixes its steps: set steps = %d (pacer-sim --steps sets "
+            "training.steps)",
+            sc->training.steps, p->order_file, steps, steps);
+    if ((int64_t)p->microbatches * steps != order->n_mb)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[pipeline] microbatches = %d per step but order_file '%s' runs %d micro-batches "
+            "in %d steps; give the order's micro-batches per step%s",
+            p->microbatches, p->order_file, order->n_mb, steps,
+            order->n_mb % steps == 0 ? "" : " (the order's steps must be equal)");
+    return TRUE;
+}
+
+/* [parallel] against [model] and [hardware]: tensor divides the heads, the job's GPUs fit
+ * int32_t and the devices; derives hardware.devices, gpus_per_node and the inter-node link
+ * when absent. */
+static gboolean pp_scenario_check_layout(PpScenario *sc, GError **error) {
+    const PpParallelParams *par = &sc->parallel;
+    PpHardwareParams       *hw = &sc->hardware;
+    if (sc->model.heads % par->tensor != 0 || sc->model.hidden % par->tensor != 0)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[parallel] tensor = %d does not divide [model] heads = %d and hidden = %d; "
+            "tensor parallelism splits whole heads, choose a divisor of both",
+            par->tensor, sc->model.heads, sc->model.hidden);
+    int64_t gpus = pp_scenario_gpus(sc);
+    if (gpus > G_MAXINT32)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[parallel] data = %d times tensor = %d times [pipeline] "
+            "stages = %d is %" G_GINT64_FORMAT " GPUs, more than %d; lower one of them",
+            par->data, par->tensor, sc->pipeline.stages, gpus, G_MAXINT32);
+    if (hw->devices < 0)
+        hw->devices = (int32_t)gpus;
+    if (hw->devices < gpus)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[hardware] devices = %d is fewer than the %" G_GINT64_FORMAT
+            " GPUs of the layout ([parallel] data = %d x tensor = %d x [pipeline] stages = %d); "
+            "each stage of each replica needs its own devices; raise devices or omit it",
+            hw->devices, gpus, par->data, par->tensor, sc->pipeline.stages);
+    if (hw->gpus_per_node < 0)
+        hw->gpus_per_node = hw->devices; /* one node */
+    if (hw->internode_bw_bytes_per_s < 0.0)
+        hw->internode_bw_bytes_per_s = hw->link_bw_bytes_per_s;
+    if (hw->internode_latency_ns < 0)
+        hw->internode_latency_ns = hw->link_latency_ns;
     return TRUE;
 }
 
@@ -876,7 +1175,7 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
                                         "a run-time policy (%s) or mode static",
                                         p->schedule, policy_kinds);
     }
-    if (!pp_scenario_derive_batch(sc, error))
+    if (!pp_scenario_derive_batch(sc, error) || !pp_scenario_derive_costs(sc, error))
         return FALSE;
 
     if (kind->needs_order_file) {
@@ -893,16 +1192,12 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
                         sc->path, p->order_file);
             return FALSE;
         }
+        if (!pp_scenario_check_order(sc, error))
+            return FALSE;
     }
 
-    if (sc->hardware.devices < 0)
-        sc->hardware.devices = p->stages;
-    if (sc->hardware.devices < p->stages)
-        return pp_scenario_inconsistent(
-            sc, error,
-            "[hardware] devices = %d is fewer than [pipeline] stages = %d; "
-            "each stage needs its own device; raise devices or omit it",
-            sc->hardware.devices, p->stages);
+    if (!pp_scenario_check_layout(sc, error))
+        return FALSE;
 
     if (sc->run.layers_per_stage != NULL) {
         int64_t sum = 0;
@@ -922,6 +1217,12 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
                                             "layers = %d; make the entries add up to %d",
                                             sum, m->layers, m->layers);
     }
+
+    if (sc->run.devices != NULL && sc->run.n_devices != p->stages)
+        return pp_scenario_inconsistent(sc, error,
+                                        "[run] devices has %d entries but [pipeline] stages = %d; "
+                                        "give one device id per stage (ids may repeat)",
+                                        sc->run.n_devices, p->stages);
 
     PpOptimizerParams *o = &sc->optimizer;
     if (o->warmup_steps < 0)
@@ -943,6 +1244,43 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
 
 /* --- public API --- */
 
+/* Refuses a key given twice in one section (GKeyFile keeps the last one silently): the
+ * message names the section, the key and both lines. @text is what GKeyFile parsed, so
+ * every line is blank, a comment, a [section] header or key=value (GKeyFile's rules:
+ * leading blanks ignored, the key ends at the first '=' with trailing blanks dropped). */
+static gboolean pp_scenario_check_duplicates(const char *text, const char *name, GError **error) {
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    g_autofree char *section = NULL;
+    for (int line = 1; lines[line - 1] != NULL; line++) {
+        char *text_line = g_strstrip(lines[line - 1]);
+        char *eq = strchr(text_line, '=');
+        if (text_line[0] == '#' || text_line[0] == '\0')
+            continue;
+        if (text_line[0] == '[') {
+            char *close = strchr(text_line, ']');
+            g_free(section);
+            section = g_strndup(text_line + 1, close ? (gsize)(close - text_line - 1) : 0);
+            continue;
+        }
+        if (eq == NULL || section == NULL)
+            continue;
+        g_autofree char *key = g_strchomp(g_strndup(text_line, (gsize)(eq - text_line)));
+        char            *id = g_strdup_printf("%s]%s", section, key);
+        gpointer         first = g_hash_table_lookup(seen, id);
+        if (first != NULL) {
+            g_free(id);
+            g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_PARSE,
+                        "%s: line %d: [%s] %s is given a second time (first on line %d); give each "
+                        "key once",
+                        name, line, section, key, GPOINTER_TO_INT(first));
+            return FALSE;
+        }
+        g_hash_table_insert(seen, id, GINT_TO_POINTER(line));
+    }
+    return TRUE;
+}
+
 static PpScenario *pp_scenario_from_key_file(GKeyFile *kf, const char *name, const char *base_dir,
                                              const char *const *overrides, GError **error) {
     if (!pp_scenario_check_names(kf, name, error))
@@ -958,16 +1296,34 @@ static PpScenario *pp_scenario_from_key_file(GKeyFile *kf, const char *name, con
     return g_steal_pointer(&sc);
 }
 
-PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GError **error) {
+/* Parses @data (named @name in messages) into a new key file, refusing repeated keys.
+ * Returns: (transfer full), or NULL with @error set (PP_SCENARIO_ERROR_PARSE). */
+static GKeyFile *pp_scenario_parse_text(const char *data, gsize len, const char *name,
+                                        GError **error) {
     g_autoptr(GKeyFile) kf = g_key_file_new();
     g_autoptr(GError) err = NULL;
-    if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &err)) {
-        gboolean io = err->domain == G_FILE_ERROR;
-        g_set_error(error, PP_SCENARIO_ERROR,
-                    io ? PP_SCENARIO_ERROR_NOT_FOUND : PP_SCENARIO_ERROR_PARSE, "%s: %s%s", path,
-                    io ? "cannot read scenario: " : "", err->message);
+    if (!g_key_file_load_from_data(kf, data, len, G_KEY_FILE_NONE, &err)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_PARSE, "%s: %s", name,
+                    err->message);
         return NULL;
     }
+    if (!pp_scenario_check_duplicates(data, name, error))
+        return NULL;
+    return g_steal_pointer(&kf);
+}
+
+PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GError **error) {
+    g_autofree char *text = NULL;
+    gsize            len = 0;
+    g_autoptr(GError) err = NULL;
+    if (!g_file_get_contents(path, &text, &len, &err)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_NOT_FOUND,
+                    "%s: cannot read scenario: %s", path, err->message);
+        return NULL;
+    }
+    g_autoptr(GKeyFile) kf = pp_scenario_parse_text(text, len, path, error);
+    if (kf == NULL)
+        return NULL;
     g_autofree char *dir = g_path_get_dirname(path);
     g_autofree char *base_dir = g_canonicalize_filename(dir, NULL);
     return pp_scenario_from_key_file(kf, path, base_dir, overrides, error);
@@ -975,13 +1331,9 @@ PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GEr
 
 PpScenario *pp_scenario_load_data(const char *data, const char *name, const char *const *overrides,
                                   GError **error) {
-    g_autoptr(GKeyFile) kf = g_key_file_new();
-    g_autoptr(GError) err = NULL;
-    if (!g_key_file_load_from_data(kf, data, (gsize)-1, G_KEY_FILE_NONE, &err)) {
-        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_PARSE, "%s: %s", name,
-                    err->message);
+    g_autoptr(GKeyFile) kf = pp_scenario_parse_text(data, strlen(data), name, error);
+    if (kf == NULL)
         return NULL;
-    }
     return pp_scenario_from_key_file(kf, name, NULL, overrides, error);
 }
 
@@ -1010,8 +1362,93 @@ int32_t pp_scenario_mb_per_step(const PpScenario *scenario) {
                                      scenario->pipeline.accumulation);
 }
 
+void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) {
+    const PpParallelParams *par = &scenario->parallel;
+    *shape = (PpMemoryShape){.microbatch_size = scenario->pipeline.microbatch_size,
+                             .seq_len = scenario->model.seq_len,
+                             .hidden = scenario->model.hidden,
+                             .heads = scenario->model.heads,
+                             .vocab = scenario->model.vocab,
+                             .flash_attention = scenario->model.flash_attention,
+                             .tensor = par->tensor,
+                             .sequence_parallel = par->sequence_parallel,
+                             .recompute = pp_scenario_recompute(scenario),
+                             .zero_shards = par->distributed_optimizer ? par->data : 1};
+}
+
+PpRecompute pp_scenario_recompute(const PpScenario *scenario) {
+    const char *r = scenario->model.recompute;
+    PP_ASSERT(r != NULL);
+    for (int i = 0; pp_recompute_choices[i] != NULL; i++) {
+        if (strcmp(r, pp_recompute_choices[i]) == 0)
+            return (PpRecompute)i;
+    }
+    PP_UNREACHABLE(); /* the key table accepts only the choices */
+}
+
+int64_t pp_scenario_gpus(const PpScenario *scenario) {
+    /* each factor <= 2^20 or < 2^31 (key ranges): the product fits int64_t */
+    return (int64_t)scenario->parallel.data * scenario->parallel.tensor * scenario->pipeline.stages;
+}
+
+/* Entry @stage of a list of @n values (its only one when @n is 1), or @fallback when absent. */
+static int64_t pp_scenario_list_entry(const int64_t *list, int32_t n, int32_t stage,
+                                      int64_t fallback) {
+    if (list == NULL || n == 0)
+        return fallback;
+    PP_ASSERT(stage >= 0 && (n == 1 || stage < n));
+    return list[n == 1 ? 0 : stage];
+}
+
+int64_t pp_scenario_stage_cost_ns(const PpCostParams *c, PpOpKind kind, int32_t stage) {
+    switch (kind) {
+    case PP_OP_FORWARD:
+        return pp_scenario_list_entry(c->forward_stage_ns, c->n_forward_stage, stage,
+                                      c->forward_ns);
+    case PP_OP_BACKWARD:
+        return pp_scenario_list_entry(c->backward_stage_ns, c->n_backward_stage, stage,
+                                      c->backward_ns);
+    case PP_OP_WEIGHT:
+        return pp_scenario_list_entry(c->weight_stage_ns, c->n_weight_stage, stage, c->weight_ns);
+    case PP_OP_UPDATE:
+        return pp_scenario_list_entry(c->update_stage_ns, c->n_update_stage, stage, c->update_ns);
+    case PP_OP_BACKWARD_FULL:
+        return pp_scenario_list_entry(c->fused_stage_ns, c->n_fused_stage, stage, -1);
+    case PP_OP_N_KINDS:
+        break;
+    }
+    PP_UNREACHABLE();
+}
+
+int64_t pp_scenario_stash_ns(const PpCostParams *c, int32_t stage) {
+    return pp_scenario_list_entry(c->stash_stage_ns, c->n_stash_stage, stage, 0);
+}
+
 PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario) {
     PP_ASSERT(scenario->pipeline.partition != NULL);
     return strcmp(scenario->pipeline.partition, "even") == 0 ? PP_PARTITION_EVEN
                                                              : PP_PARTITION_BALANCED;
+}
+
+size_t pp_scenario_n_keys(void) {
+    return G_N_ELEMENTS(pp_scenario_keys);
+}
+
+void pp_scenario_key_info(size_t index, PpScenarioKeyInfo *info) {
+    PP_ASSERT(index < G_N_ELEMENTS(pp_scenario_keys));
+    const PpScenarioKey *k = &pp_scenario_keys[index];
+    gboolean             whole =
+        k->type == PP_KEY_INT32 || k->type == PP_KEY_INT32_LIST || k->type == PP_KEY_UINT64;
+    *info = (PpScenarioKeyInfo){
+        .section = k->section,
+        .key = k->key,
+        .numeric = whole || k->type == PP_KEY_DOUBLE || k->type == PP_KEY_SCALED_INT64 ||
+                   k->type == PP_KEY_SCALED_LIST,
+        .whole = whole,
+        .list = k->type == PP_KEY_INT32_LIST || k->type == PP_KEY_SCALED_LIST,
+        .min = k->min,
+        .max = k->max,
+        .min_excluded = (k->flags & PP_KEY_MIN_EXCL) != 0,
+        .max_excluded = (k->flags & PP_KEY_MAX_EXCL) != 0,
+    };
 }

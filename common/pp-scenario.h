@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * pp-scenario.h: scenario files (GKeyFile .ini) shared by pacer-sim and pacer-train.
- * Sections: [model] [hardware] [pipeline] [training] [costs] (simulator and executor),
- * [data] [optimizer] [run] (executor). Presets fill a section; explicit keys override them;
+ * Sections: [model] [hardware] [pipeline] [parallel] [training] [costs] (simulator and
+ * executor; [parallel] beyond one pipeline is the simulator's), [data] [optimizer] [run]
+ * (executor). Presets fill a section; explicit keys override them;
  * "--set section.key=value" overrides both. Unknown sections/keys and inconsistent
  * combinations are GErrors in PP_SCENARIO_ERROR that name the file, key and valid values.
  */
@@ -10,6 +11,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "pp-memory.h"
 #include "pp-partition.h"
 #include "pp-schedule.h"
 
@@ -24,6 +26,7 @@ typedef struct {
     int32_t  vocab;           /* V (50257 for GPT-2; kernels pad to a multiple of 128) */
     gboolean flash_attention; /* TRUE: attention scores are never stored (the simulator's
                                  activation memory drops the 5as/h term) */
+    char *recompute;          /* "none", "selective" or "full" (Korthikanti et al. 2022) */
 } PpModelParams;
 
 typedef struct {
@@ -34,11 +37,21 @@ typedef struct {
     double   link_bw_bytes_per_s; /* stage-to-stage link (NVLink or PCIe) */
     int64_t  link_latency_ns;
     gboolean nvlink;  /* TRUE: NVLink; FALSE: PCIe */
-    int32_t  devices; /* defaults to pipeline.stages */
+    int32_t  devices; /* defaults to the layout's GPUs, data * tensor * stages */
+    /* Nodes: GPUs [k * gpus_per_node, (k + 1) * gpus_per_node) share the intra-node link
+     * (link_bw_bytes_per_s, link_latency_ns); messages between nodes use the inter-node one.
+     * Absent (no preset): one node holds every GPU, and the inter-node link equals the
+     * intra-node one. */
+    int32_t gpus_per_node;
+    double  internode_bw_bytes_per_s; /* one GPU's link to other nodes, one direction */
+    int64_t internode_latency_ns;
     /* Kernel efficiency of the simulator's analytic cost model: a micro-batch of t tokens
      * reaches eff(t) = kernel_eff_max * t / (t + kernel_eff_half_tokens) of peak_flops. */
     double kernel_eff_max;         /* in (0, 1] */
     double kernel_eff_half_tokens; /* >= 0 */
+    /* ... times h / (h + kernel_eff_half_hidden) for the model's hidden size h (0: no such
+     * term): narrow models run more memory-bound work per GEMM FLOP. */
+    double kernel_eff_half_hidden; /* >= 0 */
     /* TRUE when the scenario has a [hardware] section; FALSE (CPU training, explicit
      * [costs]): preset is NULL and peak_flops .. nvlink are 0; devices is still derived and
      * kernel_eff_max, kernel_eff_half_tokens keep their defaults. */
@@ -54,22 +67,53 @@ typedef struct {
     int32_t microbatch_size; /* sequences per micro-batch */
     char   *order_file;      /* custom schedule CSV, resolved relative to the scenario file */
     char   *mode;            /* "static" (replay the program) or "dynamic" (run the policy) */
-    char   *partition;       /* "balanced" (by cost, within hardware.memory) or "even" layers
+    char   *partition;       /* "balanced" (by cost, within hardware.memory_gib) or "even" layers
                                 per virtual stage; run.layers_per_stage overrides both */
 } PpPipelineParams;
 
+/* The parallel layout around the simulated pipeline ([parallel]). GPUs = data * tensor *
+ * stages, ranked tensor innermost, then data, then pipeline stage (sim/README.md). */
 typedef struct {
-    int32_t global_batch; /* sequences per optimizer step */
+    int32_t  data;                  /* D: identical pipeline replicas */
+    int32_t  tensor;                /* T: tensor-parallel degree inside each stage */
+    gboolean sequence_parallel;     /* Megatron sequence parallelism (with T > 1) */
+    gboolean distributed_optimizer; /* ZeRO-1: fp32 master weights and Adam moments sharded
+                                       over the D replicas */
+    gboolean overlap_grad_reduce;   /* the gradient all-reduce starts layer by layer during
+                                       the last backward instead of after it */
+} PpParallelParams;
+
+typedef struct {
+    int32_t global_batch; /* sequences per optimizer step, all D replicas together */
     int32_t steps;        /* optimizer steps */
 } PpTrainingParams;
 
 typedef struct {
-    gboolean set;         /* TRUE when [costs] gave explicit times */
-    int64_t  forward_ns;  /* one full stage (all its chunks), from forward_us */
-    int64_t  backward_ns; /* B (input gradient) or the B part of BW */
-    int64_t  weight_ns;   /* W (weight gradient); BW costs backward_ns + weight_ns */
-    int64_t  comm_ns;     /* one stage-to-stage hop */
-    int64_t  update_ns;   /* optimizer step (default 0) */
+    gboolean set; /* TRUE when [costs] gave explicit times */
+    /* Full-stage times (all of a stage's chunks) in ns. forward_us, backward_us, weight_us,
+     * update_us and fused_backward_us each take one value for every stage or one value per
+     * stage (stage 0 first); the *_stage_ns lists hold them as given and
+     * pp_scenario_stage_cost_ns() reads a stage's entry. The scalars are the largest entry: the
+     * bottleneck that searching generators plan with. */
+    int64_t  forward_ns;        /* largest forward F of one micro-batch */
+    int64_t  backward_ns;       /* largest B (input gradient), or the B part of BW */
+    int64_t  weight_ns;         /* largest W (weight gradient) */
+    int64_t  comm_ns;           /* one stage-to-stage hop */
+    int64_t  update_ns;         /* largest optimizer step (default 0) */
+    int64_t *forward_stage_ns;  /* (n_forward_stage) */
+    int32_t  n_forward_stage;   /* 1 or pipeline.stages (0 without [costs]) */
+    int64_t *backward_stage_ns; /* (n_backward_stage) */
+    int32_t  n_backward_stage;  /* 1 or pipeline.stages */
+    int64_t *weight_stage_ns;   /* (n_weight_stage) */
+    int32_t  n_weight_stage;    /* 1 or pipeline.stages */
+    int64_t *update_stage_ns;   /* (n_update_stage) */
+    int32_t  n_update_stage;    /* 1 or pipeline.stages */
+    int64_t *fused_stage_ns;    /* (n_fused_stage) fused backward BW, or NULL: a BW costs
+                                   backward + weight of its stage */
+    int32_t  n_fused_stage;     /* 0, 1 or pipeline.stages */
+    int64_t *stash_stage_ns;    /* (n_stash_stage) copying a stage's weights for stashing
+                                   (pipedream, 2bw), or NULL: free */
+    int32_t n_stash_stage;      /* 0, 1 or pipeline.stages */
 } PpCostParams;
 
 typedef struct {
@@ -94,16 +138,22 @@ typedef struct {
 
 typedef struct {
     uint64_t seed;
-    int32_t  eval_every;        /* steps between validation passes; 0 = only at the end */
-    int32_t  eval_batches;      /* micro-batches per validation pass */
-    int32_t  checkpoint_every;  /* steps; 0 = only at the end when --out is given */
-    int32_t  threads;           /* BLAS threads per worker (0 = automatic) */
-    char    *backend;           /* executor backend name (pacer-train checks it) */
-    int32_t *layers_per_stage;  /* (n_layers_per_stage) in virtual-stage order, or NULL:
-                                   balanced by cost */
-    int32_t n_layers_per_stage; /* stages * chunks when layers_per_stage is set, else 0 */
-    int32_t log_every;
-    double  comm_timeout_s; /* multi-process runs: deadline of every wait for a peer, > 0 */
+    int32_t  eval_every;         /* steps between validation passes; 0 = only at the end */
+    int32_t  eval_batches;       /* micro-batches per validation pass */
+    int32_t  checkpoint_every;   /* steps; 0 = only at the end when --out is given */
+    int32_t  keep_checkpoints;   /* newest complete units kept; 0 = all */
+    int32_t  threads;            /* BLAS threads per worker (0 = automatic) */
+    char    *backend;            /* executor backend name (pacer-train checks it) */
+    int32_t *layers_per_stage;   /* (n_layers_per_stage) in virtual-stage order, or NULL:
+                                    balanced by cost */
+    int32_t  n_layers_per_stage; /* stages * chunks when layers_per_stage is set, else 0 */
+    int32_t  log_every;
+    double   comm_timeout_s; /* multi-process runs: deadline of every wait for a peer, > 0 */
+    int32_t *devices;        /* (n_devices) device id of each stage (GPU backends), or NULL: the
+                                backend spreads the stages over the visible devices */
+    int32_t n_devices;       /* pipeline.stages when devices is set, else 0 */
+    char   *precision;       /* "fp32" or "bf16", or NULL: the backend's default (cpu: fp32, cuda:
+                                bf16) */
 } PpRunParams;
 
 typedef struct _PpScenario PpScenario;
@@ -112,6 +162,7 @@ struct _PpScenario {
     PpModelParams     model;
     PpHardwareParams  hardware;
     PpPipelineParams  pipeline;
+    PpParallelParams  parallel;
     PpTrainingParams  training;
     PpCostParams      costs;
     PpDataParams      data;
@@ -127,7 +178,7 @@ struct _PpScenario {
  * malformed override), UNKNOWN_PRESET, INCONSISTENT, MISSING_KEY.
  * Batch rule per schedule: paci and async-1f1b: global_batch = microbatch_size *
  * accumulation; pipedream: global_batch = microbatch_size; all others (flush, 2bw,
- * custom): global_batch = microbatch_size * microbatches.
+ * custom): global_batch = microbatch_size * microbatches; each times parallel.data.
  * Returns: (transfer full), or NULL with @error set. */
 PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GError **error);
 /* Same, from an in-memory key file text (tests); @name is used in messages and as
@@ -143,10 +194,42 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpScenario, pp_scenario_free)
  * the same scenario. Returns: (transfer full). */
 char *pp_scenario_to_data(const PpScenario *scenario);
 
+/* One key of the scenario table, for tools and tests that walk every key. */
+typedef struct {
+    const char *section;
+    const char *key;
+    gboolean    numeric;      /* a number, a whole number or a list of whole numbers */
+    gboolean    whole;        /* whole numbers only */
+    gboolean    list;         /* comma-separated (each element in the range) */
+    double      min, max;     /* valid range in file units (numeric keys) */
+    gboolean    min_excluded; /* the range is (min, ... */
+    gboolean    max_excluded; /* ..., max) */
+} PpScenarioKeyInfo;
+
+/* The number of keys in the scenario table. */
+size_t pp_scenario_n_keys(void);
+/* Fills @info with key @index (< pp_scenario_n_keys()), in table order; its strings are
+ * static. */
+void pp_scenario_key_info(size_t index, PpScenarioKeyInfo *info);
+
 /* Fills schedule parameters from the scenario (borrowed strings). f_ns/b_ns/w_ns/comm_ns
  * are the [costs] per chunk (stage time / chunks) when set, else 0 (the simulator fills
  * them from its cost model). */
 void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *params);
+/* The [costs] time (ns) of op @kind on @stage, one full stage: F forward, B backward, W weight,
+ * U update, BW the fused backward. A list's entry for @stage (its only entry when it holds one
+ * value); without a list (a hand-filled PpCostParams) the scalar field; BW without
+ * fused_backward_us: -1 (the caller charges B + W). */
+int64_t pp_scenario_stage_cost_ns(const PpCostParams *costs, PpOpKind kind, int32_t stage);
+/* [costs] stash_us of @stage in ns: the time to copy its weights, 0 without the key. */
+int64_t pp_scenario_stash_ns(const PpCostParams *costs, int32_t stage);
+/* The memory model's shape (pp-memory.h) of @scenario: model, micro-batch and layout. */
+void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape);
+/* model.recompute as a PpRecompute. */
+PpRecompute pp_scenario_recompute(const PpScenario *scenario);
+/* GPUs of the whole job: parallel.data * parallel.tensor * pipeline.stages (checked to fit
+ * int32_t when the scenario loads). */
+int64_t pp_scenario_gpus(const PpScenario *scenario);
 /* pipeline.partition as a PpPartitionMode. */
 PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario);
 /* Micro-batches one stage processes per optimizer step: m for flush, 2bw and custom, a for

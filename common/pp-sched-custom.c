@@ -127,6 +127,45 @@ static gboolean pp_custom_check_indices(const PpCustomReader *rd, GError **error
     return TRUE;
 }
 
+/* Every U must apply a gradient (a BW or W of its stage since that stage's previous U) and every
+ * stage must update as often as stage 0: the updates are the run's optimizer steps. @rows: sorted
+ * by (stage, index). */
+static gboolean pp_custom_check_updates(const PpCustomReader *rd, GError **error) {
+    const PpCustomRow *rows = (const PpCustomRow *)(void *)rd->rows->data;
+    int32_t            grads = 0, updates = 0, updates_0 = 0;
+    for (guint i = 0; i < rd->rows->len; i++) {
+        const PpOp *op = &rows[i].op;
+        if (op->kind == PP_OP_WEIGHT || op->kind == PP_OP_BACKWARD_FULL)
+            grads++;
+        if (op->kind == PP_OP_UPDATE) {
+            if (grads == 0) {
+                g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_PARSE,
+                            "%s:%" G_GINT64_FORMAT ": U on stage %d applies no gradient (no BW "
+                            "or W of that stage since its previous U); valid: a U after each "
+                            "group of backwards",
+                            rd->path, rows[i].line, op->stage);
+                return FALSE;
+            }
+            grads = 0;
+            updates++;
+        }
+        if (i + 1 < rd->rows->len && rows[i + 1].op.stage == op->stage)
+            continue;
+        /* the stage's last op */
+        if (op->stage == 0)
+            updates_0 = updates;
+        if (updates != updates_0) {
+            g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_PARSE,
+                        "%s: stage 0 has %d U ops but stage %d has %d; valid: the same number "
+                        "of updates (optimizer steps) on every stage",
+                        rd->path, updates_0, op->stage, updates);
+            return FALSE;
+        }
+        grads = updates = 0;
+    }
+    return TRUE;
+}
+
 PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error) {
     if (params->order_file == NULL) {
         g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
@@ -157,7 +196,28 @@ PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error
         n_mb = MAX(n_mb, rows[i].op.mb + 1);
         split = split || rows[i].op.kind == PP_OP_BACKWARD || rows[i].op.kind == PP_OP_WEIGHT;
     }
+    if (n_mb == 0) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_PARSE,
+                    "%s: U rows only, no micro-batch; valid: F and B (or BW) rows for "
+                    "micro-batches 0, 1, ... besides the U rows",
+                    params->order_file);
+        return NULL;
+    }
     if (!pp_sched_check_size("custom", n_mb, (int64_t)n_stages * n_chunks, error))
+        return NULL;
+    /* Every (mb, virtual stage) needs an F: count them before allocating per-unit tables, so
+     * that a few rows naming micro-batch 16777215 cost no more than the rows themselves. */
+    int64_t n_f = 0;
+    for (int32_t i = 0; i < n; i++)
+        n_f += rows[i].op.kind == PP_OP_FORWARD;
+    if (n_f < (int64_t)n_mb * n_stages * n_chunks) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_MISSING_OP,
+                    "%s: %" G_GINT64_FORMAT " F ops for micro-batches 0..%d on %d stages x %d "
+                    "chunks; valid: one F per micro-batch on every (stage, chunk)",
+                    params->order_file, n_f, n_mb - 1, n_stages, n_chunks);
+        return NULL;
+    }
+    if (!pp_custom_check_updates(&rd, error))
         return NULL;
 
     /* A micro-batch belongs to the update that follows its last backward of chunk 0 on

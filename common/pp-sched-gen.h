@@ -22,6 +22,8 @@ PpSchedule *pp_sched_build_pipedream(const PpScheduleParams *params, GError **er
 PpSchedule *pp_sched_build_2bw(const PpScheduleParams *params, GError **error);
 PpSchedule *pp_sched_build_async_1f1b(const PpScheduleParams *params, GError **error);
 PpSchedule *pp_sched_build_paci(const PpScheduleParams *params, GError **error);
+PpSchedule *pp_sched_build_zb_v(const PpScheduleParams *params, GError **error);
+PpSchedule *pp_sched_build_dualpipe_v(const PpScheduleParams *params, GError **error);
 PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error);
 
 /* --- shared parameter checks --- */

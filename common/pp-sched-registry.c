@@ -37,6 +37,12 @@ static const PpSchedKindInfo pp_sched_kind_table[] = {
     {PP_FLUSH("zb-2p", pp_sched_build_zb_2p,
               "zero-bubble automatic schedule under 2x 1F1B's peak activations (greedy)"),
      .min_chunks = 1, .max_chunks = 1},
+    {PP_FLUSH("zb-v", pp_sched_build_zb_v,
+              "zero-bubble V schedule: 2 chunks per device in a V, B/W split, 1F1B's peak memory"),
+     .min_chunks = 2, .max_chunks = 2, .placement = PP_PLACEMENT_V},
+    {PP_FLUSH("dualpipe-v", pp_sched_build_dualpipe_v,
+              "DeepSeek's DualPipe cut in half: 2 chunks per device in a V, F/B pairs, m >= 2N"),
+     .min_chunks = 2, .max_chunks = 2, .placement = PP_PLACEMENT_V},
     {PP_ASYNC("pipedream", pp_sched_build_pipedream,
               "async 1F1B, update after every backward, weight stashing (N-s versions)",
               PP_BATCH_SINGLE, PP_WEIGHTS_STASHED)},
@@ -74,6 +80,11 @@ const PpSchedKindInfo *pp_sched_kind_lookup(const char *name) {
             return info;
     }
     return NULL;
+}
+
+PpPlacement pp_sched_kind_placement(const char *name) {
+    const PpSchedKindInfo *info = name != NULL ? pp_sched_kind_lookup(name) : NULL;
+    return info != NULL ? info->placement : PP_PLACEMENT_LOOP;
 }
 
 /* "a, b, c" of the kinds that pass @filter (NULL: all). */

@@ -33,10 +33,10 @@ PpSchedule *pp_schedule_alloc(const char *kind, int32_t n_stages, int32_t n_chun
     sched->weight_mode = PP_WEIGHTS_CURRENT;
     sched->vstage_stage = g_new(int32_t, sched->n_vstages);
     sched->vstage_chunk = g_new(int32_t, sched->n_vstages);
-    for (int32_t vs = 0; vs < sched->n_vstages; vs++) {
-        sched->vstage_stage[vs] = vs % n_stages; // Megatron layout: vs = chunk * N + stage
-        sched->vstage_chunk[vs] = vs / n_stages;
-    }
+    PpPlacement placement = pp_sched_kind_placement(kind);
+    for (int32_t vs = 0; vs < sched->n_vstages; vs++)
+        pp_placement_vstage(placement, n_stages, vs, &sched->vstage_stage[vs],
+                            &sched->vstage_chunk[vs]);
     sched->n_buffers = g_new0(int32_t, n_stages);
     sched->n_weight_versions = g_new(int32_t, n_stages);
     for (int32_t s = 0; s < n_stages; s++)
@@ -117,10 +117,21 @@ static const char *pp_op_ref_label(const PpSchedule *sched, PpOpRef ref, char *b
 
 /* --- queries --- */
 
+void pp_placement_vstage(PpPlacement placement, int32_t n_stages, int32_t vs, int32_t *stage,
+                         int32_t *chunk) {
+    PP_ASSERT(n_stages >= 1 && vs >= 0);
+    int32_t c = vs / n_stages, i = vs % n_stages;
+    *chunk = c;
+    *stage = placement == PP_PLACEMENT_V && c % 2 == 1 ? n_stages - 1 - i : i;
+}
+
 int32_t pp_schedule_vstage(const PpSchedule *sched, int32_t stage, int32_t chunk) {
     PP_ASSERT(stage >= 0 && stage < sched->n_stages);
     PP_ASSERT(chunk >= 0 && chunk < sched->n_chunks);
-    int32_t vs = chunk * sched->n_stages + stage; // the default layout, rewritable
+    int32_t vs = chunk * sched->n_stages + stage; // the loop layout, then the V layout
+    if (sched->vstage_stage[vs] == stage && sched->vstage_chunk[vs] == chunk)
+        return vs;
+    vs = chunk * sched->n_stages + sched->n_stages - 1 - stage;
     if (sched->vstage_stage[vs] == stage && sched->vstage_chunk[vs] == chunk)
         return vs;
     for (vs = 0; vs < sched->n_vstages; vs++) {

@@ -92,7 +92,8 @@ struct _PpSchedule {
 PpSchedule *pp_schedule_new(const PpScheduleParams *params, GError **error);
 
 /* Allocates an empty schedule with @n_stages programs and vstage tables for @n_chunks chunks
- * (vs = chunk * n_stages + stage, Megatron's layout; generators may rewrite the tables).
+ * laid out by the registry placement of @kind (pp_placement_vstage(); Megatron's layout vs =
+ * chunk * n_stages + stage for PP_PLACEMENT_LOOP; generators may rewrite the tables).
  * For generators. Returns: (transfer full). */
 PpSchedule *pp_schedule_alloc(const char *kind, int32_t n_stages, int32_t n_chunks);
 
@@ -179,6 +180,13 @@ gboolean pp_schedule_write_order(const PpSchedule *sched, const char *path, GErr
 
 typedef PpSchedule *(*PpSchedBuildFn)(const PpScheduleParams *params, GError **error);
 
+/* Where virtual stage vs runs, with N stages: chunk c = vs / N, position i = vs % N. */
+typedef enum {
+    PP_PLACEMENT_LOOP, /* stage i for every chunk (Megatron's interleaved layout) */
+    PP_PLACEMENT_V,    /* even chunks on stage i, odd chunks on stage N - 1 - i: the model
+                          goes down the stages and back up (ZB-V, DualPipe-V) */
+} PpPlacement;
+
 /* How a kind forms one optimizer step (per stage, for asynchronous kinds) from the
  * micro-batch keys: the scenario's global batch is microbatch_size times this count. */
 typedef enum {
@@ -211,6 +219,7 @@ typedef struct {
     PpWeightMode weights;              /* stashing (pipedream, 2bw) or current weights */
     PpSchedSync  sync;
     gboolean     needs_order_file; /* reads PpScheduleParams.order_file (custom) */
+    PpPlacement  placement;        /* how pp_schedule_alloc() lays out its virtual stages */
 } PpSchedKindInfo;
 
 /* Returns: (transfer none): the registry entry for @name, or NULL. */
@@ -230,5 +239,11 @@ char *pp_sched_kind_multi_chunk_names(void);
  * count the scenario's batch arithmetic uses. */
 int32_t pp_sched_kind_mb_per_step(const PpSchedKindInfo *info, int32_t microbatches,
                                   int32_t accumulation);
+/* The placement of kind @name (PP_PLACEMENT_LOOP for names the registry does not know). */
+PpPlacement pp_sched_kind_placement(const char *name);
+/* Device (*@stage) and chunk index on it (*@chunk) of virtual stage @vs under @placement,
+ * with @n_stages stages. */
+void pp_placement_vstage(PpPlacement placement, int32_t n_stages, int32_t vs, int32_t *stage,
+                         int32_t *chunk);
 
 G_END_DECLS

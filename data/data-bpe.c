@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * data-bpe.c: GPT-2 byte-level BPE. Text is cut into words by GPT-2's regex, each word's UTF-8
  * bytes start as one token per byte, then the adjacent pair of lowest merge rank is merged
- * (all its occurrences, left to right) until no pair has a rank: the algorithm of OpenAI's
- * encoder.py, run on token ids instead of strings. Words are cached.
+ * (all its occurrences, left to right) until no pair has a rank: the result of OpenAI's
+ * encoder.py, computed in O(n log n) per word with a heap of candidate pairs over a linked list
+ * of symbols instead of one O(n) scan per merge. Words are cached.
  */
 #include "data-bpe.h"
 
@@ -11,13 +12,16 @@
 
 #include "pp-error.h"
 
-/* GPT-2's pre-tokenisation pattern, verbatim (encoder.py). GRegex compiles UTF-8 patterns with
- * Unicode properties for \s, so \s matches U+3000 as Python's regex module does. */
-#define DATA_BPE_PATTERN                                                                           \
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
-
 /* Words cached before the cache is emptied: bounds memory on unbounded inputs. */
 #define DATA_BPE_CACHE_MAX 500000
+
+/* A pair of adjacent symbols that a merge could join, as it was when found. */
+typedef struct {
+    int32_t rank;  /* merge rank: 0 is vocab.bpe's first merge */
+    int32_t pos;   /* byte offset of the left symbol in the word */
+    int32_t left;  /* token id of the left symbol when queued */
+    int32_t right; /* token id of the right one; stale once either symbol has changed */
+} DataBpeCand;
 
 struct _DataBpe {
     int32_t     n_vocab;
@@ -30,9 +34,15 @@ struct _DataBpe {
     int32_t     eot_id; /* id of "<|endoftext|>", -1 when the vocabulary lacks it */
     GRegex     *pattern;
     GHashTable *cache;   /* word bytes (char *) -> int32_t[1 + n]: n, then the ids */
-    GString    *scratch; /* NUL-terminated copy of the current word */
-    GArray     *work;    /* int32_t symbols of the word being merged */
-    uint8_t     fingerprint[DATA_BPE_FINGERPRINT_BYTES];
+    GString    *scratch; /* NUL-terminated copy of the current word, n bytes */
+    /* The word being merged, a doubly linked list of symbols indexed by byte offset: */
+    int32_t *sym;      /* (n) token id of the symbol starting at each byte, -1 inside one */
+    int32_t *next;     /* (n) byte offset of the following symbol, n after the last */
+    int32_t *prev;     /* (n) byte offset of the preceding symbol, -1 before the first */
+    gsize    sym_cap;  /* bytes the three arrays hold */
+    GArray  *heap;     /* DataBpeCand, a binary min-heap on (rank, pos) */
+    GArray  *deferred; /* DataBpeCand ranked below the merge being applied (see merge loop) */
+    uint8_t  fingerprint[DATA_BPE_FINGERPRINT_BYTES];
 };
 
 /* GPT-2's bytes_to_unicode: printable Latin-1 bytes map to themselves, the 68 others to
@@ -214,7 +224,8 @@ DataBpe *data_bpe_new(const char *encoder_json_path, const char *vocab_bpe_path,
     bpe->merge_rank = g_hash_table_new(g_direct_hash, g_direct_equal);
     bpe->cache = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     bpe->scratch = g_string_new(NULL);
-    bpe->work = g_array_new(FALSE, FALSE, sizeof(int32_t));
+    bpe->heap = g_array_new(FALSE, FALSE, sizeof(DataBpeCand));
+    bpe->deferred = g_array_new(FALSE, FALSE, sizeof(DataBpeCand));
 
     g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
     g_checksum_update(sum, (const guchar *)enc_data, (gssize)enc_len);
@@ -254,8 +265,13 @@ void data_bpe_free(DataBpe *bpe) {
         g_hash_table_unref(bpe->cache);
     if (bpe->scratch)
         g_string_free(bpe->scratch, TRUE);
-    if (bpe->work)
-        g_array_unref(bpe->work);
+    g_free(bpe->sym);
+    g_free(bpe->next);
+    g_free(bpe->prev);
+    if (bpe->heap)
+        g_array_unref(bpe->heap);
+    if (bpe->deferred)
+        g_array_unref(bpe->deferred);
     g_free(bpe);
 }
 
@@ -277,48 +293,152 @@ const char *data_bpe_token_bytes(const DataBpe *bpe, int32_t id, size_t *len_byt
     return bpe->tok_blob->str + bpe->tok_off[id];
 }
 
+/* Rank of merging token @left with token @right, -1 when vocab.bpe has no such merge. */
+static int32_t data_bpe_rank(const DataBpe *bpe, int32_t left, int32_t right) {
+    gpointer r =
+        g_hash_table_lookup(bpe->merge_rank, GUINT_TO_POINTER(data_bpe_pair_key(left, right)));
+    return GPOINTER_TO_INT(r) - 1;
+}
+
+static gboolean data_bpe_cand_less(const DataBpeCand *a, const DataBpeCand *b) {
+    return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
+}
+
+static void data_bpe_heap_push(GArray *heap, const DataBpeCand *c) {
+    g_array_append_val(heap, *c);
+    DataBpeCand *h = (DataBpeCand *)(void *)heap->data;
+    for (guint i = heap->len - 1; i > 0;) {
+        guint parent = (i - 1) / 2;
+        if (!data_bpe_cand_less(&h[i], &h[parent]))
+            break;
+        DataBpeCand t = h[i];
+        h[i] = h[parent];
+        h[parent] = t;
+        i = parent;
+    }
+}
+
+/* Moves h[i] down until neither child is smaller (a heap of @len entries below it). */
+static void data_bpe_heap_sift_down(DataBpeCand *h, guint len, guint i) {
+    for (;;) {
+        guint l = 2 * i + 1, r = l + 1, min = i;
+        if (l < len && data_bpe_cand_less(&h[l], &h[min]))
+            min = l;
+        if (r < len && data_bpe_cand_less(&h[r], &h[min]))
+            min = r;
+        if (min == i)
+            return;
+        DataBpeCand t = h[i];
+        h[i] = h[min];
+        h[min] = t;
+        i = min;
+    }
+}
+
+static DataBpeCand data_bpe_heap_pop(GArray *heap) {
+    DataBpeCand *h = (DataBpeCand *)(void *)heap->data;
+    DataBpeCand  top = h[0];
+    h[0] = h[heap->len - 1];
+    g_array_set_size(heap, heap->len - 1);
+    data_bpe_heap_sift_down(h, heap->len, 0);
+    return top;
+}
+
+/* Queues the pair of symbols at @pos and after it when a merge joins them: on the heap, or on
+ * bpe->deferred when it ranks below @pass_rank, the rank whose occurrences are being merged. */
+static void data_bpe_add_cand(DataBpe *bpe, int32_t pos, int32_t pass_rank) {
+    DataBpeCand c = {0, pos, bpe->sym[pos], bpe->sym[bpe->next[pos]]};
+    c.rank = data_bpe_rank(bpe, c.left, c.right);
+    if (c.rank < 0)
+        return;
+    if (c.rank < pass_rank)
+        g_array_append_val(bpe->deferred, c);
+    else if (pass_rank < 0)
+        g_array_append_val(bpe->heap, c); /* the first candidates, heapified together */
+    else
+        data_bpe_heap_push(bpe->heap, &c);
+}
+
+int32_t data_bpe_merge_rank(const DataBpe *bpe, int32_t left, int32_t right, int32_t *merged) {
+    PP_ASSERT(left >= 0 && left < bpe->n_vocab && right >= 0 && right < bpe->n_vocab);
+    int32_t rank = data_bpe_rank(bpe, left, right);
+    if (rank >= 0 && merged)
+        *merged = bpe->merge_result[rank];
+    return rank;
+}
+
+/* Merges the @n-byte word in bpe->scratch; the symbols are left in bpe->sym/next. OpenAI's
+ * loop finds the lowest-ranked adjacent pair, merges all its occurrences left to right, and
+ * repeats. Here every adjacent pair with a rank sits on a heap ordered by (rank, pos), so
+ * popping gives that pair's occurrences left to right; a merge relinks the list in O(1) and
+ * queues the two pairs it makes, and entries whose symbols changed since are skipped when
+ * popped. A merge never makes another occurrence of its own pair (the joined token is longer
+ * than either part), but with an arbitrary vocab.bpe it can make a pair of lower rank: that
+ * one waits in bpe->deferred until the current rank's occurrences are done, as in OpenAI's
+ * loop. At most 3n candidates: O(n log n). */
+static void data_bpe_merge(DataBpe *bpe, int32_t n) {
+    if ((gsize)n > bpe->sym_cap) {
+        bpe->sym_cap = MAX((gsize)n, 2 * bpe->sym_cap);
+        bpe->sym = g_renew(int32_t, bpe->sym, bpe->sym_cap);
+        bpe->next = g_renew(int32_t, bpe->next, bpe->sym_cap);
+        bpe->prev = g_renew(int32_t, bpe->prev, bpe->sym_cap);
+    }
+    for (int32_t i = 0; i < n; i++) {
+        bpe->sym[i] = bpe->byte_id[(guint8)bpe->scratch->str[i]];
+        bpe->next[i] = i + 1;
+        bpe->prev[i] = i - 1;
+    }
+    g_array_set_size(bpe->heap, 0);
+    g_array_set_size(bpe->deferred, 0);
+    for (int32_t i = 0; i + 1 < n; i++)
+        data_bpe_add_cand(bpe, i, -1);
+    for (guint i = bpe->heap->len / 2; i-- > 0;) /* Floyd's O(n) heap construction */
+        data_bpe_heap_sift_down((DataBpeCand *)(void *)bpe->heap->data, bpe->heap->len, i);
+    int32_t pass_rank = -1;
+    for (;;) {
+        if (bpe->deferred->len > 0 &&
+            (bpe->heap->len == 0 ||
+             ((DataBpeCand *)(void *)bpe->heap->data)[0].rank != pass_rank)) {
+            for (guint k = 0; k < bpe->deferred->len; k++)
+                data_bpe_heap_push(bpe->heap, &g_array_index(bpe->deferred, DataBpeCand, k));
+            g_array_set_size(bpe->deferred, 0);
+        }
+        if (bpe->heap->len == 0)
+            break;
+        DataBpeCand c = data_bpe_heap_pop(bpe->heap);
+        int32_t     p = c.pos, q = bpe->next[p];
+        if (bpe->sym[p] != c.left || q >= n || bpe->sym[q] != c.right)
+            continue; /* stale: a merge has changed one of the two symbols */
+        pass_rank = c.rank;
+        bpe->sym[p] = bpe->merge_result[c.rank];
+        bpe->sym[q] = -1;
+        bpe->next[p] = bpe->next[q];
+        if (bpe->next[p] < n)
+            bpe->prev[bpe->next[p]] = p;
+        if (bpe->prev[p] >= 0)
+            data_bpe_add_cand(bpe, bpe->prev[p], pass_rank);
+        if (bpe->next[p] < n)
+            data_bpe_add_cand(bpe, p, pass_rank);
+    }
+}
+
 /* Runs the merges on the word in bpe->scratch; returns the cached id list (n, ids...). */
 static const int32_t *data_bpe_word(DataBpe *bpe) {
     const int32_t *hit = g_hash_table_lookup(bpe->cache, bpe->scratch->str);
     if (hit)
         return hit;
-
-    GArray *w = bpe->work;
-    g_array_set_size(w, bpe->scratch->len);
-    int32_t *sym = (int32_t *)(void *)w->data; /* (n) current symbols */
-    guint    n = bpe->scratch->len;
-    for (guint i = 0; i < n; i++)
-        sym[i] = bpe->byte_id[(guint8)bpe->scratch->str[i]];
-    while (n > 1) {
-        int best_rank = 0; /* rank + 1 of the best pair; 0 = none */
-        for (guint i = 0; i + 1 < n; i++) {
-            int r = GPOINTER_TO_INT(g_hash_table_lookup(
-                bpe->merge_rank, GUINT_TO_POINTER(data_bpe_pair_key(sym[i], sym[i + 1]))));
-            if (r > 0 && (best_rank == 0 || r < best_rank))
-                best_rank = r;
-        }
-        if (best_rank == 0)
-            break;
-        /* Merge every occurrence of the pair, scanning left to right without overlap. */
-        guint out = 0;
-        for (guint i = 0; i < n;) {
-            guint key = i + 1 < n ? data_bpe_pair_key(sym[i], sym[i + 1]) : 0;
-            if (i + 1 < n && GPOINTER_TO_INT(g_hash_table_lookup(
-                                 bpe->merge_rank, GUINT_TO_POINTER(key))) == best_rank) {
-                sym[out++] = bpe->merge_result[best_rank - 1];
-                i += 2;
-            } else {
-                sym[out++] = sym[i++];
-            }
-        }
-        PP_ASSERT(out < n); /* the best pair occurs at least once */
-        n = out;
-    }
+    int32_t n = (int32_t)bpe->scratch->len;
+    data_bpe_merge(bpe, n);
+    int32_t n_syms = 0;
+    for (int32_t i = 0; i < n; i = bpe->next[i])
+        n_syms++;
     if (g_hash_table_size(bpe->cache) >= DATA_BPE_CACHE_MAX)
         g_hash_table_remove_all(bpe->cache);
-    int32_t *entry = g_new(int32_t, n + 1);
-    entry[0] = (int32_t)n;
-    memcpy(entry + 1, sym, n * sizeof(int32_t));
+    int32_t *entry = g_new(int32_t, (gsize)n_syms + 1);
+    entry[0] = n_syms;
+    int32_t k = 1;
+    for (int32_t i = 0; i < n; i = bpe->next[i])
+        entry[k++] = bpe->sym[i];
     g_hash_table_insert(bpe->cache, g_strdup(bpe->scratch->str), entry);
     return entry;
 }
@@ -353,6 +473,13 @@ gboolean data_bpe_encode(DataBpe *bpe, const char *text, gssize len_bytes, DataB
     PP_ASSERT(g_array_get_element_size(out) == sizeof(int32_t));
     size_t      len = len_bytes < 0 ? strlen(text) : (size_t)len_bytes;
     const char *bad = NULL;
+    if (len > G_MAXINT) { /* GRegex reports match offsets as int */
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,
+                    "text of %zu bytes; the tokenizer takes at most %d bytes per call (split the "
+                    "text into documents)",
+                    len, G_MAXINT);
+        return FALSE;
+    }
     if (!g_utf8_validate_len(text, len, &bad)) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,
                     "text is not valid UTF-8 at byte offset %td (byte 0x%02X); GPT-2's tokenizer "

@@ -14,6 +14,12 @@ G_BEGIN_DECLS
 #define DATA_BPE_EOT_TEXT          "<|endoftext|>"
 #define DATA_BPE_FINGERPRINT_BYTES 32 /* sha256 */
 
+/* GPT-2's pre-tokenisation pattern, verbatim (encoder.py): the text is cut into the words it
+ * matches and each word is merged alone. GRegex compiles UTF-8 patterns with Unicode properties
+ * for \s, so \s matches U+3000 as Python's regex module does. */
+#define DATA_BPE_PATTERN                                                                           \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+
 typedef struct _DataBpe DataBpe;
 
 typedef enum {
@@ -53,13 +59,19 @@ const uint8_t *data_bpe_fingerprint(const DataBpe *bpe);
  * @id must be in [0, n_vocab) (PP_ASSERT). Returns: (transfer none). */
 const char *data_bpe_token_bytes(const DataBpe *bpe, int32_t id, size_t *len_bytes);
 
+/* Rank of the merge that joins token @left with token @right (its line in vocab.bpe after the
+ * "#version" line, from 0), or -1 when vocab.bpe has none; the joined token's id goes to @merged
+ * (nullable) when there is one. Both ids must be in [0, n_vocab) (PP_ASSERT). */
+int32_t data_bpe_merge_rank(const DataBpe *bpe, int32_t left, int32_t right, int32_t *merged);
+
 /* --- encode / decode --- */
 
 /* Appends the ids of @text (@len_bytes bytes, or -1 for NUL-terminated) to @out (a GArray of
  * int32_t). Not thread-safe: the word cache inside @bpe is updated. With
  * DATA_BPE_ENCODE_SPECIAL and a vocabulary without "<|endoftext|>": FALSE, PP_IO_ERROR_MISMATCH.
  * Returns FALSE and sets PP_IO_ERROR_CORRUPT when @text is not valid UTF-8 (naming the byte
- * offset); @out is then unchanged. */
+ * offset) or longer than G_MAXINT bytes; @out is then unchanged. Time: O(n log n) for a word
+ * of n bytes, so no input is quadratic. */
 gboolean data_bpe_encode(DataBpe *bpe, const char *text, gssize len_bytes, DataBpeEncodeFlags flags,
                          GArray *out, GError **error);
 

@@ -7,10 +7,15 @@
 
 #include <string.h>
 
+#include "pp-config.h"
 #include "pp-error.h"
 
 static const ExecBackendInfo exec_backend_table[] = {
     {"cpu", exec_backend_cpu_new, "CPU threads, one per stage (reference and test double)"},
+#if PP_HAVE_CUDA
+    {"cuda", exec_backend_cuda_new,
+     "CUDA devices, a stream and a host worker per stage (run.devices, run.precision)"},
+#endif
     {NULL, NULL, NULL},
 };
 
@@ -19,7 +24,10 @@ static const struct {
     const char *name;
     const char *why;
 } exec_backend_absent[] = {
+#if !PP_HAVE_CUDA
     {"cuda", "this build has no CUDA backend"},
+#endif
+    {NULL, NULL},
 };
 
 const ExecBackendInfo *exec_backends(void) {
@@ -39,7 +47,7 @@ const ExecBackendInfo *exec_backend_find(const char *name, GError **error) {
             return info;
     }
     const char *why = "unknown backend";
-    for (size_t i = 0; i < G_N_ELEMENTS(exec_backend_absent); i++) {
+    for (size_t i = 0; exec_backend_absent[i].name != NULL; i++) {
         if (strcmp(exec_backend_absent[i].name, name) == 0)
             why = exec_backend_absent[i].why;
     }
@@ -60,4 +68,36 @@ const char *exec_tensor_role_name(ExecTensorRole role) {
     };
     PP_ASSERT(role >= 0 && role < EXEC_TENSOR_N_ROLES);
     return names[role];
+}
+
+gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, int32_t n_chunks,
+                                     const int32_t *vstage_stage, const int32_t *act_slots,
+                                     GError **error) {
+    if (sched->n_stages != n_stages || sched->n_chunks != n_chunks) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
+                    "schedule %s has %d stages x %d chunks; the pipeline was built for %d x %d",
+                    sched->kind, sched->n_stages, sched->n_chunks, n_stages, n_chunks);
+        return FALSE;
+    }
+    int32_t n_vstages = n_stages * n_chunks;
+    for (int32_t vs = 0; vs < n_vstages; vs++) {
+        if (sched->vstage_stage[vs] != vstage_stage[vs]) {
+            g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
+                        "schedule %s places virtual stage %d on stage %d; the pipeline has it "
+                        "on stage %d",
+                        sched->kind, vs, sched->vstage_stage[vs], vstage_stage[vs]);
+            return FALSE;
+        }
+    }
+    g_autofree int32_t *peak = pp_schedule_vstage_peak_inflight(sched);
+    for (int32_t vs = 0; vs < n_vstages; vs++) {
+        if (peak[vs] > act_slots[vs]) {
+            g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
+                        "schedule %s keeps %d micro-batches in flight on virtual stage %d; the "
+                        "pipeline has %d activation slots there",
+                        sched->kind, peak[vs], vs, act_slots[vs]);
+            return FALSE;
+        }
+    }
+    return TRUE;
 }

@@ -62,6 +62,14 @@ typedef void (*ExecDataFn)(gpointer user_data, int64_t mb, int32_t *tokens, int3
 typedef void (*ExecGradFn)(gpointer user_data, int32_t vstage, const Gpt2Tensor *tensor,
                            const float *grads);
 
+/* Element type of activations and compute weights (run.precision); master weights, gradients
+ * and optimizer state are fp32 in every mode. */
+typedef enum {
+    EXEC_PRECISION_DEFAULT, /* the backend's own default (cpu: fp32, cuda: bf16) */
+    EXEC_PRECISION_FP32,
+    EXEC_PRECISION_BF16,
+} ExecPrecision;
+
 /* Everything a backend needs to build the model state; copied by the constructor except the
  * borrowed pointers. */
 typedef struct {
@@ -82,6 +90,12 @@ typedef struct {
     ExecComm          *comm; /* (nullable) the process group of a multi-process run, borrowed
                                 for the backend's life: this process runs the stages is_local
                                 names (the CPU backend: stage r on rank r) */
+    const int32_t *devices;  /* (nullable) (n_stages) device id of each stage (run.devices),
+                                borrowed for the call; NULL: the backend's placement. A
+                                backend without devices refuses it (EXEC_ERROR_BACKEND) */
+    ExecPrecision precision; /* a precision the backend lacks is refused (EXEC_ERROR_BACKEND) */
+    gboolean      flash_attention; /* model.flash_attention: fused attention kernels where the
+                                      backend has them (refused where it cannot run them) */
 } ExecBackendSetup;
 
 /* What the replay loop asks of one op. */
@@ -110,6 +124,8 @@ typedef struct {
     double   grad_norm; /* U: L2 norm of the stage's gradients before clipping */
     gboolean applied;   /* U: FALSE when the gradients were not finite (or poisoned) and the
                            update was skipped (gradients discarded all the same) */
+    gboolean copied;    /* F with stash: the op copied the stage's weights (a version no kept
+                           copy held) */
 } ExecOpReport;
 
 /* The ops a stage ran since its previous flush, in run order. */
@@ -118,6 +134,21 @@ typedef struct {
                                 flush or prepare */
     int32_t n_ops;
 } ExecStageReport;
+
+/* The memory a backend holds for one stage's state, by category, in bytes (device memory on a
+ * GPU), as allocated at creation: nothing is allocated afterwards. */
+typedef struct {
+    int32_t device;          /* the stage's device id */
+    int64_t params_bytes;    /* fp32 master weights and their compute copy (bf16 mode) */
+    int64_t grads_bytes;     /* fp32 gradients */
+    int64_t optim_bytes;     /* optimizer state and its scratch */
+    int64_t stash_bytes;     /* stashed weight versions (pipedream, 2bw) */
+    int64_t act_bytes;       /* activation slots */
+    int64_t message_bytes;   /* buffers of the messages between stages */
+    int64_t workspace_bytes; /* per-stream contexts (GEMM workspace, reduction scratch), slice
+                                scratch, report buffers */
+    int64_t total_bytes;     /* the sum */
+} ExecMemoryBytes;
 
 /* Role of a tensor's data in tensor_get() / tensor_set(). Each role's data has the tensor's
  * own shape (Gpt2Tensor, pacer layout: matmul weights (OC, IC)). */
@@ -220,6 +251,9 @@ struct _ExecBackendOps {
      *   @targets (B, T) ids in [0, V) */
     gboolean (*evaluate)(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
                          float *loss, GError **error);
+    /* (optional: NULL for a backend whose memory is not arenas of its own) The memory the
+     * backend allocated for local @stage's state. */
+    void (*memory)(ExecBackend *backend, int32_t stage, ExecMemoryBytes *bytes);
 
     void (*free)(ExecBackend *backend);
 };
@@ -253,13 +287,28 @@ char *exec_backend_names(void);
 void exec_backend_free(ExecBackend *backend);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecBackend, exec_backend_free)
 
+/* prepare()'s check, for every backend: @sched has @n_stages x @n_chunks, places every
+ * virtual stage on the stage @vstage_stage (n_vstages) says, and keeps no more micro-batches
+ * in flight on a virtual stage than its @act_slots (n_vstages) (pp_schedule_vstage_peak_inflight).
+ * Returns FALSE with EXEC_ERROR_SHAPE naming the first mismatch otherwise. */
+gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, int32_t n_chunks,
+                                     const int32_t *vstage_stage, const int32_t *act_slots,
+                                     GError **error);
+
 /* --- backends --- */
 
 /* The CPU backend: one GThread per local stage, GAsyncQueue inboxes, Gpt2Slice + KernOptim
  * per local virtual stage (exec-cpu.c); with setup->comm, stage r on rank r and messages
- * between ranks through the group. Returns: (transfer full), or NULL with EXEC_ERROR_BACKEND
+ * between ranks through the group. Fails (EXEC_ERROR_BACKEND) for setup->devices or bf16 and
  * when the group's size is not the stage count, EXEC_ERROR_COMM when a peer does not answer
- * (it is collective with a group: the ranks agree on one time origin). */
+ * (it is collective with a group: the ranks agree on one time origin). Returns: (transfer
+ * full). */
 ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error);
+
+/* The CUDA backend (exec-cuda.c): per stage a device, a compute stream, a host worker and
+ * device arenas sized at creation. Fails (EXEC_ERROR_BACKEND) without a CUDA device, for a
+ * device id the process does not see, a precision or flash attention the model's shape cannot
+ * run, or when the device memory is too small. Returns: (transfer full). */
+ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error);
 
 G_END_DECLS

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
- * exec-checkpoint.c: safetensors reading (mapped, every offset validated before use) and
- * writing (streamed into a temporary file, fsync, rename), with the Hugging Face GPT-2 layout
- * mapping: Conv1D transposes for block matmuls, unpadded vocabulary rows, tied heads.
+ * exec-checkpoint.c: safetensors reading (mapped, every offset validated before use, each
+ * tensor checked against its recorded CRC-32C and for non-finite values) and writing (streamed
+ * into a temporary file, fsync, rename), with the Hugging Face GPT-2 layout mapping: Conv1D
+ * transposes for block matmuls, unpadded vocabulary rows, tied heads.
  */
 #include "exec-checkpoint.h"
 
@@ -9,16 +10,23 @@
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "exec-crc32c.h"
 #include "pp-error.h"
 
+/* Metadata key prefix of a tensor's checksum: "pacer_crc32c.NAME" -> 8 lower-case hex digits. */
+#define EXEC_CKPT_CRC_PREFIX       "pacer_crc32c."
 #define EXEC_CKPT_PREFIX           "transformer."
 #define EXEC_CKPT_METADATA_KEY     "__metadata__"
 #define EXEC_CKPT_MAX_HEADER_BYTES ((guint64)100 << 20) /* safetensors' own limit is 100 MB */
+/* Deepest [ or { nesting accepted in a header. Real headers nest 3 deep (root object, tensor
+ * entry, shape array); json-glib parses recursively, so a deep one would overflow the stack. */
+#define EXEC_CKPT_MAX_HEADER_DEPTH 8
 
 /* --- tensor lists --- */
 
@@ -138,8 +146,9 @@ typedef struct {
     GMappedFile   *map;
     const uint8_t *data; /* start of the data section */
     guint64        data_bytes;
-    GHashTable    *tensors;  /* name -> ExecCkptFileTensor * */
-    GHashTable    *metadata; /* char * -> char * */
+    GHashTable    *tensors;     /* name -> ExecCkptFileTensor * */
+    GHashTable    *metadata;    /* char * -> char * */
+    gboolean       checksummed; /* the metadata records CRC-32Cs: every tensor needs one */
 } ExecCkptFile;
 
 static void exec_ckpt_file_tensor_free(gpointer p) {
@@ -180,6 +189,61 @@ static gboolean exec_ckpt_corrupt(GError **error, const char *path, const char *
     return FALSE;
 }
 
+static int exec_ckpt_cmp_offsets(gconstpointer a, gconstpointer b) {
+    const ExecCkptFileTensor *x = *(const ExecCkptFileTensor *const *)a;
+    const ExecCkptFileTensor *y = *(const ExecCkptFileTensor *const *)b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* The tensors of @f in data order. Returns: (transfer container) ExecCkptFileTensor *s. */
+static GPtrArray *exec_ckpt_by_offset(const ExecCkptFile *f) {
+    GPtrArray     *order = g_ptr_array_new();
+    GHashTableIter it;
+    gpointer       value;
+    g_hash_table_iter_init(&it, f->tensors);
+    while (g_hash_table_iter_next(&it, NULL, &value))
+        g_ptr_array_add(order, value);
+    g_ptr_array_sort(order, exec_ckpt_cmp_offsets);
+    return order;
+}
+
+/* The safetensors rule for data_offsets: in offset order the tensors cover the data section
+ * exactly, each starting where the one before it ends, the first at 0 and the last ending at
+ * the end of the file, so a shifted or overlapping range is refused, naming the tensor. */
+static gboolean exec_ckpt_check_offsets(ExecCkptFile *f, GError **error) {
+    g_autoptr(GPtrArray) order = exec_ckpt_by_offset(f);
+    guint64                   at = 0;
+    const ExecCkptFileTensor *prev = NULL;
+    for (guint i = 0; i < order->len; i++) {
+        const ExecCkptFileTensor *t = g_ptr_array_index(order, i);
+        if (t->begin != at) {
+            g_autofree char *what =
+                prev ? g_strdup_printf("tensor \"%s\" starts at data byte %" G_GUINT64_FORMAT
+                                       " but \"%s\" before it ends at byte %" G_GUINT64_FORMAT
+                                       " (data_offsets must cover the data contiguously)",
+                                       t->name, t->begin, prev->name, at)
+                     : g_strdup_printf("the first tensor, \"%s\", starts at data byte "
+                                       "%" G_GUINT64_FORMAT " instead of 0",
+                                       t->name, t->begin);
+            return exec_ckpt_corrupt(error, f->path, what);
+        }
+        at = t->end;
+        prev = t;
+    }
+    if (at != f->data_bytes) {
+        g_autofree char *what = g_strdup_printf("the tensors end at data byte %" G_GUINT64_FORMAT
+                                                " but the data section holds %" G_GUINT64_FORMAT
+                                                " bytes (data_offsets must cover it exactly)",
+                                                at, f->data_bytes);
+        return exec_ckpt_corrupt(error, f->path, what);
+    }
+    return TRUE;
+}
+
 /* Parses one tensor's header entry. */
 static gboolean exec_ckpt_parse_tensor(ExecCkptFile *f, const char *key, JsonNode *node,
                                        GError **error) {
@@ -214,7 +278,14 @@ static gboolean exec_ckpt_parse_tensor(ExecCkptFile *f, const char *key, JsonNod
         JsonNode *d = json_array_get_element(sa, i);
         ok = json_node_get_value_type(d) == G_TYPE_INT64 && json_node_get_int(d) >= 0;
         t->shape[i] = ok ? json_node_get_int(d) : 0;
-        numel *= (guint64)t->shape[i];
+        /* Bytes are numel times at most 8: a product that wraps could match any span. */
+        if (ok && !(g_uint64_checked_mul(&numel, numel, (guint64)t->shape[i]) &&
+                    numel <= G_MAXUINT64 / 8)) {
+            what = g_strdup_printf("tensor \"%s\": shape dimension %u (%" G_GINT64_FORMAT
+                                   ") makes more than 2^61 elements",
+                                   key, i, t->shape[i]);
+            return exec_ckpt_corrupt(error, f->path, what);
+        }
     }
     t->ndim = (int)nd;
     for (guint i = 0; ok && i < 2; i++) {
@@ -244,6 +315,44 @@ static gboolean exec_ckpt_parse_tensor(ExecCkptFile *f, const char *key, JsonNod
     return TRUE;
 }
 
+/* Checks, before json-glib sees it, that the header @json (@len bytes) nests arrays and objects
+ * at most EXEC_CKPT_MAX_HEADER_DEPTH deep (brackets inside strings not counted). json-glib also
+ * takes comments and single-quoted strings, which could hide brackets from this count: JSON has
+ * neither, so '/' or '\'' outside a string is refused too. */
+static gboolean exec_ckpt_check_header_depth(const char *path, const char *json, guint64 len,
+                                             GError **error) {
+    int      depth = 0;
+    gboolean in_string = FALSE;
+    for (guint64 i = 0; i < len; i++) {
+        char c = json[i];
+        if (in_string) {
+            if (c == '\\')
+                i++; /* the escaped character cannot end the string */
+            else if (c == '"')
+                in_string = FALSE;
+        } else if (c == '"') {
+            in_string = TRUE;
+        } else if (c == '[' || c == '{') {
+            if (++depth > EXEC_CKPT_MAX_HEADER_DEPTH) {
+                g_autofree char *what = g_strdup_printf("header nests arrays or objects more than "
+                                                        "%d deep (at header byte %" G_GUINT64_FORMAT
+                                                        "); a safetensors header nests 3 deep",
+                                                        EXEC_CKPT_MAX_HEADER_DEPTH, i);
+                return exec_ckpt_corrupt(error, path, what);
+            }
+        } else if (c == ']' || c == '}') {
+            depth--;
+        } else if (c == '/' || c == '\'') {
+            g_autofree char *what = g_strdup_printf(
+                "header holds '%c' outside a string at header byte %" G_GUINT64_FORMAT
+                "; safetensors headers are plain JSON, without comments or single quotes",
+                c, i);
+            return exec_ckpt_corrupt(error, path, what);
+        }
+    }
+    return TRUE;
+}
+
 static gboolean exec_ckpt_file_open(ExecCkptFile *f, const char *path, GError **error) {
     memset(f, 0, sizeof *f);
     f->path = path;
@@ -268,6 +377,8 @@ static gboolean exec_ckpt_file_open(ExecCkptFile *f, const char *path, GError **
                                                 hlen, len);
         return exec_ckpt_corrupt(error, path, what);
     }
+    if (!exec_ckpt_check_header_depth(path, (const char *)raw + 8, hlen, error))
+        return FALSE;
     f->data = raw + 8 + hlen;
     f->data_bytes = len - 8 - hlen;
     g_autoptr(JsonParser) parser = json_parser_new();
@@ -302,9 +413,10 @@ static gboolean exec_ckpt_file_open(ExecCkptFile *f, const char *path, GError **
                 return exec_ckpt_corrupt(error, path, what);
             }
             g_hash_table_insert(f->metadata, g_strdup(k->data), g_strdup(json_node_get_string(v)));
+            f->checksummed = f->checksummed || g_str_has_prefix(k->data, EXEC_CKPT_CRC_PREFIX);
         }
     }
-    return TRUE;
+    return exec_ckpt_check_offsets(f, error);
 }
 
 static float exec_ckpt_get(const uint8_t *p, gboolean bf16) {
@@ -320,6 +432,69 @@ static float exec_ckpt_get(const uint8_t *p, gboolean bf16) {
     float v;
     memcpy(&v, &bits, sizeof v);
     return v;
+}
+
+/* Index of the first NaN or infinity among the @n values at @src (file order), or -1. */
+static gint64 exec_ckpt_first_nonfinite(const uint8_t *src, guint64 n, gboolean bf16) {
+    size_t eb = bf16 ? 2 : 4;
+    for (guint64 k = 0; k < n; k++) {
+        if (!isfinite(exec_ckpt_get(src + k * eb, bf16)))
+            return (gint64)k;
+    }
+    return -1;
+}
+
+/* "NaN at element K (index [i, j] of shape (R, C))": where element @k (row-major) of a tensor
+ * of @ndim dims @shape is, and what it holds (@v). Returns: (transfer full). */
+static char *exec_ckpt_nonfinite_str(float v, gint64 k, int ndim, const gint64 *shape) {
+    gint64 index[8] = {0}, rest = k;
+    for (int d = ndim - 1; d >= 0; d--) {
+        index[d] = shape[d] > 0 ? rest % shape[d] : 0;
+        rest = shape[d] > 0 ? rest / shape[d] : 0;
+    }
+    g_autofree char *at = exec_ckpt_shape_str(ndim, index);
+    g_autofree char *of = exec_ckpt_shape_str(ndim, shape);
+    at[0] = '[';
+    at[strlen(at) - 1] = ']';
+    return g_strdup_printf("%s at element %" G_GINT64_FORMAT " (index %s of shape %s)",
+                           isnan(v) ? "NaN" : (v > 0 ? "+inf" : "-inf"), k, at, of);
+}
+
+/* Checks file tensor @t before it is used: its bytes against the CRC-32C the metadata records
+ * for it (PP_IO_ERROR_CORRUPT on a mismatch, or when the file records checksums but none for
+ * @t), then every value for NaN and infinity (PP_IO_ERROR_NONFINITE naming the first). */
+static gboolean exec_ckpt_check_tensor(const ExecCkptFile *f, const ExecCkptFileTensor *t,
+                                       GError **error) {
+    const uint8_t   *src = f->data + t->begin;
+    g_autofree char *key = g_strconcat(EXEC_CKPT_CRC_PREFIX, t->name, NULL);
+    const char      *want = g_hash_table_lookup(f->metadata, key);
+    if (want || f->checksummed) {
+        g_autofree char *got = g_strdup_printf("%08x", exec_crc32c(0, src, t->end - t->begin));
+        if (g_strcmp0(want, got) != 0) {
+            g_autofree char *what =
+                want ? g_strdup_printf("tensor \"%s\" fails its checksum: %s records CRC-32C %s, "
+                                       "its data has %s (the file is damaged)",
+                                       t->name, key, want, got)
+                     : g_strdup_printf("tensor \"%s\" has no %s though the file records "
+                                       "checksums (the header is damaged)",
+                                       t->name, key);
+            return exec_ckpt_corrupt(error, f->path, what);
+        }
+    }
+    gboolean bf16 = strcmp(t->dtype, "BF16") == 0;
+    if (!bf16 && strcmp(t->dtype, "F32") != 0)
+        return TRUE;
+    gint64 bad = exec_ckpt_first_nonfinite(src, (t->end - t->begin) / (bf16 ? 2 : 4), bf16);
+    if (bad >= 0) {
+        g_autofree char *where = exec_ckpt_nonfinite_str(
+            exec_ckpt_get(src + (guint64)bad * (bf16 ? 2 : 4), bf16), bad, t->ndim, t->shape);
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_NONFINITE,
+                    "checkpoint %s: tensor \"%s\" holds %s; weights and optimizer state must "
+                    "be finite",
+                    f->path, t->name, where);
+        return FALSE;
+    }
+    return TRUE;
 }
 
 /* Reads file tensor @file_name (after prefix removal) into @e, laid out by @l. */
@@ -351,6 +526,8 @@ static gboolean exec_ckpt_read_tensor(const ExecCkptFile *f, const char *file_na
                     f->path, e->name, got, exp);
         return FALSE;
     }
+    if (!exec_ckpt_check_tensor(f, t, error))
+        return FALSE;
     const uint8_t *src = f->data + t->begin;
     size_t         eb = bf16 ? 2 : 4;
     size_t         cols = (size_t)e->shape[1]; /* pacer columns (1 for 1D) */
@@ -389,15 +566,27 @@ gboolean exec_checkpoint_load(const char *path, const Gpt2Config *cfg, ExecTenso
 
 gboolean exec_checkpoint_load_state(const char *path, ExecTensorList *state, GHashTable **metadata,
                                     GError **error) {
-    g_autofree char *state_path = g_strconcat(path, ".state", NULL);
-    ExecCkptFile     f;
-    gboolean         ok = exec_ckpt_file_open(&f, state_path, error);
+    ExecCkptFile f;
+    gboolean     ok = exec_ckpt_file_open(&f, path, error);
     for (int i = 0; ok && i < exec_tensor_list_n(state); i++) {
         const ExecTensorEntry *e = exec_tensor_list_get(state, i);
         ok = exec_ckpt_read_tensor(&f, e->name, e, exec_ckpt_layout(NULL, e), error);
     }
     if (ok && metadata)
         *metadata = g_hash_table_ref(f.metadata);
+    exec_ckpt_file_clear(&f);
+    return ok;
+}
+
+gboolean exec_checkpoint_verify(const char *path, GError **error) {
+    ExecCkptFile f;
+    gboolean     ok = exec_ckpt_file_open(&f, path, error);
+    if (ok) {
+        /* In data order, so that the first damaged tensor of the file is the one named. */
+        g_autoptr(GPtrArray) order = exec_ckpt_by_offset(&f);
+        for (guint i = 0; ok && i < order->len; i++)
+            ok = exec_ckpt_check_tensor(&f, g_ptr_array_index(order, i), error);
+    }
     exec_ckpt_file_clear(&f);
     return ok;
 }
@@ -415,11 +604,12 @@ gboolean exec_checkpoint_info(const char *path, ExecCheckpointInfo *info, GHashT
     const ExecCkptFileTensor *ln1 = g_hash_table_lookup(f.tensors, "h.0.ln_1.weight");
     gboolean                  ok = wte && wpe && ln1 && wte->ndim == 2 && wpe->ndim == 2 &&
                   wte->shape[1] == wpe->shape[1] && wte->shape[0] > 0 && wpe->shape[0] > 0 &&
-                  wte->shape[0] <= G_MAXINT32 - 128 && wpe->shape[0] <= G_MAXINT32;
+                  wte->shape[1] > 0 && wte->shape[0] <= G_MAXINT32 - 128 &&
+                  wpe->shape[0] <= G_MAXINT32 && wte->shape[1] <= G_MAXINT32;
     if (!ok) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
                     "checkpoint %s is not a GPT-2 model: it needs wte.weight (V, C), "
-                    "wpe.weight (T, C) and h.0.*",
+                    "wpe.weight (T, C) and h.0.*, with V, T and C from 1 to 2^31 - 1",
                     path);
         exec_ckpt_file_clear(&f);
         return FALSE;
@@ -509,15 +699,36 @@ static char *exec_ckpt_header(const Gpt2Config *cfg, ExecTensorList *list, GHash
     return g_string_free(s, FALSE);
 }
 
-/* Writes one safetensors file to a fresh temporary file next to @path; returns its name in
- * @tmp_path (transfer full) on success. @cfg NULL: raw f32 layout. */
+/* Tensor @e of a file with layout @l and @eb-byte elements (4: f32, 2: bf16) as its bytes in
+ * the file (row-major in the file's shape, little-endian) into @buf. */
+static void exec_ckpt_encode(const ExecTensorEntry *e, ExecCkptLayout l, int eb, GByteArray *buf) {
+    size_t n = (size_t)l.shape[0] * (size_t)l.shape[1];
+    g_byte_array_set_size(buf, (guint)(n * (size_t)eb));
+    for (size_t k = 0; k < n; k++) {
+        size_t src = k;
+        if (l.transpose) {
+            size_t row = k / (size_t)l.shape[1], col = k % (size_t)l.shape[1];
+            src = col * (size_t)l.shape[0] + row; /* pacer (OC, IC): [col][row] */
+        }
+        float v = e->data[src];
+        if (eb == 2) {
+            uint16_t h = GUINT16_TO_LE(exec_ckpt_bf16_round(v));
+            memcpy(buf->data + 2 * k, &h, 2);
+        } else {
+            uint32_t bits;
+            memcpy(&bits, &v, 4);
+            bits = GUINT32_TO_LE(bits);
+            memcpy(buf->data + 4 * k, &bits, 4);
+        }
+    }
+}
+
+/* Writes the safetensors file of @list (header @header, @hlen bytes) to a fresh temporary file
+ * next to @path, hashing every byte into @sha and counting them in *@n_bytes; returns its name
+ * in @tmp_path (transfer full). @cfg NULL: raw layout. */
 static gboolean exec_ckpt_write(const char *path, const Gpt2Config *cfg, ExecTensorList *list,
-                                GHashTable *meta, ExecDtype dtype, char **tmp_path,
-                                GError **error) {
-    int              eb = dtype == EXEC_DTYPE_BF16 ? 2 : 4;
-    gsize            hlen = 0;
-    g_autofree char *header =
-        exec_ckpt_header(cfg, list, meta, eb, dtype == EXEC_DTYPE_BF16 ? "BF16" : "F32", &hlen);
+                                const char *header, gsize hlen, int eb, GChecksum *sha,
+                                guint64 *n_bytes, char **tmp_path, GError **error) {
     g_autofree char *tmp = g_strconcat(path, ".tmp-XXXXXX", NULL);
     int              fd = g_mkstemp_full(tmp, O_RDWR, 0644);
     if (fd < 0) {
@@ -528,32 +739,17 @@ static gboolean exec_ckpt_write(const char *path, const Gpt2Config *cfg, ExecTen
     }
     FILE *fp = fdopen(fd, "wb");
     PP_ASSERT(fp != NULL); /* fdopen on a fresh descriptor fails only on OOM */
-    guint64  hlen_le = GUINT64_TO_LE((guint64)hlen);
+    guint64 hlen_le = GUINT64_TO_LE((guint64)hlen);
+    g_checksum_update(sha, (const guchar *)&hlen_le, 8);
+    g_checksum_update(sha, (const guchar *)header, (gssize)hlen);
     gboolean ok = fwrite(&hlen_le, 8, 1, fp) == 1 && fwrite(header, 1, hlen, fp) == hlen;
+    *n_bytes = 8 + hlen;
     g_autoptr(GByteArray) buf = g_byte_array_new();
     for (int i = 0; ok && i < exec_tensor_list_n(list); i++) {
         const ExecTensorEntry *e = exec_tensor_list_get(list, i);
-        ExecCkptLayout         l = exec_ckpt_layout(cfg, e);
-        size_t                 n = (size_t)l.shape[0] * (size_t)l.shape[1];
-        g_byte_array_set_size(buf, (guint)(n * (size_t)eb));
-        for (size_t k = 0; k < n; k++) {
-            /* element k of the file tensor, row-major in the file's shape */
-            size_t src = k;
-            if (l.transpose) {
-                size_t row = k / (size_t)l.shape[1], col = k % (size_t)l.shape[1];
-                src = col * (size_t)l.shape[0] + row; /* pacer (OC, IC): [col][row] */
-            }
-            float v = e->data[src];
-            if (eb == 2) {
-                uint16_t h = GUINT16_TO_LE(exec_ckpt_bf16_round(v));
-                memcpy(buf->data + 2 * k, &h, 2);
-            } else {
-                uint32_t bits;
-                memcpy(&bits, &v, 4);
-                bits = GUINT32_TO_LE(bits);
-                memcpy(buf->data + 4 * k, &bits, 4);
-            }
-        }
+        exec_ckpt_encode(e, exec_ckpt_layout(cfg, e), eb, buf);
+        g_checksum_update(sha, buf->data, buf->len);
+        *n_bytes += buf->len;
         ok = fwrite(buf->data, 1, buf->len, fp) == buf->len;
     }
     ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
@@ -569,7 +765,7 @@ static gboolean exec_ckpt_write(const char *path, const Gpt2Config *cfg, ExecTen
     return TRUE;
 }
 
-/* A copy of @user (nullable) with the entries of @fixed on top. */
+/* A copy of @user (nullable) with the entries of @fixed (nullable) on top. */
 static GHashTable *exec_ckpt_merge_metadata(const GHashTable *user, GHashTable *fixed) {
     GHashTable    *m = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     GHashTableIter it;
@@ -587,52 +783,74 @@ static GHashTable *exec_ckpt_merge_metadata(const GHashTable *user, GHashTable *
     return m;
 }
 
-static gboolean exec_ckpt_rename(const char *from, const char *to, GError **error) {
-    if (g_rename(from, to) != 0) {
-        int en = errno;
-        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE, "cannot rename %s to %s: %s", from, to,
-                    g_strerror(en));
-        g_remove(from);
+/* The metadata pacer writes: @user's pairs, then (with @cfg) the model's shape keys and format
+ * "pt", then the CRC-32C of every tensor's bytes in the file, each computed from @list encoded
+ * with @eb-byte elements. Returns: (transfer full), or NULL with PP_IO_ERROR_NONFINITE naming
+ * the first tensor that holds NaN or infinity once encoded. */
+static GHashTable *exec_ckpt_file_metadata(const char *path, const Gpt2Config *cfg,
+                                           ExecTensorList *list, const GHashTable *user, int eb,
+                                           GError **error) {
+    g_autoptr(GHashTable) fixed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    if (cfg) {
+        g_hash_table_insert(fixed, g_strdup("n_layer"), g_strdup_printf("%d", cfg->L));
+        g_hash_table_insert(fixed, g_strdup("n_head"), g_strdup_printf("%d", cfg->NH));
+        g_hash_table_insert(fixed, g_strdup("n_embd"), g_strdup_printf("%d", cfg->C));
+        g_hash_table_insert(fixed, g_strdup("n_ctx"), g_strdup_printf("%d", cfg->T));
+        g_hash_table_insert(fixed, g_strdup("vocab_size"), g_strdup_printf("%d", cfg->V));
+        g_hash_table_insert(fixed, g_strdup("format"), g_strdup("pt"));
+    }
+    g_autoptr(GByteArray) buf = g_byte_array_new();
+    for (int i = 0; i < exec_tensor_list_n(list); i++) {
+        const ExecTensorEntry *e = exec_tensor_list_get(list, i);
+        ExecCkptLayout         l = exec_ckpt_layout(cfg, e);
+        exec_ckpt_encode(e, l, eb, buf);
+        gint64 bad = exec_ckpt_first_nonfinite(buf->data, buf->len / (guint)eb, eb == 2);
+        if (bad >= 0) {
+            gint64           shape[2] = {l.shape[0], l.shape[1]};
+            g_autofree char *where = exec_ckpt_nonfinite_str(
+                exec_ckpt_get(buf->data + (guint64)bad * (guint64)eb, eb == 2), bad, l.ndim, shape);
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_NONFINITE,
+                        "cannot write checkpoint %s: tensor \"%s\" holds %s (in the file's "
+                        "layout); a checkpoint holds finite values only",
+                        path, e->name, where);
+            return NULL;
+        }
+        g_hash_table_insert(fixed, g_strconcat(EXEC_CKPT_CRC_PREFIX, e->name, NULL),
+                            g_strdup_printf("%08x", exec_crc32c(0, buf->data, buf->len)));
+    }
+    return exec_ckpt_merge_metadata(user, fixed);
+}
+
+gboolean exec_checkpoint_write(const char *path, const Gpt2Config *cfg, ExecTensorList *list,
+                               const GHashTable *metadata, ExecDtype dtype,
+                               ExecCheckpointDigest *digest, GError **error) {
+    int eb = dtype == EXEC_DTYPE_BF16 ? 2 : 4;
+    g_autoptr(GHashTable) meta = exec_ckpt_file_metadata(path, cfg, list, metadata, eb, error);
+    if (!meta)
         return FALSE;
+    gsize            hlen = 0;
+    g_autofree char *header =
+        exec_ckpt_header(cfg, list, meta, eb, dtype == EXEC_DTYPE_BF16 ? "BF16" : "F32", &hlen);
+    g_autoptr(GChecksum) sha = g_checksum_new(G_CHECKSUM_SHA256);
+    g_autofree char *tmp = NULL;
+    guint64          n_bytes = 0;
+    if (!exec_ckpt_write(path, cfg, list, header, hlen, eb, sha, &n_bytes, &tmp, error))
+        return FALSE;
+    if (g_rename(tmp, path) != 0) {
+        int en = errno;
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE, "cannot rename %s to %s: %s", tmp, path,
+                    g_strerror(en));
+        g_remove(tmp);
+        return FALSE;
+    }
+    if (digest) {
+        digest->size_bytes = n_bytes;
+        g_strlcpy(digest->sha256, g_checksum_get_string(sha), sizeof digest->sha256);
     }
     return TRUE;
 }
 
-gboolean exec_checkpoint_save_full(const char *path, const Gpt2Config *cfg, ExecTensorList *model,
-                                   const GHashTable *metadata, ExecDtype dtype,
-                                   ExecTensorList *state, const GHashTable *state_metadata,
-                                   GError **error) {
-    g_autoptr(GHashTable) fixed = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
-    g_hash_table_insert(fixed, "n_layer", g_strdup_printf("%d", cfg->L));
-    g_hash_table_insert(fixed, "n_head", g_strdup_printf("%d", cfg->NH));
-    g_hash_table_insert(fixed, "n_embd", g_strdup_printf("%d", cfg->C));
-    g_hash_table_insert(fixed, "n_ctx", g_strdup_printf("%d", cfg->T));
-    g_hash_table_insert(fixed, "vocab_size", g_strdup_printf("%d", cfg->V));
-    g_hash_table_insert(fixed, "format", g_strdup("pt"));
-    g_autoptr(GHashTable) meta = exec_ckpt_merge_metadata(metadata, fixed);
-    g_autofree char *state_path = g_strconcat(path, ".state", NULL);
-
-    g_autofree char *tmp_model = NULL, *tmp_state = NULL;
-    if (!exec_ckpt_write(path, cfg, model, meta, dtype, &tmp_model, error))
-        return FALSE;
-    if (state) {
-        g_autoptr(GHashTable) smeta = exec_ckpt_merge_metadata(state_metadata, NULL);
-        if (!exec_ckpt_write(state_path, NULL, state, smeta, EXEC_DTYPE_F32, &tmp_state, error)) {
-            g_remove(tmp_model);
-            return FALSE;
-        }
-        if (!exec_ckpt_rename(tmp_state, state_path, error)) {
-            g_remove(tmp_model);
-            return FALSE;
-        }
-    } else {
-        /* A sidecar left by an earlier save would not match these weights. */
-        g_remove(state_path);
-    }
-    return exec_ckpt_rename(tmp_model, path, error);
-}
-
 gboolean exec_checkpoint_save(const char *path, const Gpt2Config *cfg, ExecTensorList *model,
                               const GHashTable *metadata, GError **error) {
-    return exec_checkpoint_save_full(path, cfg, model, metadata, EXEC_DTYPE_F32, NULL, NULL, error);
+    return exec_checkpoint_write(path, cfg, model, metadata, EXEC_DTYPE_F32, NULL, error);
 }

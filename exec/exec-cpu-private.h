@@ -68,6 +68,7 @@ typedef struct {
     int32_t        n_stages, n_chunks, n_vstages;
     int32_t       *vstage_stage;    /* (n_vstages) */
     int32_t       *weight_versions; /* (n_stages) */
+    int32_t       *act_slots;       /* (n_vstages) */
     ExecDataFn     data;
     gpointer       data_user;
     ExecGradFn     on_grads;

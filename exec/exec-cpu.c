@@ -99,44 +99,23 @@ static void exec_cpu_stash_free(gpointer p) {
 
 /* --- vtable --- */
 
-static gboolean exec_cpu_check(ExecCpuBackend *cpu, const PpSchedule *sched, GError **error) {
-    if (sched->n_stages != cpu->n_stages || sched->n_chunks != cpu->n_chunks) {
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                    "schedule %s has %d stages x %d chunks; the pipeline was built for %d x %d",
-                    sched->kind, sched->n_stages, sched->n_chunks, cpu->n_stages, cpu->n_chunks);
-        return FALSE;
-    }
-    for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
-        if (sched->vstage_stage[vs] != cpu->vstage_stage[vs]) {
-            g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                        "schedule %s places virtual stage %d on stage %d; the pipeline has it "
-                        "on stage %d",
-                        sched->kind, vs, sched->vstage_stage[vs], cpu->vstage_stage[vs]);
-            return FALSE;
-        }
-    }
+/* With a process group: FALSE with EXEC_ERROR_SHAPE when @sched's last message needs a tag past
+ * the group's largest. */
+static gboolean exec_cpu_check_tags(ExecCpuBackend *cpu, const PpSchedule *sched, GError **error) {
     if (cpu->comm && sched->n_mb > 0 &&
         exec_cpu_msg_tag(cpu, EXEC_MSG_GRAD, sched->n_mb - 1, cpu->n_vstages - 1) >
             exec_comm_tag_max(cpu->comm)) {
         g_propagate_error(error, exec_cpu_tag_error(cpu, sched->n_mb - 1));
         return FALSE;
     }
-    g_autofree int32_t *peak = pp_schedule_vstage_peak_inflight(sched);
-    for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
-        if (peak[vs] > cpu->vstages[vs].n_slots) {
-            g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                        "schedule %s keeps %d micro-batches in flight on virtual stage %d; the "
-                        "pipeline has %d activation slots there",
-                        sched->kind, peak[vs], vs, cpu->vstages[vs].n_slots);
-            return FALSE;
-        }
-    }
     return TRUE;
 }
 
 static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, GError **error) {
     ExecCpuBackend *cpu = exec_cpu(backend);
-    if (sched && !exec_cpu_check(cpu, sched, error))
+    if (sched && (!exec_backend_check_schedule(sched, cpu->n_stages, cpu->n_chunks,
+                                               cpu->vstage_stage, cpu->act_slots, error) ||
+                  !exec_cpu_check_tags(cpu, sched, error)))
         return FALSE;
     for (int32_t s = 0; s < cpu->n_stages; s++) {
         ExecCpuStage *st = &cpu->stages[s];
@@ -377,10 +356,20 @@ static void exec_cpu_run_compute(ExecCpuBackend *cpu, const ExecOpArgs *args,
         if (args->stash) {
             ExecStash *stash = exec_cpu_stash_find(v, args->version);
             if (!stash) {
-                stash = g_new0(ExecStash, 1);
+                /* A new version: a copy no micro-batch needs any more takes it (no new
+                 * allocation, no page faults); else a new copy. */
+                for (guint i = 0; i < v->stashes->len && !stash; i++)
+                    if (((ExecStash *)g_ptr_array_index(v->stashes, i))->refs == 0)
+                        stash = g_ptr_array_index(v->stashes, i);
+                if (stash) {
+                    memcpy(stash->params, live, n_params * sizeof(float));
+                } else {
+                    stash = g_new0(ExecStash, 1);
+                    stash->params = g_memdup2(live, n_params * sizeof(float));
+                    g_ptr_array_add(v->stashes, stash);
+                }
                 stash->version = args->version;
-                stash->params = g_memdup2(live, n_params * sizeof(float));
-                g_ptr_array_add(v->stashes, stash);
+                report->copied = TRUE;
                 /* The schedule declares how many weight copies a stage keeps. */
                 PP_ASSERT((int32_t)v->stashes->len <= cpu->weight_versions[v->stage]);
             }
@@ -414,8 +403,11 @@ static void exec_cpu_run_compute(ExecCpuBackend *cpu, const ExecOpArgs *args,
                                 first ? NULL : st->output, gpt2_slice_grads(v->slice));
             v->slot_mb[slot] = -1;
         }
-        if (stash && --stash->refs == 0)
-            g_ptr_array_remove_fast(v->stashes, stash);
+        /* An unreferenced copy stays until F needs a new version: the next F of this
+         * version (the current one in 1F1B's steady state) reuses it instead of copying the
+         * weights again. */
+        if (stash)
+            stash->refs--;
         break;
     }
     case PP_OP_WEIGHT: {
@@ -566,6 +558,7 @@ static void exec_cpu_free(ExecBackend *backend) {
     g_free(cpu->stages);
     g_free(cpu->vstage_stage);
     g_free(cpu->weight_versions);
+    g_free(cpu->act_slots);
     g_free(cpu);
 }
 
@@ -588,6 +581,7 @@ static const ExecBackendOps exec_cpu_ops = {
     .get_optim_steps = exec_cpu_get_optim_steps,
     .set_optim_steps = exec_cpu_set_optim_steps,
     .evaluate = exec_cpu_evaluate,
+    .memory = NULL, /* host slices from malloc: no arenas of the backend's own to report */
     .free = exec_cpu_free,
 };
 
@@ -599,6 +593,18 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
                     setup->n_stages, setup->n_stages, exec_comm_size(setup->comm));
         return NULL;
     }
+    if (setup->devices != NULL) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "run.devices: the cpu backend runs every stage on host threads and has no "
+                    "devices; remove the key or use run.backend = cuda");
+        return NULL;
+    }
+    if (setup->precision == EXEC_PRECISION_BF16) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "run.precision = bf16: the cpu backend computes in fp32 only; remove the key, "
+                    "set fp32, or use run.backend = cuda");
+        return NULL;
+    }
     ExecCpuBackend *cpu = g_new0(ExecCpuBackend, 1);
     cpu->base.ops = &exec_cpu_ops;
     cpu->model = setup->model;
@@ -608,6 +614,7 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
     cpu->n_vstages = setup->n_stages * setup->n_chunks;
     cpu->vstage_stage = g_memdup2(setup->vstage_stage, cpu->n_vstages * sizeof(int32_t));
     cpu->weight_versions = g_memdup2(setup->weight_versions, cpu->n_stages * sizeof(int32_t));
+    cpu->act_slots = g_memdup2(setup->act_slots, cpu->n_vstages * sizeof(int32_t));
     cpu->data = setup->data;
     cpu->data_user = setup->data_user;
     cpu->on_grads = setup->on_grads;

@@ -1,17 +1,44 @@
 /* SPDX-License-Identifier: MIT
  * exec-evaluate.c: checkpoint -> one CPU slice holding the whole model (B = 1) -> mean loss over
- * consecutive non-overlapping windows of the tokenised text.
+ * consecutive non-overlapping windows of the tokenised text. A checkpoint unit or run folder
+ * is resolved to its verified model file first.
  */
 #include "exec-evaluate.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "data-corpus.h"
+#include "exec-checkpoint-unit.h"
 #include "exec-checkpoint.h"
 #include "gpt2-slice.h"
 #include "pp-error.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(Gpt2Slice, gpt2_slice_free)
+
+/* ExecCheckpointUnitReadFn: the unit's model file, checked against its manifest, into
+ * *(char **)@user_data. */
+static gboolean exec_evaluate_read_unit(ExecCheckpointUnit *unit, gpointer user_data,
+                                        GError **error) {
+    char **model = user_data;
+    *model = exec_checkpoint_unit_verified_path(unit, EXEC_CHECKPOINT_UNIT_MODEL, error);
+    return *model != NULL;
+}
+
+char *exec_evaluate_resolve(const char *checkpoint, GPtrArray *notes, GError **error) {
+    if (!g_file_test(checkpoint, G_FILE_TEST_IS_DIR))
+        return g_strdup(checkpoint);
+    char *model = NULL;
+    g_autoptr(ExecCheckpointUnit) unit =
+        exec_checkpoint_unit_find(checkpoint, exec_evaluate_read_unit, &model, notes, error);
+    if (!unit)
+        return NULL;
+    if (notes)
+        g_ptr_array_add(notes,
+                        g_strdup_printf("evaluating %s (step %d)", exec_checkpoint_unit_dir(unit),
+                                        exec_checkpoint_unit_step(unit)));
+    return model;
+}
 
 gboolean exec_evaluate_ids(const char *checkpoint, const int32_t *ids, int64_t n_ids, int heads,
                            int seq_len, double *loss, int64_t *tokens, GError **error) {
@@ -91,6 +118,14 @@ gboolean exec_evaluate_ids(const char *checkpoint, const int32_t *ids, int64_t n
         float          window_loss = 0.0f;
         gpt2_slice_forward(slice, params, 0, x, NULL, x + 1, NULL, &window_loss);
         sum += window_loss; /* every window has T targets: the mean of means is the mean */
+        if (!isfinite(window_loss)) {
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_NONFINITE,
+                        "checkpoint %s: the loss of window %" G_GINT64_FORMAT
+                        " (tokens %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
+                        ") is not finite though every weight is",
+                        checkpoint, w, w * cfg.T, (w + 1) * cfg.T);
+            return FALSE;
+        }
     }
     *loss = sum / (double)n_windows;
     *tokens = n_windows * cfg.T;

@@ -11,6 +11,13 @@
 
 G_BEGIN_DECLS
 
+/* The safetensors file to evaluate for @checkpoint: @checkpoint itself when it is a file;
+ * for a checkpoint unit, or a run folder (its newest complete unit: exec_checkpoint_unit_find()),
+ * the unit's model.safetensors once it matches the unit's manifest. @notes (element-type utf8,
+ * nullable): the units skipped and why, then which unit is evaluated.
+ * Returns: (transfer full), or NULL with @error set (PP_IO_ERROR_*, naming the folder). */
+char *exec_evaluate_resolve(const char *checkpoint, GPtrArray *notes, GError **error);
+
 /* Evaluates @checkpoint (safetensors, see exec-checkpoint.h) on the text file @text_path.
  * @heads: attention heads, 0 = the checkpoint's n_head metadata. @seq_len: window length T,
  * 0 = the rows of wpe.weight (at most that). The vocabulary comes from the data cache
@@ -18,7 +25,8 @@ G_BEGIN_DECLS
  * number of targets (windows * T; an incomplete last window is dropped).
  * Returns FALSE with @error set (PP_IO_ERROR_*): unreadable or malformed checkpoint or text, no
  * head count, heads not dividing C, seq_len over the checkpoint's positions, a text shorter than
- * one window (T + 1 tokens), a token outside the checkpoint's vocabulary. */
+ * one window (T + 1 tokens), a token outside the checkpoint's vocabulary, a weight that is NaN
+ * or infinite (PP_IO_ERROR_NONFINITE naming the tensor), a loss that is not finite. */
 gboolean exec_evaluate(const char *checkpoint, const char *text_path, int heads, int seq_len,
                        double *loss, int64_t *tokens, GError **error);
 

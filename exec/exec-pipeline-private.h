@@ -19,6 +19,7 @@ struct _ExecPipeline {
     int32_t           *version;      /* (n_stages) updates applied so far */
     int32_t           *nonfinite;    /* (n_stages) consecutive skipped updates */
     PpTrace           *trace;
+    PpMemoryBytes     *predicted; /* (n_stages) the memory model's bytes of each stage */
 
     /* State of the replay in progress (exec_pipeline_run()). */
     const PpSchedule *sched; /* NULL in dynamic mode */

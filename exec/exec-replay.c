@@ -61,8 +61,9 @@ static void exec_pipeline_op_args(ExecPipeline *pipeline, const PpOp *op, ExecOp
     }
 }
 
-/* Books what @stage's backend reported since its last flush: trace rows, the losses of
- * last-vstage forwards (and on_loss), and for each U its grad norm and the non-finite rule.
+/* Books what @stage's backend reported since its last flush: trace rows, weight copies, the
+ * losses of last-vstage forwards (and on_loss), and for each U its grad norm and the
+ * non-finite rule.
  * Returns FALSE when the worker must stop (too many non-finite updates in a row). */
 static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
     ExecRunResult  *res = pipeline->result;
@@ -83,6 +84,7 @@ static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
                           .version_b = -1,
                           .resource = PP_RESOURCE_COMPUTE};
         g_array_append_val(pipeline->rows[stage], row);
+        res->n_copies[stage] += r->copied;
         if (op->kind == PP_OP_FORWARD && r->vstage == pipeline->n_vstages - 1) {
             res->loss[op->mb] = r->loss;
             res->mb_step[op->mb] = op->step;

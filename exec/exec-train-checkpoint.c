@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: MIT
- * exec-train-checkpoint.c: pacer-train's checkpoints and resume. A checkpoint is taken at a
- * drained segment boundary: the weights in DIR/checkpoint.safetensors (Hugging Face names),
- * the optimizer state and the run's counters in its .state sidecar (exec-checkpoint.h);
- * resume checks that the checkpoint belongs to this run before loading anything. Across
- * processes rank 0 reads and writes the files; the tensors and counters of the other ranks'
- * virtual stages travel through exec-train-dist.c.
+ * exec-train-checkpoint.c: pacer-train's checkpoints and resume. At a drained segment boundary
+ * the pipeline's tensors are copied out by name into host lists, which become one checkpoint
+ * unit (exec-checkpoint-unit.h) with the run's counters and log rows. Resume reads a unit into
+ * host lists, checks that it belongs to this run, and only then copies it in. Across processes
+ * rank 0 gathers every rank's tensors and counters (exec-train-dist.c) and alone writes and
+ * reads the units; on resume the lists travel from rank 0 to the ranks holding them.
  */
 #include "exec-train-private.h"
 
 #include <string.h>
 
+#include "exec-checkpoint-unit.h"
 #include "exec-checkpoint.h"
 #include "pp-error.h"
 
@@ -153,8 +154,8 @@ char *exec_train_hex(const uint8_t *bytes, size_t n) {
     return g_string_free(out, FALSE);
 }
 
-/* Run identity stored in the sidecar and checked on resume: a checkpoint continues only the
- * same schedule, pipeline layout and partition. */
+/* Run identity recorded in a unit's manifest and checked on resume: a checkpoint continues
+ * only the same schedule, pipeline layout and partition. */
 static char *exec_train_identity(const PpScenario *sc, const PpPartition *part) {
     g_autofree int32_t *counts = g_new(int32_t, part->n_vstages);
     for (int32_t vs = 0; vs < part->n_vstages; vs++)
@@ -173,31 +174,33 @@ static char *exec_train_optim_identity(const PpScenario *sc) {
                            sc->optimizer.error_feedback ? 1 : 0);
 }
 
-/* Writes DIR/checkpoint.safetensors (weights, Hugging Face names) and its sidecar .state at a
- * drained step boundary: the optimizer state (exec_train_state_tensors()) and the metadata
+/* Every checkpoint tensor of the pipeline in host memory: the weights (exec_train_model_tensors())
+ * and the optimizer state (exec_train_state_tensors()), copied out by name. A multi-process
+ * backend gathers the other ranks' tensors into the same lists. */
+static gboolean exec_train_collect(ExecPipeline *pipeline, ExecTrainTensors *model,
+                                   ExecTrainTensors *state, GError **error) {
+    exec_train_model_tensors(pipeline, model);
+    exec_train_state_tensors(pipeline, state);
+    return exec_train_tensors_copy(pipeline, model, TRUE, error) &&
+           exec_train_tensors_copy(pipeline, state, TRUE, error);
+}
+
+/* The counters of state.safetensors' metadata at the drained boundary after @step steps:
  *   pacer_step          steps done
  *   pacer_versions      per stage: updates applied (weight version)
  *   pacer_nonfinite     per stage: consecutive skipped updates
  *   pacer_optim_steps   per virtual stage: the optimizer's step count t (skipped updates
  *                       advance the version but not t)
- *   pacer_run           run identity (exec_train_identity())
  *   pacer_optim         optimizer identity (exec_train_optim_identity())
  *   pacer_vocab         hex vocabulary fingerprint of the training shard
  * The data position needs no entry: micro-batch windows are a pure function of the step and
- * run.seed (exec_train_window()), and nothing else draws random numbers after init. */
-gboolean exec_train_save(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
-                         const char *dir, int32_t step, GError **error) {
-    int32_t   n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
-    ExecComm *comm = exec_pipeline_comm(pipeline);
-    int32_t   rank = exec_comm_rank(comm);
-    g_auto(ExecTrainTensors) model = {0};
-    g_auto(ExecTrainTensors) state = {0};
-    exec_train_model_tensors(pipeline, &model);
-    exec_train_state_tensors(pipeline, &state);
-    if (!exec_train_tensors_copy(pipeline, &model, TRUE, error) ||
-        !exec_train_tensors_copy(pipeline, &state, TRUE, error))
-        return FALSE;
-    g_autoptr(GHashTable) meta = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+ * run.seed (exec_train_window()), and nothing else draws random numbers after init. Across
+ * processes every rank calls it and rank 0's table holds every rank's counts.
+ * Returns: (transfer full), or NULL with @error set by the backend. */
+static GHashTable *exec_train_counters(ExecPipeline *pipeline, const PpScenario *sc,
+                                       const char *vocab, int32_t step, GError **error) {
+    int32_t             n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    ExecComm           *comm = exec_pipeline_comm(pipeline);
     g_autofree int32_t *versions = g_new(int32_t, n_stages);
     g_autofree int32_t *nonfinite = g_new(int32_t, n_stages);
     g_autofree int32_t *optim_steps = g_new(int32_t, n_vs);
@@ -207,151 +210,242 @@ gboolean exec_train_save(ExecPipeline *pipeline, const PpScenario *sc, const cha
     }
     for (int32_t vs = 0; vs < n_vs; vs++) {
         int64_t t = 0;
-        if (exec_pipeline_vstage_rank(pipeline, vs) == rank &&
+        if (exec_pipeline_vstage_rank(pipeline, vs) == exec_comm_rank(comm) &&
             !exec_pipeline_optim_steps(pipeline, vs, &t, error))
-            return FALSE;
+            return NULL;
         optim_steps[vs] = (int32_t)t;
     }
     if (!exec_train_dist_gather_vstage_ints(pipeline, optim_steps,
                                             "the optimizer step counts for the checkpoint", error))
-        return FALSE;
+        return NULL;
+    GHashTable *meta = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     g_hash_table_insert(meta, g_strdup("pacer_step"), g_strdup_printf("%d", step));
     g_hash_table_insert(meta, g_strdup("pacer_versions"), exec_train_join_ints(versions, n_stages));
     g_hash_table_insert(meta, g_strdup("pacer_nonfinite"),
                         exec_train_join_ints(nonfinite, n_stages));
     g_hash_table_insert(meta, g_strdup("pacer_optim_steps"),
                         exec_train_join_ints(optim_steps, n_vs));
-    g_hash_table_insert(meta, g_strdup("pacer_run"),
-                        exec_train_identity(sc, exec_pipeline_partition(pipeline)));
     g_hash_table_insert(meta, g_strdup("pacer_optim"), exec_train_optim_identity(sc));
     g_hash_table_insert(meta, g_strdup("pacer_vocab"), g_strdup(vocab));
-    g_autofree char *path = g_build_filename(dir, "checkpoint.safetensors", NULL);
-    GError          *written = NULL;
-    if (rank == 0)
-        exec_checkpoint_save_full(path, exec_pipeline_model(pipeline), model.list, NULL,
-                                  EXEC_DTYPE_F32, state.list, meta, &written);
-    if (exec_comm_agree(comm, "writing the checkpoint", &written))
-        return TRUE;
-    g_propagate_error(error, written);
-    return FALSE;
+    return meta;
 }
 
-/* Checks that the sidecar metadata @meta of @path was written by this run (identity,
- * optimizer, vocabulary @vocab) and reads its counters. */
-static gboolean exec_train_check_meta(GHashTable *meta, const PpScenario *sc,
-                                      ExecPipeline *pipeline, const char *vocab, const char *path,
-                                      int32_t *step, int32_t *versions, int32_t *nonfinite,
-                                      int32_t *optim_steps, GError **error) {
-    static const char *const keys[] = {"pacer_run",        "pacer_optim",    "pacer_vocab",
-                                       "pacer_step",       "pacer_versions", "pacer_nonfinite",
-                                       "pacer_optim_steps"};
+/* Writes the unit of @step from the host lists and counters, then @out_dir/log.csv, then prunes
+ * (one process: the only one, or rank 0). Returns: (transfer full) the unit's path, or NULL
+ * with @error set. */
+static char *exec_train_checkpoint_write(ExecPipeline *pipeline, const PpScenario *sc,
+                                         ExecTrainTensors *model, ExecTrainTensors *state,
+                                         GHashTable *counters, const GString *log,
+                                         const char *out_dir, int32_t step, GError **error) {
+    g_autofree char       *run = exec_train_identity(sc, exec_pipeline_partition(pipeline));
+    ExecCheckpointUnitData data = {.step = step,
+                                   .run = run,
+                                   .model_cfg = exec_pipeline_model(pipeline),
+                                   .model = model->list,
+                                   .state = state->list,
+                                   .state_metadata = counters,
+                                   .log = log->str};
+    g_autofree char       *units_dir = g_build_filename(out_dir, EXEC_CHECKPOINT_UNITS_DIR, NULL);
+    g_autofree char       *unit = exec_checkpoint_unit_write(units_dir, &data, error);
+    if (!unit) {
+        g_prefix_error(error, "checkpoint of step %d: ", step);
+        return NULL;
+    }
+    /* Older units go only once the new one and the log it holds are in place. */
+    if (!exec_train_log_write(log, out_dir, error) ||
+        !exec_checkpoint_units_prune(units_dir, step, sc->run.keep_checkpoints, NULL, error))
+        return NULL;
+    return g_steal_pointer(&unit);
+}
+
+char *exec_train_checkpoint(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
+                            const GString *log, const char *out_dir, int32_t step, GError **error) {
+    ExecComm *comm = exec_pipeline_comm(pipeline);
+    g_auto(ExecTrainTensors) model = {0};
+    g_auto(ExecTrainTensors) state = {0};
+    g_autoptr(GHashTable) counters = NULL;
+    if (!exec_train_collect(pipeline, &model, &state, error) ||
+        !(counters = exec_train_counters(pipeline, sc, vocab, step, error)))
+        return NULL;
+    if (comm == NULL)
+        return exec_train_checkpoint_write(pipeline, sc, &model, &state, counters, log, out_dir,
+                                           step, error);
+    /* Rank 0 holds every tensor now and writes the unit alone; every rank returns its error. */
+    GError          *local = NULL;
+    g_autofree char *unit = NULL;
+    if (exec_comm_rank(comm) == 0)
+        unit = exec_train_checkpoint_write(pipeline, sc, &model, &state, counters, log, out_dir,
+                                           step, &local);
+    if (!exec_comm_agree(comm, "writing the checkpoint", &local)) {
+        g_propagate_error(error, local);
+        return NULL;
+    }
+    if (unit == NULL) {
+        g_autofree char *name = exec_checkpoint_unit_name(step);
+        unit = g_build_filename(out_dir, EXEC_CHECKPOINT_UNITS_DIR, name, NULL);
+    }
+    return g_steal_pointer(&unit);
+}
+
+/* What resume reads from a unit into host memory before anything reaches the pipeline. */
+typedef struct {
+    ExecPipeline     *pipeline;
+    const PpScenario *sc;
+    const char       *vocab;
+    ExecTrainTensors *model, *state; /* host lists of the pipeline's tables */
+    int32_t           step;
+    int32_t          *versions;    /* (n_stages) */
+    int32_t          *nonfinite;   /* (n_stages) */
+    int32_t          *optim_steps; /* (n_vstages) */
+    char             *log;         /* the unit's log.csv */
+} ExecTrainResume;
+
+/* Checks that @unit was written by this run (identity in the manifest; optimizer and
+ * vocabulary in the state's metadata @meta) and reads its counters into @r. */
+static gboolean exec_train_check_meta(ExecTrainResume *r, ExecCheckpointUnit *unit,
+                                      GHashTable *meta, GError **error) {
+    const PpScenario        *sc = r->sc;
+    const char              *dir = exec_checkpoint_unit_dir(unit);
+    static const char *const keys[] = {"pacer_optim",    "pacer_vocab",     "pacer_step",
+                                       "pacer_versions", "pacer_nonfinite", "pacer_optim_steps"};
     for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
         if (!g_hash_table_contains(meta, keys[i])) {
             g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,
-                        "%s.state: no %s metadata; resume needs a checkpoint written by "
-                        "pacer-train",
-                        path, keys[i]);
+                        "%s/" EXEC_CHECKPOINT_UNIT_STATE ": no %s metadata; resume needs a "
+                        "checkpoint written by pacer-train",
+                        dir, keys[i]);
             return FALSE;
         }
     }
-    g_autofree char *run = exec_train_identity(sc, exec_pipeline_partition(pipeline));
     g_autofree char *optim = exec_train_optim_identity(sc);
-    const char      *saved_run = g_hash_table_lookup(meta, "pacer_run");
     const char      *saved_optim = g_hash_table_lookup(meta, "pacer_optim");
     const char      *saved_vocab = g_hash_table_lookup(meta, "pacer_vocab");
-    if (strcmp(saved_run, run) != 0) {
-        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
-                    "%s: written by run \"%s\"; this scenario is \"%s\" (resume needs the same "
-                    "schedule, layout, partition and seed)",
-                    path, saved_run, run);
-        return FALSE;
-    }
     if (strcmp(saved_optim, optim) != 0) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
                     "%s: optimizer state of \"%s\"; this scenario has \"%s\" (resume needs the "
                     "same optimizer.name and optimizer.error_feedback)",
-                    path, saved_optim, optim);
+                    dir, saved_optim, optim);
         return FALSE;
     }
-    if (strcmp(saved_vocab, vocab) != 0) {
+    if (strcmp(saved_vocab, r->vocab) != 0) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
                     "%s: trained on shards of vocabulary %s; the training shard now has %s "
                     "(resume needs data tokenised with the same vocabulary)",
-                    path, saved_vocab, vocab);
+                    dir, saved_vocab, r->vocab);
         return FALSE;
     }
     const char *saved_step = g_hash_table_lookup(meta, "pacer_step");
-    int32_t     n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    int32_t     n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(r->pipeline);
     gint64      at = 0;
-    if (!g_ascii_string_to_signed(saved_step, 10, 0, sc->training.steps, &at, NULL) ||
-        !exec_train_parse_ints(g_hash_table_lookup(meta, "pacer_versions"), n_stages, versions) ||
-        !exec_train_parse_ints(g_hash_table_lookup(meta, "pacer_nonfinite"), n_stages, nonfinite) ||
-        !exec_train_parse_ints(g_hash_table_lookup(meta, "pacer_optim_steps"), n_vs, optim_steps)) {
+    if (!g_ascii_string_to_signed(saved_step, 10, 0, G_MAXINT32, &at, NULL) ||
+        at != exec_checkpoint_unit_step(unit) ||
+        !exec_train_parse_ints(g_hash_table_lookup(meta, "pacer_versions"), n_stages,
+                               r->versions) ||
+        !exec_train_parse_ints(g_hash_table_lookup(meta, "pacer_nonfinite"), n_stages,
+                               r->nonfinite) ||
+        !exec_train_parse_ints(g_hash_table_lookup(meta, "pacer_optim_steps"), n_vs,
+                               r->optim_steps)) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,
-                    "%s.state: pacer_step=%s, pacer_versions=%s, pacer_nonfinite=%s, "
-                    "pacer_optim_steps=%s do not fit %d steps on %d stages (%d virtual); each "
-                    "list needs one integer >= 0 per stage (per virtual stage for "
-                    "pacer_optim_steps)",
-                    path, saved_step, (const char *)g_hash_table_lookup(meta, "pacer_versions"),
+                    "%s/" EXEC_CHECKPOINT_UNIT_STATE ": pacer_step=%s, pacer_versions=%s, "
+                    "pacer_nonfinite=%s, pacer_optim_steps=%s do not fit the unit's step %d on "
+                    "%d stages (%d virtual); each list needs one integer >= 0 per stage (per "
+                    "virtual stage for pacer_optim_steps)",
+                    dir, saved_step, (const char *)g_hash_table_lookup(meta, "pacer_versions"),
                     (const char *)g_hash_table_lookup(meta, "pacer_nonfinite"),
                     (const char *)g_hash_table_lookup(meta, "pacer_optim_steps"),
-                    sc->training.steps, n_stages, n_vs);
+                    exec_checkpoint_unit_step(unit), n_stages, n_vs);
         return FALSE;
     }
-    *step = (int32_t)at;
+    r->step = (int32_t)at;
     return TRUE;
 }
 
-/* Loads weights, optimizer state and counters from @path (checked against this run first);
- * returns the step to continue from in *step. Tensor shapes are checked as they are read: a
- * mismatch is PP_IO_ERROR_MISMATCH naming the tensor and both shapes. */
-gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
-                         const char *path, int32_t *step, GError **error) {
-    int32_t   n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
-    ExecComm *comm = exec_pipeline_comm(pipeline);
-    int32_t   rank = exec_comm_rank(comm);
+/* ExecCheckpointUnitReadFn: the identities and counters first (a unit of another run is refused
+ * by name before any tensor is compared), then every tensor and the log rows into host memory.
+ * Tensor shapes are checked as they are read: a mismatch is PP_IO_ERROR_MISMATCH naming the
+ * tensor and both shapes. */
+static gboolean exec_train_read_unit(ExecCheckpointUnit *unit, gpointer user_data, GError **error) {
+    ExecTrainResume *r = user_data;
+    g_autofree char *run = exec_train_identity(r->sc, exec_pipeline_partition(r->pipeline));
+    if (strcmp(exec_checkpoint_unit_run(unit), run) != 0) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                    "%s: written by run \"%s\"; this scenario is \"%s\" (resume needs the same "
+                    "schedule, layout, partition and seed)",
+                    exec_checkpoint_unit_dir(unit), exec_checkpoint_unit_run(unit), run);
+        return FALSE;
+    }
     g_autoptr(ExecTensorList) none = exec_tensor_list_new();
     g_autoptr(GHashTable) meta = NULL;
+    g_clear_pointer(&r->log, g_free);
+    return exec_checkpoint_unit_read_state(unit, none, &meta, error) &&
+           exec_train_check_meta(r, unit, meta, error) &&
+           exec_checkpoint_unit_read_model(unit, exec_pipeline_model(r->pipeline), r->model->list,
+                                           error) &&
+           exec_checkpoint_unit_read_state(unit, r->state->list, NULL, error) &&
+           (r->log = exec_checkpoint_unit_read_log(unit, error)) != NULL;
+}
+
+/* The reverse of exec_train_collect(): copies the host lists of @r into the pipeline by name
+ * and sets its counters. Across processes rank 0's lists travel to the ranks holding them. */
+static gboolean exec_train_restore(const ExecTrainResume *r, GError **error) {
+    ExecPipeline *pipeline = r->pipeline;
+    int32_t       rank = exec_comm_rank(exec_pipeline_comm(pipeline));
+    if (!exec_train_tensors_copy(pipeline, r->model, FALSE, error) ||
+        !exec_train_tensors_copy(pipeline, r->state, FALSE, error))
+        return FALSE;
+    for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
+        if (exec_pipeline_vstage_rank(pipeline, vs) == rank &&
+            !exec_pipeline_set_optim_steps(pipeline, vs, r->optim_steps[vs], error))
+            return FALSE;
+    }
+    exec_pipeline_set_versions(pipeline, r->versions);
+    exec_pipeline_set_nonfinite(pipeline, r->nonfinite);
+    return TRUE;
+}
+
+gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
+                         const char *path, int32_t *step, char **log, GPtrArray *notes,
+                         GError **error) {
+    int32_t   n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    ExecComm *comm = exec_pipeline_comm(pipeline);
     /* (1 + 2 n_stages + n_vs): the step, every stage's version and skip count, every virtual
      * stage's optimizer step count: what rank 0 reads for every rank. */
     g_autofree int32_t *counters = g_new0(int32_t, 1 + 2 * n_stages + n_vs);
     int32_t            *versions = counters + 1, *nonfinite = versions + n_stages;
     int32_t            *optim_steps = nonfinite + n_stages;
-    /* The metadata first (the sidecar is mapped, not read): a checkpoint of another run is
-     * refused by name before any tensor is compared. */
+    g_auto(ExecTrainTensors) model = {0};
+    g_auto(ExecTrainTensors) state = {0};
+    exec_train_model_tensors(pipeline, &model);
+    exec_train_state_tensors(pipeline, &state);
+    ExecTrainResume r = {.pipeline = pipeline,
+                         .sc = sc,
+                         .vocab = vocab,
+                         .model = &model,
+                         .state = &state,
+                         .versions = versions,
+                         .nonfinite = nonfinite,
+                         .optim_steps = optim_steps};
+    /* Rank 0 alone reads the unit (every rank, without a process group). */
     GError *local = NULL;
-    if (rank == 0 && exec_checkpoint_load_state(path, none, &meta, &local))
-        exec_train_check_meta(meta, sc, pipeline, vocab, path, counters, versions, nonfinite,
-                              optim_steps, &local);
-    if (!exec_comm_agree(comm, "reading the checkpoint's metadata", &local) ||
+    g_autoptr(ExecCheckpointUnit) unit = NULL;
+    if (exec_comm_rank(comm) == 0)
+        unit = exec_checkpoint_unit_find(path, exec_train_read_unit, &r, notes, &local);
+    g_autofree char *unit_log = g_steal_pointer(&r.log);
+    counters[0] = r.step;
+    if (!exec_comm_agree(comm, "reading the checkpoint", &local) ||
         !exec_comm_bcast(comm, 0, counters, (1 + 2 * n_stages + n_vs) * sizeof(int32_t),
                          "the checkpoint's counters", &local)) {
         g_propagate_error(error, local);
         return FALSE;
     }
-    *step = counters[0];
-    /* Read everything into host buffers first; the backend's state changes only once the
-     * whole checkpoint has loaded. */
-    g_auto(ExecTrainTensors) model = {0};
-    g_auto(ExecTrainTensors) state = {0};
-    exec_train_model_tensors(pipeline, &model);
-    exec_train_state_tensors(pipeline, &state);
-    if (rank == 0 &&
-        exec_checkpoint_load(path, exec_pipeline_model(pipeline), model.list, NULL, &local))
-        exec_checkpoint_load_state(path, state.list, NULL, &local);
-    if (!exec_comm_agree(comm, "reading the checkpoint", &local)) {
-        g_propagate_error(error, local);
+    r.step = counters[0];
+    /* The whole unit is in host memory and checked: now the pipeline's state changes. */
+    if (!exec_train_restore(&r, error))
         return FALSE;
-    }
-    if (!exec_train_tensors_copy(pipeline, &model, FALSE, error) ||
-        !exec_train_tensors_copy(pipeline, &state, FALSE, error))
-        return FALSE;
-    for (int32_t vs = 0; vs < n_vs; vs++) {
-        if (exec_pipeline_vstage_rank(pipeline, vs) == rank &&
-            !exec_pipeline_set_optim_steps(pipeline, vs, optim_steps[vs], error))
-            return FALSE;
-    }
-    exec_pipeline_set_versions(pipeline, versions);
-    exec_pipeline_set_nonfinite(pipeline, nonfinite);
+    if (notes && unit)
+        g_ptr_array_add(notes, g_strdup_printf("resuming from %s (step %d)",
+                                               exec_checkpoint_unit_dir(unit), r.step));
+    *step = r.step;
+    *log = g_steal_pointer(&unit_log);
     return TRUE;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * exec-train-log.c: what pacer-train records and shows: per-step accounting fed by the last
- * stage's losses (tokens/s, the progress line), log.csv rows (kept across a resume into the
- * same folder), scenario.ini and ops.csv.
+ * stage's losses (tokens/s, the progress line), log.csv rows (a resumed run starts from the
+ * rows of the checkpoint it resumes), scenario.ini and ops.csv.
  */
 #include "exec-train-private.h"
 
@@ -61,16 +61,12 @@ void exec_train_on_loss(gpointer user_data, int32_t mb, int32_t step, float loss
 
 /* --- log.csv --- */
 
-GString *exec_train_log_new(const char *out_dir, int32_t start) {
+GString *exec_train_log_new(const char *resumed, int32_t start) {
     GString *log = g_string_new(exec_train_log_header);
-    if (out_dir == NULL)
+    if (resumed == NULL)
         return log;
-    g_autofree char *path = g_build_filename(out_dir, "log.csv", NULL);
-    g_autofree char *text = NULL;
-    if (!g_file_get_contents(path, &text, NULL, NULL))
-        return log;
-    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-    for (guint i = 1; lines[i] && lines[i][0]; i++) {
+    g_auto(GStrv) lines = g_strsplit(resumed, "\n", -1);
+    for (guint i = 1; lines[0] && lines[i] && lines[i][0]; i++) {
         if (g_ascii_strtoll(lines[i], NULL, 10) < start)
             g_string_append_printf(log, "%s\n", lines[i]);
     }
@@ -121,4 +117,47 @@ gboolean exec_train_write_ops(const ExecPipeline *pipeline, const char *dir, GEr
     pp_trace_sort(trace);
     g_autofree char *path = g_build_filename(dir, "ops.csv", NULL);
     return pp_trace_write_csv(trace, path, error);
+}
+
+/* --- memory --- */
+
+static const char exec_train_memory_header[] =
+    "stage,device,predicted_static_bytes,predicted_stash_bytes,predicted_act_bytes,"
+    "predicted_bytes,params_bytes,grads_bytes,optim_bytes,stash_bytes,act_bytes,message_bytes,"
+    "workspace_bytes,actual_bytes\n";
+
+gboolean exec_train_memory_report(const ExecPipeline *pipeline, ExecProgress *progress,
+                                  const char *dir, ExecTrainSummary *summary, GError **error) {
+    int32_t n_stages = exec_pipeline_n_stages(pipeline);
+    g_autoptr(GString) csv = g_string_new(exec_train_memory_header);
+    summary->predicted_bytes = 0;
+    summary->actual_bytes = -1;
+    for (int32_t s = 0; s < n_stages; s++) {
+        PpMemoryBytes   p;
+        ExecMemoryBytes a;
+        if (!exec_pipeline_memory(pipeline, s, &p, &a))
+            return TRUE; /* the backend does not account its memory (CPU) */
+        summary->predicted_bytes += p.total_bytes;
+        summary->actual_bytes = MAX(summary->actual_bytes, 0) + a.total_bytes;
+        exec_progress_note(progress, FALSE,
+                           "stage %d on device %d: %.3f GiB predicted (static %.3f, stash %.3f, "
+                           "activations %.3f), %.3f GiB allocated (ratio %.3f)",
+                           s, a.device, (double)p.total_bytes / (1 << 30),
+                           (double)p.static_bytes / (1 << 30), (double)p.stash_bytes / (1 << 30),
+                           (double)p.act_bytes / (1 << 30), (double)a.total_bytes / (1 << 30),
+                           p.total_bytes > 0 ? (double)a.total_bytes / (double)p.total_bytes : 0.0);
+        g_string_append_printf(csv,
+                               "%d,%d,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT
+                               ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT
+                               ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT
+                               ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT "\n",
+                               s, a.device, p.static_bytes, p.stash_bytes, p.act_bytes,
+                               p.total_bytes, a.params_bytes, a.grads_bytes, a.optim_bytes,
+                               a.stash_bytes, a.act_bytes, a.message_bytes, a.workspace_bytes,
+                               a.total_bytes);
+    }
+    if (dir == NULL)
+        return TRUE;
+    g_autofree char *path = g_build_filename(dir, "memory.csv", NULL);
+    return exec_train_write_file(path, csv->str, error);
 }

@@ -4,6 +4,8 @@
  */
 #include "exec-train-private.h"
 
+#include <string.h>
+
 #include "pp-error.h"
 
 gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error) {
@@ -43,6 +45,14 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
                     sc->training.steps, sc->optimizer.warmup_steps);
         return FALSE;
     }
+    if (sc->parallel.data != 1 || sc->parallel.tensor != 1) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: parallel.data=%d, parallel.tensor=%d: pacer-train runs one pipeline "
+                    "with one device per stage; data and tensor parallelism are the "
+                    "simulator's (set both to 1)",
+                    sc->path, sc->parallel.data, sc->parallel.tensor);
+        return FALSE;
+    }
     return TRUE;
 }
 
@@ -59,6 +69,12 @@ int32_t exec_train_blas_threads(const PpScenario *sc) {
     if (sc->run.threads > 0)
         return sc->run.threads;
     return MAX(1, (int32_t)g_get_num_processors() / sc->pipeline.stages);
+}
+
+ExecPrecision exec_train_precision(const PpScenario *sc) {
+    if (sc->run.precision == NULL)
+        return EXEC_PRECISION_DEFAULT;
+    return strcmp(sc->run.precision, "bf16") == 0 ? EXEC_PRECISION_BF16 : EXEC_PRECISION_FP32;
 }
 
 void exec_train_pipeline_params(const PpScenario *sc, const PpSchedule *shape,
@@ -92,5 +108,8 @@ void exec_train_pipeline_params(const PpScenario *sc, const PpSchedule *shape,
         .grad_clip = (float)o->grad_clip,
         .max_nonfinite = EXEC_TRAIN_MAX_NONFINITE,
         .poison_update = -1,
+        .devices = sc->run.devices,
+        .precision = exec_train_precision(sc),
+        .flash_attention = sc->model.flash_attention,
     };
 }

@@ -29,6 +29,8 @@ G_BEGIN_DECLS
 gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error);
 /* The whole model's shape (padded vocabulary: model.vocab rounded up to 128). */
 Gpt2Config exec_train_model(const PpScenario *sc);
+/* run.precision (the scenario's key table accepted only fp32 and bf16). */
+ExecPrecision exec_train_precision(const PpScenario *sc);
 /* OpenBLAS threads per worker: run.threads, or the processors shared by the stages. */
 int32_t exec_train_blas_threads(const PpScenario *sc);
 /* Fills @pp for a pipeline of @sc's model, optimizer and learning-rate schedule, sized by
@@ -107,9 +109,9 @@ void exec_train_live_end(ExecTrainLive *live);
  * all its micro-batches, measures tokens/s and shows the step. */
 void exec_train_on_loss(gpointer user_data, int32_t mb, int32_t step, float loss);
 
-/* A log.csv being built: the header, then (resuming into @out_dir, nullable) the rows of its
- * earlier log.csv for steps before @start. Returns: (transfer full). */
-GString *exec_train_log_new(const char *out_dir, int32_t start);
+/* A log.csv being built: the header, then (resuming: @resumed, nullable, the log.csv of the
+ * checkpoint unit resumed) its rows for steps before @start. Returns: (transfer full). */
+GString *exec_train_log_new(const char *resumed, int32_t start);
 /* Appends @row. */
 void exec_train_log_append(GString *log, const ExecTrainRow *row);
 /* Writes @text to @path (temporary file + rename). Returns FALSE with PP_IO_ERROR_WRITE. */
@@ -120,6 +122,14 @@ gboolean exec_train_log_write(const GString *log, const char *dir, GError **erro
 gboolean exec_train_outputs_begin(const PpScenario *sc, const char *dir, GError **error);
 /* Writes every op the pipeline ran to @dir/ops.csv (sorted rows, the trace schema). */
 gboolean exec_train_write_ops(const ExecPipeline *pipeline, const char *dir, GError **error);
+
+/* The memory of every stage, when the backend accounts it (exec_pipeline_memory()): one
+ * progress note per stage (predicted by the simulator's memory model vs allocated), the sums
+ * into @summary (actual_bytes stays -1 otherwise) and, with @dir (nullable), @dir/memory.csv:
+ * stage, device, the prediction by category and in all, the allocation by category and in all
+ * (bytes). Returns FALSE with PP_IO_ERROR_WRITE when the file cannot be written. */
+gboolean exec_train_memory_report(const ExecPipeline *pipeline, ExecProgress *progress,
+                                  const char *dir, ExecTrainSummary *summary, GError **error);
 
 /* --- segments (exec-train-segment.c) --- */
 
@@ -148,17 +158,25 @@ gboolean exec_train_run_segment(ExecPipeline *pipeline, const PpSchedule *sched,
 
 /* --- checkpoints (exec-train-checkpoint.c) --- */
 
-/* Lower-case hex of @n bytes (the vocabulary fingerprint in the sidecar). Returns: (transfer
- * full). */
+/* Lower-case hex of @n bytes (the vocabulary fingerprint in the checkpoint). Returns:
+ * (transfer full). */
 char *exec_train_hex(const uint8_t *bytes, size_t n);
-/* Writes @dir/checkpoint.safetensors and its .state sidecar at the drained boundary after
- * @step steps (exec-train-checkpoint.c lists what they hold). */
-gboolean exec_train_save(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
-                         const char *dir, int32_t step, GError **error);
-/* Loads weights, optimizer state and counters from @path (checked against this run first);
- * returns the step to continue from in *@step. */
+/* At the drained boundary after @step steps: writes the checkpoint unit
+ * @out_dir/checkpoints/step-NNNNNNNN (weights, optimizer state, the counters that
+ * exec-train-checkpoint.c lists, @log), then @out_dir/log.csv from @log, then removes the
+ * units that run.keep_checkpoints no longer keeps (exec_checkpoint_units_prune()).
+ * Returns: (transfer full) the unit's path, or NULL with @error set. */
+char *exec_train_checkpoint(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
+                            const GString *log, const char *out_dir, int32_t step, GError **error);
+/* Resumes from the unit @path names (exec_checkpoint_unit_find(): a unit, or the newest
+ * complete unit of a run folder): reads it into host memory, checks that it belongs to this run
+ * (identity, optimizer, vocabulary) and only then loads weights, optimizer state and counters
+ * into @pipeline. *@step: the step to continue from; *@log: (transfer full) the unit's
+ * log.csv; @notes (element-type utf8, nullable): the units skipped and why, then which unit
+ * was resumed. */
 gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
-                         const char *path, int32_t *step, GError **error);
+                         const char *path, int32_t *step, char **log, GPtrArray *notes,
+                         GError **error);
 
 /* --- the model state across processes (exec-train-dist.c; collective: every rank calls) ---
  * Entry i of @list (a list over every virtual stage, the same on every rank) belongs to

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "exec-checkpoint-unit.h"
 #include "exec-train-private.h"
 #include "pp-error.h"
 
@@ -61,30 +62,50 @@ static gboolean exec_train_boundary(const ExecTrainRun *run, int32_t end, ExecTr
         end == run->stop || (sc->run.checkpoint_every > 0 && end % sc->run.checkpoint_every == 0);
     if (out_dir == NULL || !save)
         return TRUE;
-    /* log.csv goes with every checkpoint, so an interrupted run keeps its rows. */
-    ExecComm *comm = run->params->comm;
-    GError   *written = NULL;
-    if (!exec_train_save(run->pipeline, sc, run->vocab, out_dir, end, error))
+    /* The log rows are part of the unit, so an interrupted run keeps them. */
+    g_autofree char *unit =
+        exec_train_checkpoint(run->pipeline, sc, run->vocab, run->log, out_dir, end, error);
+    if (!unit)
         return FALSE;
-    if (exec_comm_rank(comm) == 0)
-        exec_train_log_write(run->log, out_dir, &written);
-    if (!exec_train_written(comm, written, "writing log.csv", error))
-        return FALSE;
-    exec_progress_note(run->progress, FALSE, "step %d | checkpoint written to %s", end, out_dir);
+    exec_progress_note(run->progress, FALSE, "step %d | checkpoint written to %s", end, unit);
     return TRUE;
 }
 
-/* Resumes from params->resume when given: *@start is the step to continue from (0 without). */
+/* Removes the temporary unit folders that interrupted checkpoint writes left in
+ * @out_dir/checkpoints (exec_checkpoint_units_remove_stale()), saying so in the log. */
+static gboolean exec_train_remove_stale(const char *out_dir, GError **error) {
+    g_autofree char *units_dir = g_build_filename(out_dir, EXEC_CHECKPOINT_UNITS_DIR, NULL);
+    g_autoptr(GPtrArray) removed = g_ptr_array_new_with_free_func(g_free);
+    gboolean ok = exec_checkpoint_units_remove_stale(units_dir, removed, error);
+    for (guint i = 0; i < removed->len; i++)
+        g_message("removed %s, left by an interrupted checkpoint write",
+                  (const char *)g_ptr_array_index(removed, i));
+    return ok;
+}
+
+/* Resumes from params->resume when given: *@start is the step to continue from (0 without),
+ * *@log the resumed unit's log.csv (transfer full; NULL without). The units skipped go to the
+ * log (g_message), the one resumed to @progress, even in quiet mode. */
 static gboolean exec_train_resume(const ExecTrainParams *params, ExecPipeline *pipeline,
-                                  const char *vocab, int32_t *start, GError **error) {
+                                  const char *vocab, ExecProgress *progress, int32_t *start,
+                                  char **log, GError **error) {
     const PpScenario *sc = params->scenario;
     *start = 0;
+    *log = NULL;
     if (!params->resume)
         return TRUE;
-    if (!exec_train_load(pipeline, sc, vocab, params->resume, start, error))
-        return FALSE;
-    if (*start < sc->training.steps)
-        return TRUE;
+    g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
+    gboolean ok = exec_train_load(pipeline, sc, vocab, params->resume, start, log, notes, error);
+    for (guint i = 0; i < notes->len; i++) {
+        const char *note = g_ptr_array_index(notes, i);
+        if (ok && i + 1 == notes->len)
+            exec_progress_note(progress, TRUE, "%s",
+                               note); /* the unit resumed, said in every mode */
+        else
+            g_message("%s", note);
+    }
+    if (!ok || *start < sc->training.steps)
+        return ok;
     g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                 "%s: the checkpoint is at step %d and [training] steps = %d: nothing left "
                 "to train (resume a checkpoint from an earlier step)",
@@ -136,19 +157,19 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
         g_propagate_error(error, local);
         return FALSE;
     }
-    int32_t start;
-    if (!exec_train_resume(params, pipeline, vocab, &start, error))
-        return FALSE;
-    live.pipeline = pipeline;
-    g_autoptr(GString) log = exec_train_log_new(root ? params->out_dir : NULL, start);
-    if (root && params->out_dir)
-        exec_train_outputs_begin(sc, params->out_dir, &local);
-    if (!exec_train_written(comm, local, "creating the output folder", error))
-        return FALSE;
-
     /* Progress on rank 0 only (it receives the last stage's losses). */
     g_autoptr(ExecProgress) progress = exec_progress_new(
         stdout, root ? params->progress : EXEC_PROGRESS_QUIET, MAX(sc->run.log_every, 1));
+    int32_t          start;
+    g_autofree char *resumed_log = NULL;
+    if (!exec_train_resume(params, pipeline, vocab, progress, &start, &resumed_log, error))
+        return FALSE;
+    live.pipeline = pipeline;
+    g_autoptr(GString) log = exec_train_log_new(resumed_log, start);
+    if (root && params->out_dir && exec_train_outputs_begin(sc, params->out_dir, &local))
+        exec_train_remove_stale(params->out_dir, &local);
+    if (!exec_train_written(comm, local, "creating the output folder", error))
+        return FALSE;
     live.progress = progress;
     ExecTrainRun run = {.params = params,
                         .sc = sc,
@@ -160,6 +181,9 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
                         .stop = params->stop_at > 0 ? MIN(params->stop_at, total) : total};
     memset(summary, 0, sizeof *summary);
     summary->val_loss = NAN;
+    if (!exec_train_memory_report(pipeline, progress, root ? params->out_dir : NULL, summary,
+                                  error))
+        return FALSE;
     summary->steps = start;
     summary->tokens = (int64_t)start * live.tokens_per_step;
     live.t_start_s = live.t_last_s = exec_train_now_s();

@@ -13,17 +13,23 @@
  * The lr of the row of step k is the learning rate stage 0 applied at its k-th update
  * (exec_pipeline_update_lr(), the value its U used; the progress line shows the same), and
  * delta_max is the largest Δ (pp_schedule_delta()) of those micro-batches on any stage.
- * log.csv keeps an earlier run's rows before the resumed step; ops.csv holds only this
- * invocation's ops (times from its own start), the trace `pacer-sim replay` compares.
- * Checkpoints (run.checkpoint_every and the last step, into out_dir) hold the weights and a
- * sidecar with every virtual stage's optimizer state (AdamW moments, Muon momentum,
- * error-feedback previous update, step count), the step, every stage's version and skip count,
- * and the run, optimizer and vocabulary identities. The data position is a pure function of
- * the step and run.seed, and nothing draws random numbers after init, so resuming a replayed
- * program continues bit for bit on CPU: weights, losses and validation equal an uninterrupted
- * run's with the same segment boundaries and run.threads (OpenBLAS may split sums by its
- * thread count). Dynamic mode's live order depends on timing, so two of its runs may differ
- * whether or not one was interrupted.
+ * After a resume log.csv starts with the rows the resumed checkpoint holds (every row before
+ * its step); ops.csv holds only this invocation's ops (times from its own start), the trace
+ * `pacer-sim replay` compares.
+ * Checkpoints (run.checkpoint_every and the last step, when out_dir is set) are units,
+ * out_dir/checkpoints/step-NNNNNNNN (exec-checkpoint-unit.h): the weights (Hugging Face
+ * layout), every virtual stage's optimizer state (AdamW moments, Muon momentum, error-feedback
+ * previous update, step count) with the step, every stage's version and skip count and the
+ * optimizer and vocabulary identities, the log rows, and a manifest (written last) with the
+ * run identity and each file's size and SHA-256. Each is written under a temporary name and
+ * renamed into place; then out_dir/log.csv is rewritten from the unit's rows and units beyond
+ * run.keep_checkpoints are removed. At its start a run removes the temporaries that killed
+ * writes left in out_dir/checkpoints. The data position is a pure function of the step and
+ * run.seed, and nothing draws random numbers after init, so resuming a replayed program
+ * continues bit for bit on CPU: weights, losses and validation equal an uninterrupted run's
+ * with the same segment boundaries and run.threads (OpenBLAS may split sums by its thread
+ * count). Dynamic mode's live order depends on timing, so two of its runs may differ whether
+ * or not one was interrupted.
  * Gradient clipping is per stage: exact global clipping would need an all-reduce of the
  * stages' squared norms at every update, a barrier that asynchronous schedules do not have.
  * The LM head is untied from wte: tying across the first and last stage would need an
@@ -45,8 +51,9 @@ typedef struct {
     const char       *train_path; /* token shard for training (data-shard.h) */
     const char       *val_path;   /* token shard for validation */
     const char       *out_dir;    /* (nullable) log.csv, ops.csv, scenario.ini, checkpoints */
-    const char       *resume;     /* (nullable) checkpoint to continue from */
-    gboolean          dynamic;    /* run PACI's backpressure policy live (paci, async-1f1b):
+    const char       *resume;     /* (nullable) a run folder (its newest complete checkpoint:
+                                     damaged ones are skipped) or a checkpoint unit folder */
+    gboolean dynamic;             /* run PACI's backpressure policy live (paci, async-1f1b):
                                      each segment's executed order is recorded as a program
                                      and checked (exec_pipeline_run_dynamic()) */
     int32_t stop_at;              /* > 0: stop after this step, checkpointing there as at the
@@ -69,7 +76,10 @@ typedef struct {
     double  val_loss;     /* last validation loss (NAN when none ran) */
     double  tokens_per_s; /* over this invocation's steps */
     double  wall_s;
-    int32_t n_skipped; /* updates skipped for non-finite gradients */
+    int32_t n_skipped;       /* updates skipped for non-finite gradients */
+    int64_t predicted_bytes; /* the memory model's bytes over all stages (pp-memory.h) */
+    int64_t actual_bytes;    /* device bytes the backend allocated over all stages; -1 when
+                                the backend does not account its memory (cpu) */
 } ExecTrainSummary;
 
 /* Position of training sequence @seq (global micro-batch * B + row) in a shard of @n_tokens
@@ -79,12 +89,13 @@ uint64_t exec_train_window(uint64_t seed, int64_t seq, uint64_t n_tokens, int32_
 
 /* Trains scenario->training.steps optimizer steps. Returns FALSE with @error set on bad
  * input or a stopped run: PP_IO_ERROR_* for shards (unreadable, too short, built with another
- * vocabulary) and checkpoints (another run, optimizer or vocabulary, a tensor whose shape
- * differs: the message names it and both shapes), PP_SCENARIO_ERROR_* for scenario values the
- * executor cannot run (also a process group whose size is neither 1 nor pipeline.stages),
- * EXEC_ERROR_* from the pipeline. With a process group every rank returns the same error
- * (exec_comm_agree()) except for EXEC_ERROR_COMM, which exec_comm_finish() turns into an
- * abort of the job. */
+ * vocabulary) and checkpoints (no complete unit, a damaged unit given by name, another run,
+ * optimizer or vocabulary, a tensor whose shape differs: the message names it and both shapes;
+ * PP_IO_ERROR_NONFINITE for a NaN or infinite weight or optimizer value: the tensor and its
+ * first bad element), PP_SCENARIO_ERROR_* for scenario values the executor cannot run
+ * (also a process group whose size is neither 1 nor pipeline.stages), EXEC_ERROR_* from the
+ * pipeline. With a process group every rank returns the same error (exec_comm_agree()) except
+ * for EXEC_ERROR_COMM, which exec_comm_finish() turns into an abort of the job. */
 gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary, GError **error);
 
 G_END_DECLS

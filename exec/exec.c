@@ -12,6 +12,39 @@
 
 /* --- construction and running --- */
 
+/* The memory model's bytes of every stage (pp-memory.h): the stage's virtual stages with their
+ * layers, @act_slots live units each and @versions[stage] - 1 extra weight copies when the
+ * schedule stashes. Returns: (transfer full) (n_stages). */
+static PpMemoryBytes *exec_pipeline_predict_memory(const ExecPipelineParams *params,
+                                                   const PpPartition        *partition,
+                                                   const PpSchedule         *shape,
+                                                   const int32_t            *act_slots,
+                                                   const int32_t            *versions) {
+    const Gpt2Config   *m = &params->model;
+    const PpMemoryShape mshape = {.microbatch_size = params->microbatch_size,
+                                  .seq_len = m->T,
+                                  .hidden = m->C,
+                                  .heads = m->NH,
+                                  .vocab = m->V,
+                                  .flash_attention = params->flash_attention};
+    PpMemoryModel       model;
+    pp_memory_model(&mshape, &model);
+    PpMemoryBytes *stages = g_new0(PpMemoryBytes, shape->n_stages);
+    for (int32_t vs = 0; vs < shape->n_vstages; vs++) {
+        int32_t        stage = shape->vstage_stage[vs];
+        PpMemoryBytes  b;
+        PpMemoryBytes *sum = &stages[stage];
+        pp_memory_vstage_bytes(&model, partition->layer_end[vs] - partition->layer_begin[vs],
+                               vs == 0, vs == shape->n_vstages - 1, act_slots[vs],
+                               MAX(versions[stage] - 1, 0), &b);
+        sum->static_bytes += b.static_bytes;
+        sum->stash_bytes += b.stash_bytes;
+        sum->act_bytes += b.act_bytes;
+        sum->total_bytes += b.total_bytes;
+    }
+    return stages;
+}
+
 ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error) {
     const PpSchedule      *shape = params->shape;
     const Gpt2Config      *m = &params->model;
@@ -70,6 +103,9 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         .on_grads = params->on_grads,
         .on_grads_user = params->on_grads_user,
         .comm = params->comm,
+        .devices = params->devices,
+        .precision = params->precision,
+        .flash_attention = params->flash_attention,
     };
     g_autoptr(ExecBackend) made = backend->create(&setup, error);
     if (!made)
@@ -79,6 +115,7 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     pipeline->params.backend = NULL;
     pipeline->params.shape = NULL;
     pipeline->params.layers_per_vstage = NULL;
+    pipeline->params.devices = NULL;
     pipeline->n_stages = shape->n_stages;
     pipeline->n_chunks = shape->n_chunks;
     pipeline->n_vstages = shape->n_vstages;
@@ -92,6 +129,8 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     pipeline->version = g_new0(int32_t, shape->n_stages);
     pipeline->nonfinite = g_new0(int32_t, shape->n_stages);
     pipeline->trace = pp_trace_new();
+    pipeline->predicted =
+        exec_pipeline_predict_memory(params, pipeline->partition, shape, act_slots, versions);
     g_mutex_init(&pipeline->error_lock);
     return pipeline;
 }
@@ -102,6 +141,7 @@ void exec_pipeline_free(ExecPipeline *pipeline) {
     exec_backend_free(pipeline->backend);
     pp_partition_free(pipeline->partition);
     pp_trace_free(pipeline->trace);
+    g_free(pipeline->predicted);
     g_free(pipeline->vstage_of);
     g_free(pipeline->vstage_stage);
     g_free(pipeline->version);
@@ -126,6 +166,7 @@ static ExecRunResult *exec_run_result_new(int32_t n_stages, int32_t n_vstages, i
     res->grad_norm = g_new0(double *, n_stages);
     res->lr = g_new0(float *, n_stages);
     res->n_updates = g_new0(int32_t, n_stages);
+    res->n_copies = g_new0(int32_t, n_stages);
     res->executed = g_new0(PpOp *, n_stages);
     res->n_executed = g_new0(int32_t, n_stages);
     res->capacity = g_new0(int32_t, n_stages);
@@ -147,6 +188,7 @@ void exec_run_result_free(ExecRunResult *result) {
         g_free(result->lr[s]);
     }
     g_free(result->n_updates);
+    g_free(result->n_copies);
     g_free(result->executed);
     g_free(result->n_executed);
     g_free(result->capacity);
@@ -299,6 +341,10 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedul
 
 /* --- state --- */
 
+int32_t exec_pipeline_n_stages(const ExecPipeline *pipeline) {
+    return pipeline->n_stages;
+}
+
 int32_t exec_pipeline_n_vstages(const ExecPipeline *pipeline) {
     return pipeline->n_vstages;
 }
@@ -363,6 +409,20 @@ gboolean exec_pipeline_evaluate(ExecPipeline *pipeline, const int32_t *tokens,
                                 const int32_t *targets, float *loss, GError **error) {
     ExecBackend *backend = exec_pipeline_state(pipeline, 0);
     return backend->ops->evaluate(backend, tokens, targets, loss, error);
+}
+
+/* --- memory --- */
+
+gboolean exec_pipeline_memory(const ExecPipeline *pipeline, int32_t stage, PpMemoryBytes *predicted,
+                              ExecMemoryBytes *actual) {
+    PP_ASSERT(stage >= 0 && stage < pipeline->n_stages);
+    ExecBackend *backend = pipeline->backend;
+    *predicted = pipeline->predicted[stage];
+    if (backend->ops->memory == NULL || !backend->ops->is_local(backend, stage))
+        return FALSE;
+    if (actual)
+        backend->ops->memory(backend, stage, actual);
+    return TRUE;
 }
 
 /* --- counters --- */

@@ -12,6 +12,7 @@
 
 #include "exec-backend.h"
 #include "exec-error.h"
+#include "pp-memory.h"
 #include "pp-schedule.h"
 #include "pp-trace.h"
 
@@ -48,11 +49,14 @@ typedef struct {
     gpointer   on_grads_user;
     ExecLossFn on_loss; /* (nullable) */
     gpointer   on_loss_user;
-    int32_t    poison_update; /* test hook: the U with this absolute index on every
-                                 stage sees non-finite gradients; -1 = off */
-    ExecComm *comm;           /* (nullable) the process group of a multi-process run,
-                                 borrowed for the pipeline's life: every rank builds the
-                                 pipeline and makes the same calls in the same order */
+    int32_t    poison_update;       /* test hook: the U with this absolute index on every
+                                       stage sees non-finite gradients; -1 = off */
+    const int32_t *devices;         /* (nullable) (n_stages) run.devices, borrowed for the call */
+    ExecPrecision  precision;       /* run.precision */
+    gboolean       flash_attention; /* model.flash_attention */
+    ExecComm      *comm;            /* (nullable) the process group of a multi-process run,
+                                       borrowed for the pipeline's life: every rank builds the
+                                       pipeline and makes the same calls in the same order */
 } ExecPipelineParams;
 
 typedef struct _ExecPipeline ExecPipeline;
@@ -73,7 +77,9 @@ typedef struct {
     float **lr;          /* (n_stages)(n_updates[stage]) learning rate each U applied
                             (exec_pipeline_update_lr() of the stage's version) */
     int32_t *n_updates;  /* (n_stages) U ops run */
-    PpOp   **executed;   /* (n_stages)(n_executed[stage]) ops in the order each worker ran
+    int32_t *n_copies;   /* (n_stages) weight copies the stage's F ops made for stashing
+                            (PipeDream, 2BW): one per weight version they used */
+    PpOp **executed;     /* (n_stages)(n_executed[stage]) ops in the order each worker ran
                             them */
     int32_t *n_executed; /* (n_stages) */
     int32_t *capacity;   /* (n_stages) room in executed[stage] */
@@ -125,7 +131,8 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedul
 
 /* --- state --- */
 
-/* Virtual stages and the partition. (transfer none). */
+/* Stages, virtual stages and the partition. (transfer none). */
+int32_t            exec_pipeline_n_stages(const ExecPipeline *pipeline);
 int32_t            exec_pipeline_n_vstages(const ExecPipeline *pipeline);
 const PpPartition *exec_pipeline_partition(const ExecPipeline *pipeline);
 /* The whole model's shape and the micro-batch size B. */
@@ -156,6 +163,16 @@ gboolean exec_pipeline_set_optim_steps(ExecPipeline *pipeline, int32_t vstage, i
  *   @tokens, @targets (B, T) ids in [0, V) */
 gboolean exec_pipeline_evaluate(ExecPipeline *pipeline, const int32_t *tokens,
                                 const int32_t *targets, float *loss, GError **error);
+
+/* --- memory --- */
+
+/* The memory of @stage: *@predicted, the simulator's model (pp-memory.h, docs/design.md §4.5:
+ * bf16 training with fp32 master weights and Adam) for the stage's layers, activation slots
+ * and stashed versions; *@actual (nullable), what the backend allocated. Returns FALSE (and
+ * leaves *@actual alone) when the backend does not account its memory (the CPU backend) or
+ * the stage is not local. */
+gboolean exec_pipeline_memory(const ExecPipeline *pipeline, int32_t stage, PpMemoryBytes *predicted,
+                              ExecMemoryBytes *actual);
 
 /* --- counters --- */
 

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT
- * main.c: pacer-train, GPT-2 pretraining that replays a pipeline schedule on CPU threads, or
- * with one process per stage when an MPI launcher starts several (mpirun -np N).
- *   pacer-train SCENARIO [--set section.key=value]... [--out DIR] [--resume CHECKPOINT]
+ * main.c: pacer-train, GPT-2 pretraining that replays a pipeline schedule on CPU threads or
+ * CUDA devices (run.backend), or with one process per stage when an MPI launcher starts
+ * several (mpirun -np N).
+ *   pacer-train SCENARIO [--set section.key=value]... [--out DIR] [--resume DIR]
  *               [--stop-at STEP] [--dynamic] [--quiet]
- *   pacer-train evaluate --checkpoint FILE --text FILE [--heads H] [--seq-len T] [--json]
- * Builds the token shards on first use, trains, and writes DIR/log.csv, ops.csv, scenario.ini.
+ *   pacer-train evaluate --checkpoint PATH --text FILE [--heads H] [--seq-len T] [--json]
+ * Builds the token shards on first use, trains, and writes DIR/log.csv, ops.csv, scenario.ini
+ * and DIR/checkpoints/step-NNNNNNNN.
  */
 #include <math.h>
 #include <stdio.h>
@@ -45,9 +47,11 @@ static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
             {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a scenario key (repeatable)",
              "SECTION.KEY=VALUE"},
             {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out,
-             "Write log.csv, ops.csv, scenario.ini and checkpoints to DIR", "DIR"},
+             "Write log.csv, ops.csv, scenario.ini and checkpoints/ to DIR", "DIR"},
             {"resume", 0, 0, G_OPTION_ARG_FILENAME, &resume,
-             "Continue from a checkpoint written by pacer-train", "CHECKPOINT"},
+             "Continue from the newest complete checkpoint of the run folder DIR, or from the "
+                 "checkpoint DIR/checkpoints/step-NNNNNNNN",
+             "DIR"},
             {"stop-at", 0, 0, G_OPTION_ARG_INT, &stop_at,
              "Stop after STEP steps, checkpointing there as at the end (resume later)", "STEP"},
             {"dynamic", 0, 0, G_OPTION_ARG_NONE, &dynamic,
@@ -57,9 +61,9 @@ static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
             {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new(
-        "SCENARIO - train GPT-2 with a pipeline schedule on CPU threads, or one process per "
-        "stage under mpirun\n"
-        "       pacer-train evaluate --checkpoint FILE --text FILE [--heads H] [--seq-len T] "
+        "SCENARIO - train GPT-2 with a pipeline schedule (run.backend: CPU threads or CUDA), or "
+        "one process per stage under mpirun\n"
+        "       pacer-train evaluate --checkpoint PATH --text FILE [--heads H] [--seq-len T] "
         "[--json]");
     g_option_context_add_main_entries(ctx, entries, NULL);
     int status = 2;
@@ -109,11 +113,17 @@ static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
     ExecTrainSummary sum;
     if (!exec_train_run(&params, &sum, error))
         return 1;
-    if (root)
-        printf("pacer-train: %s, %d steps, %" G_GINT64_FORMAT " tokens, train loss %.4f, "
-               "val loss %.4f (perplexity %.2f), %.0f tokens/s, %.1f s, %d skipped updates\n",
-               scenario->pipeline.schedule, sum.steps, sum.tokens, sum.train_loss, sum.val_loss,
-               exp(sum.val_loss), sum.tokens_per_s, sum.wall_s, sum.n_skipped);
+    if (!root)
+        return 0;
+    printf("pacer-train: %s, %d steps, %" G_GINT64_FORMAT " tokens, train loss %.4f, "
+           "val loss %.4f (perplexity %.2f), %.0f tokens/s, %.1f s, %d skipped updates\n",
+           scenario->pipeline.schedule, sum.steps, sum.tokens, sum.train_loss, sum.val_loss,
+           exp(sum.val_loss), sum.tokens_per_s, sum.wall_s, sum.n_skipped);
+    if (sum.actual_bytes >= 0)
+        printf("pacer-train: device memory %.3f GiB allocated over %d stages, %.3f GiB "
+               "predicted by the memory model (memory.csv with --out)\n",
+               (double)sum.actual_bytes / (1 << 30), scenario->pipeline.stages,
+               (double)sum.predicted_bytes / (1 << 30));
     return 0;
 }
 
@@ -153,7 +163,9 @@ static int evaluate_main(int argc, char **argv) {
     gboolean         json = FALSE;
     GOptionEntry     entries[] = {
             {"checkpoint", 'c', 0, G_OPTION_ARG_FILENAME, &checkpoint,
-             "Safetensors checkpoint (pacer's or Hugging Face GPT-2's)", "FILE"},
+             "Safetensors file (pacer's or Hugging Face GPT-2's), checkpoint folder "
+                 "(RUN/checkpoints/step-NNNNNNNN) or run folder (its newest complete checkpoint)",
+             "PATH"},
             {"text", 't', 0, G_OPTION_ARG_FILENAME, &text, "Text file to evaluate on", "FILE"},
             {"heads", 0, 0, G_OPTION_ARG_INT, &heads,
              "Attention heads (default: the checkpoint's n_head)", "H"},
@@ -169,10 +181,15 @@ static int evaluate_main(int argc, char **argv) {
     if (!g_option_context_parse(ctx, &argc, &argv, &error))
         return train_usage_error(ctx, error->message);
     if (argc != 1 || !checkpoint || !text || heads < 0 || seq_len < 0)
-        return train_usage_error(ctx, "evaluate needs --checkpoint FILE and --text FILE");
+        return train_usage_error(ctx, "evaluate needs --checkpoint PATH and --text FILE");
+    /* Which unit and why others were skipped go to stderr: stdout may be --json. */
+    g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
+    g_autofree char *model = exec_evaluate_resolve(checkpoint, notes, &error);
+    for (guint i = 0; i < notes->len; i++)
+        fprintf(stderr, "pacer-train: %s\n", (const char *)g_ptr_array_index(notes, i));
     double  loss;
     int64_t tokens;
-    if (!exec_evaluate(checkpoint, text, heads, seq_len, &loss, &tokens, &error)) {
+    if (!model || !exec_evaluate(model, text, heads, seq_len, &loss, &tokens, &error)) {
         fprintf(stderr, "pacer-train: %s\n", error->message);
         return 1;
     }

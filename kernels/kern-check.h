@@ -2,8 +2,8 @@
  * kern-check.h: abort-on-failure macros of kernels/ (docs/style.md §3). KERN_ASSERT guards
  * invariants (never compiled out); KERN_CHECK_GEN checks a library call against its success
  * value and prints the statement, function, file, line and the library's error string. The
- * CUDA, cuBLASLt and NCCL instances are defined only where the CUDA runtime is visible (nvcc,
- * or cuda_runtime.h included first); they name their library's functions only when expanded.
+ * CUDA, cuBLASLt and NCCL instances name their library's functions only when expanded, so
+ * they are defined everywhere (whatever the include order) and used where those headers are.
  */
 #pragma once
 
@@ -28,8 +28,6 @@
         }                                                                                          \
     } while (0)
 
-#if defined(__CUDACC__) || defined(CUDART_VERSION)
 #define KERN_CUDA_CHECK(stmt)   KERN_CHECK_GEN(stmt, cudaSuccess, cudaGetErrorString)
 #define KERN_CUBLAS_CHECK(stmt) KERN_CHECK_GEN(stmt, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString)
 #define KERN_NCCL_CHECK(stmt)   KERN_CHECK_GEN(stmt, ncclSuccess, ncclGetErrorString)
-#endif

@@ -1,16 +1,24 @@
 # SPDX-License-Identifier: MIT
-# loss.gp: training and validation loss curves from one or more pacer-train log.csv files
-# (columns: step,tokens,train_loss,val_loss,lr,grad_norm,tokens_per_s,delta_max).
+# loss.gp: training and validation loss against tokens for one or more pacer-train log.csv
+# files (step,tokens,train_loss,val_loss,lr,grad_norm,tokens_per_s,delta_max). The legend
+# names each run after the folder holding its log.csv (or the words of names=...).
 # Usage: gnuplot -e "logs='runs/a/log.csv runs/b/log.csv'; out='loss.png'" plots/loss.gp
 if (!exists("logs")) logs = 'log.csv'
 if (!exists("out")) out = 'loss.png'
-set terminal pngcairo size 1200,700 noenhanced
+# This script's folder, for common.gp (ARG0: the path gnuplot ran it by).
+slash_(s, i) = i < 1 ? 0 : (s[i:i] eq '/' ? i : slash_(s, i - 1))
+load ARG0[1:slash_(ARG0, strlen(ARG0))].'common.gp'
+if (!exists("names")) names = ''
+if (!exists("title")) title = 'Training and validation loss'
+name_of(i) = words(names) >= i ? word(names, i) : run_name(word(logs, i))
+set terminal pngcairo size 1200,700 noenhanced font ',10'
 set output out
-set datafile separator ','
-set datafile missing 'nan'
-set xlabel 'tokens'
-set ylabel 'loss'
+set title title
+set xlabel 'training tokens'
+set ylabel 'cross-entropy loss (nats per token)'
 set key top right
-plot for [f in logs] f skip 1 using 2:3 with lines title f.' train', \
-     for [f in logs] f skip 1 using 2:($4 > 0 ? $4 : 1/0) with linespoints pt 7 ps 0.6 \
-     title f.' val'
+set grid
+plot for [i=1:words(logs)] word(logs, i) skip 1 using 2:3 with lines lw 1 lc i \
+         title name_of(i).' train', \
+     for [i=1:words(logs)] '< awk -F, '."'NR > 1 && $4 != \"\"'".' '.word(logs, i) \
+         using 2:4 with linespoints pt 7 ps 0.7 lw 2 lc i title name_of(i).' val'

@@ -1,37 +1,44 @@
 /* SPDX-License-Identifier: MIT
  * main.c: the pacer-sim command line. `pacer-sim SCENARIO` simulates one scenario and prints
- * a summary (or JSON, or an --out directory of CSV/trace files); `compare`, `sweep` and
- * `schedules` are subcommands. Exit status: 0 success, 1 bad input (one line on stderr
- * "pacer-sim: FILE: message"), 2 usage errors.
+ * a summary (or JSON, or an --out directory of CSV/trace files); `compare`, `sweep`, `replay`,
+ * `plan`, `calibrate`, `tta` and `schedules` are subcommands. Exit status: 0 success, 1 bad
+ * input (one line on stderr "pacer-sim: FILE: message"), 2 usage errors.
  */
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pp-error.h"
 #include "pp-schedule.h"
+#include "sim-calibrate.h"
+#include "sim-main.h"
+#include "sim-plan.h"
 #include "sim-replay.h"
 #include "sim-report.h"
 #include "sim-sweep.h"
+#include "sim-tta.h"
 
 #define SIM_MAIN_DEFAULT_SCHEDULES "1f1b,interleaved,zb-2p,paci"
-/* The end of an option table (G_OPTION_ENTRY_NULL needs GLib 2.70; meson asks for 2.68). */
-#define SIM_MAIN_OPTION_END                                                                        \
-    { NULL, 0, 0, 0, NULL, NULL, NULL }
+#define SIM_MAIN_PLAN_SCHEDULES    "1f1b,interleaved,zb-v,dualpipe-v,paci"
 
 /* --steps was not given (GOption leaves the initial value alone). */
 #define SIM_MAIN_STEPS_UNSET G_MININT
 
 /* Options of every command; each command registers the ones it takes. */
 typedef struct {
-    char   **sets;      /* --set section.key=value (NULL-terminated, nullable) */
-    gint     steps;     /* --steps N; SIM_MAIN_STEPS_UNSET: the scenario's training.steps */
-    gboolean json;      /* --json */
-    char    *out;       /* --out DIR (run) or FILE.csv (sweep) */
-    char    *schedules; /* compare --schedules a,b,c */
-    char   **sweeps;    /* sweep --sweep section.key=v1,v2 (NULL-terminated, nullable) */
-    char    *trace;     /* replay --trace MEASURED.csv */
+    char   **sets;           /* --set section.key=value (NULL-terminated, nullable) */
+    gint     steps;          /* --steps N; SIM_MAIN_STEPS_UNSET: the scenario's training.steps */
+    gboolean json;           /* --json */
+    char    *out;            /* --out DIR (run) or FILE.csv (sweep) */
+    char    *schedules;      /* compare --schedules a,b,c */
+    char   **sweeps;         /* sweep --sweep section.key=v1,v2 (NULL-terminated, nullable) */
+    char    *trace;          /* replay --trace MEASURED.csv */
+    gint     gpus;           /* plan --gpus G */
+    gint     global_batch;   /* plan --global-batch B (0: the scenario's) */
+    gint     top;            /* plan --top K */
+    gint     max_microbatch; /* plan --max-microbatch b */
 } SimMainOptions;
 
 static void sim_main_options_clear(SimMainOptions *o) {
@@ -61,7 +68,7 @@ static const char *sim_main_strip_file(const char *message, const char *file) {
 
 /* Reports @error about @file (nullable) and returns the exit status: 2 for usage errors
  * (G_OPTION_ERROR), 1 for everything else. */
-static int sim_main_fail(const char *file, const GError *error) {
+int sim_main_fail(const char *file, const GError *error) {
     if (error->domain == G_OPTION_ERROR) {
         sim_main_print_line("", error->message);
         /* The option parser named the program after the command's argv[0]. */
@@ -103,9 +110,8 @@ static GStrv sim_main_overrides(const SimMainOptions *o, GError **error) {
 
 /* Parses @argv (argv[0] is the command name) with @entries; leaves the positional arguments
  * in @argv. Returns FALSE with a usage @error. */
-static gboolean sim_main_parse(int *argc, char ***argv, const char *params, const char *summary,
-                               const char *description, const GOptionEntry *entries,
-                               GError **error) {
+gboolean sim_main_parse(int *argc, char ***argv, const char *params, const char *summary,
+                        const char *description, const GOptionEntry *entries, GError **error) {
     g_autoptr(GOptionContext) ctx = g_option_context_new(params);
     g_option_context_set_summary(ctx, summary);
     g_option_context_set_description(ctx, description);
@@ -128,7 +134,7 @@ static GStrv sim_main_scenario_args(int argc, char **argv, const SimMainOptions 
 }
 
 /* Prints @root (transfer full) as indented JSON on stdout. */
-static void sim_main_print_json(JsonNode *root) {
+void sim_main_print_json(JsonNode *root) {
     g_autoptr(JsonNode) owned = root;
     g_autoptr(JsonGenerator) gen = json_generator_new();
     json_generator_set_pretty(gen, TRUE);
@@ -146,6 +152,9 @@ static const char sim_main_run_description[] =
     "  pacer-sim compare SCENARIO [--schedules a,b,...] [--set ...] [--json]\n"
     "  pacer-sim sweep SCENARIO --sweep section.key=v1,v2,... [--sweep ...] [--out FILE.csv]\n"
     "  pacer-sim replay SCENARIO --trace MEASURED.csv [--link] [--set ...] [--json] [--out DIR]\n"
+    "  pacer-sim plan SCENARIO --gpus G [--global-batch B] [--schedules a,b,...] [--json]\n"
+    "  pacer-sim calibrate TRACE... [--check TRACE]... [--out SCENARIO] [--json]\n"
+    "  pacer-sim tta RUN... --threshold LOSS,... [--target SCENARIO] [--step-ms NAME=MS]\n"
     "  pacer-sim schedules\n"
     "Run 'pacer-sim COMMAND --help' for a command's options. --out DIR writes ops.csv,\n"
     "stages.csv, summary.csv, memory.csv, trace.json (ui.perfetto.dev) and scenario.ini.\n"
@@ -191,6 +200,19 @@ static int sim_main_run(int argc, char **argv) {
 
 /* --- pacer-sim compare --- */
 
+/* Splits --schedules into names; a usage @error for an empty name. */
+static GStrv sim_main_schedule_list(const char *text, GError **error) {
+    g_auto(GStrv) kinds = g_strsplit(text, ",", -1);
+    for (size_t k = 0; kinds[k] != NULL; k++) {
+        if (kinds[k][0] == '\0') {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "--schedules '%s': empty schedule name", text);
+            return NULL;
+        }
+    }
+    return g_steal_pointer(&kinds);
+}
+
 static int sim_main_compare(int argc, char **argv) {
     g_auto(SimMainOptions) o = {.steps = SIM_MAIN_STEPS_UNSET};
     const GOptionEntry entries[] = {
@@ -210,7 +232,7 @@ static int sim_main_compare(int argc, char **argv) {
                         "theirs).",
                         "Each run sets pipeline.schedule; the rest follows one rule:\n"
                         "  chunks: interleaved uses the scenario's pipeline.chunks when > 1,\n"
-                        "    else 2; every other schedule uses 1;\n"
+                        "    else 2; zb-v and dualpipe-v use 2; every other schedule uses 1;\n"
                         "  accumulation: paci uses a = m (pipeline.microbatches), the same\n"
                         "    micro-batches per update as a flush step (a scenario that is\n"
                         "    already paci keeps its a); async-1f1b uses a = 1;\n"
@@ -226,15 +248,10 @@ static int sim_main_compare(int argc, char **argv) {
     g_auto(GStrv) overrides = sim_main_scenario_args(argc, argv, &o, &path, &error);
     if (overrides == NULL)
         return sim_main_fail(NULL, error);
-    g_auto(GStrv) kinds =
-        g_strsplit(o.schedules != NULL ? o.schedules : SIM_MAIN_DEFAULT_SCHEDULES, ",", -1);
-    for (size_t k = 0; kinds[k] != NULL; k++) {
-        if (kinds[k][0] == '\0') {
-            g_set_error(&error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "--schedules '%s': empty schedule name", o.schedules);
-            return sim_main_fail(NULL, error);
-        }
-    }
+    g_auto(GStrv) kinds = sim_main_schedule_list(
+        o.schedules != NULL ? o.schedules : SIM_MAIN_DEFAULT_SCHEDULES, &error);
+    if (kinds == NULL)
+        return sim_main_fail(NULL, error);
 
     g_autoptr(GPtrArray) rows =
         sim_sweep_compare(path, (const char *const *)overrides, (const char *const *)kinds, &error);
@@ -314,17 +331,27 @@ static int sim_main_sweep(int argc, char **argv) {
         return sim_main_fail(path, error);
     g_clear_error(&error);
 
-    int32_t          n_failed = 0;
-    g_autofree char *csv = sim_sweep_run(path, (const char *const *)overrides,
-                                         (const SimSweepAxis *)axes->data, n_axes, &n_failed);
+    /* stdout gets each row as soon as it is computed; --out FILE gets the whole CSV at the
+     * end through a temporary file and a rename, so it is never half-written. */
+    char  *buf = NULL;
+    size_t len = 0;
+    FILE  *out = o.out != NULL ? open_memstream(&buf, &len) : stdout;
+    PP_ASSERT(out != NULL);
+    int32_t  n_failed = 0;
+    gboolean ok = sim_sweep_run(path, (const char *const *)overrides,
+                                (const SimSweepAxis *)axes->data, n_axes, out, &n_failed, &error);
+    if (o.out != NULL) {
+        int rc = fclose(out);
+        PP_ASSERT(rc == 0); /* a memory stream fails only when allocation fails */
+        ok = ok && sim_report_write_atomic(o.out, buf, len, &error);
+        free(buf);
+    }
+    if (!ok)
+        return sim_main_fail(o.out != NULL ? o.out : "stdout", error);
     if (n_failed > 0)
         fprintf(stderr, "pacer-sim: %s: %d of %lld sweep points failed (see the error column)\n",
                 path, n_failed,
                 (long long)sim_sweep_n_points((const SimSweepAxis *)axes->data, n_axes));
-    if (o.out == NULL)
-        fputs(csv, stdout);
-    else if (!sim_report_write_atomic(o.out, csv, strlen(csv), &error))
-        return sim_main_fail(o.out, error);
     return 0;
 }
 
@@ -374,12 +401,88 @@ static int sim_main_replay(int argc, char **argv) {
         sim_replay_new(path, (const char *const *)overrides, o.trace, link, &error);
     if (replay == NULL)
         return sim_main_fail(error->domain == PP_IO_ERROR ? o.trace : path, error);
+    g_autofree char *cores =
+        sim_calibrate_cores_warning(replay->scenario, o.trace, (int32_t)g_get_num_processors());
+    if (cores != NULL)
+        fprintf(stderr, "pacer-sim: %s\n", cores);
     if (o.out != NULL && !sim_replay_write_dir(replay, o.out, &error))
         return sim_main_fail(o.out, error);
     if (o.json) {
         sim_main_print_json(sim_replay_build_json(replay));
     } else {
         g_autofree char *table = sim_replay_format(replay);
+        fputs(table, stdout);
+    }
+    return 0;
+}
+
+/* --- pacer-sim plan --- */
+
+static int sim_main_plan(int argc, char **argv) {
+    g_auto(SimMainOptions) o = {.steps = SIM_MAIN_STEPS_UNSET, .top = 10, .max_microbatch = 8};
+    const GOptionEntry entries[] = {
+        {"gpus", 'g', 0, G_OPTION_ARG_INT, &o.gpus, "GPUs of the job (data x tensor x stages)",
+         "G"},
+        {"global-batch", 'b', 0, G_OPTION_ARG_INT, &o.global_batch,
+         "Sequences per optimizer step (default: the scenario's training.global_batch)", "B"},
+        {"schedules", 'S', 0, G_OPTION_ARG_STRING, &o.schedules,
+         "Comma-separated schedules (default " SIM_MAIN_PLAN_SCHEDULES ")", "A,B,..."},
+        {"top", 't', 0, G_OPTION_ARG_INT, &o.top, "Rows to print (default 10)", "K"},
+        {"max-microbatch", 'M', 0, G_OPTION_ARG_INT, &o.max_microbatch,
+         "Largest micro-batch size tried, in sequences (default 8)", "b"},
+        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &o.sets, "Override a scenario key (repeatable)",
+         "SECTION.KEY=VALUE"},
+        {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the plan as JSON", NULL},
+        SIM_MAIN_OPTION_END,
+    };
+    g_autoptr(GError) error = NULL;
+    if (!sim_main_parse(&argc, &argv, "SCENARIO - search the parallel layouts of G GPUs",
+                        "Enumerate data x tensor x pipeline layouts, schedules, chunks, "
+                        "micro-batch sizes and recomputation for G GPUs, drop those that "
+                        "cannot fit in device memory, simulate the rest and rank them by the "
+                        "job's tokens/s.",
+                        "The scenario gives the model and the hardware ([hardware] required,\n"
+                        "no [costs]); see sim/README.md for the enumeration rules. Progress is\n"
+                        "shown on stderr when it is a terminal.",
+                        entries, &error))
+        return sim_main_fail(NULL, error);
+    const char *path = NULL;
+    g_auto(GStrv) overrides = sim_main_scenario_args(argc, argv, &o, &path, &error);
+    if (overrides == NULL)
+        return sim_main_fail(NULL, error);
+    if (o.gpus < 1 || o.global_batch < 0 || o.top < 1 || o.max_microbatch < 1) {
+        g_set_error(&error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "plan needs --gpus G >= 1 (got %d), --global-batch B >= 1 when given (got "
+                    "%d), --top K >= 1 (got %d) and --max-microbatch b >= 1 (got %d)",
+                    o.gpus, o.global_batch, o.top, o.max_microbatch);
+        return sim_main_fail(NULL, error);
+    }
+    g_auto(GStrv) kinds =
+        sim_main_schedule_list(o.schedules != NULL ? o.schedules : SIM_MAIN_PLAN_SCHEDULES, &error);
+    if (kinds == NULL)
+        return sim_main_fail(NULL, error);
+    for (size_t k = 0; kinds[k] != NULL; k++) {
+        if (pp_sched_kind_lookup(kinds[k]) == NULL || strcmp(kinds[k], "custom") == 0) {
+            g_autofree char *names = pp_sched_kind_names();
+            g_set_error(&error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "--schedules: '%s' is not a schedule plan can generate; valid: %s "
+                        "(not custom)",
+                        kinds[k], names);
+            return sim_main_fail(NULL, error);
+        }
+    }
+    SimPlanOptions po = {.gpus = o.gpus,
+                         .global_batch = o.global_batch,
+                         .schedules = (const char *const *)kinds,
+                         .max_microbatch = o.max_microbatch,
+                         .progress = isatty(STDERR_FILENO)};
+    g_autoptr(SimPlan) plan = sim_plan_run(path, (const char *const *)overrides, &po, &error);
+    if (plan == NULL)
+        return sim_main_fail(path, error);
+    if (o.json) {
+        sim_main_print_json(sim_plan_build_json(plan, o.top));
+    } else {
+        g_autofree char *table = sim_plan_format(plan, o.top);
         fputs(table, stdout);
     }
     return 0;
@@ -409,9 +512,9 @@ int main(int argc, char **argv) {
         const char *name;
         int (*fn)(int argc, char **argv);
     } commands[] = {
-        {"compare", sim_main_compare},
-        {"sweep", sim_main_sweep},
-        {"replay", sim_main_replay},
+        {"compare", sim_main_compare},     {"sweep", sim_main_sweep},
+        {"replay", sim_main_replay},       {"plan", sim_main_plan},
+        {"calibrate", sim_calibrate_main}, {"tta", sim_tta_main},
         {"schedules", sim_main_schedules},
     };
     /* Characters only (UTF-8 help text); numbers keep the C locale's format. */

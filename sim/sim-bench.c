@@ -3,10 +3,13 @@
  * fixed runs it times the setup (scenario + schedule generation and validation), the engine
  * without a trace, and the engine with the sorted trace, and prints one table row per run:
  * simulated ops per second on one core. End-to-end rows time what one simulation costs a
- * user (setup + engine without the trace) as the median of a few runs.
+ * user (setup + engine without the trace) as the median of a few runs. A last table times
+ * pacer-sim plan for 16,384 GPUs, run as a child process.
  */
+#include <json-glib/json-glib.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "pp-error.h"
@@ -42,6 +45,9 @@ typedef struct {
 #define SIM_BENCH_ZB      "scenarios/zb/zb-28.3b-p32-m96.ini"
 #define SIM_BENCH_ZB_PACI "pipeline.schedule=paci;pipeline.accumulation=96;training.global_batch=96"
 
+/* The 16,384-GPU Llama-3-405B-like job: data 128 x tensor 8 x 16 interleaved stages. */
+#define SIM_BENCH_LLAMA "scenarios/cluster/llama3-405b-like.ini"
+
 static const SimBenchCase sim_bench_cases[] = {
     {"paci N=32 a=8 uniform", NULL, NULL, SIM_BENCH_SPLIT, "paci", 32, 1, 8, 1000, 1000, 1000},
     {"1f1b N=8 m=32 uniform", NULL, NULL, SIM_BENCH_SPLIT, "1f1b", 8, 32, 1, 1000, 1000, 1000},
@@ -51,7 +57,46 @@ static const SimBenchCase sim_bench_cases[] = {
      0, 0, 0, 0},
     {"zb-28.3b paci a=96 end-to-end", SIM_BENCH_ZB, SIM_BENCH_ZB_PACI, SIM_BENCH_END_TO_END, NULL,
      0, 0, 0, 0, 0, 0},
+    {"llama3-405b-like 16384 GPUs", SIM_BENCH_LLAMA, "pipeline.mode=static", SIM_BENCH_END_TO_END,
+     NULL, 0, 0, 0, 0, 0, 0},
 };
+
+/* pacer-sim plan on the Llama-3-405B-like scenario for 16,384 GPUs, as a user runs it: the
+ * child's CPU seconds (user + system) and the wall seconds, with the plan's counts. */
+static gboolean sim_bench_plan(GError **error) {
+    const char   *args[] = {PP_BUILD_ROOT "/sim/pacer-sim",
+                            "plan",
+                            PP_SOURCE_ROOT "/" SIM_BENCH_LLAMA,
+                            "--gpus",
+                            "16384",
+                            "--json",
+                            NULL};
+    struct rusage before, after;
+    PP_ASSERT(getrusage(RUSAGE_CHILDREN, &before) == 0);
+    gint64           t0 = g_get_monotonic_time();
+    g_autofree char *out = NULL, *err = NULL;
+    gint             status = 0;
+    if (!g_spawn_sync(NULL, (char **)args, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status,
+                      error))
+        return FALSE;
+    double wall_s = (double)(g_get_monotonic_time() - t0) / 1e6;
+    PP_ASSERT(getrusage(RUSAGE_CHILDREN, &after) == 0);
+    if (!g_spawn_check_wait_status(status, error))
+        return FALSE;
+    double cpu_s = (double)(after.ru_utime.tv_sec - before.ru_utime.tv_sec) +
+                   (double)(after.ru_utime.tv_usec - before.ru_utime.tv_usec) / 1e6 +
+                   (double)(after.ru_stime.tv_sec - before.ru_stime.tv_sec) +
+                   (double)(after.ru_stime.tv_usec - before.ru_stime.tv_usec) / 1e6;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (!json_parser_load_from_data(parser, out, -1, error))
+        return FALSE;
+    JsonObject *plan = json_node_get_object(json_parser_get_root(parser));
+    printf("\n%-30s %8s %9s %8s %8s\n", "plan", "layouts", "simulated", "cpu_s", "wall_s");
+    printf("%-30s %8" G_GINT64_FORMAT " %9" G_GINT64_FORMAT " %8.3f %8.3f\n",
+           "llama3-405b-like 16384 GPUs", json_object_get_int_member(plan, "layouts"),
+           json_object_get_int_member(plan, "simulated"), cpu_s, wall_s);
+    return TRUE;
+}
 
 /* Figures of one end-to-end run. */
 typedef struct {
@@ -244,6 +289,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, "pacer-sim-bench: %s: %s\n", bc->name, error->message);
             return 1;
         }
+    }
+    if (!sim_bench_plan(&error)) {
+        fprintf(stderr, "pacer-sim-bench: plan: %s\n", error->message);
+        return 1;
     }
     return 0;
 }

@@ -8,31 +8,26 @@
 
 #include <math.h>
 
+#include "pp-checked.h"
 #include "pp-error.h"
+#include "pp-memory.h"
 #include "pp-partition.h"
+#include "sim-layout.h"
 
-/* Mixed-precision training state per parameter, 16 bytes by category: weights = bf16 copy (2)
- * + fp32 master (4); gradients in bf16 (2); optimizer state = Adam first and second moments
- * in fp32 (4 + 4). */
-#define SIM_COST_WEIGHTS_BYTES_PER_PARAM 6
-#define SIM_COST_GRADS_BYTES_PER_PARAM   2
-#define SIM_COST_OPTIM_BYTES_PER_PARAM   8
-#define SIM_COST_STATE_BYTES_PER_PARAM                                                             \
-    (SIM_COST_WEIGHTS_BYTES_PER_PARAM + SIM_COST_GRADS_BYTES_PER_PARAM +                           \
-     SIM_COST_OPTIM_BYTES_PER_PARAM)
-/* A stashed weight version is one more bf16 copy of the weights. */
-#define SIM_COST_WEIGHT_COPY_BYTES_PER_PARAM 2
 /* The optimizer step is memory bound: AdamW reads gradients, master weights and both moments
  * (2 + 4 + 4 + 4) and writes master weights, moments and bf16 weights (4 + 4 + 4 + 2). */
 #define SIM_COST_UPDATE_BYTES_PER_PARAM 28
 /* Activations and gradients travel between stages in bf16. */
 #define SIM_COST_MSG_BYTES_PER_ELEM 2
-/* Logits are kept in fp32 for the loss. */
-#define SIM_COST_LOGIT_BYTES 4
 
-double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens) {
+double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens, double hidden) {
     PP_ASSERT(tokens > 0 || hw->kernel_eff_half_tokens > 0.0);
-    return hw->kernel_eff_max * (double)tokens / ((double)tokens + hw->kernel_eff_half_tokens);
+    PP_ASSERT(hidden > 0.0 || hw->kernel_eff_half_hidden > 0.0);
+    double eff =
+        hw->kernel_eff_max * (double)tokens / ((double)tokens + hw->kernel_eff_half_tokens);
+    if (hw->kernel_eff_half_hidden > 0.0)
+        eff *= hidden / (hidden + hw->kernel_eff_half_hidden);
+    return eff;
 }
 
 /* Allocates a zeroed model with every per-stage table sized for @n_stages x @n_chunks. */
@@ -53,6 +48,8 @@ static SimCostModel *sim_cost_alloc(int32_t n_stages, int32_t n_chunks) {
     cost->weight_copy_bytes = g_new0(int64_t, n_stages);
     cost->act_bytes = g_new0(int64_t, n_units);
     cost->act_b_bytes = g_new0(int64_t, n_units);
+    cost->data_parallel = 1;
+    cost->tensor_parallel = 1;
     return cost;
 }
 
@@ -62,6 +59,8 @@ void sim_cost_free(SimCostModel *cost) {
     g_free(cost->f_ns);
     g_free(cost->b_ns);
     g_free(cost->w_ns);
+    g_free(cost->bw_ns);
+    g_free(cost->stash_copy_ns);
     g_free(cost->u_ns);
     g_free(cost->static_bytes);
     g_free(cost->weights_bytes);
@@ -71,6 +70,9 @@ void sim_cost_free(SimCostModel *cost) {
     g_free(cost->act_bytes);
     g_free(cost->act_b_bytes);
     g_free(cost->op_dur_ns);
+    g_free(cost->stage_node);
+    g_free(cost->dp_sync_ns);
+    g_free(cost->dp_pieces);
     g_free(cost);
 }
 
@@ -97,7 +99,10 @@ void sim_cost_schedule_params(const SimCostModel *cost, PpScheduleParams *params
         params->b_ns = MAX(params->b_ns, cost->b_ns[i]);
         params->w_ns = MAX(params->w_ns, cost->w_ns[i]);
     }
+    /* The slowest hop: with nodes, the inter-node one when any stage pair crosses. */
     params->comm_ns = sim_cost_comm_ns(cost);
+    for (int32_t s = 0; s + 1 < cost->n_stages; s++)
+        params->comm_ns = MAX(params->comm_ns, sim_cost_hop_ns(cost, s, s + 1));
     /* The largest M_W / M_F: a deferred W is then never counted below its true bytes. */
     params->mem_w_fraction = 0.0;
     for (int32_t i = 0; i < cost->n_stages * cost->n_chunks; i++) {
@@ -108,11 +113,31 @@ void sim_cost_schedule_params(const SimCostModel *cost, PpScheduleParams *params
     }
 }
 
-int64_t sim_cost_comm_ns(const SimCostModel *cost) {
-    int64_t hop_ns = cost->comm_latency_ns;
-    if (cost->comm_bytes_per_ns > 0.0)
-        hop_ns += llround((double)cost->act_msg_bytes / cost->comm_bytes_per_ns);
+/* One message of act_msg_bytes on a link of @latency_ns and @bytes_per_ns (0: latency only). */
+static int64_t sim_cost_message_ns(const SimCostModel *cost, int64_t latency_ns,
+                                   double bytes_per_ns) {
+    int64_t hop_ns = latency_ns;
+    if (bytes_per_ns > 0.0)
+        hop_ns += llround((double)cost->act_msg_bytes / bytes_per_ns);
     return hop_ns;
+}
+
+int64_t sim_cost_comm_ns(const SimCostModel *cost) {
+    return sim_cost_message_ns(cost, cost->comm_latency_ns, cost->comm_bytes_per_ns);
+}
+
+int64_t sim_cost_comm_inter_ns(const SimCostModel *cost) {
+    return sim_cost_message_ns(cost, cost->comm_inter_latency_ns, cost->comm_inter_bytes_per_ns);
+}
+
+int64_t sim_cost_hop_ns(const SimCostModel *cost, int32_t from, int32_t to) {
+    PP_ASSERT(from >= 0 && from < cost->n_stages && to >= 0 && to < cost->n_stages);
+    if (from == to)
+        return 0;
+    if (cost->stage_node == NULL ||
+        (cost->stage_node[from] >= 0 && cost->stage_node[from] == cost->stage_node[to]))
+        return sim_cost_comm_ns(cost);
+    return sim_cost_comm_inter_ns(cost);
 }
 
 /* Checks a model dimension the analytic model needs. */
@@ -128,7 +153,7 @@ static gboolean sim_cost_check_dim(const PpScenario *scenario, const char *key, 
 }
 
 /* What the analytic model charges per layer and for the embeddings and head, per
- * micro-batch: the inputs of the layer partition. */
+ * micro-batch and per GPU: the inputs of the layer partition. */
 typedef struct {
     double layer_flops;        /* forward FLOPs of one block */
     double head_flops;         /* forward FLOPs of the LM head (last virtual stage) */
@@ -139,6 +164,65 @@ typedef struct {
     double logits_bytes;       /* fp32 logits per live micro-batch (last virtual stage) */
 } SimCostSplit;
 
+/* Checks that every integer the analytic model derives stays within PP_CHECKED_MAX, so that
+ * the partition's sums and the engine's totals can be checked in int64: the whole model's
+ * forward FLOPs, static bytes and activation bytes of one micro-batch, its forward time (at
+ * the peak rate when [costs] give the times, for the MFU), and with @times the update time
+ * and one hop. A stage holds a part of the model, so its numbers are smaller. */
+static gboolean sim_cost_check_magnitudes(const PpScenario *scenario, const SimCostSplit *split,
+                                          double params, double rate, double msg_bytes,
+                                          gboolean times, GError **error) {
+    const PpModelParams    *m = &scenario->model;
+    const PpHardwareParams *hw = &scenario->hardware;
+    const double            max = (double)PP_CHECKED_MAX, L = m->layers;
+    const double            flops = L * split->layer_flops + split->head_flops;
+    const double            bytes = L * (split->layer_static_bytes + split->layer_act_bytes) +
+                         split->embed_static_bytes + split->head_static_bytes + split->logits_bytes;
+    if (!(flops <= max) || !(bytes <= max)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: one micro-batch of this model takes %.3g FLOPs and %.3g bytes "
+                    "(model.layers = %d, model.hidden = %d, model.heads = %d, model.seq_len = "
+                    "%d, model.vocab = %d, pipeline.microbatch_size = %d), beyond the "
+                    "simulator's limit of 2^62; shrink one of them",
+                    scenario->path, flops, bytes, m->layers, m->hidden, m->heads, m->seq_len,
+                    m->vocab, scenario->pipeline.microbatch_size);
+        return FALSE;
+    }
+    /* With [costs] the rate only scales the MFU: it must not overflow either. */
+    const double f_ns = flops / (times ? rate : hw->peak_flops) * 1e9;
+    if ((times || hw->peak_flops > 0.0) && !(f_ns <= max)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: the forward of one micro-batch would take %.3g ns at %.3g FLOP/s "
+                    "(hardware.peak_tflops = %g, hardware.kernel_eff_max = %g, "
+                    "hardware.kernel_eff_half_tokens = %g), beyond the simulator's clock of "
+                    "2^62 ns; raise them or shrink the model",
+                    scenario->path, f_ns, rate, hw->peak_flops / 1e12, hw->kernel_eff_max,
+                    hw->kernel_eff_half_tokens);
+        return FALSE;
+    }
+    if (!times)
+        return TRUE;
+    const double u_ns = params * SIM_COST_UPDATE_BYTES_PER_PARAM / hw->mem_bw_bytes_per_s * 1e9;
+    if (hw->mem_bw_bytes_per_s > 0.0 && !(u_ns <= max)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: the optimizer step would take %.3g ns at hardware.mem_bw_gbps = %g, "
+                    "beyond the simulator's clock of 2^62 ns; raise it or shrink the model",
+                    scenario->path, u_ns, hw->mem_bw_bytes_per_s / 1e9);
+        return FALSE;
+    }
+    const double hop_ns = (double)hw->link_latency_ns + msg_bytes / hw->link_bw_bytes_per_s * 1e9;
+    if (hw->link_bw_bytes_per_s > 0.0 && !(hop_ns <= max)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: one stage-to-stage hop of %.3g bytes would take %.3g ns "
+                    "(hardware.link_gbps = %g, hardware.link_latency_us = %g), beyond the "
+                    "simulator's clock of 2^62 ns; raise the bandwidth or shrink the model",
+                    scenario->path, msg_bytes, hop_ns, hw->link_bw_bytes_per_s / 1e9,
+                    (double)hw->link_latency_ns / 1e3);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* The layers of every virtual stage vs = chunk * n_stages + stage: run.layers_per_stage when
  * given; else with [costs] (@times FALSE: the times are full-stage, only memory follows the
  * split) or pipeline.partition = even an even split, remainder to the first; else balanced by
@@ -146,11 +230,20 @@ typedef struct {
  * peak in-flight units of activations (pp_schedule_peak_inflight); with v chunks a device's
  * memory and its peak units are shared evenly by its chunks (an approximation: the DP sees
  * each virtual stage alone). Returns: (transfer full), or NULL with @error set. */
+/* The layers of every virtual stage vs (on the device the schedule's placement gives it,
+ * pp_placement_vstage()): run.layers_per_stage when given; else with [costs] (@times FALSE:
+ * the times are full-stage, only memory follows the split) or pipeline.partition = even an
+ * even split, remainder to the first; else balanced by forward FLOPs, and with [hardware]
+ * memory each stage must hold its state plus the schedule's peak in-flight units of
+ * activations (pp_schedule_peak_inflight); with v chunks a device's memory and its peak units
+ * are shared evenly by its chunks (an approximation: the DP sees each virtual stage alone).
+ * Returns: (transfer full), or NULL with @error set. */
 static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCostSplit *split,
                                        gboolean times, GError **error) {
     const int32_t       n_stages = scenario->pipeline.stages, n_chunks = scenario->pipeline.chunks;
     const int32_t       n_layers = scenario->model.layers;
     const int32_t       n_vstages = n_stages * n_chunks;
+    const PpPlacement   placement = pp_sched_kind_placement(scenario->pipeline.schedule);
     g_autofree int64_t *layer_cost = g_new(int64_t, n_layers);
     for (int32_t i = 0; i < n_layers; i++)
         layer_cost[i] = llround(split->layer_flops);
@@ -180,7 +273,9 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
         }
         live = g_new(int32_t, n_vstages);
         for (int32_t vs = 0; vs < n_vstages; vs++) {
-            int32_t peak = pp_schedule_peak_inflight(sched, vs % n_stages);
+            int32_t stage, chunk;
+            pp_placement_vstage(placement, n_stages, vs, &stage, &chunk);
+            int32_t peak = pp_schedule_peak_inflight(sched, stage);
             live[vs] = (peak + n_chunks - 1) / n_chunks;
         }
         pp.mem_limit_bytes = hw->memory_bytes / n_chunks;
@@ -198,11 +293,95 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
     return part;
 }
 
+/* Checks the [hardware] figures the analytic op times need. */
+static gboolean sim_cost_check_rate(const PpScenario *scenario, GError **error) {
+    const PpHardwareParams *hw = &scenario->hardware;
+    if (!(hw->peak_flops > 0.0)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: hardware.peak_tflops = %g: the analytic cost model needs a positive "
+                    "peak rate (or give [costs] forward_us, backward_us, weight_us)",
+                    scenario->path, hw->peak_flops / 1e12);
+        return FALSE;
+    }
+    if (!(hw->kernel_eff_max > 0.0 && hw->kernel_eff_max <= 1.0)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: hardware.kernel_eff_max = %g: the analytic cost model needs a share of "
+                    "peak in (0, 1]",
+                    scenario->path, hw->kernel_eff_max);
+        return FALSE;
+    }
+    if (!(hw->kernel_eff_half_tokens >= 0.0 && isfinite(hw->kernel_eff_half_tokens))) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: hardware.kernel_eff_half_tokens = %g: the analytic cost model needs a "
+                    "finite token count >= 0",
+                    scenario->path, hw->kernel_eff_half_tokens);
+        return FALSE;
+    }
+    if (!(hw->kernel_eff_half_hidden >= 0.0 && isfinite(hw->kernel_eff_half_hidden))) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: hardware.kernel_eff_half_hidden = %g: the analytic cost model needs a "
+                    "finite hidden size >= 0",
+                    scenario->path, hw->kernel_eff_half_hidden);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Where each stage's GPUs sit and the inter-node link (with [hardware]; else every hop is
+ * intra-node), and the data-parallel all-reduce of every (stage, chunk)'s gradients of
+ * @unit_params parameters per GPU (D > 1). */
+static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scenario,
+                                     const SimLayout *layout, const double *unit_params,
+                                     const int32_t *unit_layers, gboolean times, GError **error) {
+    const int32_t n_stages = cost->n_stages, n_units = cost->n_stages * cost->n_chunks;
+    cost->data_parallel = scenario->parallel.data;
+    cost->tensor_parallel = scenario->parallel.tensor;
+    if (scenario->parallel.data > 1 && !scenario->hardware.set) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: parallel.data = %d: the gradient all-reduce across replicas needs a "
+                    "[hardware] section (a preset, or link_gbps and link_latency_us)",
+                    scenario->path, scenario->parallel.data);
+        return FALSE;
+    }
+    if (!scenario->hardware.set)
+        return TRUE;
+    int64_t *stage_node = g_new(int64_t, n_stages);
+    for (int32_t s = 0; s < n_stages; s++)
+        stage_node[s] = sim_layout_stage_node(layout, s);
+    if (times) { /* [costs] comm_us is every hop's time: no node split then */
+        cost->stage_node = stage_node;
+        stage_node = NULL;
+        cost->comm_inter_latency_ns = layout->inter_latency_ns;
+        cost->comm_inter_bytes_per_ns = layout->inter_bytes_per_ns;
+    }
+    if (layout->data > 1) {
+        cost->dp_sync_ns = g_new(int64_t, n_units);
+        cost->dp_pieces = g_new(int32_t, n_units);
+        cost->dp_overlap = scenario->parallel.overlap_grad_reduce;
+        for (int32_t u = 0; u < n_units; u++) {
+            int32_t  stage = u / cost->n_chunks;
+            int64_t  node = cost->stage_node != NULL ? cost->stage_node[stage]
+                                                     : sim_layout_stage_node(layout, stage);
+            gboolean intra = node >= 0;
+            double   bytes = unit_params[u] * PP_MEMORY_GRADS_BYTES_PER_PARAM;
+            cost->dp_sync_ns[u] = sim_layout_allreduce_ns(
+                layout->data, bytes,
+                intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns,
+                intra ? layout->intra_latency_ns : layout->inter_latency_ns);
+            cost->dp_pieces[u] = MAX(unit_layers[u], 1);
+        }
+    }
+    g_free(stage_node);
+    return TRUE;
+}
+
 /* Fills the analytic durations, link and memory model of @cost from @scenario. Layers are
- * split over the virtual stages vs = chunk * n_stages + stage (Megatron's layout) by
- * sim_cost_partition(). Stage 0's first chunk holds the embeddings, the last virtual stage
- * the final LayerNorm and the untied LM head. @times: also fill f/b/w/u (FALSE when [costs]
- * gave them). */
+ * split over the virtual stages by sim_cost_partition(); virtual stage vs runs on the device
+ * of the schedule's placement. Stage 0's first chunk holds the embeddings, the last virtual
+ * stage the final LayerNorm and the untied LM head. Every figure is one GPU's: tensor
+ * parallelism divides FLOPs, parameters and activations by T (Korthikanti et al.'s formulas,
+ * sim-layout.h) and adds its collectives to F and B; ZeRO-1 shards the master weights and
+ * moments over D. @times: also fill f/b/w/u (FALSE when [costs] gave them). */
 static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *scenario,
                                        gboolean times, GError **error) {
     const PpModelParams    *model = &scenario->model;
@@ -215,27 +394,8 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         !sim_cost_check_dim(scenario, "pipeline.microbatch_size",
                             scenario->pipeline.microbatch_size, error))
         return FALSE;
-    if (times && !(hw->peak_flops > 0.0)) {
-        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
-                    "%s: hardware.peak_tflops = %g: the analytic cost model needs a positive "
-                    "peak rate (or give [costs] forward_us, backward_us, weight_us)",
-                    scenario->path, hw->peak_flops / 1e12);
+    if (times && !sim_cost_check_rate(scenario, error))
         return FALSE;
-    }
-    if (times && !(hw->kernel_eff_max > 0.0 && hw->kernel_eff_max <= 1.0)) {
-        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
-                    "%s: hardware.kernel_eff_max = %g: the analytic cost model needs a share of "
-                    "peak in (0, 1]",
-                    scenario->path, hw->kernel_eff_max);
-        return FALSE;
-    }
-    if (times && !(hw->kernel_eff_half_tokens >= 0.0 && isfinite(hw->kernel_eff_half_tokens))) {
-        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
-                    "%s: hardware.kernel_eff_half_tokens = %g: the analytic cost model needs a "
-                    "finite token count >= 0",
-                    scenario->path, hw->kernel_eff_half_tokens);
-        return FALSE;
-    }
 
     const int32_t n_stages = cost->n_stages, n_chunks = cost->n_chunks;
     const int32_t n_vstages = n_stages * n_chunks;
@@ -246,82 +406,115 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
                     scenario->path, scenario->run.n_layers_per_stage, n_vstages);
         return FALSE;
     }
+    SimLayout layout;
+    sim_layout_init(&layout, scenario);
     const double  b = scenario->pipeline.microbatch_size, s = model->seq_len;
-    const double  h = model->hidden, V = model->vocab, a = model->heads;
+    const double  h = model->hidden, V = model->vocab;
+    const double  t = scenario->parallel.tensor, d = scenario->parallel.data;
     const int64_t tokens = (int64_t)scenario->pipeline.microbatch_size * model->seq_len;
 
-    /* FLOPs of one micro-batch's forward: per layer 24bsh^2 (QKV, projection, MLP) +
-     * 4bs^2h (scores and weighted sum); LM head 2bshV. Backward = 2 x forward, half B
-     * (input gradient), half W (weight gradient). */
+    /* FLOPs of one micro-batch's forward before sharding: per layer 24bsh^2 (QKV,
+     * projection, MLP) + 4bs^2h (scores and weighted sum); LM head 2bshV. Backward = 2 x
+     * forward, half B (input gradient), half W (weight gradient); B also reruns what
+     * model.recompute dropped. */
     const double layer_flops = 24.0 * b * s * h * h + 4.0 * b * s * s * h;
     const double head_flops = 2.0 * b * s * h * V;
-    /* Parameters: per layer 12h^2 + 13h; embeddings Vh + sh; final LayerNorm 2h + head Vh. */
-    const double layer_params = 12.0 * h * h + 13.0 * h;
-    const double embed_params = V * h + s * h, head_params = V * h + 2.0 * h;
-    /* Activation bytes per layer per live micro-batch (16-bit, no recomputation,
-     * Korthikanti et al. 2022): sb(34h + 5as) = M_B + M_W with M_B = sb(2h + 5as) freed at B
-     * and M_W = 32sbh freed at W. The 5as term is the attention scores, softmax and its
-     * dropout mask (a x s x s per sequence); flash attention recomputes them in the backward
-     * and stores none: 34sbh with M_B = 2sbh. */
-    const double scores = model->flash_attention ? 0.0 : 5.0 * a * s;
-    const double layer_act = s * b * (34.0 * h + scores);
-    const double layer_act_b = s * b * (2.0 * h + scores);
-    const double logits = b * s * V * SIM_COST_LOGIT_BYTES;
-    const double rate = hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens); /* FLOP/s */
+    const double recompute_flops = sim_layout_recompute_flops(scenario, layer_flops);
+    /* Parameters, bytes per parameter and activation bytes on one GPU: the memory model of
+     * docs/design.md §4.5 with the layout's T, sequence parallelism, recomputation and ZeRO-1
+     * (pp-memory.h). */
+    const gboolean zero = scenario->parallel.distributed_optimizer;
+    PpMemoryShape  shape;
+    PpMemoryModel  mem;
+    pp_scenario_memory_shape(scenario, &shape);
+    pp_memory_model(&shape, &mem);
+    const double rate =
+        times ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens, h) : 0.0; /* FLOP/s */
+    /* Tensor parallelism: SIM_LAYOUT_TP_COLLECTIVES_PER_PASS collectives of the layer's full
+     * bf16 activation 2bsh per forward and per input-gradient backward (and per recomputed
+     * forward), on the intra-node link when the group fits in a node. */
+    const gboolean tp_intra = sim_layout_tensor_intra(&layout);
+    const int64_t  tp_ns =
+        sim_layout_allreduce_ns(scenario->parallel.tensor, b * s * h * SIM_COST_MSG_BYTES_PER_ELEM,
+                                tp_intra ? layout.intra_bytes_per_ns : layout.inter_bytes_per_ns,
+                                tp_intra ? layout.intra_latency_ns : layout.inter_latency_ns);
+    const int64_t layer_tp_f_ns = SIM_LAYOUT_TP_COLLECTIVES_PER_PASS * tp_ns;
+    const int64_t layer_tp_b_ns =
+        layer_tp_f_ns * (pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? 2 : 1);
 
     SimCostSplit split = {
         .layer_flops = layer_flops,
         .head_flops = head_flops,
-        .layer_static_bytes = layer_params * SIM_COST_STATE_BYTES_PER_PARAM,
-        .layer_act_bytes = layer_act,
-        .embed_static_bytes = embed_params * SIM_COST_STATE_BYTES_PER_PARAM,
-        .head_static_bytes = head_params * SIM_COST_STATE_BYTES_PER_PARAM,
-        .logits_bytes = logits,
+        .layer_static_bytes = mem.layer_params * mem.state_bpp,
+        .layer_act_bytes = mem.layer_act_bytes,
+        .embed_static_bytes = mem.embed_params * mem.state_bpp,
+        .head_static_bytes = mem.head_params * mem.state_bpp,
+        .logits_bytes = mem.logits_bytes,
     };
+    /* One activation or gradient message between stages: each of the T GPUs sends its 1/T
+     * of the bf16 activation 2bsh (sequence parallelism shards it; without it, Megatron's
+     * scatter/gather optimisation does, and the intra-node all-gather after it is not
+     * charged). */
+    const double msg_bytes = b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / t;
+    const double all_params = model->layers * mem.layer_params + mem.embed_params + mem.head_params;
+    if (!sim_cost_check_magnitudes(scenario, &split, all_params, rate, msg_bytes, times, error))
+        return FALSE;
     g_autoptr(PpPartition) part = sim_cost_partition(scenario, &split, times, error);
     if (part == NULL)
         return FALSE;
 
-    double total_flops = 0.0;
+    const PpPlacement   placement = pp_sched_kind_placement(scenario->pipeline.schedule);
+    g_autofree double  *unit_params = g_new0(double, n_vstages);  /* per GPU */
+    g_autofree int32_t *unit_layers = g_new0(int32_t, n_vstages); /* by unit */
+    double              total_flops = 0.0, total_hw_flops = 0.0;
     for (int32_t vs = 0; vs < n_vstages; vs++) {
-        int32_t  stage = vs % n_stages, chunk = vs / n_stages;
+        int32_t stage, chunk;
+        pp_placement_vstage(placement, n_stages, vs, &stage, &chunk);
         int32_t  unit = stage * n_chunks + chunk;
         int32_t  layers = part->layer_end[vs] - part->layer_begin[vs];
         gboolean first = vs == 0, last = vs == n_vstages - 1;
 
         double flops = layers * layer_flops + (last ? head_flops : 0.0);
-        double params =
-            layers * layer_params + (first ? embed_params : 0.0) + (last ? head_params : 0.0);
+        double params = pp_memory_vstage_params(&mem, layers, first, last);
         total_flops += 3.0 * flops;
+        total_hw_flops += 3.0 * flops + layers * recompute_flops;
+        unit_params[unit] = params;
+        unit_layers[unit] = layers;
         if (times) {
-            int64_t f_ns = llround(flops / rate * 1e9);
-            cost->f_ns[unit] = f_ns;
-            cost->b_ns[unit] = f_ns;
-            cost->w_ns[unit] = f_ns;
+            /* ns of this GPU's share of the unit's forward FLOPs */
+            double compute_ns = flops / t / rate * 1e9;
+            cost->f_ns[unit] = llround(compute_ns) + layers * layer_tp_f_ns;
+            cost->b_ns[unit] = llround(compute_ns + layers * recompute_flops / t / rate * 1e9) +
+                               layers * layer_tp_b_ns;
+            cost->w_ns[unit] = llround(compute_ns);
         }
-        int64_t weights = llround(params * SIM_COST_WEIGHTS_BYTES_PER_PARAM);
-        int64_t grads = llround(params * SIM_COST_GRADS_BYTES_PER_PARAM);
-        int64_t optim = llround(params * SIM_COST_OPTIM_BYTES_PER_PARAM);
+        int64_t weights = llround(params * mem.weights_bpp);
+        int64_t grads = llround(params * PP_MEMORY_GRADS_BYTES_PER_PARAM);
+        int64_t optim = llround(params * mem.optim_bpp);
         cost->weights_bytes[stage] += weights;
         cost->grads_bytes[stage] += grads;
         cost->optim_bytes[stage] += optim;
         cost->static_bytes[stage] += weights + grads + optim;
-        cost->weight_copy_bytes[stage] += llround(params * SIM_COST_WEIGHT_COPY_BYTES_PER_PARAM);
+        cost->weight_copy_bytes[stage] += llround(params * PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM);
         if (times && hw->mem_bw_bytes_per_s > 0.0)
             cost->u_ns[stage] +=
-                llround(params * SIM_COST_UPDATE_BYTES_PER_PARAM / hw->mem_bw_bytes_per_s * 1e9);
-        cost->act_bytes[unit] = llround(layers * layer_act + (last ? logits : 0.0));
-        cost->act_b_bytes[unit] = llround(layers * layer_act_b + (last ? logits : 0.0));
+                llround(params / (zero ? d : 1.0) * SIM_COST_UPDATE_BYTES_PER_PARAM /
+                        hw->mem_bw_bytes_per_s * 1e9);
+        cost->act_bytes[unit] = llround(pp_memory_unit_act_bytes(&mem, layers, last));
+        cost->act_b_bytes[unit] = llround(pp_memory_unit_act_b_bytes(&mem, layers, last));
     }
 
-    cost->act_msg_bytes = llround(b * s * h * SIM_COST_MSG_BYTES_PER_ELEM);
+    cost->act_msg_bytes = llround(msg_bytes);
     if (times) {
         cost->comm_latency_ns = hw->link_latency_ns;
         cost->comm_bytes_per_ns = hw->link_bw_bytes_per_s / 1e9;
     }
+    if (!sim_cost_fill_layout(cost, scenario, &layout, unit_params, unit_layers, times, error))
+        return FALSE;
     cost->tokens_per_mb = tokens;
     cost->samples_per_mb = scenario->pipeline.microbatch_size;
     cost->flops_per_mb = total_flops;
+    cost->hw_flops_per_mb = total_hw_flops;
     cost->peak_flops = hw->peak_flops;
     return TRUE;
 }
@@ -338,13 +531,24 @@ SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **er
     const PpCostParams *c = &scenario->costs;
     if (c->set) {
         /* [costs] times are per full stage; each chunk gets an equal share (truncated). */
-        for (int32_t i = 0; i < pipe->stages * pipe->chunks; i++) {
-            cost->f_ns[i] = c->forward_ns / pipe->chunks;
-            cost->b_ns[i] = c->backward_ns / pipe->chunks;
-            cost->w_ns[i] = c->weight_ns / pipe->chunks;
+        if (c->fused_stage_ns != NULL)
+            cost->bw_ns = g_new0(int64_t, (size_t)pipe->stages * pipe->chunks);
+        if (c->stash_stage_ns != NULL)
+            cost->stash_copy_ns = g_new0(int64_t, pipe->stages);
+        for (int32_t st = 0; st < pipe->stages; st++) {
+            for (int32_t k = 0; k < pipe->chunks; k++) {
+                int32_t i = st * pipe->chunks + k;
+                cost->f_ns[i] = pp_scenario_stage_cost_ns(c, PP_OP_FORWARD, st) / pipe->chunks;
+                cost->b_ns[i] = pp_scenario_stage_cost_ns(c, PP_OP_BACKWARD, st) / pipe->chunks;
+                cost->w_ns[i] = pp_scenario_stage_cost_ns(c, PP_OP_WEIGHT, st) / pipe->chunks;
+                if (cost->bw_ns != NULL)
+                    cost->bw_ns[i] =
+                        pp_scenario_stage_cost_ns(c, PP_OP_BACKWARD_FULL, st) / pipe->chunks;
+            }
+            cost->u_ns[st] = pp_scenario_stage_cost_ns(c, PP_OP_UPDATE, st);
+            if (cost->stash_copy_ns != NULL)
+                cost->stash_copy_ns[st] = pp_scenario_stash_ns(c, st);
         }
-        for (int32_t st = 0; st < pipe->stages; st++)
-            cost->u_ns[st] = c->update_ns;
     }
     if (!sim_cost_fill_analytic(cost, scenario, !c->set, error))
         return NULL;

@@ -8,6 +8,7 @@
 
 #include <math.h>
 
+#include "pp-checked.h"
 #include "pp-error.h"
 #include "pp-policy.h"
 #include "pp-sched-gen.h"
@@ -26,6 +27,10 @@ typedef struct {
     int32_t *need;           /* STASHED: (n_updates + 1) in-flight units per F version */
     int64_t *u_end_ns;       /* (n_updates) end time of each U, in program order */
     int64_t  first_start_ns;
+    int64_t *grad_start_ns; /* (n_chunks) start of the chunk's last backward (BW or W) since
+                               the last U: its gradient is complete at grad_end_ns */
+    int64_t *grad_end_ns;   /* (n_chunks) its end; both 0 before any */
+    int64_t  dp_free_ns;    /* the stage's data-parallel channel is free from here */
 } SimStageState;
 
 /* Per-op state, kept together so that releasing a successor touches one cache line. */
@@ -37,24 +42,28 @@ typedef struct {
 typedef struct {
     const PpSchedule   *sched;
     const SimCostModel *cost;
-    int64_t             comm_ns;      /* one cross-device hop: latency + bytes / bandwidth */
-    int32_t            *unit_vs;      /* (n_stages * n_chunks) virtual stage of (stage, chunk) */
-    SimOpState         *ops;          /* (n_ops) by flat op id */
-    SimStageState      *st;           /* (n_stages) */
-    int32_t             n_step_slots; /* synchronous: n_steps + 1 (ops after the last U of a
-                                         custom order fall in the extra slot) */
-    int64_t   *step_first_ns;         /* synchronous: (n_stages, n_step_slots) first start */
-    int64_t   *step_last_ns;          /* synchronous: (n_stages, n_step_slots) last F/B/W end */
-    int64_t   *step_busy_ns;          /* synchronous: (n_stages, n_step_slots) F/B/W busy */
+    int64_t             comm_ns;       /* one cross-device hop inside a node */
+    int64_t             comm_inter_ns; /* one hop between nodes */
+    int32_t            *unit_vs;       /* (n_stages * n_chunks) virtual stage of (stage, chunk) */
+    SimOpState         *ops;           /* (n_ops) by flat op id */
+    int64_t            *copy_ns;       /* (n_ops) weight copy an F pays, or NULL */
+    SimStageState      *st;            /* (n_stages) */
+    int32_t             n_step_slots;  /* synchronous: n_steps + 1 (ops after the last U of a
+                                          custom order fall in the extra slot) */
+    int64_t   *step_first_ns;          /* synchronous: (n_stages, n_step_slots) first start */
+    int64_t   *step_last_ns;           /* synchronous: (n_stages, n_step_slots) last F/B/W end */
+    int64_t   *step_busy_ns;           /* synchronous: (n_stages, n_step_slots) F/B/W busy */
     SimQueue  *queue;
+    gboolean  *dp_done; /* (n_chunks) scratch of sim_run_dp_sync() */
     SimResult *result;
     int64_t    memory_capacity; /* rows allocated in result->memory_timeline */
 } SimRun;
 
-/* Duration of @op, flat id @id (ns): the per-op array when the cost model has one, else the
- * cost tables; BW costs B + W. */
-static inline int64_t sim_run_op_dur(const SimRun *run, const PpOp *op, int32_t id) {
-    const SimCostModel *cost = run->cost;
+/* Duration of @op, flat id @id (ns): the per-op array when @cost has one, else the cost
+ * tables plus the op's weight copy (@copy_ns, nullable: sim_stash_copies()); BW costs
+ * sim_cost_bw_ns(). */
+static inline int64_t sim_run_op_dur(const SimCostModel *cost, const int64_t *copy_ns,
+                                     const PpOp *op, int32_t id) {
     if (cost->op_dur_ns != NULL)
         return cost->op_dur_ns[id];
     if (op->kind == PP_OP_UPDATE)
@@ -62,16 +71,27 @@ static inline int64_t sim_run_op_dur(const SimRun *run, const PpOp *op, int32_t 
     int32_t unit = op->stage * cost->n_chunks + op->chunk;
     switch (op->kind) {
     case PP_OP_FORWARD:
-        return cost->f_ns[unit];
+        return cost->f_ns[unit] + (copy_ns != NULL ? copy_ns[id] : 0);
     case PP_OP_BACKWARD:
         return cost->b_ns[unit];
     case PP_OP_WEIGHT:
         return cost->w_ns[unit];
     case PP_OP_BACKWARD_FULL:
-        return cost->b_ns[unit] + cost->w_ns[unit];
+        return sim_cost_bw_ns(cost, unit);
     default:
         PP_UNREACHABLE();
     }
+}
+
+/* Time from the end of an op on stage @from to its successor on stage @to being able to
+ * start: 0 on one device, else one hop inside or between nodes (sim_cost_hop_ns()). */
+static inline int64_t sim_run_hop_ns(const SimRun *run, int32_t from, int32_t to) {
+    if (from == to)
+        return 0;
+    const int64_t *node = run->cost->stage_node;
+    if (node == NULL || (node[from] >= 0 && node[from] == node[to]))
+        return run->comm_ns;
+    return run->comm_inter_ns;
 }
 
 /* Flat id of kind @kind of the (mb, chunk) that @op works on, on the same stage; -1 if none. */
@@ -100,6 +120,151 @@ static inline int32_t sim_run_forward_of(const SimRun *run, const PpOp *op, int3
     return -1;
 }
 
+/* --- bounds: every clock and byte count of a run fits int64 --- */
+
+/* One hop (sim_cost_comm_ns) when it stays within PP_CHECKED_MAX; FALSE otherwise. */
+static gboolean sim_bound_hop(const SimCostModel *cost, int64_t *hop_ns) {
+    if (cost->comm_bytes_per_ns <= 0.0 || cost->act_msg_bytes == 0) {
+        *hop_ns = cost->comm_latency_ns;
+        return cost->comm_latency_ns <= PP_CHECKED_MAX;
+    }
+    int64_t transfer_ns;
+    return pp_checked_round((double)cost->act_msg_bytes / cost->comm_bytes_per_ns, &transfer_ns) &&
+           pp_checked_add(cost->comm_latency_ns, transfer_ns, hop_ns);
+}
+
+static gboolean sim_bound_time_error(double total_ns, int64_t n_ops, GError **error) {
+    g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                "the run's %" G_GINT64_FORMAT " ops and their hops add up to %.3g ns, beyond "
+                "the simulator's clock of 2^62 ns (146 years); lower training.steps, "
+                "pipeline.microbatches or pipeline.accumulation, or the op times ([costs] or "
+                "the model and [hardware])",
+                n_ops, total_ns);
+    return FALSE;
+}
+
+/* Bounds a stage's memory: its static bytes, @n_copies stashed weight copies and @n_units live
+ * units of its largest per-unit activations. */
+static gboolean sim_bound_memory(const SimCostModel *cost, int32_t stage, int64_t n_copies,
+                                 int64_t n_units, GError **error) {
+    int64_t act_bytes = 0, bytes;
+    for (int32_t c = 0; c < cost->n_chunks; c++)
+        act_bytes = MAX(act_bytes, cost->act_bytes[stage * cost->n_chunks + c]);
+    if (pp_checked_add_mul(cost->static_bytes[stage], n_copies, cost->weight_copy_bytes[stage],
+                           &bytes) &&
+        pp_checked_add_mul(bytes, n_units, act_bytes, &bytes))
+        return TRUE;
+    g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                "stage %d may hold %.3g bytes (%" G_GINT64_FORMAT " static, %" G_GINT64_FORMAT
+                " weight copies of %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
+                " live units of %" G_GINT64_FORMAT
+                "), beyond the simulator's limit of 2^62 bytes; shrink the model "
+                "or pipeline.microbatch_size",
+                stage,
+                (double)cost->static_bytes[stage] +
+                    (double)n_copies * (double)cost->weight_copy_bytes[stage] +
+                    (double)n_units * (double)act_bytes,
+                cost->static_bytes[stage], n_copies, cost->weight_copy_bytes[stage], n_units,
+                act_bytes);
+    return FALSE;
+}
+
+/* The weight copies of a stashing schedule: the first F of each weight version on a stage
+ * copies the stage's weights (stash_copy_ns), as the executor does. Returns: (transfer full)
+ * (nullable): (n_ops) ns per flat op id, 0 for every other op; NULL when nothing copies (no
+ * stash_copy_ns, per-op durations, or a schedule that does not stash). */
+static int64_t *sim_stash_copies(const PpSchedule *sched, const SimCostModel *cost) {
+    if (cost->stash_copy_ns == NULL || cost->op_dur_ns != NULL ||
+        sched->weight_mode != PP_WEIGHTS_STASHED)
+        return NULL;
+    int64_t *copy_ns = g_new0(int64_t, MAX(pp_schedule_n_ops_total(sched), 1));
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        int32_t last = -1;
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            int32_t id = sched->op_offset[s] + i;
+            if (sched->programs[s][i].kind == PP_OP_FORWARD && sched->version[id] != last) {
+                copy_ns[id] = cost->stash_copy_ns[s];
+                last = sched->version[id];
+            }
+        }
+    }
+    return copy_ns;
+}
+
+/* Checks that a run of @sched with @cost keeps every integer within PP_CHECKED_MAX. An op
+ * starts when its device is free or one hop after a dependency ends, so no time exceeds the
+ * sum of every op's duration plus one hop per op; a stage holds at most its declared peak
+ * in-flight units (n_buffers) of activations and, when stashing, one copy per update.
+ * Returns FALSE with @error (PP_SCENARIO_ERROR_INCONSISTENT) otherwise. */
+static gboolean sim_run_check_bounds(const PpSchedule *sched, const SimCostModel *cost,
+                                     GError **error) {
+    int64_t             hop_ns, total_ns = 0, n_ops = pp_schedule_n_ops_total(sched);
+    double              total = 0.0; /* the same sum in floating point, for the message */
+    gboolean            fits = sim_bound_hop(cost, &hop_ns);
+    g_autofree int64_t *copy_ns = sim_stash_copies(sched, cost);
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        int64_t n_updates = 0;
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            const PpOp *op = &sched->programs[s][i];
+            int64_t     dur_ns = sim_run_op_dur(cost, copy_ns, op, sched->op_offset[s] + i);
+            total += (double)dur_ns + (fits ? (double)hop_ns : 0.0);
+            fits = fits && pp_checked_add(total_ns, dur_ns, &total_ns) &&
+                   pp_checked_add(total_ns, hop_ns, &total_ns);
+            n_updates += op->kind == PP_OP_UPDATE;
+        }
+        int64_t copies = sched->weight_mode == PP_WEIGHTS_STASHED ? n_updates : 0;
+        if (!sim_bound_memory(cost, s, copies, sched->n_buffers[s], error))
+            return FALSE;
+    }
+    return fits || sim_bound_time_error(total, n_ops, error);
+}
+
+/* The time @stage's gradients are synchronised across the data replicas, for the U that
+ * heads its program (every backward before it has ended). Each chunk's all-reduce
+ * (dp_sync_ns) is ready once its gradient is: at the end of the chunk's last backward since
+ * the previous U, or with dp_overlap when its first layer's share of that backward is done
+ * (start + duration / layers). The stage's channel runs them one at a time, in ready order
+ * (ties: chunk index), from when the previous U's synchronisation ended; with overlap a
+ * chunk's all-reduce still ends no earlier than its last layer's share after the backward
+ * (end + sync / layers). Resets the chunks' gradient times for the next window. */
+static int64_t sim_run_dp_sync(SimRun *run, int32_t stage) {
+    const SimCostModel *cost = run->cost;
+    SimStageState      *st = &run->st[stage];
+    const int32_t       v = cost->n_chunks;
+    int64_t             free_ns = st->dp_free_ns;
+    gboolean           *done = run->dp_done; /* (n_chunks) chunk already scheduled */
+    for (int32_t c = 0; c < v; c++)
+        done[c] = FALSE;
+    for (int32_t k = 0; k < v; k++) {
+        int32_t best = -1;
+        int64_t best_ready = 0;
+        for (int32_t c = 0; c < v; c++) {
+            if (done[c])
+                continue;
+            int32_t unit = stage * v + c;
+            int64_t ready = st->grad_end_ns[c];
+            if (cost->dp_overlap)
+                ready = st->grad_start_ns[c] +
+                        (st->grad_end_ns[c] - st->grad_start_ns[c]) / cost->dp_pieces[unit];
+            if (best < 0 || ready < best_ready) {
+                best = c;
+                best_ready = ready;
+            }
+        }
+        done[best] = TRUE;
+        int32_t unit = stage * v + best;
+        int64_t end_ns = MAX(free_ns, best_ready) + cost->dp_sync_ns[unit];
+        if (cost->dp_overlap)
+            end_ns =
+                MAX(end_ns, st->grad_end_ns[best] + cost->dp_sync_ns[unit] / cost->dp_pieces[unit]);
+        free_ns = end_ns;
+    }
+    for (int32_t c = 0; c < v; c++)
+        st->grad_start_ns[c] = st->grad_end_ns[c] = free_ns;
+    st->dp_free_ns = free_ns;
+    return free_ns;
+}
+
 /* Starts the head of @stage's program if the device is idle and its dependencies ended:
  * start = max(device free, latest dependency end + comm); queues its end. */
 static void sim_run_try_start(SimRun *run, int32_t stage) {
@@ -112,10 +277,18 @@ static void sim_run_try_start(SimRun *run, int32_t stage) {
         return;
     const PpOp *op = &sched->programs[stage][st->pc];
     int64_t     start_ns = MAX(st->free_ns, run->ops[id].ready_ns);
+    if (op->kind == PP_OP_UPDATE && run->cost->dp_sync_ns != NULL) {
+        int64_t synced_ns = sim_run_dp_sync(run, stage);
+        if (synced_ns > start_ns) {
+            run->result->stages[stage].dp_wait_ns += synced_ns - start_ns;
+            start_ns = synced_ns;
+        }
+    }
     if (st->pc == 0)
         st->first_start_ns = start_ns;
     st->busy = TRUE;
-    sim_queue_push(run->queue, start_ns + sim_run_op_dur(run, op, id), stage, id);
+    sim_queue_push(run->queue, start_ns + sim_run_op_dur(run->cost, run->copy_ns, op, id), stage,
+                   id);
 }
 
 /* Appends @stage's memory at @time_ns, @stash_bytes of stashed copies and its live
@@ -140,7 +313,7 @@ static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_
     SimStageState      *st = &run->st[stage];
     SimStageResult     *sr = &run->result->stages[stage];
     const PpOp         *op = &sched->programs[stage][id - sched->op_offset[stage]];
-    const int64_t       dur_ns = sim_run_op_dur(run, op, id);
+    const int64_t       dur_ns = sim_run_op_dur(run->cost, run->copy_ns, op, id);
     const int64_t       start_ns = end_ns - dur_ns;
     const gboolean      stashed = sched->weight_mode == PP_WEIGHTS_STASHED;
     const int64_t       act_before_bytes = st->act_live_bytes;
@@ -175,6 +348,10 @@ static void sim_run_account(SimRun *run, int32_t stage, int32_t id, int64_t end_
     case PP_OP_BACKWARD:
     case PP_OP_BACKWARD_FULL:
     case PP_OP_WEIGHT: {
+        if (op->kind != PP_OP_BACKWARD) { /* the chunk's weight gradient is complete */
+            st->grad_start_ns[op->chunk] = start_ns;
+            st->grad_end_ns[op->chunk] = end_ns;
+        }
         int32_t f_id = sim_run_forward_of(run, op, id);
         int32_t b_id = op->kind == PP_OP_WEIGHT ? sim_run_sibling(run, op, PP_OP_BACKWARD) : id;
         PP_ASSERT(f_id >= 0 && b_id >= 0);
@@ -276,7 +453,7 @@ static void sim_run_loop(SimRun *run) {
         for (int32_t k = sched->succ_offset[id]; k < sched->succ_offset[id + 1]; k++) {
             PpOpRef     ref = sched->succ[k];
             int32_t     sid = sched->op_offset[ref.stage] + ref.index;
-            int64_t     arrive_ns = now_ns + (ref.stage == stage ? 0 : run->comm_ns);
+            int64_t     arrive_ns = now_ns + sim_run_hop_ns(run, stage, ref.stage);
             SimOpState *succ = &run->ops[sid];
             succ->ready_ns = MAX(succ->ready_ns, arrive_ns);
             PP_ASSERT(succ->pending > 0); /* each dependency ends once */
@@ -365,7 +542,9 @@ static void sim_run_report(SimRun *run) {
         int64_t work_ns = 0;
         for (int32_t c = 0; c < cost->n_chunks; c++) {
             int32_t unit = bottleneck * cost->n_chunks + c;
-            work_ns += cost->f_ns[unit] + cost->b_ns[unit] + cost->w_ns[unit];
+            work_ns +=
+                cost->f_ns[unit] + (sched->split_backward ? cost->b_ns[unit] + cost->w_ns[unit]
+                                                          : sim_cost_bw_ns(cost, unit));
         }
         work_ns *= sched->mb_per_step;
         res->bubble_fraction = res->step_time_ns > 0 ? (double)(res->step_time_ns - work_ns) /
@@ -373,15 +552,23 @@ static void sim_run_report(SimRun *run) {
                                                      : 0.0;
     }
 
+    /* The D replicas run the same pipeline in lockstep: the job does D times its work in the
+     * same step time on D times its GPUs. */
+    const int32_t replicas = cost->data_parallel;
+    const double  gpus_per_replica = (double)n_stages * cost->tensor_parallel;
+    res->gpus = (int64_t)n_stages * cost->tensor_parallel * replicas;
     if (res->step_time_ns > 0) {
         double steps_per_s = 1e9 / (double)res->step_time_ns;
         res->throughput_tokens_per_s =
-            (double)cost->tokens_per_mb * sched->mb_per_step * steps_per_s;
+            (double)cost->tokens_per_mb * sched->mb_per_step * replicas * steps_per_s;
         res->throughput_samples_per_s =
-            (double)cost->samples_per_mb * sched->mb_per_step * steps_per_s;
-        if (cost->peak_flops > 0.0)
-            res->mfu = cost->flops_per_mb * sched->mb_per_step * steps_per_s /
-                       ((double)n_stages * cost->peak_flops);
+            (double)cost->samples_per_mb * sched->mb_per_step * replicas * steps_per_s;
+        if (cost->peak_flops > 0.0) {
+            double per_gpu = (double)sched->mb_per_step * steps_per_s / gpus_per_replica;
+            res->mfu = cost->flops_per_mb * per_gpu / cost->peak_flops;
+            res->hfu = cost->hw_flops_per_mb * per_gpu / cost->peak_flops;
+            res->tflops_per_gpu = cost->flops_per_mb * per_gpu / 1e12;
+        }
     }
 }
 
@@ -392,6 +579,7 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
     run->sched = sched;
     run->cost = cost;
     run->comm_ns = sim_cost_comm_ns(cost);
+    run->comm_inter_ns = sim_cost_comm_inter_ns(cost);
 
     run->unit_vs = g_new(int32_t, (size_t)n_stages * sched->n_chunks);
     for (int32_t s = 0; s < n_stages; s++)
@@ -403,6 +591,8 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
         run->ops[id] = (SimOpState){.ready_ns = 0,
                                     .pending = sched->dep_offset[id + 1] - sched->dep_offset[id]};
 
+    run->copy_ns = sim_stash_copies(sched, cost);
+
     run->st = g_new0(SimStageState, n_stages);
     for (int32_t s = 0; s < n_stages; s++) {
         SimStageState *st = &run->st[s];
@@ -411,11 +601,13 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
                   cost->weights_bytes[s] + cost->grads_bytes[s] + cost->optim_bytes[s]);
         for (int32_t i = 0; i < sched->n_ops[s]; i++) {
             const PpOp *op = &sched->programs[s][i];
-            PP_ASSERT(sim_run_op_dur(run, op, sched->op_offset[s] + i) >= 0);
+            PP_ASSERT(sim_run_op_dur(run->cost, run->copy_ns, op, sched->op_offset[s] + i) >= 0);
             if (op->kind == PP_OP_UPDATE)
                 st->n_updates++;
         }
         st->u_end_ns = g_new0(int64_t, MAX(st->n_updates, 1));
+        st->grad_start_ns = g_new0(int64_t, sched->n_chunks);
+        st->grad_end_ns = g_new0(int64_t, sched->n_chunks);
         if (sched->weight_mode == PP_WEIGHTS_STASHED)
             st->need = g_new0(int32_t, st->n_updates + 1);
     }
@@ -429,6 +621,7 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
             run->step_last_ns[k] = -1;
     }
     run->queue = sim_queue_new((size_t)n_stages + 1);
+    run->dp_done = g_new(gboolean, sched->n_chunks);
 
     SimResult *res = g_new0(SimResult, 1);
     res->n_stages = n_stages;
@@ -458,14 +651,18 @@ static void sim_run_clear(SimRun *run) {
     for (int32_t s = 0; s < run->sched->n_stages; s++) {
         g_free(run->st[s].need);
         g_free(run->st[s].u_end_ns);
+        g_free(run->st[s].grad_start_ns);
+        g_free(run->st[s].grad_end_ns);
     }
     g_free(run->st);
     g_free(run->unit_vs);
     g_free(run->ops);
+    g_free(run->copy_ns);
     g_free(run->step_first_ns);
     g_free(run->step_last_ns);
     g_free(run->step_busy_ns);
     sim_queue_free(run->queue);
+    g_free(run->dp_done);
     sim_result_free(run->result);
 }
 
@@ -485,6 +682,8 @@ SimResult *sim_engine_run_with(const PpSchedule *sched, const SimCostModel *cost
                     sched->kind, pp_schedule_n_ops_total(sched), cost->n_op_durs);
         return NULL;
     }
+    if (!sim_run_check_bounds(sched, cost, error))
+        return NULL;
     SimRun run = {0};
     sim_run_init(&run, sched, cost, options == NULL || options->keep_trace,
                  options != NULL && options->keep_memory_timeline);
@@ -526,7 +725,6 @@ typedef struct {
 /* Runs the policy; records every executed op into @rec. Returns the end of the last op. */
 static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32_t a, int32_t n_mb,
                                PpPolicyRecorder *rec) {
-    const int64_t              comm_ns = sim_cost_comm_ns(cost);
     g_autofree SimPolicyStage *st = g_new0(SimPolicyStage, n_stages);
     g_autofree int32_t        *dirty = g_new(int32_t, n_stages); /* (n_stages) stages to decide */
     int32_t                    n_dirty = 0;
@@ -563,7 +761,7 @@ static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32
                 dur_ns = cost->f_ns[s];
                 what = SIM_POLICY_END_F;
             } else if (kind == PP_OP_BACKWARD_FULL) {
-                dur_ns = cost->b_ns[s] + cost->w_ns[s];
+                dur_ns = sim_cost_bw_ns(cost, s);
                 what = SIM_POLICY_END_BW;
             } else {
                 PP_ASSERT(kind == PP_OP_UPDATE);
@@ -591,7 +789,7 @@ static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32
                 p->busy = FALSE;
                 p->n_f_done++;
                 if (s < n_stages - 1)
-                    sim_queue_push(queue, now_ns + comm_ns, s + 1,
+                    sim_queue_push(queue, now_ns + sim_cost_hop_ns(cost, s, s + 1), s + 1,
                                    mb * SIM_POLICY_N_EVENTS + SIM_POLICY_ARRIVE_ACT);
                 break;
             case SIM_POLICY_END_BW:
@@ -599,7 +797,7 @@ static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32
                 p->busy = FALSE;
                 p->n_bw_done++;
                 if (s > 0)
-                    sim_queue_push(queue, now_ns + comm_ns, s - 1,
+                    sim_queue_push(queue, now_ns + sim_cost_hop_ns(cost, s, s - 1), s - 1,
                                    mb * SIM_POLICY_N_EVENTS + SIM_POLICY_ARRIVE_GRAD);
                 break;
             case SIM_POLICY_END_U:
@@ -633,6 +831,34 @@ static int64_t sim_policy_loop(const SimCostModel *cost, int32_t n_stages, int32
     return now_ns;
 }
 
+/* sim_run_check_bounds() for the policy run before it exists: each stage runs @n_mb
+ * forwards and fused backwards and @n_steps updates (one weight copy), holding at most
+ * n_stages units in flight (PACI's backpressure). */
+static gboolean sim_policy_check_bounds(const SimCostModel *cost, int32_t n_mb, int32_t n_steps,
+                                        GError **error) {
+    int64_t  hop_ns, total_ns = 0, n_ops = (2 * (int64_t)n_mb + n_steps) * cost->n_stages;
+    double   total = 0.0;
+    gboolean fits = sim_bound_hop(cost, &hop_ns);
+    for (int32_t s = 0; s < cost->n_stages; s++) {
+        /* per micro-batch: F and BW, each followed by a hop; per step: U and a hop */
+        const int64_t per_mb[] = {cost->f_ns[s],
+                                  cost->bw_ns != NULL ? cost->bw_ns[s] : cost->b_ns[s],
+                                  cost->bw_ns != NULL ? 0 : cost->w_ns[s], hop_ns, hop_ns};
+        const int64_t per_step[] = {cost->u_ns[s], hop_ns};
+        for (size_t k = 0; k < G_N_ELEMENTS(per_mb); k++) {
+            total += (double)n_mb * (double)per_mb[k];
+            fits = fits && pp_checked_add_mul(total_ns, n_mb, per_mb[k], &total_ns);
+        }
+        for (size_t k = 0; k < G_N_ELEMENTS(per_step); k++) {
+            total += (double)n_steps * (double)per_step[k];
+            fits = fits && pp_checked_add_mul(total_ns, n_steps, per_step[k], &total_ns);
+        }
+        if (!sim_bound_memory(cost, s, 0, cost->n_stages, error))
+            return FALSE;
+    }
+    return fits || sim_bound_time_error(total, n_ops, error);
+}
+
 SimResult *sim_engine_run_policy_with(const PpScheduleParams *params, const SimCostModel *cost,
                                       const SimRunOptions *options, PpSchedule **program_out,
                                       GError **error) {
@@ -659,6 +885,14 @@ SimResult *sim_engine_run_policy_with(const PpScheduleParams *params, const SimC
                     kind);
         return NULL;
     }
+    if (cost->dp_sync_ns != NULL) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "dynamic 'paci' runs one pipeline's policy: with %d data-parallel replicas "
+                    "every U waits for its stage's all-reduce, which the live policy does not "
+                    "model; use pipeline.mode = static (the paci program) or parallel.data = 1",
+                    cost->data_parallel);
+        return NULL;
+    }
     if (cost->n_stages != params->n_stages || cost->n_chunks != 1) {
         g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
                     "dynamic '%s' needs a cost model of %d stages x 1 chunk, got %d x %d", kind,
@@ -666,6 +900,8 @@ SimResult *sim_engine_run_policy_with(const PpScheduleParams *params, const SimC
         return NULL;
     }
     const int32_t n_mb = params->n_steps * a;
+    if (!sim_policy_check_bounds(cost, n_mb, params->n_steps, error))
+        return NULL;
     g_autoptr(PpPolicyRecorder) rec = pp_policy_recorder_new(kind, params->n_stages, a, n_mb);
     int64_t end_ns = sim_policy_loop(cost, params->n_stages, a, n_mb, rec);
     g_autoptr(PpSchedule) program = pp_policy_recorder_finish(rec, error);

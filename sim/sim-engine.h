@@ -2,7 +2,8 @@
  * sim-engine.h: runs a const PpSchedule against a SimCostModel in a discrete-event engine
  * ordered by (time_ns, stage, seq), and reports times, bubbles, versions and memory.
  * An op starts at max(end of the previous op on its device, end of each dependency + comm),
- * comm being latency + bytes / bandwidth across devices and 0 inside one.
+ * comm being latency + bytes / bandwidth across devices (the intra- or inter-node link) and 0
+ * inside one; with data parallelism a U also waits for its stage's gradient all-reduce.
  */
 #pragma once
 
@@ -38,6 +39,8 @@ typedef struct {
                                       the static bytes alone are the peak) */
     int64_t stash_peak_bytes;      /* stashed copies at that moment (<= peak_stash_bytes) */
     int64_t activation_peak_bytes; /* live activations then (<= peak_activation_bytes) */
+    int64_t dp_wait_ns; /* data-parallel synchronisation the stage's U ops waited for beyond
+                           their device being free: the exposed all-reduce time, whole run */
 } SimStageResult;
 
 /* One change of a stage's memory (the memory timeline): the values after the op that ended at
@@ -59,16 +62,21 @@ typedef struct {
                                        (hi - lo), lo = K/4, hi = max(lo+1, 3K/4) capped at K-1:
                                        the steady-state update interval over the middle half of
                                        the run (truncated to ns); the makespan when K < 2 */
-    double throughput_tokens_per_s; /* tokens_per_mb * mb_per_step / step time */
+    double throughput_tokens_per_s; /* the whole job: tokens_per_mb * mb_per_step *
+                                       data_parallel / step time */
     double throughput_samples_per_s;
-    double bubble_fraction; /* zero-bubble definition (C - m(F+B+W)) / C. Synchronous:
-                               C = the largest span of one stage's F/B/W/BW ops within
-                               one step, m(F+B+W) = the busiest stage's work in that step.
-                               Asynchronous: C = step time, m = mb_per_step, F+B+W the
-                               bottleneck stage's per-micro-batch work (all chunks) */
-    double efficiency;      /* busy / (n_stages * makespan) */
-    double mfu;             /* flops_per_mb * mb_per_step / step time /
-                               (n_stages * peak_flops); 0 when peak_flops is 0 */
+    double bubble_fraction;         /* zero-bubble definition (C - m(F+B+W)) / C. Synchronous:
+                                       C = the largest span of one stage's F/B/W/BW ops within
+                                       one step, m(F+B+W) = the busiest stage's work in that step.
+                                       Asynchronous: C = step time, m = mb_per_step, F+B+W the
+                                       bottleneck stage's per-micro-batch work (all chunks) */
+    double efficiency;              /* busy / (n_stages * makespan) */
+    double mfu;                     /* model FLOPs utilisation: flops_per_mb * mb_per_step / step
+                                       time / (n_stages * tensor_parallel * peak_flops); 0 when
+                                       peak_flops is 0 */
+    double          hfu;            /* the same with hw_flops_per_mb (recomputation counted) */
+    double          tflops_per_gpu; /* model FLOP/s per GPU / 1e12: mfu * peak_flops / 1e12 */
+    int64_t         gpus;           /* n_stages * tensor_parallel * data_parallel */
     int32_t         delta_max;
     int64_t         peak_memory_bytes;
     int32_t         n_stages;

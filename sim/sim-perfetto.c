@@ -71,7 +71,7 @@ static gint sim_perfetto_transfer_cmp(gconstpointer pa, gconstpointer pb) {
 
 /* Collects one transfer per cross-device dependency, sorted by start time. */
 static GArray *sim_perfetto_collect_transfers(const PpSchedule *sched, const SimResult *result,
-                                              int64_t hop_ns) {
+                                              const SimCostModel *cost) {
     const PpTrace *trace = result->trace;
     /* (n_ops_total) trace row of each flat op id, + 1; 0: none (U ops are not looked up) */
     g_autofree int64_t *row_of = g_new0(int64_t, pp_schedule_n_ops_total(sched));
@@ -125,7 +125,7 @@ static GArray *sim_perfetto_collect_transfers(const PpSchedule *sched, const Sim
         guint lane = 0;
         while (lane < (*ends)->len && g_array_index(*ends, int64_t, lane) > t->start_ns)
             lane++;
-        int64_t end = t->start_ns + hop_ns;
+        int64_t end = t->start_ns + sim_cost_hop_ns(cost, t->sender, t->receiver);
         if (lane == (*ends)->len)
             g_array_append_val(*ends, end);
         else
@@ -147,8 +147,7 @@ static int32_t sim_perfetto_comm_tid(int32_t cls, int32_t lane) {
 char *sim_perfetto_format(const PpSchedule *sched, const SimCostModel *cost,
                           const SimResult *result) {
     const PpTrace *trace = result->trace;
-    int64_t        hop_ns = sim_cost_comm_ns(cost);
-    g_autoptr(GArray) transfers = sim_perfetto_collect_transfers(sched, result, hop_ns);
+    g_autoptr(GArray) transfers = sim_perfetto_collect_transfers(sched, result, cost);
     GString *out = g_string_new(NULL);
 
     g_string_append_printf(out,
@@ -212,7 +211,7 @@ char *sim_perfetto_format(const PpSchedule *sched, const SimCostModel *cost,
                                sim_perfetto_comm_tid(t->cls, t->lane));
         sim_perfetto_append_us(out, t->start_ns);
         g_string_append(out, ",\"dur\":");
-        sim_perfetto_append_us(out, hop_ns);
+        sim_perfetto_append_us(out, sim_cost_hop_ns(cost, t->sender, t->receiver));
         g_string_append(out, "},\n");
 
         /* The flow leaves from the producer's last nanosecond (inside its slice, so the

@@ -9,8 +9,10 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pp-error.h"
+#include "sim-report.h"
 
 /* Appended to the errors of a trace whose rows do not fit the schedule. */
 #define SIM_REPLAY_SEGMENT_HINT                                                                    \
@@ -248,11 +250,18 @@ static void sim_replay_summarize(SimReplay *r, const SimReplayIndex *ix) {
     const int32_t     n_ops = pp_schedule_n_ops_total(sched);
 
     r->replay_start_ns = g_new(int64_t, MAX(n_ops, 1));
+    r->calibrated_start_ns = g_new(int64_t, MAX(n_ops, 1));
     for (int64_t i = 0; i < r->replay->trace->n_rows; i++) {
         const PpTraceRow *row = &r->replay->trace->rows[i];
         int32_t           id = sim_replay_index_find(ix, row);
         PP_ASSERT(id >= 0); /* the engine runs the schedule's own ops */
         r->replay_start_ns[id] = row->start_ns;
+    }
+    for (int64_t i = 0; i < r->calibrated->trace->n_rows; i++) {
+        const PpTraceRow *row = &r->calibrated->trace->rows[i];
+        int32_t           id = sim_replay_index_find(ix, row);
+        PP_ASSERT(id >= 0);
+        r->calibrated_start_ns[id] = row->start_ns;
     }
 
     r->stages = g_new0(SimReplayStage, sched->n_stages);
@@ -341,6 +350,7 @@ void sim_replay_free(SimReplay *replay) {
     g_free(replay->measured_end_ns);
     g_free(replay->measured_delta);
     g_free(replay->replay_start_ns);
+    g_free(replay->calibrated_start_ns);
     sim_cost_free(replay->calibrated_cost);
     sim_result_free(replay->replay);
     sim_result_free(replay->calibrated);
@@ -493,6 +503,34 @@ JsonNode *sim_replay_build_json(const SimReplay *r) {
     return json_builder_get_root(b);
 }
 
+/* compare.csv: every op measured, replayed and calibrated. Returns: (transfer full). */
+static char *sim_replay_compare_csv(const SimReplay *r) {
+    const PpSchedule   *sched = r->schedule;
+    const SimCostModel *cal = r->calibrated_cost;
+    GString *out = g_string_new("stage,op,mb,chunk,step,measured_start_ns,measured_end_ns,"
+                                "replay_start_ns,replay_end_ns,calibrated_start_ns,"
+                                "calibrated_end_ns\n");
+    for (int32_t id = 0; id < pp_schedule_n_ops_total(sched); id++) {
+        const PpOp *op = pp_schedule_op(sched, pp_schedule_op_ref(sched, id));
+        int64_t     measured = r->measured_end_ns[id] - r->measured_start_ns[id];
+        int32_t     unit = op->stage * sched->n_chunks + MAX(op->chunk, 0);
+        int64_t     dur = op->kind == PP_OP_FORWARD    ? cal->f_ns[unit]
+                          : op->kind == PP_OP_BACKWARD ? cal->b_ns[unit]
+                          : op->kind == PP_OP_WEIGHT   ? cal->w_ns[unit]
+                          : op->kind == PP_OP_UPDATE   ? cal->u_ns[op->stage]
+                                                       : sim_cost_bw_ns(cal, unit);
+        g_string_append_printf(out,
+                               "%d,%s,%d,%d,%d,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT
+                               ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT
+                               ",%" G_GINT64_FORMAT "\n",
+                               op->stage, pp_op_kind_name(op->kind), op->mb, op->chunk, op->step,
+                               r->measured_start_ns[id], r->measured_end_ns[id],
+                               r->replay_start_ns[id], r->replay_start_ns[id] + measured,
+                               r->calibrated_start_ns[id], r->calibrated_start_ns[id] + dur);
+    }
+    return g_string_free(out, FALSE);
+}
+
 gboolean sim_replay_write_dir(const SimReplay *r, const char *dir, GError **error) {
     if (g_mkdir_with_parents(dir, 0755) != 0) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot create directory %s: %s", dir,
@@ -501,6 +539,9 @@ gboolean sim_replay_write_dir(const SimReplay *r, const char *dir, GError **erro
     }
     g_autofree char *ops = g_build_filename(dir, "ops.csv", NULL);
     g_autofree char *calibrated = g_build_filename(dir, "calibrated.csv", NULL);
+    g_autofree char *compare = g_build_filename(dir, "compare.csv", NULL);
+    g_autofree char *text = sim_replay_compare_csv(r);
     return pp_trace_write_csv(r->replay->trace, ops, error) &&
-           pp_trace_write_csv(r->calibrated->trace, calibrated, error);
+           pp_trace_write_csv(r->calibrated->trace, calibrated, error) &&
+           sim_report_write_atomic(compare, text, strlen(text), error);
 }

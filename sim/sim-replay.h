@@ -33,11 +33,12 @@ typedef struct {
     PpScenario *scenario;
     char       *trace_path;
     PpSchedule *schedule;
-    PpTrace    *measured;          /* the trace as read, every row */
-    int64_t    *measured_start_ns; /* (n_ops) shifted: the first measured op starts at 0 */
-    int64_t    *measured_end_ns;   /* (n_ops) */
-    int32_t    *measured_delta;    /* (n_ops) version_b - version_f of the op's row; 0 on U */
-    int64_t    *replay_start_ns;   /* (n_ops) */
+    PpTrace    *measured;            /* the trace as read, every row */
+    int64_t    *measured_start_ns;   /* (n_ops) shifted: the first measured op starts at 0 */
+    int64_t    *measured_end_ns;     /* (n_ops) */
+    int32_t    *measured_delta;      /* (n_ops) version_b - version_f of the op's row; 0 on U */
+    int64_t    *replay_start_ns;     /* (n_ops) */
+    int64_t    *calibrated_start_ns; /* (n_ops) */
     /* Medians of the measured durations: f/b/w per (stage, chunk), b the BW median and w 0
      * when the backward is fused; u per stage (the median of an absent kind is 0). */
     SimCostModel   *calibrated_cost;
@@ -72,8 +73,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimReplay, sim_replay_free)
 char *sim_replay_format(const SimReplay *replay);
 /* The same figures as one JSON object (keys in sim/README.md). Returns: (transfer full). */
 JsonNode *sim_replay_build_json(const SimReplay *replay);
-/* Creates @dir and writes ops.csv (the replay prediction) and calibrated.csv (the calibrated
- * one), each atomically. Returns FALSE with @error set (PP_IO_ERROR) on failure. */
+/* Creates @dir and writes ops.csv (the replay prediction), calibrated.csv (the calibrated
+ * one) and compare.csv (per op: stage,op,mb,chunk,step and the start and end in ns measured,
+ * replayed and calibrated, in the schedule's op order), each atomically. Returns FALSE with @error
+ * set (PP_IO_ERROR) on failure. */
 gboolean sim_replay_write_dir(const SimReplay *replay, const char *dir, GError **error);
 
 G_END_DECLS

@@ -22,10 +22,15 @@
 
 SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean for_out,
                     GError **error) {
-    g_autoptr(SimJob) job = g_new0(SimJob, 1);
-    job->scenario = pp_scenario_load(path, overrides, error);
-    if (job->scenario == NULL)
+    PpScenario *scenario = pp_scenario_load(path, overrides, error);
+    if (scenario == NULL)
         return NULL;
+    return sim_job_new_from_scenario(scenario, for_out, error);
+}
+
+SimJob *sim_job_new_from_scenario(PpScenario *scenario, gboolean for_out, GError **error) {
+    g_autoptr(SimJob) job = g_new0(SimJob, 1);
+    job->scenario = scenario;
     job->cost = sim_cost_new_from_scenario(job->scenario, error);
     if (job->cost == NULL)
         return NULL;
@@ -113,6 +118,13 @@ char *sim_report_format_summary(const SimJob *job) {
                            job->schedule->kind, sc->pipeline.mode, job->schedule->n_stages,
                            job->schedule->n_chunks, pp_scenario_mb_per_step(sc));
     g_string_append_printf(out,
+                           "layout      %" G_GINT64_FORMAT " GPUs = data %d x tensor %d x "
+                           "stages %d; sequence parallel %s, recompute %s, distributed "
+                           "optimizer %s\n",
+                           res->gpus, sc->parallel.data, sc->parallel.tensor,
+                           job->schedule->n_stages, sc->parallel.sequence_parallel ? "on" : "off",
+                           sc->model.recompute, sc->parallel.distributed_optimizer ? "on" : "off");
+    g_string_append_printf(out,
                            "batch       %d sequences per micro-batch, %d per step, %d steps, "
                            "%d micro-batches simulated\n",
                            sc->pipeline.microbatch_size, sc->training.global_batch,
@@ -127,12 +139,17 @@ char *sim_report_format_summary(const SimJob *job) {
                            res->bubble_fraction);
     g_string_append_printf(out, "efficiency  %.4f (busy / (N x makespan))\n", res->efficiency);
     if (res->mfu > 0.0)
-        g_string_append_printf(out, "MFU         %.4f\n", res->mfu);
+        g_string_append_printf(out, "MFU         %.4f (HFU %.4f, %.1f model TFLOP/s per GPU)\n",
+                               res->mfu, res->hfu, res->tflops_per_gpu);
     else
         g_string_append(out, "MFU         n/a (no FLOP rate)\n");
     g_string_append_printf(out, "\xce\x94max        %d\n", res->delta_max);
-    g_string_append_printf(out, "peak memory %.3f GiB\n",
+    g_string_append_printf(out, "peak memory %.3f GiB",
                            (double)res->peak_memory_bytes / SIM_REPORT_GIB);
+    if (sc->hardware.set && res->peak_memory_bytes > sc->hardware.memory_bytes)
+        g_string_append_printf(out, " (more than the device's %.3f GiB: it would not fit)",
+                               (double)sc->hardware.memory_bytes / SIM_REPORT_GIB);
+    g_string_append_c(out, '\n');
     g_string_append(out, "\n");
     /* "\xce\x94" is Δ: two bytes, one column, hence one pad space more in that header. The
      * last three columns split the peak (GiB at its moment): weights + gradients + optimizer
@@ -190,6 +207,9 @@ JsonNode *sim_report_build_json(const SimJob *job) {
         {"delta_max", res->delta_max},
         {"peak_memory_bytes", res->peak_memory_bytes},
         {"ops_simulated", res->n_ops_simulated},
+        {"gpus", res->gpus},
+        {"data_parallel", sc->parallel.data},
+        {"tensor_parallel", sc->parallel.tensor},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(ints); i++) {
         json_builder_set_member_name(b, ints[i].name);
@@ -204,6 +224,8 @@ JsonNode *sim_report_build_json(const SimJob *job) {
         {"bubble_fraction", res->bubble_fraction},
         {"efficiency", res->efficiency},
         {"mfu", res->mfu},
+        {"hfu", res->hfu},
+        {"tflops_per_gpu", res->tflops_per_gpu},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(reals); i++) {
         json_builder_set_member_name(b, reals[i].name);
@@ -234,6 +256,7 @@ JsonNode *sim_report_build_json(const SimJob *job) {
             {"activation_peak_bytes", st->activation_peak_bytes},
             {"peak_stash_bytes", st->peak_stash_bytes},
             {"peak_time_ns", st->peak_time_ns},
+            {"dp_wait_ns", st->dp_wait_ns},
         };
         json_builder_begin_object(b);
         for (size_t i = 0; i < G_N_ELEMENTS(fields); i++) {

@@ -36,6 +36,8 @@ typedef struct {
  * Returns: (transfer full), or NULL with @error set (scenario, schedule or cost errors). */
 SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean for_out,
                     GError **error);
+/* Same from a loaded scenario (@scenario: transfer full, also on failure). */
+SimJob *sim_job_new_from_scenario(PpScenario *scenario, gboolean for_out, GError **error);
 void    sim_job_free(SimJob *job);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimJob, sim_job_free)
 

@@ -6,6 +6,7 @@
 #include "sim-sweep.h"
 
 #include <csv.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,8 +228,8 @@ static void sim_sweep_csv_field(FILE *fp, const char *value) {
     csv_fwrite(fp, value, strlen(value));
 }
 
-char *sim_sweep_run(const char *path, const char *const *overrides, const SimSweepAxis *axes,
-                    int32_t n_axes, int32_t *n_failed) {
+gboolean sim_sweep_run(const char *path, const char *const *overrides, const SimSweepAxis *axes,
+                       int32_t n_axes, FILE *out, int32_t *n_failed, GError **error) {
     g_autofree int32_t *n_values = g_new0(int32_t, n_axes); /* (n_axes) */
     int64_t             n_points = sim_sweep_n_points(axes, n_axes);
     for (int32_t k = 0; k < n_axes; k++) {
@@ -236,20 +237,17 @@ char *sim_sweep_run(const char *path, const char *const *overrides, const SimSwe
         PP_ASSERT(n_values[k] > 0); /* sim_sweep_axis_parse() rejects empty lists */
     }
 
-    char  *buf = NULL;
-    size_t len = 0;
-    FILE  *fp = open_memstream(&buf, &len);
-    PP_ASSERT(fp != NULL);
     for (int32_t k = 0; k < n_axes; k++) {
-        sim_sweep_csv_field(fp, axes[k].key);
-        fputc(',', fp);
+        sim_sweep_csv_field(out, axes[k].key);
+        fputc(',', out);
     }
     fputs("step_time_ns,throughput_tokens_per_s,throughput_samples_per_s,bubble_fraction,"
           "efficiency,delta_max,peak_memory_bytes,error\n",
-          fp);
+          out);
+    fflush(out);
 
     *n_failed = 0;
-    for (int64_t p = 0; p < n_points; p++) {
+    for (int64_t p = 0; p < n_points && !ferror(out); p++) {
         g_autoptr(GPtrArray) ov = sim_sweep_overrides_new(overrides);
         /* Mixed-radix digits of p, the last axis least significant. */
         g_autofree int32_t *digit = g_new0(int32_t, n_axes); /* (n_axes) */
@@ -261,30 +259,33 @@ char *sim_sweep_run(const char *path, const char *const *overrides, const SimSwe
         for (int32_t k = 0; k < n_axes; k++) {
             const char *value = axes[k].values[digit[k]];
             g_ptr_array_add(ov, g_strdup_printf("%s=%s", axes[k].key, value));
-            sim_sweep_csv_field(fp, value);
-            fputc(',', fp);
+            sim_sweep_csv_field(out, value);
+            fputc(',', out);
         }
         g_autoptr(GError) local = NULL;
         g_autoptr(SimJob) job = sim_job_new(path, sim_sweep_overrides_terminate(ov), FALSE, &local);
         if (job == NULL) {
             (*n_failed)++;
-            fputs(",,,,,,,", fp);
-            sim_sweep_csv_field(fp, local->message);
-            fputc('\n', fp);
-            continue;
+            fputs(",,,,,,,", out);
+            sim_sweep_csv_field(out, local->message);
+            fputc('\n', out);
+        } else {
+            const SimResult *res = job->result;
+            char             d[4][G_ASCII_DTOSTR_BUF_SIZE];
+            fprintf(out, "%lld,%s,%s,%s,%s,%d,%lld,\n", (long long)res->step_time_ns,
+                    sim_report_format_double(d[0], res->throughput_tokens_per_s),
+                    sim_report_format_double(d[1], res->throughput_samples_per_s),
+                    sim_report_format_double(d[2], res->bubble_fraction),
+                    sim_report_format_double(d[3], res->efficiency), res->delta_max,
+                    (long long)res->peak_memory_bytes);
         }
-        const SimResult *res = job->result;
-        char             d[4][G_ASCII_DTOSTR_BUF_SIZE];
-        fprintf(fp, "%lld,%s,%s,%s,%s,%d,%lld,\n", (long long)res->step_time_ns,
-                sim_report_format_double(d[0], res->throughput_tokens_per_s),
-                sim_report_format_double(d[1], res->throughput_samples_per_s),
-                sim_report_format_double(d[2], res->bubble_fraction),
-                sim_report_format_double(d[3], res->efficiency), res->delta_max,
-                (long long)res->peak_memory_bytes);
+        /* Each row leaves as soon as it is computed: an interrupted sweep keeps its rows. */
+        fflush(out);
     }
-    int rc = fclose(fp);
-    PP_ASSERT(rc == 0); /* a memory stream fails only when allocation fails */
-    char *text = g_strndup(buf, len);
-    free(buf);
-    return text;
+    if (ferror(out)) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE, "cannot write the sweep's rows: %s",
+                    g_strerror(errno));
+        return FALSE;
+    }
+    return TRUE;
 }

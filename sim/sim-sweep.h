@@ -8,6 +8,7 @@
 
 #include <glib.h>
 #include <json-glib/json-glib.h>
+#include <stdio.h>
 
 #include "sim-report.h"
 
@@ -60,11 +61,13 @@ void     sim_sweep_axis_clear(SimSweepAxis *axis);
 int64_t sim_sweep_n_points(const SimSweepAxis *axes, int32_t n_axes);
 
 /* Runs every point of the cartesian product of @axes (in order, the last varying fastest) on
- * @path with @overrides, and formats the CSV: the swept keys, step_time_ns,
+ * @path with @overrides and writes the CSV to @out: the swept keys, step_time_ns,
  * throughput_tokens_per_s, throughput_samples_per_s, bubble_fraction, efficiency, delta_max,
- * peak_memory_bytes, error. Sets *@n_failed to the number of points with an error.
- * Returns: (transfer full): the CSV text. */
-char *sim_sweep_run(const char *path, const char *const *overrides, const SimSweepAxis *axes,
-                    int32_t n_axes, int32_t *n_failed);
+ * peak_memory_bytes, error. @out is flushed after the header and after every row, so the
+ * rows of an interrupted sweep are out already. Sets *@n_failed to the number of points
+ * with an error. Returns FALSE and sets @error (PP_IO_ERROR_WRITE) when writing @out fails;
+ * the sweep stops there. */
+gboolean sim_sweep_run(const char *path, const char *const *overrides, const SimSweepAxis *axes,
+                       int32_t n_axes, FILE *out, int32_t *n_failed, GError **error);
 
 G_END_DECLS

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * test-bpe.c: the GPT-2 tokenizer against ids produced by OpenAI's algorithm (the npm package
  * gpt-3-encoder@1.1.4 under node), exact encode -> decode round trips on every corpus file, the
- * <|endoftext|> handling and the errors on bad vocabularies and bad input.
- * Needs the cache filled by scripts/fetch-data (scripts/setup).
+ * <|endoftext|> handling and the errors on bad vocabularies and bad input. The heap-based merge
+ * is checked id for id against OpenAI's quadratic loop (kept here as the reference only) on
+ * random text and long words. Needs the cache filled by scripts/fetch-data (scripts/setup).
  */
 #include <check.h>
 #include <stdlib.h>
@@ -206,14 +207,22 @@ static char *test_bpe_tiny_encoder(const char *extra) {
     return g_string_free(s, FALSE);
 }
 
-START_TEST(test_bpe_tiny_vocabulary) {
-    /* Merges "a b" -> 256, "ab c" -> 257: "abcab" = [257, 256], no <|endoftext|>. */
-    g_autofree char *enc = test_bpe_tiny_encoder("\"ab\": 256, \"abc\": 257");
-    g_autofree char *dir = test_bpe_write_vocab(enc, "#version: 0.2\na b\nab c\n");
+/* Loads the byte alphabet plus the tokens @encoder_extra with the merges of @vocab_bpe. */
+static DataBpe *test_bpe_tiny_new(const char *encoder_extra, const char *vocab_bpe) {
+    g_autofree char *enc = test_bpe_tiny_encoder(encoder_extra);
+    g_autofree char *dir = test_bpe_write_vocab(enc, vocab_bpe);
     g_autoptr(GError) error = NULL;
-    g_autoptr(DataBpe) bpe = data_bpe_new_from_dir(dir, &error);
+    DataBpe *bpe = data_bpe_new_from_dir(dir, &error);
     test_util_tmp_dir_remove(dir);
     ck_assert_msg(bpe != NULL, "%s", error ? error->message : "");
+    return bpe;
+}
+
+START_TEST(test_bpe_tiny_vocabulary) {
+    /* Merges "a b" -> 256, "ab c" -> 257: "abcab" = [257, 256], no <|endoftext|>. */
+    g_autoptr(DataBpe) bpe =
+        test_bpe_tiny_new("\"ab\": 256, \"abc\": 257", "#version: 0.2\na b\nab c\n");
+    g_autoptr(GError) error = NULL;
     ck_assert_int_eq(data_bpe_n_vocab(bpe), 258);
     ck_assert_int_eq(data_bpe_eot(bpe), -1);
     g_autoptr(GArray) ids = test_bpe_encode(bpe, "abcab", DATA_BPE_ENCODE_PLAIN);
@@ -259,6 +268,192 @@ START_TEST(test_bpe_bad_vocabulary) {
 }
 END_TEST
 
+/* --- reference: OpenAI's merge loop, one O(n) scan per merge --- */
+
+/* Token id of each single byte, found among the vocabulary's one-byte tokens. */
+static void test_bpe_byte_ids(const DataBpe *bpe, int32_t byte_id[256]) {
+    for (int b = 0; b < 256; b++)
+        byte_id[b] = -1;
+    for (int32_t id = 0; id < data_bpe_n_vocab(bpe); id++) {
+        size_t      len = 0;
+        const char *t = data_bpe_token_bytes(bpe, id, &len);
+        if (len == 1)
+            byte_id[(guint8)t[0]] = id;
+    }
+    for (int b = 0; b < 256; b++)
+        ck_assert_int_ge(byte_id[b], 0);
+}
+
+/* Appends the ids of one word: find the lowest-ranked adjacent pair, merge all its occurrences
+ * left to right without overlap, repeat until no pair has a rank (encoder.py's bpe()). */
+static void test_bpe_reference_word(const DataBpe *bpe, const int32_t byte_id[256],
+                                    const char *word, gint len, GArray *out) {
+    g_autofree int32_t *sym = g_new(int32_t, len); /* (n) current symbols */
+    gint                n = len;
+    for (gint i = 0; i < n; i++)
+        sym[i] = byte_id[(guint8)word[i]];
+    while (n > 1) {
+        int32_t best = -1, merged = -1;
+        for (gint i = 0; i + 1 < n; i++) {
+            int32_t r = data_bpe_merge_rank(bpe, sym[i], sym[i + 1], NULL);
+            if (r >= 0 && (best < 0 || r < best))
+                best = r;
+        }
+        if (best < 0)
+            break;
+        gint out_n = 0;
+        for (gint i = 0; i < n;) {
+            if (i + 1 < n && data_bpe_merge_rank(bpe, sym[i], sym[i + 1], &merged) == best) {
+                sym[out_n++] = merged;
+                i += 2;
+            } else {
+                sym[out_n++] = sym[i++];
+            }
+        }
+        n = out_n;
+    }
+    g_array_append_vals(out, sym, (guint)n);
+}
+
+/* The reference encoder: GPT-2's regex cuts @text into words, each merged alone. */
+static GArray *test_bpe_reference_encode(const DataBpe *bpe, const int32_t byte_id[256],
+                                         const char *text, gsize len) {
+    GArray *out = g_array_new(FALSE, FALSE, sizeof(int32_t));
+    g_autoptr(GRegex) re = g_regex_new(DATA_BPE_PATTERN, 0, 0, NULL);
+    g_autoptr(GMatchInfo) mi = NULL;
+    ck_assert_ptr_nonnull(re);
+    g_regex_match_full(re, text, (gssize)len, 0, 0, &mi, NULL);
+    for (; g_match_info_matches(mi); g_match_info_next(mi, NULL)) {
+        gint start = 0, end = 0;
+        g_match_info_fetch_pos(mi, 0, &start, &end);
+        test_bpe_reference_word(bpe, byte_id, text + start, end - start, out);
+    }
+    return out;
+}
+
+/* Encodes @text with the library and the reference and asserts the same ids. */
+static void test_bpe_assert_reference(DataBpe *bpe, const int32_t byte_id[256], const char *text,
+                                      gsize len) {
+    g_autoptr(GArray) want = test_bpe_reference_encode(bpe, byte_id, text, len);
+    g_autoptr(GArray) got = g_array_new(FALSE, FALSE, sizeof(int32_t));
+    ck_assert(data_bpe_encode(bpe, text, (gssize)len, DATA_BPE_ENCODE_PLAIN, got, NULL));
+    ck_assert_uint_eq(got->len, want->len);
+    for (guint k = 0; k < got->len; k++)
+        ck_assert_msg(g_array_index(got, int32_t, k) == g_array_index(want, int32_t, k),
+                      "id %u of a %zu-byte text: %d, the reference gives %d", k, (size_t)len,
+                      g_array_index(got, int32_t, k), g_array_index(want, int32_t, k));
+}
+
+static uint64_t test_bpe_rand(uint64_t *state) { /* xorshift64 */
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
+}
+
+/* Characters random text is drawn from: letters, digits, apostrophes, punctuation, ASCII and
+ * Unicode whitespace (runs of it), accents, CJK, emoji. */
+static const char *const test_bpe_alphabet[] = {
+    "a",
+    "e",
+    "t",
+    "s",
+    "q",
+    "Z",
+    "0",
+    "7",
+    "'",
+    "'s",
+    ".",
+    ",",
+    "!",
+    "$",
+    "-",
+    " ",
+    " ",
+    "  ",
+    "\n",
+    "\n\n",
+    "\t",
+    "\r\n",
+    "\xc2\xa0",
+    "\xe3\x80\x80",
+    "\xc3\xa9",
+    "\xc3\xb1",
+    "\xce\xb1",
+    "\xd0\xb6",
+    "\xe6\x97\xa5",
+    "\xe2\x80\x94",
+    "\xf0\x9f\x98\x80",
+};
+
+/* Random text: 0-400 pieces from the alphabet above or random code points (any byte
+ * length), one test per seed. */
+START_TEST(test_bpe_random_text_matches_reference) {
+    g_autoptr(DataBpe) bpe = test_bpe_load();
+    int32_t byte_id[256];
+    test_bpe_byte_ids(bpe, byte_id);
+    uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(_i + 1);
+    for (int text_i = 0; text_i < 50; text_i++) {
+        g_autoptr(GString) text = g_string_new(NULL);
+        int n_pieces = (int)(test_bpe_rand(&rng) % 401);
+        for (int k = 0; k < n_pieces; k++) {
+            uint64_t r = test_bpe_rand(&rng);
+            if (r % 8 != 0) {
+                g_string_append(text,
+                                test_bpe_alphabet[(r >> 8) % G_N_ELEMENTS(test_bpe_alphabet)]);
+                continue;
+            }
+            gunichar c = (gunichar)((r >> 8) % 0x110000);
+            if (c == 0 || (c >= 0xD800 && c <= 0xDFFF))
+                c = 0xFFFD;
+            g_string_append_unichar(text, c);
+        }
+        test_bpe_assert_reference(bpe, byte_id, text->str, text->len);
+    }
+}
+END_TEST
+
+/* Long single words, where the quadratic loop was slow and the heap does many merges. */
+START_TEST(test_bpe_long_words_match_reference) {
+    g_autoptr(DataBpe) bpe = test_bpe_load();
+    int32_t byte_id[256];
+    test_bpe_byte_ids(bpe, byte_id);
+    uint64_t                 rng = 12345;
+    static const char *const sets[] = {"a", "abcdefghijklmnopqrstuvwxyz", "0123456789", "ab", "!?"};
+    for (size_t k = 0; k < G_N_ELEMENTS(sets); k++) {
+        size_t           n_set = strlen(sets[k]);
+        g_autofree char *word = g_malloc(3001);
+        for (int i = 0; i < 3000; i++)
+            word[i] = sets[k][test_bpe_rand(&rng) % n_set];
+        word[3000] = '\0';
+        test_bpe_assert_reference(bpe, byte_id, word, 3000);
+    }
+}
+END_TEST
+
+/* A vocabulary whose later merge outranks an earlier one ("aa a" before "a a"): a merge can
+ * make a pair of lower rank than its own. OpenAI's loop first merges every occurrence of the
+ * current pair: "aaaa" -> [aa, aa], not [aaa, a]; "aaa" -> [aa, a] -> [aaa]. */
+START_TEST(test_bpe_lower_rank_made_by_merge) {
+    g_autoptr(DataBpe) bpe =
+        test_bpe_tiny_new("\"aa\": 256, \"aaa\": 257", "#version: 0.2\naa a\na a\n");
+    g_autoptr(GArray) four = test_bpe_encode(bpe, "aaaa", DATA_BPE_ENCODE_PLAIN);
+    ck_assert_uint_eq(four->len, 2);
+    ck_assert_int_eq(g_array_index(four, int32_t, 0), 256);
+    ck_assert_int_eq(g_array_index(four, int32_t, 1), 256);
+    g_autoptr(GArray) three = test_bpe_encode(bpe, "aaa", DATA_BPE_ENCODE_PLAIN);
+    ck_assert_uint_eq(three->len, 1);
+    ck_assert_int_eq(g_array_index(three, int32_t, 0), 257);
+    int32_t byte_id[256];
+    test_bpe_byte_ids(bpe, byte_id);
+    for (int n = 1; n <= 40; n++) {
+        g_autofree char *word = g_strnfill((gsize)n, 'a');
+        test_bpe_assert_reference(bpe, byte_id, word, (gsize)n);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("bpe");
     TCase *tc = tcase_create("bpe");
@@ -270,6 +465,9 @@ int main(void) {
     tcase_add_test(tc, test_bpe_bad_input);
     tcase_add_test(tc, test_bpe_tiny_vocabulary);
     tcase_add_loop_test(tc, test_bpe_bad_vocabulary, 0, G_N_ELEMENTS(test_bpe_bad_vocabs));
+    tcase_add_loop_test(tc, test_bpe_random_text_matches_reference, 0, 4);
+    tcase_add_test(tc, test_bpe_long_words_match_reference);
+    tcase_add_test(tc, test_bpe_lower_rank_made_by_merge);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

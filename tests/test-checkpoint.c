@@ -2,7 +2,9 @@
  * test-checkpoint.c: safetensors checkpoints on tiny GPT-2 models: bitwise f32 round trip,
  * Hugging Face layout in the file (Conv1D transposes, unpadded vocabulary), a file written the
  * way Hugging Face does (prefix, tied head, no lm_head) giving the original's loss, bf16 within
- * rounding, the optimizer-state sidecar, each error, and exec_evaluate against a direct loop.
+ * rounding, raw optimizer-state files, CRC-32C (reference values) recorded per tensor, each
+ * error (damaged data, shifted offsets, non-finite values on write and load), and
+ * exec_evaluate against a direct loop.
  */
 #include <check.h>
 #include <glib/gstdio.h>
@@ -13,10 +15,12 @@
 
 #include "data-corpus.h"
 #include "exec-checkpoint.h"
+#include "exec-crc32c.h"
 #include "exec-evaluate.h"
 #include "gpt2-slice.h"
 #include "kern-util.h"
 #include "pp-error.h"
+#include "test-safetensors.h"
 #include "test-util.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(Gpt2Slice, gpt2_slice_free)
@@ -92,6 +96,9 @@ START_TEST(test_checkpoint_round_trip) {
     g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
     g_hash_table_insert(meta, "step", "42");
     g_hash_table_insert(meta, "n_layer", "99"); /* cannot replace a shape key */
+    /* Brackets, quotes and slashes inside strings do not count as header nesting. */
+    static const char note[] = "[[[[[[[[[[{{{{{{{{{{ \" ' /* // \\";
+    g_hash_table_insert(meta, "note", (char *)note);
     g_autoptr(ExecTensorList) la = tc_list(a);
     g_autoptr(GError) error = NULL;
     ck_assert_msg(exec_checkpoint_save(t.path, &tc_cfg, la, meta, &error), "%s",
@@ -105,6 +112,7 @@ START_TEST(test_checkpoint_round_trip) {
         0);
     ck_assert_float_eq(tc_loss(a, 7), tc_loss(b, 7));
     ck_assert_str_eq(g_hash_table_lookup(got, "step"), "42");
+    ck_assert_str_eq(g_hash_table_lookup(got, "note"), note);
     ck_assert_str_eq(g_hash_table_lookup(got, "n_layer"), "2");
     ck_assert_str_eq(g_hash_table_lookup(got, "n_head"), "2");
     ck_assert_str_eq(g_hash_table_lookup(got, "n_embd"), "16");
@@ -125,27 +133,13 @@ START_TEST(test_checkpoint_round_trip) {
 }
 END_TEST
 
-/* Reads the JSON header of a safetensors file (test-side parser, independent of the loader). */
-static JsonObject *tc_header(const char *path, char **raw_out, gsize *hlen_out) {
-    gsize len = 0;
-    ck_assert(g_file_get_contents(path, raw_out, &len, NULL));
-    guint64 hlen = 0;
-    for (int i = 7; i >= 0; i--)
-        hlen = hlen << 8 | (guint8)(*raw_out)[i];
-    ck_assert_uint_eq(hlen % 8, 0);
-    JsonParser *parser = json_parser_new();
-    ck_assert(json_parser_load_from_data(parser, *raw_out + 8, (gssize)hlen, NULL));
-    JsonObject *o = json_object_ref(json_node_get_object(json_parser_get_root(parser)));
-    g_object_unref(parser);
-    *hlen_out = hlen;
-    return o;
-}
-
-static float tc_file_f32(const char *raw, gsize hlen, JsonObject *hdr, const char *name, size_t k) {
-    JsonObject *t = json_object_get_object_member(hdr, name);
-    gint64 begin = json_array_get_int_element(json_object_get_array_member(t, "data_offsets"), 0);
-    float  v;
-    memcpy(&v, raw + 8 + hlen + begin + 4 * k, 4);
+/* Element @k (file order) of the f32 tensor @name of @st. */
+static float tc_file_f32(const TestSafetensors *st, const char *name, size_t k) {
+    gsize         len = 0;
+    const guint8 *bytes = test_safetensors_tensor(st, name, &len);
+    float         v;
+    ck_assert_uint_ge(len, 4 * (k + 1));
+    memcpy(&v, bytes + 4 * k, 4);
     return v;
 }
 
@@ -165,10 +159,10 @@ START_TEST(test_checkpoint_hf_layout) {
     TestUtilTmp t;
     tc_tmp_init(&t);
     tc_save(t.path, &tc_cfg, a);
-    g_autofree char *raw = NULL;
-    gsize            hlen = 0;
-    JsonObject      *hdr = tc_header(t.path, &raw, &hlen);
-    const int        C = tc_cfg.C;
+    TestSafetensors st;
+    test_safetensors_read(&st, t.path);
+    JsonObject *hdr = st.header;
+    const int   C = tc_cfg.C;
     tc_assert_shape(hdr, "wte.weight", 61, C);
     tc_assert_shape(hdr, "lm_head.weight", 61, C);
     tc_assert_shape(hdr, "wpe.weight", 8, C);
@@ -186,14 +180,13 @@ START_TEST(test_checkpoint_hf_layout) {
     const float      *p = gpt2_slice_params(a) + fc->offset;
     for (int i = 0; i < C; i += 5)
         for (int o = 0; o < 4 * C; o += 7)
-            ck_assert_float_eq(
-                tc_file_f32(raw, hlen, hdr, "h.1.mlp.c_fc.weight", (size_t)i * 4 * C + o),
-                p[(size_t)o * C + i]);
+            ck_assert_float_eq(tc_file_f32(&st, "h.1.mlp.c_fc.weight", (size_t)i * 4 * C + o),
+                               p[(size_t)o * C + i]);
     /* wte: row-major (V, C), same as pacer's first V rows */
     const Gpt2Tensor *wte = gpt2_slice_tensor_by_name(a, "wte.weight");
-    ck_assert_float_eq(tc_file_f32(raw, hlen, hdr, "wte.weight", 60 * C + 3),
+    ck_assert_float_eq(tc_file_f32(&st, "wte.weight", 60 * C + 3),
                        gpt2_slice_params(a)[wte->offset + 60 * C + 3]);
-    json_object_unref(hdr);
+    test_safetensors_clear(&st);
     test_util_tmp_clear(&t);
 }
 END_TEST
@@ -288,15 +281,13 @@ START_TEST(test_checkpoint_bf16) {
     TestUtilTmp t;
     tc_tmp_init(&t);
     g_autoptr(ExecTensorList) la = tc_list(a);
-    ck_assert(
-        exec_checkpoint_save_full(t.path, &tc_cfg, la, NULL, EXEC_DTYPE_BF16, NULL, NULL, NULL));
-    g_autofree char *raw = NULL;
-    gsize            hlen = 0;
-    JsonObject      *hdr = tc_header(t.path, &raw, &hlen);
-    ck_assert_str_eq(
-        json_object_get_string_member(json_object_get_object_member(hdr, "wpe.weight"), "dtype"),
-        "BF16");
-    json_object_unref(hdr);
+    ck_assert(exec_checkpoint_write(t.path, &tc_cfg, la, NULL, EXEC_DTYPE_BF16, NULL, NULL));
+    TestSafetensors st;
+    test_safetensors_read(&st, t.path);
+    ck_assert_str_eq(json_object_get_string_member(
+                         json_object_get_object_member(st.header, "wpe.weight"), "dtype"),
+                     "BF16");
+    test_safetensors_clear(&st);
     g_autoptr(ExecTensorList) lb = tc_list(b);
     g_autoptr(GError) error = NULL;
     ck_assert_msg(exec_checkpoint_load(t.path, &tc_cfg, lb, NULL, &error), "%s",
@@ -336,19 +327,23 @@ START_TEST(test_checkpoint_state) {
     g_hash_table_insert(sm, "rng_state", "12345678901234567890");
     g_hash_table_insert(sm, "data_position", "4096");
     TestUtilTmp t;
-    tc_tmp_init(&t);
-    g_autoptr(ExecTensorList) la = tc_list(a);
+    test_util_tmp_init(&t, "test-checkpoint-XXXXXX", "state.safetensors");
     g_autoptr(GError) error = NULL;
-    ck_assert_msg(
-        exec_checkpoint_save_full(t.path, &tc_cfg, la, NULL, EXEC_DTYPE_F32, st, sm, &error), "%s",
-        error ? error->message : "");
-    /* Exactly the two files: no temporary left behind. */
+    ExecCheckpointDigest digest;
+    ck_assert_msg(exec_checkpoint_write(t.path, NULL, st, sm, EXEC_DTYPE_F32, &digest, &error),
+                  "%s", error ? error->message : "");
+    /* Exactly the file: no temporary left behind. Its digest is the file's size and SHA-256. */
     GDir *d = g_dir_open(t.dir, 0, NULL);
     int   n_files = 0;
     while (g_dir_read_name(d))
         n_files++;
     g_dir_close(d);
-    ck_assert_int_eq(n_files, 2);
+    ck_assert_int_eq(n_files, 1);
+    gsize            len = 0;
+    g_autofree char *bytes = test_util_read_file(t.path, &len);
+    g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (guchar *)bytes, len);
+    ck_assert_uint_eq(digest.size_bytes, len);
+    ck_assert_str_eq(digest.sha256, sha);
 
     g_autoptr(ExecTensorList) st2 = exec_tensor_list_new();
     exec_tensor_list_add_slice(st2, a, m2, "adam_m.");
@@ -361,14 +356,98 @@ START_TEST(test_checkpoint_state) {
     ck_assert_str_eq(g_hash_table_lookup(got, "step"), "7");
     ck_assert_str_eq(g_hash_table_lookup(got, "rng_state"), "12345678901234567890");
     ck_assert_str_eq(g_hash_table_lookup(got, "data_position"), "4096");
-
-    /* Saving again without state removes the stale sidecar. */
-    ck_assert(exec_checkpoint_save(t.path, &tc_cfg, la, NULL, NULL));
-    g_autofree char *sp = g_strconcat(t.path, ".state", NULL);
-    ck_assert(!g_file_test(sp, G_FILE_TEST_EXISTS));
-    ck_assert(!exec_checkpoint_load_state(t.path, st2, NULL, &error));
-    ck_assert(g_error_matches(error, PP_IO_ERROR, PP_IO_ERROR_OPEN));
+    /* A raw file: no model shape keys; names and shapes as given ((OC, IC), not transposed). */
+    ck_assert_ptr_null(g_hash_table_lookup(got, "n_layer"));
+    TestSafetensors file;
+    test_safetensors_read(&file, t.path);
+    JsonArray *shape = json_object_get_array_member(
+        json_object_get_object_member(file.header, "adam_v.h.1.mlp.c_fc.weight"), "shape");
+    ck_assert_int_eq(json_array_get_int_element(shape, 0), 4 * tc_cfg.C);
+    ck_assert_int_eq(json_array_get_int_element(shape, 1), tc_cfg.C);
+    test_safetensors_clear(&file);
     test_util_tmp_clear(&t);
+}
+END_TEST
+
+/* CRC-32C reference values: the check value of "123456789" and the iSCSI test vectors (32
+ * bytes of 0x00, of 0xff, and 0..31), whole and continued from any split point (the 8-byte
+ * blocks and the byte tail both run). */
+START_TEST(test_checkpoint_crc32c) {
+    uint8_t zeros[32] = {0}, ones[32], ramp[32];
+    memset(ones, 0xff, sizeof ones);
+    for (int i = 0; i < 32; i++)
+        ramp[i] = (uint8_t)i;
+    ck_assert_uint_eq(exec_crc32c(0, "123456789", 9), 0xe3069283u);
+    ck_assert_uint_eq(exec_crc32c(0, zeros, 32), 0x8a9136aau);
+    ck_assert_uint_eq(exec_crc32c(0, ones, 32), 0x62a8ab43u);
+    ck_assert_uint_eq(exec_crc32c(0, ramp, 32), 0x46dd794eu);
+    ck_assert_uint_eq(exec_crc32c(0, NULL, 0), 0u);
+    for (size_t cut = 0; cut <= 32; cut++)
+        ck_assert_uint_eq(exec_crc32c(exec_crc32c(0, ramp, cut), ramp + cut, 32 - cut),
+                          0x46dd794eu);
+}
+END_TEST
+
+/* Every tensor of a file pacer writes carries pacer_crc32c.NAME: the CRC-32C of its bytes. */
+START_TEST(test_checkpoint_checksums_recorded) {
+    g_autoptr(Gpt2Slice) a = tc_model(&tc_cfg, 0, 1, 9);
+    TestUtilTmp t;
+    tc_tmp_init(&t);
+    tc_save(t.path, &tc_cfg, a);
+    TestSafetensors st;
+    test_safetensors_read(&st, t.path);
+    JsonObject *meta = json_object_get_object_member(st.header, "__metadata__");
+    int         n_tensors = 0;
+    g_autoptr(GList) names = json_object_get_members(st.header);
+    for (GList *l = names; l; l = l->next) {
+        if (strcmp(l->data, "__metadata__") == 0)
+            continue;
+        gsize            len = 0;
+        const guint8    *bytes = test_safetensors_tensor(&st, l->data, &len);
+        g_autofree char *key = g_strconcat("pacer_crc32c.", (char *)l->data, NULL);
+        g_autofree char *want = g_strdup_printf("%08x", exec_crc32c(0, bytes, len));
+        ck_assert_msg(json_object_has_member(meta, key), "no %s", key);
+        ck_assert_str_eq(json_object_get_string_member(meta, key), want);
+        n_tensors++;
+    }
+    ck_assert_int_eq(n_tensors, gpt2_slice_n_tensors(a));
+    test_safetensors_clear(&st);
+    ck_assert(exec_checkpoint_verify(t.path, NULL));
+    test_util_tmp_clear(&t);
+}
+END_TEST
+
+/* The writer refuses NaN and infinity (also a finite f32 that overflows bf16), naming the
+ * tensor and the element in the file's layout, and leaves no file behind. */
+START_TEST(test_checkpoint_write_nonfinite) {
+    static const struct {
+        float       value;
+        ExecDtype   dtype;
+        const char *needle;
+    } cases[] = {
+        {NAN, EXEC_DTYPE_F32, "holds NaN at element 197 (index [3, 5] of shape (16, 64))"},
+        {-INFINITY, EXEC_DTYPE_F32, "holds -inf at element 197"},
+        {3.4e38f, EXEC_DTYPE_BF16, "holds +inf at element 197"},
+    };
+    for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+        g_autoptr(Gpt2Slice) a = tc_model(&tc_cfg, 0, 1, 10);
+        /* pacer (OC, IC)[5][3] of c_fc is element [3][5] of the file's (IC, OC) = (16, 64) */
+        const Gpt2Tensor *fc = gpt2_slice_tensor_by_name(a, "h.1.mlp.c_fc.weight");
+        gpt2_slice_params(a)[fc->offset + 5 * tc_cfg.C + 3] = cases[c].value;
+        TestUtilTmp t;
+        tc_tmp_init(&t);
+        g_autoptr(ExecTensorList) l = tc_list(a);
+        g_autoptr(GError) error = NULL;
+        ck_assert(!exec_checkpoint_write(t.path, &tc_cfg, l, NULL, cases[c].dtype, NULL, &error));
+        ck_assert(g_error_matches(error, PP_IO_ERROR, PP_IO_ERROR_NONFINITE));
+        ck_assert_msg(strstr(error->message, "\"h.1.mlp.c_fc.weight\"") &&
+                          strstr(error->message, cases[c].needle),
+                      "%s", error->message);
+        GDir *d = g_dir_open(t.dir, 0, NULL);
+        ck_assert_ptr_null(g_dir_read_name(d));
+        g_dir_close(d);
+        test_util_tmp_clear(&t);
+    }
 }
 END_TEST
 
@@ -376,11 +455,20 @@ END_TEST
 typedef enum {
     TC_BAD_HEADER_LENGTH,
     TC_BAD_JSON,
+    TC_DEEP_JSON,
+    TC_COMMENT_JSON,
     TC_TRUNCATED,
     TC_MISSING_TENSOR,
     TC_SHAPE,
     TC_DTYPE,
     TC_NO_FILE,
+    TC_FLIPPED_BIT,
+    TC_ZEROED_BLOCK,
+    TC_SHIFTED_OFFSETS,
+    TC_SWAPPED_OFFSETS,
+    TC_TRAILING_BYTES,
+    TC_MISSING_CRC,
+    TC_NAN,
 } TcBad;
 
 static const struct {
@@ -390,6 +478,8 @@ static const struct {
 } tc_bads[] = {
     {TC_BAD_HEADER_LENGTH, PP_IO_ERROR_CORRUPT, "header length"},
     {TC_BAD_JSON, PP_IO_ERROR_CORRUPT, "not valid JSON"},
+    {TC_DEEP_JSON, PP_IO_ERROR_CORRUPT, "more than 8 deep"},
+    {TC_COMMENT_JSON, PP_IO_ERROR_CORRUPT, "without comments"},
     {TC_TRUNCATED, PP_IO_ERROR_CORRUPT, "truncated"},
     {TC_MISSING_TENSOR, PP_IO_ERROR_MISMATCH, "ln_f.bias"},
     {TC_SHAPE, PP_IO_ERROR_MISMATCH,
@@ -397,7 +487,59 @@ static const struct {
      "expects (8, 16)"},
     {TC_DTYPE, PP_IO_ERROR_MISMATCH, "dtype F16"},
     {TC_NO_FILE, PP_IO_ERROR_OPEN, "cannot read"},
+    {TC_FLIPPED_BIT, PP_IO_ERROR_CORRUPT, "\"h.0.attn.c_proj.weight\" fails its checksum"},
+    {TC_ZEROED_BLOCK, PP_IO_ERROR_CORRUPT, "fails its checksum"},
+    {TC_SHIFTED_OFFSETS, PP_IO_ERROR_CORRUPT, "tensor \"h.0.ln_2.bias\" starts at data byte"},
+    {TC_SWAPPED_OFFSETS, PP_IO_ERROR_CORRUPT, "fails its checksum"},
+    {TC_TRAILING_BYTES, PP_IO_ERROR_CORRUPT, "the data section holds"},
+    {TC_MISSING_CRC, PP_IO_ERROR_CORRUPT,
+     "\"ln_f.bias\" has no pacer_crc32c.ln_f.bias though the file records checksums"},
+    {TC_NAN, PP_IO_ERROR_NONFINITE,
+     "\"h.1.mlp.c_fc.weight\" holds NaN at element 197 (index [3, 5] of shape (16, 64))"},
 };
+
+/* Damages the pacer-written file @path the way @kind says. */
+static void tc_edit(const char *path, TcBad kind) {
+    TestSafetensors st;
+    test_safetensors_read(&st, path);
+    JsonObject *meta = json_object_get_object_member(st.header, "__metadata__");
+    gsize       len = 0;
+    guint8     *bytes = NULL;
+    switch (kind) {
+    case TC_FLIPPED_BIT:
+        bytes = test_safetensors_tensor(&st, "h.0.attn.c_proj.weight", &len);
+        bytes[len / 2] ^= 0x08;
+        break;
+    case TC_ZEROED_BLOCK:
+        ck_assert_uint_ge(st.data->len, 2048);
+        memset(st.data->data + st.data->len / 2, 0, 1024);
+        break;
+    case TC_SHIFTED_OFFSETS:
+        /* 4 bytes later: the same span, overlapping the next tensor */
+        test_safetensors_shift(&st, "h.0.ln_2.bias", 4);
+        break;
+    case TC_SWAPPED_OFFSETS: {
+        /* two tensors of the same size trade places: offsets stay contiguous */
+        JsonObject *w = json_object_get_object_member(st.header, "h.0.ln_1.weight");
+        JsonObject *b = json_object_get_object_member(st.header, "h.0.ln_1.bias");
+        JsonNode   *ow = json_node_copy(json_object_get_member(w, "data_offsets"));
+        JsonNode   *ob = json_node_copy(json_object_get_member(b, "data_offsets"));
+        json_object_set_member(w, "data_offsets", ob);
+        json_object_set_member(b, "data_offsets", ow);
+        break;
+    }
+    case TC_TRAILING_BYTES:
+        g_byte_array_append(st.data, (const guint8 *)"trailing", 8);
+        break;
+    case TC_MISSING_CRC:
+        json_object_remove_member(meta, "pacer_crc32c.ln_f.bias");
+        break;
+    default:
+        PP_UNREACHABLE();
+    }
+    test_safetensors_write(&st, path);
+    test_safetensors_clear(&st);
+}
 
 START_TEST(test_checkpoint_errors) {
     g_autoptr(Gpt2Slice) a = tc_model(&tc_cfg, 1, 1, 6);
@@ -418,6 +560,27 @@ START_TEST(test_checkpoint_errors) {
         raw[8] = '[';
         ck_assert(g_file_set_contents(t.path, raw, (gssize)len, NULL));
         break;
+    case TC_DEEP_JSON: {
+        /* 100000 nested arrays: json-glib's recursive parser overflowed the stack on it. */
+        enum { DEPTH = 100000 };
+        g_autofree char *file = g_malloc(8 + 2 * DEPTH);
+        guint64          hlen = GUINT64_TO_LE((guint64)2 * DEPTH);
+        memcpy(file, &hlen, 8);
+        memset(file + 8, '[', DEPTH);
+        memset(file + 8 + DEPTH, ']', DEPTH);
+        ck_assert(g_file_set_contents(t.path, file, 8 + 2 * DEPTH, NULL));
+        break;
+    }
+    case TC_COMMENT_JSON: {
+        /* json-glib skips comments: a quote in one must not hide the nesting after it. */
+        static const char header[] = "/* \" */ [[[[[[[[[[]]]]]]]]]]";
+        char              file[8 + sizeof header - 1];
+        guint64           hlen = GUINT64_TO_LE((guint64)sizeof header - 1);
+        memcpy(file, &hlen, 8);
+        memcpy(file + 8, header, sizeof header - 1);
+        ck_assert(g_file_set_contents(t.path, file, sizeof file, NULL));
+        break;
+    }
     case TC_TRUNCATED:
         tc_save(t.path, &tc_cfg, a);
         ck_assert(g_file_get_contents(t.path, &raw, &len, NULL));
@@ -437,6 +600,18 @@ START_TEST(test_checkpoint_errors) {
         tc_write_hf(t.path, a, NULL, "h.0.ln_2.bias");
         break;
     case TC_NO_FILE:
+        break;
+    case TC_NAN: {
+        /* A file from another tool (no checksums) with a NaN at pacer c_fc (OC, IC)[5][3]: file
+         * (IC, OC) = (16, 64) index [3, 5]. */
+        const Gpt2Tensor *fc = gpt2_slice_tensor_by_name(a, "h.1.mlp.c_fc.weight");
+        gpt2_slice_params(a)[fc->offset + 5 * tc_cfg.C + 3] = NAN;
+        tc_write_hf(t.path, a, NULL, NULL);
+        break;
+    }
+    default:
+        tc_save(t.path, &tc_cfg, a);
+        tc_edit(t.path, tc_bads[_i].kind);
         break;
     }
     g_autoptr(Gpt2Slice) dst = tc_slice(&tc_cfg, 1, 1);
@@ -528,6 +703,16 @@ START_TEST(test_checkpoint_evaluate) {
     ck_assert(!exec_evaluate(t.path, PP_SOURCE_ROOT "/tests/data/text/none.txt", 0, 0, &loss,
                              &tokens, &error));
     ck_assert(g_error_matches(error, PP_IO_ERROR, PP_IO_ERROR_OPEN));
+    g_clear_error(&error);
+
+    /* Finite weights whose logits overflow: an error, never {"loss": inf}. */
+    const Gpt2Tensor *head = gpt2_slice_tensor_by_name(a, "lm_head.weight");
+    for (size_t k = 0; k < head->numel; k++)
+        gpt2_slice_params(a)[head->offset + k] = (k % 2 ? -3e38f : 3e38f);
+    tc_save(t.path, &cfg, a);
+    ck_assert(!exec_evaluate(t.path, text_path, 0, 0, &loss, &tokens, &error));
+    ck_assert(g_error_matches(error, PP_IO_ERROR, PP_IO_ERROR_NONFINITE));
+    ck_assert_msg(strstr(error->message, "the loss of window 0") != NULL, "%s", error->message);
     test_util_tmp_clear(&t);
 }
 END_TEST
@@ -541,6 +726,9 @@ int main(void) {
     tcase_add_test(tc, test_checkpoint_hf_file);
     tcase_add_test(tc, test_checkpoint_bf16);
     tcase_add_test(tc, test_checkpoint_state);
+    tcase_add_test(tc, test_checkpoint_crc32c);
+    tcase_add_test(tc, test_checkpoint_checksums_recorded);
+    tcase_add_test(tc, test_checkpoint_write_nonfinite);
     tcase_add_loop_test(tc, test_checkpoint_errors, 0, G_N_ELEMENTS(tc_bads));
     tcase_add_test(tc, test_checkpoint_evaluate);
     suite_add_tcase(s, tc);

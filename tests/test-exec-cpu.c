@@ -14,186 +14,34 @@
 #include <cblas.h>
 
 #include "data-shard.h"
+#include "exec-checkpoint-unit.h"
 #include "exec-checkpoint.h"
 #include "exec-train.h"
 #include "exec.h"
 #include "pp-error.h"
 #include "pp-trace.h"
+#include "test-exec-util.h"
 #include "test-util.h"
 
 /* Tiny model: L=4, C=32, NH=2, T=16, V=61 (padded 128), B=2 sequences per micro-batch. */
-static const Gpt2Config tiny = {.L = 4, .C = 32, .NH = 2, .T = 16, .V = 61, .Vp = 128};
-enum { TINY_B = 2 };
-
-/* Synthetic data: tokens of micro-batch mb from an xorshift64 stream seeded by (seed, mb);
- * targets are the next tokens of the same stream. */
-static void tiny_data(gpointer user_data, int64_t mb, int32_t *tokens, int32_t *targets) {
-    uint64_t seed = *(const uint64_t *)user_data;
-    for (int b = 0; b < TINY_B; b++) {
-        uint64_t x = (seed ^ ((uint64_t)mb * 0x9E3779B97F4A7C15ull)) + (uint64_t)b * 7919 + 1;
-        int32_t  prev = 0;
-        for (int t = 0; t <= tiny.T; t++) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            int32_t id = (int32_t)(x % (uint64_t)tiny.V);
-            if (t > 0) {
-                tokens[b * tiny.T + t - 1] = prev;
-                targets[b * tiny.T + t - 1] = id;
-            }
-            prev = id;
-        }
-    }
-}
-
-static const uint64_t data_seed = 4242;
-
-/* Gradients observed at U through the backend's tap (host copies), by tensor name (the last
- * U of each vstage wins). */
-typedef struct {
-    GMutex      lock;
-    GHashTable *grads; /* name -> GArray of float */
-} GradStore;
-
-static void grad_store_collect(gpointer user_data, int32_t vstage, const Gpt2Tensor *tensor,
-                               const float *grads) {
-    GradStore *store = user_data;
-    (void)vstage;
-    GArray *copy = g_array_sized_new(FALSE, FALSE, sizeof(float), (guint)tensor->numel);
-    g_array_append_vals(copy, grads, (guint)tensor->numel);
-    g_mutex_lock(&store->lock);
-    g_hash_table_replace(store->grads, g_strdup(tensor->name), copy);
-    g_mutex_unlock(&store->lock);
-}
-
-static void grad_store_init(GradStore *store) {
-    g_mutex_init(&store->lock);
-    store->grads =
-        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
-}
-
-static void grad_store_clear(GradStore *store) {
-    g_hash_table_unref(store->grads);
-    g_mutex_clear(&store->lock);
-}
-
-static ExecPipelineParams tiny_params(const PpSchedule *shape) {
-    ExecPipelineParams p = {
-        .model = tiny,
-        .microbatch_size = TINY_B,
-        .shape = shape,
-        .seed = 1337,
-        .optim = {.kind = KERN_OPTIM_ADAMW,
-                  .beta1 = 0.9f,
-                  .beta2 = 0.95f,
-                  .eps = 1e-8f,
-                  .weight_decay = 0.1f,
-                  .muon_momentum = 0.95f,
-                  .muon_lr_ratio = 1.0f,
-                  .muon_ns_steps = 5},
-        .lr = 1e-3f,
-        .min_lr = 1e-4f,
-        .warmup_steps = 2,
-        .total_steps = 20,
-        .grad_clip = 1.0f,
-        .max_nonfinite = 3,
-        .data = tiny_data,
-        .data_user = (gpointer)&data_seed,
-        .poison_update = -1,
-    };
-    return p;
-}
-
-static ExecPipeline *make_pipeline(const ExecPipelineParams *p) {
-    g_autoptr(GError) error = NULL;
-    ExecPipeline *pipeline = exec_pipeline_new(p, &error);
-    if (!pipeline)
-        ck_abort_msg("exec_pipeline_new: %s", error->message);
-    return pipeline;
-}
-
-static ExecRunResult *run_ok(ExecPipeline *pipeline, const PpSchedule *sched) {
-    g_autoptr(GError) error = NULL;
-    ExecRunResult *res = exec_pipeline_run(pipeline, sched, 0, &error);
-    if (!res)
-        ck_abort_msg("exec_pipeline_run(%s): %s", sched->kind, error->message);
-    return res;
-}
-
-/* Every tensor's @role data of the model, by name, copied out of the backend. */
-static GHashTable *gather_role(ExecPipeline *pipeline, ExecTensorRole role) {
-    GHashTable *out =
-        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
-    for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
-        for (int i = 0; i < exec_pipeline_n_tensors(pipeline, vs); i++) {
-            const Gpt2Tensor *t = exec_pipeline_tensor(pipeline, vs, i, NULL);
-            GArray *copy = g_array_sized_new(FALSE, FALSE, sizeof(float), (guint)t->numel);
-            g_array_set_size(copy, (guint)t->numel);
-            g_autoptr(GError) error = NULL;
-            ck_assert_msg(exec_pipeline_tensor_get(pipeline, vs, t->name, role,
-                                                   (float *)(void *)copy->data, t->numel, &error),
-                          "%s", error ? error->message : "");
-            g_hash_table_replace(out, g_strdup(t->name), copy);
-        }
-    }
-    return out;
-}
-
-/* Every parameter of the model, by name. */
-static GHashTable *gather_params(ExecPipeline *pipeline) {
-    return gather_role(pipeline, EXEC_TENSOR_PARAMS);
-}
-
-/* Largest |a - b| / max(|b|, 1e-3) over the tensors of @ref (every name must exist in @got
- * with the same size). */
-static double max_rel_diff(GHashTable *got, GHashTable *ref) {
-    double worst = 0.0;
-    ck_assert_int_eq(g_hash_table_size(got), g_hash_table_size(ref));
-    GHashTableIter it;
-    gpointer       key, value;
-    g_hash_table_iter_init(&it, ref);
-    while (g_hash_table_iter_next(&it, &key, &value)) {
-        GArray *r = value, *g = g_hash_table_lookup(got, key);
-        ck_assert_msg(g != NULL, "tensor %s missing", (const char *)key);
-        ck_assert_int_eq(g->len, r->len);
-        for (guint i = 0; i < r->len; i++) {
-            double a = g_array_index(g, float, i), b = g_array_index(r, float, i);
-            double d = fabs(a - b) / fmax(fabs(b), 1e-3);
-            if (!(d <= worst))
-                worst = isnan(d) ? INFINITY : d;
-        }
-    }
-    return worst;
-}
-
-static double mean_loss(const ExecRunResult *res) {
-    double sum = 0.0;
-    for (int32_t mb = 0; mb < res->n_mb; mb++)
-        sum += res->loss[mb];
-    return sum / res->n_mb;
-}
 
 /* --- executed order and measured dependencies --- */
 
-typedef struct {
-    const char *kind;
-    int32_t     n_stages, n_chunks, m, a, steps;
-} SchedCase;
-
-static const SchedCase order_cases[] = {
-    {"gpipe", 2, 1, 3, 1, 2},     {"1f1b", 4, 1, 4, 1, 1},  {"interleaved", 2, 2, 4, 1, 1},
-    {"pipedream", 3, 1, 1, 1, 6}, {"2bw", 2, 1, 3, 1, 2},   {"async-1f1b", 4, 1, 1, 1, 6},
-    {"paci", 4, 1, 1, 2, 3},      {"zb-h1", 2, 1, 4, 1, 1}, {"zb-h2", 2, 1, 4, 1, 1},
-    {"zb-1p", 2, 1, 4, 1, 1},     {"zb-2p", 2, 1, 4, 1, 1},
+static const TestExecCase order_cases[] = {
+    {"gpipe", 2, 1, 3, 1, 2},      {"1f1b", 4, 1, 4, 1, 1},  {"interleaved", 2, 2, 4, 1, 1},
+    {"pipedream", 3, 1, 1, 1, 6},  {"2bw", 2, 1, 3, 1, 2},   {"async-1f1b", 4, 1, 1, 1, 6},
+    {"paci", 4, 1, 1, 2, 3},       {"zb-h1", 2, 1, 4, 1, 1}, {"zb-h2", 2, 1, 4, 1, 1},
+    {"zb-1p", 2, 1, 4, 1, 1},      {"zb-2p", 2, 1, 4, 1, 1}, {"zb-v", 2, 2, 4, 1, 1},
+    {"dualpipe-v", 2, 2, 4, 1, 2},
 };
 
 START_TEST(test_exec_order_and_deps) {
-    const SchedCase *c = &order_cases[_i];
+    const TestExecCase *c = &order_cases[_i];
     g_autoptr(PpSchedule) sched =
         test_util_schedule_new(c->kind, c->n_stages, c->n_chunks, c->m, c->a, c->steps);
-    ExecPipelineParams p = tiny_params(sched);
-    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
-    g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
+    ExecPipelineParams p = test_exec_tiny_params(sched);
+    g_autoptr(ExecPipeline) pipeline = test_exec_pipeline_new(&p);
+    g_autoptr(ExecRunResult) res = test_exec_run(pipeline, sched);
     const PpTrace *trace = exec_pipeline_trace(pipeline);
     ck_assert_int_eq(trace->n_rows, pp_schedule_n_ops_total(sched));
     /* Rows come per stage in execution order: row of (s, i) = op_offset[s] + i. */
@@ -226,60 +74,69 @@ END_TEST
 
 /* --- pipelined == unpipelined (synchronous schedules) --- */
 
-static const SchedCase sync_cases[] = {
-    {"gpipe", 2, 1, 4, 1, 1}, {"1f1b", 4, 1, 4, 1, 1},  {"interleaved", 2, 2, 4, 1, 1},
-    {"zb-h1", 4, 1, 4, 1, 1}, {"zb-h2", 4, 1, 4, 1, 1}, {"zb-1p", 2, 1, 4, 1, 1},
+static const TestExecCase sync_cases[] = {
+    {"gpipe", 2, 1, 4, 1, 1},
+    {"1f1b", 4, 1, 4, 1, 1},
+    {"interleaved", 2, 2, 4, 1, 1},
+    {"zb-h1", 4, 1, 4, 1, 1},
+    {"zb-h2", 4, 1, 4, 1, 1},
+    {"zb-1p", 2, 1, 4, 1, 1},
     {"zb-2p", 2, 1, 4, 1, 1},
+    /* V placement: chunk 1 runs the last layers in reverse stage order, so stage 0 holds the
+     * embeddings and the head; zb-v with m = 2 < 2N - 1 leaves padded micro-batches out */
+    {"zb-v", 2, 2, 4, 1, 1},
+    {"zb-v", 2, 2, 2, 1, 1},
+    {"dualpipe-v", 2, 2, 4, 1, 1},
 };
 
 /* Runs case @c on the tiny model: returns the mean loss; *grads gets every gradient of the
  * last update (gathered by tensor name at U), *params every parameter at the end. */
-static double run_collect(const SchedCase *c, GHashTable **grads, GHashTable **params) {
+static double run_collect(const TestExecCase *c, GHashTable **grads, GHashTable **params) {
     g_autoptr(PpSchedule) sched =
         test_util_schedule_new(c->kind, c->n_stages, c->n_chunks, c->m, c->a, c->steps);
-    GradStore store;
-    grad_store_init(&store);
-    ExecPipelineParams p = tiny_params(sched);
+    TestExecGrads store;
+    test_exec_grads_init(&store);
+    ExecPipelineParams p = test_exec_tiny_params(sched);
     /* Clipping is per stage (exec.h): only without it is a split run the same math. */
     p.grad_clip = 0.0f;
-    p.on_grads = grad_store_collect;
+    p.on_grads = test_exec_grads_collect;
     p.on_grads_user = &store;
-    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
-    g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
+    g_autoptr(ExecPipeline) pipeline = test_exec_pipeline_new(&p);
+    g_autoptr(ExecRunResult) res = test_exec_run(pipeline, sched);
     *grads = g_hash_table_ref(store.grads);
-    *params = gather_params(pipeline);
-    grad_store_clear(&store);
-    return mean_loss(res);
+    *params = test_exec_gather_params(pipeline);
+    test_exec_grads_clear(&store);
+    return test_exec_mean_loss(res);
 }
 
 START_TEST(test_exec_pipelined_equals_unpipelined) {
-    const SchedCase *c = &sync_cases[_i];
-    const SchedCase  ref_case = {"gpipe", 1, 1, c->m, 1, 1};
+    const TestExecCase *c = &sync_cases[_i];
+    const TestExecCase  ref_case = {"gpipe", 1, 1, c->m, 1, 1};
     g_autoptr(GHashTable) ref_grads = NULL, ref_params = NULL, grads = NULL, params = NULL;
     double ref_loss = run_collect(&ref_case, &ref_grads, &ref_params);
     double loss = run_collect(c, &grads, &params);
     /* Same kernels on the same shapes, micro-batch gradients accumulated in mb order on
      * every stage: the split changes no summation order, so the match is bitwise. */
     ck_assert_msg(loss == ref_loss, "%s: loss %.9g vs %.9g", c->kind, loss, ref_loss);
-    ck_assert_double_eq(max_rel_diff(grads, ref_grads), 0.0);
-    ck_assert_double_eq(max_rel_diff(params, ref_params), 0.0);
+    ck_assert_double_eq(test_exec_max_rel_diff(grads, ref_grads), 0.0);
+    ck_assert_double_eq(test_exec_max_rel_diff(params, ref_params), 0.0);
 }
 END_TEST
 
 /* --- asynchronous schedules: versions and drift --- */
 
-static const SchedCase async_cases[] = {
+static const TestExecCase async_cases[] = {
     {"pipedream", 4, 1, 1, 1, 10}, {"2bw", 4, 1, 4, 1, 4},  {"async-1f1b", 4, 1, 1, 1, 10},
     {"paci", 4, 1, 1, 2, 5},       {"paci", 3, 1, 1, 3, 4},
 };
 
 START_TEST(test_exec_async_versions) {
-    const SchedCase *c = &async_cases[_i];
+    const TestExecCase *c = &async_cases[_i];
     g_autoptr(PpSchedule) sched =
         test_util_schedule_new(c->kind, c->n_stages, c->n_chunks, c->m, c->a, c->steps);
-    ExecPipelineParams p = tiny_params(sched);
-    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
-    g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
+    ExecPipelineParams p = test_exec_tiny_params(sched);
+    g_autoptr(ExecPipeline) pipeline = test_exec_pipeline_new(&p);
+    g_autoptr(ExecRunResult) res = test_exec_run(pipeline, sched);
     gboolean stashed = sched->weight_mode == PP_WEIGHTS_STASHED;
     int32_t  stale = 0, max_delta = 0;
     for (int32_t mb = 0; mb < sched->n_mb; mb++) {
@@ -315,6 +172,10 @@ START_TEST(test_exec_async_versions) {
         for (int32_t i = 0; i < sched->n_ops[s]; i++)
             n_updates += sched->programs[s][i].kind == PP_OP_UPDATE;
         ck_assert_int_eq(exec_pipeline_version(pipeline, s), n_updates);
+        /* Stashing copies the weights once per version its forwards use: a copy no
+         * micro-batch needs any more is kept for the next forward of that version (the
+         * last stage runs F and B alternately and would otherwise copy at every F). */
+        ck_assert_int_eq(res->n_copies[s], test_exec_stash_copies(sched, s));
         /* Each U applied the lr of its own update index, whatever the other stages did. */
         ck_assert_int_eq(res->n_updates[s], n_updates);
         for (int32_t k = 0; k < n_updates; k++) {
@@ -333,24 +194,25 @@ END_TEST
  * AdamW. Returns the parameters after @steps steps. */
 static GHashTable *reference_train(int32_t mbs_per_step, int32_t steps) {
     g_autoptr(PpSchedule) shape = test_util_schedule_new("gpipe", 1, 1, 1, 1, 1);
-    ExecPipelineParams p = tiny_params(shape);
-    Gpt2SliceParams    sp = {.model = tiny,
+    ExecPipelineParams p = test_exec_tiny_params(shape);
+    Gpt2SliceParams    sp = {.model = test_exec_tiny,
                              .layer_begin = 0,
-                             .layer_end = tiny.L,
+                             .layer_end = test_exec_tiny.L,
                              .has_embedding = 1,
                              .has_head = 1,
                              .tie_head = 0,
-                             .B = TINY_B,
+                             .B = TEST_EXEC_TINY_B,
                              .n_act_slots = 1};
     Gpt2Slice         *slice = gpt2_slice_new(&sp);
     gpt2_slice_init_params(slice, p.seed);
     KernOptim *opt = kern_optim_new(&p.optim, slice);
-    int32_t    tokens[TINY_B * 16], targets[TINY_B * 16];
+    int32_t    tokens[TEST_EXEC_TINY_B * 16], targets[TEST_EXEC_TINY_B * 16];
     size_t     n = gpt2_slice_n_params(slice);
     for (int32_t step = 0; step < steps; step++) {
         for (int32_t i = 0; i < mbs_per_step; i++) {
             float loss;
-            tiny_data((gpointer)&data_seed, (int64_t)step * mbs_per_step + i, tokens, targets);
+            test_exec_tiny_data((gpointer)&test_exec_data_seed, (int64_t)step * mbs_per_step + i,
+                                tokens, targets);
             gpt2_slice_forward(slice, gpt2_slice_params(slice), 0, tokens, NULL, targets, NULL,
                                &loss);
             gpt2_slice_backward(slice, gpt2_slice_params(slice), 0, NULL,
@@ -378,34 +240,34 @@ static GHashTable *reference_train(int32_t mbs_per_step, int32_t steps) {
     return out;
 }
 
-static const SchedCase single_cases[] = {
+static const TestExecCase single_cases[] = {
     {"gpipe", 1, 1, 3, 1, 3}, {"1f1b", 1, 1, 3, 1, 3},       {"pipedream", 1, 1, 1, 1, 4},
     {"2bw", 1, 1, 3, 1, 3},   {"async-1f1b", 1, 1, 1, 1, 4}, {"paci", 1, 1, 1, 3, 3},
     {"zb-h1", 1, 1, 3, 1, 3},
 };
 
 START_TEST(test_exec_single_stage_equals_trainer) {
-    const SchedCase *c = &single_cases[_i];
+    const TestExecCase *c = &single_cases[_i];
     g_autoptr(PpSchedule) sched = test_util_schedule_new(c->kind, 1, 1, c->m, c->a, c->steps);
-    ExecPipelineParams p = tiny_params(sched);
-    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
-    g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
-    g_autoptr(GHashTable) params = gather_params(pipeline);
+    ExecPipelineParams p = test_exec_tiny_params(sched);
+    g_autoptr(ExecPipeline) pipeline = test_exec_pipeline_new(&p);
+    g_autoptr(ExecRunResult) res = test_exec_run(pipeline, sched);
+    g_autoptr(GHashTable) params = test_exec_gather_params(pipeline);
     ck_assert_int_eq(exec_pipeline_version(pipeline, 0), c->steps);
     g_autoptr(GHashTable) ref = reference_train(sched->mb_per_step, c->steps);
-    ck_assert_double_eq(max_rel_diff(params, ref), 0.0);
+    ck_assert_double_eq(test_exec_max_rel_diff(params, ref), 0.0);
 }
 END_TEST
 
 /* paci on one stage is plain synchronous accumulation over a micro-batches (bitwise). */
 START_TEST(test_exec_paci_single_stage_is_sync) {
-    const SchedCase paci = {"paci", 1, 1, 1, 4, 3}, sync = {"gpipe", 1, 1, 4, 1, 3};
+    const TestExecCase paci = {"paci", 1, 1, 1, 4, 3}, sync = {"gpipe", 1, 1, 4, 1, 3};
     g_autoptr(GHashTable) g1 = NULL, p1 = NULL, g2 = NULL, p2 = NULL;
     double l1 = run_collect(&paci, &g1, &p1);
     double l2 = run_collect(&sync, &g2, &p2);
     ck_assert(l1 == l2);
-    ck_assert_double_eq(max_rel_diff(g1, g2), 0.0);
-    ck_assert_double_eq(max_rel_diff(p1, p2), 0.0);
+    ck_assert_double_eq(test_exec_max_rel_diff(g1, g2), 0.0);
+    ck_assert_double_eq(test_exec_max_rel_diff(p1, p2), 0.0);
 }
 END_TEST
 
@@ -414,8 +276,8 @@ END_TEST
 START_TEST(test_exec_dynamic_paci) {
     const int32_t N = 4, a = 2, steps = 6, n_mb = steps * a;
     g_autoptr(PpSchedule) shape = test_util_schedule_new("paci", N, 1, 1, a, steps);
-    ExecPipelineParams p = tiny_params(shape);
-    g_autoptr(ExecPipeline) dyn = make_pipeline(&p);
+    ExecPipelineParams p = test_exec_tiny_params(shape);
+    g_autoptr(ExecPipeline) dyn = test_exec_pipeline_new(&p);
     g_autoptr(GError) error = NULL;
     g_autoptr(PpSchedule) program = NULL;
     g_autoptr(ExecRunResult) res = exec_pipeline_run_dynamic(dyn, shape, 0, &program, &error);
@@ -437,13 +299,13 @@ START_TEST(test_exec_dynamic_paci) {
     for (int32_t mb = 0; mb < n_mb; mb++)
         ck_assert(isfinite(res->loss[mb]));
     /* Replaying the recorded program from the same start gives the same math, bitwise. */
-    g_autoptr(ExecPipeline) replay = make_pipeline(&p);
-    g_autoptr(ExecRunResult) res2 = run_ok(replay, program);
+    g_autoptr(ExecPipeline) replay = test_exec_pipeline_new(&p);
+    g_autoptr(ExecRunResult) res2 = test_exec_run(replay, program);
     for (int32_t mb = 0; mb < n_mb; mb++)
         ck_assert(res2->loss[mb] == res->loss[mb]);
-    g_autoptr(GHashTable) p1 = gather_params(dyn);
-    g_autoptr(GHashTable) p2 = gather_params(replay);
-    ck_assert_double_eq(max_rel_diff(p1, p2), 0.0);
+    g_autoptr(GHashTable) p1 = test_exec_gather_params(dyn);
+    g_autoptr(GHashTable) p2 = test_exec_gather_params(replay);
+    ck_assert_double_eq(test_exec_max_rel_diff(p1, p2), 0.0);
 }
 END_TEST
 
@@ -451,36 +313,36 @@ END_TEST
 
 START_TEST(test_exec_nonfinite_skips_update) {
     g_autoptr(PpSchedule) sched = test_util_schedule_new("1f1b", 2, 1, 2, 1, 1);
-    ExecPipelineParams p = tiny_params(sched);
+    ExecPipelineParams p = test_exec_tiny_params(sched);
     p.poison_update = 1;
-    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
-    g_autoptr(ExecRunResult) r0 = run_ok(pipeline, sched);
+    g_autoptr(ExecPipeline) pipeline = test_exec_pipeline_new(&p);
+    g_autoptr(ExecRunResult) r0 = test_exec_run(pipeline, sched);
     ck_assert_int_eq(r0->n_skipped, 0);
-    g_autoptr(GHashTable) before = gather_params(pipeline);
+    g_autoptr(GHashTable) before = test_exec_gather_params(pipeline);
     /* Update 1 sees poisoned gradients on both stages: skipped, weights unchanged. */
-    g_autoptr(ExecRunResult) r1 = run_ok(pipeline, sched);
+    g_autoptr(ExecRunResult) r1 = test_exec_run(pipeline, sched);
     ck_assert_int_eq(r1->n_skipped, 2);
-    g_autoptr(GHashTable) after = gather_params(pipeline);
-    ck_assert_double_eq(max_rel_diff(after, before), 0.0);
+    g_autoptr(GHashTable) after = test_exec_gather_params(pipeline);
+    ck_assert_double_eq(test_exec_max_rel_diff(after, before), 0.0);
     ck_assert_int_eq(exec_pipeline_version(pipeline, 0), 2);
     /* A skipped update advances the version, not the optimizer's step count. */
     int64_t t = -1;
     ck_assert(exec_pipeline_optim_steps(pipeline, 0, &t, NULL));
     ck_assert_int_eq(t, 1);
     /* The accumulation window was discarded: the next step updates normally. */
-    g_autoptr(ExecRunResult) r2 = run_ok(pipeline, sched);
+    g_autoptr(ExecRunResult) r2 = test_exec_run(pipeline, sched);
     ck_assert_int_eq(r2->n_skipped, 0);
-    g_autoptr(GHashTable) later = gather_params(pipeline);
-    ck_assert_double_gt(max_rel_diff(later, after), 0.0);
+    g_autoptr(GHashTable) later = test_exec_gather_params(pipeline);
+    ck_assert_double_gt(test_exec_max_rel_diff(later, after), 0.0);
 }
 END_TEST
 
 START_TEST(test_exec_nonfinite_stops) {
     g_autoptr(PpSchedule) sched = test_util_schedule_new("gpipe", 2, 1, 2, 1, 3);
-    ExecPipelineParams p = tiny_params(sched);
+    ExecPipelineParams p = test_exec_tiny_params(sched);
     p.poison_update = 1;
     p.max_nonfinite = 1;
-    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+    g_autoptr(ExecPipeline) pipeline = test_exec_pipeline_new(&p);
     g_autoptr(GError) error = NULL;
     g_autoptr(ExecRunResult) res = exec_pipeline_run(pipeline, sched, 0, &error);
     ck_assert_ptr_null(res);
@@ -492,8 +354,8 @@ END_TEST
 START_TEST(test_exec_shape_mismatch) {
     g_autoptr(PpSchedule) shape = test_util_schedule_new("1f1b", 2, 1, 2, 1, 1);
     g_autoptr(PpSchedule) other = test_util_schedule_new("1f1b", 4, 1, 4, 1, 1);
-    ExecPipelineParams p = tiny_params(shape);
-    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+    ExecPipelineParams p = test_exec_tiny_params(shape);
+    g_autoptr(ExecPipeline) pipeline = test_exec_pipeline_new(&p);
     g_autoptr(GError) error = NULL;
     ck_assert_ptr_null(exec_pipeline_run(pipeline, other, 0, &error));
     ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_SHAPE));
@@ -508,21 +370,59 @@ START_TEST(test_backend_registry) {
     ck_assert_ptr_nonnull(cpu);
     ck_assert_str_eq(cpu->name, "cpu");
     ck_assert_str_eq(exec_backends()[0].name, "cpu");
-    /* No CUDA backend is registered: a scenario naming it is told so plainly. */
-    ck_assert_ptr_null(exec_backend_find("cuda", &error));
-    ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_BACKEND));
-    ck_assert_ptr_nonnull(strstr(error->message, "this build has no CUDA backend"));
-    ck_assert_ptr_nonnull(strstr(error->message, "valid: cpu"));
+    if (exec_backend_find("cuda", NULL) == NULL) {
+        /* A build without CUDA: a scenario naming it is told so plainly. */
+        ck_assert_ptr_null(exec_backend_find("cuda", &error));
+        ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_BACKEND));
+        ck_assert_ptr_nonnull(strstr(error->message, "this build has no CUDA backend"));
+        ck_assert_ptr_nonnull(strstr(error->message, "valid: cpu"));
+    } else {
+        ck_assert_str_eq(exec_backends()[1].name, "cuda");
+        g_autofree char *names = exec_backend_names();
+        ck_assert_str_eq(names, "cpu, cuda");
+    }
     g_clear_error(&error);
     ck_assert_ptr_null(exec_backend_find("tpu", &error));
     ck_assert_ptr_nonnull(strstr(error->message, "backend = tpu: unknown backend"));
     g_clear_error(&error);
-    /* exec_pipeline_new() takes the caller's choice. */
+    /* exec_pipeline_new() takes the caller's choice: without CUDA (or without a device) it
+     * fails plainly. */
     g_autoptr(PpSchedule) shape = test_util_schedule_new("1f1b", 2, 1, 2, 1, 1);
-    ExecPipelineParams p = tiny_params(shape);
+    ExecPipelineParams p = test_exec_tiny_params(shape);
     p.backend = "cuda";
+    g_autoptr(ExecPipeline) gpu = exec_pipeline_new(&p, &error);
+    if (gpu == NULL) {
+        ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_BACKEND));
+        ck_assert_msg(strstr(error->message, "this build has no CUDA backend") ||
+                          strstr(error->message, "no CUDA device is visible"),
+                      "%s", error->message);
+        g_clear_error(&error);
+    }
+    /* The CPU backend has no devices and computes in fp32 only. */
+    const int32_t devices[] = {0, 0};
+    p.backend = "cpu";
+    p.devices = devices;
     ck_assert_ptr_null(exec_pipeline_new(&p, &error));
     ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_BACKEND));
+    ck_assert_ptr_nonnull(strstr(error->message, "run.devices"));
+    g_clear_error(&error);
+    p.devices = NULL;
+    p.precision = EXEC_PRECISION_BF16;
+    ck_assert_ptr_null(exec_pipeline_new(&p, &error));
+    ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_BACKEND));
+    ck_assert_ptr_nonnull(strstr(error->message, "run.precision = bf16: the cpu backend computes "
+                                                 "in fp32 only"));
+    g_clear_error(&error);
+    p.precision = EXEC_PRECISION_FP32;
+    g_autoptr(ExecPipeline) fp32 = exec_pipeline_new(&p, &error);
+    ck_assert_msg(fp32 != NULL, "%s", error ? error->message : "");
+    /* The CPU backend does not account memory; the prediction is there all the same. */
+    PpMemoryBytes   predicted;
+    ExecMemoryBytes actual;
+    ck_assert(!exec_pipeline_memory(fp32, 0, &predicted, &actual));
+    ck_assert_int_gt(predicted.static_bytes, 0);
+    ck_assert_int_eq(predicted.total_bytes,
+                     predicted.static_bytes + predicted.stash_bytes + predicted.act_bytes);
 }
 END_TEST
 
@@ -530,10 +430,10 @@ END_TEST
  * every wrong name, role or size is refused with EXEC_ERROR_TENSOR. */
 START_TEST(test_tensor_copy_calls) {
     g_autoptr(PpSchedule) shape = test_util_schedule_new("1f1b", 2, 1, 2, 1, 1);
-    ExecPipelineParams p = tiny_params(shape);
+    ExecPipelineParams p = test_exec_tiny_params(shape);
     p.optim.kind = KERN_OPTIM_MUON;
     p.optim.error_feedback = 1;
-    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+    g_autoptr(ExecPipeline) pipeline = test_exec_pipeline_new(&p);
     g_autoptr(GError) error = NULL;
     int n_muon = 0;
     for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
@@ -568,7 +468,7 @@ START_TEST(test_tensor_copy_calls) {
             g_clear_error(&error);
         }
     }
-    ck_assert_int_eq(n_muon, 4 * tiny.L);
+    ck_assert_int_eq(n_muon, 4 * test_exec_tiny.L);
     float x = 0.0f;
     ck_assert(!exec_pipeline_tensor_get(pipeline, 0, "lm_head.weight", EXEC_TENSOR_PARAMS, &x, 1,
                                         &error));
@@ -585,17 +485,17 @@ END_TEST
 /* evaluate() forwards through every virtual stage: on the initial weights it gives bitwise the
  * loss the first micro-batch's F reported in a replay, on any split of the model. */
 START_TEST(test_evaluate_matches_forward) {
-    int32_t tokens[TINY_B * 16], targets[TINY_B * 16];
-    tiny_data((gpointer)&data_seed, 0, tokens, targets);
+    int32_t tokens[TEST_EXEC_TINY_B * 16], targets[TEST_EXEC_TINY_B * 16];
+    test_exec_tiny_data((gpointer)&test_exec_data_seed, 0, tokens, targets);
     float losses[2];
     for (int k = 0; k < 2; k++) {
         g_autoptr(PpSchedule) sched = test_util_schedule_new("1f1b", k == 0 ? 1 : 4, 1, 2, 1, 1);
-        ExecPipelineParams p = tiny_params(sched);
-        g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
+        ExecPipelineParams p = test_exec_tiny_params(sched);
+        g_autoptr(ExecPipeline) pipeline = test_exec_pipeline_new(&p);
         g_autoptr(GError) error = NULL;
         ck_assert_msg(exec_pipeline_evaluate(pipeline, tokens, targets, &losses[k], &error), "%s",
                       error ? error->message : "");
-        g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
+        g_autoptr(ExecRunResult) res = test_exec_run(pipeline, sched);
         ck_assert(res->loss[0] == losses[k]);
     }
     ck_assert(losses[0] == losses[1]);
@@ -621,12 +521,12 @@ static void loss_count(gpointer user_data, int32_t mb, int32_t step, float loss)
 START_TEST(test_reports_once) {
     g_autoptr(PpSchedule) sched = test_util_schedule_new("paci", 4, 1, 1, 3, 4);
     LossCount          count = {0};
-    ExecPipelineParams p = tiny_params(sched);
+    ExecPipelineParams p = test_exec_tiny_params(sched);
     p.on_loss = loss_count;
     p.on_loss_user = &count;
     g_mutex_init(&count.lock);
-    g_autoptr(ExecPipeline) pipeline = make_pipeline(&p);
-    g_autoptr(ExecRunResult) res = run_ok(pipeline, sched);
+    g_autoptr(ExecPipeline) pipeline = test_exec_pipeline_new(&p);
+    g_autoptr(ExecRunResult) res = test_exec_run(pipeline, sched);
     ck_assert_int_le(sched->n_mb, 64);
     for (int32_t mb = 0; mb < sched->n_mb; mb++)
         ck_assert_int_eq(count.seen[mb], 1);
@@ -637,91 +537,18 @@ END_TEST
 
 /* --- the training loop (exec-train.h) on a synthetic shard --- */
 
-static const char train_ini[] = "[model]\nlayers = 2\nhidden = 32\nheads = 2\nseq_len = 16\n"
-                                "vocab = 61\n"
-                                "[pipeline]\nschedule = 1f1b\nstages = 2\nmicrobatches = 2\n"
-                                "microbatch_size = 2\n"
-                                "[training]\nsteps = 4\n"
-                                "[optimizer]\nname = adamw\nlr = 1e-3\nmin_lr = 1e-4\n"
-                                "warmup_steps = 1\n"
-                                "[run]\neval_every = 2\neval_batches = 2\ncheckpoint_every = 2\n"
-                                "threads = 1\nlog_every = 1\n";
-
-/* Writes a shard of @n xorshift tokens below the tiny vocabulary into @dir/@name. */
-static char *write_shard(const char *dir, const char *name, uint64_t n, uint64_t seed) {
-    g_autofree uint16_t *tokens = g_new(uint16_t, n);
-    uint64_t             x = seed;
-    for (uint64_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        tokens[i] = (uint16_t)(x % (uint64_t)tiny.V);
-    }
-    uint8_t fingerprint[DATA_BPE_FINGERPRINT_BYTES] = {0};
-    char   *path = g_build_filename(dir, name, NULL);
-    g_autoptr(GError) error = NULL;
-    ck_assert_msg(data_shard_write(path, tokens, n, tiny.V, fingerprint, &error), "%s",
-                  error ? error->message : "");
-    return path;
-}
-
-typedef struct {
-    char *dir, *train, *val;
-} TrainFixture;
-
-static void train_fixture_init(TrainFixture *f) {
-    f->dir = test_util_tmp_dir_new("pacer-exec-XXXXXX");
-    f->train = write_shard(f->dir, "train.bin", 4096, 11);
-    f->val = write_shard(f->dir, "val.bin", 1024, 23);
-}
-
-static void train_fixture_clear(TrainFixture *f) {
-    test_util_tmp_dir_remove(f->dir);
-    g_free(f->dir);
-    g_free(f->train);
-    g_free(f->val);
-}
-
-static char **read_lines(const char *dir, const char *name) {
-    g_autofree char *path = g_build_filename(dir, name, NULL);
-    g_autofree char *text = test_util_read_file(path, NULL);
-    return g_strsplit(g_strchomp(text), "\n", -1);
-}
-
-/* train() with the vocabulary the shards must have (@fingerprint, nullable). */
-static gboolean train_vocab(const TrainFixture *f, const char *const *sets, const char *resume,
-                            int32_t stop_at, gboolean dynamic, const uint8_t *fingerprint,
-                            ExecTrainSummary *sum, GError **error) {
-    g_autoptr(PpScenario) sc = pp_scenario_load_data(train_ini, "train.ini", sets, error);
-    ck_assert_msg(sc != NULL, "%s", (*error)->message);
-    ExecTrainParams p = {.scenario = sc,
-                         .train_path = f->train,
-                         .val_path = f->val,
-                         .vocab_fingerprint = fingerprint,
-                         .out_dir = f->dir,
-                         .resume = resume,
-                         .stop_at = stop_at,
-                         .dynamic = dynamic || g_strcmp0(sc->pipeline.mode, "dynamic") == 0,
-                         .progress = EXEC_PROGRESS_QUIET};
-    return exec_train_run(&p, sum, error);
-}
-
-static gboolean train(const TrainFixture *f, const char *const *sets, const char *resume,
-                      int32_t stop_at, gboolean dynamic, ExecTrainSummary *sum, GError **error) {
-    return train_vocab(f, sets, resume, stop_at, dynamic, NULL, sum, error);
-}
-
 START_TEST(test_train_outputs) {
-    TrainFixture f;
-    train_fixture_init(&f);
+    TestExecTrain f;
+    test_exec_train_init(&f);
     ExecTrainSummary sum;
     g_autoptr(GError) error = NULL;
-    ck_assert_msg(train(&f, NULL, NULL, 0, FALSE, &sum, &error), "%s", error ? error->message : "");
+    ck_assert_msg(test_exec_train(&f, NULL, NULL, 0, FALSE, &sum, &error), "%s",
+                  error ? error->message : "");
     ck_assert_int_eq(sum.steps, 4);
     ck_assert_int_eq(sum.tokens, 4 * 4 * 16); /* steps * global batch 4 * T */
     ck_assert_int_eq(sum.n_skipped, 0);
     ck_assert(isfinite(sum.val_loss) && isfinite(sum.train_loss));
-    g_auto(GStrv) log = read_lines(f.dir, "log.csv");
+    g_auto(GStrv) log = test_exec_read_lines(f.dir, "log.csv");
     ck_assert_int_eq(g_strv_length(log), 5);
     ck_assert_str_eq(log[0], "step,tokens,train_loss,val_loss,lr,grad_norm,tokens_per_s,"
                              "delta_max");
@@ -741,26 +568,30 @@ START_TEST(test_train_outputs) {
     ck_assert_msg(trace != NULL, "%s", error ? error->message : "");
     /* 4 steps x (2 stages x (2 F + 2 BW + 1 U)). */
     ck_assert_int_eq(trace->n_rows, 4 * 2 * 5);
-    g_autofree char *ckpt = g_build_filename(f.dir, "checkpoint.safetensors", NULL);
-    ck_assert(g_file_test(ckpt, G_FILE_TEST_EXISTS));
-    train_fixture_clear(&f);
+    /* A unit at every checkpoint_every = 2 steps, nothing else in checkpoints/. */
+    g_autofree char *units = g_build_filename(f.dir, "checkpoints", NULL);
+    g_autofree char *listing = test_util_list_dir(units);
+    ck_assert_str_eq(listing, "step-00000002 step-00000004");
+    test_exec_train_clear(&f);
 }
 END_TEST
 
 START_TEST(test_train_resume) {
-    TrainFixture f;
-    train_fixture_init(&f);
+    TestExecTrain f;
+    test_exec_train_init(&f);
     ExecTrainSummary sum;
     g_autoptr(GError) error = NULL;
-    ck_assert(train(&f, NULL, NULL, 0, FALSE, &sum, &error));
-    g_auto(GStrv) full = read_lines(f.dir, "log.csv");
+    ck_assert(test_exec_train(&f, NULL, NULL, 0, FALSE, &sum, &error));
+    g_auto(GStrv) full = test_exec_read_lines(f.dir, "log.csv");
     /* Stop at step 2 (a checkpoint), then resume into the same folder. */
-    ck_assert(train(&f, NULL, NULL, 2, FALSE, &sum, &error));
+    ck_assert(test_exec_train(&f, NULL, NULL, 2, FALSE, &sum, &error));
     ck_assert_int_eq(sum.steps, 2);
-    g_autofree char *ckpt = g_build_filename(f.dir, "checkpoint.safetensors", NULL);
-    ck_assert_msg(train(&f, NULL, ckpt, 0, FALSE, &sum, &error), "%s", error ? error->message : "");
+    /* The run folder: its newest unit is step 2 (the first run's step 4 went with the restart). */
+    const char *ckpt = f.dir;
+    ck_assert_msg(test_exec_train(&f, NULL, ckpt, 0, FALSE, &sum, &error), "%s",
+                  error ? error->message : "");
     ck_assert_int_eq(sum.steps, 4);
-    g_auto(GStrv) resumed = read_lines(f.dir, "log.csv");
+    g_auto(GStrv) resumed = test_exec_read_lines(f.dir, "log.csv");
     ck_assert_int_eq(g_strv_length(resumed), 5);
     /* Steps before the checkpoint are the same run; the first step after it starts from the
      * same weights and data, so its loss (computed before any update) matches exactly. */
@@ -775,48 +606,28 @@ START_TEST(test_train_resume) {
                 ck_assert_str_eq(a[col], b[col]);
         }
     }
-    /* A backend this build lacks is refused, naming the key. */
-    const char *cuda[] = {"run.backend=cuda", NULL};
+    /* run.backend = cuda: refused in a build without it (naming the key), and with it on a
+     * machine without a device (a clear error, not an abort); trains where there is one. */
+    const char *cuda[] = {"run.backend=cuda", "run.precision=fp32", NULL};
     GError     *no_cuda = NULL;
-    ck_assert(!train(&f, cuda, NULL, 0, FALSE, &sum, &no_cuda));
-    ck_assert(g_error_matches(no_cuda, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
-    ck_assert_msg(
-        strstr(no_cuda->message, "[run] backend = cuda: this build has no CUDA backend") != NULL,
-        "%s", no_cuda->message);
-    g_error_free(no_cuda);
+    if (!test_exec_train(&f, cuda, NULL, 0, FALSE, &sum, &no_cuda)) {
+        gboolean absent =
+            g_error_matches(no_cuda, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE) &&
+            strstr(no_cuda->message, "[run] backend = cuda: this build has no CUDA backend");
+        gboolean no_device = g_error_matches(no_cuda, EXEC_ERROR, EXEC_ERROR_BACKEND) &&
+                             strstr(no_cuda->message, "no CUDA device is visible");
+        ck_assert_msg(absent || no_device, "%s", no_cuda->message);
+        g_error_free(no_cuda);
+    }
     /* A checkpoint of another layout is refused. */
     const char *other[] = {"pipeline.schedule=gpipe", NULL};
     GError     *mismatch = NULL;
-    ck_assert(!train(&f, other, ckpt, 0, FALSE, &sum, &mismatch));
+    ck_assert(!test_exec_train(&f, other, ckpt, 0, FALSE, &sum, &mismatch));
     ck_assert(g_error_matches(mismatch, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
     g_error_free(mismatch);
-    train_fixture_clear(&f);
+    test_exec_train_clear(&f);
 }
 END_TEST
-
-/* The whole model of train_ini as one slice (tensor names and shapes for checkpoints). */
-static const Gpt2Config train_cfg = {.L = 2, .C = 32, .NH = 2, .T = 16, .V = 61, .Vp = 128};
-
-static Gpt2Slice *train_full_slice(void) {
-    Gpt2SliceParams p = {.model = train_cfg,
-                         .layer_begin = 0,
-                         .layer_end = train_cfg.L,
-                         .has_embedding = 1,
-                         .has_head = 1,
-                         .B = 1,
-                         .n_act_slots = 1};
-    return gpt2_slice_new(&p);
-}
-
-/* Loads the weights of @dir/checkpoint.safetensors into @slice. */
-static void load_weights(Gpt2Slice *slice, const char *dir) {
-    g_autofree char *path = g_build_filename(dir, "checkpoint.safetensors", NULL);
-    g_autoptr(ExecTensorList) list = exec_tensor_list_new();
-    exec_tensor_list_add_slice(list, slice, gpt2_slice_params(slice), "");
-    g_autoptr(GError) error = NULL;
-    ck_assert_msg(exec_checkpoint_load(path, &train_cfg, list, NULL, &error), "%s",
-                  error ? error->message : "");
-}
 
 /* Uninterrupted vs interrupted-and-resumed training (exec-train.h): 4 steps straight, or 2
  * steps, a checkpoint, a new pipeline resuming from it and 2 more steps (both with the
@@ -836,25 +647,27 @@ static const ResumeCase resume_cases[] = {
 
 START_TEST(test_train_resume_bitwise) {
     const char *const *sets = resume_cases[_i].sets;
-    TrainFixture       straight, cut;
-    train_fixture_init(&straight);
-    train_fixture_init(&cut);
+    TestExecTrain      straight, cut;
+    test_exec_train_init(&straight);
+    test_exec_train_init(&cut);
     ExecTrainSummary a, b;
     g_autoptr(GError) error = NULL;
-    ck_assert_msg(train(&straight, sets, NULL, 0, FALSE, &a, &error), "%s",
+    ck_assert_msg(test_exec_train(&straight, sets, NULL, 0, FALSE, &a, &error), "%s",
                   error ? error->message : "");
-    ck_assert_msg(train(&cut, sets, NULL, 2, FALSE, &b, &error), "%s", error ? error->message : "");
+    ck_assert_msg(test_exec_train(&cut, sets, NULL, 2, FALSE, &b, &error), "%s",
+                  error ? error->message : "");
     ck_assert_int_eq(b.steps, 2);
-    g_autofree char *ckpt = g_build_filename(cut.dir, "checkpoint.safetensors", NULL);
-    ck_assert_msg(train(&cut, sets, ckpt, 0, FALSE, &b, &error), "%s", error ? error->message : "");
+    g_autofree char *ckpt = g_build_filename(cut.dir, "checkpoints", "step-00000002", NULL);
+    ck_assert_msg(test_exec_train(&cut, sets, ckpt, 0, FALSE, &b, &error), "%s",
+                  error ? error->message : "");
     ck_assert_int_eq(a.steps, 4);
     ck_assert_int_eq(b.steps, 4);
     ck_assert_int_eq(a.n_skipped + b.n_skipped, 0);
     ck_assert(memcmp(&a.train_loss, &b.train_loss, sizeof(double)) == 0);
     ck_assert(memcmp(&a.val_loss, &b.val_loss, sizeof(double)) == 0);
 
-    g_auto(GStrv) log_a = read_lines(straight.dir, "log.csv");
-    g_auto(GStrv) log_b = read_lines(cut.dir, "log.csv");
+    g_auto(GStrv) log_a = test_exec_read_lines(straight.dir, "log.csv");
+    g_auto(GStrv) log_b = test_exec_read_lines(cut.dir, "log.csv");
     ck_assert_int_eq(g_strv_length(log_a), 5);
     ck_assert_int_eq(g_strv_length(log_b), 5);
     for (int i = 0; i < 5; i++) {
@@ -867,9 +680,9 @@ START_TEST(test_train_resume_bitwise) {
         }
     }
 
-    Gpt2Slice *wa = train_full_slice(), *wb = train_full_slice();
-    load_weights(wa, straight.dir);
-    load_weights(wb, cut.dir);
+    Gpt2Slice *wa = test_exec_train_full_slice(), *wb = test_exec_train_full_slice();
+    test_exec_load_weights(wa, straight.dir);
+    test_exec_load_weights(wb, cut.dir);
     for (int i = 0; i < gpt2_slice_n_tensors(wa); i++) {
         const Gpt2Tensor *t = gpt2_slice_tensor(wa, i);
         ck_assert_msg(memcmp(gpt2_slice_params(wa) + t->offset, gpt2_slice_params(wb) + t->offset,
@@ -879,39 +692,63 @@ START_TEST(test_train_resume_bitwise) {
     gpt2_slice_free(wa);
     gpt2_slice_free(wb);
 
-    g_autofree char *state_a = g_build_filename(straight.dir, "checkpoint.safetensors.state", NULL);
-    g_autofree char *bytes_a = NULL, *bytes_b = NULL;
-    gsize            len_a = 0, len_b = 0;
-    g_autofree char *state_b = g_strconcat(ckpt, ".state", NULL);
-    ck_assert(g_file_get_contents(state_a, &bytes_a, &len_a, NULL));
-    ck_assert(g_file_get_contents(state_b, &bytes_b, &len_b, NULL));
-    ck_assert_uint_eq(len_a, len_b);
-    ck_assert(memcmp(bytes_a, bytes_b, len_a) == 0);
-    train_fixture_clear(&straight);
-    train_fixture_clear(&cut);
+    /* The final units' weights and optimizer state (with the counters) are the same files. */
+    for (int k = 0; k < 2; k++) {
+        const char      *name = k ? "state.safetensors" : "model.safetensors";
+        g_autofree char *file_a =
+            g_build_filename(straight.dir, "checkpoints", "step-00000004", name, NULL);
+        g_autofree char *file_b =
+            g_build_filename(cut.dir, "checkpoints", "step-00000004", name, NULL);
+        gsize            len_a = 0, len_b = 0;
+        g_autofree char *bytes_a = test_util_read_file(file_a, &len_a);
+        g_autofree char *bytes_b = test_util_read_file(file_b, &len_b);
+        ck_assert_uint_eq(len_a, len_b);
+        ck_assert_msg(memcmp(bytes_a, bytes_b, len_a) == 0, "%s differs after resume", name);
+    }
+    test_exec_train_clear(&straight);
+    test_exec_train_clear(&cut);
+}
+END_TEST
+
+/* pacer-train runs one pipeline of one device per stage: data or tensor parallelism (the
+ * simulator's keys) is an error naming them, before any step. */
+START_TEST(test_train_refuses_layout) {
+    TestExecTrain f;
+    test_exec_train_init(&f);
+    static const char *const sets[][2] = {{"parallel.data=2", NULL}, {"parallel.tensor=2", NULL}};
+    for (size_t i = 0; i < G_N_ELEMENTS(sets); i++) {
+        ExecTrainSummary sum;
+        g_autoptr(GError) error = NULL;
+        ck_assert(!test_exec_train(&f, sets[i], NULL, 0, FALSE, &sum, &error));
+        ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+        ck_assert_msg(strstr(error->message, "pacer-train runs one pipeline") != NULL, "%s",
+                      error->message);
+    }
+    test_exec_train_clear(&f);
 }
 END_TEST
 
 /* Resume and shard checks: another optimizer, another vocabulary, an optimizer tensor of
  * another shape in the sidecar; train and val shards of different vocabularies. */
 START_TEST(test_train_resume_refused) {
-    TrainFixture f;
-    train_fixture_init(&f);
+    TestExecTrain f;
+    test_exec_train_init(&f);
     ExecTrainSummary sum;
     g_autoptr(GError) error = NULL;
-    ck_assert_msg(train(&f, NULL, NULL, 2, FALSE, &sum, &error), "%s", error ? error->message : "");
-    g_autofree char *ckpt = g_build_filename(f.dir, "checkpoint.safetensors", NULL);
+    ck_assert_msg(test_exec_train(&f, NULL, NULL, 2, FALSE, &sum, &error), "%s",
+                  error ? error->message : "");
+    const char *ckpt = f.dir;
 
     const char *muon[] = {"optimizer.name=muon", NULL};
     GError     *err = NULL;
-    ck_assert(!train(&f, muon, ckpt, 0, FALSE, &sum, &err));
+    ck_assert(!test_exec_train(&f, muon, ckpt, 0, FALSE, &sum, &err));
     ck_assert(g_error_matches(err, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
     ck_assert_msg(strstr(err->message, "optimizer.name") != NULL, "%s", err->message);
     g_clear_error(&err);
 
     /* The fixture's shards carry an all-zero fingerprint. */
     uint8_t other[DATA_BPE_FINGERPRINT_BYTES] = {7};
-    ck_assert(!train_vocab(&f, NULL, NULL, 0, FALSE, other, &sum, &err));
+    ck_assert(!test_exec_train_vocab(&f, NULL, NULL, 0, FALSE, other, &sum, &err));
     ck_assert(g_error_matches(err, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
     ck_assert_msg(strstr(err->message, f.train) != NULL, "%s", err->message);
     g_clear_error(&err);
@@ -921,25 +758,30 @@ START_TEST(test_train_resume_refused) {
     uint16_t         tokens[64];
     g_autofree char *alt = g_build_filename(f.dir, "other.bin", NULL);
     for (int i = 0; i < 64; i++)
-        tokens[i] = (uint16_t)(i % train_cfg.V);
-    ck_assert(data_shard_write(alt, tokens, 64, train_cfg.V, other, NULL));
-    TrainFixture mixed = {.dir = f.dir, .train = f.train, .val = alt};
-    ck_assert(!train(&mixed, NULL, NULL, 0, FALSE, &sum, &err));
+        tokens[i] = (uint16_t)(i % test_exec_train_cfg.V);
+    ck_assert(data_shard_write(alt, tokens, 64, test_exec_train_cfg.V, other, NULL));
+    TestExecTrain mixed = {.dir = f.dir, .train = f.train, .val = alt};
+    ck_assert(!test_exec_train(&mixed, NULL, NULL, 0, FALSE, &sum, &err));
     ck_assert(g_error_matches(err, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
     ck_assert_msg(strstr(err->message, "different vocabularies") != NULL, "%s", err->message);
     g_clear_error(&err);
-    TrainFixture moved = {.dir = f.dir, .train = alt, .val = alt};
-    ck_assert(!train(&moved, NULL, ckpt, 0, FALSE, &sum, &err));
+    TestExecTrain moved = {.dir = f.dir, .train = alt, .val = alt};
+    ck_assert(!test_exec_train(&moved, NULL, ckpt, 0, FALSE, &sum, &err));
     ck_assert(g_error_matches(err, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
     ck_assert_msg(strstr(err->message, "vocabulary") != NULL, "%s", err->message);
     g_clear_error(&err);
     g_remove(alt);
 
-    /* A sidecar whose AdamW m of h.1.mlp.c_fc.weight (pacer (128, 32)) is stored (32, 128). */
+    /* A unit whose AdamW m of h.1.mlp.c_fc.weight (pacer (128, 32)) is stored (32, 128). */
+    g_autofree char *units = g_build_filename(f.dir, "checkpoints", NULL);
+    g_autofree char *step2 = g_build_filename(units, "step-00000002", NULL);
+    g_autoptr(ExecCheckpointUnit) unit = exec_checkpoint_unit_open(step2, &err);
+    ck_assert_msg(unit != NULL, "%s", err ? err->message : "");
     g_autoptr(GHashTable) meta = NULL;
     g_autoptr(ExecTensorList) none = exec_tensor_list_new();
-    ck_assert(exec_checkpoint_load_state(ckpt, none, &meta, NULL));
-    Gpt2Slice *slice = train_full_slice();
+    ck_assert(exec_checkpoint_unit_read_state(unit, none, &meta, NULL));
+    g_autofree char *log = exec_checkpoint_unit_read_log(unit, NULL);
+    Gpt2Slice       *slice = test_exec_train_full_slice();
     g_autoptr(ExecTensorList) model = exec_tensor_list_new();
     g_autoptr(ExecTensorList) state = exec_tensor_list_new();
     exec_tensor_list_add_slice(model, slice, gpt2_slice_params(slice), "");
@@ -953,40 +795,48 @@ START_TEST(test_train_resume_refused) {
         exec_tensor_list_add(state, m, data, t->ndim, swap ? c : r, swap ? r : c);
         exec_tensor_list_add(state, v, data, t->ndim, r, c);
     }
-    ck_assert(exec_checkpoint_save_full(ckpt, &train_cfg, model, NULL, EXEC_DTYPE_F32, state, meta,
-                                        NULL));
+    ExecCheckpointUnitData data = {.step = 2,
+                                   .run = exec_checkpoint_unit_run(unit),
+                                   .model_cfg = &test_exec_train_cfg,
+                                   .model = model,
+                                   .state = state,
+                                   .state_metadata = meta,
+                                   .log = log};
+    g_autofree char       *written = exec_checkpoint_unit_write(units, &data, &err);
+    ck_assert_msg(written != NULL, "%s", err ? err->message : "");
     gpt2_slice_free(slice);
-    ck_assert(!train(&f, NULL, ckpt, 0, FALSE, &sum, &err));
+    ck_assert(!test_exec_train(&f, NULL, ckpt, 0, FALSE, &sum, &err));
     ck_assert(g_error_matches(err, PP_IO_ERROR, PP_IO_ERROR_MISMATCH));
     ck_assert_msg(strstr(err->message, "\"optim.m.h.1.mlp.c_fc.weight\" has shape (32, 128) in "
                                        "the file, the model expects (128, 32)") != NULL,
                   "%s", err->message);
     g_clear_error(&err);
-    train_fixture_clear(&f);
+    test_exec_train_clear(&f);
 }
 END_TEST
 
 START_TEST(test_train_dynamic) {
-    TrainFixture f;
-    train_fixture_init(&f);
+    TestExecTrain f;
+    test_exec_train_init(&f);
     ExecTrainSummary sum;
     g_autoptr(GError) error = NULL;
     const char *paci[] = {"pipeline.schedule=paci", "pipeline.accumulation=2",
                           "pipeline.microbatches=1", "pipeline.mode=dynamic", NULL};
-    ck_assert_msg(train(&f, paci, NULL, 0, FALSE, &sum, &error), "%s", error ? error->message : "");
+    ck_assert_msg(test_exec_train(&f, paci, NULL, 0, FALSE, &sum, &error), "%s",
+                  error ? error->message : "");
     ck_assert_int_eq(sum.steps, 4);
     /* async-1f1b is PACI with a = 1: its policy runs live too, with PACI's drift N - 1. */
     const char *async[] = {"pipeline.schedule=async-1f1b", "pipeline.microbatches=1",
                            "pipeline.mode=dynamic", NULL};
-    ck_assert_msg(train(&f, async, NULL, 0, FALSE, &sum, &error), "%s",
+    ck_assert_msg(test_exec_train(&f, async, NULL, 0, FALSE, &sum, &error), "%s",
                   error ? error->message : "");
     ck_assert_int_eq(sum.steps, 4);
     /* The policy needs PACI's rule: a flush schedule is refused. */
     GError *refused = NULL;
-    ck_assert(!train(&f, NULL, NULL, 0, TRUE, &sum, &refused));
+    ck_assert(!test_exec_train(&f, NULL, NULL, 0, TRUE, &sum, &refused));
     ck_assert(g_error_matches(refused, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
     g_error_free(refused);
-    train_fixture_clear(&f);
+    test_exec_train_clear(&f);
 }
 END_TEST
 
@@ -1017,6 +867,7 @@ int main(void) {
     tcase_add_test(tt, test_train_dynamic);
     tcase_add_loop_test(tt, test_train_resume_bitwise, 0, G_N_ELEMENTS(resume_cases));
     tcase_add_test(tt, test_train_resume_refused);
+    tcase_add_test(tt, test_train_refuses_layout);
     suite_add_tcase(s, tt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

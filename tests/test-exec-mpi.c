@@ -114,10 +114,11 @@ static void assert_same_file(const char *dir_a, const char *dir_b, const char *n
                   dir_b);
 }
 
-/* log.csv of both runs: the same rows, every column but the measured tokens_per_s (6). */
-static void assert_same_log(const char *dir_a, const char *dir_b) {
-    g_autofree char *a = read_in(dir_a, "log.csv", NULL);
-    g_autofree char *b = read_in(dir_b, "log.csv", NULL);
+/* @dir_a/@name and @dir_b/@name, both log.csv files: the same rows, every column but the
+ * measured tokens_per_s (6). */
+static void assert_same_log_file(const char *dir_a, const char *dir_b, const char *name) {
+    g_autofree char *a = read_in(dir_a, name, NULL);
+    g_autofree char *b = read_in(dir_b, name, NULL);
     g_auto(GStrv) la = g_strsplit(g_strchomp(a), "\n", -1);
     g_auto(GStrv) lb = g_strsplit(g_strchomp(b), "\n", -1);
     ck_assert_int_eq(g_strv_length(la), g_strv_length(lb));
@@ -128,10 +129,31 @@ static void assert_same_log(const char *dir_a, const char *dir_b) {
         ck_assert_int_eq(g_strv_length(cb), 8);
         for (int col = 0; col < 8; col++) {
             if (i == 0 || col != 6)
-                ck_assert_msg(strcmp(ca[col], cb[col]) == 0, "log.csv line %u column %d: %s vs %s",
+                ck_assert_msg(strcmp(ca[col], cb[col]) == 0, "%s line %u column %d: %s vs %s", name,
                               i, col, ca[col], cb[col]);
         }
     }
+}
+
+static void assert_same_log(const char *dir_a, const char *dir_b) {
+    assert_same_log_file(dir_a, dir_b, "log.csv");
+}
+
+/* The checkpoint units of @step in both run folders: complete (a manifest), the same weights
+ * and optimizer state byte for byte, and the same log rows. */
+static void assert_same_unit(const char *dir_a, const char *dir_b, int32_t step) {
+    g_autofree char *unit = g_strdup_printf("checkpoints/step-%08d", step);
+    const char      *bytes[] = {"model.safetensors", "state.safetensors"};
+    for (size_t i = 0; i < G_N_ELEMENTS(bytes); i++) {
+        g_autofree char *name = g_build_filename(unit, bytes[i], NULL);
+        assert_same_file(dir_a, dir_b, name);
+    }
+    g_autofree char *manifest_a = g_build_filename(dir_a, unit, "manifest.json", NULL);
+    g_autofree char *manifest_b = g_build_filename(dir_b, unit, "manifest.json", NULL);
+    ck_assert_msg(g_file_test(manifest_a, G_FILE_TEST_IS_REGULAR), "no %s", manifest_a);
+    ck_assert_msg(g_file_test(manifest_b, G_FILE_TEST_IS_REGULAR), "no %s", manifest_b);
+    g_autofree char *log = g_build_filename(unit, "log.csv", NULL);
+    assert_same_log_file(dir_a, dir_b, log);
 }
 
 static PpTrace *read_trace(const char *dir) {
@@ -254,8 +276,7 @@ START_TEST(test_mpi_equals_threads) {
     run_ok(&th, 0, th_dir, (const char *const *)sets, NULL);
     /* Rank 0 alone prints the summary. */
     ck_assert_int_eq(count_lines(mp.out, "pacer-train: "), 1);
-    assert_same_file(mp_dir, th_dir, "checkpoint.safetensors");
-    assert_same_file(mp_dir, th_dir, "checkpoint.safetensors.state");
+    assert_same_unit(mp_dir, th_dir, 2);
     assert_same_file(mp_dir, th_dir, "scenario.ini");
     assert_same_log(mp_dir, th_dir);
     assert_trace(mp_dir, th_dir);
@@ -269,8 +290,9 @@ END_TEST
 /* --- resume across processes --- */
 
 /* paci (asynchronous: segment boundaries are part of the math) on 4 processes, stopped at the
- * step-2 checkpoint and resumed, equals 4 uninterrupted steps on threads with the same
- * boundaries. */
+ * step-2 checkpoint and resumed from the run folder (its newest complete unit, named on rank
+ * 0's output), equals 4 uninterrupted steps on threads with the same boundaries: both units
+ * byte for byte and the log. */
 START_TEST(test_mpi_resume) {
     const char *const sets[] = {"pipeline.schedule=paci",  "pipeline.stages=4",
                                 "pipeline.accumulation=2", "pipeline.microbatches=1",
@@ -278,17 +300,19 @@ START_TEST(test_mpi_resume) {
                                 "run.eval_every=2",        NULL};
     g_autofree char  *mp_dir = test_util_tmp_dir_new("mpi-resume-XXXXXX");
     g_autofree char  *th_dir = test_util_tmp_dir_new("mpi-straight-XXXXXX");
-    g_autofree char  *ckpt = g_build_filename(mp_dir, "checkpoint.safetensors", NULL);
     const char *const stop[] = {"--stop-at", "2", NULL};
-    const char *const resume[] = {"--resume", ckpt, NULL};
+    const char *const resume[] = {"--resume", mp_dir, NULL};
     Run               a, b, th;
     run_ok(&a, 4, mp_dir, sets, stop);
     ck_assert_ptr_nonnull(strstr(a.out, ", 2 steps,"));
     run_ok(&b, 4, mp_dir, sets, resume);
     ck_assert_ptr_nonnull(strstr(b.out, ", 4 steps,"));
+    ck_assert_msg(count_lines(b.out, "resuming from ") == 1 &&
+                      strstr(b.out, "checkpoints/step-00000002 (step 2)") != NULL,
+                  "%s", b.out);
     run_ok(&th, 0, th_dir, sets, NULL);
-    assert_same_file(mp_dir, th_dir, "checkpoint.safetensors");
-    assert_same_file(mp_dir, th_dir, "checkpoint.safetensors.state");
+    assert_same_unit(mp_dir, th_dir, 2);
+    assert_same_unit(mp_dir, th_dir, 4);
     assert_same_log(mp_dir, th_dir);
     run_clear(&a);
     run_clear(&b);

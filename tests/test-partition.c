@@ -367,7 +367,7 @@ START_TEST(test_partition_memory_infeasible) {
     ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
     ck_assert_ptr_nonnull(strstr(error->message, "limit of 44 bytes"));
     ck_assert_ptr_nonnull(strstr(error->message, "needs is 45 bytes"));
-    ck_assert_ptr_nonnull(strstr(error->message, "hardware.memory"));
+    ck_assert_ptr_nonnull(strstr(error->message, "hardware.memory_gib"));
 
     p.mem_limit_bytes = 45;
     g_autoptr(PpPartition) part = pp_partition_new(&p, NULL);
@@ -383,6 +383,56 @@ START_TEST(test_partition_memory_infeasible) {
 }
 END_TEST
 
+/* Costs and bytes that int64 cannot sum are an error, not a wrapped sum (issue 6: hidden =
+ * 4194304 gave a negative bubble with exit 0); blocks past PP_PARTITION_MAX_LAYERS too. */
+START_TEST(test_partition_overflow) {
+    /* Exact while they fit, INT64_MAX (which pp_partition_new() refuses) beyond. */
+    ck_assert_int_eq(pp_partition_layer_flops(4194304, 1024), INT64_C(432363156413612032));
+    ck_assert_int_eq(pp_partition_head_flops(4194304, 1024, 50257), INT64_C(431704342790144));
+    ck_assert_int_eq(pp_partition_layer_flops(16777216, 16777216), INT64_MAX);
+    ck_assert_int_eq(pp_partition_head_flops(16777216, 16777216, 16777216), INT64_MAX);
+
+    /* 24 blocks of GPT-2 Medium's depth at hidden 4194304, 16 sequences: 6.9e18 each. */
+    int64_t cost[24], stat[24], act[24];
+    for (int32_t i = 0; i < 24; i++) {
+        cost[i] = 16 * pp_partition_layer_flops(4194304, 1024);
+        stat[i] = 1000;
+        act[i] = INT64_C(1) << 58;
+    }
+    PpPartitionParams p = {.n_layers = 24, .n_vstages = 8, .layer_cost = cost};
+    g_autoptr(GError) error = NULL;
+    ck_assert_ptr_null(pp_partition_new(&p, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    ck_assert_ptr_nonnull(strstr(error->message, "model.hidden"));
+    g_clear_error(&error);
+
+    /* Costs that fit, but 8 live units of 24 blocks' 2^58 activation bytes do not. */
+    for (int32_t i = 0; i < 24; i++)
+        cost[i] = 1;
+    const int32_t live[8] = {8, 7, 6, 5, 4, 3, 2, 1};
+    p.mem_limit_bytes = INT64_C(1) << 40;
+    p.layer_static_bytes = stat;
+    p.layer_act_bytes = act;
+    p.live_units = live;
+    ck_assert_ptr_null(pp_partition_new(&p, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    ck_assert_ptr_nonnull(strstr(error->message, "micro-batches in flight"));
+    g_clear_error(&error);
+
+    int64_t deep_cost[PP_PARTITION_MAX_LAYERS + 1];
+    for (int32_t i = 0; i <= PP_PARTITION_MAX_LAYERS; i++)
+        deep_cost[i] = 1;
+    PpPartitionParams deep = {
+        .n_layers = PP_PARTITION_MAX_LAYERS, .n_vstages = 4, .layer_cost = deep_cost};
+    g_autoptr(PpPartition) part = pp_partition_new(&deep, &error);
+    ck_assert_ptr_nonnull(part);
+    deep.n_layers++;
+    ck_assert_ptr_null(pp_partition_new(&deep, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
+    ck_assert_ptr_nonnull(strstr(error->message, "model.layers=1025"));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("partition");
     TCase *tc = tcase_create("partition");
@@ -395,6 +445,7 @@ int main(void) {
     tcase_add_test(tc, test_partition_errors);
     tcase_add_test(tc, test_partition_random_brute_force);
     tcase_add_test(tc, test_partition_memory_infeasible);
+    tcase_add_test(tc, test_partition_overflow);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

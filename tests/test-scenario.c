@@ -11,8 +11,10 @@
 #include "pp-error.h"
 #include "pp-presets.h"
 #include "pp-scenario.h"
+#include "test-util.h"
 
-#define GIB ((int64_t)1 << 30)
+#define GIB        ((int64_t)1 << 30)
+#define ORDERS_DIR PP_SOURCE_ROOT "/scenarios/orders"
 
 /* A small valid scenario that the inline cases modify through overrides. */
 static const char base_text[] = "[model]\n"
@@ -40,19 +42,6 @@ static PpScenario *load_source_file(const char *relative) {
     PpScenario *sc = pp_scenario_load(path, NULL, &err);
     ck_assert_msg(sc != NULL, "%s: %s", relative, err ? err->message : "");
     return sc;
-}
-
-/* Collects the *.ini files under @dir, recursively. */
-static void collect_ini(const char *dir, GPtrArray *out) {
-    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-    ck_assert_ptr_nonnull(d);
-    for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
-        g_autofree char *path = g_build_filename(dir, name, NULL);
-        if (g_file_test(path, G_FILE_TEST_IS_DIR))
-            collect_ini(path, out);
-        else if (g_str_has_suffix(name, ".ini"))
-            g_ptr_array_add(out, g_steal_pointer(&path));
-    }
 }
 
 /* TRUE when @text is a whole decimal number; stores it in @v. */
@@ -98,7 +87,7 @@ static int compare_paths(gconstpointer a, gconstpointer b) {
 START_TEST(test_collection_parses_and_round_trips) {
     g_autofree char *root = g_build_filename(PP_SOURCE_ROOT, "scenarios", NULL);
     g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
-    collect_ini(root, files);
+    test_util_collect_files(root, ".ini", files);
     g_ptr_array_sort(files, compare_paths);
     /* default, train-tiny, custom-1f1b-n2, 16 PACI-paper files, 4 zero-bubble files */
     ck_assert_uint_ge(files->len, 23);
@@ -113,8 +102,9 @@ START_TEST(test_collection_parses_and_round_trips) {
         ck_assert_msg(again != NULL, "%s (reloaded): %s", path, err ? err->message : "");
         g_autofree char *text_again = pp_scenario_to_data(again);
         ck_assert_str_eq(text, text_again);
-        ck_assert_int_eq(sc->training.global_batch,
-                         sc->pipeline.microbatch_size * pp_scenario_mb_per_step(sc));
+        ck_assert_int_eq(sc->training.global_batch, sc->pipeline.microbatch_size *
+                                                        pp_scenario_mb_per_step(sc) *
+                                                        sc->parallel.data);
     }
 }
 END_TEST
@@ -237,7 +227,10 @@ START_TEST(test_train_tiny) {
     ck_assert_int_eq(sc->model.hidden, 256);
     ck_assert_int_eq(sc->model.seq_len, 64);
     ck_assert_int_eq(sc->model.vocab, 50257);
-    ck_assert(!sc->hardware.set);
+    /* A CPU worker per stage, for pacer-sim (pacer-train ignores [hardware]). */
+    ck_assert(sc->hardware.set);
+    ck_assert_ptr_null(sc->hardware.preset);
+    ck_assert_double_eq_tol(sc->hardware.peak_flops, 3e10, 1.0);
     ck_assert_int_eq(sc->hardware.devices, 4);
     ck_assert_str_eq(sc->pipeline.schedule, "paci");
     ck_assert_int_eq(sc->pipeline.accumulation, 4);
@@ -295,6 +288,9 @@ START_TEST(test_defaults) {
     ck_assert_int_eq(sc->run.n_layers_per_stage, 0);
     ck_assert_int_eq(sc->run.log_every, 1);
     ck_assert_double_eq(sc->run.comm_timeout_s, 300.0);
+    ck_assert_ptr_null(sc->run.devices);
+    ck_assert_int_eq(sc->run.n_devices, 0);
+    ck_assert_ptr_null(sc->run.precision); /* the backend's default */
     ck_assert_ptr_null(sc->pipeline.order_file);
 
     /* to_data leaves out the absent [hardware] and [costs] and unset optional keys. */
@@ -345,6 +341,54 @@ START_TEST(test_minimal_file) {
     ck_assert_ptr_nonnull(strstr(text, "paths=a.txt,more/b.txt\n"));
     ck_assert_ptr_nonnull(strstr(text, "layers_per_stage=1,2,3\n"));
     ck_assert_ptr_nonnull(strstr(text, "seed=18446744073709551615\n"));
+}
+END_TEST
+
+/* [costs] lists: one value per stage or one for all; the scalars are the largest entry;
+ * pp_scenario_stage_cost_ns() reads each stage; to_data writes the lists back. */
+START_TEST(test_per_stage_costs) {
+    const char *const over[] = {"costs.forward_us=1.5,2,2.25,1",
+                                "costs.backward_us=3",
+                                "costs.weight_us=0.5,0.5,0.5,4",
+                                "costs.update_us=7,8,9,10",
+                                "costs.fused_backward_us=3.25",
+                                "costs.comm_us=0.125",
+                                NULL};
+    g_autoptr(PpScenario) sc = load_base(over);
+    const PpCostParams *c = &sc->costs;
+    ck_assert(c->set);
+    ck_assert_int_eq(c->n_forward_stage, 4);
+    ck_assert_int_eq(c->forward_ns, 2250);
+    ck_assert_int_eq(c->backward_ns, 3000);
+    ck_assert_int_eq(c->weight_ns, 4000);
+    ck_assert_int_eq(c->update_ns, 10000);
+    ck_assert_int_eq(c->comm_ns, 125);
+    static const int64_t f[] = {1500, 2000, 2250, 1000}, w[] = {500, 500, 500, 4000};
+    for (int32_t st = 0; st < 4; st++) {
+        ck_assert_int_eq(pp_scenario_stage_cost_ns(c, PP_OP_FORWARD, st), f[st]);
+        ck_assert_int_eq(pp_scenario_stage_cost_ns(c, PP_OP_BACKWARD, st), 3000);
+        ck_assert_int_eq(pp_scenario_stage_cost_ns(c, PP_OP_WEIGHT, st), w[st]);
+        ck_assert_int_eq(pp_scenario_stage_cost_ns(c, PP_OP_UPDATE, st), 7000 + 1000 * st);
+        ck_assert_int_eq(pp_scenario_stage_cost_ns(c, PP_OP_BACKWARD_FULL, st), 3250);
+    }
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    ck_assert_int_eq(params.f_ns, 2250); /* searching generators plan with the bottleneck */
+
+    g_autofree char *text = pp_scenario_to_data(sc);
+    ck_assert_ptr_nonnull(strstr(text, "forward_us=1.5,2,2.25,1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "fused_backward_us=3.25\n"));
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) again = pp_scenario_load_data(text, "again.ini", NULL, &err);
+    ck_assert_msg(again != NULL, "%s", err ? err->message : "");
+    for (int32_t st = 0; st < 4; st++)
+        ck_assert_int_eq(pp_scenario_stage_cost_ns(&again->costs, PP_OP_FORWARD, st), f[st]);
+
+    /* Without fused_backward_us a BW costs B + W: -1 says so. */
+    g_autoptr(PpScenario) plain =
+        load_base((const char *const[]){"costs.forward_us=1", "costs.backward_us=2", NULL});
+    ck_assert_int_eq(pp_scenario_stage_cost_ns(&plain->costs, PP_OP_BACKWARD_FULL, 3), -1);
+    ck_assert_int_eq(pp_scenario_stage_cost_ns(&plain->costs, PP_OP_FORWARD, 3), 1000);
 }
 END_TEST
 
@@ -448,7 +492,7 @@ START_TEST(test_presets) {
         int64_t     latency_ns;
         gboolean    nvlink;
     } devices[] = {
-        {"a100-sxm", 312e12, 80 * GIB, 300e9, 5000, TRUE},
+        {"a100-sxm", 312e12, 80 * GIB, 210e9, 5000, TRUE},
         {"h100-sxm", 989e12, 80 * GIB, 450e9, 5000, TRUE},
         {"h200-sxm", 989e12, INT64_C(141000000000), 450e9, 5000, TRUE},
         {"rtx-pro-6000", 503.8e12, 96 * GIB, 50e9, 10000, FALSE},
@@ -536,8 +580,14 @@ START_TEST(test_flash_and_kernel_eff) {
     g_autofree char *base_text_out = pp_scenario_to_data(base);
     ck_assert_ptr_nonnull(strstr(base_text_out, "\nflash_attention=false\n"));
 
-    /* a hardware preset leaves the curve at its defaults, which to_data writes */
-    const char *const preset[] = {"hardware.preset=h200-sxm", NULL};
+    /* an uncalibrated hardware preset leaves the curve at its defaults, which to_data
+     * writes; the calibrated ones bring their fit (sim/README.md) */
+    const char *const a100[] = {"hardware.preset=a100-sxm", NULL};
+    g_autoptr(PpScenario) fitted = load_base(a100);
+    ck_assert_double_eq(fitted->hardware.kernel_eff_max, 0.68);
+    ck_assert_double_eq(fitted->hardware.kernel_eff_half_tokens, 0.0);
+    ck_assert_double_eq(fitted->hardware.kernel_eff_half_hidden, 1450.0);
+    const char *const preset[] = {"hardware.preset=rtx-pro-6000", NULL};
     g_autoptr(PpScenario) hw = load_base(preset);
     ck_assert_double_eq(hw->hardware.kernel_eff_max, 0.6);
     ck_assert_double_eq(hw->hardware.kernel_eff_half_tokens, 2048.0);
@@ -640,7 +690,7 @@ static const BadCase bad_cases[] = {
      NULL,
      {"model.layers=99999999999"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
-     {"'99999999999'", "out of range", "2147483647"}},
+     {"'99999999999'", "out of range", "from 1 to 1024"}},
     {"huge int",
      NULL,
      {"run.seed=99999999999999999999999"},
@@ -661,7 +711,7 @@ static const BadCase bad_cases[] = {
      NULL,
      {"hardware.preset=l40s", "hardware.peak_tflops=0"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
-     {"peak_tflops", "> 0"}},
+     {"peak_tflops", "(0, 1000000000]"}},
     {"negative duration",
      NULL,
      {"costs.forward_us=-1", "costs.backward_us=1"},
@@ -703,6 +753,26 @@ static const BadCase bad_cases[] = {
      {"run.layers_per_stage=2,,2"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
      {"layers_per_stage", "'2,,2'", "empty"}},
+    {"precision enum",
+     NULL,
+     {"run.precision=fp16"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[run] precision = 'fp16'", "fp32, bf16"}},
+    {"negative device id",
+     NULL,
+     {"run.devices=0,-1"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[run] devices = '0,-1'", "from 0 to 1023"}},
+    {"device id out of range",
+     NULL,
+     {"run.devices=0,1024"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[run] devices = '0,1024'", "from 0 to 1023"}},
+    {"devices per stage",
+     NULL,
+     {"run.devices=0,0,0"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"[run] devices has 3 entries", "[pipeline] stages = 4", "one device id per stage"}},
     {"bad list element",
      NULL,
      {"run.layers_per_stage=2,x,2,2"},
@@ -872,8 +942,104 @@ static const BadCase bad_cases[] = {
      NULL,
      {"hardware.preset=h100-sxm", "hardware.kernel_eff_half_tokens=-1"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
-     {"[hardware] kernel_eff_half_tokens = '-1'", "negative", "a number >= 0"}},
+     {"[hardware] kernel_eff_half_tokens = '-1'", "negative", "[0, 281474976710656]"}},
+    {"per-stage costs, wrong count",
+     NULL,
+     {"costs.forward_us=1,2,3", "costs.backward_us=2"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"[costs] forward_us has 3 values", "[pipeline] stages = 4", "one per stage"}},
+    {"per-stage costs, bad element",
+     NULL,
+     {"costs.forward_us=1,x,3,4", "costs.backward_us=2"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[costs] forward_us = '1,x,3,4'", "not a number", "one per stage"}},
+    {"per-stage costs, negative",
+     NULL,
+     {"costs.forward_us=1", "costs.backward_us=2", "costs.fused_backward_us=1,2,-3,4"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"fused_backward_us = '1,2,-3,4'", "out of range"}},
+    {"per-stage costs, empty element",
+     NULL,
+     {"costs.forward_us=1,,3,4", "costs.backward_us=2"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"empty list element"}},
+    /* Ranges from what the arithmetic holds (issue 6): each key alone, one past its end. */
+    {"layers past the partition's limit",
+     NULL,
+     {"model.layers=1025"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[model] layers = '1025'", "from 1 to 1024"}},
+    {"hidden past 2^24",
+     NULL,
+     {"model.hidden=16777217"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[model] hidden = '16777217'", "from 1 to 16777216"}},
+    {"stages past the generators' limit",
+     NULL,
+     {"pipeline.stages=4097"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[pipeline] stages = '4097'", "from 1 to 4096"}},
+    {"steps past the schedule size",
+     NULL,
+     {"training.steps=16777217"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[training] steps = '16777217'", "from 1 to 16777216"}},
+    {"peak rate infinite once scaled",
+     NULL,
+     {"hardware.preset=l40s", "hardware.peak_tflops=1e300"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] peak_tflops = '1e300'", "out of range"}},
+    {"eps flushes to zero in fp32",
+     NULL,
+     {"optimizer.eps=1e-40"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[optimizer] eps = '1e-40'", "[1e-37, 1e+38]"}},
+    {"duplicate key",
+     "[model]\npreset = gpt2\nlayers = 4\n[pipeline]\nschedule = 1f1b\nstages = 2\n"
+     "microbatch_size = 1\n[model]\n  layers=6\n",
+     {NULL},
+     PP_SCENARIO_ERROR_PARSE,
+     {"duplicate key.ini: line 9", "[model] layers is given a second time", "first on line 3"}},
+    {"custom order steps",
+     "[model]\npreset = gpt2\n[pipeline]\nschedule = custom\norder_file = " ORDERS_DIR
+     "/1f1b-n2-m3.csv\nstages = 2\nmicrobatches = 3\nmicrobatch_size = 1\n",
+     {"training.steps=4"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"[training] steps = 4", "runs 1 optimizer steps", "set steps = 1"}},
+    {"custom order microbatches",
+     "[model]\npreset = gpt2\n[pipeline]\nschedule = custom\norder_file = " ORDERS_DIR
+     "/1f1b-n2-m3.csv\nstages = 2\nmicrobatches = 8\nmicrobatch_size = 1\n",
+     {"training.steps=1"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"[pipeline] microbatches = 8", "runs 3 micro-batches in 1 steps"}},
+    {"custom order stages",
+     "[model]\npreset = gpt2\n[pipeline]\nschedule = custom\norder_file = " ORDERS_DIR
+     "/1f1b-n2-m3.csv\nstages = 3\nmicrobatches = 3\nmicrobatch_size = 1\n",
+     {"training.steps=1"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"[pipeline] stages = 3", "has 2 stages"}},
 };
+
+/* run.devices and run.precision: parsed, kept in order (ids may repeat), written back. */
+START_TEST(test_run_devices_precision) {
+    const char *const sets[] = {"run.devices=0, 0,3,1", "run.precision=bf16", NULL};
+    g_autoptr(PpScenario) sc = load_base(sets);
+    ck_assert_int_eq(sc->run.n_devices, 4);
+    const int32_t want[] = {0, 0, 3, 1};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(sc->run.devices[i], want[i]);
+    ck_assert_str_eq(sc->run.precision, "bf16");
+    g_autofree char *text = pp_scenario_to_data(sc);
+    ck_assert_ptr_nonnull(strstr(text, "devices=0,0,3,1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "precision=bf16\n"));
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) back = pp_scenario_load_data(text, "back.ini", NULL, &err);
+    ck_assert_msg(back != NULL, "%s", err ? err->message : "");
+    ck_assert_int_eq(back->run.n_devices, 4);
+    ck_assert_int_eq(back->run.devices[2], 3);
+    ck_assert_str_eq(back->run.precision, "bf16");
+}
+END_TEST
 
 START_TEST(test_bad_input) {
     const BadCase   *c = &bad_cases[_i];
@@ -935,10 +1101,12 @@ static Suite *scenario_suite(void) {
 
     TCase *values = tcase_create("values");
     tcase_add_test(values, test_defaults);
+    tcase_add_test(values, test_per_stage_costs);
     tcase_add_test(values, test_derived_batch);
     tcase_add_test(values, test_presets);
     tcase_add_test(values, test_overrides);
     tcase_add_test(values, test_flash_and_kernel_eff);
+    tcase_add_test(values, test_run_devices_precision);
     suite_add_tcase(s, values);
 
     TCase *errors = tcase_create("errors");

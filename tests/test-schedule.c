@@ -248,11 +248,14 @@ START_TEST(test_sweep) {
     static const int32_t stages[] = {1, 2, 3, 4, 8};
     gboolean             uses_m = info->batch == PP_BATCH_MICROBATCHES;
     gboolean uses_a = info->batch == PP_BATCH_ACCUMULATION && info->fixed_accumulation == 0;
+    gboolean v_shape = info->placement == PP_PLACEMENT_V; /* closed forms: test-sched-v.c */
     int32_t  n_built = 0;
     for (size_t ni = 0; ni < G_N_ELEMENTS(stages); ni++) {
         int32_t n = stages[ni];
         for (int32_t m = 1; m <= (uses_m ? 2 * n + 1 : 1); m++) {
             for (int32_t v = info->min_chunks; v <= MIN(info->max_chunks, 3); v++) {
+                if (!strcmp(kind, "dualpipe-v") && m < 2 * n)
+                    continue;
                 for (int32_t a = 1; a <= (uses_a ? 5 : 1); a++) {
                     for (int32_t steps = 1; steps <= 3; steps += 2) {
                         if (info->mb_multiple_of_stages && m % n != 0)
@@ -261,7 +264,9 @@ START_TEST(test_sweep) {
                             continue;
                         g_autoptr(PpSchedule) sched = build(kind, n, v, m, a, steps);
                         check_structure(sched);
-                        if (is_zero_bubble(kind))
+                        if (v_shape)
+                            ck_assert_int_le(pp_schedule_peak_inflight(sched, 0), 2 * n + 1);
+                        else if (is_zero_bubble(kind))
                             check_zero_bubble(sched, n, m, steps);
                         else
                             check_kind(sched, n, v, m, a, steps);
@@ -283,7 +288,7 @@ START_TEST(test_registry_rules) {
     const PpSchedKindInfo *info = &pp_sched_kinds()[_i];
     if (info->needs_order_file)
         return;
-    const int32_t n = 4, m = 4, a = 2, steps = 2, v = info->max_chunks > 1 ? 2 : 1;
+    const int32_t n = 4, m = 2 * n, a = 2, steps = 2, v = info->max_chunks > 1 ? 2 : 1;
     ck_assert_int_ge(info->min_chunks, 1);
     ck_assert_int_ge(info->max_chunks, info->min_chunks);
     g_autoptr(PpSchedule) sched = build(info->name, n, v, m, a, steps);

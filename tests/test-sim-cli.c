@@ -9,8 +9,11 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "pp-error.h"
 #include "pp-scenario.h"
@@ -21,6 +24,9 @@
 
 #define SIM_BIN  PP_BUILD_ROOT "/sim/pacer-sim"
 #define DATA_DIR PP_SOURCE_ROOT "/tests/data/sim"
+/* Shipped scenarios the bad-input cases modify. */
+#define DEFAULT_INI PP_SOURCE_ROOT "/scenarios/default.ini"
+#define CUSTOM_INI  PP_SOURCE_ROOT "/scenarios/custom-1f1b-n2.ini"
 
 /* Scenario files exercised by the loop tests (tests/data/sim/NAME.ini). */
 static const char *const scenario_names[] = {"1f1b", "interleaved", "paci", "gpt2-a100"};
@@ -409,7 +415,7 @@ END_TEST
 /* --- bad input --- */
 
 typedef struct {
-    const char *args[8]; /* after the program name; "@" is replaced by the 1f1b scenario */
+    const char *args[12]; /* after the program name; "@" is replaced by the 1f1b scenario */
     int         status;
     const char *needle; /* must appear in stderr */
 } BadCase;
@@ -438,6 +444,37 @@ static const BadCase bad_cases[] = {
     {{"sweep", "@"}, 2, "--sweep"},
     {{"sweep", "@", "--sweep", "pipeline.stages"}, 2, "pipeline.stages"},
     {{"schedules", "extra"}, 2, "extra"},
+    /* Issue 6: values each key accepts alone used to abort (134), hang or run silently
+     * wrong; now each is a one-line error naming the keys. */
+    {{"@", "--set", "costs.forward_us=1e12", "--set", "costs.backward_us=1e12", "--set",
+      "pipeline.microbatches=100", "--steps", "1000"},
+     1,
+     "beyond the simulator's clock of 2^62 ns"},
+    {{DATA_DIR "/paci.ini", "--set", "pipeline.mode=dynamic", "--set", "costs.forward_us=1e12",
+      "--set", "costs.backward_us=1e12", "--steps", "10000"},
+     1,
+     "beyond the simulator's clock of 2^62 ns"},
+    {{DEFAULT_INI, "--set", "model.hidden=2147483647", "--set", "model.heads=1"},
+     1,
+     "[model] hidden = '2147483647'"},
+    {{DEFAULT_INI, "--set", "hardware.kernel_eff_max=1e-300"},
+     1,
+     "hardware.kernel_eff_max = 1e-300"},
+    {{DEFAULT_INI, "--set", "model.hidden=4194304", "--set", "hardware.memory_gib=1e9"},
+     1,
+     "model.hidden = 4194304"},
+    {{PP_SOURCE_ROOT "/scenarios/paci/gpt2m-b128-1f1b-m4.ini", "--set", "model.hidden=4194304",
+      "--set", "pipeline.partition=even"},
+     1,
+     "model.hidden = 4194304"},
+    {{DEFAULT_INI, "--set", "model.layers=2000000000"}, 1, "[model] layers = '2000000000'"},
+    {{DEFAULT_INI, "--set", "hardware.memory_gib=10"}, 1, "(hardware.memory_gib)"},
+    {{DATA_DIR "/two-updates.ini"}, 1, "U on stage 0 applies no gradient"},
+    {{CUSTOM_INI, "--steps", "3"}, 1, "[training] steps = 3"},
+    {{CUSTOM_INI, "--set", "pipeline.microbatches=5"}, 1, "[pipeline] microbatches = 5"},
+    {{DATA_DIR "/bad-duplicate-key.ini"},
+     1,
+     "line 15: [pipeline] stages is given a second time (first on line 12)"},
 };
 
 START_TEST(test_bad_input) {
@@ -630,6 +667,75 @@ START_TEST(test_sweep) {
 }
 END_TEST
 
+/* An interrupted sweep to stdout keeps the rows it computed (issue 6): each row is flushed as
+ * it is done. The child is killed as soon as its first row arrives; what it printed must be
+ * the header and whole rows, a prefix of the full sweep, and the kill must find it still
+ * running (a sweep that printed only at the end shows everything or nothing). */
+START_TEST(test_sweep_streams) {
+    g_autofree char *path = scenario_path("gpt2-a100");
+    GString         *values = g_string_new("training.steps=1");
+    for (int i = 2; i <= 400; i++)
+        g_string_append_printf(values, ",%d", i);
+    g_autofree char *spec = g_string_free(values, FALSE);
+    const char      *args[] = {"sweep", path, "--sweep", spec, NULL};
+
+    int      fd = -1;
+    GPid     pid = test_util_spawn_piped(SIM_BIN, args, &fd);
+    GString *got = g_string_new(NULL);
+    char     buf[4096];
+    int      n_lines = 0;
+    while (n_lines < 2) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        ck_assert_int_gt(n, 0); /* the child must not close stdout before its first row */
+        g_string_append_len(got, buf, n);
+        n_lines = 0;
+        for (const char *c = got->str; (c = strchr(c, '\n')) != NULL; c++)
+            n_lines++;
+    }
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;)
+        g_string_append_len(got, buf, n);
+    close(fd);
+    int wait_status = 0;
+    ck_assert_int_eq(waitpid(pid, &wait_status, 0), pid);
+    g_spawn_close_pid(pid);
+    ck_assert_msg(WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL,
+                  "the sweep had finished before its first row arrived");
+    g_autofree char *partial = g_string_free(got, FALSE);
+
+    g_autofree char *full = NULL;
+    ck_assert_int_eq(run_cli(args, &full, NULL), 0);
+    g_autoptr(GPtrArray) all = parse_csv(full);
+    ck_assert_uint_eq(all->len, 401);
+    ck_assert(g_str_has_suffix(partial, "\n")); /* whole rows only */
+    ck_assert(g_str_has_prefix(full, partial));
+    g_autoptr(GPtrArray) rows = parse_csv(partial);
+    ck_assert_uint_ge(rows->len, 2);
+    ck_assert_uint_lt(rows->len, all->len);
+    ck_assert_str_eq(field(rows, 1, 0), "1");
+    ck_assert_str_ne(field(rows, 1, 1), ""); /* the first point ran */
+}
+END_TEST
+
+/* Every shipped scenario runs (issue 6: three under scenarios/paci/ did not). */
+START_TEST(test_shipped_scenarios) {
+    g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
+    test_util_collect_files(PP_SOURCE_ROOT "/scenarios", ".ini", files);
+    ck_assert_uint_ge(files->len, 24);
+    for (guint i = 0; i < files->len; i++) {
+        const char      *path = g_ptr_array_index(files, i);
+        const char      *args[] = {path, "--json", NULL};
+        g_autofree char *out = NULL, *err = NULL;
+        int              status = run_cli(args, &out, &err);
+        ck_assert_msg(status == 0, "%s: exit %d: %s", path, status, err);
+        g_autoptr(JsonNode) root = parse_json(out);
+        JsonObject *obj = json_node_get_object(root);
+        ck_assert_msg(json_int(obj, "step_time_ns") > 0, "%s: no step time", path);
+        ck_assert_msg(json_int(obj, "peak_memory_bytes") > 0, "%s: no memory", path);
+    }
+}
+END_TEST
+
 /* --- memory by category: stages.csv and memory.csv --- */
 
 static int64_t field_int(GPtrArray *rows, guint row, guint col) {
@@ -762,6 +868,8 @@ static Suite *sim_cli_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_compare, 0, G_N_ELEMENTS(compare_cases));
     tcase_add_test(tc, test_sweep);
+    tcase_add_test(tc, test_sweep_streams);
+    tcase_add_test(tc, test_shipped_scenarios);
     tcase_add_test(tc, test_schedules);
     suite_add_tcase(s, tc);
     return s;

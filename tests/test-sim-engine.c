@@ -619,6 +619,42 @@ START_TEST(test_cost_mismatch) {
 }
 END_TEST
 
+/* Times and bytes int64 cannot hold are a GError before the run, not a wrapped clock (issue
+ * 6: the engine aborted on "time never goes backwards"); just below the limit the run keeps
+ * the exact closed form. */
+START_TEST(test_engine_bounds) {
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("1f1b", 4, 1, 8, 1, 1);
+    const int64_t big = INT64_C(1) << 55; /* 4 stages x 8 x 3 ops: 3 x 2^60 ns in all */
+    g_autoptr(SimCostModel) fits = sim_cost_new_uniform(4, 1, big, big, big, 0);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SimResult) res = sim_engine_run(sched, fits, &error);
+    ck_assert_ptr_nonnull(res);
+    ck_assert_int_eq(res->makespan_ns, (8 + 4 - 1) * 3 * big); /* (m + N - 1)(F + B + W) */
+
+    g_autoptr(SimCostModel) slow = sim_cost_new_uniform(4, 1, 4 * big, 4 * big, 4 * big, 0);
+    ck_assert_ptr_null(sim_engine_run(sched, slow, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    ck_assert_ptr_nonnull(strstr(error->message, "clock of 2^62 ns"));
+    g_clear_error(&error);
+
+    /* 4 units in flight on stage 0, 2^61 bytes each. */
+    g_autoptr(SimCostModel) heavy = sim_cost_new_uniform(4, 1, 1, 1, 1, 0);
+    for (int32_t i = 0; i < 4; i++)
+        heavy->act_bytes[i] = INT64_C(1) << 61;
+    ck_assert_ptr_null(sim_engine_run(sched, heavy, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    ck_assert_ptr_nonnull(strstr(error->message, "limit of 2^62 bytes"));
+    g_clear_error(&error);
+
+    /* The live policy is bounded before it runs. */
+    PpScheduleParams params = {
+        .kind = "paci", .n_stages = 4, .n_chunks = 1, .accumulation = 2, .n_steps = 4};
+    ck_assert_ptr_null(sim_engine_run_policy(&params, slow, NULL, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    ck_assert_ptr_nonnull(strstr(error->message, "clock of 2^62 ns"));
+}
+END_TEST
+
 /* An unfinished schedule (no dependency graph) breaks the engine's contract: abort. */
 START_TEST(test_unfinished_aborts) {
     PpSchedule   *sched = pp_schedule_alloc("raw", 1, 1);
@@ -644,6 +680,10 @@ static void test_scenario_fill(PpScenario *sc) {
     sc->pipeline.chunks = 1;
     sc->pipeline.microbatch_size = 2;
     sc->pipeline.partition = (char *)"even"; /* the closed forms below assume the even split */
+    sc->pipeline.schedule = (char *)"1f1b";
+    sc->model.recompute = (char *)"none";
+    sc->parallel.data = 1;
+    sc->parallel.tensor = 1;
 }
 
 /* Analytic model: 26 layers over 4 stages = 7, 7, 6, 6; FLOPs 24bsh^2 + 4bs^2h per layer,
@@ -655,7 +695,7 @@ START_TEST(test_cost_analytic) {
     g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(&sc, &error);
     ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
     const double b = 2, s = 1024, h = 1024, V = 50257, a = 16;
-    ck_assert_double_eq_tol(sim_cost_kernel_efficiency(&sc.hardware, 2048), 0.3, 1e-15);
+    ck_assert_double_eq_tol(sim_cost_kernel_efficiency(&sc.hardware, 2048, 1024.0), 0.3, 1e-15);
     const int32_t layers[] = {7, 7, 6, 6};
     double        total = 0;
     for (int32_t st = 0; st < 4; st++) {
@@ -724,7 +764,8 @@ START_TEST(test_cost_kernel_efficiency_keys) {
     test_scenario_fill(&sc);
     sc.hardware.kernel_eff_max = 0.5;
     sc.hardware.kernel_eff_half_tokens = 1000;
-    ck_assert_double_eq(sim_cost_kernel_efficiency(&sc.hardware, 2048), 0.5 * 2048 / 3048.0);
+    ck_assert_double_eq(sim_cost_kernel_efficiency(&sc.hardware, 2048, 1024.0),
+                        0.5 * 2048 / 3048.0);
     g_autoptr(GError) error = NULL;
     g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(&sc, &error);
     ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
@@ -741,7 +782,7 @@ START_TEST(test_cost_kernel_efficiency_keys) {
 
     sc.hardware.kernel_eff_max = 1.0;
     sc.hardware.kernel_eff_half_tokens = 0;
-    ck_assert_double_eq(sim_cost_kernel_efficiency(&sc.hardware, 2048), 1.0);
+    ck_assert_double_eq(sim_cost_kernel_efficiency(&sc.hardware, 2048, 1024.0), 1.0);
     g_autoptr(SimCostModel) flat = sim_cost_new_from_scenario(&sc, &error);
     ck_assert_msg(flat != NULL, "%s", error ? error->message : "");
     double flops0 = 7 * (24 * b * s * h * h + 4 * b * s * s * h);
@@ -780,6 +821,87 @@ END_TEST
 
 /* run.layers_per_stage overrides the even split; a wrong entry count is an error. The hop
  * and the searching generators' parameters derive from the model. */
+/* Per-stage [costs] lists and a fused backward that differs from B + W: the cost model takes
+ * each stage's entry, and 1F1B's busy time per stage is m(F + BW) + U with the fused time. */
+START_TEST(test_cost_per_stage) {
+    static const char text[] = "[model]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"
+                               "vocab = 100\n[pipeline]\nschedule = 1f1b\nstages = 2\n"
+                               "microbatches = 4\nmicrobatch_size = 1\n[training]\nsteps = 2\n"
+                               "[costs]\nforward_us = 10, 30\nbackward_us = 20\n"
+                               "weight_us = 5, 15\nupdate_us = 7, 9\n"
+                               "fused_backward_us = 21, 40\n";
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpScenario) sc = pp_scenario_load_data(text, "per-stage.ini", NULL, &error);
+    ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
+    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    static const int64_t f[] = {10000, 30000}, w[] = {5000, 15000}, u[] = {7000, 9000},
+                         bw[] = {21000, 40000};
+    for (int32_t st = 0; st < 2; st++) {
+        ck_assert_int_eq(cost->f_ns[st], f[st]);
+        ck_assert_int_eq(cost->b_ns[st], 20000);
+        ck_assert_int_eq(cost->w_ns[st], w[st]);
+        ck_assert_int_eq(cost->u_ns[st], u[st]);
+        ck_assert_int_eq(sim_cost_bw_ns(cost, st), bw[st]);
+    }
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
+    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    g_autoptr(SimResult) res = test_run(sched, cost);
+    for (int32_t st = 0; st < 2; st++)
+        ck_assert_int_eq(res->stages[st].busy_ns, 2 * (4 * (f[st] + bw[st]) + u[st]));
+    /* Without fused_backward_us the same run charges B + W. */
+    const char *const plain[] = {"costs.fused_backward_us=", NULL};
+    g_autoptr(GError) err2 = NULL;
+    g_autoptr(PpScenario) sc2 = pp_scenario_load_data(text, "per-stage.ini", plain, &err2);
+    ck_assert_ptr_null(sc2); /* an empty list is an error, not "absent" */
+}
+END_TEST
+
+/* [costs] stash_us: under weight stashing (2bw, pipedream) the first forward of every weight
+ * version on a stage pays the copy, so busy = sum(F + BW + U) + versions x stash; 1f1b, which
+ * does not stash, pays nothing. */
+START_TEST(test_cost_stash_copy) {
+    static const char *const kinds[] = {"2bw", "pipedream", "1f1b"};
+    for (size_t k = 0; k < G_N_ELEMENTS(kinds); k++) {
+        g_autofree char *text = g_strdup_printf(
+            "[model]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n"
+            "[pipeline]\nschedule = %s\nstages = 2\nmicrobatches = 4\nmicrobatch_size = 1\n"
+            "[training]\nsteps = 3\n[costs]\nforward_us = 10\nbackward_us = 20\n"
+            "update_us = 5\nstash_us = 7, 9\n",
+            kinds[k]);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(PpScenario) sc = pp_scenario_load_data(text, "stash.ini", NULL, &error);
+        ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
+        g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
+        ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+        PpScheduleParams params;
+        pp_scenario_schedule_params(sc, &params);
+        g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
+        ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+        g_autoptr(SimResult) res = test_run(sched, cost);
+        gboolean stashed = sched->weight_mode == PP_WEIGHTS_STASHED;
+        for (int32_t st = 0; st < 2; st++) {
+            int64_t busy = 0;
+            int32_t versions = 0, last = -1;
+            for (int32_t i = 0; i < sched->n_ops[st]; i++) {
+                const PpOp *op = &sched->programs[st][i];
+                busy += op->kind == PP_OP_FORWARD ? 10000 : op->kind == PP_OP_UPDATE ? 5000 : 20000;
+                int32_t v = sched->version[sched->op_offset[st] + i];
+                if (op->kind == PP_OP_FORWARD && v != last) {
+                    versions++;
+                    last = v;
+                }
+            }
+            ck_assert_int_gt(versions, 1);
+            ck_assert_int_eq(res->stages[st].busy_ns,
+                             busy + (stashed ? versions * (st == 0 ? 7000 : 9000) : 0));
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_cost_layers_and_params) {
     PpScenario sc;
     test_scenario_fill(&sc);
@@ -905,7 +1027,7 @@ START_TEST(test_partition_default_memory) {
     ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
     ck_assert_ptr_nonnull(strstr(error->message, "default.ini"));
     ck_assert_ptr_nonnull(strstr(error->message, "limit of 10737418240 bytes"));
-    ck_assert_ptr_nonnull(strstr(error->message, "hardware.memory"));
+    ck_assert_ptr_nonnull(strstr(error->message, "hardware.memory_gib"));
 }
 END_TEST
 
@@ -1097,6 +1219,7 @@ int main(void) {
     tc = tcase_create("trace");
     tcase_add_loop_test(tc, test_trace_invariants, 0, 7);
     tcase_add_test(tc, test_cost_mismatch);
+    tcase_add_test(tc, test_engine_bounds);
     tcase_add_test_raise_signal(tc, test_unfinished_aborts, SIGABRT);
     suite_add_tcase(s, tc);
 
@@ -1105,6 +1228,8 @@ int main(void) {
     tcase_add_test(tc, test_cost_flash_attention);
     tcase_add_test(tc, test_cost_kernel_efficiency_keys);
     tcase_add_test(tc, test_cost_explicit);
+    tcase_add_test(tc, test_cost_per_stage);
+    tcase_add_test(tc, test_cost_stash_copy);
     tcase_add_test(tc, test_cost_layers_and_params);
     tcase_add_test(tc, test_cost_errors);
     tcase_add_test(tc, test_partition_default_balanced);

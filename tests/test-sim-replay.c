@@ -146,6 +146,22 @@ START_TEST(test_replay_simulated) {
         ck_assert_msg(memcmp(a, b, sizeof *a) == 0 && memcmp(a, c, sizeof *a) == 0,
                       "%s: row %lld differs", name, (long long)i);
     }
+    /* compare.csv: one line per op; measured, replayed and calibrated times all agree. */
+    g_autofree char *compare_path = g_build_filename(run.rep_dir, "compare.csv", NULL);
+    g_autofree char *compare = test_util_read_file(compare_path, NULL);
+    g_auto(GStrv) lines = g_strsplit(g_strstrip(compare), "\n", -1);
+    ck_assert_uint_eq(g_strv_length(lines), (guint)sim->n_rows + 1);
+    ck_assert_str_eq(lines[0], "stage,op,mb,chunk,step,measured_start_ns,measured_end_ns,"
+                               "replay_start_ns,replay_end_ns,calibrated_start_ns,"
+                               "calibrated_end_ns");
+    for (guint i = 1; lines[i] != NULL; i++) {
+        g_auto(GStrv) f = g_strsplit(lines[i], ",", -1);
+        ck_assert_uint_eq(g_strv_length(f), 11);
+        ck_assert_str_eq(f[5], f[7]);
+        ck_assert_str_eq(f[5], f[9]);
+        ck_assert_str_eq(f[6], f[8]);
+        ck_assert_str_eq(f[6], f[10]);
+    }
     sim_run_clear(&run);
 }
 END_TEST

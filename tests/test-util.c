@@ -5,6 +5,7 @@
 
 #include <check.h>
 #include <glib/gstdio.h>
+#include <string.h>
 #include <sys/wait.h>
 
 char *test_util_tmp_dir_new(const char *tmpl) {
@@ -23,9 +24,26 @@ gboolean test_util_tmp_dir_remove(const char *dir) {
     const char *name;
     while ((name = g_dir_read_name(d)) != NULL) {
         g_autofree char *path = g_build_filename(dir, name, NULL);
-        ok = g_unlink(path) == 0 && ok;
+        gboolean         is_dir =
+            g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK);
+        ok = (is_dir ? test_util_tmp_dir_remove(path) : g_unlink(path) == 0) && ok;
     }
     return g_rmdir(dir) == 0 && ok;
+}
+
+static int test_util_cmp_names(gconstpointer a, gconstpointer b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+char *test_util_list_dir(const char *dir) {
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    ck_assert_msg(d != NULL, "cannot list %s", dir);
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    for (const char *name; (name = g_dir_read_name(d)) != NULL;)
+        g_ptr_array_add(names, g_strdup(name));
+    g_ptr_array_sort(names, test_util_cmp_names);
+    g_ptr_array_add(names, NULL);
+    return g_strjoinv(" ", (char **)names->pdata);
 }
 
 void test_util_tmp_init(TestUtilTmp *t, const char *tmpl, const char *file_name) {
@@ -47,24 +65,62 @@ char *test_util_read_file(const char *path, gsize *len) {
     return text;
 }
 
-int test_util_spawn(const char *program, const char *const *args, char **out, char **err) {
+int test_util_spawn_status(const char *program, const char *const *args, const char *const *env_set,
+                           char **out, char **err) {
     g_autoptr(GPtrArray) argv = g_ptr_array_new();
     g_ptr_array_add(argv, (gpointer)program);
     for (const char *const *a = args; *a != NULL; a++)
         g_ptr_array_add(argv, (gpointer)*a);
     g_ptr_array_add(argv, NULL);
+    g_auto(GStrv) envp = g_get_environ();
+    for (const char *const *v = env_set; v && *v; v++) {
+        g_auto(GStrv) kv = g_strsplit(*v, "=", 2);
+        envp = g_environ_setenv(envp, kv[0], kv[1] ? kv[1] : "", TRUE);
+    }
     g_autofree char *o = NULL, *e = NULL;
     int              wait_status = 0;
     g_autoptr(GError) error = NULL;
-    gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &o,
+    gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL, &o,
                                &e, &wait_status, &error);
     ck_assert_msg(ok, "cannot run %s: %s", program, ok ? "" : error->message);
-    ck_assert_msg(WIFEXITED(wait_status), "%s did not exit normally", program);
     if (out != NULL)
         *out = g_steal_pointer(&o);
     if (err != NULL)
         *err = g_steal_pointer(&e);
+    return wait_status;
+}
+
+int test_util_spawn(const char *program, const char *const *args, char **out, char **err) {
+    int wait_status = test_util_spawn_status(program, args, NULL, out, err);
+    ck_assert_msg(WIFEXITED(wait_status), "%s did not exit normally", program);
     return WEXITSTATUS(wait_status);
+}
+
+GPid test_util_spawn_piped(const char *program, const char *const *args, int *stdout_fd) {
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer)program);
+    for (const char *const *a = args; *a != NULL; a++)
+        g_ptr_array_add(argv, (gpointer)*a);
+    g_ptr_array_add(argv, NULL);
+    GPid pid = 0;
+    g_autoptr(GError) error = NULL;
+    gboolean ok = g_spawn_async_with_pipes(NULL, (char **)argv->pdata, NULL,
+                                           G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDERR_TO_DEV_NULL,
+                                           NULL, NULL, &pid, NULL, stdout_fd, NULL, &error);
+    ck_assert_msg(ok, "cannot start %s: %s", program, ok ? "" : error->message);
+    return pid;
+}
+
+void test_util_collect_files(const char *dir, const char *suffix, GPtrArray *out) {
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    ck_assert_msg(d != NULL, "cannot list %s", dir);
+    for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        if (g_file_test(path, G_FILE_TEST_IS_DIR))
+            test_util_collect_files(path, suffix, out);
+        else if (g_str_has_suffix(name, suffix))
+            g_ptr_array_add(out, g_steal_pointer(&path));
+    }
 }
 
 PpSchedule *test_util_schedule_new(const char *kind, int32_t n_stages, int32_t n_chunks, int32_t m,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
- * test-util.h: helpers shared by the Check test programs: scratch folders, whole-file reads,
- * running a built binary as a child process and building a schedule from its parameters.
- * Each one aborts the calling test (ck_abort) with a message naming what failed.
+ * test-util.h: helpers shared by the Check test programs: scratch folders, folder listings,
+ * whole-file reads, finding files, running a built binary as a child process and building a
+ * schedule from its parameters. Each one aborts the calling test (ck_abort) with a message naming
+ * what failed.
  */
 #pragma once
 
@@ -14,9 +15,13 @@
 /* A fresh temporary folder from @tmpl ("name-XXXXXX"); transfer full. */
 char *test_util_tmp_dir_new(const char *tmpl);
 
-/* Removes every entry of the flat folder @dir, then @dir itself. Returns TRUE when every
- * removal succeeded (callers that care assert it). */
+/* Removes everything in @dir, recursively (without following symbolic links), then @dir
+ * itself. Returns TRUE when every removal succeeded (callers that care assert it). */
 gboolean test_util_tmp_dir_remove(const char *dir);
+
+/* The names in @dir, sorted (strcmp) and joined with single spaces ("" when empty).
+ * Returns: (transfer full). */
+char *test_util_list_dir(const char *dir);
 
 /* A scratch folder and one file path in it. */
 typedef struct {
@@ -37,6 +42,21 @@ char *test_util_read_file(const char *path, gsize *len);
  * into @out and @err (nullable: discarded; transfer full). The child must exit normally;
  * returns its exit status. */
 int test_util_spawn(const char *program, const char *const *args, char **out, char **err);
+
+/* Starts @program with @args (NULL-terminated, without argv[0]) in the background, its stdout
+ * on a pipe (*@stdout_fd, transfer full: close it) and its stderr discarded. The caller
+ * reaps the child (waitpid) and may signal it first. Returns its pid. */
+GPid test_util_spawn_piped(const char *program, const char *const *args, int *stdout_fd);
+
+/* Appends to @out (element-type char *, transfer full) every file under @dir, recursively,
+ * whose name ends with @suffix. */
+void test_util_collect_files(const char *dir, const char *suffix, GPtrArray *out);
+
+/* Runs @program as test_util_spawn() does, with @env_set ("NAME=VALUE" strings,
+ * NULL-terminated, nullable) added to the environment, and returns its raw wait status
+ * (WIFEXITED / WIFSIGNALED tell how it ended). */
+int test_util_spawn_status(const char *program, const char *const *args, const char *const *env_set,
+                           char **out, char **err);
 
 /* pp_schedule_new() of @kind with N = @n_stages, v = @n_chunks, m, a, @n_steps and F = B = W
  * = 1000 ns, no communication cost. */

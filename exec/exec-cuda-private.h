@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT
+ * exec-cuda-private.h: the CUDA backend's context, shared by its replay side (exec-cuda.c:
+ * construction, workers, ops on the stages' streams, event times and reports) and its state
+ * side (exec-cuda-state.c: by-name copies, optimizer step counts, evaluation). Internal to
+ * libppexec (CUDA builds only).
+ */
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "exec-backend.h"
+#include "exec-cuda-plan.h"
+#include "exec-cuda-transport.h"
+#include "gpt2-slice-cuda.h"
+#include "kern-cuda.h"
+#include "optim-cuda.h"
+
+G_BEGIN_DECLS
+
+/* Ops a stage records between two reads of its events: beyond it, run_op reads the window
+ * first (one extra synchronisation, for stages with very many ops per optimizer step). */
+#define EXEC_CUDA_WINDOW_OPS 256
+
+/* Device scalars of a stage, inside its EXEC_CUDA_STAGE_SCALARS_BYTES block. */
+#define EXEC_CUDA_SQ_NORM_OFFSET 0 /* double: squared gradient norm of the stage's U */
+#define EXEC_CUDA_LOSS_OFFSET    8 /* float: loss of the last vstage's F (and evaluate) */
+
+/* What the device reports per op, copied into pinned host memory on the stage's stream right
+ * after the op; read at the next flush. */
+typedef struct {
+    float               loss;   /* F on the last vstage */
+    KernCudaOptimStatus status; /* U: the first vstage's optimizer gate (all share it) */
+} ExecCudaOpScalars;
+
+typedef struct {
+    Gpt2CudaSlice *slice;
+    KernCudaOptim *optim;
+    int32_t        stage;
+    int32_t        n_slots;
+    int32_t       *slot_mb;       /* (n_slots) micro-batch holding each activation slot, -1 */
+    int32_t        n_stashes;     /* stashed weight copies (the stage's weight versions) */
+    void          *stash_arena;   /* (n_stashes, n_params) elements of the dtype, or NULL */
+    int32_t       *stash_version; /* (n_stashes) version held (kept when released), -1 none */
+    int32_t       *stash_refs;    /* (n_stashes) micro-batches still needing it */
+} ExecCudaVstage;
+
+typedef struct {
+    int32_t      device;
+    cudaStream_t stream;             /* the compute stream: every op of the stage */
+    KernCudaCtx *ctx;                /* on stream */
+    char        *scalars;            /* device (EXEC_CUDA_STAGE_SCALARS_BYTES) */
+    void        *eval_in, *eval_out; /* device (B, T, C) of the dtype: evaluate()'s messages */
+    ExecCudaMsg *input;              /* taken by wait_for(), released by run_op() */
+    const void  *input_data;
+    ExecCudaMsg *output;  /* taken by run_op(), sent by record_done() */
+    int32_t     *tokens;  /* host (B, T) */
+    int32_t     *targets; /* host (B, T) */
+    /* Op times: two timing events per op of the window; the anchor is the last event read,
+     * at anchor_ns (ns since the backend's creation). */
+    int32_t            n_window; /* ops recorded since the window was last read */
+    cudaEvent_t        ev_start[EXEC_CUDA_WINDOW_OPS];
+    cudaEvent_t        ev_end[EXEC_CUDA_WINDOW_OPS];
+    cudaEvent_t        anchor;
+    int64_t            anchor_ns;
+    ExecCudaOpScalars *host_scalars; /* pinned (EXEC_CUDA_WINDOW_OPS) */
+    GArray            *reports;      /* ExecOpReport of the ops since the last flush */
+    GArray            *flushed;      /* ExecOpReport handed out by the last flush */
+    float             *tap;          /* host (tap_floats) gradient tap copies, or NULL */
+    size_t             tap_floats;
+} ExecCudaStage;
+
+typedef struct {
+    ExecBackend        base;
+    ExecCudaPlan      *plan;
+    Gpt2Config         model;
+    int32_t            B;
+    int32_t            n_stages, n_chunks, n_vstages;
+    int32_t           *vstage_stage; /* (n_vstages) */
+    ExecDataFn         data;
+    gpointer           data_user;
+    ExecGradFn         on_grads;
+    gpointer           on_grads_user;
+    ExecCudaVstage    *vstages;   /* (n_vstages) */
+    ExecCudaStage     *stages;    /* (n_stages) */
+    ExecCudaTransport *transport; /* activations and gradients between stages */
+    gint               aborted;   /* atomic: abort() since the last prepare() */
+    int64_t            t0_ns;     /* CLOCK_MONOTONIC at creation: the reports' origin */
+} ExecCudaBackend;
+
+static inline ExecCudaBackend *exec_cuda(ExecBackend *backend) {
+    return (ExecCudaBackend *)backend;
+}
+
+/* The stage of @vstage with its device made current on the calling thread. */
+ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage);
+
+/* --- state members of the vtable (exec-cuda-state.c; exec-backend.h documents them) --- */
+
+int               exec_cuda_n_tensors(ExecBackend *backend, int32_t vstage);
+const Gpt2Tensor *exec_cuda_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles);
+gboolean          exec_cuda_tensor_get(ExecBackend *backend, int32_t vstage, const char *name,
+                                       ExecTensorRole role, float *dst, size_t n, GError **error);
+gboolean          exec_cuda_tensor_set(ExecBackend *backend, int32_t vstage, const char *name,
+                                       ExecTensorRole role, const float *src, size_t n, GError **error);
+gboolean          exec_cuda_get_optim_steps(ExecBackend *backend, int32_t vstage, int64_t *n_steps,
+                                            GError **error);
+gboolean          exec_cuda_set_optim_steps(ExecBackend *backend, int32_t vstage, int64_t n_steps,
+                                            GError **error);
+gboolean exec_cuda_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
+                            float *loss, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT
+ * exec-cuda-state.c: the CUDA backend's state members: each virtual stage's tensor table and
+ * the roles its tensors have, by-name copies between the caller's host buffers and the device
+ * arenas of the slices and optimizers (on the stage's stream, synchronised), optimizer step
+ * counts, and evaluation on the drained pipeline.
+ */
+#include <string.h>
+
+#include "exec-cuda-private.h"
+#include "kern-check.h"
+#include "pp-error.h"
+
+static ExecCudaVstage *exec_cuda_vstage(ExecCudaBackend *cuda, int32_t vstage) {
+    PP_ASSERT(vstage >= 0 && vstage < cuda->n_vstages);
+    return &cuda->vstages[vstage];
+}
+
+int exec_cuda_n_tensors(ExecBackend *backend, int32_t vstage) {
+    ExecCudaVstage *v = exec_cuda_vstage(exec_cuda(backend), vstage);
+    return gpt2_table_n_tensors(gpt2_cuda_slice_table(v->slice));
+}
+
+/* The roles tensor @i of @v has, and (nullable out) @role's data on the device: the tensor's
+ * numel floats, NULL when the tensor lacks the role. Mirrors exec-cpu-state.c. */
+static guint exec_cuda_roles(ExecCudaVstage *v, int i, ExecTensorRole role, float **data) {
+    const Gpt2Tensor *t = gpt2_table_tensor(gpt2_cuda_slice_table(v->slice), i);
+    float            *first = NULL, *second = NULL;
+    int               muon = kern_cuda_optim_tensor_state(v->optim, i, &first, &second);
+    float            *prev = kern_cuda_optim_prev_update(v->optim);
+    float            *at[EXEC_TENSOR_N_ROLES] = {
+                   [EXEC_TENSOR_PARAMS] = gpt2_cuda_slice_params(v->slice) + t->offset,
+                   [EXEC_TENSOR_GRADS] = gpt2_cuda_slice_grads(v->slice) + t->offset,
+                   [EXEC_TENSOR_ADAM_M] = muon ? NULL : first,
+                   [EXEC_TENSOR_ADAM_V] = muon ? NULL : second,
+                   [EXEC_TENSOR_MUON_MOMENTUM] = muon ? first : NULL,
+                   [EXEC_TENSOR_PREV_UPDATE] = prev ? prev + t->offset : NULL,
+    };
+    guint roles = 0;
+    for (int r = 0; r < EXEC_TENSOR_N_ROLES; r++)
+        roles |= at[r] ? EXEC_TENSOR_ROLE_BIT(r) : 0u;
+    if (data)
+        *data = at[role];
+    return roles;
+}
+
+const Gpt2Tensor *exec_cuda_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles) {
+    ExecCudaVstage  *v = exec_cuda_vstage(exec_cuda(backend), vstage);
+    const Gpt2Table *table = gpt2_cuda_slice_table(v->slice);
+    PP_ASSERT(i >= 0 && i < gpt2_table_n_tensors(table));
+    if (roles)
+        *roles = exec_cuda_roles(v, i, EXEC_TENSOR_PARAMS, NULL);
+    return gpt2_table_tensor(table, i);
+}
+
+/* The device data of @role of tensor @name of @vstage, checked against @n floats; its
+ * stage's device is made current. */
+static float *exec_cuda_tensor_data(ExecCudaBackend *cuda, int32_t vstage, const char *name,
+                                    ExecTensorRole role, size_t n, GError **error) {
+    ExecCudaVstage  *v = exec_cuda_vstage(cuda, vstage);
+    const Gpt2Table *table = gpt2_cuda_slice_table(v->slice);
+    PP_ASSERT(role >= 0 && role < EXEC_TENSOR_N_ROLES);
+    exec_cuda_stage_enter(cuda, vstage);
+    for (int i = 0; i < gpt2_table_n_tensors(table); i++) {
+        const Gpt2Tensor *t = gpt2_table_tensor(table, i);
+        if (strcmp(t->name, name) != 0)
+            continue;
+        float *data = NULL;
+        exec_cuda_roles(v, i, role, &data);
+        if (data && n == t->numel)
+            return data;
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_TENSOR,
+                    "virtual stage %d: tensor %s has %zu floats and %s %s; the caller asked "
+                    "for %zu",
+                    vstage, name, t->numel, data ? "role" : "no role", exec_tensor_role_name(role),
+                    n);
+        return NULL;
+    }
+    g_set_error(error, EXEC_ERROR, EXEC_ERROR_TENSOR, "virtual stage %d holds no tensor %s", vstage,
+                name);
+    return NULL;
+}
+
+/* Copies @bytes on @st's stream and waits for it. */
+static void exec_cuda_copy(ExecCudaStage *st, void *dst, const void *src, size_t bytes,
+                           enum cudaMemcpyKind kind) {
+    KERN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, st->stream));
+    KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+}
+
+gboolean exec_cuda_tensor_get(ExecBackend *backend, int32_t vstage, const char *name,
+                              ExecTensorRole role, float *dst, size_t n, GError **error) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    const float     *data = exec_cuda_tensor_data(cuda, vstage, name, role, n, error);
+    if (data)
+        exec_cuda_copy(exec_cuda_stage_enter(cuda, vstage), dst, data, n * sizeof(float),
+                       cudaMemcpyDeviceToHost);
+    return data != NULL;
+}
+
+gboolean exec_cuda_tensor_set(ExecBackend *backend, int32_t vstage, const char *name,
+                              ExecTensorRole role, const float *src, size_t n, GError **error) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    float           *data = exec_cuda_tensor_data(cuda, vstage, name, role, n, error);
+    if (!data)
+        return FALSE;
+    ExecCudaStage  *st = exec_cuda_stage_enter(cuda, vstage);
+    ExecCudaVstage *v = exec_cuda_vstage(cuda, vstage);
+    exec_cuda_copy(st, data, src, n * sizeof(float), cudaMemcpyHostToDevice);
+    if (role == EXEC_TENSOR_PARAMS) {
+        /* F and B read the compute copy (bf16 mode): it follows the master. */
+        gpt2_cuda_slice_refresh_compute_params(v->slice, st->ctx);
+        kern_cuda_ctx_sync(st->ctx);
+    }
+    return TRUE;
+}
+
+gboolean exec_cuda_get_optim_steps(ExecBackend *backend, int32_t vstage, int64_t *n_steps,
+                                   GError **error) {
+    (void)error;
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    ExecCudaStage   *st = exec_cuda_stage_enter(cuda, vstage);
+    *n_steps = kern_cuda_optim_n_steps(exec_cuda_vstage(cuda, vstage)->optim, st->ctx);
+    return TRUE;
+}
+
+gboolean exec_cuda_set_optim_steps(ExecBackend *backend, int32_t vstage, int64_t n_steps,
+                                   GError **error) {
+    (void)error;
+    PP_ASSERT(n_steps >= 0);
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    ExecCudaStage   *st = exec_cuda_stage_enter(cuda, vstage);
+    kern_cuda_optim_set_n_steps(exec_cuda_vstage(cuda, vstage)->optim, n_steps, st->ctx);
+    return TRUE;
+}
+
+gboolean exec_cuda_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
+                            float *loss, GError **error) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    (void)error;
+    for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
+        ExecCudaVstage *v = &cuda->vstages[vs];
+        ExecCudaStage  *st = exec_cuda_stage_enter(cuda, vs);
+        gboolean        first = vs == 0, last = vs == cuda->n_vstages - 1;
+        /* Slot 0 is free: the pipeline is drained between replays. */
+        gpt2_cuda_slice_forward(
+            v->slice, gpt2_cuda_slice_compute_params(v->slice), 0, first ? tokens : NULL,
+            first ? NULL : st->eval_in, last ? targets : NULL, last ? NULL : st->eval_out,
+            last ? (float *)(void *)(st->scalars + EXEC_CUDA_LOSS_OFFSET) : NULL, st->ctx);
+        if (last) {
+            exec_cuda_copy(st, loss, st->scalars + EXEC_CUDA_LOSS_OFFSET, sizeof(float),
+                           cudaMemcpyDeviceToHost);
+            break;
+        }
+        /* The next virtual stage's input, on its device; waited for before it starts. */
+        ExecCudaStage *next = &cuda->stages[cuda->vstage_stage[vs + 1]];
+        KERN_CUDA_CHECK(cudaMemcpyPeerAsync(next->eval_in, next->device, st->eval_out, st->device,
+                                            cuda->plan->msg_bytes, st->stream));
+        KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+    }
+    return TRUE;
+}

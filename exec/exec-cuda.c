@@ -1,0 +1,703 @@
+/* SPDX-License-Identifier: MIT
+ * exec-cuda.c: the CUDA backend of exec-backend.h. Each stage has a device (the plan's,
+ * exec-cuda-plan.h), a compute stream with its KernCudaCtx, and a host worker that enqueues
+ * the stage's ops; each virtual stage a Gpt2CudaSlice, a KernCudaOptim and its stashed
+ * weight copies. Messages go through the transport seam (exec-cuda-transport.h). Nothing
+ * waits for the device between two flushes: op times are pairs of timing events, losses and
+ * the optimizer's gate are copied to pinned memory on the stream, and flush() synchronises
+ * once and reads them. The semantics are the CPU backend's (exec-cpu.c), op for op.
+ */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec-cuda-private.h"
+#include "kern-check.h"
+#include "pp-error.h"
+
+static int64_t exec_cuda_host_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage) {
+    PP_ASSERT(vstage >= 0 && vstage < cuda->n_vstages);
+    ExecCudaStage *st = &cuda->stages[cuda->vstage_stage[vstage]];
+    KERN_CUDA_CHECK(cudaSetDevice(st->device));
+    return st;
+}
+
+static double *exec_cuda_sq_norm(ExecCudaStage *st) {
+    return (double *)(void *)(st->scalars + EXEC_CUDA_SQ_NORM_OFFSET);
+}
+
+static float *exec_cuda_loss(ExecCudaStage *st) {
+    return (float *)(void *)(st->scalars + EXEC_CUDA_LOSS_OFFSET);
+}
+
+/* --- activation slots and stashes (host bookkeeping, as exec-cpu.c) --- */
+
+static int32_t exec_cuda_slot_find(const ExecCudaVstage *v, int32_t mb) {
+    for (int32_t i = 0; i < v->n_slots; i++)
+        if (v->slot_mb[i] == mb)
+            return i;
+    PP_ABORT("no activation slot holds micro-batch %d", mb);
+}
+
+static int32_t exec_cuda_slot_take(ExecCudaVstage *v, int32_t mb) {
+    for (int32_t i = 0; i < v->n_slots; i++) {
+        if (v->slot_mb[i] == -1) {
+            v->slot_mb[i] = mb;
+            return i;
+        }
+    }
+    /* prepare() checked the schedule's peak against n_slots. */
+    PP_ABORT("all %d activation slots busy at F(mb=%d)", v->n_slots, mb);
+}
+
+static void *exec_cuda_stash_data(const ExecCudaBackend *cuda, const ExecCudaVstage *v, int32_t i) {
+    size_t bytes = gpt2_cuda_slice_n_params(v->slice) * kern_dtype_size(cuda->plan->dtype);
+    return (char *)v->stash_arena + (size_t)i * bytes;
+}
+
+static int32_t exec_cuda_stash_find(const ExecCudaVstage *v, int32_t version) {
+    for (int32_t i = 0; i < v->n_stashes; i++)
+        if (v->stash_version[i] == version)
+            return i;
+    return -1;
+}
+
+/* A stash no micro-batch needs (never used, or released by its last backward), or -1. */
+static int32_t exec_cuda_stash_unused(const ExecCudaVstage *v) {
+    for (int32_t i = 0; i < v->n_stashes; i++)
+        if (v->stash_refs[i] == 0)
+            return i;
+    return -1;
+}
+
+/* --- op times and scalars --- */
+
+/* ns since the backend's creation of timing event @ev of @st, recorded after its anchor. */
+static int64_t exec_cuda_event_ns(ExecCudaStage *st, cudaEvent_t ev) {
+    float ms = 0.0f;
+    KERN_CUDA_CHECK(cudaEventElapsedTime(&ms, st->anchor, ev));
+    return st->anchor_ns + llround((double)ms * 1e6);
+}
+
+/* Synchronises @st's stream and fills the reports of the ops recorded since the window was
+ * last read: times from their events (relative to the anchor, which then moves to the last
+ * end event, so elapsed times stay short and exact), losses and the optimizer's gate. */
+static void exec_cuda_read_window(ExecCudaStage *st, int32_t last_vstage) {
+    KERN_CUDA_CHECK(cudaSetDevice(st->device));
+    KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+    int32_t n = st->n_window;
+    if (n == 0)
+        return;
+    PP_ASSERT((int32_t)st->reports->len >= n);
+    ExecOpReport *reports = &g_array_index(st->reports, ExecOpReport, st->reports->len - n);
+    for (int32_t k = 0; k < n; k++) {
+        ExecOpReport            *r = &reports[k];
+        const ExecCudaOpScalars *sc = &st->host_scalars[k];
+        r->start_ns = exec_cuda_event_ns(st, st->ev_start[k]);
+        r->end_ns = exec_cuda_event_ns(st, st->ev_end[k]);
+        if (r->op.kind == PP_OP_FORWARD && r->vstage == last_vstage)
+            r->loss = sc->loss;
+        if (r->op.kind == PP_OP_UPDATE) {
+            r->grad_norm = sc->status.grad_norm;
+            r->applied = sc->status.applied != 0;
+        }
+    }
+    int64_t     last_ns = reports[n - 1].end_ns;
+    cudaEvent_t anchor = st->anchor;
+    st->anchor = st->ev_end[n - 1];
+    st->ev_end[n - 1] = anchor;
+    st->anchor_ns = last_ns;
+    st->n_window = 0;
+}
+
+/* --- vtable: replay control --- */
+
+static gboolean exec_cuda_prepare(ExecBackend *backend, const PpSchedule *sched, GError **error) {
+    ExecCudaBackend    *cuda = exec_cuda(backend);
+    g_autofree int32_t *slots = g_new(int32_t, cuda->n_vstages);
+    for (int32_t vs = 0; vs < cuda->n_vstages; vs++)
+        slots[vs] = cuda->vstages[vs].n_slots;
+    if (sched && !exec_backend_check_schedule(sched, cuda->n_stages, cuda->n_chunks,
+                                              cuda->vstage_stage, slots, error))
+        return FALSE;
+    cuda->transport->ops->reset(cuda->transport);
+    for (int32_t s = 0; s < cuda->n_stages; s++) {
+        ExecCudaStage *st = &cuda->stages[s];
+        /* An aborted replay stopped its workers after their final flush; what they had taken
+         * is dropped with the transport's messages. */
+        st->input = NULL;
+        st->output = NULL;
+        PP_ASSERT(st->n_window == 0);
+        g_array_set_size(st->reports, 0);
+        g_array_set_size(st->flushed, 0);
+    }
+    for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
+        ExecCudaVstage *v = &cuda->vstages[vs];
+        for (int32_t i = 0; i < v->n_slots; i++)
+            v->slot_mb[i] = -1;
+        for (int32_t i = 0; i < v->n_stashes; i++) {
+            v->stash_version[i] = -1;
+            v->stash_refs[i] = 0;
+        }
+    }
+    g_atomic_int_set(&cuda->aborted, 0);
+    return TRUE;
+}
+
+static gboolean exec_cuda_is_local(ExecBackend *backend, int32_t stage) {
+    (void)backend;
+    (void)stage;
+    return TRUE; /* one process holds every stage */
+}
+
+typedef struct {
+    ExecWorkerFn     worker;
+    gpointer         user_data;
+    int32_t          stage;
+    ExecCudaBackend *cuda;
+} ExecCudaThread;
+
+static gpointer exec_cuda_thread_main(gpointer p) {
+    ExecCudaThread *t = p;
+    /* The current device is per host thread: the stage's streams, contexts and buffers live
+     * on its device. */
+    KERN_CUDA_CHECK(cudaSetDevice(t->cuda->stages[t->stage].device));
+    t->worker(t->user_data, t->stage);
+    return NULL;
+}
+
+static void exec_cuda_launch(ExecBackend *backend, ExecWorkerFn worker, gpointer user_data) {
+    ExecCudaBackend           *cuda = exec_cuda(backend);
+    g_autofree ExecCudaThread *threads = g_new(ExecCudaThread, cuda->n_stages);
+    g_autofree GThread       **handles = g_new(GThread *, cuda->n_stages);
+    for (int32_t s = 0; s < cuda->n_stages; s++) {
+        threads[s] =
+            (ExecCudaThread){.worker = worker, .user_data = user_data, .stage = s, .cuda = cuda};
+        char name[32];
+        g_snprintf(name, sizeof name, "pp-cuda-%d", s);
+        handles[s] = g_thread_new(name, exec_cuda_thread_main, &threads[s]);
+    }
+    for (int32_t s = 0; s < cuda->n_stages; s++)
+        g_thread_join(handles[s]);
+}
+
+/* --- vtable: messages --- */
+
+/* Kind of the message @args->op consumes; FALSE when it needs none. */
+static gboolean exec_cuda_input_kind(const ExecCudaBackend *cuda, const ExecOpArgs *args,
+                                     ExecCudaMsgKind *kind) {
+    PpOpKind k = args->op->kind;
+    if (k == PP_OP_FORWARD && args->vstage > 0) {
+        *kind = EXEC_CUDA_MSG_ACT;
+        return TRUE;
+    }
+    if ((k == PP_OP_BACKWARD || k == PP_OP_BACKWARD_FULL) && args->vstage < cuda->n_vstages - 1) {
+        *kind = EXEC_CUDA_MSG_GRAD;
+        return TRUE;
+    }
+    return FALSE;
+}
+
+static gboolean exec_cuda_wait_for(ExecBackend *backend, const ExecOpArgs *args) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    ExecCudaStage   *st = &cuda->stages[args->op->stage];
+    ExecCudaMsgKind  kind;
+    if (!exec_cuda_input_kind(cuda, args, &kind))
+        return !g_atomic_int_get(&cuda->aborted);
+    PP_ASSERT(st->input == NULL);
+    return cuda->transport->ops->recv(cuda->transport, kind, args->op->mb, args->vstage, st->stream,
+                                      &st->input, &st->input_data);
+}
+
+static gboolean exec_cuda_poll(ExecBackend *backend, int32_t stage, gboolean block) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    return cuda->transport->ops->poll(cuda->transport, stage, block);
+}
+
+static gboolean exec_cuda_has_input(ExecBackend *backend, const ExecOpArgs *args) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    ExecCudaMsgKind  kind;
+    if (!exec_cuda_input_kind(cuda, args, &kind))
+        return TRUE;
+    return cuda->transport->ops->has(cuda->transport, kind, args->op->mb, args->vstage);
+}
+
+static void exec_cuda_record_done(ExecBackend *backend, const ExecOpArgs *args) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    ExecCudaStage   *st = &cuda->stages[args->op->stage];
+    if (!st->output)
+        return;
+    cuda->transport->ops->send(cuda->transport, st->output, st->stream);
+    st->output = NULL;
+}
+
+static void exec_cuda_abort(ExecBackend *backend) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    g_atomic_int_set(&cuda->aborted, 1);
+    cuda->transport->ops->abort(cuda->transport);
+}
+
+/* --- vtable: ops --- */
+
+/* The gradient tap: host copies of every gradient tensor of @v (virtual stage @vs). */
+static void exec_cuda_tap(ExecCudaBackend *cuda, ExecCudaStage *st, int32_t vs, ExecCudaVstage *v) {
+    const Gpt2Table *table = gpt2_cuda_slice_table(v->slice);
+    for (int i = 0; i < gpt2_table_n_tensors(table); i++) {
+        const Gpt2Tensor *t = gpt2_table_tensor(table, i);
+        /* Synchronises the stream: the tap is a test hook. */
+        int found =
+            gpt2_cuda_slice_tensor_to_host(v->slice, GPT2_CUDA_GRADS, t->name, st->tap, st->ctx);
+        PP_ASSERT(found);
+        cuda->on_grads(cuda->on_grads_user, vs, t, st->tap);
+    }
+}
+
+/* U: the stage's squared gradient norm over all its virtual stages, then every optimizer
+ * steps behind the same device-side gate (skip when not finite or poisoned, clip), the
+ * compute weights are refreshed and the gradients zeroed; the gate's outcome goes to the
+ * op's pinned scalars. */
+static void exec_cuda_run_update(ExecCudaBackend *cuda, ExecCudaStage *st, const ExecOpArgs *args,
+                                 int32_t k) {
+    int32_t stage = args->op->stage;
+    double *sq = exec_cuda_sq_norm(st);
+    KERN_CUDA_CHECK(cudaMemsetAsync(sq, 0, sizeof *sq, st->stream));
+    for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
+        ExecCudaVstage *v = &cuda->vstages[vs];
+        if (v->stage != stage)
+            continue;
+        if (cuda->on_grads)
+            exec_cuda_tap(cuda, st, vs, v);
+        kern_cuda_sq_norm_acc(sq, gpt2_cuda_slice_grads(v->slice),
+                              gpt2_cuda_slice_n_params(v->slice), st->ctx);
+    }
+    KernCudaStepGate gate = {.sq_norm = sq, .grad_clip = args->grad_clip, .poison = args->poison};
+    const KernCudaOptim *reporter = NULL;
+    for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
+        ExecCudaVstage *v = &cuda->vstages[vs];
+        if (v->stage != stage)
+            continue;
+        kern_cuda_optim_step(v->optim, gpt2_cuda_slice_params(v->slice),
+                             gpt2_cuda_slice_grads(v->slice), args->lr, &gate, st->ctx);
+        /* Applied or not, the compute copy follows the master and the window ends here. */
+        gpt2_cuda_slice_refresh_compute_params(v->slice, st->ctx);
+        gpt2_cuda_slice_zero_grads(v->slice, st->ctx);
+        reporter = reporter ? reporter : v->optim;
+    }
+    PP_ASSERT(reporter != NULL); /* every stage holds at least one virtual stage */
+    KERN_CUDA_CHECK(cudaMemcpyAsync(&st->host_scalars[k].status, kern_cuda_optim_status(reporter),
+                                    sizeof(KernCudaOptimStatus), cudaMemcpyDeviceToHost,
+                                    st->stream));
+}
+
+/* F: forward into a fresh activation slot, with the live weights; stashes them first when
+ * the schedule does and no stash holds this version yet (a released stash keeps its version,
+ * so the next F of that version reuses it instead of casting the weights again). The output
+ * goes into a message buffer for vstage + 1. Returns whether it copied the weights. */
+static gboolean exec_cuda_run_forward(ExecCudaBackend *cuda, ExecCudaStage *st,
+                                      const ExecOpArgs *args, ExecCudaVstage *v, int32_t k) {
+    const PpOp *op = args->op;
+    gboolean    first = args->vstage == 0, last = args->vstage == cuda->n_vstages - 1;
+    gboolean    copied = FALSE;
+    int32_t     slot = exec_cuda_slot_take(v, op->mb);
+    if (first || last)
+        cuda->data(cuda->data_user, args->global_mb, st->tokens, st->targets);
+    if (args->stash) {
+        int32_t i = exec_cuda_stash_find(v, args->version);
+        if (i < 0) {
+            i = exec_cuda_stash_unused(v);
+            /* The schedule declares how many weight copies a stage keeps. */
+            PP_ASSERT(i >= 0);
+            v->stash_version[i] = args->version;
+            /* On the stage's stream: after every backward that used the copy before. */
+            gpt2_cuda_slice_cast_params(v->slice, exec_cuda_stash_data(cuda, v, i),
+                                        gpt2_cuda_slice_params(v->slice), st->ctx);
+            copied = TRUE;
+        }
+        v->stash_refs[i]++;
+    }
+    void *x_out = NULL;
+    if (!last)
+        x_out = cuda->transport->ops->take(cuda->transport, EXEC_CUDA_MSG_ACT, op->mb,
+                                           args->vstage + 1, st->stream, &st->output);
+    gpt2_cuda_slice_forward(v->slice, gpt2_cuda_slice_compute_params(v->slice), slot,
+                            first ? st->tokens : NULL, first ? NULL : st->input_data,
+                            last ? st->targets : NULL, x_out, last ? exec_cuda_loss(st) : NULL,
+                            st->ctx);
+    if (last)
+        KERN_CUDA_CHECK(cudaMemcpyAsync(&st->host_scalars[k].loss, exec_cuda_loss(st),
+                                        sizeof(float), cudaMemcpyDeviceToHost, st->stream));
+    return copied;
+}
+
+/* B or BW with the weights of its F (stashed) or the live ones; the input gradient goes into
+ * a message buffer for vstage - 1. W: weight gradients of a B's slot. */
+static void exec_cuda_run_backward(ExecCudaBackend *cuda, ExecCudaStage *st, const ExecOpArgs *args,
+                                   ExecCudaVstage *v) {
+    const PpOp *op = args->op;
+    gboolean    first = args->vstage == 0, last = args->vstage == cuda->n_vstages - 1;
+    int32_t     slot = exec_cuda_slot_find(v, op->mb);
+    float      *grads = gpt2_cuda_slice_grads(v->slice);
+    if (op->kind == PP_OP_WEIGHT) {
+        gpt2_cuda_slice_backward_weight(v->slice, slot, grads, st->ctx);
+        v->slot_mb[slot] = -1;
+        return;
+    }
+    int32_t     stash = -1;
+    const void *params = gpt2_cuda_slice_compute_params(v->slice);
+    if (args->stash) {
+        stash = exec_cuda_stash_find(v, args->version);
+        PP_ASSERT(stash >= 0); /* its F stashed this version */
+        params = exec_cuda_stash_data(cuda, v, stash);
+    }
+    void *dx_in = NULL;
+    if (!first)
+        dx_in = cuda->transport->ops->take(cuda->transport, EXEC_CUDA_MSG_GRAD, op->mb,
+                                           args->vstage - 1, st->stream, &st->output);
+    const void *dx_out = last ? NULL : st->input_data;
+    if (op->kind == PP_OP_BACKWARD) {
+        gpt2_cuda_slice_backward_input(v->slice, params, slot, dx_out, args->loss_scale, dx_in,
+                                       st->ctx);
+    } else {
+        gpt2_cuda_slice_backward(v->slice, params, slot, dx_out, args->loss_scale, dx_in, grads,
+                                 st->ctx);
+        v->slot_mb[slot] = -1;
+    }
+    /* Released at zero, the stash keeps its version for the next F of it; an F of a new
+     * version overwrites it on the same stream, after this op. */
+    if (stash >= 0)
+        v->stash_refs[stash]--;
+}
+
+static void exec_cuda_run_op(ExecBackend *backend, const ExecOpArgs *args) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    ExecCudaStage   *st = &cuda->stages[args->op->stage];
+    if (st->n_window == EXEC_CUDA_WINDOW_OPS)
+        exec_cuda_read_window(st, cuda->n_vstages - 1);
+    int32_t      k = st->n_window++;
+    ExecOpReport report = {.op = *args->op, .vstage = args->vstage};
+    g_array_append_val(st->reports, report);
+    KERN_CUDA_CHECK(cudaEventRecord(st->ev_start[k], st->stream));
+    switch (args->op->kind) {
+    case PP_OP_UPDATE:
+        exec_cuda_run_update(cuda, st, args, k);
+        break;
+    case PP_OP_FORWARD:
+        g_array_index(st->reports, ExecOpReport, st->reports->len - 1).copied =
+            exec_cuda_run_forward(cuda, st, args, &cuda->vstages[args->vstage], k);
+        break;
+    case PP_OP_BACKWARD:
+    case PP_OP_BACKWARD_FULL:
+    case PP_OP_WEIGHT:
+        exec_cuda_run_backward(cuda, st, args, &cuda->vstages[args->vstage]);
+        break;
+    case PP_OP_N_KINDS:
+        PP_UNREACHABLE();
+    }
+    KERN_CUDA_CHECK(cudaEventRecord(st->ev_end[k], st->stream));
+    if (st->input) {
+        cuda->transport->ops->release(cuda->transport, st->input, st->stream);
+        st->input = NULL;
+        st->input_data = NULL;
+    }
+}
+
+static void exec_cuda_flush(ExecBackend *backend, int32_t stage, ExecStageReport *report) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    ExecCudaStage   *st = &cuda->stages[stage];
+    /* The one synchronisation of the step: the stream's work so far. */
+    exec_cuda_read_window(st, cuda->n_vstages - 1);
+    GArray *swap = st->flushed;
+    st->flushed = st->reports;
+    st->reports = swap;
+    g_array_set_size(st->reports, 0);
+    report->ops = (const ExecOpReport *)(const void *)st->flushed->data;
+    report->n_ops = (int32_t)st->flushed->len;
+}
+
+static void exec_cuda_memory(ExecBackend *backend, int32_t stage, ExecMemoryBytes *bytes) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    PP_ASSERT(stage >= 0 && stage < cuda->n_stages);
+    *bytes = cuda->plan->memory[stage];
+}
+
+/* --- teardown (also of a partly built backend) --- */
+
+static void exec_cuda_free_stage(ExecCudaStage *st) {
+    if (!st->stream)
+        return;
+    KERN_CUDA_CHECK(cudaSetDevice(st->device));
+    KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+    kern_cuda_ctx_free(st->ctx);
+    for (int k = 0; k < EXEC_CUDA_WINDOW_OPS; k++) {
+        if (st->ev_start[k])
+            KERN_CUDA_CHECK(cudaEventDestroy(st->ev_start[k]));
+        if (st->ev_end[k])
+            KERN_CUDA_CHECK(cudaEventDestroy(st->ev_end[k]));
+    }
+    if (st->anchor)
+        KERN_CUDA_CHECK(cudaEventDestroy(st->anchor));
+    KERN_CUDA_CHECK(cudaFree(st->scalars));
+    KERN_CUDA_CHECK(cudaFree(st->eval_in));
+    KERN_CUDA_CHECK(cudaFree(st->eval_out));
+    if (st->host_scalars)
+        KERN_CUDA_CHECK(cudaFreeHost(st->host_scalars));
+    KERN_CUDA_CHECK(cudaStreamDestroy(st->stream));
+}
+
+static void exec_cuda_free(ExecBackend *backend) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    if (cuda->transport)
+        cuda->transport->ops->free(cuda->transport);
+    for (int32_t vs = 0; cuda->vstages && vs < cuda->n_vstages; vs++) {
+        ExecCudaVstage *v = &cuda->vstages[vs];
+        KERN_CUDA_CHECK(cudaSetDevice(cuda->plan->device[cuda->vstage_stage[vs]]));
+        gpt2_cuda_slice_free(v->slice);
+        kern_cuda_optim_free(v->optim);
+        KERN_CUDA_CHECK(cudaFree(v->stash_arena));
+        g_free(v->slot_mb);
+        g_free(v->stash_version);
+        g_free(v->stash_refs);
+    }
+    for (int32_t s = 0; cuda->stages && s < cuda->n_stages; s++) {
+        ExecCudaStage *st = &cuda->stages[s];
+        exec_cuda_free_stage(st);
+        g_free(st->tokens);
+        g_free(st->targets);
+        g_free(st->tap);
+        if (st->reports)
+            g_array_unref(st->reports);
+        if (st->flushed)
+            g_array_unref(st->flushed);
+    }
+    g_free(cuda->vstages);
+    g_free(cuda->stages);
+    g_free(cuda->vstage_stage);
+    exec_cuda_plan_free(cuda->plan);
+    g_free(cuda);
+}
+
+static const ExecBackendOps exec_cuda_ops = {
+    .name = "cuda",
+    .prepare = exec_cuda_prepare,
+    .is_local = exec_cuda_is_local,
+    .launch = exec_cuda_launch,
+    .wait_for = exec_cuda_wait_for,
+    .poll = exec_cuda_poll,
+    .has_input = exec_cuda_has_input,
+    .run_op = exec_cuda_run_op,
+    .record_done = exec_cuda_record_done,
+    .flush = exec_cuda_flush,
+    .abort = exec_cuda_abort,
+    .n_tensors = exec_cuda_n_tensors,
+    .tensor = exec_cuda_tensor,
+    .tensor_get = exec_cuda_tensor_get,
+    .tensor_set = exec_cuda_tensor_set,
+    .get_optim_steps = exec_cuda_get_optim_steps,
+    .set_optim_steps = exec_cuda_set_optim_steps,
+    .evaluate = exec_cuda_evaluate,
+    .memory = exec_cuda_memory,
+    .free = exec_cuda_free,
+};
+
+/* --- construction --- */
+
+/* cudaMalloc on the current device: FALSE on out-of-memory (error cleared). */
+static gboolean exec_cuda_malloc(void **ptr, size_t bytes) {
+    cudaError_t err = cudaMalloc(ptr, bytes ? bytes : 1);
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        *ptr = NULL;
+        return FALSE;
+    }
+    KERN_CUDA_CHECK(err);
+    return TRUE;
+}
+
+/* Refuses a plan whose stages do not fit the free memory of their devices, naming the
+ * device, the bytes the plan needs and the bytes free. */
+static gboolean exec_cuda_check_fit(const ExecCudaPlan *plan, GError **error) {
+    for (int32_t s = 0; s < plan->n_stages; s++) {
+        int32_t d = plan->device[s];
+        int64_t need = 0, n = 0;
+        for (int32_t u = 0; u < plan->n_stages; u++) {
+            if (plan->device[u] != d)
+                continue;
+            if (u < s)
+                break; /* device d was checked with its first stage */
+            need += plan->memory[u].total_bytes;
+            n++;
+        }
+        if (n == 0)
+            continue;
+        size_t free_bytes = 0, total = 0;
+        KERN_CUDA_CHECK(cudaSetDevice(d));
+        KERN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+        if ((uint64_t)need <= (uint64_t)free_bytes)
+            continue;
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "device %d: its %" G_GINT64_FORMAT " stage%s need %.3f GiB of device memory "
+                    "and %.3f GiB of %.3f GiB are free; lower pipeline.microbatch_size, set "
+                    "run.precision = bf16, or spread the stages over more devices (run.devices)",
+                    d, n, n == 1 ? "" : "s", (double)need / (1 << 30),
+                    (double)free_bytes / (1 << 30), (double)total / (1 << 30));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Builds virtual stage @vs on its (current) device. Returns FALSE on out-of-memory. */
+static gboolean exec_cuda_vstage_new(ExecCudaBackend *cuda, const ExecBackendSetup *setup,
+                                     int32_t vs) {
+    ExecCudaVstage *v = &cuda->vstages[vs];
+    ExecCudaStage  *st = &cuda->stages[cuda->vstage_stage[vs]];
+    v->stage = cuda->vstage_stage[vs];
+    v->n_slots = setup->act_slots[vs];
+    v->slot_mb = g_new(int32_t, v->n_slots);
+    v->n_stashes = cuda->plan->stashes[vs];
+    v->stash_version = g_new0(int32_t, MAX(v->n_stashes, 1));
+    v->stash_refs = g_new0(int32_t, MAX(v->n_stashes, 1));
+    v->slice = gpt2_cuda_slice_new(&cuda->plan->slice[vs]);
+    if (!v->slice)
+        return FALSE;
+    v->optim = kern_cuda_optim_new(&setup->optim, gpt2_cuda_slice_table(v->slice));
+    if (!v->optim)
+        return FALSE;
+    size_t stash_bytes = (size_t)v->n_stashes * gpt2_cuda_slice_n_params(v->slice) *
+                         kern_dtype_size(cuda->plan->dtype);
+    if (stash_bytes > 0 && !exec_cuda_malloc(&v->stash_arena, stash_bytes))
+        return FALSE;
+    /* The same GPT-2 init as gpt2_slice_init_params() (bitwise), for any partition. */
+    gpt2_cuda_slice_init_params(v->slice, setup->seed, st->ctx);
+    return TRUE;
+}
+
+/* Builds stage @s on its device: stream, context, scalars, evaluation buffers, events. */
+static gboolean exec_cuda_stage_new(ExecCudaBackend *cuda, int32_t s) {
+    ExecCudaStage *st = &cuda->stages[s];
+    size_t         bt = (size_t)cuda->B * cuda->model.T;
+    st->device = cuda->plan->device[s];
+    st->tokens = g_new(int32_t, bt);
+    st->targets = g_new(int32_t, bt);
+    st->reports = g_array_new(FALSE, FALSE, sizeof(ExecOpReport));
+    st->flushed = g_array_new(FALSE, FALSE, sizeof(ExecOpReport));
+    KERN_CUDA_CHECK(cudaSetDevice(st->device));
+    KERN_CUDA_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
+    for (int k = 0; k < EXEC_CUDA_WINDOW_OPS; k++) {
+        KERN_CUDA_CHECK(cudaEventCreate(&st->ev_start[k]));
+        KERN_CUDA_CHECK(cudaEventCreate(&st->ev_end[k]));
+    }
+    KERN_CUDA_CHECK(cudaEventCreate(&st->anchor));
+    cudaError_t err = cudaMallocHost((void **)&st->host_scalars,
+                                     EXEC_CUDA_WINDOW_OPS * sizeof(ExecCudaOpScalars));
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        st->host_scalars = NULL;
+        return FALSE;
+    }
+    KERN_CUDA_CHECK(err);
+    st->ctx = kern_cuda_ctx_new(st->stream);
+    return st->ctx && exec_cuda_malloc((void **)&st->scalars, EXEC_CUDA_STAGE_SCALARS_BYTES) &&
+           exec_cuda_malloc(&st->eval_in, cuda->plan->msg_bytes) &&
+           exec_cuda_malloc(&st->eval_out, cuda->plan->msg_bytes);
+}
+
+/* Records every stage's anchor: the first stage on a device takes the host clock (its stream
+ * is idle, so the event completes at once); the others on that device are placed from it by
+ * their elapsed time, so the stages of one device share one clock exactly. */
+static void exec_cuda_anchor(ExecCudaBackend *cuda) {
+    for (int32_t s = 0; s < cuda->n_stages; s++) {
+        ExecCudaStage *st = &cuda->stages[s];
+        KERN_CUDA_CHECK(cudaSetDevice(st->device));
+        KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+        KERN_CUDA_CHECK(cudaEventRecord(st->anchor, st->stream));
+        KERN_CUDA_CHECK(cudaEventSynchronize(st->anchor));
+        int32_t ref = 0;
+        while (cuda->stages[ref].device != st->device)
+            ref++;
+        if (ref == s) {
+            st->anchor_ns = exec_cuda_host_ns() - cuda->t0_ns;
+            continue;
+        }
+        float ms = 0.0f;
+        KERN_CUDA_CHECK(cudaEventElapsedTime(&ms, cuda->stages[ref].anchor, st->anchor));
+        st->anchor_ns = cuda->stages[ref].anchor_ns + llround((double)ms * 1e6);
+    }
+}
+
+ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error) {
+    int64_t     t0 = exec_cuda_host_ns();
+    int         n_visible = 0;
+    const char *why = NULL;
+    cudaError_t err = cudaGetDeviceCount(&n_visible);
+    if (err != cudaSuccess) {
+        why = cudaGetErrorString(err);
+        cudaGetLastError(); /* the "no driver / no device" error is sticky until read */
+        n_visible = 0;
+    }
+    PP_ASSERT(setup->partition->n_vstages == setup->n_stages * setup->n_chunks);
+    ExecCudaPlan *plan = exec_cuda_plan_new(setup, n_visible, why, error);
+    if (!plan)
+        return NULL;
+    if (!exec_cuda_check_fit(plan, error)) {
+        exec_cuda_plan_free(plan);
+        return NULL;
+    }
+    ExecCudaBackend *cuda = g_new0(ExecCudaBackend, 1);
+    cuda->base.ops = &exec_cuda_ops;
+    cuda->plan = plan;
+    cuda->t0_ns = t0;
+    cuda->model = setup->model;
+    cuda->B = setup->microbatch_size;
+    cuda->n_stages = setup->n_stages;
+    cuda->n_chunks = setup->n_chunks;
+    cuda->n_vstages = plan->n_vstages;
+    cuda->vstage_stage = g_memdup2(setup->vstage_stage, (gsize)cuda->n_vstages * sizeof(int32_t));
+    cuda->data = setup->data;
+    cuda->data_user = setup->data_user;
+    cuda->on_grads = setup->on_grads;
+    cuda->on_grads_user = setup->on_grads_user;
+    cuda->stages = g_new0(ExecCudaStage, cuda->n_stages);
+    cuda->vstages = g_new0(ExecCudaVstage, cuda->n_vstages);
+    gboolean ok = TRUE;
+    for (int32_t s = 0; ok && s < cuda->n_stages; s++)
+        ok = exec_cuda_stage_new(cuda, s);
+    for (int32_t vs = 0; ok && vs < cuda->n_vstages; vs++) {
+        exec_cuda_stage_enter(cuda, vs);
+        ok = exec_cuda_vstage_new(cuda, setup, vs);
+    }
+    if (ok) {
+        cuda->transport = exec_cuda_transport_local_new(plan, cuda->vstage_stage);
+        ok = cuda->transport != NULL;
+    }
+    if (!ok) {
+        int64_t planned = 0;
+        for (int32_t s = 0; s < plan->n_stages; s++)
+            planned += plan->memory[s].total_bytes;
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "run.backend = cuda: device memory ran out while allocating the pipeline's "
+                    "arenas (%.3f GiB planned over all stages); lower pipeline.microbatch_size "
+                    "or spread the stages over more devices (run.devices)",
+                    (double)planned / (1 << 30));
+        exec_cuda_free(&cuda->base);
+        return NULL;
+    }
+    if (cuda->on_grads) {
+        for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
+            const Gpt2Table *table = gpt2_cuda_slice_table(cuda->vstages[vs].slice);
+            ExecCudaStage   *st = &cuda->stages[cuda->vstage_stage[vs]];
+            for (int i = 0; i < gpt2_table_n_tensors(table); i++)
+                st->tap_floats = MAX(st->tap_floats, gpt2_table_tensor(table, i)->numel);
+        }
+        for (int32_t s = 0; s < cuda->n_stages; s++)
+            cuda->stages[s].tap = g_new(float, MAX(cuda->stages[s].tap_floats, 1));
+    }
+    exec_cuda_anchor(cuda);
+    exec_cuda_prepare(&cuda->base, NULL, NULL);
+    return &cuda->base;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT
+ * gpt2-table.h: the tensor table of a GPT-2 slice (names, offsets, shapes, kinds) and its
+ * GPT-2 init, as plain host data without any arena, so that a slice on another device (the
+ * CUDA slice) lays out and initialises its parameters exactly as the CPU slice
+ * (gpt2-slice.h) does. Plain C, no allocation beyond the table itself.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt2-slice.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The 12 tensors of one transformer block, in table order (see Gpt2Tensor). */
+typedef enum {
+    GPT2_LT_LN1_W,     /* ln_1.weight (C) */
+    GPT2_LT_LN1_B,     /* ln_1.bias (C) */
+    GPT2_LT_QKV_W,     /* attn.c_attn.weight (3C, C) */
+    GPT2_LT_QKV_B,     /* attn.c_attn.bias (3C) */
+    GPT2_LT_ATTPROJ_W, /* attn.c_proj.weight (C, C) */
+    GPT2_LT_ATTPROJ_B, /* attn.c_proj.bias (C) */
+    GPT2_LT_LN2_W,     /* ln_2.weight (C) */
+    GPT2_LT_LN2_B,     /* ln_2.bias (C) */
+    GPT2_LT_FC_W,      /* mlp.c_fc.weight (4C, C) */
+    GPT2_LT_FC_B,      /* mlp.c_fc.bias (4C) */
+    GPT2_LT_FCPROJ_W,  /* mlp.c_proj.weight (C, 4C) */
+    GPT2_LT_FCPROJ_B,  /* mlp.c_proj.bias (C) */
+    GPT2_LT_N
+} Gpt2LayerTensor;
+
+typedef struct _Gpt2Table Gpt2Table;
+
+/* Builds the table of the slice described by @params (only model, layer_begin, layer_end,
+ * has_embedding, has_head and tie_head are read). Same order, names, offsets, shapes and
+ * kinds as gpt2_slice_new() builds for the same parameters. Aborts (KERN_ASSERT) on the same
+ * inconsistent parameters as gpt2_slice_new(); callers validate user input first.
+ * Returns: (transfer full): free with gpt2_table_free(). */
+Gpt2Table *gpt2_table_new(const Gpt2SliceParams *params);
+/* Frees; accepts NULL. */
+void gpt2_table_free(Gpt2Table *table);
+
+/* Number of parameters (floats) of the slice: the length of its flat params/grads arrays. */
+size_t gpt2_table_n_params(const Gpt2Table *table);
+/* Number of tensors, and tensor @i (0 <= i < n_tensors): (transfer none), valid until
+ * gpt2_table_free(). */
+int               gpt2_table_n_tensors(const Gpt2Table *table);
+const Gpt2Tensor *gpt2_table_tensor(const Gpt2Table *table, int i);
+/* Tensor by Hugging Face name, or NULL when the slice does not hold it. (transfer none). */
+const Gpt2Tensor *gpt2_table_tensor_by_name(const Gpt2Table *table, const char *name);
+/* Table index of block @layer's tensor @which, @layer counted from the slice's first block
+ * (0 <= layer < layer_end - layer_begin). */
+int gpt2_table_layer_tensor(const Gpt2Table *table, int layer, Gpt2LayerTensor which);
+
+/* Table indices of the embedding and head tensors, -1 when the slice does not hold them
+ * (gpt2_table_head() is gpt2_table_wte() when the head is tied). */
+int gpt2_table_wte(const Gpt2Table *table);
+int gpt2_table_wpe(const Gpt2Table *table);
+int gpt2_table_lnf_w(const Gpt2Table *table);
+int gpt2_table_lnf_b(const Gpt2Table *table);
+int gpt2_table_head(const Gpt2Table *table);
+
+/* Writes tensor @i's GPT-2 init for @seed into @out (numel floats): bitwise the values
+ * gpt2_slice_init_params() gives that tensor (same generator per (seed, name), same
+ * standard deviations, padded vocabulary rows 0). */
+void gpt2_table_init_tensor(const Gpt2Table *table, int i, uint64_t seed, float *out);
+
+#ifdef __cplusplus
+}
+#endif

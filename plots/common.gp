@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: MIT
+# common.gp: helpers the other scripts load (each finds this file next to itself through
+# ARG0, the path gnuplot gives a script run from the command line): the PNG terminal, CSV input, and run names from
+# paths (the folder a file sits in), so that legends show runs, not paths.
+set datafile separator ','
+set datafile missing 'nan'
+# Position of the last '/' in s at or before i (0 when none).
+last_slash(s, i) = i < 1 ? 0 : (s[i:i] eq '/' ? i : last_slash(s, i - 1))
+# The folder of path p ('.' when none), the last component of p, and the name of the folder
+# holding a file: run_name('runs/paci-a4/log.csv') is 'paci-a4'.
+dir_of(p) = last_slash(p, strlen(p)) > 0 ? p[1:last_slash(p, strlen(p)) - 1] : '.'
+base_of(p) = p[last_slash(p, strlen(p)) + 1:]
+run_name(p) = base_of(dir_of(p))
+# Colours of the op kinds in every plot: F blue, B green, W orange, BW teal, U red.
+op_color(op) = op eq 'F' ? 0x4477cc : op eq 'B' ? 0x44aa66 : op eq 'W' ? 0xee9933 : \
+               op eq 'BW' ? 0x228888 : 0xcc3333

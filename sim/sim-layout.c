@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT
+ * sim-layout.c: node placement, ring collectives and Korthikanti et al.'s activation and
+ * recomputation formulas for the analytic cost model (sim-layout.h).
+ */
+#include "sim-layout.h"
+
+#include <math.h>
+
+#include "pp-error.h"
+
+void sim_layout_init(SimLayout *layout, const PpScenario *scenario) {
+    const PpHardwareParams *hw = &scenario->hardware;
+    *layout = (SimLayout){
+        .n_stages = scenario->pipeline.stages,
+        .data = scenario->parallel.data,
+        .tensor = scenario->parallel.tensor,
+        .gpus_per_node = MAX(hw->gpus_per_node, 1),
+        .intra_bytes_per_ns = MAX(hw->link_bw_bytes_per_s, 0.0) / 1e9,
+        .intra_latency_ns = MAX(hw->link_latency_ns, 0),
+        .inter_bytes_per_ns = MAX(hw->internode_bw_bytes_per_s, 0.0) / 1e9,
+        .inter_latency_ns = MAX(hw->internode_latency_ns, 0),
+    };
+}
+
+int64_t sim_layout_stage_node(const SimLayout *layout, int32_t stage) {
+    PP_ASSERT(stage >= 0 && stage < layout->n_stages);
+    int64_t block = (int64_t)layout->tensor * layout->data; /* GPUs of one stage */
+    int64_t first = block * stage, last = first + block - 1;
+    int64_t node = first / layout->gpus_per_node;
+    return last / layout->gpus_per_node == node ? node : -1;
+}
+
+gboolean sim_layout_tensor_intra(const SimLayout *layout) {
+    return layout->tensor <= layout->gpus_per_node && layout->gpus_per_node % layout->tensor == 0;
+}
+
+int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns,
+                                int64_t latency_ns) {
+    PP_ASSERT(ranks >= 1 && bytes >= 0.0);
+    if (ranks == 1)
+        return 0;
+    double steps = 2.0 * (ranks - 1);
+    double step_ns = (double)latency_ns;
+    if (bytes_per_ns > 0.0)
+        step_ns += bytes / ranks / bytes_per_ns;
+    return llround(steps * step_ns);
+}
+
+double sim_layout_recompute_flops(const PpScenario *scenario, double layer_flops) {
+    const double s = scenario->model.seq_len, b = scenario->pipeline.microbatch_size;
+    const double h = scenario->model.hidden;
+    switch (pp_scenario_recompute(scenario)) {
+    case PP_RECOMPUTE_NONE:
+        return 0.0;
+    case PP_RECOMPUTE_SELECTIVE:
+        /* QK^T and attention over V, 2bs^2h each; flash attention already recomputes them
+         * inside its own backward, so selective recomputation adds nothing there. */
+        return scenario->model.flash_attention ? 0.0 : 4.0 * b * s * s * h;
+    case PP_RECOMPUTE_FULL:
+        return layer_flops;
+    }
+    PP_UNREACHABLE();
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT
+ * sim-layout.h: the parallel layout around the simulated pipeline as the analytic cost model
+ * sees it: which node each stage's GPUs sit on, what a ring collective costs on the link it
+ * uses, and Korthikanti et al.'s per-layer activation bytes and recomputation FLOPs under
+ * tensor and sequence parallelism. Pure functions of the scenario; sim/README.md states the
+ * formulas and where they come from.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "pp-scenario.h"
+
+G_BEGIN_DECLS
+
+/* Ranks are numbered tensor innermost, then data replica, then pipeline stage: GPU (t, d, s)
+ * is rank t + T (d + D s), and rank r sits on node r / gpus_per_node. */
+typedef struct {
+    int32_t n_stages;           /* N */
+    int32_t data;               /* D */
+    int32_t tensor;             /* T */
+    int64_t gpus_per_node;      /* G */
+    double  intra_bytes_per_ns; /* link inside a node; 0: latency only */
+    int64_t intra_latency_ns;
+    double  inter_bytes_per_ns; /* one GPU's link to other nodes; 0: latency only */
+    int64_t inter_latency_ns;
+} SimLayout;
+
+/* Fills @layout from the scenario's [parallel] and [hardware] (links 0 without [hardware]). */
+void sim_layout_init(SimLayout *layout, const PpScenario *scenario);
+
+/* Node that holds every GPU of @stage (ranks [T D s, T D (s + 1))), or -1 when they span
+ * nodes. A hop between stages a and b stays inside a node exactly when both return the same
+ * node >= 0. */
+int64_t sim_layout_stage_node(const SimLayout *layout, int32_t stage);
+
+/* TRUE when every tensor group sits inside one node (T <= G and T divides G). */
+gboolean sim_layout_tensor_intra(const SimLayout *layout);
+
+/* Ring all-reduce of @bytes over @ranks ranks on a link of @bytes_per_ns and @latency_ns:
+ * 2 (ranks - 1) steps of latency + bytes / (ranks bw), rounded to the nearest ns; 0 for one
+ * rank. A reduce-scatter plus an all-gather (sequence parallelism, ZeRO-1) moves the same
+ * bytes in the same steps and costs the same. */
+int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns,
+                                int64_t latency_ns);
+
+/* FLOPs the backward of one layer spends recomputing the forward, per micro-batch, before
+ * tensor-parallel sharding: 0 (none; selective with flash attention), 4bs^2h (selective:
+ * QK^T and attention over V) or @layer_flops (full). */
+double sim_layout_recompute_flops(const PpScenario *scenario, double layer_flops);
+
+/* Forward collectives one layer runs per micro-batch with tensor parallelism: 2 (Megatron's
+ * two all-reduces, or with sequence parallelism two all-gather + reduce-scatter pairs); the
+ * input-gradient backward runs as many, and a fully recomputed forward repeats them. */
+#define SIM_LAYOUT_TP_COLLECTIVES_PER_PASS 2
+
+G_END_DECLS

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT
+ * sim-plan.h: pacer-sim plan, the layout search. For a GPU count and a global batch it
+ * enumerates data x tensor x pipeline layouts, schedules, chunks, micro-batch sizes and
+ * recomputation, drops what cannot fit in device memory before simulating (static bytes,
+ * then the memory-constrained layer partition), simulates the rest and ranks them by the
+ * whole job's throughput. sim/README.md states the enumeration rules.
+ */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+    int32_t            gpus;           /* G = D T N */
+    int32_t            global_batch;   /* sequences per step; <= 0: the scenario's */
+    const char *const *schedules;      /* NULL-terminated registry names */
+    int32_t            max_microbatch; /* largest micro-batch size tried (sequences) */
+    gboolean           progress;       /* report progress on stderr (a terminal) */
+} SimPlanOptions;
+
+/* One simulated layout that fits. */
+typedef struct {
+    char   *schedule;
+    int32_t data, tensor, stages, chunks;
+    int32_t microbatch_size, microbatches; /* microbatches: per step (a for paci) */
+    char   *recompute;
+    double  tokens_per_s; /* whole job */
+    int64_t step_time_ns;
+    double  mfu;
+    int64_t peak_memory_bytes; /* largest stage */
+    int32_t delta_max;
+} SimPlanRow;
+
+typedef struct {
+    char   *scenario; /* the file */
+    int32_t gpus, global_batch;
+    int64_t memory_bytes; /* one device */
+    GArray *rows;         /* (SimPlanRow) fitting layouts, best throughput first */
+    int64_t n_layouts;    /* candidates enumerated */
+    int64_t n_static;     /* dropped: parameters and optimizer state alone exceed memory */
+    int64_t n_partition;  /* dropped: no layer split fits memory (before simulating) */
+    int64_t n_simulated;
+    int64_t n_over_memory; /* simulated, but the peak exceeded memory */
+    int64_t n_failed;      /* any other error (its first message kept) */
+    char   *first_error;
+} SimPlan;
+
+/* Runs the search on @path with @overrides (the scenario's [model], [hardware] and the
+ * [parallel] keys the search does not set stay). Returns: (transfer full), or NULL with
+ * @error set when the scenario cannot be read, has no [hardware] or no layout is possible
+ * (bad --gpus, batch). */
+SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimPlanOptions *options,
+                      GError **error);
+void     sim_plan_free(SimPlan *plan);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimPlan, sim_plan_free)
+
+/* The best @top rows as a table, with the counts. Returns: (transfer full). */
+char *sim_plan_format(const SimPlan *plan, int32_t top);
+/* The same as one JSON object ("rows": the best @top). Returns: (transfer full). */
+JsonNode *sim_plan_build_json(const SimPlan *plan, int32_t top);
+
+G_END_DECLS

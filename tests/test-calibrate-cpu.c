@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT
+ * test-calibrate-cpu.c (suite `slow`): measured vs predicted on the CPU executor. Trains
+ * scenarios/calibrate-cpu.ini (2 stages, one BLAS thread each) with zb-h1 (F, B, W, U) and
+ * 2BW m = 8 (fused BW, the weight copy of stashing), calibrates on those two runs, then
+ * predicts four held-out runs, 1F1B m = 4, ZB-2p, 2BW m = 4 and PACI a = 4: each steady-state step
+ * time within 5% of the measured one, and the flush/PACI throughput ratio within 5% of the measured
+ * ratio. Steady state: the median step interval over steps 5..15 of 20 (pacer-sim calibrate's
+ * rule), the first step's ops left out of the fit. Needs 2 processors (exit 77, skipped, otherwise)
+ * and an idle machine: other load lengthens ops at random.
+ */
+#include <check.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test-util.h"
+
+#define SIM_BIN   PP_BUILD_ROOT "/sim/pacer-sim"
+#define TRAIN_BIN PP_BUILD_ROOT "/exec/pacer-train"
+#define SCENARIO  PP_SOURCE_ROOT "/scenarios/calibrate-cpu.ini"
+#define TOLERANCE 0.05
+
+typedef struct {
+    const char *name;
+    const char *schedule;
+    const char *count; /* pipeline.microbatches=m or pipeline.accumulation=a */
+    gboolean    fit;
+    char       *dir;
+} Run;
+
+/* Trains @run into a fresh folder. */
+static void train(Run *run) {
+    run->dir = test_util_tmp_dir_new("calibrate-cpu-XXXXXX");
+    g_autofree char *schedule = g_strdup_printf("pipeline.schedule=%s", run->schedule);
+    const char      *args[] = {SCENARIO,
+                               "--set",
+                               schedule,
+                               "--set",
+                               run->count,
+                               "--set",
+                               "data.cache_dir=" PP_SOURCE_ROOT "/.cache",
+                               "--quiet",
+                               "--out",
+                               run->dir,
+                               NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    ck_assert_msg(test_util_spawn(TRAIN_BIN, args, &out, &err) == 0, "pacer-train %s: %s",
+                  run->name, err);
+    printf("%-10s %s", run->name, out);
+    fflush(stdout); /* Check forks the test: unflushed output would be lost */
+}
+
+START_TEST(test_calibrate_cpu) {
+    g_autofree char *load = NULL;
+    if (g_file_get_contents("/proc/loadavg", &load, NULL, NULL))
+        printf("load average before: %s", load);
+    Run runs[] = {
+        {"zb-h1", "zb-h1", "pipeline.microbatches=4", TRUE, NULL},
+        {"2bw-m8", "2bw", "pipeline.microbatches=8", TRUE, NULL},
+        {"1f1b-m4", "1f1b", "pipeline.microbatches=4", FALSE, NULL},
+        {"zb-2p", "zb-2p", "pipeline.microbatches=4", FALSE, NULL},
+        {"2bw-m4", "2bw", "pipeline.microbatches=4", FALSE, NULL},
+        {"paci-a4", "paci", "pipeline.accumulation=4", FALSE, NULL},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(runs); i++)
+        train(&runs[i]);
+
+    g_autoptr(GPtrArray) args = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(args, g_strdup("calibrate"));
+    for (size_t i = 0; i < G_N_ELEMENTS(runs); i++) {
+        if (!runs[i].fit)
+            g_ptr_array_add(args, g_strdup("--check"));
+        g_ptr_array_add(args, g_build_filename(runs[i].dir, "ops.csv", NULL));
+    }
+    g_ptr_array_add(args, g_strdup("--json"));
+    g_ptr_array_add(args, NULL);
+    g_autofree char *out = NULL, *err = NULL;
+    ck_assert_msg(test_util_spawn(SIM_BIN, (const char *const *)args->pdata, &out, &err) == 0,
+                  "pacer-sim calibrate: %s", err);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    ck_assert_msg(json_parser_load_from_data(parser, out, -1, NULL), "no JSON: %s", out);
+    JsonArray *traces =
+        json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)), "traces");
+    ck_assert_int_eq(json_array_get_length(traces), G_N_ELEMENTS(runs));
+
+    /* Traces come back in argument order: fitted ones first, then the checks. */
+    int    failures = 0;
+    double measured[G_N_ELEMENTS(runs)], predicted[G_N_ELEMENTS(runs)];
+    printf("\n%-10s %-6s %12s %12s %8s\n", "run", "role", "measured ms", "predicted ms", "ratio");
+    for (guint i = 0; i < G_N_ELEMENTS(runs); i++) {
+        JsonObject *t = json_array_get_object_element(traces, i);
+        measured[i] = (double)json_object_get_int_member(t, "measured_step_ns");
+        predicted[i] = (double)json_object_get_int_member(t, "predicted_step_ns");
+        double ratio = measured[i] > 0 ? predicted[i] / measured[i] : 0.0;
+        printf("%-10s %-6s %12.3f %12.3f %8.4f\n", runs[i].name, runs[i].fit ? "fit" : "check",
+               measured[i] / 1e6, predicted[i] / 1e6, ratio);
+        if (!runs[i].fit && !(fabs(ratio - 1.0) <= TOLERANCE)) {
+            fprintf(stderr, "%s: predicted / measured step time %.4f is not within %.0f%%\n",
+                    runs[i].name, ratio, TOLERANCE * 100);
+            failures++;
+        }
+    }
+    /* Flush over PACI: the same tokens per step, so the throughput ratio is paci's step
+     * time over 1f1b's. */
+    double ratio_measured = measured[5] / measured[2],
+           ratio_predicted = predicted[5] / predicted[2];
+    printf("throughput 1f1b/paci: measured %.4f, predicted %.4f (%.4f)\n", ratio_measured,
+           ratio_predicted, ratio_predicted / ratio_measured);
+    if (!(fabs(ratio_predicted / ratio_measured - 1.0) <= TOLERANCE)) {
+        fprintf(stderr, "flush/paci throughput ratio: predicted %.4f, measured %.4f\n",
+                ratio_predicted, ratio_measured);
+        failures++;
+    }
+    g_clear_pointer(&load, g_free);
+    if (g_file_get_contents("/proc/loadavg", &load, NULL, NULL))
+        printf("load average after: %s", load);
+    fflush(stdout);
+    for (size_t i = 0; i < G_N_ELEMENTS(runs); i++)
+        ck_assert_msg(test_util_tmp_dir_remove(runs[i].dir), "cannot remove %s", runs[i].dir);
+    ck_assert_msg(failures == 0, "%d prediction(s) off by more than %.0f%% (see above)", failures,
+                  TOLERANCE * 100);
+}
+END_TEST
+
+int main(void) {
+    if (g_get_num_processors() < 2) {
+        printf("skip: 2 stages need 2 processors, this machine has %u\n", g_get_num_processors());
+        return 77;
+    }
+    Suite *s = suite_create("calibrate-cpu");
+    TCase *tc = tcase_create("cpu");
+    tcase_set_timeout(tc, 1800);
+    tcase_add_test(tc, test_calibrate_cpu);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int n_failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return n_failed > 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT
+ * test-gpt2-table.c: the arena-free tensor table (kernels/gpt2-table.h) against the CPU slice
+ * (kernels/gpt2-slice.h) on every kind of slice of a tiny GPT-2: the same tensors (names,
+ * offsets, shapes, kinds), the same index lookups, and bitwise the same GPT-2 init.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt2-slice.h"
+#include "gpt2-table.h"
+
+static const Gpt2Config tiny = {.L = 3, .C = 16, .NH = 2, .T = 8, .V = 37, .Vp = 128};
+
+/* (layer_begin, layer_end, has_embedding, has_head, tie_head) of the slices tried */
+static const int shapes[][5] = {
+    {0, 3, 1, 1, 0}, /* whole model, untied head */
+    {0, 3, 1, 1, 1}, /* whole model, tied head */
+    {0, 1, 1, 0, 0}, /* first */
+    {1, 2, 0, 0, 0}, /* middle */
+    {2, 3, 0, 1, 0}, /* last */
+    {3, 3, 0, 1, 0}, /* last, no block */
+    {0, 0, 1, 0, 0}, /* first, no block */
+};
+
+static Gpt2SliceParams shape_params(int k) {
+    Gpt2SliceParams p = {.model = tiny,
+                         .layer_begin = shapes[k][0],
+                         .layer_end = shapes[k][1],
+                         .has_embedding = shapes[k][2],
+                         .has_head = shapes[k][3],
+                         .tie_head = shapes[k][4],
+                         .B = 2,
+                         .n_act_slots = 1};
+    return p;
+}
+
+START_TEST(test_table_matches_slice) {
+    Gpt2SliceParams p = shape_params(_i);
+    Gpt2Slice      *s = gpt2_slice_new(&p);
+    Gpt2Table      *t = gpt2_table_new(&p);
+    ck_assert_uint_eq(gpt2_table_n_params(t), gpt2_slice_n_params(s));
+    ck_assert_int_eq(gpt2_table_n_tensors(t), gpt2_slice_n_tensors(s));
+    for (int i = 0; i < gpt2_table_n_tensors(t); i++) {
+        const Gpt2Tensor *a = gpt2_table_tensor(t, i), *b = gpt2_slice_tensor(s, i);
+        ck_assert_str_eq(a->name, b->name);
+        ck_assert_uint_eq(a->offset, b->offset);
+        ck_assert_uint_eq(a->numel, b->numel);
+        ck_assert_int_eq(a->ndim, b->ndim);
+        ck_assert_int_eq(a->shape[0], b->shape[0]);
+        ck_assert_int_eq(a->shape[1], b->shape[1]);
+        ck_assert_int_eq(a->is_matrix, b->is_matrix);
+        ck_assert_int_eq(a->kind, b->kind);
+        ck_assert_ptr_eq(gpt2_table_tensor_by_name(t, a->name), a);
+    }
+    ck_assert_ptr_null(gpt2_table_tensor_by_name(t, "h.99.ln_1.weight"));
+    gpt2_table_free(t);
+    gpt2_slice_free(s);
+}
+END_TEST
+
+START_TEST(test_table_indices) {
+    Gpt2SliceParams p = shape_params(_i);
+    Gpt2Table      *t = gpt2_table_new(&p);
+    const char     *ends[5] = {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias",
+                               "lm_head.weight"};
+    int idx[5] = {gpt2_table_wte(t), gpt2_table_wpe(t), gpt2_table_lnf_w(t), gpt2_table_lnf_b(t),
+                  gpt2_table_head(t)};
+    for (int k = 0; k < 5; k++) {
+        const Gpt2Tensor *byname = gpt2_table_tensor_by_name(t, ends[k]);
+        if (k == 4 && p.tie_head) {
+            /* a tied head is wte */
+            ck_assert_ptr_null(byname);
+            ck_assert_int_eq(idx[4], idx[0]);
+            continue;
+        }
+        if (!byname) {
+            ck_assert_int_eq(idx[k], -1);
+            continue;
+        }
+        ck_assert_ptr_eq(gpt2_table_tensor(t, idx[k]), byname);
+    }
+    static const char *suffix[GPT2_LT_N] = {
+        "ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
+        "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
+        "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+    for (int l = 0; l < p.layer_end - p.layer_begin; l++) {
+        for (int w = 0; w < GPT2_LT_N; w++) {
+            char name[64];
+            snprintf(name, sizeof name, "h.%d.%s", p.layer_begin + l, suffix[w]);
+            const Gpt2Tensor *x = gpt2_table_tensor(t, gpt2_table_layer_tensor(t, l, w));
+            ck_assert_str_eq(x->name, name);
+        }
+    }
+    gpt2_table_free(t);
+}
+END_TEST
+
+START_TEST(test_table_init_bitwise) {
+    Gpt2SliceParams p = shape_params(_i);
+    Gpt2Slice      *s = gpt2_slice_new(&p);
+    Gpt2Table      *t = gpt2_table_new(&p);
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+        gpt2_slice_init_params(s, seed);
+        for (int i = 0; i < gpt2_table_n_tensors(t); i++) {
+            const Gpt2Tensor *x = gpt2_table_tensor(t, i);
+            float            *v = malloc(x->numel * sizeof(float));
+            gpt2_table_init_tensor(t, i, seed, v);
+            ck_assert_mem_eq(v, gpt2_slice_params(s) + x->offset, x->numel * sizeof(float));
+            free(v);
+        }
+    }
+    gpt2_table_free(t);
+    gpt2_slice_free(s);
+}
+END_TEST
+
+static Suite *table_suite(void) {
+    Suite *s = suite_create("gpt2-table");
+    TCase *tc = tcase_create("table");
+    int    n = (int)(sizeof shapes / sizeof shapes[0]);
+    tcase_add_loop_test(tc, test_table_matches_slice, 0, n);
+    tcase_add_loop_test(tc, test_table_indices, 0, n);
+    tcase_add_loop_test(tc, test_table_init_bitwise, 0, n);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(table_suite());
+    srunner_run_all(sr, CK_ENV);
+    int n = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return n ? EXIT_FAILURE : EXIT_SUCCESS;
+}

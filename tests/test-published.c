@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT
+ * test-published.c: every published run in scenarios/published is simulated and its figure,
+ * on the source's own convention (scenarios/published/published.csv: iteration time,
+ * TFLOP/s per GPU by Megatron's Eq. 3 or by model FLOPs, or MFU), stays within the error
+ * bound stored for it; within each group of layouts a source compares, the simulated ranking
+ * is the published one; and the CSV and the folder list the same files.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp-scenario.h"
+#include "pp-schedule.h"
+#include "sim-cost.h"
+#include "sim-engine.h"
+#include "test-util.h"
+
+#define PUB_DIR PP_SOURCE_ROOT "/scenarios/published"
+
+typedef struct {
+    char  *file, *metric, *groups; /* groups: ';'-separated, "-" for none */
+    double published, bound;
+    double predicted; /* in the metric's unit */
+    double pub_rate;  /* published sequences per second per GPU */
+    double pred_rate; /* simulated sequences per second per GPU */
+} PubRow;
+
+static void pub_row_clear(gpointer data) {
+    PubRow *r = data;
+    g_free(r->file);
+    g_free(r->metric);
+    g_free(r->groups);
+}
+
+static GArray *pub_rows(void) {
+    g_autofree char *text = test_util_read_file(PUB_DIR "/published.csv", NULL);
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    GArray *rows = g_array_new(FALSE, TRUE, sizeof(PubRow));
+    g_array_set_clear_func(rows, pub_row_clear);
+    ck_assert_str_eq(lines[0], "file,metric,published,bound,group");
+    for (size_t i = 1; lines[i] != NULL; i++) {
+        if (lines[i][0] == '\0')
+            continue;
+        g_auto(GStrv) f = g_strsplit(lines[i], ",", -1);
+        ck_assert_msg(g_strv_length(f) == 5, "published.csv line %zu: %s", i + 1, lines[i]);
+        PubRow r = {.file = g_strdup(f[0]),
+                    .metric = g_strdup(f[1]),
+                    .published = g_ascii_strtod(f[2], NULL),
+                    .bound = g_ascii_strtod(f[3], NULL),
+                    .groups = g_strdup(f[4])};
+        ck_assert(r.published > 0 && r.bound > 0);
+        g_array_append_val(rows, r);
+    }
+    return rows;
+}
+
+/* Megatron's per-iteration FLOPs of B sequences: Narayanan et al. 2021 Eq. 3 (@eq3, full
+ * recomputation counted: 96 B s l h^2 (1 + s/6h + V/16lh)) or the model FLOPs (72 B s l h^2
+ * (1 + s/6h + V/12lh), Korthikanti et al. 2022 Appendix A). */
+static double pub_flops(const PpScenario *sc, gboolean eq3) {
+    const double B = sc->training.global_batch, s = sc->model.seq_len, l = sc->model.layers;
+    const double h = sc->model.hidden, V = sc->model.vocab;
+    if (eq3)
+        return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+}
+
+/* Simulates row @r and fills predicted, pub_rate and pred_rate. */
+static void pub_simulate(PubRow *r) {
+    g_autofree char *path = g_build_filename(PUB_DIR, r->file, NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &error);
+    ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
+    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    sim_cost_schedule_params(cost, &params);
+    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
+    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    SimRunOptions options = {.keep_trace = FALSE};
+    g_autoptr(SimResult) res = sim_engine_run_with(sched, cost, &options, &error);
+    ck_assert_msg(res != NULL, "%s", error ? error->message : "");
+
+    const double gpus = (double)res->gpus, peak = sc->hardware.peak_flops;
+    const double step_s = res->step_time_ns / 1e9, B = sc->training.global_batch;
+    double       pub_step_s; /* the published figure as an iteration time */
+    if (strcmp(r->metric, "iteration_s") == 0) {
+        r->predicted = step_s;
+        pub_step_s = r->published;
+    } else if (strcmp(r->metric, "tflops_eq3") == 0) {
+        r->predicted = pub_flops(sc, TRUE) / (step_s * gpus) / 1e12;
+        pub_step_s = pub_flops(sc, TRUE) / (r->published * 1e12 * gpus);
+    } else if (strcmp(r->metric, "mfu") == 0) {
+        r->predicted = res->mfu;
+        pub_step_s = pub_flops(sc, FALSE) / (r->published * peak * gpus);
+        /* the engine's MFU is the same model-FLOP convention */
+        ck_assert_double_eq_tol(res->mfu, pub_flops(sc, FALSE) / (step_s * gpus * peak), 1e-9);
+    } else {
+        ck_assert_str_eq(r->metric, "tflops_model");
+        r->predicted = res->tflops_per_gpu;
+        pub_step_s = pub_flops(sc, FALSE) / (r->published * 1e12 * gpus);
+    }
+    r->pub_rate = B / (pub_step_s * gpus);
+    r->pred_rate = B / (step_s * gpus);
+}
+
+/* Each row within its stored bound; the file list matches the folder. */
+START_TEST(test_published_rows) {
+    g_autoptr(GArray) rows = pub_rows();
+    g_autoptr(GHashTable) listed = g_hash_table_new(g_str_hash, g_str_equal);
+    for (guint i = 0; i < rows->len; i++) {
+        PubRow *r = &g_array_index(rows, PubRow, i);
+        pub_simulate(r);
+        double err = r->predicted / r->published - 1.0;
+        ck_assert_msg(fabs(err) <= r->bound,
+                      "%s: predicted %g, published %g: error %+.1f%% above "
+                      "the stored bound %.0f%%",
+                      r->file, r->predicted, r->published, 100 * err, 100 * r->bound);
+        g_hash_table_add(listed, r->file);
+    }
+    g_autoptr(GDir) dir = g_dir_open(PUB_DIR, 0, NULL);
+    ck_assert_ptr_nonnull(dir);
+    guint       n_ini = 0;
+    const char *name;
+    while ((name = g_dir_read_name(dir)) != NULL) {
+        if (!g_str_has_suffix(name, ".ini"))
+            continue;
+        ck_assert_msg(g_hash_table_contains(listed, name), "%s has no row in published.csv", name);
+        n_ini++;
+    }
+    ck_assert_int_eq(n_ini, rows->len);
+}
+END_TEST
+
+/* Within every group, the simulated order of per-GPU throughput is the published order. */
+START_TEST(test_published_rankings) {
+    g_autoptr(GArray) rows = pub_rows();
+    g_autoptr(GHashTable) groups =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_ptr_array_unref);
+    for (guint i = 0; i < rows->len; i++) {
+        PubRow *r = &g_array_index(rows, PubRow, i);
+        if (strcmp(r->groups, "-") == 0)
+            continue;
+        pub_simulate(r);
+        g_auto(GStrv) names = g_strsplit(r->groups, ";", -1);
+        for (char **g = names; *g != NULL; g++) {
+            GPtrArray *members = g_hash_table_lookup(groups, *g);
+            if (members == NULL) {
+                members = g_ptr_array_new();
+                g_hash_table_insert(groups, g_strdup(*g), members);
+            }
+            g_ptr_array_add(members, r);
+        }
+    }
+    ck_assert_int_ge(g_hash_table_size(groups), 5);
+    GHashTableIter it;
+    gpointer       key, value;
+    g_hash_table_iter_init(&it, groups);
+    while (g_hash_table_iter_next(&it, &key, &value)) {
+        GPtrArray *m = value;
+        ck_assert_int_ge(m->len, 2);
+        for (guint a = 0; a < m->len; a++) {
+            for (guint b = 0; b < m->len; b++) {
+                const PubRow *x = g_ptr_array_index(m, a), *y = g_ptr_array_index(m, b);
+                if (x->pub_rate > y->pub_rate)
+                    ck_assert_msg(x->pred_rate > y->pred_rate,
+                                  "group %s: %s is published faster than %s but simulated slower",
+                                  (const char *)key, x->file, y->file);
+            }
+        }
+    }
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("published");
+    TCase *tc = tcase_create("published");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_published_rows);
+    tcase_add_test(tc, test_published_rankings);
+    suite_add_tcase(s, tc);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int n_failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return n_failed > 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: MIT
+ * test-sim-calibrate.c: `pacer-sim calibrate`, run as a child process on traces the simulator
+ * wrote with known costs (tests/data/sim/calibrate*.ini): it recovers per-stage F, B, W, fused
+ * BW, U and the hop exactly, predicts held-out schedules and micro-batch counts to the
+ * nanosecond, fits the kernel-efficiency curve and the link over micro-batch sizes and uses
+ * them at a size it never saw, writes a scenario pacer-sim runs as is, and rejects bad input
+ * with exit status and message.
+ */
+#include <check.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test-util.h"
+
+#define SIM_BIN  PP_BUILD_ROOT "/sim/pacer-sim"
+#define DATA_DIR PP_SOURCE_ROOT "/tests/data/sim"
+
+/* Simulates @scenario (tests/data/sim name) with @sets (NULL-terminated) into a fresh folder.
+ * Returns: (transfer full): the folder. */
+static char *simulate(const char *scenario, const char *const *sets) {
+    g_autofree char *dir = test_util_tmp_dir_new("calibrate-XXXXXX");
+    g_autofree char *path = g_strdup_printf("%s/%s", DATA_DIR, scenario);
+    g_autoptr(GPtrArray) args = g_ptr_array_new();
+    g_ptr_array_add(args, path);
+    for (const char *const *s = sets; s != NULL && *s != NULL; s++) {
+        g_ptr_array_add(args, (gpointer) "--set");
+        g_ptr_array_add(args, (gpointer)*s);
+    }
+    g_ptr_array_add(args, (gpointer) "--out");
+    g_ptr_array_add(args, dir);
+    g_ptr_array_add(args, NULL);
+    g_autofree char *err = NULL;
+    int              rc = test_util_spawn(SIM_BIN, (const char *const *)args->pdata, NULL, &err);
+    ck_assert_msg(rc == 0, "pacer-sim %s: %s", scenario, err);
+    return g_steal_pointer(&dir);
+}
+
+static char *ops_of(const char *dir) {
+    return g_build_filename(dir, "ops.csv", NULL);
+}
+
+/* Runs `pacer-sim calibrate @args... --json`; asserts exit 0. Returns: (transfer full). */
+static JsonNode *calibrate_json(const char *const *args) {
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer) "calibrate");
+    for (const char *const *a = args; *a != NULL; a++)
+        g_ptr_array_add(argv, (gpointer)*a);
+    g_ptr_array_add(argv, (gpointer) "--json");
+    g_ptr_array_add(argv, NULL);
+    g_autofree char *out = NULL, *err = NULL;
+    int              rc = test_util_spawn(SIM_BIN, (const char *const *)argv->pdata, &out, &err);
+    ck_assert_msg(rc == 0, "calibrate exited %d: %s", rc, err);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(json_parser_load_from_data(parser, out, -1, &error), "JSON: %s",
+                  error ? error->message : "");
+    return json_node_copy(json_parser_get_root(parser));
+}
+
+static JsonObject *member(JsonNode *root, const char *name) {
+    return json_object_get_object_member(json_node_get_object(root), name);
+}
+
+static JsonArray *array(JsonNode *root, const char *name) {
+    return json_object_get_array_member(json_node_get_object(root), name);
+}
+
+static void remove_dirs(char **dirs, int n) {
+    for (int i = 0; i < n; i++)
+        ck_assert(test_util_tmp_dir_remove(dirs[i]));
+}
+
+/* calibrate.ini's costs per stage (ns): F, B, W, fused BW, U, weight copy. */
+static const int64_t known[3][6] = {
+    {100000, 110000, 90000, 190000, 30000, 11000},
+    {140000, 130000, 60000, 185000, 20000, 13000},
+    {120000, 150000, 100000, 260000, 40000, 17000},
+};
+
+/* Fitted on zb-h1 (F, B, W, U) and 2bw with m = 8 (BW, the weight copy of stashing): every
+ * stage's costs and the 5 us hop come back exactly (simulated ops have no dispatch gap), and
+ * the held-out 1f1b (m = 4 and 8), paci, 2bw (m = 4) and zb-2p runs are predicted to the
+ * nanosecond. The written scenario runs as is and equals the original. */
+START_TEST(test_recovers_costs) {
+    const char *const zb[] = {"pipeline.schedule=zb-h1", NULL};
+    const char *const tbw8[] = {"pipeline.schedule=2bw", "pipeline.microbatches=8", NULL};
+    const char *const m8[] = {"pipeline.microbatches=8", NULL};
+    const char *const paci[] = {"pipeline.schedule=paci", NULL};
+    const char *const tbw[] = {"pipeline.schedule=2bw", NULL};
+    const char *const zb2[] = {"pipeline.schedule=zb-2p", NULL};
+    char             *dirs[] = {simulate("calibrate.ini", zb),   simulate("calibrate.ini", tbw8),
+                                simulate("calibrate.ini", NULL), simulate("calibrate.ini", m8),
+                                simulate("calibrate.ini", paci), simulate("calibrate.ini", tbw),
+                                simulate("calibrate.ini", zb2)};
+    char             *o[G_N_ELEMENTS(dirs)];
+    for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++)
+        o[i] = ops_of(dirs[i]);
+    g_autofree char  *out = g_build_filename(dirs[0], "calibrated.ini", NULL);
+    const char *const args[] = {o[0],      o[1], "--check", o[2], "--check", o[3], "--check", o[4],
+                                "--check", o[5], "--check", o[6], "--out",   out,  NULL};
+    g_autoptr(JsonNode) root = calibrate_json(args);
+
+    JsonArray *stages = array(root, "stages");
+    ck_assert_int_eq(json_array_get_length(stages), 3);
+    static const char *const keys[] = {"f_ns", "b_ns", "w_ns", "bw_ns", "u_ns", "stash_ns"};
+    for (guint s = 0; s < 3; s++) {
+        JsonObject *st = json_array_get_object_element(stages, s);
+        for (int k = 0; k < 6; k++)
+            ck_assert_int_eq(json_object_get_int_member(st, keys[k]), known[s][k]);
+        ck_assert_int_eq(json_object_get_int_member(st, "dispatch_ns"), 0);
+    }
+    JsonObject *link = member(root, "link");
+    ck_assert_int_eq(json_object_get_int_member(link, "latency_ns"), 5000);
+    ck_assert_int_eq(json_object_get_int_member(link, "comm_ns"), 5000);
+    ck_assert_int_gt(json_object_get_int_member(link, "waits"), 0);
+    ck_assert(!json_object_get_boolean_member(member(root, "kernel_efficiency"), "fitted"));
+
+    JsonArray *traces = array(root, "traces");
+    ck_assert_int_eq(json_array_get_length(traces), G_N_ELEMENTS(dirs));
+    for (guint i = 0; i < G_N_ELEMENTS(dirs); i++) {
+        JsonObject *t = json_array_get_object_element(traces, i);
+        ck_assert_str_eq(json_object_get_string_member(t, "role"), i < 2 ? "fit" : "check");
+        int64_t measured = json_object_get_int_member(t, "measured_step_ns");
+        ck_assert_int_gt(measured, 0);
+        ck_assert_int_eq(json_object_get_int_member(t, "predicted_step_ns"), measured);
+        /* 12 steps: the window is steps 3..9 */
+        ck_assert_int_eq(json_object_get_int_member(t, "lo_step"), 3);
+        ck_assert_int_eq(json_object_get_int_member(t, "hi_step"), 9);
+    }
+
+    /* The written scenario (the first fit trace's, zb-h1): pacer-sim runs it and gets the
+     * original run's figures. */
+    const char *const run_cal[] = {out, "--json", NULL};
+    g_autofree char  *orig_path = g_strdup_printf("%s/calibrate.ini", DATA_DIR);
+    const char *const run_orig[] = {orig_path, "--set", "pipeline.schedule=zb-h1", "--json", NULL};
+    g_autofree char  *a = NULL, *b = NULL, *err = NULL;
+    ck_assert_int_eq(test_util_spawn(SIM_BIN, run_cal, &a, &err), 0);
+    ck_assert_int_eq(test_util_spawn(SIM_BIN, run_orig, &b, NULL), 0);
+    const char *sa = strstr(a, "\"step_time_ns\""), *sb = strstr(b, "\"step_time_ns\"");
+    ck_assert_ptr_nonnull(sa);
+    ck_assert_ptr_nonnull(sb);
+    ck_assert_int_eq(strtoll(strchr(sa, ':') + 1, NULL, 10),
+                     strtoll(strchr(sb, ':') + 1, NULL, 10));
+    g_autofree char *text = test_util_read_file(out, NULL);
+    ck_assert_ptr_nonnull(strstr(text, "forward_us=100,140,120\n"));
+    ck_assert_ptr_nonnull(strstr(text, "fused_backward_us=190,185,260\n"));
+    ck_assert_ptr_nonnull(strstr(text, "stash_us=11,13,17\n"));
+    ck_assert_ptr_nonnull(strstr(text, "first 1 optimizer step(s) left out"));
+    for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++)
+        g_free(o[i]);
+    remove_dirs(dirs, G_N_ELEMENTS(dirs));
+}
+END_TEST
+
+/* The analytic model at micro-batch sizes 1, 2 and 4 (peak 100 TFLOP/s, kernel_eff_max 0.5,
+ * kernel_eff_half_tokens 1024, link 8 us + bytes / 25 GB/s): calibrate finds 50 TFLOP/s and
+ * 1024 tokens, a latency of 8 us (within the fit's rounding, 2 ns) and 50 GB/s for its fp32
+ * message (the simulator's is bf16, half the bytes), and predicts size 3, which no fit trace
+ * ran, within rounding. */
+START_TEST(test_kernel_curve_and_link) {
+    const char *const b1[] = {"pipeline.microbatch_size=1", NULL};
+    const char *const b2[] = {"pipeline.microbatch_size=2", NULL};
+    const char *const b4[] = {"pipeline.microbatch_size=4", NULL};
+    const char *const b3[] = {"pipeline.microbatch_size=3", "pipeline.schedule=paci", NULL};
+    char *dirs[] = {simulate("calibrate-analytic.ini", b1), simulate("calibrate-analytic.ini", b2),
+                    simulate("calibrate-analytic.ini", b4), simulate("calibrate-analytic.ini", b3)};
+    g_autofree char *o0 = ops_of(dirs[0]), *o1 = ops_of(dirs[1]), *o2 = ops_of(dirs[2]),
+                    *o3 = ops_of(dirs[3]);
+    const char *const args[] = {o0, o1, o2, "--check", o3, "--microbatch-size", "3", NULL};
+    g_autoptr(JsonNode) root = calibrate_json(args);
+    JsonObject *k = member(root, "kernel_efficiency");
+    ck_assert(json_object_get_boolean_member(k, "fitted"));
+    ck_assert_int_eq(json_object_get_int_member(k, "sizes"), 3);
+    ck_assert_double_eq_tol(json_object_get_double_member(k, "peak_tflops"), 50.0, 1e-3);
+    ck_assert_double_eq_tol(json_object_get_double_member(k, "half_tokens"), 1024.0, 0.5);
+    JsonObject *link = member(root, "link");
+    ck_assert_int_le(llabs(json_object_get_int_member(link, "latency_ns") - 8000), 2);
+    ck_assert_double_eq_tol(json_object_get_double_member(link, "bytes_per_ns"), 50.0, 1e-3);
+    /* hop at size 3: 8 us + 3 x 256 x 512 x 2 bytes / 25 GB/s */
+    ck_assert_int_le(llabs(json_object_get_int_member(link, "comm_ns") - 39458), 1);
+    JsonArray *traces = array(root, "traces");
+    for (guint i = 0; i < json_array_get_length(traces); i++) {
+        JsonObject *t = json_array_get_object_element(traces, i);
+        double      ratio = json_object_get_double_member(t, "ratio");
+        ck_assert_msg(fabs(ratio - 1.0) < 1e-4, "trace %u: ratio %.6f", i, ratio);
+    }
+    remove_dirs(dirs, G_N_ELEMENTS(dirs));
+}
+END_TEST
+
+/* Bad input: exit 2 without a trace, exit 1 naming the file for a trace without
+ * scenario.ini, another model, interleaved chunks, too few steps; a split schedule held out
+ * from a fit without B and W is reported as not predicted, saying why. */
+START_TEST(test_bad_input) {
+    char *dirs[] = {
+        simulate("calibrate.ini", NULL),
+        simulate("calibrate.ini", (const char *const[]){"model.layers=9", NULL}),
+        simulate("calibrate.ini", (const char *const[]){"training.steps=2", NULL}),
+        simulate("calibrate.ini",
+                 (const char *const[]){"pipeline.schedule=interleaved", "pipeline.chunks=2",
+                                       "pipeline.microbatches=3", NULL}),
+        simulate("calibrate.ini", (const char *const[]){"pipeline.schedule=zb-h1", NULL})};
+    g_autofree char *o0 = ops_of(dirs[0]), *o1 = ops_of(dirs[1]), *o2 = ops_of(dirs[2]),
+                    *o3 = ops_of(dirs[3]), *o4 = ops_of(dirs[4]);
+    g_autofree char *lonely_dir = test_util_tmp_dir_new("calibrate-XXXXXX");
+    g_autofree char *lonely = g_build_filename(lonely_dir, "ops.csv", NULL);
+    g_autofree char *trace_text = test_util_read_file(o0, NULL);
+    ck_assert(g_file_set_contents(lonely, trace_text, -1, NULL));
+
+    const struct {
+        const char *args[4];
+        int         rc;
+        const char *needle;
+    } cases[] = {
+        {{"calibrate", NULL}, 2, "at least one TRACE"},
+        {{"calibrate", o0, "--skip-steps=-1", NULL}, 2, "--skip-steps -1"},
+        {{"calibrate", lonely, NULL}, 1, "no scenario.ini next to the trace"},
+        {{"calibrate", o0, o1, NULL}, 1, "one model on one pipeline"},
+        {{"calibrate", o2, NULL}, 1, "no steady state"},
+        {{"calibrate", o3, NULL}, 1, "pipeline.chunks = 1"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *err = NULL;
+        int              rc = test_util_spawn(SIM_BIN, cases[i].args, NULL, &err);
+        ck_assert_msg(rc == cases[i].rc, "case %zu: exit %d, want %d: %s", i, rc, cases[i].rc, err);
+        ck_assert_msg(strstr(err, cases[i].needle) != NULL, "case %zu: '%s' not in: %s", i,
+                      cases[i].needle, err);
+    }
+    /* Fused only, then a split schedule held out: not predicted, with the reason. */
+    const char *const args[] = {o0, "--check", o4, NULL};
+    g_autoptr(JsonNode) root = calibrate_json(args);
+    JsonObject *t = json_array_get_object_element(array(root, "traces"), 1);
+    ck_assert_int_eq(json_object_get_int_member(t, "predicted_step_ns"), 0);
+    ck_assert_ptr_nonnull(strstr(json_object_get_string_member(t, "note"), "no B time"));
+    ck_assert(test_util_tmp_dir_remove(lonely_dir));
+    remove_dirs(dirs, G_N_ELEMENTS(dirs));
+}
+END_TEST
+
+static Suite *calibrate_suite(void) {
+    Suite *s = suite_create("sim-calibrate");
+    TCase *tc = tcase_create("calibrate");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_recovers_costs);
+    tcase_add_test(tc, test_kernel_curve_and_link);
+    tcase_add_test(tc, test_bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(calibrate_suite());
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
