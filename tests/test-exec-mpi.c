@@ -292,7 +292,7 @@ END_TEST
 /* paci (asynchronous: segment boundaries are part of the math) on 4 processes, stopped at the
  * step-2 checkpoint and resumed from the run folder (its newest complete unit, named on rank
  * 0's output), equals 4 uninterrupted steps on threads with the same boundaries: both units
- * byte for byte and the log. */
+ * byte for byte and the log; the step-2 unit resumed on threads ends the same. */
 START_TEST(test_mpi_resume) {
     const char *const sets[] = {"pipeline.schedule=paci",  "pipeline.stages=4",
                                 "pipeline.accumulation=2", "pipeline.microbatches=1",
@@ -314,11 +314,21 @@ START_TEST(test_mpi_resume) {
     assert_same_unit(mp_dir, th_dir, 2);
     assert_same_unit(mp_dir, th_dir, 4);
     assert_same_log(mp_dir, th_dir);
+    /* The unit the processes wrote resumes on threads too, to the same end. */
+    g_autofree char  *unit = g_build_filename(mp_dir, "checkpoints", "step-00000002", NULL);
+    g_autofree char  *x_dir = test_util_tmp_dir_new("mpi-cross-XXXXXX");
+    const char *const cross[] = {"--resume", unit, NULL};
+    Run               x;
+    run_ok(&x, 0, x_dir, sets, cross);
+    assert_same_unit(x_dir, th_dir, 4);
+    assert_same_log(x_dir, th_dir);
     run_clear(&a);
     run_clear(&b);
     run_clear(&th);
+    run_clear(&x);
     ck_assert(test_util_tmp_dir_remove(mp_dir));
     ck_assert(test_util_tmp_dir_remove(th_dir));
+    ck_assert(test_util_tmp_dir_remove(x_dir));
 }
 END_TEST
 
@@ -392,7 +402,7 @@ START_TEST(test_mpi_nan_storm) {
 END_TEST
 
 /* Rank 1 of 2 dies (SIGKILL) or stops answering (SIGSTOP) after its third message. Killed:
- * the launcher ends the job and names the rank. Stopped: rank 0 gives up after
+ * the launcher ends the job and names the rank and the signal. Stopped: rank 0 gives up after
  * run.comm_timeout_s, names the op and rank 1, and aborts the job. Either way nothing hangs
  * (run_train() fails a run that outlives its limit). */
 START_TEST(test_mpi_dead_peer) {
@@ -402,7 +412,9 @@ START_TEST(test_mpi_dead_peer) {
     Run               killed, stopped;
     run_train(&killed, 2, dir, sets, NULL, "kill:1:3");
     ck_assert_int_ne(killed.status, 0);
-    ck_assert_msg(strstr(killed.err, "rank 1") != NULL, "%s", killed.err);
+    ck_assert_msg(strstr(killed.err, "process rank 1 ") != NULL &&
+                      strstr(killed.err, "exited on signal 9") != NULL,
+                  "%s", killed.err);
     run_train(&stopped, 2, dir, sets, NULL, "stop:1:3");
     ck_assert_int_ne(stopped.status, 0);
     ck_assert_msg(strstr(stopped.err, "pacer-train: rank 0: the gradient for BW(mb=") &&
