@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT
  * test-exec-mpi.c: pacer-train with one process per stage (scripts/mpirun-local, -np 2 and 4)
- * against the same run on threads in one process: bitwise the same checkpoint (every weight
- * and the optimizer state), log.csv but its measured tokens/s, the same ops with the
- * program's weight versions (measured Δ = the program's); resume across processes; dynamic
- * mode; and the failures: a world size that is not the stage count, a NaN storm, a rank
- * killed or stopped mid-run (every rank exits, naming the dead peer; the test bounds its time).
+ * against the same run on threads in one process: bitwise the same checkpoint unit (every
+ * weight and the optimizer state), log.csv but its measured tokens/s, the same ops with the
+ * program's weight versions (measured Δ = the program's); resume across processes, also after
+ * a kill inside a checkpoint write; dynamic mode; and the failures: a world size that is not
+ * the stage count, a NaN storm, a rank killed or stopped mid-run (every rank exits, naming the
+ * dead peer; the test bounds its time).
  */
 #include <check.h>
 #include <stdio.h>
@@ -47,7 +48,8 @@ static void run_clear(Run *r) {
 
 /* Runs pacer-train on @np processes (0: one process, threads) with the base overrides, then
  * @sets (NULL-terminated, nullable), then @args (nullable), writing into @dir; @fault
- * (nullable) is PACER_TEST_FAULT for the ranks. */
+ * (nullable) is a test hook for the ranks, "NAME=VALUE" (PACER_TEST_FAULT or
+ * PACER_TEST_KILL_AT); both are unset otherwise. */
 static void run_train(Run *r, int np, const char *dir, const char *const *sets,
                       const char *const *args, const char *fault) {
     g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
@@ -79,8 +81,12 @@ static void run_train(Run *r, int np, const char *dir, const char *const *sets,
     g_ptr_array_add(argv, NULL);
 
     g_auto(GStrv) env = g_get_environ();
-    env = fault ? g_environ_setenv(env, "PACER_TEST_FAULT", fault, TRUE)
-                : g_environ_unsetenv(env, "PACER_TEST_FAULT");
+    env = g_environ_unsetenv(env, "PACER_TEST_FAULT");
+    env = g_environ_unsetenv(env, "PACER_TEST_KILL_AT");
+    if (fault) {
+        g_auto(GStrv) kv = g_strsplit(fault, "=", 2);
+        env = g_environ_setenv(env, kv[0], kv[1], TRUE);
+    }
     int wait_status = 0;
     g_autoptr(GError) error = NULL;
     *r = (Run){.sets = g_strdupv(each)};
@@ -290,9 +296,11 @@ END_TEST
 /* --- resume across processes --- */
 
 /* paci (asynchronous: segment boundaries are part of the math) on 4 processes, stopped at the
- * step-2 checkpoint and resumed from the run folder (its newest complete unit, named on rank
- * 0's output), equals 4 uninterrupted steps on threads with the same boundaries: both units
- * byte for byte and the log; the step-2 unit resumed on threads ends the same. */
+ * step-2 checkpoint, resumed from the run folder and killed (rank 0, SIGKILL) inside the step-4
+ * unit's write: the job ends, the step-2 unit stays the newest complete one, and resuming
+ * again (its newest complete unit, named on rank 0's output) equals 4 uninterrupted steps on
+ * threads with the same boundaries: both units byte for byte and the log. The step-2 unit the
+ * processes wrote also resumes on threads to the same end. */
 START_TEST(test_mpi_resume) {
     const char *const sets[] = {"pipeline.schedule=paci",  "pipeline.stages=4",
                                 "pipeline.accumulation=2", "pipeline.microbatches=1",
@@ -302,11 +310,23 @@ START_TEST(test_mpi_resume) {
     g_autofree char  *th_dir = test_util_tmp_dir_new("mpi-straight-XXXXXX");
     const char *const stop[] = {"--stop-at", "2", NULL};
     const char *const resume[] = {"--resume", mp_dir, NULL};
-    Run               a, b, th;
+    Run               a, killed, b, th;
     run_ok(&a, 4, mp_dir, sets, stop);
     ck_assert_ptr_nonnull(strstr(a.out, ", 2 steps,"));
+    run_train(&killed, 4, mp_dir, sets, resume, "PACER_TEST_KILL_AT=before-rename@4");
+    ck_assert_msg(killed.status != 0 && strstr(killed.err, "process rank 0 ") != NULL,
+                  "exit %d: %s", killed.status, killed.err);
+    g_autofree char *unit4 = g_build_filename(mp_dir, "checkpoints", "step-00000004", NULL);
+    ck_assert(!g_file_test(unit4, G_FILE_TEST_EXISTS));
     run_ok(&b, 4, mp_dir, sets, resume);
     ck_assert_ptr_nonnull(strstr(b.out, ", 4 steps,"));
+    /* Rank 0 removed the killed write's temporary folder and said so. */
+    ck_assert_msg(strstr(b.err, "left by an interrupted checkpoint write") != NULL, "%s", b.err);
+    g_autofree char *units = g_build_filename(mp_dir, "checkpoints", NULL);
+    g_autoptr(GDir) dir = g_dir_open(units, 0, NULL);
+    ck_assert_ptr_nonnull(dir);
+    for (const char *name; (name = g_dir_read_name(dir)) != NULL;)
+        ck_assert_msg(name[0] != '.', "%s/%s left behind", units, name);
     ck_assert_msg(count_lines(b.out, "resuming from ") == 1 &&
                       strstr(b.out, "checkpoints/step-00000002 (step 2)") != NULL,
                   "%s", b.out);
@@ -323,6 +343,7 @@ START_TEST(test_mpi_resume) {
     assert_same_unit(x_dir, th_dir, 4);
     assert_same_log(x_dir, th_dir);
     run_clear(&a);
+    run_clear(&killed);
     run_clear(&b);
     run_clear(&th);
     run_clear(&x);
@@ -410,12 +431,12 @@ START_TEST(test_mpi_dead_peer) {
                                 "pipeline.microbatches=4", "run.comm_timeout_s=2", NULL};
     g_autofree char  *dir = test_util_tmp_dir_new("mpi-dead-XXXXXX");
     Run               killed, stopped;
-    run_train(&killed, 2, dir, sets, NULL, "kill:1:3");
+    run_train(&killed, 2, dir, sets, NULL, "PACER_TEST_FAULT=kill:1:3");
     ck_assert_int_ne(killed.status, 0);
     ck_assert_msg(strstr(killed.err, "process rank 1 ") != NULL &&
                       strstr(killed.err, "exited on signal 9") != NULL,
                   "%s", killed.err);
-    run_train(&stopped, 2, dir, sets, NULL, "stop:1:3");
+    run_train(&stopped, 2, dir, sets, NULL, "PACER_TEST_FAULT=stop:1:3");
     ck_assert_int_ne(stopped.status, 0);
     ck_assert_msg(strstr(stopped.err, "pacer-train: rank 0: the gradient for BW(mb=") &&
                       strstr(stopped.err, "from rank 1 did not arrive within 2 s "
