@@ -102,7 +102,7 @@ static const char *const pp_precision_choices[] = {"fp32", "bf16", NULL};
 /* The executor's kernels compute in fp32 (largest finite 3.4e38, smallest normal 1.2e-38). */
 #define PP_F32_MAX      1e38
 #define PP_F32_MIN_NORM 1e-37
-/* Newton-Schulz iterations per muon update (5 is usual) and BLAS threads per worker. */
+/* Newton-Schulz iterations per muon update (5 is usual) and kernel threads per worker. */
 #define PP_NS_STEPS_MAX 100.0
 #define PP_THREADS_MAX  1024.0
 /* Layout limits: 2^20 replicas or GPUs per node, 1024-way tensor parallelism; their product
@@ -323,7 +323,7 @@ static const PpScenarioKey pp_scenario_keys[] = {
     PP_INT("run", "keep_checkpoints", run.keep_checkpoints, "3", 0, PP_COUNT_MAX, 0,
            "newest complete checkpoints kept in OUT/checkpoints; 0: all"),
     PP_INT("run", "threads", run.threads, "0", 0, PP_THREADS_MAX, 0,
-           "BLAS threads per worker; 0: automatic"),
+           "kernel threads per worker; 0: automatic"),
     PP_TEXT("run", "backend", PP_KEY_STRING, run.backend, "cpu", 0,
             "executor backend: cpu, or another one this build has (pacer-train checks the name "
             "and lists the valid ones); the simulator ignores it"),

@@ -65,7 +65,7 @@ Gpt2Config exec_train_model(const PpScenario *sc) {
                         .Vp = (sc->model.vocab + 127) / 128 * 128};
 }
 
-int32_t exec_train_blas_threads(const PpScenario *sc) {
+int32_t exec_train_threads(const PpScenario *sc) {
     if (sc->run.threads > 0)
         return sc->run.threads;
     return MAX(1, (int32_t)g_get_num_processors() / sc->pipeline.stages);

@@ -31,8 +31,8 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
 Gpt2Config exec_train_model(const PpScenario *sc);
 /* run.precision (the scenario's key table accepted only fp32 and bf16). */
 ExecPrecision exec_train_precision(const PpScenario *sc);
-/* OpenBLAS threads per worker: run.threads, or the processors shared by the stages. */
-int32_t exec_train_blas_threads(const PpScenario *sc);
+/* Kernel threads per worker: run.threads, or the processors shared by the stages. */
+int32_t exec_train_threads(const PpScenario *sc);
 /* Fills @pp for a pipeline of @sc's model, optimizer and learning-rate schedule, sized by
  * @shape (borrowed into @pp for the exec_pipeline_new() call); data and callbacks are left
  * for the caller. */

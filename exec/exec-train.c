@@ -8,12 +8,12 @@
  */
 #include "exec-train.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "exec-checkpoint-unit.h"
 #include "exec-train-private.h"
+#include "kern-pool.h"
 #include "pp-error.h"
 
 /* What the segment boundaries of one run share. */
@@ -139,8 +139,8 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     }
     g_autofree char *vocab =
         exec_train_hex(data_shard_fingerprint(train_shard), DATA_BPE_FINGERPRINT_BYTES);
-    /* OpenBLAS keeps one process-wide thread count: every worker's sgemm uses it. */
-    openblas_set_num_threads(exec_train_blas_threads(sc));
+    /* One process-wide count: each worker thread's kernels use that many threads. */
+    kern_set_threads(exec_train_threads(sc));
 
     ExecTrainLive      live = {.total_steps = total,
                                .tokens_per_step = (int64_t)sc->training.global_batch * model.T,

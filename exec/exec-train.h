@@ -27,8 +27,8 @@
  * writes left in out_dir/checkpoints. The data position is a pure function of the step and
  * run.seed, and nothing draws random numbers after init, so resuming a replayed program
  * continues bit for bit on CPU: weights, losses and validation equal an uninterrupted run's
- * with the same segment boundaries and run.threads (OpenBLAS may split sums by its thread
- * count). Dynamic mode's live order depends on timing, so two of its runs may differ whether
+ * with the same segment boundaries (for any run.threads: no kernel's sums depend on its
+ * thread count). Dynamic mode's live order depends on timing, so two of its runs may differ whether
  * or not one was interrupted.
  * Gradient clipping is per stage: exact global clipping would need an all-reduce of the
  * stages' squared norms at every update, a barrier that asynchronous schedules do not have.

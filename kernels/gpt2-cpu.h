@@ -1,10 +1,19 @@
 /* SPDX-License-Identifier: MIT
  * gpt2-cpu.h: GPT-2 layer kernels on the CPU, gpt2_cpu_* (the role of llm.c's train_gpt2.c
- * kernels). Matmuls go through OpenBLAS cblas_sgemm; every other loop has a fixed order, so
- * results are bitwise reproducible for a given OpenBLAS thread count. Kernels never allocate:
- * callers pass every output and scratch buffer. Backward kernels are split into the input
- * gradient (B) and the weight gradient (W, always accumulated with +=) for zero-bubble
- * schedules. N is the number of token positions B * T.
+ * kernels). Matmuls are kern_gemm() calls (kern-gemm.h); every kernel runs on the calling
+ * thread's kern-pool team (kern_set_threads()) and is vectorised for the processor
+ * (kern-simd.h). Callers pass every output buffer; the only memory kernels take themselves is
+ * per-thread scratch of fixed purpose (kern_thread_scratch()), kept between calls.
+ * Backward kernels are split into the input gradient (B) and the weight gradient (W, always
+ * accumulated with +=) for zero-bubble schedules. N is the number of token positions B * T.
+ *
+ * Determinism: threads split work only by output rows (tokens, attention heads, rows of a
+ * product) or by output channels, never inside a sum. Every sum over rows (weight, bias,
+ * LayerNorm and embedding gradients) runs over all rows in ascending order on one thread, and
+ * every sum along a row (LayerNorm statistics, softmax, dot products) goes into GPT2_LANES
+ * fixed partial sums (gpt2-cpu-math.h); products are split by rows at OpenBLAS's tile boundaries
+ * (kern_gemm()). So results are bitwise identical for any thread count; they may differ between
+ * instruction sets (fused multiply-adds where the processor has them) and OpenBLAS core types.
  */
 #pragma once
 
@@ -84,13 +93,11 @@ void gpt2_cpu_attention_forward(float       *out, // (B, T, C)
                                 float       *att, // (B, NH, T, T)
                                 const float *qkv, // (B, T, 3C)
                                 int B, int T, int C, int NH);
-/* B: dqkv = gradient of qkv (overwritten). @scratch: T * T floats. Attention has no weights,
- * so it has no W part. */
-void gpt2_cpu_attention_backward(float       *dqkv,    // (B, T, 3C)
-                                 float       *scratch, // (T, T)
-                                 const float *dout,    // (B, T, C)
-                                 const float *qkv,     // (B, T, 3C)
-                                 const float *att,     // (B, NH, T, T)
+/* B: dqkv = gradient of qkv (overwritten). Attention has no weights, so it has no W part. */
+void gpt2_cpu_attention_backward(float       *dqkv, // (B, T, 3C)
+                                 const float *dout, // (B, T, C)
+                                 const float *qkv,  // (B, T, 3C)
+                                 const float *att,  // (B, NH, T, T)
                                  int B, int T, int C, int NH);
 
 /* --- GELU (tanh approximation) --- */
@@ -116,9 +123,9 @@ void gpt2_cpu_residual_backward(float       *dinp1, // (N), accumulated
                                 const float *dout,  // (N)
                                 size_t       N);
 
-/* --- fused softmax + cross-entropy over the padded vocabulary --- */
+/* --- softmax + cross-entropy over the padded vocabulary, fused with the LM head --- */
 
-/* Softmax over the first V columns of each row (columns V..Vp-1 get probability 0 and never
+/* F: softmax over the first V columns of each row (columns V..Vp-1 get probability 0 and never
  * affect the loss), in place: @logits becomes the probabilities. Returns the mean over the N
  * rows of -log p[target] (accumulated in double, row order). @row_loss (N), nullable,
  * receives each row's loss. */
@@ -126,13 +133,24 @@ float gpt2_cpu_crossentropy_forward(float         *logits,   // (N, Vp) in: logi
                                     float         *row_loss, // (N), nullable
                                     const int32_t *targets,  // (N), ids in [0, V)
                                     int N, int V, int Vp);
-/* dlogits = (probs - onehot(target)) * dloss for columns < V, 0 for padded columns
- * (overwritten; dlogits may alias probs). @dloss is the gradient of each row's loss, e.g.
- * 1 / N for the mean. */
-void gpt2_cpu_crossentropy_backward(float         *dlogits, // (N, Vp)
-                                    const float   *probs,   // (N, Vp)
-                                    const int32_t *targets, // (N)
-                                    float dloss, int N, int V, int Vp);
+
+/* The backward of logits = inp @ weight^T followed by the loss, whose logits' gradient
+ * dlogits = (probs - onehot(target)) * dloss (0 in padded columns) is never stored: the
+ * products take dloss * probs and the one-hot part is subtracted row by row afterwards (rows in
+ * order where a token repeats). @dloss is the gradient of each row's loss, e.g. 1 / N for the
+ * mean. */
+/* B: dinp = dlogits @ weight (overwritten). */
+void gpt2_cpu_head_backward_input(float         *dinp,              // (N, C)
+                                  const float   *probs,             // (N, Vp) from the forward
+                                  const int32_t *targets,           // (N)
+                                  float dloss, const float *weight, // (Vp, C)
+                                  int N, int C, int V, int Vp);
+/* W: dweight += dlogits^T @ inp. */
+void gpt2_cpu_head_backward_weight(float         *dweight,        // (Vp, C), accumulated
+                                   const float   *probs,          // (N, Vp)
+                                   const int32_t *targets,        // (N)
+                                   float dloss, const float *inp, // (N, C)
+                                   int N, int C, int V, int Vp);
 
 #ifdef __cplusplus
 }

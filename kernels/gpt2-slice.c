@@ -1,37 +1,19 @@
 /* SPDX-License-Identifier: MIT
- * gpt2-slice.c: Gpt2Slice, a pipeline stage's part of GPT-2 on the CPU (gpt2-slice.h). Owns one
- * arena each for params, grads, activation slots and scratch; every micro-batch's forward and
+ * gpt2-slice.c: Gpt2Slice, a pipeline stage's part of GPT-2 on the CPU (gpt2-slice.h). Lays out
+ * and initialises its tensors by the shared table (gpt2-table.h) and owns one arena each for
+ * params, grads, activation slots and scratch; every micro-batch's forward and
  * backward runs the gpt2_cpu_* kernels in a fixed order, so any split of the model into slices
  * computes the same numbers as the whole model in one slice.
  */
 #include "gpt2-slice.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "gpt2-cpu.h"
+#include "gpt2-table.h"
 #include "kern-check.h"
+#include "kern-pool.h"
 #include "kern-util.h"
-
-/* Tensors per block, in table order (see gpt2-slice.h). */
-enum {
-    LT_LN1_W,
-    LT_LN1_B,
-    LT_QKV_W,
-    LT_QKV_B,
-    LT_ATTPROJ_W,
-    LT_ATTPROJ_B,
-    LT_LN2_W,
-    LT_LN2_B,
-    LT_FC_W,
-    LT_FC_B,
-    LT_FCPROJ_W,
-    LT_FCPROJ_B,
-    LT_N
-};
-
-#define GPT2_NAME_MAX 48
 
 /* One block's activations inside a slot. The first group is written by F, the second by B
  * and read by W. */
@@ -63,7 +45,8 @@ typedef struct {
     float   *lnf;      // (N, C)    last slice only
     float   *lnf_mean; // (N)
     float   *lnf_rstd; // (N)
-    float   *probs;    // (N, Vp)   probabilities after F, dlogits after B
+    float   *probs;    // (N, Vp)   probabilities after F
+    float   *dloss;    // (1)       B: gradient of each row's loss, for W
     float   *dlnf;     // (N, C)
     int32_t *tokens;   // (N)       first slice only
     int32_t *targets;  // (N)       last slice only
@@ -74,11 +57,8 @@ struct _Gpt2Slice {
     int             n_layers;
     int             N; /* B * T */
 
-    int         n_tensors;
-    Gpt2Tensor *tensors;
-    char       *names; /* (n_tensors, GPT2_NAME_MAX) */
-    int         first_layer_tensor;
-    int wte, wpe, lnf_w, lnf_b, head; /* tensor indices, -1 when absent (head = wte if tied) */
+    Gpt2Table *table;                 /* names, offsets, shapes and init of the tensors */
+    int wte, wpe, lnf_w, lnf_b, head; /* table indices, -1 when absent (head = wte if tied) */
 
     size_t n_params;
     float *params; /* (n_params) */
@@ -89,8 +69,7 @@ struct _Gpt2Slice {
     size_t slot_floats;      /* per slot, ints included (4-byte units) */
     float *acts;             /* (n_act_slots, slot_floats) */
 
-    float *scratch_att; /* (T, T) attention backward */
-    float *scratch_nc;  /* (N, C) projection output (F) / its input gradient (B) */
+    float *scratch_nc; /* (N, C) projection output (F) / its input gradient (B) */
 };
 
 /* --- layout --- */
@@ -138,6 +117,7 @@ static size_t slice_carve_slot(const Gpt2Slice *s, float *base, SliceActs *a) {
     CARVE(a->lnf_mean, head * N);
     CARVE(a->lnf_rstd, head * N);
     CARVE(a->probs, head * N * Vp);
+    CARVE(a->dloss, head);
     CARVE(a->dlnf, head * N * C);
     /* int32 ids share the arena: same size as float, and never read back as floats */
     CARVE(ints, (s->p.has_embedding ? N : 0));
@@ -165,96 +145,31 @@ static SliceLayerActs slice_layer_acts(const Gpt2Slice *s, int slot, int l) {
 
 /* Block @l's tensor @which, inside the flat array @base (params or grads). */
 static inline float *slice_lt(const Gpt2Slice *s, const float *base, int l, int which) {
-    return (float *)base + s->tensors[s->first_layer_tensor + l * LT_N + which].offset;
+    return (float *)base +
+           gpt2_table_tensor(s->table, gpt2_table_layer_tensor(s->table, l, which))->offset;
 }
 
 static inline float *slice_t(const Gpt2Slice *s, const float *base, int idx) {
-    return (float *)base + s->tensors[idx].offset;
-}
-
-static int slice_add_tensor(Gpt2Slice *s, Gpt2TensorKind kind, int d0, int d1, const char *name) {
-    int         i = s->n_tensors++;
-    Gpt2Tensor *t = &s->tensors[i];
-    char       *dst = s->names + (size_t)i * GPT2_NAME_MAX;
-    int         len = snprintf(dst, GPT2_NAME_MAX, "%s", name);
-    KERN_ASSERT(len > 0 && len < GPT2_NAME_MAX);
-    t->name = dst;
-    t->offset = s->n_params;
-    t->ndim = d1 > 0 ? 2 : 1;
-    t->shape[0] = d0;
-    t->shape[1] = d1 > 0 ? d1 : 1;
-    t->numel = (size_t)d0 * (size_t)t->shape[1];
-    t->is_matrix = t->ndim == 2;
-    t->kind = kind;
-    s->n_params += t->numel;
-    return i;
-}
-
-static void slice_build_table(Gpt2Slice *s) {
-    const Gpt2Config *m = &s->p.model;
-    int               C = m->C;
-    char              name[GPT2_NAME_MAX];
-    s->wte = s->wpe = s->lnf_w = s->lnf_b = s->head = -1;
-    if (s->p.has_embedding) {
-        s->wte = slice_add_tensor(s, GPT2_TENSOR_EMBEDDING, m->Vp, C, "wte.weight");
-        s->wpe = slice_add_tensor(s, GPT2_TENSOR_EMBEDDING, m->T, C, "wpe.weight");
-    }
-    s->first_layer_tensor = s->n_tensors;
-    static const struct {
-        const char    *suffix;
-        Gpt2TensorKind kind;
-        int            out_mult, in_mult; /* shape (out_mult * C, in_mult * C), in_mult 0: 1-D */
-    } block[LT_N] = {
-        {"ln_1.weight", GPT2_TENSOR_GAIN, 1, 0},
-        {"ln_1.bias", GPT2_TENSOR_BIAS, 1, 0},
-        {"attn.c_attn.weight", GPT2_TENSOR_HIDDEN, 3, 1},
-        {"attn.c_attn.bias", GPT2_TENSOR_BIAS, 3, 0},
-        {"attn.c_proj.weight", GPT2_TENSOR_HIDDEN, 1, 1},
-        {"attn.c_proj.bias", GPT2_TENSOR_BIAS, 1, 0},
-        {"ln_2.weight", GPT2_TENSOR_GAIN, 1, 0},
-        {"ln_2.bias", GPT2_TENSOR_BIAS, 1, 0},
-        {"mlp.c_fc.weight", GPT2_TENSOR_HIDDEN, 4, 1},
-        {"mlp.c_fc.bias", GPT2_TENSOR_BIAS, 4, 0},
-        {"mlp.c_proj.weight", GPT2_TENSOR_HIDDEN, 1, 4},
-        {"mlp.c_proj.bias", GPT2_TENSOR_BIAS, 1, 0},
-    };
-    for (int l = s->p.layer_begin; l < s->p.layer_end; l++) {
-        for (int k = 0; k < LT_N; k++) {
-            snprintf(name, sizeof name, "h.%d.%s", l, block[k].suffix);
-            slice_add_tensor(s, block[k].kind, block[k].out_mult * C, block[k].in_mult * C, name);
-        }
-    }
-    if (s->p.has_head) {
-        s->lnf_w = slice_add_tensor(s, GPT2_TENSOR_GAIN, C, 0, "ln_f.weight");
-        s->lnf_b = slice_add_tensor(s, GPT2_TENSOR_BIAS, C, 0, "ln_f.bias");
-        s->head = s->p.tie_head ? s->wte
-                                : slice_add_tensor(s, GPT2_TENSOR_HEAD, m->Vp, C, "lm_head.weight");
-    }
+    return (float *)base + gpt2_table_tensor(s->table, idx)->offset;
 }
 
 /* --- construction --- */
 
 Gpt2Slice *gpt2_slice_new(const Gpt2SliceParams *params) {
     const Gpt2Config *m = &params->model;
-    KERN_ASSERT(m->L >= 1 && m->C >= 1 && m->NH >= 1 && m->T >= 1 && m->V >= 1);
-    KERN_ASSERT(m->C % m->NH == 0);
-    KERN_ASSERT(m->V <= m->Vp);
-    KERN_ASSERT(0 <= params->layer_begin && params->layer_begin <= params->layer_end &&
-                params->layer_end <= m->L);
-    KERN_ASSERT(!params->has_embedding || params->layer_begin == 0);
-    KERN_ASSERT(!params->has_head || params->layer_end == m->L);
-    KERN_ASSERT(!params->tie_head || (params->has_embedding && params->has_head));
     KERN_ASSERT(params->B >= 1 && params->n_act_slots >= 1);
 
     Gpt2Slice *s = kern_xcalloc(1, sizeof *s);
     s->p = *params;
+    s->table = gpt2_table_new(params); /* checks the model and layer range */
     s->n_layers = params->layer_end - params->layer_begin;
     s->N = params->B * m->T;
-
-    int max_tensors = 2 + LT_N * s->n_layers + 3;
-    s->tensors = kern_xcalloc((size_t)max_tensors, sizeof *s->tensors);
-    s->names = kern_xcalloc((size_t)max_tensors, GPT2_NAME_MAX);
-    slice_build_table(s);
+    s->n_params = gpt2_table_n_params(s->table);
+    s->wte = gpt2_table_wte(s->table);
+    s->wpe = gpt2_table_wpe(s->table);
+    s->lnf_w = gpt2_table_lnf_w(s->table);
+    s->lnf_b = gpt2_table_lnf_b(s->table);
+    s->head = gpt2_table_head(s->table);
 
     s->params = kern_xcalloc(s->n_params, sizeof(float));
     s->grads = kern_xcalloc(s->n_params, sizeof(float));
@@ -266,21 +181,18 @@ Gpt2Slice *gpt2_slice_new(const Gpt2SliceParams *params) {
     s->slot_floats = s->slot_head_floats + (size_t)s->n_layers * s->layer_floats;
     s->acts = kern_xcalloc((size_t)params->n_act_slots * s->slot_floats, sizeof(float));
 
-    size_t tt = (size_t)m->T * m->T, nc = (size_t)s->N * m->C;
-    s->scratch_att = kern_xcalloc(tt + nc, sizeof(float));
-    s->scratch_nc = s->scratch_att + tt;
+    s->scratch_nc = kern_xcalloc((size_t)s->N * m->C, sizeof(float));
     return s;
 }
 
 void gpt2_slice_free(Gpt2Slice *slice) {
     if (!slice)
         return;
-    free(slice->scratch_att);
+    free(slice->scratch_nc);
     free(slice->acts);
     free(slice->grads);
     free(slice->params);
-    free(slice->names);
-    free(slice->tensors);
+    gpt2_table_free(slice->table);
     free(slice);
 }
 
@@ -295,20 +207,15 @@ size_t gpt2_slice_n_params(const Gpt2Slice *slice) {
 }
 
 int gpt2_slice_n_tensors(const Gpt2Slice *slice) {
-    return slice->n_tensors;
+    return gpt2_table_n_tensors(slice->table);
 }
 
 const Gpt2Tensor *gpt2_slice_tensor(const Gpt2Slice *slice, int i) {
-    KERN_ASSERT(i >= 0 && i < slice->n_tensors);
-    return &slice->tensors[i];
+    return gpt2_table_tensor(slice->table, i);
 }
 
 const Gpt2Tensor *gpt2_slice_tensor_by_name(const Gpt2Slice *slice, const char *name) {
-    for (int i = 0; i < slice->n_tensors; i++) {
-        if (strcmp(slice->tensors[i].name, name) == 0)
-            return &slice->tensors[i];
-    }
-    return NULL;
+    return gpt2_table_tensor_by_name(slice->table, name);
 }
 
 float *gpt2_slice_params(Gpt2Slice *slice) {
@@ -320,36 +227,18 @@ float *gpt2_slice_grads(Gpt2Slice *slice) {
 }
 
 void gpt2_slice_init_params(Gpt2Slice *slice, uint64_t seed) {
-    const Gpt2Config *m = &slice->p.model;
-    float             resid_std = 0.02f / sqrtf(2.0f * (float)m->L);
-    for (int i = 0; i < slice->n_tensors; i++) {
-        const Gpt2Tensor *t = &slice->tensors[i];
-        float            *w = slice->params + t->offset;
-        size_t            len = strlen(t->name);
-        if (t->kind == GPT2_TENSOR_GAIN || t->kind == GPT2_TENSOR_BIAS) {
-            float v = t->kind == GPT2_TENSOR_GAIN ? 1.0f : 0.0f;
-            for (size_t j = 0; j < t->numel; j++)
-                w[j] = v;
-            continue;
-        }
-        /* the two residual projections: attn.c_proj.weight and mlp.c_proj.weight */
-        int is_resid = t->kind == GPT2_TENSOR_HIDDEN && len > 14 &&
-                       strcmp(t->name + len - 14, ".c_proj.weight") == 0;
-        float std = is_resid ? resid_std : 0.02f;
-        /* vocabulary tensors: only the V real rows are drawn, the padding stays 0 */
-        size_t n_drawn = t->numel;
-        if (t->shape[0] == m->Vp && (i == slice->wte || i == slice->head))
-            n_drawn = (size_t)m->V * t->shape[1];
-        uint64_t rng = kern_rng_seed(seed ^ kern_hash_str(t->name));
-        for (size_t j = 0; j < n_drawn; j++)
-            w[j] = std * kern_rng_normal(&rng);
-        for (size_t j = n_drawn; j < t->numel; j++)
-            w[j] = 0.0f;
-    }
+    for (int i = 0; i < gpt2_table_n_tensors(slice->table); i++)
+        gpt2_table_init_tensor(slice->table, i, seed,
+                               slice->params + gpt2_table_tensor(slice->table, i)->offset);
+}
+
+static void slice_zero_range(void *arg, size_t begin, size_t end) {
+    memset((float *)arg + begin, 0, (end - begin) * sizeof(float));
 }
 
 void gpt2_slice_zero_grads(Gpt2Slice *slice) {
-    memset(slice->grads, 0, slice->n_params * sizeof(float));
+    /* memory-bound: two threads' share of the bandwidth beats one */
+    kern_parallel_range(slice->n_params, 1 << 16, slice_zero_range, slice->grads);
 }
 
 /* --- compute --- */
@@ -379,22 +268,23 @@ void gpt2_slice_forward(Gpt2Slice *slice, const float *params, int slot, const i
         const float   *x = a.xs + (size_t)l * NC;
         float         *y = a.xs + (size_t)(l + 1) * NC;
         gpt2_cpu_layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, x,
-                                   slice_lt(s, params, l, LT_LN1_W),
-                                   slice_lt(s, params, l, LT_LN1_B), N, C);
-        gpt2_cpu_matmul_forward(la.qkv, la.ln1, slice_lt(s, params, l, LT_QKV_W),
-                                slice_lt(s, params, l, LT_QKV_B), N, C, 3 * C);
+                                   slice_lt(s, params, l, GPT2_LT_LN1_W),
+                                   slice_lt(s, params, l, GPT2_LT_LN1_B), N, C);
+        gpt2_cpu_matmul_forward(la.qkv, la.ln1, slice_lt(s, params, l, GPT2_LT_QKV_W),
+                                slice_lt(s, params, l, GPT2_LT_QKV_B), N, C, 3 * C);
         gpt2_cpu_attention_forward(la.atty, la.att, la.qkv, B, T, C, NH);
-        gpt2_cpu_matmul_forward(s->scratch_nc, la.atty, slice_lt(s, params, l, LT_ATTPROJ_W),
-                                slice_lt(s, params, l, LT_ATTPROJ_B), N, C, C);
+        gpt2_cpu_matmul_forward(s->scratch_nc, la.atty, slice_lt(s, params, l, GPT2_LT_ATTPROJ_W),
+                                slice_lt(s, params, l, GPT2_LT_ATTPROJ_B), N, C, C);
         gpt2_cpu_residual_forward(la.res2, x, s->scratch_nc, NC);
         gpt2_cpu_layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.res2,
-                                   slice_lt(s, params, l, LT_LN2_W),
-                                   slice_lt(s, params, l, LT_LN2_B), N, C);
-        gpt2_cpu_matmul_forward(la.fch, la.ln2, slice_lt(s, params, l, LT_FC_W),
-                                slice_lt(s, params, l, LT_FC_B), N, C, 4 * C);
+                                   slice_lt(s, params, l, GPT2_LT_LN2_W),
+                                   slice_lt(s, params, l, GPT2_LT_LN2_B), N, C);
+        gpt2_cpu_matmul_forward(la.fch, la.ln2, slice_lt(s, params, l, GPT2_LT_FC_W),
+                                slice_lt(s, params, l, GPT2_LT_FC_B), N, C, 4 * C);
         gpt2_cpu_gelu_forward(la.fch_gelu, la.fch, NC * 4);
-        gpt2_cpu_matmul_forward(s->scratch_nc, la.fch_gelu, slice_lt(s, params, l, LT_FCPROJ_W),
-                                slice_lt(s, params, l, LT_FCPROJ_B), N, 4 * C, C);
+        gpt2_cpu_matmul_forward(s->scratch_nc, la.fch_gelu,
+                                slice_lt(s, params, l, GPT2_LT_FCPROJ_W),
+                                slice_lt(s, params, l, GPT2_LT_FCPROJ_B), N, 4 * C, C);
         gpt2_cpu_residual_forward(y, la.res2, s->scratch_nc, NC);
     }
 
@@ -424,10 +314,10 @@ void gpt2_slice_backward_input(Gpt2Slice *slice, const float *params, int slot, 
     if (s->p.has_head) {
         KERN_ASSERT(!dx_out);
         const float *top = a.xs + (size_t)s->n_layers * NC;
-        /* probs become dlogits in place: W reads them */
-        gpt2_cpu_crossentropy_backward(a.probs, a.probs, a.targets, loss_scale / (float)N, N, m->V,
-                                       m->Vp);
-        gpt2_cpu_matmul_backward_input(a.dlnf, a.probs, slice_t(s, params, s->head), N, C, m->Vp);
+        /* W reads the probabilities again, with this loss gradient */
+        *a.dloss = loss_scale / (float)N;
+        gpt2_cpu_head_backward_input(a.dlnf, a.probs, a.targets, *a.dloss,
+                                     slice_t(s, params, s->head), N, C, m->V, m->Vp);
         memset(dtop, 0, NC * sizeof(float));
         gpt2_cpu_layernorm_backward_input(dtop, a.dlnf, top, slice_t(s, params, s->lnf_w),
                                           a.lnf_mean, a.lnf_rstd, N, C);
@@ -442,24 +332,23 @@ void gpt2_slice_backward_input(Gpt2Slice *slice, const float *params, int slot, 
         const float   *dy = a.dxs + (size_t)(l + 1) * NC;
         float         *dx = a.dxs + (size_t)l * NC;
         /* MLP branch: dy -> d fch_gelu -> d fch -> d ln2 -> d res2 */
-        gpt2_cpu_matmul_backward_input(la.dfch, dy, slice_lt(s, params, l, LT_FCPROJ_W), N, 4 * C,
-                                       C);
+        gpt2_cpu_matmul_backward_input(la.dfch, dy, slice_lt(s, params, l, GPT2_LT_FCPROJ_W), N,
+                                       4 * C, C);
         gpt2_cpu_gelu_backward(la.dfch, la.fch, la.dfch, NC * 4);
-        gpt2_cpu_matmul_backward_input(la.dln2, la.dfch, slice_lt(s, params, l, LT_FC_W), N, C,
+        gpt2_cpu_matmul_backward_input(la.dln2, la.dfch, slice_lt(s, params, l, GPT2_LT_FC_W), N, C,
                                        4 * C);
         memcpy(la.dres2, dy, NC * sizeof(float));
         gpt2_cpu_layernorm_backward_input(la.dres2, la.dln2, la.res2,
-                                          slice_lt(s, params, l, LT_LN2_W), la.ln2_mean,
+                                          slice_lt(s, params, l, GPT2_LT_LN2_W), la.ln2_mean,
                                           la.ln2_rstd, N, C);
         /* attention branch: d res2 -> d atty -> d qkv -> d ln1 -> d x */
         gpt2_cpu_matmul_backward_input(s->scratch_nc, la.dres2,
-                                       slice_lt(s, params, l, LT_ATTPROJ_W), N, C, C);
-        gpt2_cpu_attention_backward(la.dqkv, s->scratch_att, s->scratch_nc, la.qkv, la.att, B, T, C,
-                                    NH);
-        gpt2_cpu_matmul_backward_input(la.dln1, la.dqkv, slice_lt(s, params, l, LT_QKV_W), N, C,
-                                       3 * C);
+                                       slice_lt(s, params, l, GPT2_LT_ATTPROJ_W), N, C, C);
+        gpt2_cpu_attention_backward(la.dqkv, s->scratch_nc, la.qkv, la.att, B, T, C, NH);
+        gpt2_cpu_matmul_backward_input(la.dln1, la.dqkv, slice_lt(s, params, l, GPT2_LT_QKV_W), N,
+                                       C, 3 * C);
         memcpy(dx, la.dres2, NC * sizeof(float));
-        gpt2_cpu_layernorm_backward_input(dx, la.dln1, x, slice_lt(s, params, l, LT_LN1_W),
+        gpt2_cpu_layernorm_backward_input(dx, la.dln1, x, slice_lt(s, params, l, GPT2_LT_LN1_W),
                                           la.ln1_mean, la.ln1_rstd, N, C);
     }
 
@@ -480,8 +369,8 @@ void gpt2_slice_backward_weight(Gpt2Slice *slice, int slot, float *grads) {
 
     if (s->p.has_head) {
         const float *top = a.xs + (size_t)s->n_layers * NC;
-        gpt2_cpu_matmul_backward_weight(slice_t(s, grads, s->head), NULL, a.probs, a.lnf, N, C,
-                                        m->Vp);
+        gpt2_cpu_head_backward_weight(slice_t(s, grads, s->head), a.probs, a.targets, *a.dloss,
+                                      a.lnf, N, C, m->V, m->Vp);
         gpt2_cpu_layernorm_backward_weight(slice_t(s, grads, s->lnf_w), slice_t(s, grads, s->lnf_b),
                                            a.dlnf, top, a.lnf_mean, a.lnf_rstd, N, C);
     }
@@ -489,24 +378,24 @@ void gpt2_slice_backward_weight(Gpt2Slice *slice, int slot, float *grads) {
         SliceLayerActs la = slice_layer_acts(s, slot, l);
         const float   *x = a.xs + (size_t)l * NC;
         const float   *dy = a.dxs + (size_t)(l + 1) * NC;
-        gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, LT_FCPROJ_W),
-                                        slice_lt(s, grads, l, LT_FCPROJ_B), dy, la.fch_gelu, N,
+        gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, GPT2_LT_FCPROJ_W),
+                                        slice_lt(s, grads, l, GPT2_LT_FCPROJ_B), dy, la.fch_gelu, N,
                                         4 * C, C);
-        gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, LT_FC_W),
-                                        slice_lt(s, grads, l, LT_FC_B), la.dfch, la.ln2, N, C,
+        gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, GPT2_LT_FC_W),
+                                        slice_lt(s, grads, l, GPT2_LT_FC_B), la.dfch, la.ln2, N, C,
                                         4 * C);
-        gpt2_cpu_layernorm_backward_weight(slice_lt(s, grads, l, LT_LN2_W),
-                                           slice_lt(s, grads, l, LT_LN2_B), la.dln2, la.res2,
+        gpt2_cpu_layernorm_backward_weight(slice_lt(s, grads, l, GPT2_LT_LN2_W),
+                                           slice_lt(s, grads, l, GPT2_LT_LN2_B), la.dln2, la.res2,
                                            la.ln2_mean, la.ln2_rstd, N, C);
-        gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, LT_ATTPROJ_W),
-                                        slice_lt(s, grads, l, LT_ATTPROJ_B), la.dres2, la.atty, N,
-                                        C, C);
-        gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, LT_QKV_W),
-                                        slice_lt(s, grads, l, LT_QKV_B), la.dqkv, la.ln1, N, C,
+        gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, GPT2_LT_ATTPROJ_W),
+                                        slice_lt(s, grads, l, GPT2_LT_ATTPROJ_B), la.dres2, la.atty,
+                                        N, C, C);
+        gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, GPT2_LT_QKV_W),
+                                        slice_lt(s, grads, l, GPT2_LT_QKV_B), la.dqkv, la.ln1, N, C,
                                         3 * C);
-        gpt2_cpu_layernorm_backward_weight(slice_lt(s, grads, l, LT_LN1_W),
-                                           slice_lt(s, grads, l, LT_LN1_B), la.dln1, x, la.ln1_mean,
-                                           la.ln1_rstd, N, C);
+        gpt2_cpu_layernorm_backward_weight(slice_lt(s, grads, l, GPT2_LT_LN1_W),
+                                           slice_lt(s, grads, l, GPT2_LT_LN1_B), la.dln1, x,
+                                           la.ln1_mean, la.ln1_rstd, N, C);
     }
     if (s->p.has_embedding)
         gpt2_cpu_encoder_backward(slice_t(s, grads, s->wte), slice_t(s, grads, s->wpe), a.dxs,

@@ -120,7 +120,8 @@ void gpt2_slice_init_params(Gpt2Slice *slice, uint64_t seed);
 /* Sets the slice's own gradients to 0. */
 void gpt2_slice_zero_grads(Gpt2Slice *slice);
 
-/* --- compute (one micro-batch per call; one thread per slice; OpenBLAS may thread) --- */
+/* --- compute (one micro-batch per call; one calling thread per slice at a time; the kernels
+ * use its kern-pool team) --- */
 
 /* F: forward of one micro-batch into activation slot @slot (0 <= slot < n_act_slots),
  * overwriting what the slot held, with weights @params (the slice's own or a stashed copy with
@@ -155,12 +156,12 @@ void gpt2_slice_backward_weight(Gpt2Slice *slice, int slot, float *grads);
 void gpt2_slice_backward(Gpt2Slice *slice, const float *params, int slot, const float *dx_out,
                          float loss_scale, float *dx_in, float *grads);
 
-/* Determinism: every reduction has a fixed order, so the same inputs, the same OpenBLAS build
- * and kernel, and the same BLAS thread count give bitwise identical results. Across thread
- * counts it depends on OpenBLAS's kernel: 1 and 2 threads agree bitwise with the Zen 4
- * (COOPERLAKE) kernel, not under valgrind's emulated CPU. Splitting a model at any block
- * boundary gives bitwise the same loss, x_out/dx_in at the boundaries and gradients as one
- * slice of the whole model (each block runs the same kernels on the same shapes). */
+/* Determinism: every reduction has a fixed order that does not depend on the thread count
+ * (gpt2-cpu.h), so the same inputs on the same machine give bitwise identical results for any
+ * kern_set_threads() value; a processor with another vector instruction set (kern-simd.h, and
+ * valgrind's emulated CPU) or another OpenBLAS core type may round differently. Splitting a model
+ * at any block boundary gives bitwise the same loss, x_out/dx_in at the boundaries and gradients as
+ * one slice of the whole model (each block runs the same kernels on the same shapes). */
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * gpt2-table.c: Gpt2Table (gpt2-table.h), a GPT-2 slice's tensor table and per-tensor init
- * without arenas. Built in the CPU slice's table order; a unit test holds the two tables and
- * inits equal for every slice shape it tries.
+ * without arenas; the CPU slice (gpt2-slice.c) and the CUDA slice both lay out and initialise
+ * their parameters by it.
  */
 #include "gpt2-table.h"
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * gpt2-table.h: the tensor table of a GPT-2 slice (names, offsets, shapes, kinds) and its
- * GPT-2 init, as plain host data without any arena, so that a slice on another device (the
- * CUDA slice) lays out and initialises its parameters exactly as the CPU slice
- * (gpt2-slice.h) does. Plain C, no allocation beyond the table itself.
+ * GPT-2 init, as plain host data without any arena. The CPU slice (gpt2-slice.h) and the CUDA
+ * slice are both built on it, so they lay out and initialise their parameters alike. Plain C,
+ * no allocation beyond the table itself.
  */
 #pragma once
 
@@ -35,9 +35,10 @@ typedef enum {
 typedef struct _Gpt2Table Gpt2Table;
 
 /* Builds the table of the slice described by @params (only model, layer_begin, layer_end,
- * has_embedding, has_head and tie_head are read). Same order, names, offsets, shapes and
- * kinds as gpt2_slice_new() builds for the same parameters. Aborts (KERN_ASSERT) on the same
- * inconsistent parameters as gpt2_slice_new(); callers validate user input first.
+ * has_embedding, has_head and tie_head are read): the one gpt2_slice_new() uses for the same
+ * parameters. Aborts (KERN_ASSERT) on inconsistent parameters (a bad model or layer range,
+ * embedding off the first block, head off the last, a tied head without both); callers
+ * validate user input first.
  * Returns: (transfer full): free with gpt2_table_free(). */
 Gpt2Table *gpt2_table_new(const Gpt2SliceParams *params);
 /* Frees; accepts NULL. */

@@ -1,16 +1,26 @@
 /* SPDX-License-Identifier: MIT
- * optim-cpu.c: AdamW, Muon (Newton-Schulz via cblas_sgemm), update-level error feedback, the
- * warmup + cosine schedule and the clipping helpers of optim-cpu.h. Loops run in index order,
- * so steps are bitwise reproducible.
+ * optim-cpu.c: AdamW, Muon (Newton-Schulz via kern_gemm), update-level error feedback, the
+ * warmup + cosine schedule and the clipping helpers of optim-cpu.h. Element-wise updates run
+ * in chunks on the kern-pool team; the gradient norm adds fixed-size chunks' partial sums in
+ * chunk order. Neither depends on the thread count, so steps are bitwise reproducible.
  */
 #include "optim-cpu.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "kern-check.h"
+#include "kern-gemm.h"
+#include "kern-pool.h"
+#include "kern-simd.h"
 #include "kern-util.h"
+
+/* Smallest chunk of an element-wise update handed to a thread. */
+#define OPTIM_GRAIN 8192
+/* Elements per partial sum of the gradient norm (a fixed split: the sum's order never depends
+ * on the thread count), and lanes inside one. */
+#define OPTIM_NORM_CHUNK 65536
+#define OPTIM_NORM_LANES 8
 
 #define NS_A 3.4445f
 #define NS_B (-4.7750f)
@@ -138,13 +148,11 @@ void kern_newton_schulz5(float *out, const float *g, int rows, int cols, int ste
     }
     for (int k = 0; k < steps; k++) {
         /* A = X X^T; Bm = b A + c A A; X <- a X + Bm X */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, m, n, 1.0f, x, n, x, n, 0.0f, a, m);
+        kern_gemm(KERN_GEMM_NO_TRANS, KERN_GEMM_TRANS, m, m, n, 1.0f, x, n, x, n, 0.0f, a, m);
         memcpy(bm, a, mm * sizeof(float));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, NS_C, a, m, a, m, NS_B, bm,
-                    m);
+        kern_gemm(KERN_GEMM_NO_TRANS, KERN_GEMM_NO_TRANS, m, m, m, NS_C, a, m, a, m, NS_B, bm, m);
         memcpy(xn, x, mn * sizeof(float));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, m, 1.0f, bm, m, x, n, NS_A, xn,
-                    n);
+        kern_gemm(KERN_GEMM_NO_TRANS, KERN_GEMM_NO_TRANS, m, n, m, 1.0f, bm, m, x, n, NS_A, xn, n);
         float *sw = x;
         x = xn;
         xn = sw;
@@ -159,31 +167,48 @@ void kern_newton_schulz5(float *out, const float *g, int rows, int cols, int ste
 }
 
 /* Applies update @u of one float: plain p -= u, or error feedback p -= 2u - u_prev. */
-static inline void optim_apply(KernOptim *o, float *params, size_t idx, float u) {
-    if (o->prev_u) {
-        params[idx] -= 2.0f * u - o->prev_u[idx];
-        o->prev_u[idx] = u;
+static inline void optim_apply(float *params, float *prev_u, size_t idx, float u) {
+    if (prev_u) {
+        params[idx] -= 2.0f * u - prev_u[idx];
+        prev_u[idx] = u;
     } else {
         params[idx] -= u;
     }
 }
 
-static void optim_step_adamw(KernOptim *o, const OptimTensor *ot, float *params, const float *grads,
-                             float lr, float bc1, float bc2) {
-    float  b1 = o->p.beta1, b2 = o->p.beta2, eps = o->p.eps;
-    float  wd = ot->is_matrix ? o->p.weight_decay : 0.0f;
-    float *mom = o->state + ot->state;
-    float *var = mom + ot->numel;
-    for (size_t j = 0; j < ot->numel; j++) {
+typedef struct {
+    const KernOptim   *o;
+    const OptimTensor *ot;
+    float             *params;
+    const float       *grads;
+    float              lr, bc1, bc2;
+} OptimArgs;
+
+KERN_CLONES static void optim_adamw_elems(void *arg, size_t begin, size_t end) {
+    const OptimArgs   *a = arg;
+    const OptimTensor *ot = a->ot;
+    float              b1 = a->o->p.beta1, b2 = a->o->p.beta2, eps = a->o->p.eps;
+    float              wd = ot->is_matrix ? a->o->p.weight_decay : 0.0f;
+    float             *mom = a->o->state + ot->state;
+    float             *var = mom + ot->numel;
+    float             *params = a->params, *prev_u = a->o->prev_u;
+    for (size_t j = begin; j < end; j++) {
         size_t idx = ot->offset + j;
-        float  g = grads[idx];
+        float  g = a->grads[idx];
         mom[j] = b1 * mom[j] + (1.0f - b1) * g;
         var[j] = b2 * var[j] + (1.0f - b2) * g * g;
-        float mhat = mom[j] / bc1;
-        float vhat = var[j] / bc2;
-        float u = lr * (mhat / (sqrtf(vhat) + eps) + wd * params[idx]);
-        optim_apply(o, params, idx, u);
+        float mhat = mom[j] / a->bc1;
+        float vhat = var[j] / a->bc2;
+        float u = a->lr * (mhat / (sqrtf(vhat) + eps) + wd * params[idx]);
+        optim_apply(params, prev_u, idx, u);
     }
+}
+
+static void optim_step_adamw(KernOptim *o, const OptimTensor *ot, float *params, const float *grads,
+                             float lr, float bc1, float bc2) {
+    OptimArgs a = {
+        .o = o, .ot = ot, .params = params, .grads = grads, .lr = lr, .bc1 = bc1, .bc2 = bc2};
+    kern_parallel_range(ot->numel, OPTIM_GRAIN, optim_adamw_elems, &a);
 }
 
 static void optim_step_muon(KernOptim *o, const OptimTensor *ot, float *params, const float *grads,
@@ -203,7 +228,7 @@ static void optim_step_muon(KernOptim *o, const OptimTensor *ot, float *params, 
     for (size_t j = 0; j < ot->numel; j++) {
         size_t idx = ot->offset + j;
         float  u = lr * (scale * o->ortho[j] + wd * params[idx]);
-        optim_apply(o, params, idx, u);
+        optim_apply(params, o->prev_u, idx, u);
     }
 }
 
@@ -237,10 +262,41 @@ float kern_lr_schedule(int64_t step, int64_t warmup_steps, int64_t total_steps, 
 
 /* --- gradient clipping --- */
 
+typedef struct {
+    const float *x;
+    float       *out;
+    size_t       n;
+    float        factor;
+    double      *partial; /* (chunks) */
+} NormArgs;
+
+KERN_CLONES static void optim_sq_norm_chunks(void *arg, size_t begin, size_t end) {
+    const NormArgs *a = arg;
+    for (size_t c = begin; c < end; c++) {
+        size_t i0 = c * OPTIM_NORM_CHUNK;
+        size_t i1 = i0 + OPTIM_NORM_CHUNK < a->n ? i0 + OPTIM_NORM_CHUNK : a->n;
+        double acc[OPTIM_NORM_LANES] = {0};
+        size_t i = i0;
+        for (; i + OPTIM_NORM_LANES <= i1; i += OPTIM_NORM_LANES)
+            for (int k = 0; k < OPTIM_NORM_LANES; k++)
+                acc[k] += (double)a->x[i + k] * a->x[i + k];
+        for (; i < i1; i++)
+            acc[0] += (double)a->x[i] * a->x[i];
+        double s = 0.0;
+        for (int k = 0; k < OPTIM_NORM_LANES; k++)
+            s += acc[k];
+        a->partial[c] = s;
+    }
+}
+
 double kern_grad_sq_norm(const float *grads, size_t n) {
+    size_t   chunks = (n + OPTIM_NORM_CHUNK - 1) / OPTIM_NORM_CHUNK;
+    double  *partial = (double *)kern_thread_scratch(KERN_SCRATCH_SUMS, 2 * chunks);
+    NormArgs a = {.x = grads, .n = n, .partial = partial};
+    kern_parallel_range(chunks, 1, optim_sq_norm_chunks, &a);
     double sq = 0.0;
-    for (size_t i = 0; i < n; i++)
-        sq += (double)grads[i] * grads[i];
+    for (size_t c = 0; c < chunks; c++)
+        sq += partial[c];
     return sq;
 }
 
@@ -250,7 +306,13 @@ float kern_clip_factor(double norm, float max_norm) {
     return 1.0f;
 }
 
+KERN_CLONES static void optim_scale_elems(void *arg, size_t begin, size_t end) {
+    const NormArgs *a = arg;
+    for (size_t i = begin; i < end; i++)
+        a->out[i] *= a->factor;
+}
+
 void kern_grad_scale(float *grads, size_t n, float factor) {
-    for (size_t i = 0; i < n; i++)
-        grads[i] *= factor;
+    NormArgs a = {.out = grads, .n = n, .factor = factor};
+    kern_parallel_range(n, OPTIM_GRAIN, optim_scale_elems, &a);
 }

@@ -11,13 +11,12 @@
 
 #include <glib/gstdio.h>
 
-#include <cblas.h>
-
 #include "data-shard.h"
 #include "exec-checkpoint-unit.h"
 #include "exec-checkpoint.h"
 #include "exec-train.h"
 #include "exec.h"
+#include "kern-pool.h"
 #include "pp-error.h"
 #include "pp-trace.h"
 #include "test-exec-util.h"
@@ -841,8 +840,8 @@ START_TEST(test_train_dynamic) {
 END_TEST
 
 int main(void) {
-    /* One BLAS thread per worker: deterministic and fair on a shared machine. */
-    openblas_set_num_threads(1);
+    /* One kernel thread per worker: fair on a shared machine. */
+    kern_set_threads(1);
     Suite *s = suite_create("exec-cpu");
     TCase *tc = tcase_create("exec-cpu");
     tcase_set_timeout(tc, 30);

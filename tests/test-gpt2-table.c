@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT
- * test-gpt2-table.c: the arena-free tensor table (kernels/gpt2-table.h) against the CPU slice
- * (kernels/gpt2-slice.h) on every kind of slice of a tiny GPT-2: the same tensors (names,
- * offsets, shapes, kinds), the same index lookups, and bitwise the same GPT-2 init.
+ * test-gpt2-table.c: the tensor table (kernels/gpt2-table.h), which the CPU slice
+ * (kernels/gpt2-slice.h) is built on, on every kind of slice of a tiny GPT-2: the layout in
+ * closed form, the index lookups, and an init that is bitwise the whole model's in any slice.
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,27 +37,33 @@ static Gpt2SliceParams shape_params(int k) {
     return p;
 }
 
-START_TEST(test_table_matches_slice) {
+/* Tensors back to back in table order, as many floats as the GPT-2 layout has in closed form,
+ * each found by its name; the CPU slice's arena has that length. */
+START_TEST(test_table_layout) {
     Gpt2SliceParams p = shape_params(_i);
-    Gpt2Slice      *s = gpt2_slice_new(&p);
     Gpt2Table      *t = gpt2_table_new(&p);
-    ck_assert_uint_eq(gpt2_table_n_params(t), gpt2_slice_n_params(s));
-    ck_assert_int_eq(gpt2_table_n_tensors(t), gpt2_slice_n_tensors(s));
+    Gpt2Slice      *s = gpt2_slice_new(&p);
+    size_t          C = (size_t)tiny.C, n_layers = (size_t)(p.layer_end - p.layer_begin);
+    size_t          want = (p.has_embedding ? (size_t)(tiny.Vp + tiny.T) * C : 0) +
+                  n_layers * (12 * C * C + 13 * C) +
+                  (p.has_head ? 2 * C + (p.tie_head ? 0 : (size_t)tiny.Vp * C) : 0);
+    ck_assert_uint_eq(gpt2_table_n_params(t), want);
+    ck_assert_uint_eq(gpt2_slice_n_params(s), want);
+    size_t next = 0;
     for (int i = 0; i < gpt2_table_n_tensors(t); i++) {
-        const Gpt2Tensor *a = gpt2_table_tensor(t, i), *b = gpt2_slice_tensor(s, i);
-        ck_assert_str_eq(a->name, b->name);
-        ck_assert_uint_eq(a->offset, b->offset);
-        ck_assert_uint_eq(a->numel, b->numel);
-        ck_assert_int_eq(a->ndim, b->ndim);
-        ck_assert_int_eq(a->shape[0], b->shape[0]);
-        ck_assert_int_eq(a->shape[1], b->shape[1]);
-        ck_assert_int_eq(a->is_matrix, b->is_matrix);
-        ck_assert_int_eq(a->kind, b->kind);
+        const Gpt2Tensor *a = gpt2_table_tensor(t, i);
+        ck_assert_uint_eq(a->offset, next);
+        ck_assert_uint_eq(a->numel, (size_t)a->shape[0] * a->shape[1]);
+        ck_assert_int_eq(a->is_matrix, a->ndim == 2);
         ck_assert_ptr_eq(gpt2_table_tensor_by_name(t, a->name), a);
+        ck_assert_str_eq(gpt2_slice_tensor(s, i)->name, a->name);
+        ck_assert_uint_eq(gpt2_slice_tensor(s, i)->offset, a->offset);
+        next += a->numel;
     }
+    ck_assert_uint_eq(next, want);
     ck_assert_ptr_null(gpt2_table_tensor_by_name(t, "h.99.ln_1.weight"));
-    gpt2_table_free(t);
     gpt2_slice_free(s);
+    gpt2_table_free(t);
 }
 END_TEST
 
@@ -97,22 +104,40 @@ START_TEST(test_table_indices) {
 }
 END_TEST
 
-START_TEST(test_table_init_bitwise) {
-    Gpt2SliceParams p = shape_params(_i);
+/* Any partition starts from the same model: every tensor of a slice inits bitwise as the
+ * same-named tensor of the whole model; gains 1, biases 0, padded vocabulary rows 0, the rest
+ * drawn; gpt2_slice_init_params() puts each tensor's init at its offset. */
+START_TEST(test_table_init_partition) {
+    Gpt2SliceParams p = shape_params(_i), whole_p = shape_params(p.tie_head ? 1 : 0);
+    Gpt2Table      *t = gpt2_table_new(&p), *whole = gpt2_table_new(&whole_p);
     Gpt2Slice      *s = gpt2_slice_new(&p);
-    Gpt2Table      *t = gpt2_table_new(&p);
     for (uint64_t seed = 1; seed <= 2; seed++) {
         gpt2_slice_init_params(s, seed);
         for (int i = 0; i < gpt2_table_n_tensors(t); i++) {
             const Gpt2Tensor *x = gpt2_table_tensor(t, i);
-            float            *v = malloc(x->numel * sizeof(float));
+            const Gpt2Tensor *w = gpt2_table_tensor_by_name(whole, x->name);
+            ck_assert_ptr_nonnull(w);
+            float *v = malloc(x->numel * sizeof(float)), *ref = malloc(x->numel * sizeof(float));
             gpt2_table_init_tensor(t, i, seed, v);
+            gpt2_table_init_tensor(whole, (int)(w - gpt2_table_tensor(whole, 0)), seed, ref);
+            ck_assert_mem_eq(v, ref, x->numel * sizeof(float));
             ck_assert_mem_eq(v, gpt2_slice_params(s) + x->offset, x->numel * sizeof(float));
+            size_t drawn = x->shape[0] == tiny.Vp ? (size_t)tiny.V * x->shape[1] : x->numel;
+            for (size_t j = 0; j < x->numel; j++) {
+                if (x->kind == GPT2_TENSOR_GAIN)
+                    ck_assert_float_eq(v[j], 1.0f);
+                else if (x->kind == GPT2_TENSOR_BIAS || j >= drawn)
+                    ck_assert_float_eq(v[j], 0.0f);
+                else
+                    ck_assert(v[j] != 0.0f && fabsf(v[j]) < 0.2f); /* std 0.02 or less */
+            }
+            free(ref);
             free(v);
         }
     }
-    gpt2_table_free(t);
     gpt2_slice_free(s);
+    gpt2_table_free(whole);
+    gpt2_table_free(t);
 }
 END_TEST
 
@@ -120,9 +145,9 @@ static Suite *table_suite(void) {
     Suite *s = suite_create("gpt2-table");
     TCase *tc = tcase_create("table");
     int    n = (int)(sizeof shapes / sizeof shapes[0]);
-    tcase_add_loop_test(tc, test_table_matches_slice, 0, n);
+    tcase_add_loop_test(tc, test_table_layout, 0, n);
     tcase_add_loop_test(tc, test_table_indices, 0, n);
-    tcase_add_loop_test(tc, test_table_init_bitwise, 0, n);
+    tcase_add_loop_test(tc, test_table_init_partition, 0, n);
     suite_add_tcase(s, tc);
     return s;
 }

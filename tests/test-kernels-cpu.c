@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * test-kernels-cpu.c: the GPT-2 CPU kernels (kernels/gpt2-cpu.h) against central finite
  * differences and closed forms. Each kernel's scalar objective is L = sum_i r_i out_i with a
- * fixed random r, evaluated in double over the float outputs, so dL/dout = r.
+ * fixed random r, evaluated in double over the float outputs, so dL/dout = r. Attention over
+ * several query blocks is also checked against a direct double evaluation.
  */
 #include <check.h>
 #include <math.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "gpt2-cpu.h"
+#include "kern-pool.h"
 #include "kern-util.h"
 
 /* Tolerance of a finite-difference check: |num - ana| <= FD_RTOL |ana| + FD_ATOL max|ana|.
@@ -183,9 +185,100 @@ START_TEST(test_attention_grad) {
     for (int i = 0; i < AT_C; i++)
         ck_assert_float_eq_tol(c.out[i], c.qkv[2 * AT_C + i], 1e-6f);
 
-    static float dqkv[AT_B * AT_T * 3 * AT_C], scratch[AT_T * AT_T];
-    gpt2_cpu_attention_backward(dqkv, scratch, c.r, c.qkv, c.att, AT_B, AT_T, AT_C, AT_NH);
+    static float dqkv[AT_B * AT_T * 3 * AT_C];
+    gpt2_cpu_attention_backward(dqkv, c.r, c.qkv, c.att, AT_B, AT_T, AT_C, AT_NH);
     check_grad(att_objective, &c, c.qkv, dqkv, AT_B * AT_T * 3 * AT_C, "attention dqkv");
+}
+END_TEST
+
+/* Several query blocks, the last one ragged: forward and backward against a direct double
+ * evaluation of the formulas, and bitwise the same with 1 and 3 threads. */
+enum { AB_B = 2, AB_T = 70, AB_C = 32, AB_NH = 2, AB_HS = AB_C / AB_NH };
+
+static void attention_reference(double *out, double *dqkv, const float *qkv, const float *r) {
+    double scale = 1.0 / sqrt((double)AB_HS), p[AB_T], dp[AB_T];
+    memset(dqkv, 0, sizeof(double) * AB_B * AB_T * 3 * AB_C);
+    for (int b = 0; b < AB_B; b++) {
+        for (int h = 0; h < AB_NH; h++) {
+            const float *base = qkv + (size_t)b * AB_T * 3 * AB_C + h * AB_HS;
+            double      *dbase = dqkv + (size_t)b * AB_T * 3 * AB_C + h * AB_HS;
+            for (int t = 0; t < AB_T; t++) {
+                const float *q = base + (size_t)t * 3 * AB_C;
+                const float *dout = r + ((size_t)b * AB_T + t) * AB_C + h * AB_HS;
+                double       maxv = -INFINITY, sum = 0.0, dot = 0.0;
+                for (int j = 0; j <= t; j++) {
+                    const float *k = base + (size_t)j * 3 * AB_C + AB_C;
+                    double       sc = 0.0;
+                    for (int i = 0; i < AB_HS; i++)
+                        sc += (double)q[i] * k[i];
+                    p[j] = sc * scale;
+                    maxv = p[j] > maxv ? p[j] : maxv;
+                }
+                for (int j = 0; j <= t; j++)
+                    sum += (p[j] = exp(p[j] - maxv));
+                for (int i = 0; i < AB_HS; i++)
+                    out[((size_t)b * AB_T + t) * AB_C + h * AB_HS + i] = 0.0;
+                for (int j = 0; j <= t; j++) {
+                    const float *v = base + (size_t)j * 3 * AB_C + 2 * AB_C;
+                    p[j] /= sum;
+                    dp[j] = 0.0;
+                    for (int i = 0; i < AB_HS; i++) {
+                        out[((size_t)b * AB_T + t) * AB_C + h * AB_HS + i] += p[j] * v[i];
+                        dp[j] += (double)dout[i] * v[i];
+                        dbase[(size_t)j * 3 * AB_C + 2 * AB_C + i] += p[j] * dout[i];
+                    }
+                    dot += p[j] * dp[j];
+                }
+                for (int j = 0; j <= t; j++) {
+                    const float *k = base + (size_t)j * 3 * AB_C + AB_C;
+                    double       ds = p[j] * (dp[j] - dot) * scale;
+                    for (int i = 0; i < AB_HS; i++) {
+                        dbase[(size_t)t * 3 * AB_C + i] += ds * k[i];
+                        dbase[(size_t)j * 3 * AB_C + AB_C + i] += ds * q[i];
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void assert_close(const float *got, const double *want, size_t n, const char *what) {
+    double maxabs = 0.0;
+    for (size_t i = 0; i < n; i++)
+        maxabs = fabs(want[i]) > maxabs ? fabs(want[i]) : maxabs;
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= 1e-5 * maxabs, "%s[%zu]: %.8g, want %.8g", what, i,
+                      (double)got[i], want[i]);
+}
+
+START_TEST(test_attention_blocks) {
+    enum {
+        NQKV = AB_B * AB_T * 3 * AB_C,
+        NOUT = AB_B * AB_T * AB_C,
+        NATT = AB_B * AB_NH * AB_T * AB_T
+    };
+    static float  qkv[NQKV], r[NOUT], out[2][NOUT], att[2][NATT], dqkv[2][NQKV];
+    static double ref_out[NOUT], ref_dqkv[NQKV];
+    uint64_t      rng = kern_rng_seed(10);
+    fill_uniform(qkv, NQKV, -1.5f, 1.5f, &rng);
+    fill_uniform(r, NOUT, -1.0f, 1.0f, &rng);
+    for (int run = 0; run < 2; run++) {
+        kern_set_threads(run == 0 ? 1 : 3);
+        memset(att[run], 0xff, sizeof att[run]); /* NaN: every entry must be written */
+        gpt2_cpu_attention_forward(out[run], att[run], qkv, AB_B, AB_T, AB_C, AB_NH);
+        gpt2_cpu_attention_backward(dqkv[run], r, qkv, att[run], AB_B, AB_T, AB_C, AB_NH);
+    }
+    kern_set_threads(1);
+    attention_reference(ref_out, ref_dqkv, qkv, r);
+    assert_close(out[0], ref_out, NOUT, "attention out");
+    assert_close(dqkv[0], ref_dqkv, NQKV, "attention dqkv");
+    for (int bh = 0; bh < AB_B * AB_NH; bh++)
+        for (int t = 0; t < AB_T; t++)
+            for (int j = t + 1; j < AB_T; j++)
+                ck_assert_float_eq(att[0][((size_t)bh * AB_T + t) * AB_T + j], 0.0f);
+    ck_assert_mem_eq(out[0], out[1], sizeof out[0]);
+    ck_assert_mem_eq(att[0], att[1], sizeof att[0]);
+    ck_assert_mem_eq(dqkv[0], dqkv[1], sizeof dqkv[0]);
 }
 END_TEST
 
@@ -254,61 +347,66 @@ START_TEST(test_residual_grad) {
 }
 END_TEST
 
-/* --- softmax + cross-entropy --- */
+/* --- softmax + cross-entropy, fused with the LM head --- */
 
-enum { CE_N = 4, CE_V = 37, CE_VP = 128 };
+enum { CE_N = 4, CE_C = 8, CE_V = 37, CE_VP = 128 };
 
 typedef struct {
-    float   logits[CE_N * CE_VP], work[CE_N * CE_VP];
+    float   inp[CE_N * CE_C], w[CE_VP * CE_C], probs[CE_N * CE_VP];
     int32_t targets[CE_N];
 } CeCase;
 
+/* mean loss of the logits inp @ w^T; leaves the probabilities in probs */
 static double ce_objective(void *ctx) {
     CeCase *c = ctx;
-    memcpy(c->work, c->logits, sizeof c->work);
-    return gpt2_cpu_crossentropy_forward(c->work, NULL, c->targets, CE_N, CE_V, CE_VP);
+    gpt2_cpu_matmul_forward(c->probs, c->inp, c->w, NULL, CE_N, CE_C, CE_VP);
+    return gpt2_cpu_crossentropy_forward(c->probs, NULL, c->targets, CE_N, CE_V, CE_VP);
 }
 
 START_TEST(test_crossentropy_grad) {
     static CeCase c;
     uint64_t      rng = kern_rng_seed(6);
-    /* equal logits: the loss is log V exactly, whatever the padded columns hold */
-    for (int i = 0; i < CE_N * CE_VP; i++)
-        c.logits[i] = (i % CE_VP) < CE_V ? 0.5f : 100.0f * kern_rng_uniform(&rng);
     for (int n = 0; n < CE_N; n++)
         c.targets[n] = (int32_t)(n * 11 % CE_V);
-    ck_assert_double_eq_tol(ce_objective(&c), log((double)CE_V), 1e-6);
+    /* equal logits: the loss is log V exactly, whatever the padded columns hold */
+    static float logits[CE_N * CE_VP], row_loss[CE_N];
+    for (int i = 0; i < CE_N * CE_VP; i++)
+        logits[i] = (i % CE_VP) < CE_V ? 0.5f : 100.0f * kern_rng_uniform(&rng);
+    float loss = gpt2_cpu_crossentropy_forward(logits, row_loss, c.targets, CE_N, CE_V, CE_VP);
+    ck_assert_double_eq_tol(loss, log((double)CE_V), 1e-6);
+    ck_assert_double_eq_tol(row_loss[2], log((double)CE_V), 1e-6);
 
-    fill_uniform(c.logits, CE_N * CE_VP, -3.0f, 3.0f, &rng);
-    double loss = ce_objective(&c);
+    fill_uniform(c.inp, CE_N * CE_C, -1.0f, 1.0f, &rng);
+    fill_uniform(c.w, CE_VP * CE_C, -1.0f, 1.0f, &rng);
     /* probabilities: sum 1 over the real vocabulary, exactly 0 in the padding */
+    loss = (float)ce_objective(&c);
     for (int n = 0; n < CE_N; n++) {
         double s = 0.0;
         for (int i = 0; i < CE_VP; i++) {
             if (i >= CE_V)
-                ck_assert_float_eq(c.work[n * CE_VP + i], 0.0f);
-            s += c.work[n * CE_VP + i];
+                ck_assert_float_eq(c.probs[n * CE_VP + i], 0.0f);
+            s += c.probs[n * CE_VP + i];
         }
         ck_assert_double_eq_tol(s, 1.0, 1e-5);
     }
-    /* the loss ignores the padded logits */
-    for (int n = 0; n < CE_N; n++)
-        c.logits[n * CE_VP + CE_V + 3] = 1e4f;
-    ck_assert_double_eq(ce_objective(&c), loss);
+    /* the loss ignores the padded logits (weight rows V..Vp-1) */
+    for (int i = CE_V * CE_C; i < CE_VP * CE_C; i++)
+        c.w[i] = 1e3f;
+    float again = (float)ce_objective(&c);
+    ck_assert_mem_eq(&again, &loss, sizeof loss);
 
-    static float probs[CE_N * CE_VP], dlogits[CE_N * CE_VP];
-    memcpy(probs, c.work, sizeof probs);
-    gpt2_cpu_crossentropy_backward(dlogits, probs, c.targets, 1.0f / CE_N, CE_N, CE_V, CE_VP);
-    for (int n = 0; n < CE_N; n++)
-        for (int i = CE_V; i < CE_VP; i++)
-            ck_assert_float_eq(dlogits[n * CE_VP + i], 0.0f);
-    /* check the real columns only: the padded ones do not enter the loss at all */
-    for (int n = 0; n < CE_N; n++)
-        check_grad(ce_objective, &c, c.logits + n * CE_VP, dlogits + n * CE_VP, CE_V,
-                   "crossentropy dlogits");
-    /* in place (dlogits aliasing probs) gives the same numbers */
-    gpt2_cpu_crossentropy_backward(probs, probs, c.targets, 1.0f / CE_N, CE_N, CE_V, CE_VP);
-    ck_assert_mem_eq(probs, dlogits, sizeof probs);
+    /* gradients through the head: padded weight rows get exactly zero */
+    static float dinp[CE_N * CE_C], dw[CE_VP * CE_C];
+    memset(dw, 0, sizeof dw);
+    gpt2_cpu_head_backward_input(dinp, c.probs, c.targets, 1.0f / CE_N, c.w, CE_N, CE_C, CE_V,
+                                 CE_VP);
+    gpt2_cpu_head_backward_weight(dw, c.probs, c.targets, 1.0f / CE_N, c.inp, CE_N, CE_C, CE_V,
+                                  CE_VP);
+    for (int i = CE_V * CE_C; i < CE_VP * CE_C; i++)
+        ck_assert_float_eq(dw[i], 0.0f);
+    check_grad(ce_objective, &c, c.inp, dinp, CE_N * CE_C, "head dinp");
+    /* the real rows only: the padded ones do not enter the loss at all */
+    check_grad(ce_objective, &c, c.w, dw, CE_V * CE_C, "head dweight");
 }
 END_TEST
 
@@ -364,6 +462,7 @@ static Suite *kernels_suite(void) {
     tcase_add_test(tc, test_layernorm_grad);
     tcase_add_test(tc, test_matmul_grad);
     tcase_add_test(tc, test_attention_grad);
+    tcase_add_test(tc, test_attention_blocks);
     tcase_add_test(tc, test_gelu_grad);
     tcase_add_test(tc, test_residual_grad);
     tcase_add_test(tc, test_crossentropy_grad);

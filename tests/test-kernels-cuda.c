@@ -563,10 +563,9 @@ START_TEST(test_attention_backward) {
     float    *out = kern_xmalloc((size_t)AN * AC * sizeof(float));
     float    *att = kern_xmalloc(natt * sizeof(float));
     float    *ref = kern_xmalloc(nqkv * sizeof(float));
-    float    *cpu_scratch = kern_xmalloc((size_t)AT * AT * sizeof(float));
     gpt2_cpu_attention_forward(out, att, qkv, AB, AT, AC, ANH);
     tcu_round(att, natt, dt); /* both sides see the probabilities the GPU stores */
-    gpt2_cpu_attention_backward(ref, cpu_scratch, dout, qkv, att, AB, AT, AC, ANH);
+    gpt2_cpu_attention_backward(ref, dout, qkv, att, AB, AT, AC, ANH);
     void *dqkv = tcu_upload(qkv, nqkv, dt), *ddout = tcu_upload(dout, (size_t)AN * AC, dt);
     void *datt = tcu_upload(att, natt, dt), *ddqkv = tcu_upload(NULL, nqkv, dt);
     void *scratch = tcu_alloc_poisoned(gpt2_cuda_attention_scratch_bytes(AB, AT, AC, ANH, dt));
@@ -579,7 +578,6 @@ START_TEST(test_attention_backward) {
     free(out);
     free(att);
     free(ref);
-    free(cpu_scratch);
     tcu_free(dqkv);
     tcu_free(ddout);
     tcu_free(datt);
@@ -632,9 +630,8 @@ START_TEST(test_flash_attention) {
     float *qkv = hrand(nqkv, 1.0f, 60 + _i, dt), *dout = hrand(nout, 1.0f, 70 + _i, dt);
     float *out = kern_xmalloc(nout * sizeof(float)), *att = kern_xmalloc(natt * sizeof(float));
     float *dref = kern_xmalloc(nqkv * sizeof(float)), *lref = kern_xmalloc(nrow * sizeof(float));
-    float *cpu_scratch = kern_xmalloc((size_t)T * T * sizeof(float));
     gpt2_cpu_attention_forward(out, att, qkv, B, T, C, NH);
-    gpt2_cpu_attention_backward(dref, cpu_scratch, dout, qkv, att, B, T, C, NH);
+    gpt2_cpu_attention_backward(dref, dout, qkv, att, B, T, C, NH);
     flash_ref_lse(lref, qkv, B, T, C, NH);
 
     void  *dqkv = tcu_upload(qkv, nqkv, dt), *ddout = tcu_upload(dout, nout, dt);
@@ -665,7 +662,6 @@ START_TEST(test_flash_attention) {
     free(att);
     free(dref);
     free(lref);
-    free(cpu_scratch);
     tcu_free(dqkv);
     tcu_free(ddout);
     tcu_free(dout_f);
@@ -744,6 +740,17 @@ END_TEST
 
 enum { XN = 9, XV = 50, XVP = 64 };
 
+/* The reference logits' gradient (probs - onehot(target)) * dloss, 0 in padded columns (the
+ * CPU kernels never store it: gpt2_cpu_head_backward_* fold it into their products). */
+static void crossentropy_backward_ref(float *dlogits, const float *probs, const int32_t *targets,
+                                      float dloss, int N, int V, int Vp) {
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < Vp; j++) {
+            float p = j < V ? probs[(size_t)i * Vp + j] : 0.0f;
+            dlogits[(size_t)i * Vp + j] = (p - (j == targets[i] ? 1.0f : 0.0f)) * dloss;
+        }
+}
+
 START_TEST(test_crossentropy) {
     KernDtype dt = (KernDtype)_i;
     float    *logits = hrand(XN * XVP, 3.0f, 36, dt);
@@ -752,7 +759,7 @@ START_TEST(test_crossentropy) {
     float *probs = hcopy(logits, XN * XVP), rloss[XN];
     float  mean = gpt2_cpu_crossentropy_forward(probs, rloss, targets, XN, XV, XVP);
     float  dref[XN * XVP], dloss = 1.0f / XN;
-    gpt2_cpu_crossentropy_backward(dref, probs, targets, dloss, XN, XV, XVP);
+    crossentropy_backward_ref(dref, probs, targets, dloss, XN, XV, XVP);
     void    *dl = tcu_upload(logits, XN * XVP, dt);
     void    *drl = tcu_upload(NULL, XN, F32), *dmean = tcu_upload(NULL, 1, F32);
     int32_t *dtg = tcu_upload_ids(targets, XN);

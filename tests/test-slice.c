@@ -2,7 +2,8 @@
  * test-slice.c: the pipeline-stage model slice (kernels/gpt2-slice.h) and the optimizers
  * (kernels/optim-cpu.h) on a tiny GPT-2 (L 2, C 16, NH 2, T 8, V 37, Vp 128, B 2): tensor
  * table, init, finite-difference gradients of the whole slice, padded-vocabulary gradients,
- * split-at-every-boundary and B-then-W bitwise equivalences, determinism, AdamW, Muon
+ * split-at-every-boundary and B-then-W bitwise equivalences, determinism (also across thread
+ * counts, on a model big enough to split every loop), AdamW, Muon
  * (Newton-Schulz), error feedback, the optimizer state round trip, the learning-rate schedule
  * and clipping.
  */
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "gpt2-slice.h"
+#include "kern-pool.h"
 #include "kern-util.h"
 #include "optim-cpu.h"
 
@@ -440,6 +442,68 @@ START_TEST(test_slice_determinism) {
 }
 END_TEST
 
+/* --- thread count --- */
+
+/* A model big enough that every product and loop is split among threads. */
+static const Gpt2Config medium = {.L = 2, .C = 64, .NH = 4, .T = 64, .V = 300, .Vp = 384};
+enum { MB = 4, MN = MB * 64 };
+
+static KernOptimParams optim_params(KernOptimKind kind, float wd, int ef);
+
+/* One training step (forward, B, W, gradient norm, optimizer @kind) of the medium model with
+ * @threads threads; returns (transfer full) the loss, the squared gradient norm and the
+ * gradients and parameters after the step, packed in one array. */
+static float *medium_step(int threads, KernOptimKind kind, size_t *n_out) {
+    kern_set_threads(threads);
+    Gpt2SliceParams p = {.model = medium,
+                         .layer_begin = 0,
+                         .layer_end = medium.L,
+                         .has_embedding = 1,
+                         .has_head = 1,
+                         .B = MB,
+                         .n_act_slots = 1};
+    Gpt2Slice      *s = gpt2_slice_new(&p);
+    gpt2_slice_init_params(s, 3);
+    KernOptimParams op = optim_params(kind, 0.1f, 1);
+    KernOptim      *o = kern_optim_new(&op, s);
+    int32_t         tokens[MN], targets[MN];
+    uint64_t        rng = kern_rng_seed(21);
+    for (int i = 0; i < MN; i++) {
+        tokens[i] = (int32_t)(kern_rng_u32(&rng) % (uint32_t)medium.V);
+        targets[i] = (int32_t)(kern_rng_u32(&rng) % (uint32_t)medium.V);
+    }
+    size_t n = gpt2_slice_n_params(s);
+    float *out = malloc((2 + 2 * n) * sizeof(float));
+    gpt2_slice_forward(s, gpt2_slice_params(s), 0, tokens, NULL, targets, NULL, &out[0]);
+    gpt2_slice_backward_input(s, gpt2_slice_params(s), 0, NULL, 0.5f, NULL);
+    gpt2_slice_backward_weight(s, 0, gpt2_slice_grads(s));
+    out[1] = (float)kern_grad_sq_norm(gpt2_slice_grads(s), n);
+    memcpy(out + 2, gpt2_slice_grads(s), n * sizeof(float));
+    kern_optim_step(o, gpt2_slice_params(s), gpt2_slice_grads(s), 1e-3f);
+    memcpy(out + 2 + n, gpt2_slice_params(s), n * sizeof(float));
+    kern_optim_free(o);
+    gpt2_slice_free(s);
+    *n_out = 2 + 2 * n;
+    return out;
+}
+
+/* _i: 0 AdamW, 1 Muon (Newton-Schulz products) */
+START_TEST(test_slice_thread_count_bitwise) {
+    KernOptimKind kind = _i ? KERN_OPTIM_MUON : KERN_OPTIM_ADAMW;
+    size_t        n;
+    float        *one = medium_step(1, kind, &n);
+    ck_assert(isfinite(one[0]) && one[1] > 0.0f);
+    for (int threads = 2; threads <= 3; threads++) {
+        float *many = medium_step(threads, kind, &n);
+        ck_assert_msg(memcmp(one, many, n * sizeof(float)) == 0, "%d threads differ from 1",
+                      threads);
+        free(many);
+    }
+    free(one);
+    kern_set_threads(1);
+}
+END_TEST
+
 /* --- optimizers --- */
 
 static KernOptimParams optim_params(KernOptimKind kind, float wd, int ef) {
@@ -759,6 +823,7 @@ static Suite *slice_suite(void) {
     tcase_add_test(tc, test_slice_slots);
     tcase_add_test(tc, test_slice_loss_scale);
     tcase_add_test(tc, test_slice_determinism);
+    tcase_add_loop_test(tc, test_slice_thread_count_bitwise, 0, 2);
     suite_add_tcase(s, tc);
     TCase *to = tcase_create("optim");
     tcase_add_test(to, test_adamw_one_step);
