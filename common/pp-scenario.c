@@ -112,6 +112,8 @@ static const char *const pp_precision_choices[] = {"fp32", "bf16", NULL};
 /* Device ids of one process: CUDA numbers the visible devices from 0; the backend checks each
  * id against the devices it sees. */
 #define PP_DEVICE_ID_MAX 1023.0
+/* A multi-process run's wait for a peer: positive, at most a week. */
+#define PP_TIMEOUT_S_MAX 604800.0
 
 #define PP_INT(sec, k, field, d, lo, hi, fl, desc)                                                 \
     {                                                                                              \
@@ -335,6 +337,10 @@ static const PpScenarioKey pp_scenario_keys[] = {
      .flags = PP_KEY_OPTIONAL,
      .description = "layers of each virtual stage, comma-separated; absent: balanced by cost"},
     PP_INT("run", "log_every", run.log_every, "1", 1, PP_COUNT_MAX, 0, "steps between log lines"),
+    PP_NUM("run", "comm_timeout_s", run.comm_timeout_s, "300", 0.0, PP_TIMEOUT_S_MAX, 1.0,
+           PP_KEY_MIN_EXCL,
+           "multi-process runs: seconds a process waits for a peer before it names the peer and "
+           "the op it waited for and aborts the job (at most a week)"),
     {.section = "run",
      .key = "devices",
      .type = PP_KEY_INT32_LIST,

@@ -148,11 +148,12 @@ typedef struct {
                                     balanced by cost */
     int32_t  n_layers_per_stage; /* stages * chunks when layers_per_stage is set, else 0 */
     int32_t  log_every;
-    int32_t *devices;  /* (n_devices) device id of each stage (GPU backends), or NULL: the
-                          backend spreads the stages over the visible devices */
-    int32_t n_devices; /* pipeline.stages when devices is set, else 0 */
-    char   *precision; /* "fp32" or "bf16", or NULL: the backend's default (cpu: fp32, cuda:
-                          bf16) */
+    double   comm_timeout_s; /* multi-process runs: deadline of every wait for a peer, > 0 */
+    int32_t *devices;        /* (n_devices) device id of each stage (GPU backends), or NULL: the
+                                backend spreads the stages over the visible devices */
+    int32_t n_devices;       /* pipeline.stages when devices is set, else 0 */
+    char   *precision;       /* "fp32" or "bf16", or NULL: the backend's default (cpu: fp32, cuda:
+                                bf16) */
 } PpRunParams;
 
 typedef struct _PpScenario PpScenario;

@@ -12,6 +12,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "exec-comm.h"
 #include "exec-error.h"
 #include "gpt2-slice.h"
 #include "optim-cpu.h"
@@ -86,10 +87,13 @@ typedef struct {
     gpointer           data_user;
     ExecGradFn         on_grads; /* (nullable) gradient tap */
     gpointer           on_grads_user;
-    const int32_t     *devices; /* (nullable) (n_stages) device id of each stage (run.devices),
-                                   borrowed for the call; NULL: the backend's placement. A
-                                   backend without devices refuses it (EXEC_ERROR_BACKEND) */
-    ExecPrecision precision;    /* a precision the backend lacks is refused (EXEC_ERROR_BACKEND) */
+    ExecComm          *comm; /* (nullable) the process group of a multi-process run, borrowed
+                                for the backend's life: this process runs the stages is_local
+                                names (the CPU backend: stage r on rank r) */
+    const int32_t *devices;  /* (nullable) (n_stages) device id of each stage (run.devices),
+                                borrowed for the call; NULL: the backend's placement. A
+                                backend without devices refuses it (EXEC_ERROR_BACKEND) */
+    ExecPrecision precision; /* a precision the backend lacks is refused (EXEC_ERROR_BACKEND) */
     gboolean      flash_attention; /* model.flash_attention: fused attention kernels where the
                                       backend has them (refused where it cannot run them) */
 } ExecBackendSetup;
@@ -293,9 +297,12 @@ gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, 
 
 /* --- backends --- */
 
-/* The CPU backend: one GThread per stage, GAsyncQueue inboxes, Gpt2Slice + KernOptim per
- * virtual stage (exec-cpu.c). Fails (EXEC_ERROR_BACKEND) only for setup->devices or bf16.
- * Returns: (transfer full). */
+/* The CPU backend: one GThread per local stage, GAsyncQueue inboxes, Gpt2Slice + KernOptim
+ * per local virtual stage (exec-cpu.c); with setup->comm, stage r on rank r and messages
+ * between ranks through the group. Fails (EXEC_ERROR_BACKEND) for setup->devices or bf16 and
+ * when the group's size is not the stage count, EXEC_ERROR_COMM when a peer does not answer
+ * (it is collective with a group: the ranks agree on one time origin). Returns: (transfer
+ * full). */
 ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error);
 
 /* The CUDA backend (exec-cuda.c): per stage a device, a compute stream, a host worker and

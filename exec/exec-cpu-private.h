@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT
  * exec-cpu-private.h: the CPU backend's context, shared by its replay side (exec-cpu.c:
  * workers, messages, ops, reports) and its state side (exec-cpu-state.c: by-name tensor
- * copies, optimizer step counts, evaluation). Internal to libppexec.
+ * copies, optimizer step counts, evaluation). One process holds every stage, or (with a
+ * process group, exec-comm.h) the one stage of its rank. Internal to libppexec.
  */
 #pragma once
 
 #include "exec-backend.h"
+#include "exec-comm.h"
 
 G_BEGIN_DECLS
 
@@ -27,13 +29,22 @@ typedef struct {
     float  *params; /* (n_params) */
 } ExecStash;
 
+/* The tensor table of a virtual stage another process holds: plain data, no arenas. */
 typedef struct {
-    Gpt2Slice *slice;
-    KernOptim *optim;
-    int32_t    stage;
-    int32_t    n_slots;
-    int32_t   *slot_mb; /* (n_slots) micro-batch holding each activation slot, -1 free */
-    GPtrArray *stashes; /* ExecStash*, at most the stage's weight versions */
+    int         n;
+    Gpt2Tensor *tensors; /* (n) names point into @names */
+    guint      *roles;   /* (n) EXEC_TENSOR_ROLE_BIT mask of each tensor */
+    char       *names;   /* the names, NUL-separated */
+} ExecCpuTable;
+
+typedef struct {
+    Gpt2Slice   *slice;  /* NULL when another process holds the virtual stage */
+    KernOptim   *optim;  /* NULL likewise */
+    ExecCpuTable remote; /* the table when slice is NULL */
+    int32_t      stage;
+    int32_t      n_slots;
+    int32_t     *slot_mb; /* (n_slots) micro-batch holding each activation slot, -1 free */
+    GPtrArray   *stashes; /* ExecStash*, at most the stage's weight versions */
 } ExecCpuVstage;
 
 typedef struct {
@@ -64,11 +75,18 @@ typedef struct {
     gpointer       on_grads_user;
     ExecCpuVstage *vstages; /* (n_vstages) */
     ExecCpuStage  *stages;  /* (n_stages) */
-    int64_t        t0_ns;   /* CLOCK_MONOTONIC at creation: the origin of the reports' times */
+    int64_t        t0_ns;   /* CLOCK_MONOTONIC at creation: the origin of the reports' times
+                               (taken by every rank together, after an agreement) */
+    ExecComm *comm;         /* (nullable) the process group; rank r holds stage r */
 } ExecCpuBackend;
 
 static inline ExecCpuBackend *exec_cpu(ExecBackend *backend) {
     return (ExecCpuBackend *)backend;
+}
+
+/* Whether this process holds @stage. */
+static inline gboolean exec_cpu_stage_local(const ExecCpuBackend *cpu, int32_t stage) {
+    return cpu->comm == NULL || stage == exec_comm_rank(cpu->comm);
 }
 
 /* Floats of one activation or gradient message: (B, T, C). */
@@ -77,6 +95,11 @@ static inline size_t exec_cpu_act_floats(const ExecCpuBackend *cpu) {
 }
 
 /* --- state members of the vtable (exec-cpu-state.c; exec-backend.h documents them) --- */
+
+/* Fills @table with the tensor table and roles of the slice @sp describes under @optim,
+ * without keeping its arenas (another process holds them). */
+void exec_cpu_table_build(ExecCpuTable *table, const Gpt2SliceParams *sp,
+                          const KernOptimParams *optim);
 
 int               exec_cpu_n_tensors(ExecBackend *backend, int32_t vstage);
 const Gpt2Tensor *exec_cpu_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * exec-cpu-state.c: the CPU backend's state members: each virtual stage's tensor table and
- * the roles its tensors have, by-name copies between the caller's host buffers and the
- * slices' and optimizers' arenas, optimizer step counts, and evaluation on the drained
- * pipeline.
+ * the roles its tensors have (also for virtual stages another process holds), by-name copies
+ * between the caller's host buffers and the slices' and optimizers' arenas, optimizer step
+ * counts, and evaluation on the drained pipeline (across processes: each rank forwards its
+ * virtual stages and passes the activation on).
  */
 #include <string.h>
 
@@ -15,7 +16,8 @@ static ExecCpuVstage *exec_cpu_vstage(ExecCpuBackend *cpu, int32_t vstage) {
 }
 
 int exec_cpu_n_tensors(ExecBackend *backend, int32_t vstage) {
-    return gpt2_slice_n_tensors(exec_cpu_vstage(exec_cpu(backend), vstage)->slice);
+    ExecCpuVstage *v = exec_cpu_vstage(exec_cpu(backend), vstage);
+    return v->slice ? gpt2_slice_n_tensors(v->slice) : v->remote.n;
 }
 
 /* The roles tensor @i of @v has, and (nullable outs) their data in the CPU arenas: @role's
@@ -41,19 +43,66 @@ static guint exec_cpu_roles(ExecCpuVstage *v, int i, ExecTensorRole role, float 
     return roles;
 }
 
+void exec_cpu_table_build(ExecCpuTable *table, const Gpt2SliceParams *sp,
+                          const KernOptimParams *optim) {
+    /* A transient slice and optimizer: their arenas are calloc'd and never touched, so they
+     * cost address space, not memory. */
+    Gpt2SliceParams one = *sp;
+    one.B = 1;
+    one.n_act_slots = 1;
+    ExecCpuVstage v = {.slice = gpt2_slice_new(&one)};
+    v.optim = kern_optim_new(optim, v.slice);
+    table->n = gpt2_slice_n_tensors(v.slice);
+    table->tensors = g_new(Gpt2Tensor, MAX(table->n, 1));
+    table->roles = g_new(guint, MAX(table->n, 1));
+    GString           *names = g_string_new(NULL);
+    g_autofree size_t *at = g_new(size_t, MAX(table->n, 1));
+    for (int i = 0; i < table->n; i++) {
+        table->tensors[i] = *gpt2_slice_tensor(v.slice, i);
+        table->roles[i] = exec_cpu_roles(&v, i, EXEC_TENSOR_PARAMS, NULL);
+        at[i] = names->len;
+        g_string_append_len(names, table->tensors[i].name,
+                            (gssize)strlen(table->tensors[i].name) + 1);
+    }
+    table->names = g_string_free(names, FALSE);
+    for (int i = 0; i < table->n; i++)
+        table->tensors[i].name = table->names + at[i];
+    kern_optim_free(v.optim);
+    gpt2_slice_free(v.slice);
+}
+
 const Gpt2Tensor *exec_cpu_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles) {
     ExecCpuVstage *v = exec_cpu_vstage(exec_cpu(backend), vstage);
+    if (v->slice == NULL) {
+        PP_ASSERT(i >= 0 && i < v->remote.n);
+        if (roles)
+            *roles = v->remote.roles[i];
+        return &v->remote.tensors[i];
+    }
     PP_ASSERT(i >= 0 && i < gpt2_slice_n_tensors(v->slice));
     if (roles)
         *roles = exec_cpu_roles(v, i, EXEC_TENSOR_PARAMS, NULL);
     return gpt2_slice_tensor(v->slice, i);
 }
 
+/* EXEC_ERROR_NOT_LOCAL unless this process holds @vstage. */
+static ExecCpuVstage *exec_cpu_local_vstage(ExecCpuBackend *cpu, int32_t vstage, GError **error) {
+    ExecCpuVstage *v = exec_cpu_vstage(cpu, vstage);
+    if (v->slice)
+        return v;
+    g_set_error(error, EXEC_ERROR, EXEC_ERROR_NOT_LOCAL,
+                "virtual stage %d lives on rank %d; this is rank %d", vstage, v->stage,
+                exec_comm_rank(cpu->comm));
+    return NULL;
+}
+
 /* The arena data of @role of tensor @name of @vstage, checked against @n floats. */
 static float *exec_cpu_tensor_data(ExecCpuBackend *cpu, int32_t vstage, const char *name,
                                    ExecTensorRole role, size_t n, GError **error) {
-    ExecCpuVstage *v = exec_cpu_vstage(cpu, vstage);
+    ExecCpuVstage *v = exec_cpu_local_vstage(cpu, vstage, error);
     PP_ASSERT(role >= 0 && role < EXEC_TENSOR_N_ROLES);
+    if (v == NULL)
+        return NULL;
     for (int i = 0; i < gpt2_slice_n_tensors(v->slice); i++) {
         const Gpt2Tensor *t = gpt2_slice_tensor(v->slice, i);
         if (strcmp(t->name, name) != 0)
@@ -92,36 +141,55 @@ gboolean exec_cpu_tensor_set(ExecBackend *backend, int32_t vstage, const char *n
 
 gboolean exec_cpu_get_optim_steps(ExecBackend *backend, int32_t vstage, int64_t *n_steps,
                                   GError **error) {
-    (void)error;
-    *n_steps = kern_optim_n_steps(exec_cpu_vstage(exec_cpu(backend), vstage)->optim);
-    return TRUE;
+    ExecCpuVstage *v = exec_cpu_local_vstage(exec_cpu(backend), vstage, error);
+    if (v)
+        *n_steps = kern_optim_n_steps(v->optim);
+    return v != NULL;
 }
 
 gboolean exec_cpu_set_optim_steps(ExecBackend *backend, int32_t vstage, int64_t n_steps,
                                   GError **error) {
-    (void)error;
+    ExecCpuVstage *v = exec_cpu_local_vstage(exec_cpu(backend), vstage, error);
     PP_ASSERT(n_steps >= 0);
-    kern_optim_set_n_steps(exec_cpu_vstage(exec_cpu(backend), vstage)->optim, n_steps);
-    return TRUE;
+    if (v)
+        kern_optim_set_n_steps(v->optim, n_steps);
+    return v != NULL;
 }
 
 gboolean exec_cpu_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
                            float *loss, GError **error) {
     ExecCpuBackend   *cpu = exec_cpu(backend);
-    size_t            floats = exec_cpu_act_floats(cpu);
+    size_t            floats = exec_cpu_act_floats(cpu), bytes = floats * sizeof(float);
     g_autofree float *x = g_new(float, floats); /* (B, T, C) */
     g_autofree float *y = g_new(float, floats); /* (B, T, C) */
-    (void)error;
     for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
         Gpt2Slice *slice = cpu->vstages[vs].slice;
         gboolean   first = vs == 0, last = vs == cpu->n_vstages - 1;
+        if (slice == NULL)
+            continue; /* another rank's */
+        /* Across processes the activation comes from the previous virtual stage's rank (tag:
+         * the virtual stage it is for) and goes on to the next one's. */
+        int32_t          prev = first ? -1 : cpu->vstage_stage[vs - 1];
+        int32_t          next = last ? -1 : cpu->vstage_stage[vs + 1];
+        g_autofree char *in =
+            g_strdup_printf("the activation of virtual stage %d for validation", vs);
+        if (prev >= 0 && !exec_cpu_stage_local(cpu, prev) &&
+            !exec_comm_recv(cpu->comm, prev, vs, x, bytes, in, error))
+            return FALSE;
         /* Slot 0 is free: the pipeline is drained between replays. */
         gpt2_slice_forward(slice, gpt2_slice_params(slice), 0, first ? tokens : NULL,
                            first ? NULL : x, last ? targets : NULL, last ? NULL : y,
                            last ? loss : NULL);
+        g_autofree char *out =
+            g_strdup_printf("the activation of virtual stage %d for validation", vs + 1);
+        if (next >= 0 && !exec_cpu_stage_local(cpu, next) &&
+            !exec_comm_send(cpu->comm, next, vs + 1, y, bytes, out, error))
+            return FALSE;
         float *swap = x;
         x = y;
         y = swap;
     }
-    return TRUE;
+    /* The loss, from the rank of the last virtual stage to every rank. */
+    return exec_comm_bcast(cpu->comm, cpu->vstage_stage[cpu->n_vstages - 1], loss, sizeof *loss,
+                           "the validation loss", error);
 }

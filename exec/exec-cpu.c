@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: MIT
  * exec-cpu.c: the CPU backend, reference implementation and test double of exec-backend.h.
- * One GThread per pipeline stage; each stage has an inbox (GAsyncQueue) and a pending table
- * keyed by (kind, mb, vstage) that holds messages arriving before the op that consumes them.
- * Model state per virtual stage: a Gpt2Slice, its KernOptim and the stashed weight copies.
- * Ops run on the worker's thread; their reports (host-clock times, losses, grad norms) wait in
- * a per-stage list for flush().
+ * One GThread per local pipeline stage; each stage has an inbox (GAsyncQueue) and a pending
+ * table keyed by (kind, mb, vstage) that holds messages arriving before the op that consumes
+ * them. Model state per virtual stage: a Gpt2Slice, its KernOptim and the stashed weight
+ * copies. Ops run on the worker's thread; their reports (host-clock times, losses, grad norms)
+ * wait in a per-stage list for flush().
+ * The transport is the one seam between one process and many: a message for a stage of this
+ * process goes into its inbox; with a process group (exec-comm.h, one stage per rank) a
+ * message for another rank is posted to the group with the tag of (mb, vstage, kind), and the
+ * host thread, serving the group while the workers run, files arriving messages into the
+ * inboxes. Waits then have the group's deadline.
  */
 #include <math.h>
 #include <string.h>
@@ -12,6 +17,10 @@
 
 #include "exec-cpu-private.h"
 #include "pp-error.h"
+
+/* Message kinds on the wire: tag = (mb * n_vstages + vstage) * 2 + kind (activation 0,
+ * gradient 1), within exec_comm_tag_max(). */
+enum { EXEC_CPU_TAG_KINDS = 2 };
 
 /* ns since the backend's creation. */
 static int64_t exec_cpu_now_ns(const ExecCpuBackend *cpu) {
@@ -29,6 +38,28 @@ static void exec_cpu_msg_free(gpointer p) {
     ExecMsg *msg = p;
     g_free(msg->data);
     g_free(msg);
+}
+
+/* The tag of message (@kind, @mb, @vstage) between processes (int64: it may exceed the
+ * group's largest tag, which callers check). */
+static int64_t exec_cpu_msg_tag(const ExecCpuBackend *cpu, ExecMsgKind kind, int32_t mb,
+                                int32_t vstage) {
+    PP_ASSERT(kind == EXEC_MSG_ACT || kind == EXEC_MSG_GRAD);
+    return ((int64_t)mb * cpu->n_vstages + vstage) * EXEC_CPU_TAG_KINDS + kind;
+}
+
+/* EXEC_ERROR_SHAPE: micro-batch @mb of a replay needs tags past the group's largest. */
+static GError *exec_cpu_tag_error(const ExecCpuBackend *cpu, int32_t mb) {
+    int64_t most = ((int64_t)exec_comm_tag_max(cpu->comm) + 1) /
+                   ((int64_t)cpu->n_vstages * EXEC_CPU_TAG_KINDS);
+    return g_error_new(EXEC_ERROR, EXEC_ERROR_SHAPE,
+                       "micro-batch %d of a replay needs MPI tag %" G_GINT64_FORMAT
+                       " and this MPI allows at most %d (MPI_TAG_UB): a segment may hold at "
+                       "most %" G_GINT64_FORMAT " micro-batches on %d virtual stages; set "
+                       "run.eval_every or run.checkpoint_every to cut the run into shorter "
+                       "segments",
+                       mb, exec_cpu_msg_tag(cpu, EXEC_MSG_GRAD, mb, cpu->n_vstages - 1),
+                       exec_comm_tag_max(cpu->comm), most, cpu->n_vstages);
 }
 
 /* --- activation slots and stashes --- */
@@ -68,10 +99,23 @@ static void exec_cpu_stash_free(gpointer p) {
 
 /* --- vtable --- */
 
+/* With a process group: FALSE with EXEC_ERROR_SHAPE when @sched's last message needs a tag past
+ * the group's largest. */
+static gboolean exec_cpu_check_tags(ExecCpuBackend *cpu, const PpSchedule *sched, GError **error) {
+    if (cpu->comm && sched->n_mb > 0 &&
+        exec_cpu_msg_tag(cpu, EXEC_MSG_GRAD, sched->n_mb - 1, cpu->n_vstages - 1) >
+            exec_comm_tag_max(cpu->comm)) {
+        g_propagate_error(error, exec_cpu_tag_error(cpu, sched->n_mb - 1));
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, GError **error) {
     ExecCpuBackend *cpu = exec_cpu(backend);
-    if (sched && !exec_backend_check_schedule(sched, cpu->n_stages, cpu->n_chunks,
-                                              cpu->vstage_stage, cpu->act_slots, error))
+    if (sched && (!exec_backend_check_schedule(sched, cpu->n_stages, cpu->n_chunks,
+                                               cpu->vstage_stage, cpu->act_slots, error) ||
+                  !exec_cpu_check_tags(cpu, sched, error)))
         return FALSE;
     for (int32_t s = 0; s < cpu->n_stages; s++) {
         ExecCpuStage *st = &cpu->stages[s];
@@ -98,26 +142,45 @@ typedef struct {
     ExecWorkerFn worker;
     gpointer     user_data;
     int32_t      stage;
+    ExecComm    *comm;    /* (nullable) */
+    gint        *running; /* workers still running (atomic) */
 } ExecCpuThread;
 
 static gpointer exec_cpu_thread_main(gpointer p) {
     ExecCpuThread *t = p;
     t->worker(t->user_data, t->stage);
+    g_atomic_int_dec_and_test(t->running);
+    if (t->comm)
+        exec_comm_wake(t->comm);
     return NULL;
 }
 
 static void exec_cpu_launch(ExecBackend *backend, ExecWorkerFn worker, gpointer user_data) {
     ExecCpuBackend           *cpu = exec_cpu(backend);
     g_autofree ExecCpuThread *threads = g_new(ExecCpuThread, cpu->n_stages);
-    g_autofree GThread      **handles = g_new(GThread *, cpu->n_stages);
+    g_autofree GThread      **handles = g_new0(GThread *, cpu->n_stages);
+    gint                      running = 0;
+    for (int32_t s = 0; s < cpu->n_stages; s++)
+        running += exec_cpu_stage_local(cpu, s);
     for (int32_t s = 0; s < cpu->n_stages; s++) {
-        threads[s] = (ExecCpuThread){.worker = worker, .user_data = user_data, .stage = s};
+        if (!exec_cpu_stage_local(cpu, s))
+            continue;
+        threads[s] = (ExecCpuThread){.worker = worker,
+                                     .user_data = user_data,
+                                     .stage = s,
+                                     .comm = cpu->comm,
+                                     .running = &running};
         char name[32];
         g_snprintf(name, sizeof name, "pp-stage-%d", s);
         handles[s] = g_thread_new(name, exec_cpu_thread_main, &threads[s]);
     }
-    for (int32_t s = 0; s < cpu->n_stages; s++)
-        g_thread_join(handles[s]);
+    /* The host thread moves messages between processes while the workers compute. */
+    if (cpu->comm)
+        exec_comm_serve(cpu->comm, &running);
+    for (int32_t s = 0; s < cpu->n_stages; s++) {
+        if (handles[s])
+            g_thread_join(handles[s]);
+    }
 }
 
 /* Kind, micro-batch and vstage of the message @args->op consumes; FALSE when it needs none. */
@@ -147,6 +210,52 @@ static void exec_cpu_file(ExecCpuStage *st, ExecMsg *msg) {
     g_hash_table_insert(st->pending, &msg->key, msg);
 }
 
+/* What a wait that outlived the group's deadline reports: for wait_for() (@args), the op,
+ * the message and the rank that should have sent it; for a blocking poll() of dynamic mode
+ * (@args NULL), the stage and its neighbours. */
+static GError *exec_cpu_late_error(const ExecCpuBackend *cpu, int32_t stage,
+                                   const ExecOpArgs *args) {
+    double timeout = exec_comm_timeout(cpu->comm);
+    if (args == NULL) {
+        /* Dynamic mode has one chunk per stage: inputs come from stage - 1 and + 1. */
+        g_autofree char *peers = stage == 0 ? g_strdup_printf("rank %d", stage + 1)
+                                 : stage == cpu->n_stages - 1
+                                     ? g_strdup_printf("rank %d", stage - 1)
+                                     : g_strdup_printf("rank %d or %d", stage - 1, stage + 1);
+        return g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
+                           "no activation or gradient reached stage %d within %g s "
+                           "(run.comm_timeout_s) while PACI's policy waited for its next input; "
+                           "%s may have died or hung",
+                           stage, timeout, peers);
+    }
+    gboolean    act = args->op->kind == PP_OP_FORWARD;
+    int32_t     producer = cpu->vstage_stage[args->vstage + (act ? -1 : 1)];
+    const char *op = args->op->kind == PP_OP_FORWARD    ? "F"
+                     : args->op->kind == PP_OP_BACKWARD ? "B"
+                                                        : "BW";
+    return g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
+                       "the %s for %s(mb=%d) of virtual stage %d from rank %d did not arrive "
+                       "within %g s (run.comm_timeout_s); rank %d may have died or hung",
+                       act ? "activation" : "gradient", op, args->op->mb, args->vstage, producer,
+                       timeout, producer);
+}
+
+/* The next message of @stage's inbox, for @args (NULL: dynamic mode's poll). With a process
+ * group the wait has its deadline: past it the group records exec_cpu_late_error(), the
+ * replay stops and NULL is returned. */
+static ExecMsg *exec_cpu_pop(ExecCpuBackend *cpu, int32_t stage, const ExecOpArgs *args) {
+    ExecCpuStage *st = &cpu->stages[stage];
+    if (cpu->comm == NULL)
+        return g_async_queue_pop(st->inbox);
+    ExecMsg *msg = g_async_queue_timeout_pop(
+        st->inbox, (guint64)(exec_comm_timeout(cpu->comm) * G_USEC_PER_SEC));
+    if (msg == NULL) {
+        exec_comm_fail(cpu->comm, exec_cpu_late_error(cpu, stage, args));
+        st->aborted = TRUE;
+    }
+    return msg;
+}
+
 static gboolean exec_cpu_wait_for(ExecBackend *backend, const ExecOpArgs *args) {
     ExecCpuBackend *cpu = exec_cpu(backend);
     ExecCpuStage   *st = &cpu->stages[args->op->stage];
@@ -160,15 +269,21 @@ static gboolean exec_cpu_wait_for(ExecBackend *backend, const ExecOpArgs *args) 
             st->input = msg;
             return TRUE;
         }
-        exec_cpu_file(st, g_async_queue_pop(st->inbox));
+        msg = exec_cpu_pop(cpu, args->op->stage, args);
+        if (msg)
+            exec_cpu_file(st, msg);
     }
     return FALSE;
 }
 
 static gboolean exec_cpu_poll(ExecBackend *backend, int32_t stage, gboolean block) {
-    ExecCpuStage *st = &exec_cpu(backend)->stages[stage];
-    if (block && !st->aborted)
-        exec_cpu_file(st, g_async_queue_pop(st->inbox));
+    ExecCpuBackend *cpu = exec_cpu(backend);
+    ExecCpuStage   *st = &cpu->stages[stage];
+    if (block && !st->aborted) {
+        ExecMsg *msg = exec_cpu_pop(cpu, stage, NULL);
+        if (msg)
+            exec_cpu_file(st, msg);
+    }
     for (ExecMsg *msg; !st->aborted && (msg = g_async_queue_try_pop(st->inbox)) != NULL;)
         exec_cpu_file(st, msg);
     return !st->aborted;
@@ -334,8 +449,39 @@ static void exec_cpu_flush(ExecBackend *backend, int32_t stage, ExecStageReport 
     report->n_ops = (int32_t)st->flushed->len;
 }
 
+/* Hands @data (transfer full) to the worker of @vstage: its inbox, or its rank. */
 static void exec_cpu_send(ExecCpuBackend *cpu, ExecMsgKind kind, int32_t mb, int32_t vstage,
                           float *data) {
+    int32_t stage = cpu->vstage_stage[vstage];
+    if (exec_cpu_stage_local(cpu, stage)) {
+        ExecMsg *msg = g_new(ExecMsg, 1);
+        msg->key = exec_cpu_msg_key(kind, mb, vstage);
+        msg->data = data;
+        g_async_queue_push(cpu->stages[stage].inbox, msg);
+        return;
+    }
+    int64_t tag = exec_cpu_msg_tag(cpu, kind, mb, vstage);
+    if (tag > exec_comm_tag_max(cpu->comm)) {
+        /* Dynamic mode learns a replay's length only as it runs (prepare() checks programs). */
+        g_free(data);
+        exec_comm_fail(cpu->comm, exec_cpu_tag_error(cpu, mb));
+        return;
+    }
+    exec_comm_post(cpu->comm, EXEC_COMM_DATA, stage, (int32_t)tag, data,
+                   exec_cpu_act_floats(cpu) * sizeof(float));
+}
+
+/* The group's receiver of activations and gradients (host thread): into the inbox of the
+ * local stage holding the message's virtual stage. */
+static void exec_cpu_receive(gpointer user_data, int32_t src, int32_t tag, void *data,
+                             size_t bytes) {
+    ExecCpuBackend *cpu = user_data;
+    (void)src;
+    int32_t kind = tag % EXEC_CPU_TAG_KINDS, cell = tag / EXEC_CPU_TAG_KINDS;
+    int32_t vstage = cell % cpu->n_vstages, mb = cell / cpu->n_vstages;
+    /* Sent by exec_cpu_send() of the same program to this rank. */
+    PP_ASSERT(bytes == exec_cpu_act_floats(cpu) * sizeof(float));
+    PP_ASSERT(exec_cpu_stage_local(cpu, cpu->vstage_stage[vstage]));
     ExecMsg *msg = g_new(ExecMsg, 1);
     msg->key = exec_cpu_msg_key(kind, mb, vstage);
     msg->data = data;
@@ -354,27 +500,44 @@ static void exec_cpu_record_done(ExecBackend *backend, const ExecOpArgs *args) {
     st->output = NULL;
 }
 
-static void exec_cpu_abort(ExecBackend *backend) {
-    ExecCpuBackend *cpu = exec_cpu(backend);
+/* Wakes every local worker: its next wait returns FALSE (also the group's stop handler). */
+static void exec_cpu_wake_all(gpointer user_data) {
+    ExecCpuBackend *cpu = user_data;
     for (int32_t s = 0; s < cpu->n_stages; s++) {
+        if (!exec_cpu_stage_local(cpu, s))
+            continue;
         ExecMsg *msg = g_new0(ExecMsg, 1);
         msg->key = exec_cpu_msg_key(EXEC_MSG_ABORT, 0, 0);
         g_async_queue_push(cpu->stages[s].inbox, msg);
     }
 }
 
+static void exec_cpu_abort(ExecBackend *backend) {
+    ExecCpuBackend *cpu = exec_cpu(backend);
+    /* With a group, every rank stops (the stop handler wakes this rank's workers). */
+    if (cpu->comm)
+        exec_comm_stop(cpu->comm);
+    else
+        exec_cpu_wake_all(cpu);
+}
+
 static gboolean exec_cpu_is_local(ExecBackend *backend, int32_t stage) {
-    (void)backend;
-    (void)stage;
-    return TRUE; /* one process holds every stage */
+    return exec_cpu_stage_local(exec_cpu(backend), stage);
 }
 
 static void exec_cpu_free(ExecBackend *backend) {
     ExecCpuBackend *cpu = exec_cpu(backend);
+    if (cpu->comm) {
+        exec_comm_set_receiver(cpu->comm, EXEC_COMM_DATA, NULL, NULL);
+        exec_comm_set_stop_handler(cpu->comm, NULL, NULL);
+    }
     for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
         ExecCpuVstage *v = &cpu->vstages[vs];
         gpt2_slice_free(v->slice);
         kern_optim_free(v->optim);
+        g_free(v->remote.tensors);
+        g_free(v->remote.roles);
+        g_free(v->remote.names);
         g_free(v->slot_mb);
         g_ptr_array_unref(v->stashes);
     }
@@ -423,6 +586,13 @@ static const ExecBackendOps exec_cpu_ops = {
 };
 
 ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error) {
+    if (setup->comm && exec_comm_size(setup->comm) != setup->n_stages) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "the CPU backend runs one pipeline stage per process: %d stages need %d "
+                    "processes, the job has %d",
+                    setup->n_stages, setup->n_stages, exec_comm_size(setup->comm));
+        return NULL;
+    }
     if (setup->devices != NULL) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
                     "run.devices: the cpu backend runs every stage on host threads and has no "
@@ -449,6 +619,7 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
     cpu->data_user = setup->data_user;
     cpu->on_grads = setup->on_grads;
     cpu->on_grads_user = setup->on_grads_user;
+    cpu->comm = setup->comm;
     PP_ASSERT(setup->partition->n_vstages == cpu->n_vstages);
     cpu->vstages = g_new0(ExecCpuVstage, cpu->n_vstages);
     for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
@@ -466,10 +637,14 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
             .B = setup->microbatch_size,
             .n_act_slots = setup->act_slots[vs],
         };
-        v->slice = gpt2_slice_new(&sp);
-        gpt2_slice_init_params(v->slice, setup->seed);
-        v->optim = kern_optim_new(&setup->optim, v->slice);
         v->stage = cpu->vstage_stage[vs];
+        if (!exec_cpu_stage_local(cpu, v->stage)) {
+            exec_cpu_table_build(&v->remote, &sp, &setup->optim);
+        } else {
+            v->slice = gpt2_slice_new(&sp);
+            gpt2_slice_init_params(v->slice, setup->seed);
+            v->optim = kern_optim_new(&setup->optim, v->slice);
+        }
         v->n_slots = setup->act_slots[vs];
         v->slot_mb = g_new(int32_t, v->n_slots);
         for (int32_t i = 0; i < v->n_slots; i++)
@@ -491,6 +666,8 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
         for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
             ExecCpuVstage *v = &cpu->vstages[vs];
             size_t         most = 0;
+            if (v->slice == NULL)
+                continue;
             for (int i = 0; i < gpt2_slice_n_tensors(v->slice); i++)
                 most = MAX(most, gpt2_slice_tensor(v->slice, i)->numel);
             ExecCpuStage *st = &cpu->stages[v->stage];
@@ -502,5 +679,19 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
     }
     cpu->t0_ns = 0;
     cpu->t0_ns = exec_cpu_now_ns(cpu);
+    if (cpu->comm) {
+        exec_comm_set_receiver(cpu->comm, EXEC_COMM_DATA, exec_cpu_receive, cpu);
+        exec_comm_set_stop_handler(cpu->comm, exec_cpu_wake_all, cpu);
+        /* One timeline for every rank's op times: rank 0's origin, read on each rank's clock
+         * through the offset between the clocks. */
+        int64_t offset = 0;
+        if (!exec_comm_clock_offset(cpu->comm, &offset, NULL, error) ||
+            !exec_comm_bcast(cpu->comm, 0, &cpu->t0_ns, sizeof cpu->t0_ns, "rank 0's time origin",
+                             error)) {
+            exec_cpu_free(&cpu->base);
+            return NULL;
+        }
+        cpu->t0_ns -= offset;
+    }
     return &cpu->base;
 }

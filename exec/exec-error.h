@@ -18,6 +18,8 @@ typedef enum {
     EXEC_ERROR_TENSOR,    /* no tensor of that name and role on a virtual stage, or another
                              size than the caller's buffer */
     EXEC_ERROR_NOT_LOCAL, /* the virtual stage's state lives in another process */
+    EXEC_ERROR_COMM,      /* a peer process did not answer within run.comm_timeout_s, or the
+                             transport between processes failed (exec-comm.h) */
 } ExecError;
 
 G_END_DECLS

@@ -14,9 +14,10 @@ struct _ExecPipeline {
     PpPartition       *partition;
     ExecBackend       *backend;
     int32_t            n_stages, n_chunks, n_vstages;
-    int32_t           *vstage_of; /* (n_stages, n_chunks) virtual stage of (stage, chunk) */
-    int32_t           *version;   /* (n_stages) updates applied so far */
-    int32_t           *nonfinite; /* (n_stages) consecutive skipped updates */
+    int32_t           *vstage_of;    /* (n_stages, n_chunks) virtual stage of (stage, chunk) */
+    int32_t           *vstage_stage; /* (n_vstages) stage of each virtual stage */
+    int32_t           *version;      /* (n_stages) updates applied so far */
+    int32_t           *nonfinite;    /* (n_stages) consecutive skipped updates */
     PpTrace           *trace;
     PpMemoryBytes     *predicted; /* (n_stages) the memory model's bytes of each stage */
 
@@ -36,5 +37,21 @@ struct _ExecPipeline {
 /* Workers (exec-replay.c), run by the backend's launch on every local stage. */
 void exec_pipeline_worker(gpointer user_data, int32_t stage);         /* static program */
 void exec_pipeline_worker_dynamic(gpointer user_data, int32_t stage); /* PACI's policy */
+
+/* --- across processes (exec-merge.c) --- */
+
+/* Before a replay with a process group: the group's stop signal cleared, and on rank 0 the
+ * loss reports of the last stage's rank expected (one per micro-batch of @res). */
+void exec_pipeline_merge_begin(ExecPipeline *pipeline, const ExecRunResult *res);
+/* Hands the loss of micro-batch @mb (step @step) to params.on_loss: here, or on rank 0 when
+ * another rank runs the last stage. Worker of the last stage. */
+void exec_pipeline_report_loss(ExecPipeline *pipeline, int32_t mb, int32_t step, float loss);
+/* After a replay with a process group: every rank's outcome agreed (*@error, this rank's
+ * failure or NULL on entry, is the same on every rank on return), then every rank's stages
+ * exchanged so that every rank holds all of @res and the stages' versions and skip counts,
+ * and the trace rows from @first_row on gathered to rank 0. Returns FALSE with *@error set
+ * (the agreed failure, or EXEC_ERROR_COMM). */
+gboolean exec_pipeline_merge(ExecPipeline *pipeline, ExecRunResult *res, int64_t first_row,
+                             GError **error);
 
 G_END_DECLS

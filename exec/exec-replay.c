@@ -88,8 +88,7 @@ static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
         if (op->kind == PP_OP_FORWARD && r->vstage == pipeline->n_vstages - 1) {
             res->loss[op->mb] = r->loss;
             res->mb_step[op->mb] = op->step;
-            if (pipeline->params.on_loss)
-                pipeline->params.on_loss(pipeline->params.on_loss_user, op->mb, op->step, r->loss);
+            exec_pipeline_report_loss(pipeline, op->mb, op->step, r->loss);
         }
         if (op->kind != PP_OP_UPDATE)
             continue;

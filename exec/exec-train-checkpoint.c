@@ -2,7 +2,9 @@
  * exec-train-checkpoint.c: pacer-train's checkpoints and resume. At a drained segment boundary
  * the pipeline's tensors are copied out by name into host lists, which become one checkpoint
  * unit (exec-checkpoint-unit.h) with the run's counters and log rows. Resume reads a unit into
- * host lists, checks that it belongs to this run, and only then copies it in.
+ * host lists, checks that it belongs to this run, and only then copies it in. Across processes
+ * rank 0 gathers every rank's tensors and counters (exec-train-dist.c) and alone writes and
+ * reads the units; on resume the lists travel from rank 0 to the ranks holding them.
  */
 #include "exec-train-private.h"
 
@@ -97,12 +99,21 @@ static void exec_train_state_tensors(ExecPipeline *pipeline, ExecTrainTensors *t
 }
 
 /* Copies every tensor of @t out of the backend into its host buffer (@out), or from the host
- * buffer into the backend. */
+ * buffer into the backend. Across processes each rank copies its own virtual stages, and the
+ * host buffers of the others' travel from them to rank 0 (@out), or from rank 0 to them. */
 static gboolean exec_train_tensors_copy(ExecPipeline *pipeline, ExecTrainTensors *t, gboolean out,
                                         GError **error) {
+    int32_t             rank = exec_comm_rank(exec_pipeline_comm(pipeline));
+    g_autofree int32_t *vstages = g_new(int32_t, MAX(exec_tensor_list_n(t->list), 1));
+    for (int i = 0; i < exec_tensor_list_n(t->list); i++)
+        vstages[i] = g_array_index(t->refs, ExecTrainRef, i).vstage;
+    if (!out && !exec_train_dist_scatter(pipeline, t->list, vstages, error))
+        return FALSE;
     for (int i = 0; i < exec_tensor_list_n(t->list); i++) {
         const ExecTrainRef *ref = &g_array_index(t->refs, ExecTrainRef, i);
         float              *data = exec_tensor_list_get(t->list, i)->data;
+        if (exec_pipeline_vstage_rank(pipeline, ref->vstage) != rank)
+            continue;
         gboolean ok = out ? exec_pipeline_tensor_get(pipeline, ref->vstage, ref->tensor, ref->role,
                                                      data, ref->numel, error)
                           : exec_pipeline_tensor_set(pipeline, ref->vstage, ref->tensor, ref->role,
@@ -110,7 +121,7 @@ static gboolean exec_train_tensors_copy(ExecPipeline *pipeline, ExecTrainTensors
         if (!ok)
             return FALSE;
     }
-    return TRUE;
+    return !out || exec_train_dist_gather(pipeline, t->list, vstages, error);
 }
 
 /* "a,b,c" of @n ints. Returns: (transfer full). */
@@ -183,11 +194,13 @@ static gboolean exec_train_collect(ExecPipeline *pipeline, ExecTrainTensors *mod
  *   pacer_optim         optimizer identity (exec_train_optim_identity())
  *   pacer_vocab         hex vocabulary fingerprint of the training shard
  * The data position needs no entry: micro-batch windows are a pure function of the step and
- * run.seed (exec_train_window()), and nothing else draws random numbers after init.
+ * run.seed (exec_train_window()), and nothing else draws random numbers after init. Across
+ * processes every rank calls it and rank 0's table holds every rank's counts.
  * Returns: (transfer full), or NULL with @error set by the backend. */
 static GHashTable *exec_train_counters(ExecPipeline *pipeline, const PpScenario *sc,
                                        const char *vocab, int32_t step, GError **error) {
     int32_t             n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    ExecComm           *comm = exec_pipeline_comm(pipeline);
     g_autofree int32_t *versions = g_new(int32_t, n_stages);
     g_autofree int32_t *nonfinite = g_new(int32_t, n_stages);
     g_autofree int32_t *optim_steps = g_new(int32_t, n_vs);
@@ -196,11 +209,15 @@ static GHashTable *exec_train_counters(ExecPipeline *pipeline, const PpScenario 
         nonfinite[s] = exec_pipeline_nonfinite(pipeline, s);
     }
     for (int32_t vs = 0; vs < n_vs; vs++) {
-        int64_t t;
-        if (!exec_pipeline_optim_steps(pipeline, vs, &t, error))
+        int64_t t = 0;
+        if (exec_pipeline_vstage_rank(pipeline, vs) == exec_comm_rank(comm) &&
+            !exec_pipeline_optim_steps(pipeline, vs, &t, error))
             return NULL;
         optim_steps[vs] = (int32_t)t;
     }
+    if (!exec_train_dist_gather_vstage_ints(pipeline, optim_steps,
+                                            "the optimizer step counts for the checkpoint", error))
+        return NULL;
     GHashTable *meta = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     g_hash_table_insert(meta, g_strdup("pacer_step"), g_strdup_printf("%d", step));
     g_hash_table_insert(meta, g_strdup("pacer_versions"), exec_train_join_ints(versions, n_stages));
@@ -213,20 +230,19 @@ static GHashTable *exec_train_counters(ExecPipeline *pipeline, const PpScenario 
     return meta;
 }
 
-char *exec_train_checkpoint(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
-                            const GString *log, const char *out_dir, int32_t step, GError **error) {
-    g_auto(ExecTrainTensors) model = {0};
-    g_auto(ExecTrainTensors) state = {0};
-    g_autoptr(GHashTable) counters = NULL;
-    if (!exec_train_collect(pipeline, &model, &state, error) ||
-        !(counters = exec_train_counters(pipeline, sc, vocab, step, error)))
-        return NULL;
+/* Writes the unit of @step from the host lists and counters, then @out_dir/log.csv, then prunes
+ * (one process: the only one, or rank 0). Returns: (transfer full) the unit's path, or NULL
+ * with @error set. */
+static char *exec_train_checkpoint_write(ExecPipeline *pipeline, const PpScenario *sc,
+                                         ExecTrainTensors *model, ExecTrainTensors *state,
+                                         GHashTable *counters, const GString *log,
+                                         const char *out_dir, int32_t step, GError **error) {
     g_autofree char       *run = exec_train_identity(sc, exec_pipeline_partition(pipeline));
     ExecCheckpointUnitData data = {.step = step,
                                    .run = run,
                                    .model_cfg = exec_pipeline_model(pipeline),
-                                   .model = model.list,
-                                   .state = state.list,
+                                   .model = model->list,
+                                   .state = state->list,
                                    .state_metadata = counters,
                                    .log = log->str};
     g_autofree char       *units_dir = g_build_filename(out_dir, EXEC_CHECKPOINT_UNITS_DIR, NULL);
@@ -239,6 +255,35 @@ char *exec_train_checkpoint(ExecPipeline *pipeline, const PpScenario *sc, const 
     if (!exec_train_log_write(log, out_dir, error) ||
         !exec_checkpoint_units_prune(units_dir, step, sc->run.keep_checkpoints, NULL, error))
         return NULL;
+    return g_steal_pointer(&unit);
+}
+
+char *exec_train_checkpoint(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
+                            const GString *log, const char *out_dir, int32_t step, GError **error) {
+    ExecComm *comm = exec_pipeline_comm(pipeline);
+    g_auto(ExecTrainTensors) model = {0};
+    g_auto(ExecTrainTensors) state = {0};
+    g_autoptr(GHashTable) counters = NULL;
+    if (!exec_train_collect(pipeline, &model, &state, error) ||
+        !(counters = exec_train_counters(pipeline, sc, vocab, step, error)))
+        return NULL;
+    if (comm == NULL)
+        return exec_train_checkpoint_write(pipeline, sc, &model, &state, counters, log, out_dir,
+                                           step, error);
+    /* Rank 0 holds every tensor now and writes the unit alone; every rank returns its error. */
+    GError          *local = NULL;
+    g_autofree char *unit = NULL;
+    if (exec_comm_rank(comm) == 0)
+        unit = exec_train_checkpoint_write(pipeline, sc, &model, &state, counters, log, out_dir,
+                                           step, &local);
+    if (!exec_comm_agree(comm, "writing the checkpoint", &local)) {
+        g_propagate_error(error, local);
+        return NULL;
+    }
+    if (unit == NULL) {
+        g_autofree char *name = exec_checkpoint_unit_name(step);
+        unit = g_build_filename(out_dir, EXEC_CHECKPOINT_UNITS_DIR, name, NULL);
+    }
     return g_steal_pointer(&unit);
 }
 
@@ -341,14 +386,16 @@ static gboolean exec_train_read_unit(ExecCheckpointUnit *unit, gpointer user_dat
 }
 
 /* The reverse of exec_train_collect(): copies the host lists of @r into the pipeline by name
- * and sets its counters. A multi-process backend scatters the lists to the ranks instead. */
+ * and sets its counters. Across processes rank 0's lists travel to the ranks holding them. */
 static gboolean exec_train_restore(const ExecTrainResume *r, GError **error) {
     ExecPipeline *pipeline = r->pipeline;
+    int32_t       rank = exec_comm_rank(exec_pipeline_comm(pipeline));
     if (!exec_train_tensors_copy(pipeline, r->model, FALSE, error) ||
         !exec_train_tensors_copy(pipeline, r->state, FALSE, error))
         return FALSE;
     for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
-        if (!exec_pipeline_set_optim_steps(pipeline, vs, r->optim_steps[vs], error))
+        if (exec_pipeline_vstage_rank(pipeline, vs) == rank &&
+            !exec_pipeline_set_optim_steps(pipeline, vs, r->optim_steps[vs], error))
             return FALSE;
     }
     exec_pipeline_set_versions(pipeline, r->versions);
@@ -359,10 +406,13 @@ static gboolean exec_train_restore(const ExecTrainResume *r, GError **error) {
 gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
                          const char *path, int32_t *step, char **log, GPtrArray *notes,
                          GError **error) {
-    int32_t             n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
-    g_autofree int32_t *versions = g_new(int32_t, n_stages);
-    g_autofree int32_t *nonfinite = g_new(int32_t, n_stages);
-    g_autofree int32_t *optim_steps = g_new(int32_t, n_vs);
+    int32_t   n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
+    ExecComm *comm = exec_pipeline_comm(pipeline);
+    /* (1 + 2 n_stages + n_vs): the step, every stage's version and skip count, every virtual
+     * stage's optimizer step count: what rank 0 reads for every rank. */
+    g_autofree int32_t *counters = g_new0(int32_t, 1 + 2 * n_stages + n_vs);
+    int32_t            *versions = counters + 1, *nonfinite = versions + n_stages;
+    int32_t            *optim_steps = nonfinite + n_stages;
     g_auto(ExecTrainTensors) model = {0};
     g_auto(ExecTrainTensors) state = {0};
     exec_train_model_tensors(pipeline, &model);
@@ -375,13 +425,24 @@ gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const cha
                          .versions = versions,
                          .nonfinite = nonfinite,
                          .optim_steps = optim_steps};
-    g_autoptr(ExecCheckpointUnit) unit =
-        exec_checkpoint_unit_find(path, exec_train_read_unit, &r, notes, error);
+    /* Rank 0 alone reads the unit (every rank, without a process group). */
+    GError *local = NULL;
+    g_autoptr(ExecCheckpointUnit) unit = NULL;
+    if (exec_comm_rank(comm) == 0)
+        unit = exec_checkpoint_unit_find(path, exec_train_read_unit, &r, notes, &local);
     g_autofree char *unit_log = g_steal_pointer(&r.log);
-    /* The whole unit is in host memory and checked: now the pipeline's state changes. */
-    if (!unit || !exec_train_restore(&r, error))
+    counters[0] = r.step;
+    if (!exec_comm_agree(comm, "reading the checkpoint", &local) ||
+        !exec_comm_bcast(comm, 0, counters, (1 + 2 * n_stages + n_vs) * sizeof(int32_t),
+                         "the checkpoint's counters", &local)) {
+        g_propagate_error(error, local);
         return FALSE;
-    if (notes)
+    }
+    r.step = counters[0];
+    /* The whole unit is in host memory and checked: now the pipeline's state changes. */
+    if (!exec_train_restore(&r, error))
+        return FALSE;
+    if (notes && unit)
         g_ptr_array_add(notes, g_strdup_printf("resuming from %s (step %d)",
                                                exec_checkpoint_unit_dir(unit), r.step));
     *step = r.step;

@@ -16,6 +16,14 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
                     "%s: optimizer.name=%s; valid: adamw, muon", sc->path, name);
         return FALSE;
     }
+    int32_t ranks = exec_comm_size(params->comm);
+    if (ranks != 1 && ranks != sc->pipeline.stages) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: pipeline.stages = %d, but the job has %d processes: pacer-train runs "
+                    "one process per stage (mpirun -np %d), or every stage in one process",
+                    sc->path, sc->pipeline.stages, ranks, sc->pipeline.stages);
+        return FALSE;
+    }
     g_autoptr(GError) backend_error = NULL;
     if (!exec_backend_find(sc->run.backend, &backend_error)) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE, "%s: [run] %s",

@@ -2,8 +2,9 @@
  * exec-train-private.h: the parts of pacer-train's training loop (exec-train.h), one file each:
  * the pipeline parameters built from the scenario (exec-train-params.c), the training and
  * validation data (exec-train-data.c), running one segment (exec-train-segment.c), log.csv
- * rows and progress (exec-train-log.c), checkpoints and resume (exec-train-checkpoint.c).
- * Internal to libppexec; exec-train.c drives them.
+ * rows and progress (exec-train-log.c), checkpoints and resume (exec-train-checkpoint.c), the
+ * model state across processes (exec-train-dist.c). Internal to libppexec; exec-train.c drives
+ * them.
  */
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <stdint.h>
 
 #include "data-shard.h"
+#include "exec-checkpoint.h"
 #include "exec-progress.h"
 #include "exec-train.h"
 #include "exec.h"
@@ -175,5 +177,19 @@ char *exec_train_checkpoint(ExecPipeline *pipeline, const PpScenario *sc, const 
 gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
                          const char *path, int32_t *step, char **log, GPtrArray *notes,
                          GError **error);
+
+/* --- the model state across processes (exec-train-dist.c; collective: every rank calls) ---
+ * Entry i of @list (a list over every virtual stage, the same on every rank) belongs to
+ * virtual stage @vstages[i]. Without a process group they do nothing. */
+
+/* Rank 0 receives every entry another rank holds (the holder has filled it). */
+gboolean exec_train_dist_gather(ExecPipeline *pipeline, ExecTensorList *list,
+                                const int32_t *vstages, GError **error);
+/* Every rank receives from rank 0 the entries it holds (rank 0 has filled them all). */
+gboolean exec_train_dist_scatter(ExecPipeline *pipeline, ExecTensorList *list,
+                                 const int32_t *vstages, GError **error);
+/* @values (n_vstages): each rank's own virtual stages filled; on return rank 0 has them all. */
+gboolean exec_train_dist_gather_vstage_ints(ExecPipeline *pipeline, int32_t *values,
+                                            const char *what, GError **error);
 
 G_END_DECLS

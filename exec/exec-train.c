@@ -2,7 +2,9 @@
  * exec-train.c: the training loop of pacer-train (see exec-train.h for segments, steps and
  * data positions): opens the data, builds the pipeline, resumes, then runs one segment after
  * another, validating, logging and checkpointing at their boundaries. The parts live in
- * exec-train-*.c (exec-train-private.h).
+ * exec-train-*.c (exec-train-private.h). Across processes every rank runs this loop; rank 0
+ * writes the files, and every phase that can fail on one rank ends with an agreement
+ * (exec_comm_agree()) so that all ranks stop together with the same error.
  */
 #include "exec-train.h"
 
@@ -25,6 +27,16 @@ typedef struct {
     ExecProgress          *progress;
     int32_t                stop; /* last step of this invocation */
 } ExecTrainRun;
+
+/* Rank 0 has written a file (@written: its error, transfer full, or NULL; NULL on the other
+ * ranks): every rank learns how that went. */
+static gboolean exec_train_written(ExecComm *comm, GError *written, const char *what,
+                                   GError **error) {
+    if (exec_comm_agree(comm, what, &written))
+        return TRUE;
+    g_propagate_error(error, written);
+    return FALSE;
+}
 
 /* At the boundary after the segment ending at step @end: validation (into the last of @rows),
  * the segment's log rows, and a checkpoint with the log when one is due. */
@@ -103,27 +115,33 @@ static gboolean exec_train_resume(const ExecTrainParams *params, ExecPipeline *p
 
 gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary, GError **error) {
     const PpScenario *sc = params->scenario;
-    if (!exec_train_check_scenario(params, error))
-        return FALSE;
-    Gpt2Config model = exec_train_model(sc);
-    int32_t    B = sc->pipeline.microbatch_size, total = sc->training.steps;
+    ExecComm         *comm = params->comm;
+    gboolean          root = exec_comm_rank(comm) == 0;
+    Gpt2Config        model = exec_train_model(sc);
+    int32_t           B = sc->pipeline.microbatch_size, total = sc->training.steps;
+    if (comm)
+        exec_comm_set_timeout(comm, sc->run.comm_timeout_s);
 
     g_autoptr(DataShard) train_shard = NULL, val_shard = NULL;
     ExecTrainData train = {.B = B, .T = model.T, .seed = sc->run.seed};
     ExecTrainData val = {.B = B, .T = model.T, .seed = sc->run.seed};
-    if (!exec_train_open_shards(params, model.T, model.V, &train_shard, &train, &val_shard, &val,
-                                error))
+    g_autoptr(ExecTrainSchedules) schedules = exec_train_schedules_new(sc);
+    const PpSchedule *shape = NULL;
+    GError           *local = NULL;
+    if (exec_train_check_scenario(params, &local) &&
+        exec_train_open_shards(params, model.T, model.V, &train_shard, &train, &val_shard, &val,
+                               &local))
+        shape = exec_train_schedule(schedules, exec_train_next_boundary(sc, 0), &local);
+    /* Every rank checks the same scenario and opens its own copy of the shards. */
+    if (!exec_comm_agree(comm, "the start of training", &local)) {
+        g_propagate_error(error, local);
         return FALSE;
+    }
     g_autofree char *vocab =
         exec_train_hex(data_shard_fingerprint(train_shard), DATA_BPE_FINGERPRINT_BYTES);
     /* One process-wide count: each worker thread's kernels use that many threads. */
     kern_set_threads(exec_train_threads(sc));
 
-    g_autoptr(ExecTrainSchedules) schedules = exec_train_schedules_new(sc);
-    const PpSchedule *shape =
-        exec_train_schedule(schedules, exec_train_next_boundary(sc, 0), error);
-    if (!shape)
-        return FALSE;
     ExecTrainLive      live = {.total_steps = total,
                                .tokens_per_step = (int64_t)sc->training.global_batch * model.T,
                                .mb_per_step = shape->mb_per_step};
@@ -133,19 +151,24 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     pp.data_user = &train;
     pp.on_loss = exec_train_on_loss;
     pp.on_loss_user = &live;
-    g_autoptr(ExecPipeline) pipeline = exec_pipeline_new(&pp, error);
-    if (!pipeline)
+    pp.comm = comm;
+    g_autoptr(ExecPipeline) pipeline = exec_pipeline_new(&pp, &local);
+    if (!exec_comm_agree(comm, "building the pipeline", &local)) {
+        g_propagate_error(error, local);
         return FALSE;
-    g_autoptr(ExecProgress) progress =
-        exec_progress_new(stdout, params->progress, MAX(sc->run.log_every, 1));
+    }
+    /* Progress on rank 0 only (it receives the last stage's losses). */
+    g_autoptr(ExecProgress) progress = exec_progress_new(
+        stdout, root ? params->progress : EXEC_PROGRESS_QUIET, MAX(sc->run.log_every, 1));
     int32_t          start;
     g_autofree char *resumed_log = NULL;
     if (!exec_train_resume(params, pipeline, vocab, progress, &start, &resumed_log, error))
         return FALSE;
     live.pipeline = pipeline;
     g_autoptr(GString) log = exec_train_log_new(resumed_log, start);
-    if (params->out_dir && (!exec_train_outputs_begin(sc, params->out_dir, error) ||
-                            !exec_train_remove_stale(params->out_dir, error)))
+    if (root && params->out_dir && exec_train_outputs_begin(sc, params->out_dir, &local))
+        exec_train_remove_stale(params->out_dir, &local);
+    if (!exec_train_written(comm, local, "creating the output folder", error))
         return FALSE;
     live.progress = progress;
     ExecTrainRun run = {.params = params,
@@ -158,17 +181,21 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
                         .stop = params->stop_at > 0 ? MIN(params->stop_at, total) : total};
     memset(summary, 0, sizeof *summary);
     summary->val_loss = NAN;
-    if (!exec_train_memory_report(pipeline, progress, params->out_dir, summary, error))
+    if (!exec_train_memory_report(pipeline, progress, root ? params->out_dir : NULL, summary,
+                                  error))
         return FALSE;
     summary->steps = start;
     summary->tokens = (int64_t)start * live.tokens_per_step;
     live.t_start_s = live.t_last_s = exec_train_now_s();
     for (int32_t step = start; step < run.stop;) {
         int32_t                  seg = MIN(exec_train_next_boundary(sc, step), run.stop) - step;
-        const PpSchedule        *sched = exec_train_schedule(schedules, seg, error);
+        const PpSchedule        *sched = exec_train_schedule(schedules, seg, &local);
         g_autofree ExecTrainRow *rows = g_new(ExecTrainRow, seg);
-        if (!sched ||
-            !exec_train_run_segment(pipeline, sched, params->dynamic, &live, step, seg, rows,
+        if (!exec_comm_agree(comm, "building a segment's schedule", &local)) {
+            g_propagate_error(error, local);
+            return FALSE;
+        }
+        if (!exec_train_run_segment(pipeline, sched, params->dynamic, &live, step, seg, rows,
                                     &summary->n_skipped, error) ||
             !exec_train_boundary(&run, step + seg, rows, seg, summary, error))
             return FALSE;
@@ -179,8 +206,8 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     summary->wall_s = exec_train_now_s() - live.t_start_s;
     summary->tokens_per_s =
         (double)(summary->steps - start) * live.tokens_per_step / MAX(summary->wall_s, 1e-9);
-    if (params->out_dir && (!exec_train_log_write(log, params->out_dir, error) ||
-                            !exec_train_write_ops(pipeline, params->out_dir, error)))
-        return FALSE;
-    return TRUE;
+    /* ops.csv: rank 0 holds every rank's rows (exec_pipeline_trace()). */
+    if (root && params->out_dir && exec_train_log_write(log, params->out_dir, &local))
+        exec_train_write_ops(pipeline, params->out_dir, &local);
+    return exec_train_written(comm, local, "writing log.csv and ops.csv", error);
 }

@@ -40,6 +40,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "exec-comm.h"
 #include "exec-progress.h"
 #include "pp-scenario.h"
 
@@ -61,6 +62,11 @@ typedef struct {
     /* (nullable) DATA_BPE_FINGERPRINT_BYTES bytes: the vocabulary both shards must have been
      * built with (data_bpe_fingerprint()); with or without it, the two must share one. */
     const uint8_t *vocab_fingerprint;
+    /* (nullable) the process group when several processes run the pipeline (one per stage):
+     * every rank calls exec_train_run() with the same parameters; rank 0 alone writes the
+     * outputs (log.csv, ops.csv with every rank's ops, scenario.ini, the checkpoint gathered
+     * from every rank) and shows progress. */
+    ExecComm *comm;
 } ExecTrainParams;
 
 typedef struct {
@@ -86,8 +92,10 @@ uint64_t exec_train_window(uint64_t seed, int64_t seq, uint64_t n_tokens, int32_
  * vocabulary) and checkpoints (no complete unit, a damaged unit given by name, another run,
  * optimizer or vocabulary, a tensor whose shape differs: the message names it and both shapes;
  * PP_IO_ERROR_NONFINITE for a NaN or infinite weight or optimizer value: the tensor and its
- * first bad element), PP_SCENARIO_ERROR_* for scenario values the executor cannot run,
- * EXEC_ERROR_* from the pipeline. */
+ * first bad element), PP_SCENARIO_ERROR_* for scenario values the executor cannot run
+ * (also a process group whose size is neither 1 nor pipeline.stages), EXEC_ERROR_* from the
+ * pipeline. With a process group every rank returns the same error (exec_comm_agree()) except
+ * for EXEC_ERROR_COMM, which exec_comm_finish() turns into an abort of the job. */
 gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary, GError **error);
 
 G_END_DECLS

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * exec.c: the executor's pipeline object: partitions the model, creates the backend the caller
  * names, runs replays (static programs, or PACI's policy live) through the workers of
- * exec-replay.c and collects their results into ExecRunResult and the trace; the model state
- * is reached only through the backend's by-name copy calls.
+ * exec-replay.c and collects their results into ExecRunResult and the trace (across processes
+ * with exec-merge.c); the model state is reached only through the backend's by-name copy
+ * calls.
  */
 #include "exec-pipeline-private.h"
 
@@ -101,6 +102,7 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         .data_user = params->data_user,
         .on_grads = params->on_grads,
         .on_grads_user = params->on_grads_user,
+        .comm = params->comm,
         .devices = params->devices,
         .precision = params->precision,
         .flash_attention = params->flash_attention,
@@ -121,6 +123,7 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     for (int32_t st = 0; st < shape->n_stages; st++)
         for (int32_t c = 0; c < shape->n_chunks; c++)
             pipeline->vstage_of[st * shape->n_chunks + c] = pp_schedule_vstage(shape, st, c);
+    pipeline->vstage_stage = g_memdup2(shape->vstage_stage, shape->n_vstages * sizeof(int32_t));
     pipeline->backend = g_steal_pointer(&made);
     pipeline->partition = g_steal_pointer(&partition);
     pipeline->version = g_new0(int32_t, shape->n_stages);
@@ -140,6 +143,7 @@ void exec_pipeline_free(ExecPipeline *pipeline) {
     pp_trace_free(pipeline->trace);
     g_free(pipeline->predicted);
     g_free(pipeline->vstage_of);
+    g_free(pipeline->vstage_stage);
     g_free(pipeline->version);
     g_free(pipeline->nonfinite);
     g_mutex_clear(&pipeline->error_lock);
@@ -211,6 +215,9 @@ static ExecRunResult *exec_pipeline_launch(ExecPipeline *pipeline, ExecWorkerFn 
     for (int32_t s = 0; s < pipeline->n_stages; s++)
         pipeline->rows[s] = g_array_new(FALSE, FALSE, sizeof(PpTraceRow));
     g_atomic_int_set(&pipeline->failed, 0);
+    int64_t first_row = pipeline->trace->n_rows;
+    if (pipeline->params.comm)
+        exec_pipeline_merge_begin(pipeline, res);
 
     pipeline->backend->ops->launch(pipeline->backend, worker, pipeline);
 
@@ -232,6 +239,8 @@ static ExecRunResult *exec_pipeline_launch(ExecPipeline *pipeline, ExecWorkerFn 
     pipeline->sched = NULL;
     pipeline->version_base = NULL;
     pipeline->result = NULL;
+    if (pipeline->params.comm)
+        exec_pipeline_merge(pipeline, res, first_row, &pipeline->error);
     if (pipeline->error) {
         g_propagate_error(error, g_steal_pointer(&pipeline->error));
         return NULL;
@@ -239,23 +248,33 @@ static ExecRunResult *exec_pipeline_launch(ExecPipeline *pipeline, ExecWorkerFn 
     return g_steal_pointer(&owned);
 }
 
-ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched, int64_t mb_offset,
-                                 GError **error) {
-    if (!pipeline->backend->ops->prepare(pipeline->backend, sched, error))
-        return NULL;
-    for (int32_t s = 0; s < pipeline->n_stages; s++) {
-        for (int32_t c = 0; c < pipeline->n_chunks; c++) {
-            if (pp_schedule_vstage(sched, s, c) !=
-                pipeline->vstage_of[s * pipeline->n_chunks + c]) {
-                g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
-                            "schedule %s maps stage %d chunk %d to virtual stage %d; the "
-                            "pipeline has %d",
-                            sched->kind, s, c, pp_schedule_vstage(sched, s, c),
-                            pipeline->vstage_of[s * pipeline->n_chunks + c]);
-                return NULL;
-            }
+/* Checks that @sched (NULL in dynamic mode) fits the pipeline and has the backend prepare
+ * for it; with a process group every rank learns every rank's outcome. */
+static gboolean exec_pipeline_prepare(ExecPipeline *pipeline, const PpSchedule *sched,
+                                      GError **error) {
+    GError *local = NULL;
+    for (int32_t s = 0; sched && s < pipeline->n_stages && !local; s++) {
+        for (int32_t c = 0; c < pipeline->n_chunks && !local; c++) {
+            if (pp_schedule_vstage(sched, s, c) != pipeline->vstage_of[s * pipeline->n_chunks + c])
+                local = g_error_new(EXEC_ERROR, EXEC_ERROR_SHAPE,
+                                    "schedule %s maps stage %d chunk %d to virtual stage %d; the "
+                                    "pipeline has %d",
+                                    sched->kind, s, c, pp_schedule_vstage(sched, s, c),
+                                    pipeline->vstage_of[s * pipeline->n_chunks + c]);
         }
     }
+    if (local == NULL)
+        pipeline->backend->ops->prepare(pipeline->backend, sched, &local);
+    if (exec_comm_agree(pipeline->params.comm, "preparing a replay", &local))
+        return TRUE;
+    g_propagate_error(error, local);
+    return FALSE;
+}
+
+ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched, int64_t mb_offset,
+                                 GError **error) {
+    if (!exec_pipeline_prepare(pipeline, sched, error))
+        return NULL;
     pipeline->sched = sched;
     pipeline->weight_mode = sched->weight_mode;
     pipeline->mb_per_step = sched->mb_per_step;
@@ -281,7 +300,7 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedul
                     policy_kinds, like->kind, pipeline->n_chunks);
         return NULL;
     }
-    if (!pipeline->backend->ops->prepare(pipeline->backend, NULL, error))
+    if (!exec_pipeline_prepare(pipeline, NULL, error))
         return NULL;
     pipeline->weight_mode = PP_WEIGHTS_CURRENT;
     pipeline->mb_per_step = accumulation;
@@ -437,4 +456,16 @@ void exec_pipeline_set_nonfinite(ExecPipeline *pipeline, const int32_t *counts) 
 
 const PpTrace *exec_pipeline_trace(const ExecPipeline *pipeline) {
     return pipeline->trace;
+}
+
+/* --- processes --- */
+
+ExecComm *exec_pipeline_comm(const ExecPipeline *pipeline) {
+    return pipeline->params.comm;
+}
+
+int32_t exec_pipeline_vstage_rank(const ExecPipeline *pipeline, int32_t vstage) {
+    PP_ASSERT(vstage >= 0 && vstage < pipeline->n_vstages);
+    /* One stage per process (the backends' rule): rank r holds stage r. */
+    return pipeline->params.comm ? pipeline->vstage_stage[vstage] : 0;
 }

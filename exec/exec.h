@@ -20,7 +20,8 @@ G_BEGIN_DECLS
 
 /* Called from the last stage's worker for each forward on the last virtual stage, in run
  * order, when the backend reports it (at the stage's flush after its next U, or when the
- * worker stops), with the schedule's micro-batch @mb, its op.step and its mean loss. */
+ * worker stops), with the schedule's micro-batch @mb, its op.step and its mean loss. With a
+ * process group it is called on rank 0 only, from the host thread as the reports arrive. */
 typedef void (*ExecLossFn)(gpointer user_data, int32_t mb, int32_t step, float loss);
 
 /* Parameters of exec_pipeline_new(). */
@@ -53,11 +54,16 @@ typedef struct {
     const int32_t *devices;         /* (nullable) (n_stages) run.devices, borrowed for the call */
     ExecPrecision  precision;       /* run.precision */
     gboolean       flash_attention; /* model.flash_attention */
+    ExecComm      *comm;            /* (nullable) the process group of a multi-process run,
+                                       borrowed for the pipeline's life: every rank builds the
+                                       pipeline and makes the same calls in the same order */
 } ExecPipelineParams;
 
 typedef struct _ExecPipeline ExecPipeline;
 
-/* Result of one replay (exec_pipeline_run()); all arrays indexed by the schedule's mb. */
+/* Result of one replay (exec_pipeline_run()); all arrays indexed by the schedule's mb. With a
+ * process group every rank holds the whole result: each rank's stages are exchanged after
+ * the replay. */
 typedef struct {
     int32_t  n_mb;
     float   *loss;      /* (n_mb) mean cross-entropy of each micro-batch (last vstage F) */
@@ -94,7 +100,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecPipeline, exec_pipeline_free)
 
 /* --- running --- */
 
-/* Replays @sched (validated, the same stage/chunk layout as params->shape) once: micro-batch
+/* With a process group every rank calls the run functions together; each rank runs its own
+ * stages, and a failure on any rank (its error, or a peer that did not answer) ends the run
+ * on every rank with the same error (exec_comm_agree()).
+ *
+ * Replays @sched (validated, the same stage/chunk layout as params->shape) once: micro-batch
  * mb of the schedule reads global micro-batch @mb_offset + mb from the data source. Weights,
  * optimizer state and stage versions carry over from the previous call, so a run may be cut
  * into consecutive schedules (each drains the pipeline at its end). Every op's weight version
@@ -178,8 +188,16 @@ void exec_pipeline_set_versions(ExecPipeline *pipeline, const int32_t *versions)
  * it reaches max_nonfinite), and setting every stage's count (resume). */
 int32_t exec_pipeline_nonfinite(const ExecPipeline *pipeline, int32_t stage);
 void    exec_pipeline_set_nonfinite(ExecPipeline *pipeline, const int32_t *counts);
-/* Every op run so far (rows in execution order per stage; version_f/version_b filled).
+/* Every op run so far (rows in execution order per stage; version_f/version_b filled); with a
+ * process group, every rank's on rank 0 (times on one timeline) and this rank's elsewhere.
  * (transfer none). */
 const PpTrace *exec_pipeline_trace(const ExecPipeline *pipeline);
+
+/* --- processes --- */
+
+/* The process group (transfer none; NULL: one process), and the rank holding virtual stage
+ * @vstage's state (0 without a group). */
+ExecComm *exec_pipeline_comm(const ExecPipeline *pipeline);
+int32_t   exec_pipeline_vstage_rank(const ExecPipeline *pipeline, int32_t vstage);
 
 G_END_DECLS

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * main.c: pacer-train, GPT-2 pretraining that replays a pipeline schedule on CPU threads or
- * CUDA devices (run.backend).
+ * CUDA devices (run.backend), or with one process per stage when an MPI launcher starts
+ * several (mpirun -np N).
  *   pacer-train SCENARIO [--set section.key=value]... [--out DIR] [--resume DIR]
- *               [--dynamic] [--quiet]
+ *               [--stop-at STEP] [--dynamic] [--quiet]
  *   pacer-train evaluate --checkpoint PATH --text FILE [--heads H] [--seq-len T] [--json]
  * Builds the token shards on first use, trains, and writes DIR/log.csv, ops.csv, scenario.ini
  * and DIR/checkpoints/step-NNNNNNNN.
@@ -15,6 +16,10 @@
 #include "data-corpus.h"
 #include "exec-evaluate.h"
 #include "exec-train.h"
+#include "pp-config.h"
+#if PP_HAVE_MPI
+#include "exec-comm-mpi.h"
+#endif
 
 static int train_usage_error(GOptionContext *ctx, const char *message) {
     g_autofree char *help = g_option_context_get_help(ctx, TRUE, NULL);
@@ -22,10 +27,22 @@ static int train_usage_error(GOptionContext *ctx, const char *message) {
     return 2;
 }
 
-static int train_main(int argc, char **argv) {
+/* Prints @error ("rank R: " first in a multi-process run). */
+static void train_print_error(const ExecComm *comm, const GError *error) {
+    if (comm)
+        fprintf(stderr, "pacer-train: rank %d: %s\n", exec_comm_rank(comm), error->message);
+    else
+        fprintf(stderr, "pacer-train: %s\n", error->message);
+}
+
+/* Everything from the options to the summary. Returns 0, or 1 with @error set (2: a usage
+ * error, @error set as well). In a multi-process run every rank runs it, and every failure
+ * before training is agreed on (exec_comm_agree()), so that all ranks stop together. */
+static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
     g_auto(GStrv) sets = NULL;
     g_autofree char *out = NULL, *resume = NULL;
-    gboolean         dynamic = FALSE, quiet = FALSE;
+    gboolean         dynamic = FALSE, quiet = FALSE, root = exec_comm_rank(comm) == 0;
+    int              stop_at = 0;
     GOptionEntry     entries[] = {
             {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a scenario key (repeatable)",
              "SECTION.KEY=VALUE"},
@@ -35,6 +52,8 @@ static int train_main(int argc, char **argv) {
              "Continue from the newest complete checkpoint of the run folder DIR, or from the "
                  "checkpoint DIR/checkpoints/step-NNNNNNNN",
              "DIR"},
+            {"stop-at", 0, 0, G_OPTION_ARG_INT, &stop_at,
+             "Stop after STEP steps, checkpointing there as at the end (resume later)", "STEP"},
             {"dynamic", 0, 0, G_OPTION_ARG_NONE, &dynamic,
              "Run PACI's backpressure policy live instead of replaying the program", NULL},
             {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet,
@@ -42,32 +61,42 @@ static int train_main(int argc, char **argv) {
             {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new(
-        "SCENARIO - train GPT-2 with a pipeline schedule (run.backend: CPU threads or CUDA)\n"
+        "SCENARIO - train GPT-2 with a pipeline schedule (run.backend: CPU threads or CUDA), or "
+        "one process per stage under mpirun\n"
         "       pacer-train evaluate --checkpoint PATH --text FILE [--heads H] [--seq-len T] "
         "[--json]");
     g_option_context_add_main_entries(ctx, entries, NULL);
-    g_autoptr(GError) error = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &error))
-        return train_usage_error(ctx, error->message);
-    if (argc != 2)
-        return train_usage_error(ctx, "expected exactly one SCENARIO file");
+    int status = 2;
+    if (g_option_context_parse(ctx, &argc, &argv, error) && argc != 2)
+        g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                            "expected exactly one SCENARIO file");
+    else if (*error == NULL && stop_at < 0)
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--stop-at %d: give a step >= 1 (0: train every step)", stop_at);
+    if (*error && root)
+        train_usage_error(ctx, (*error)->message);
 
-    g_autoptr(PpScenario) scenario = pp_scenario_load(argv[1], (const char *const *)sets, &error);
-    if (!scenario) {
-        fprintf(stderr, "pacer-train: %s\n", error->message);
-        return 1;
+    g_autoptr(PpScenario) scenario = NULL;
+    if (*error == NULL) {
+        status = 1;
+        scenario = pp_scenario_load(argv[1], (const char *const *)sets, error);
     }
     DataCorpusParams data;
     data_params_init(&data);
-    data.cache_dir = scenario->data.cache_dir;
-    data.paths = (const char *const *)scenario->data.paths;
-    data.val_fraction = scenario->data.val_fraction;
     g_autofree char *train_path = NULL, *val_path = NULL;
     g_autoptr(DataBpe) bpe = NULL;
-    if (!data_prepare_default(&data, &train_path, &val_path, &error) ||
-        !(bpe = data_bpe_new_from_cache(data.cache_dir, &error))) {
-        fprintf(stderr, "pacer-train: %s\n", error->message);
-        return 1;
+    if (scenario) {
+        data.cache_dir = scenario->data.cache_dir;
+        data.paths = (const char *const *)scenario->data.paths;
+        data.val_fraction = scenario->data.val_fraction;
+    }
+    /* Rank 0 builds the token shards when the cache lacks them; the others then find them. */
+    for (int pass = 0; pass < 2; pass++) {
+        if (scenario && *error == NULL && root == (pass == 0) &&
+            data_prepare_default(&data, &train_path, &val_path, error))
+            bpe = data_bpe_new_from_cache(data.cache_dir, error);
+        if (!exec_comm_agree(comm, pass == 0 ? "loading the scenario" : "opening the data", error))
+            return status;
     }
     ExecTrainParams params = {
         .scenario = scenario,
@@ -76,14 +105,16 @@ static int train_main(int argc, char **argv) {
         .vocab_fingerprint = data_bpe_fingerprint(bpe),
         .out_dir = out,
         .resume = resume,
+        .stop_at = stop_at,
         .dynamic = dynamic || g_strcmp0(scenario->pipeline.mode, "dynamic") == 0,
         .progress = exec_progress_mode_detect(stdout, quiet),
+        .comm = comm,
     };
     ExecTrainSummary sum;
-    if (!exec_train_run(&params, &sum, &error)) {
-        fprintf(stderr, "pacer-train: %s\n", error->message);
+    if (!exec_train_run(&params, &sum, error))
         return 1;
-    }
+    if (!root)
+        return 0;
     printf("pacer-train: %s, %d steps, %" G_GINT64_FORMAT " tokens, train loss %.4f, "
            "val loss %.4f (perplexity %.2f), %.0f tokens/s, %.1f s, %d skipped updates\n",
            scenario->pipeline.schedule, sum.steps, sum.tokens, sum.train_loss, sum.val_loss,
@@ -94,6 +125,36 @@ static int train_main(int argc, char **argv) {
                (double)sum.actual_bytes / (1 << 30), scenario->pipeline.stages,
                (double)sum.predicted_bytes / (1 << 30));
     return 0;
+}
+
+static int train_main(int argc, char **argv) {
+    ExecComm *comm = NULL;
+    GError   *error = NULL;
+#if PP_HAVE_MPI
+    /* Under an MPI launcher with several processes: one process per pipeline stage. */
+    if (!exec_comm_mpi_new(&argc, &argv, &comm, &error)) {
+        train_print_error(NULL, error);
+        g_error_free(error);
+        return 1;
+    }
+#else
+    /* Without MPI every process would train alone and write the same files. */
+    if (exec_comm_launched_size() > 1) {
+        fprintf(stderr,
+                "pacer-train: an MPI launcher started %" G_GINT64_FORMAT " processes, but this "
+                "build has no MPI: install libopenmpi-dev (scripts/setup) and rebuild "
+                "(meson -Dmpi=enabled), or run one process\n",
+                exec_comm_launched_size());
+        return 1;
+    }
+#endif
+    int status = train_run(comm, argc, argv, &error);
+    if (error && (status != 2 || comm))
+        train_print_error(comm, error);
+    /* Ends the process group: a failure the ranks did not agree on aborts the job. */
+    exec_comm_finish(comm, error);
+    g_clear_error(&error);
+    return status;
 }
 
 static int evaluate_main(int argc, char **argv) {

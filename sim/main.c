@@ -151,7 +151,7 @@ static const char sim_main_run_description[] =
     "  pacer-sim SCENARIO [--set section.key=value]... [--json] [--out DIR] [--steps N]\n"
     "  pacer-sim compare SCENARIO [--schedules a,b,...] [--set ...] [--json]\n"
     "  pacer-sim sweep SCENARIO --sweep section.key=v1,v2,... [--sweep ...] [--out FILE.csv]\n"
-    "  pacer-sim replay SCENARIO --trace MEASURED.csv [--set ...] [--json] [--out DIR]\n"
+    "  pacer-sim replay SCENARIO --trace MEASURED.csv [--link] [--set ...] [--json] [--out DIR]\n"
     "  pacer-sim plan SCENARIO --gpus G [--global-batch B] [--schedules a,b,...] [--json]\n"
     "  pacer-sim calibrate TRACE... [--check TRACE]... [--out SCENARIO] [--json]\n"
     "  pacer-sim tta RUN... --threshold LOSS,... [--target SCENARIO] [--step-ms NAME=MS]\n"
@@ -359,6 +359,7 @@ static int sim_main_sweep(int argc, char **argv) {
 
 static int sim_main_replay(int argc, char **argv) {
     g_auto(SimMainOptions) o = {.steps = SIM_MAIN_STEPS_UNSET};
+    gboolean           link = FALSE;
     const GOptionEntry entries[] = {
         {"trace", 't', 0, G_OPTION_ARG_FILENAME, &o.trace,
          "The measured trace (pacer-train --out DIR writes DIR/ops.csv)", "MEASURED.csv"},
@@ -368,14 +369,18 @@ static int sim_main_replay(int argc, char **argv) {
          NULL},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out,
          "Write the predicted traces (ops.csv: replay, calibrated.csv) into DIR", "DIR"},
+        {"link", 0, 0, G_OPTION_ARG_NONE, &link,
+         "Charge each message between stages [hardware] link_latency_us + its fp32 bytes / "
+         "link_gbps",
+         NULL},
         SIM_MAIN_OPTION_END,
     };
     g_autoptr(GError) error = NULL;
     if (!sim_main_parse(&argc, &argv, "SCENARIO - compare a measured run with the simulator",
                         "Match every op of the scenario's schedule to its row in a measured "
-                        "trace and simulate it twice without communication: with each op's "
-                        "measured duration (replay) and with the median measured duration per "
-                        "(stage, chunk, kind) (calibrated).",
+                        "trace and simulate it twice, without communication (or with --link): "
+                        "with each op's measured duration (replay) and with the median measured "
+                        "duration per (stage, chunk, kind) (calibrated).",
                         "SCENARIO is the run's scenario.ini. The trace must hold one run of the\n"
                         "schedule: train with run.eval_every=0 and run.checkpoint_every=0.\n"
                         "Replay makespan <= measured makespan; the difference is what\n"
@@ -393,7 +398,7 @@ static int sim_main_replay(int argc, char **argv) {
         return sim_main_fail(NULL, error);
     }
     g_autoptr(SimReplay) replay =
-        sim_replay_new(path, (const char *const *)overrides, o.trace, &error);
+        sim_replay_new(path, (const char *const *)overrides, o.trace, link, &error);
     if (replay == NULL)
         return sim_main_fail(error->domain == PP_IO_ERROR ? o.trace : path, error);
     g_autofree char *cores =

@@ -472,7 +472,7 @@ static SimReplay *sim_cal_load(const char *trace_path, GError **error) {
                     trace_path, scenario);
         return NULL;
     }
-    return sim_replay_new(scenario, NULL, trace_path, error);
+    return sim_replay_new(scenario, NULL, trace_path, FALSE, error);
 }
 
 /* Checks that @r runs the model and pipeline of @fit. */

@@ -200,8 +200,14 @@ static int64_t sim_replay_median(const SimReplay *r, int32_t stage, int32_t chun
     return n % 2 == 1 ? buf[n / 2] : buf[n / 2 - 1] + (buf[n / 2] - buf[n / 2 - 1]) / 2;
 }
 
-/* The calibrated cost model: medians per (stage, chunk, kind), no communication; with
- * @per_op, every op also gets its own measured duration (the replay model).
+/* Bytes of one activation or gradient pacer-train sends between stages: (B, T, C) fp32. */
+static int64_t sim_replay_msg_bytes(const PpScenario *sc) {
+    return (int64_t)sc->pipeline.microbatch_size * sc->model.seq_len * sc->model.hidden * 4;
+}
+
+/* The calibrated cost model: medians per (stage, chunk, kind), and with r->link the hop of
+ * the scenario's link (else no communication); with @per_op, every op also gets its own
+ * measured duration (the replay model).
  * Returns: (transfer full). */
 static SimCostModel *sim_replay_cost_new(const SimReplay *r, gboolean per_op) {
     const PpSchedule *sched = r->schedule;
@@ -223,6 +229,11 @@ static SimCostModel *sim_replay_cost_new(const SimReplay *r, gboolean per_op) {
             }
         }
         cost->u_ns[s] = sim_replay_median(r, s, 0, PP_OP_UPDATE, buf);
+    }
+    if (r->hop_ns > 0) {
+        cost->comm_latency_ns = r->scenario->hardware.link_latency_ns;
+        cost->comm_bytes_per_ns = r->scenario->hardware.link_bw_bytes_per_s / 1e9;
+        cost->act_msg_bytes = sim_replay_msg_bytes(r->scenario);
     }
     if (per_op) {
         cost->op_dur_ns = g_new(int64_t, MAX(n_ops, 1));
@@ -280,12 +291,28 @@ static void sim_replay_summarize(SimReplay *r, const SimReplayIndex *ix) {
 }
 
 SimReplay *sim_replay_new(const char *scenario_path, const char *const *overrides,
-                          const char *trace_path, GError **error) {
+                          const char *trace_path, gboolean link, GError **error) {
     g_autoptr(SimReplay) r = g_new0(SimReplay, 1);
     r->trace_path = g_strdup(trace_path);
     r->scenario = pp_scenario_load(scenario_path, overrides, error);
     if (r->scenario == NULL)
         return NULL;
+    const PpHardwareParams *hw = &r->scenario->hardware;
+    if (link && !(hw->link_bw_bytes_per_s > 0.0)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: replay --link needs [hardware] link_latency_us and link_gbps (e.g. "
+                    "--set hardware.preset=h100-sxm --set hardware.link_latency_us=US --set "
+                    "hardware.link_gbps=GBPS, measured by pacer-bench-comm)",
+                    r->scenario->path);
+        return NULL;
+    }
+    if (link) {
+        SimCostModel hop = {.comm_latency_ns = hw->link_latency_ns,
+                            .comm_bytes_per_ns = hw->link_bw_bytes_per_s / 1e9,
+                            .act_msg_bytes = sim_replay_msg_bytes(r->scenario)};
+        /* At least 1 ns, so that a zero latency with a huge bandwidth still counts as on. */
+        r->hop_ns = MAX(sim_cost_comm_ns(&hop), 1);
+    }
     /* The schedule pacer-train builds: searching generators get [costs] or nothing. */
     PpScheduleParams params;
     pp_scenario_schedule_params(r->scenario, &params);
@@ -354,11 +381,17 @@ char *sim_replay_format(const SimReplay *r) {
     g_string_append_printf(out, "scenario    %s\n", r->scenario->path);
     g_string_append_printf(out, "trace       %s (%d ops matched)\n", r->trace_path,
                            pp_schedule_n_ops_total(sched));
-    g_string_append_printf(out,
-                           "schedule    %s, N=%d, v=%d, %d micro-batches, %d steps; predictions "
-                           "without communication\n\n",
+    g_string_append_printf(out, "schedule    %s, N=%d, v=%d, %d micro-batches, %d steps\n",
                            sched->kind, sched->n_stages, sched->n_chunks, sched->n_mb,
                            sched->n_steps);
+    if (r->hop_ns > 0)
+        g_string_append_printf(out,
+                               "predictions with %s ms per message between stages ([hardware] "
+                               "link, %" G_GINT64_FORMAT "-byte fp32 activations)\n\n",
+                               sim_replay_ms(a, sizeof a, r->hop_ns),
+                               sim_replay_msg_bytes(r->scenario));
+    else
+        g_string_append(out, "predictions without communication\n\n");
     g_string_append(out, "            measured            predicted span       "
                          "measured median op\n");
     g_string_append(out, "stage      busy ms    span ms    replay ms     calib ms  chunk"
@@ -424,6 +457,7 @@ JsonNode *sim_replay_build_json(const SimReplay *r) {
     sim_replay_json_int(b, "microbatches_run", sched->n_mb);
     sim_replay_json_int(b, "steps", sched->n_steps);
     sim_replay_json_int(b, "ops_matched", pp_schedule_n_ops_total(sched));
+    sim_replay_json_int(b, "hop_ns", r->hop_ns);
     sim_replay_json_int(b, "measured_makespan_ns", r->measured_makespan_ns);
     sim_replay_json_int(b, "replay_makespan_ns", r->replay->makespan_ns);
     sim_replay_json_int(b, "calibrated_makespan_ns", r->calibrated->makespan_ns);

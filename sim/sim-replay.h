@@ -2,8 +2,9 @@
  * sim-replay.h: `pacer-sim replay`: a measured trace (pacer-train --out DIR/ops.csv) against the
  * simulator's predictions for the same schedule, op by op. "Replay" runs the engine with each
  * op's measured duration and no communication; "calibrated" runs it with the medians of the
- * measured durations per (stage, chunk, kind). Both start at 0 ns; measured times are shifted
- * so that the first measured op starts at 0 ns.
+ * measured durations per (stage, chunk, kind). With the link model both add each message's
+ * hop between stages ([hardware] link, pacer-train's fp32 activations). Both start at 0 ns;
+ * measured times are shifted so that the first measured op starts at 0 ns.
  */
 #pragma once
 
@@ -48,19 +49,23 @@ typedef struct {
     double          mean_abs_start_diff_ns; /* mean over ops of |measured - replay start| */
     int32_t         measured_delta_max;     /* max over the trace's F/B/W/BW rows */
     int32_t         delta_mismatches; /* ops whose measured drift differs from the schedule's */
+    int64_t         hop_ns;           /* one message between stages in both predictions; 0: none */
 } SimReplay;
 
 /* Loads the scenario @scenario_path with @overrides (NULL-terminated, nullable), builds its
  * schedule (static programs: pp_scenario_schedule_params + pp_schedule_new), reads
  * @trace_path and matches every compute row to one op: F/B/W/BW by (stage, kind, mb, chunk),
- * U by (stage, update index in the step column). Then runs both predictions.
+ * U by (stage, update index in the step column). Then runs both predictions, with @link each
+ * message between stages costing hardware.link_latency_us + B T C 4 bytes / link_gbps (the
+ * fp32 activation pacer-train sends; PP_SCENARIO_ERROR_INVALID_VALUE when the scenario has
+ * no [hardware] link), else nothing.
  * Returns: (transfer full), or NULL with @error set: scenario and schedule errors as
  * pp_scenario_load() and pp_schedule_new(); the trace's as pp_trace_read_csv(); a trace that
  * does not fit the schedule (an op without a row, a row without an op or matching two, a
  * stage whose rows follow another order or overlap) PP_IO_ERROR_MISMATCH naming
  * @trace_path and the op. */
 SimReplay *sim_replay_new(const char *scenario_path, const char *const *overrides,
-                          const char *trace_path, GError **error);
+                          const char *trace_path, gboolean link, GError **error);
 void       sim_replay_free(SimReplay *replay);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimReplay, sim_replay_free)
 

@@ -287,6 +287,7 @@ START_TEST(test_defaults) {
     ck_assert_ptr_null(sc->run.layers_per_stage);
     ck_assert_int_eq(sc->run.n_layers_per_stage, 0);
     ck_assert_int_eq(sc->run.log_every, 1);
+    ck_assert_double_eq(sc->run.comm_timeout_s, 300.0);
     ck_assert_ptr_null(sc->run.devices);
     ck_assert_int_eq(sc->run.n_devices, 0);
     ck_assert_ptr_null(sc->run.precision); /* the backend's default */
@@ -717,6 +718,16 @@ static const BadCase bad_cases[] = {
      PP_SCENARIO_ERROR_INVALID_VALUE,
      {"forward_us", "'-1'"}},
     {"nan", NULL, {"data.val_fraction=nan"}, PP_SCENARIO_ERROR_INVALID_VALUE, {"val_fraction"}},
+    {"zero timeout",
+     NULL,
+     {"run.comm_timeout_s=0"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"comm_timeout_s", "'0'", "(0, 604800]"}},
+    {"timeout over a week",
+     NULL,
+     {"run.comm_timeout_s=1e6"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"comm_timeout_s", "'1e6'"}},
     {"bool",
      NULL,
      {"optimizer.error_feedback=yes"},

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * test-sim-replay.c: `pacer-sim replay`, run as a child process. Replaying a simulated trace
- * without communication reproduces it op for op; replaying a real pacer-train run never
+ * without communication reproduces it op for op, and so does replaying one simulated with a
+ * hop per message with --link and the same hop; replaying a real pacer-train run never
  * predicts a later op than measured and keeps the schedule's weight-version drift; a trace
  * with a missing, extra, repeated or reordered op exits 1 naming the op. In process: the
  * engine's per-op durations (SimCostModel.op_dur_ns).
@@ -25,20 +26,34 @@
 /* Simulated scenarios with explicit [costs] (tests/data/sim/NAME.ini). */
 static const char *const sim_names[] = {"1f1b", "paci", "zb-h1", "interleaved"};
 
-/* Runs `pacer-sim replay @scenario --trace @trace --json` (with --out @out_dir when non-NULL)
- * and returns its JSON object; asserts exit 0. Returns: (transfer full). */
-static JsonNode *replay_json(const char *scenario, const char *trace, const char *out_dir) {
-    const char *args[] = {"replay", scenario, "--trace", trace, "--json", "--out", out_dir, NULL};
-    if (out_dir == NULL)
-        args[5] = NULL;
+/* Runs `pacer-sim replay @scenario --trace @trace --json` (with --out @out_dir when non-NULL,
+ * then @extra, nullable) and returns its JSON object; asserts exit 0. Returns: (transfer
+ * full). */
+static JsonNode *replay_json_with(const char *scenario, const char *trace, const char *out_dir,
+                                  const char *const *extra) {
+    g_autoptr(GPtrArray) args = g_ptr_array_new();
+    const char *const base[] = {"replay", scenario, "--trace", trace, "--json"};
+    for (size_t i = 0; i < G_N_ELEMENTS(base); i++)
+        g_ptr_array_add(args, (gpointer)base[i]);
+    if (out_dir != NULL) {
+        g_ptr_array_add(args, "--out");
+        g_ptr_array_add(args, (gpointer)out_dir);
+    }
+    for (const char *const *e = extra; e && *e; e++)
+        g_ptr_array_add(args, (gpointer)*e);
+    g_ptr_array_add(args, NULL);
     g_autofree char *out = NULL, *err = NULL;
-    int              rc = test_util_spawn(SIM_BIN, args, &out, &err);
+    int              rc = test_util_spawn(SIM_BIN, (const char *const *)args->pdata, &out, &err);
     ck_assert_msg(rc == 0, "replay %s exited %d: %s", trace, rc, err);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) error = NULL;
     ck_assert_msg(json_parser_load_from_data(parser, out, -1, &error), "JSON: %s",
                   error ? error->message : "");
     return json_node_copy(json_parser_get_root(parser));
+}
+
+static JsonNode *replay_json(const char *scenario, const char *trace, const char *out_dir) {
+    return replay_json_with(scenario, trace, out_dir, NULL);
 }
 
 static int64_t json_int(JsonNode *root, const char *name) {
@@ -77,19 +92,40 @@ static const PpTraceRow *find_row(const PpTrace *trace, const PpTraceRow *row) {
     return NULL;
 }
 
+/* A simulated run of tests/data/sim/NAME.ini and a folder for its replay's files. */
+typedef struct {
+    char *sim_dir, *rep_dir;
+    char *scenario, *ops; /* sim_dir/scenario.ini, sim_dir/ops.csv */
+} SimRun;
+
+/* Simulates @name with comm_us = @comm_us into a new folder. */
+static void sim_run_init(SimRun *r, const char *name, const char *comm_us) {
+    r->sim_dir = test_util_tmp_dir_new("replay-sim-XXXXXX");
+    r->rep_dir = test_util_tmp_dir_new("replay-out-XXXXXX");
+    simulate(name, comm_us, r->sim_dir);
+    r->scenario = g_build_filename(r->sim_dir, "scenario.ini", NULL);
+    r->ops = g_build_filename(r->sim_dir, "ops.csv", NULL);
+}
+
+static void sim_run_clear(SimRun *r) {
+    ck_assert(test_util_tmp_dir_remove(r->sim_dir));
+    ck_assert(test_util_tmp_dir_remove(r->rep_dir));
+    g_free(r->sim_dir);
+    g_free(r->rep_dir);
+    g_free(r->scenario);
+    g_free(r->ops);
+}
+
 /* (a) Without communication the simulated run is the replay's ASAP schedule: same rows. */
 START_TEST(test_replay_simulated) {
-    const char      *name = sim_names[_i];
-    g_autofree char *sim_dir = test_util_tmp_dir_new("replay-sim-XXXXXX");
-    g_autofree char *rep_dir = test_util_tmp_dir_new("replay-out-XXXXXX");
-    simulate(name, "0", sim_dir);
-    g_autofree char *scenario = g_build_filename(sim_dir, "scenario.ini", NULL);
-    g_autofree char *ops = g_build_filename(sim_dir, "ops.csv", NULL);
-    g_autoptr(JsonNode) root = replay_json(scenario, ops, rep_dir);
+    const char *name = sim_names[_i];
+    SimRun      run;
+    sim_run_init(&run, name, "0");
+    g_autoptr(JsonNode) root = replay_json(run.scenario, run.ops, run.rep_dir);
 
-    g_autoptr(PpTrace) sim = read_trace(sim_dir, "ops.csv");
-    g_autoptr(PpTrace) rep = read_trace(rep_dir, "ops.csv");
-    g_autoptr(PpTrace) cal = read_trace(rep_dir, "calibrated.csv");
+    g_autoptr(PpTrace) sim = read_trace(run.sim_dir, "ops.csv");
+    g_autoptr(PpTrace) rep = read_trace(run.rep_dir, "ops.csv");
+    g_autoptr(PpTrace) cal = read_trace(run.rep_dir, "calibrated.csv");
     int64_t makespan = 0;
     for (int64_t i = 0; i < sim->n_rows; i++)
         makespan = MAX(makespan, sim->rows[i].end_ns);
@@ -102,6 +138,7 @@ START_TEST(test_replay_simulated) {
               0.0);
     ck_assert_int_eq(json_int(root, "delta_mismatches"), 0);
     ck_assert_int_eq(json_int(root, "measured_delta_max"), json_int(root, "predicted_delta_max"));
+    ck_assert_int_eq(json_int(root, "hop_ns"), 0);
     ck_assert_int_eq(rep->n_rows, sim->n_rows);
     ck_assert_int_eq(cal->n_rows, sim->n_rows);
     for (int64_t i = 0; i < sim->n_rows; i++) {
@@ -110,7 +147,7 @@ START_TEST(test_replay_simulated) {
                       "%s: row %lld differs", name, (long long)i);
     }
     /* compare.csv: one line per op; measured, replayed and calibrated times all agree. */
-    g_autofree char *compare_path = g_build_filename(rep_dir, "compare.csv", NULL);
+    g_autofree char *compare_path = g_build_filename(run.rep_dir, "compare.csv", NULL);
     g_autofree char *compare = test_util_read_file(compare_path, NULL);
     g_auto(GStrv) lines = g_strsplit(g_strstrip(compare), "\n", -1);
     ck_assert_uint_eq(g_strv_length(lines), (guint)sim->n_rows + 1);
@@ -125,31 +162,58 @@ START_TEST(test_replay_simulated) {
         ck_assert_str_eq(f[6], f[8]);
         ck_assert_str_eq(f[6], f[10]);
     }
-    ck_assert(test_util_tmp_dir_remove(sim_dir));
-    ck_assert(test_util_tmp_dir_remove(rep_dir));
+    sim_run_clear(&run);
 }
 END_TEST
 
 /* (a') With communication the simulated run is feasible for the replay but not ASAP without
  * comm: every op starts no later, and the makespan shrinks. */
 START_TEST(test_replay_simulated_comm) {
-    const char      *name = sim_names[_i];
-    g_autofree char *sim_dir = test_util_tmp_dir_new("replay-sim-XXXXXX");
-    g_autofree char *rep_dir = test_util_tmp_dir_new("replay-out-XXXXXX");
-    simulate(name, "1", sim_dir);
-    g_autofree char *scenario = g_build_filename(sim_dir, "scenario.ini", NULL);
-    g_autofree char *ops = g_build_filename(sim_dir, "ops.csv", NULL);
-    g_autoptr(JsonNode) root = replay_json(scenario, ops, rep_dir);
-    g_autoptr(PpTrace) sim = read_trace(sim_dir, "ops.csv");
-    g_autoptr(PpTrace) rep = read_trace(rep_dir, "ops.csv");
+    SimRun run;
+    sim_run_init(&run, sim_names[_i], "1");
+    g_autoptr(JsonNode) root = replay_json(run.scenario, run.ops, run.rep_dir);
+    g_autoptr(PpTrace) sim = read_trace(run.sim_dir, "ops.csv");
+    g_autoptr(PpTrace) rep = read_trace(run.rep_dir, "ops.csv");
     for (int64_t i = 0; i < sim->n_rows; i++) {
         const PpTraceRow *r = find_row(rep, &sim->rows[i]);
         ck_assert_int_le(r->start_ns, sim->rows[i].start_ns);
         ck_assert_int_eq(r->end_ns - r->start_ns, sim->rows[i].end_ns - sim->rows[i].start_ns);
     }
     ck_assert_int_lt(json_int(root, "replay_makespan_ns"), json_int(root, "measured_makespan_ns"));
-    ck_assert(test_util_tmp_dir_remove(sim_dir));
-    ck_assert(test_util_tmp_dir_remove(rep_dir));
+    sim_run_clear(&run);
+}
+END_TEST
+
+/* (a'') The run of (a') replayed with --link and a [hardware] link of the same 1 us hop (and
+ * a bandwidth so large that the bytes add nothing): the same rows, op for op. Without a
+ * [hardware] link, --link is refused naming the keys. */
+START_TEST(test_replay_simulated_link) {
+    const char *name = sim_names[_i];
+    SimRun      run;
+    sim_run_init(&run, name, "1");
+    const char *const link[] = {"--link",
+                                "--set",
+                                "hardware.preset=h100-sxm",
+                                "--set",
+                                "hardware.link_latency_us=1",
+                                "--set",
+                                "hardware.link_gbps=1e9",
+                                NULL};
+    g_autoptr(JsonNode) root = replay_json_with(run.scenario, run.ops, run.rep_dir, link);
+    g_autoptr(PpTrace) sim = read_trace(run.sim_dir, "ops.csv");
+    g_autoptr(PpTrace) rep = read_trace(run.rep_dir, "ops.csv");
+    ck_assert_int_eq(json_int(root, "hop_ns"), 1000);
+    ck_assert_int_eq(json_int(root, "replay_makespan_ns"), json_int(root, "measured_makespan_ns"));
+    ck_assert_int_eq(rep->n_rows, sim->n_rows);
+    for (int64_t i = 0; i < sim->n_rows; i++)
+        ck_assert_msg(memcmp(&sim->rows[i], &rep->rows[i], sizeof(PpTraceRow)) == 0,
+                      "%s: row %lld differs", name, (long long)i);
+    const char      *args[] = {"replay", run.scenario, "--trace", run.ops, "--link", NULL};
+    g_autofree char *err = NULL;
+    ck_assert_int_eq(test_util_spawn(SIM_BIN, args, NULL, &err), 1);
+    ck_assert_msg(strstr(err, "replay --link needs [hardware] link_latency_us and link_gbps"), "%s",
+                  err);
+    sim_run_clear(&run);
 }
 END_TEST
 
@@ -225,12 +289,9 @@ START_TEST(test_replay_measured) {
         ck_assert_int_eq(r->end_ns - r->start_ns, m->end_ns - m->start_ns);
         if (m->kind == PP_OP_UPDATE)
             continue;
-        int32_t vs = pp_schedule_vstage(sched, m->stage, m->chunk);
-        int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, m->mb, vs);
-        int32_t b = pp_schedule_find_op(
-            sched, sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL, m->mb, vs);
-        int32_t delta = pp_schedule_version_used(sched, pp_schedule_op_ref(sched, b)) -
-                        pp_schedule_version_used(sched, pp_schedule_op_ref(sched, f));
+        int32_t version_f, version_b;
+        test_util_program_versions(sched, m, &version_f, &version_b);
+        int32_t delta = version_b - version_f;
         ck_assert_int_eq(m->version_b - m->version_f, delta);
         ck_assert_int_eq(r->version_b - r->version_f, delta);
         delta_max = MAX(delta_max, delta);
@@ -368,6 +429,7 @@ static Suite *sim_replay_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_replay_simulated, 0, G_N_ELEMENTS(sim_names));
     tcase_add_loop_test(tc, test_replay_simulated_comm, 0, G_N_ELEMENTS(sim_names));
+    tcase_add_loop_test(tc, test_replay_simulated_link, 0, G_N_ELEMENTS(sim_names));
     suite_add_tcase(s, tc);
     tc = tcase_create("measured");
     tcase_set_timeout(tc, 60);

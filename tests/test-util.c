@@ -141,3 +141,16 @@ PpSchedule *test_util_schedule_new(const char *kind, int32_t n_stages, int32_t n
                   a, n_steps, error ? error->message : "");
     return sched;
 }
+
+void test_util_program_versions(const PpSchedule *sched, const PpTraceRow *row, int32_t *version_f,
+                                int32_t *version_b) {
+    ck_assert_int_ne(row->kind, PP_OP_UPDATE);
+    int32_t vs = pp_schedule_vstage(sched, row->stage, row->chunk);
+    int32_t f = pp_schedule_find_op(sched, PP_OP_FORWARD, row->mb, vs);
+    int32_t b = pp_schedule_find_op(
+        sched, sched->split_backward ? PP_OP_BACKWARD : PP_OP_BACKWARD_FULL, row->mb, vs);
+    ck_assert_int_ge(f, 0);
+    ck_assert_int_ge(b, 0);
+    *version_f = pp_schedule_version_used(sched, pp_schedule_op_ref(sched, f));
+    *version_b = pp_schedule_version_used(sched, pp_schedule_op_ref(sched, b));
+}

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "pp-schedule.h"
+#include "pp-trace.h"
 
 /* A fresh temporary folder from @tmpl ("name-XXXXXX"); transfer full. */
 char *test_util_tmp_dir_new(const char *tmpl);
@@ -61,3 +62,9 @@ int test_util_spawn_status(const char *program, const char *const *args, const c
  * = 1000 ns, no communication cost. */
 PpSchedule *test_util_schedule_new(const char *kind, int32_t n_stages, int32_t n_chunks, int32_t m,
                                    int32_t a, int32_t n_steps);
+
+/* The weight versions @sched implies for the op of trace row @row (F, B, W or BW of a
+ * one-segment run): those of its micro-batch's F and backward (B, or BW) on its virtual
+ * stage (pp_schedule_version_used()). */
+void test_util_program_versions(const PpSchedule *sched, const PpTraceRow *row, int32_t *version_f,
+                                int32_t *version_b);

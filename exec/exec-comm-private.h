@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT
+ * exec-comm-private.h: what an implementation of the process group (exec-comm.h) provides:
+ * non-blocking transport primitives on the host thread (start a send, start receiving an
+ * arrived message, test either, abort the job) in ExecCommOps, and the state exec-comm.c
+ * keeps on top of them (the outbox of posted messages, transfers in flight, the stop signal,
+ * the first failure, deadlines). Internal to libppexec.
+ */
+#pragma once
+
+#include "exec-comm.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+    const char *name;
+    /* Starts sending @bytes of @data to @dest on @channel with @tag; @data stays valid until
+     * test() returns TRUE. Returns: (transfer full) the request. */
+    gpointer (*isend)(ExecComm *comm, ExecCommChannel channel, int32_t dest, int32_t tag,
+                      const void *data, size_t bytes);
+    /* Starts receiving a message that has arrived on @channel from @src (-1: any) with @tag
+     * (-1: any), if one has: into *@data, a new buffer of *@bytes (g_free it once test()
+     * says the receive is complete), from *@from with *@tag_out. Returns: (transfer full) the
+     * request, or NULL when no such message has arrived. */
+    gpointer (*irecv)(ExecComm *comm, ExecCommChannel channel, int32_t src, int32_t tag,
+                      int32_t *from, int32_t *tag_out, void **data, size_t *bytes);
+    /* Whether @request (a send or a receive) completed; TRUE releases it. */
+    gboolean (*test)(ExecComm *comm, gpointer request);
+    /* Ends every process of the job with status @code; does not return. */
+    void (*abort)(ExecComm *comm, int code);
+    /* Shuts the transport down (all sends complete) and frees @comm. */
+    void (*free)(ExecComm *comm);
+} ExecCommOps;
+
+/* A message on its way: out (queued by exec_comm_post(), then sending) or in (receiving). */
+typedef struct {
+    ExecCommChannel channel;
+    gboolean        incoming;
+    int32_t         peer, tag; /* the destination, or the source */
+    void           *data;      /* (bytes) owned; NULL for an empty message */
+    size_t          bytes;
+    gpointer        request;    /* the transport's, NULL until started */
+    int64_t         started_us; /* g_get_monotonic_time() when started */
+} ExecCommTransfer;
+
+struct _ExecComm {
+    const ExecCommOps *ops;
+    int32_t            rank, size, tag_max;
+    int64_t            timeout_us;
+    GAsyncQueue       *outbox;         /* ExecCommTransfer*, or a marker (exec-comm.c) */
+    GPtrArray         *pending;        /* ExecCommTransfer* started, not complete, oldest first */
+    gint               stopped;        /* atomic */
+    GMutex             lock;           /* guards error */
+    GError            *error;          /* first failure recorded by exec_comm_fail() */
+    gboolean           agreed_failure; /* the last agreement ended with a failure */
+    ExecCommRecvFn     receivers[EXEC_COMM_N_CHANNELS];
+    gpointer           receiver_data[EXEC_COMM_N_CHANNELS];
+    ExecCommStopFn     on_stop;
+    gpointer           on_stop_data;
+    int32_t            report_src, reports_expected, reports_seen;
+    /* Test hook (PACER_TEST_FAULT=kill|stop:RANK:COUNT): this rank raises SIGKILL or
+     * SIGSTOP on itself after posting COUNT data messages; fault_signal 0 = off. */
+    int     fault_signal;
+    int64_t fault_after, data_sent;
+};
+
+/* Sets up the shared state of a new group of @size processes; implementations call it first. */
+void exec_comm_init(ExecComm *comm, const ExecCommOps *ops, int32_t rank, int32_t size,
+                    int32_t tag_max);
+/* Frees the shared state (the implementation then frees the rest). */
+void exec_comm_clear(ExecComm *comm);
+
+G_END_DECLS

@@ -1,0 +1,474 @@
+/* SPDX-License-Identifier: MIT
+ * test-exec-mpi.c: pacer-train with one process per stage (scripts/mpirun-local, -np 2 and 4)
+ * against the same run on threads in one process: bitwise the same checkpoint unit (every
+ * weight and the optimizer state), log.csv but its measured tokens/s, the same ops with the
+ * program's weight versions (measured Δ = the program's); resume across processes, also after
+ * a kill inside a checkpoint write; dynamic mode; and the failures: a world size that is not
+ * the stage count, a NaN storm, a rank killed or stopped mid-run (every rank exits, naming the
+ * dead peer; the test bounds its time).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp-error.h"
+#include "pp-scenario.h"
+#include "pp-schedule.h"
+#include "pp-trace.h"
+#include "test-util.h"
+
+#define TRAIN_BIN    PP_BUILD_ROOT "/exec/pacer-train"
+#define MPIRUN_LOCAL PP_SOURCE_ROOT "/scripts/mpirun-local"
+/* Seconds any one run may take before the harness stops it (a hang is a failure). */
+#define RUN_LIMIT_S "240"
+
+/* A tiny GPT-2 (8 layers of 32 channels, 16 tokens; the LM head is the real 50257-way one),
+ * two steps, one BLAS thread per worker, the repository's data cache. */
+static const char *const base_sets[] = {
+    "model.layers=8",         "model.hidden=32",
+    "model.heads=2",          "model.seq_len=16",
+    "training.steps=2",       "optimizer.warmup_steps=1",
+    "run.eval_batches=1",     "run.threads=1",
+    "run.comm_timeout_s=120", "data.cache_dir=" PP_SOURCE_ROOT "/.cache",
+};
+
+typedef struct {
+    int   status; /* exit status (124: the harness's time limit) */
+    char *out;    /* stdout */
+    char *err;    /* stderr */
+    GStrv sets;   /* scenario overrides */
+} Run;
+
+static void run_clear(Run *r) {
+    g_free(r->out);
+    g_free(r->err);
+    g_strfreev(r->sets);
+}
+
+/* Runs pacer-train on @np processes (0: one process, threads) with the base overrides, then
+ * @sets (NULL-terminated, nullable), then @args (nullable), writing into @dir; @fault
+ * (nullable) is a test hook for the ranks, "NAME=VALUE" (PACER_TEST_FAULT or
+ * PACER_TEST_KILL_AT); both are unset otherwise. */
+static void run_train(Run *r, int np, const char *dir, const char *const *sets,
+                      const char *const *args, const char *fault) {
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GStrvBuilder) all_sets = g_strv_builder_new();
+    const char *const prefix[] = {"timeout", "-k", "10", RUN_LIMIT_S};
+    for (size_t i = 0; i < G_N_ELEMENTS(prefix); i++)
+        g_ptr_array_add(argv, g_strdup(prefix[i]));
+    if (np > 0) {
+        g_ptr_array_add(argv, g_strdup(MPIRUN_LOCAL));
+        g_ptr_array_add(argv, g_strdup("-np"));
+        g_ptr_array_add(argv, g_strdup_printf("%d", np));
+    }
+    g_ptr_array_add(argv, g_strdup(TRAIN_BIN));
+    g_ptr_array_add(argv, g_strdup(PP_SOURCE_ROOT "/scenarios/train-tiny.ini"));
+    for (size_t i = 0; i < G_N_ELEMENTS(base_sets); i++)
+        g_strv_builder_add(all_sets, base_sets[i]);
+    for (const char *const *s = sets; s && *s; s++)
+        g_strv_builder_add(all_sets, *s);
+    g_auto(GStrv) each = g_strv_builder_end(all_sets);
+    for (char **s = each; *s; s++) {
+        g_ptr_array_add(argv, g_strdup("--set"));
+        g_ptr_array_add(argv, g_strdup(*s));
+    }
+    for (const char *const *a = args; a && *a; a++)
+        g_ptr_array_add(argv, g_strdup(*a));
+    g_ptr_array_add(argv, g_strdup("--quiet"));
+    g_ptr_array_add(argv, g_strdup("--out"));
+    g_ptr_array_add(argv, g_strdup(dir));
+    g_ptr_array_add(argv, NULL);
+
+    g_auto(GStrv) env = g_get_environ();
+    env = g_environ_unsetenv(env, "PACER_TEST_FAULT");
+    env = g_environ_unsetenv(env, "PACER_TEST_KILL_AT");
+    if (fault) {
+        g_auto(GStrv) kv = g_strsplit(fault, "=", 2);
+        env = g_environ_setenv(env, kv[0], kv[1], TRUE);
+    }
+    int wait_status = 0;
+    g_autoptr(GError) error = NULL;
+    *r = (Run){.sets = g_strdupv(each)};
+    gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, env, G_SPAWN_SEARCH_PATH, NULL, NULL,
+                               &r->out, &r->err, &wait_status, &error);
+    ck_assert_msg(ok, "cannot run pacer-train: %s", ok ? "" : error->message);
+    ck_assert_msg(WIFEXITED(wait_status), "pacer-train did not exit normally");
+    r->status = WEXITSTATUS(wait_status);
+    ck_assert_msg(r->status != 124, "pacer-train (np %d) hung: stopped after " RUN_LIMIT_S " s\n%s",
+                  np, r->err);
+}
+
+/* Runs and requires success. */
+static void run_ok(Run *r, int np, const char *dir, const char *const *sets,
+                   const char *const *args) {
+    run_train(r, np, dir, sets, args, NULL);
+    ck_assert_msg(r->status == 0, "pacer-train (np %d) exited %d:\n%s", np, r->status, r->err);
+}
+
+static char *read_in(const char *dir, const char *name, gsize *len) {
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    return test_util_read_file(path, len);
+}
+
+/* @dir_a/@name and @dir_b/@name hold the same bytes. */
+static void assert_same_file(const char *dir_a, const char *dir_b, const char *name) {
+    gsize            la = 0, lb = 0;
+    g_autofree char *a = read_in(dir_a, name, &la);
+    g_autofree char *b = read_in(dir_b, name, &lb);
+    ck_assert_msg(la == lb && memcmp(a, b, la) == 0, "%s differs between %s and %s", name, dir_a,
+                  dir_b);
+}
+
+/* @dir_a/@name and @dir_b/@name, both log.csv files: the same rows, every column but the
+ * measured tokens_per_s (6). */
+static void assert_same_log_file(const char *dir_a, const char *dir_b, const char *name) {
+    g_autofree char *a = read_in(dir_a, name, NULL);
+    g_autofree char *b = read_in(dir_b, name, NULL);
+    g_auto(GStrv) la = g_strsplit(g_strchomp(a), "\n", -1);
+    g_auto(GStrv) lb = g_strsplit(g_strchomp(b), "\n", -1);
+    ck_assert_int_eq(g_strv_length(la), g_strv_length(lb));
+    ck_assert_int_gt(g_strv_length(la), 1);
+    for (guint i = 0; la[i]; i++) {
+        g_auto(GStrv) ca = g_strsplit(la[i], ",", -1), cb = g_strsplit(lb[i], ",", -1);
+        ck_assert_int_eq(g_strv_length(ca), 8);
+        ck_assert_int_eq(g_strv_length(cb), 8);
+        for (int col = 0; col < 8; col++) {
+            if (i == 0 || col != 6)
+                ck_assert_msg(strcmp(ca[col], cb[col]) == 0, "%s line %u column %d: %s vs %s", name,
+                              i, col, ca[col], cb[col]);
+        }
+    }
+}
+
+static void assert_same_log(const char *dir_a, const char *dir_b) {
+    assert_same_log_file(dir_a, dir_b, "log.csv");
+}
+
+/* The checkpoint units of @step in both run folders: complete (a manifest), the same weights
+ * and optimizer state byte for byte, and the same log rows. */
+static void assert_same_unit(const char *dir_a, const char *dir_b, int32_t step) {
+    g_autofree char *unit = g_strdup_printf("checkpoints/step-%08d", step);
+    const char      *bytes[] = {"model.safetensors", "state.safetensors"};
+    for (size_t i = 0; i < G_N_ELEMENTS(bytes); i++) {
+        g_autofree char *name = g_build_filename(unit, bytes[i], NULL);
+        assert_same_file(dir_a, dir_b, name);
+    }
+    g_autofree char *manifest_a = g_build_filename(dir_a, unit, "manifest.json", NULL);
+    g_autofree char *manifest_b = g_build_filename(dir_b, unit, "manifest.json", NULL);
+    ck_assert_msg(g_file_test(manifest_a, G_FILE_TEST_IS_REGULAR), "no %s", manifest_a);
+    ck_assert_msg(g_file_test(manifest_b, G_FILE_TEST_IS_REGULAR), "no %s", manifest_b);
+    g_autofree char *log = g_build_filename(unit, "log.csv", NULL);
+    assert_same_log_file(dir_a, dir_b, log);
+}
+
+static PpTrace *read_trace(const char *dir) {
+    g_autofree char *path = g_build_filename(dir, "ops.csv", NULL);
+    g_autoptr(GError) error = NULL;
+    PpTrace *trace = pp_trace_read_csv(path, &error);
+    ck_assert_msg(trace != NULL, "%s", error ? error->message : "");
+    return trace;
+}
+
+/* The schedule a one-segment run replayed (its scenario.ini). */
+static PpSchedule *run_schedule(const char *dir) {
+    g_autofree char *path = g_build_filename(dir, "scenario.ini", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &error);
+    ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    PpSchedule *sched = pp_schedule_new(&params, &error);
+    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    return sched;
+}
+
+static int row_key_cmp(const void *pa, const void *pb) {
+    const PpTraceRow *a = pa, *b = pb;
+    if (a->stage != b->stage)
+        return a->stage - b->stage;
+    if (a->kind != b->kind)
+        return (int)a->kind - (int)b->kind;
+    if (a->mb != b->mb)
+        return a->mb - b->mb;
+    if (a->chunk != b->chunk)
+        return a->chunk - b->chunk;
+    return a->step - b->step;
+}
+
+/* ops.csv of a one-segment multi-process run against the threaded run's and the program:
+ * every op once, each with the weight versions the program implies (so measured Δ =
+ * version_b - version_f is the program's), and no two ops of one stage overlap. */
+static void assert_trace(const char *mp_dir, const char *th_dir) {
+    g_autoptr(PpSchedule) sched = run_schedule(mp_dir);
+    g_autoptr(PpTrace) mp = read_trace(mp_dir);
+    g_autoptr(PpTrace) th = read_trace(th_dir);
+    ck_assert_int_eq(mp->n_rows, pp_schedule_n_ops_total(sched));
+    ck_assert_int_eq(th->n_rows, mp->n_rows);
+    g_autofree int64_t *last_end = g_new0(int64_t, sched->n_stages);
+    for (int64_t i = 0; i < mp->n_rows; i++) {
+        const PpTraceRow *r = &mp->rows[i];
+        ck_assert_int_ge(r->start_ns, last_end[r->stage]);
+        last_end[r->stage] = r->end_ns;
+        if (r->kind == PP_OP_UPDATE)
+            continue;
+        int32_t want_f, want_b;
+        test_util_program_versions(sched, r, &want_f, &want_b);
+        ck_assert_int_eq(r->version_f, want_f);
+        ck_assert_int_eq(r->version_b, want_b);
+    }
+    qsort(mp->rows, (size_t)mp->n_rows, sizeof(PpTraceRow), row_key_cmp);
+    qsort(th->rows, (size_t)th->n_rows, sizeof(PpTraceRow), row_key_cmp);
+    for (int64_t i = 0; i < mp->n_rows; i++) {
+        ck_assert_int_eq(row_key_cmp(&mp->rows[i], &th->rows[i]), 0);
+        ck_assert_int_eq(mp->rows[i].version_f, th->rows[i].version_f);
+        ck_assert_int_eq(mp->rows[i].version_b, th->rows[i].version_b);
+    }
+}
+
+/* Lines of @text that contain @needle. */
+static int count_lines(const char *text, const char *needle) {
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    int n = 0;
+    for (char **l = lines; *l; l++)
+        n += strstr(*l, needle) != NULL;
+    return n;
+}
+
+/* --- one process per stage == threads --- */
+
+typedef struct {
+    const char *schedule;
+    int         np;
+    const char *extra[4]; /* chunks, micro-batches, accumulation, optimizer (NULL-ended) */
+} MpiCase;
+
+static const MpiCase equal_cases[] = {
+    {"1f1b", 2, {"pipeline.microbatches=4", NULL}},
+    {"1f1b", 4, {"pipeline.microbatches=4", NULL}},
+    {"interleaved", 2, {"pipeline.chunks=2", "pipeline.microbatches=4", NULL}},
+    {"interleaved", 4, {"pipeline.chunks=2", "pipeline.microbatches=4", NULL}},
+    {"zb-2p", 2, {"pipeline.microbatches=4", NULL}},
+    {"zb-2p", 4, {"pipeline.microbatches=4", NULL}},
+    {"2bw", 2, {"pipeline.microbatches=4", NULL}},
+    {"2bw", 4, {"pipeline.microbatches=4", NULL}},
+    {"paci", 2, {"pipeline.accumulation=2", "pipeline.microbatches=1", NULL}},
+    {"paci", 4, {"pipeline.accumulation=2", "pipeline.microbatches=1", NULL}},
+    /* Muon with error feedback: every optimizer role of the checkpoint crosses processes. */
+    {"1f1b",
+     2,
+     {"pipeline.microbatches=2", "optimizer.name=muon", "optimizer.error_feedback=true"}},
+};
+
+/* The overrides of @c: its schedule, stages and extras. Returns: (transfer full). */
+static GStrv case_sets(const MpiCase *c) {
+    g_autoptr(GStrvBuilder) b = g_strv_builder_new();
+    g_autofree char *schedule = g_strdup_printf("pipeline.schedule=%s", c->schedule);
+    g_autofree char *stages = g_strdup_printf("pipeline.stages=%d", c->np);
+    g_strv_builder_add(b, schedule);
+    g_strv_builder_add(b, stages);
+    for (int i = 0; i < 4 && c->extra[i]; i++)
+        g_strv_builder_add(b, c->extra[i]);
+    return g_strv_builder_end(b);
+}
+
+START_TEST(test_mpi_equals_threads) {
+    const MpiCase *c = &equal_cases[_i];
+    g_auto(GStrv) sets = case_sets(c);
+    g_autofree char *mp_dir = test_util_tmp_dir_new("mpi-mp-XXXXXX");
+    g_autofree char *th_dir = test_util_tmp_dir_new("mpi-th-XXXXXX");
+    Run              mp, th;
+    run_ok(&mp, c->np, mp_dir, (const char *const *)sets, NULL);
+    run_ok(&th, 0, th_dir, (const char *const *)sets, NULL);
+    /* Rank 0 alone prints the summary. */
+    ck_assert_int_eq(count_lines(mp.out, "pacer-train: "), 1);
+    assert_same_unit(mp_dir, th_dir, 2);
+    assert_same_file(mp_dir, th_dir, "scenario.ini");
+    assert_same_log(mp_dir, th_dir);
+    assert_trace(mp_dir, th_dir);
+    run_clear(&mp);
+    run_clear(&th);
+    ck_assert(test_util_tmp_dir_remove(mp_dir));
+    ck_assert(test_util_tmp_dir_remove(th_dir));
+}
+END_TEST
+
+/* --- resume across processes --- */
+
+/* paci (asynchronous: segment boundaries are part of the math) on 4 processes, stopped at the
+ * step-2 checkpoint, resumed from the run folder and killed (rank 0, SIGKILL) inside the step-4
+ * unit's write: the job ends, the step-2 unit stays the newest complete one, and resuming
+ * again (its newest complete unit, named on rank 0's output) equals 4 uninterrupted steps on
+ * threads with the same boundaries: both units byte for byte and the log. The step-2 unit the
+ * processes wrote also resumes on threads to the same end. */
+START_TEST(test_mpi_resume) {
+    const char *const sets[] = {"pipeline.schedule=paci",  "pipeline.stages=4",
+                                "pipeline.accumulation=2", "pipeline.microbatches=1",
+                                "training.steps=4",        "run.checkpoint_every=2",
+                                "run.eval_every=2",        NULL};
+    g_autofree char  *mp_dir = test_util_tmp_dir_new("mpi-resume-XXXXXX");
+    g_autofree char  *th_dir = test_util_tmp_dir_new("mpi-straight-XXXXXX");
+    const char *const stop[] = {"--stop-at", "2", NULL};
+    const char *const resume[] = {"--resume", mp_dir, NULL};
+    Run               a, killed, b, th;
+    run_ok(&a, 4, mp_dir, sets, stop);
+    ck_assert_ptr_nonnull(strstr(a.out, ", 2 steps,"));
+    run_train(&killed, 4, mp_dir, sets, resume, "PACER_TEST_KILL_AT=before-rename@4");
+    ck_assert_msg(killed.status != 0 && strstr(killed.err, "process rank 0 ") != NULL,
+                  "exit %d: %s", killed.status, killed.err);
+    g_autofree char *unit4 = g_build_filename(mp_dir, "checkpoints", "step-00000004", NULL);
+    ck_assert(!g_file_test(unit4, G_FILE_TEST_EXISTS));
+    run_ok(&b, 4, mp_dir, sets, resume);
+    ck_assert_ptr_nonnull(strstr(b.out, ", 4 steps,"));
+    /* Rank 0 removed the killed write's temporary folder and said so. */
+    ck_assert_msg(strstr(b.err, "left by an interrupted checkpoint write") != NULL, "%s", b.err);
+    g_autofree char *units = g_build_filename(mp_dir, "checkpoints", NULL);
+    g_autoptr(GDir) dir = g_dir_open(units, 0, NULL);
+    ck_assert_ptr_nonnull(dir);
+    for (const char *name; (name = g_dir_read_name(dir)) != NULL;)
+        ck_assert_msg(name[0] != '.', "%s/%s left behind", units, name);
+    ck_assert_msg(count_lines(b.out, "resuming from ") == 1 &&
+                      strstr(b.out, "checkpoints/step-00000002 (step 2)") != NULL,
+                  "%s", b.out);
+    run_ok(&th, 0, th_dir, sets, NULL);
+    assert_same_unit(mp_dir, th_dir, 2);
+    assert_same_unit(mp_dir, th_dir, 4);
+    assert_same_log(mp_dir, th_dir);
+    /* The unit the processes wrote resumes on threads too, to the same end. */
+    g_autofree char  *unit = g_build_filename(mp_dir, "checkpoints", "step-00000002", NULL);
+    g_autofree char  *x_dir = test_util_tmp_dir_new("mpi-cross-XXXXXX");
+    const char *const cross[] = {"--resume", unit, NULL};
+    Run               x;
+    run_ok(&x, 0, x_dir, sets, cross);
+    assert_same_unit(x_dir, th_dir, 4);
+    assert_same_log(x_dir, th_dir);
+    run_clear(&a);
+    run_clear(&killed);
+    run_clear(&b);
+    run_clear(&th);
+    run_clear(&x);
+    ck_assert(test_util_tmp_dir_remove(mp_dir));
+    ck_assert(test_util_tmp_dir_remove(th_dir));
+    ck_assert(test_util_tmp_dir_remove(x_dir));
+}
+END_TEST
+
+/* --- dynamic mode --- */
+
+/* PACI's policy live on 4 processes: each rank decides from what has arrived. The order may
+ * differ from a threaded run's, but every op runs once and no stage drifts past PACI's bound
+ * ceil((N - 1 - s) / a). */
+START_TEST(test_mpi_dynamic) {
+    const int32_t     N = 4, a = 2;
+    const char *const sets[] = {"pipeline.schedule=paci",  "pipeline.stages=4",
+                                "pipeline.accumulation=2", "pipeline.microbatches=1",
+                                "training.steps=3",        NULL};
+    const char *const dynamic[] = {"--dynamic", NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-dynamic-XXXXXX");
+    Run               r;
+    run_ok(&r, N, dir, sets, dynamic);
+    g_autoptr(PpSchedule) sched = run_schedule(dir);
+    g_autoptr(PpTrace) trace = read_trace(dir);
+    ck_assert_int_eq(trace->n_rows, pp_schedule_n_ops_total(sched));
+    for (int64_t i = 0; i < trace->n_rows; i++) {
+        const PpTraceRow *row = &trace->rows[i];
+        if (row->kind != PP_OP_UPDATE)
+            ck_assert_int_le(row->version_b - row->version_f, (N - 1 - row->stage + a - 1) / a);
+    }
+    run_clear(&r);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* --- failures --- */
+
+/* Two processes for a 4-stage scenario: every rank says so and the job exits non-zero. */
+START_TEST(test_mpi_world_size) {
+    const char *const sets[] = {"pipeline.stages=4", NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-size-XXXXXX");
+    Run               r;
+    run_train(&r, 2, dir, sets, NULL, NULL);
+    ck_assert_int_ne(r.status, 0);
+    const char *say = "pipeline.stages = 4, but the job has 2 processes";
+    ck_assert_msg(count_lines(r.err, "pacer-train: rank 0: ") == 1 &&
+                      count_lines(r.err, "pacer-train: rank 1: ") == 1 &&
+                      count_lines(r.err, say) == 2,
+                  "%s", r.err);
+    run_clear(&r);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* A learning rate that makes every gradient non-finite: the stage that first skips
+ * max_nonfinite updates in a row stops the run, and every rank reports its error. */
+START_TEST(test_mpi_nan_storm) {
+    const char *const sets[] = {"pipeline.stages=2",
+                                "pipeline.schedule=1f1b",
+                                "training.steps=8",
+                                "optimizer.lr=1e30",
+                                "optimizer.min_lr=1e30",
+                                "optimizer.grad_clip=0",
+                                NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-nan-XXXXXX");
+    Run               r;
+    run_train(&r, 2, dir, sets, NULL, NULL);
+    ck_assert_int_ne(r.status, 0);
+    const char *say = "consecutive updates (up to update 3) had non-finite gradients";
+    ck_assert_msg(count_lines(r.err, say) == 2 && strstr(r.err, "pacer-train: rank 0: stage") &&
+                      strstr(r.err, "pacer-train: rank 1: stage"),
+                  "%s", r.err);
+    run_clear(&r);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* Rank 1 of 2 dies (SIGKILL) or stops answering (SIGSTOP) after its third message. Killed:
+ * the launcher ends the job and names the rank and the signal. Stopped: rank 0 gives up after
+ * run.comm_timeout_s, names the op and rank 1, and aborts the job. Either way nothing hangs
+ * (run_train() fails a run that outlives its limit). */
+START_TEST(test_mpi_dead_peer) {
+    const char *const sets[] = {"pipeline.stages=2", "pipeline.schedule=1f1b",
+                                "pipeline.microbatches=4", "run.comm_timeout_s=2", NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-dead-XXXXXX");
+    Run               killed, stopped;
+    run_train(&killed, 2, dir, sets, NULL, "PACER_TEST_FAULT=kill:1:3");
+    ck_assert_int_ne(killed.status, 0);
+    ck_assert_msg(strstr(killed.err, "process rank 1 ") != NULL &&
+                      strstr(killed.err, "exited on signal 9") != NULL,
+                  "%s", killed.err);
+    run_train(&stopped, 2, dir, sets, NULL, "PACER_TEST_FAULT=stop:1:3");
+    ck_assert_int_ne(stopped.status, 0);
+    ck_assert_msg(strstr(stopped.err, "pacer-train: rank 0: the gradient for BW(mb=") &&
+                      strstr(stopped.err, "from rank 1 did not arrive within 2 s "
+                                          "(run.comm_timeout_s)"),
+                  "%s", stopped.err);
+    run_clear(&killed);
+    run_clear(&stopped);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+int main(void) {
+    g_autofree char *mpirun = g_find_program_in_path("mpirun");
+    if (!g_file_test(PP_SOURCE_ROOT "/.cache/gpt2", G_FILE_TEST_IS_DIR) || mpirun == NULL) {
+        /* TAP: the whole program skips. */
+        printf(
+            "1..0 # SKIP needs mpirun (scripts/setup) and the data cache (scripts/fetch-data)\n");
+        return EXIT_SUCCESS;
+    }
+    Suite *s = suite_create("exec-mpi");
+    TCase *tc = tcase_create("exec-mpi");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_mpi_equals_threads, 0, G_N_ELEMENTS(equal_cases));
+    tcase_add_test(tc, test_mpi_resume);
+    tcase_add_test(tc, test_mpi_dynamic);
+    tcase_add_test(tc, test_mpi_world_size);
+    tcase_add_test(tc, test_mpi_nan_storm);
+    tcase_add_test(tc, test_mpi_dead_peer);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
