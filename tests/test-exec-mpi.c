@@ -298,9 +298,9 @@ END_TEST
 /* paci (asynchronous: segment boundaries are part of the math) on 4 processes, stopped at the
  * step-2 checkpoint, resumed from the run folder and killed (rank 0, SIGKILL) inside the step-4
  * unit's write: the job ends, the step-2 unit stays the newest complete one, and resuming
- * again (its newest complete unit, named on rank 0's output) equals 4 uninterrupted steps on
- * threads with the same boundaries: both units byte for byte and the log. The step-2 unit the
- * processes wrote also resumes on threads to the same end. */
+ * again (its newest complete unit, named on rank 0's stderr in quiet mode) equals 4 uninterrupted
+ * steps on threads with the same boundaries: both units byte for byte and the log. The step-2 unit
+ * the processes wrote also resumes on threads to the same end. */
 START_TEST(test_mpi_resume) {
     const char *const sets[] = {"pipeline.schedule=paci",  "pipeline.stages=4",
                                 "pipeline.accumulation=2", "pipeline.microbatches=1",
@@ -327,9 +327,9 @@ START_TEST(test_mpi_resume) {
     ck_assert_ptr_nonnull(dir);
     for (const char *name; (name = g_dir_read_name(dir)) != NULL;)
         ck_assert_msg(name[0] != '.', "%s/%s left behind", units, name);
-    ck_assert_msg(count_lines(b.out, "resuming from ") == 1 &&
-                      strstr(b.out, "checkpoints/step-00000002 (step 2)") != NULL,
-                  "%s", b.out);
+    ck_assert_msg(count_lines(b.err, "resuming from ") == 1 &&
+                      strstr(b.err, "checkpoints/step-00000002 (step 2)") != NULL,
+                  "%s", b.err);
     run_ok(&th, 0, th_dir, sets, NULL);
     assert_same_unit(mp_dir, th_dir, 2);
     assert_same_unit(mp_dir, th_dir, 4);

@@ -89,6 +89,6 @@ gboolean test_exec_train_vocab(const TestExecTrain *f, const char *const *sets, 
                                int32_t stop_at, gboolean dynamic, const uint8_t *fingerprint,
                                ExecTrainSummary *sum, GError **error);
 /* The whole model of test_exec_train_ini as one CPU slice, and loading the weights of
- * @dir/checkpoint.safetensors into it. */
+ * the unit @dir/checkpoints/step-NNNNNNNN (the newest) into it. */
 Gpt2Slice *test_exec_train_full_slice(void);
 void       test_exec_load_weights(Gpt2Slice *slice, const char *dir);
