@@ -56,8 +56,8 @@ class GPT2(torch.nn.Module):
         x = self.wte(tokens) + self.wpe(torch.arange(T))
         for block in self.h:
             x = block(x)
-        logits = self.ln_f(x) @ self.wte.weight.t()  # tied head, (B, T, VP)
-        return F.cross_entropy(logits[..., :V].reshape(-1, V), targets.reshape(-1))
+        logits = self.ln_f(x) @ self.wte.weight[:V].t()  # tied head, (B, T, V)
+        return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
 
 
 def main():
@@ -79,7 +79,7 @@ def main():
     times = []
     for step in range(-1, steps):  # step -1 warms up and is not timed
         t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad(set_to_none=True)
         loss = model(tokens, targets)
         loss.backward()
         opt.step()
