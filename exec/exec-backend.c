@@ -70,6 +70,24 @@ const char *exec_tensor_role_name(ExecTensorRole role) {
     return names[role];
 }
 
+guint exec_tensor_arrays_roles(const ExecTensorArrays *arrays, ExecTensorRole role, float **data) {
+    PP_ASSERT(role >= 0 && role < EXEC_TENSOR_N_ROLES);
+    float *at[EXEC_TENSOR_N_ROLES] = {
+        [EXEC_TENSOR_PARAMS] = arrays->params,
+        [EXEC_TENSOR_GRADS] = arrays->grads,
+        [EXEC_TENSOR_ADAM_M] = arrays->muon ? NULL : arrays->first,
+        [EXEC_TENSOR_ADAM_V] = arrays->muon ? NULL : arrays->second,
+        [EXEC_TENSOR_MUON_MOMENTUM] = arrays->muon ? arrays->first : NULL,
+        [EXEC_TENSOR_PREV_UPDATE] = arrays->prev_update,
+    };
+    guint roles = 0;
+    for (int r = 0; r < EXEC_TENSOR_N_ROLES; r++)
+        roles |= at[r] ? EXEC_TENSOR_ROLE_BIT(r) : 0u;
+    if (data)
+        *data = at[role];
+    return roles;
+}
+
 gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, int32_t n_chunks,
                                      const int32_t *vstage_stage, const int32_t *act_slots,
                                      GError **error) {

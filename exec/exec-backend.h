@@ -169,6 +169,21 @@ typedef enum {
 /* "params", "grads", "adam_m", "adam_v", "muon_momentum", "prev_update". */
 const char *exec_tensor_role_name(ExecTensorRole role);
 
+/* Where one tensor's data lives in a backend (host or device pointers, each the tensor's numel
+ * floats; NULL where the tensor has none): for the backends' tensor_get()/tensor_set(). */
+typedef struct {
+    float   *params;
+    float   *grads;
+    float   *first;  /* the optimizer's first state array (AdamW m, Muon momentum), or NULL */
+    float   *second; /* AdamW v, or NULL */
+    gboolean muon;   /* @first is Muon's momentum */
+    float   *prev_update;
+} ExecTensorArrays;
+
+/* The EXEC_TENSOR_ROLE_BIT()s of the roles @arrays has and, in *@data (nullable), @role's
+ * array (NULL when the tensor lacks the role). */
+guint exec_tensor_arrays_roles(const ExecTensorArrays *arrays, ExecTensorRole role, float **data);
+
 typedef struct _ExecBackend    ExecBackend;
 typedef struct _ExecBackendOps ExecBackendOps;
 

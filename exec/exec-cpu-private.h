@@ -8,6 +8,7 @@
 
 #include "exec-backend.h"
 #include "exec-comm.h"
+#include "exec-slots.h"
 
 G_BEGIN_DECLS
 
@@ -42,8 +43,7 @@ typedef struct {
     KernOptim   *optim;  /* NULL likewise */
     ExecCpuTable remote; /* the table when slice is NULL */
     int32_t      stage;
-    int32_t      n_slots;
-    int32_t     *slot_mb; /* (n_slots) micro-batch holding each activation slot, -1 free */
+    ExecSlots    slots;   /* which micro-batch holds each activation slot */
     GPtrArray   *stashes; /* ExecStash*, at most the stage's weight versions */
 } ExecCpuVstage;
 

@@ -27,20 +27,13 @@ static guint exec_cpu_roles(ExecCpuVstage *v, int i, ExecTensorRole role, float 
     float            *first = NULL, *second = NULL;
     int               muon = kern_optim_tensor_state(v->optim, i, &first, &second);
     float            *prev = kern_optim_prev_update(v->optim);
-    float            *at[EXEC_TENSOR_N_ROLES] = {
-                   [EXEC_TENSOR_PARAMS] = gpt2_slice_params(v->slice) + t->offset,
-                   [EXEC_TENSOR_GRADS] = gpt2_slice_grads(v->slice) + t->offset,
-                   [EXEC_TENSOR_ADAM_M] = muon ? NULL : first,
-                   [EXEC_TENSOR_ADAM_V] = muon ? NULL : second,
-                   [EXEC_TENSOR_MUON_MOMENTUM] = muon ? first : NULL,
-                   [EXEC_TENSOR_PREV_UPDATE] = prev ? prev + t->offset : NULL,
-    };
-    guint roles = 0;
-    for (int r = 0; r < EXEC_TENSOR_N_ROLES; r++)
-        roles |= at[r] ? EXEC_TENSOR_ROLE_BIT(r) : 0u;
-    if (data)
-        *data = at[role];
-    return roles;
+    ExecTensorArrays  arrays = {.params = gpt2_slice_params(v->slice) + t->offset,
+                                .grads = gpt2_slice_grads(v->slice) + t->offset,
+                                .first = first,
+                                .second = second,
+                                .muon = muon,
+                                .prev_update = prev ? prev + t->offset : NULL};
+    return exec_tensor_arrays_roles(&arrays, role, data);
 }
 
 void exec_cpu_table_build(ExecCpuTable *table, const Gpt2SliceParams *sp,

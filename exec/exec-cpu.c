@@ -64,24 +64,6 @@ static GError *exec_cpu_tag_error(const ExecCpuBackend *cpu, int32_t mb) {
 
 /* --- activation slots and stashes --- */
 
-static int32_t exec_cpu_slot_find(const ExecCpuVstage *v, int32_t mb) {
-    for (int32_t i = 0; i < v->n_slots; i++)
-        if (v->slot_mb[i] == mb)
-            return i;
-    PP_ABORT("no activation slot holds micro-batch %d", mb);
-}
-
-static int32_t exec_cpu_slot_take(ExecCpuVstage *v, int32_t mb) {
-    for (int32_t i = 0; i < v->n_slots; i++) {
-        if (v->slot_mb[i] == -1) {
-            v->slot_mb[i] = mb;
-            return i;
-        }
-    }
-    /* prepare() checked the schedule's peak against n_slots. */
-    PP_ABORT("all %d activation slots busy at F(mb=%d)", v->n_slots, mb);
-}
-
 static ExecStash *exec_cpu_stash_find(ExecCpuVstage *v, int32_t version) {
     for (guint i = 0; i < v->stashes->len; i++) {
         ExecStash *st = g_ptr_array_index(v->stashes, i);
@@ -131,8 +113,7 @@ static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, 
     }
     for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
         ExecCpuVstage *v = &cpu->vstages[vs];
-        for (int32_t i = 0; i < v->n_slots; i++)
-            v->slot_mb[i] = -1;
+        exec_slots_reset(&v->slots);
         g_ptr_array_set_size(v->stashes, 0);
     }
     return TRUE;
@@ -350,7 +331,7 @@ static void exec_cpu_run_compute(ExecCpuBackend *cpu, const ExecOpArgs *args,
     size_t         n_params = gpt2_slice_n_params(v->slice);
     switch (op->kind) {
     case PP_OP_FORWARD: {
-        int32_t slot = exec_cpu_slot_take(v, op->mb);
+        int32_t slot = exec_slots_take(&v->slots, op->mb);
         if (first || last)
             cpu->data(cpu->data_user, args->global_mb, st->tokens, st->targets);
         if (args->stash) {
@@ -384,7 +365,7 @@ static void exec_cpu_run_compute(ExecCpuBackend *cpu, const ExecOpArgs *args,
     }
     case PP_OP_BACKWARD:
     case PP_OP_BACKWARD_FULL: {
-        int32_t      slot = exec_cpu_slot_find(v, op->mb);
+        int32_t      slot = exec_slots_find(&v->slots, op->mb);
         ExecStash   *stash = NULL;
         const float *params = live;
         if (args->stash) {
@@ -401,7 +382,7 @@ static void exec_cpu_run_compute(ExecCpuBackend *cpu, const ExecOpArgs *args,
         } else {
             gpt2_slice_backward(v->slice, params, slot, dx_out, args->loss_scale,
                                 first ? NULL : st->output, gpt2_slice_grads(v->slice));
-            v->slot_mb[slot] = -1;
+            exec_slots_release(&v->slots, slot);
         }
         /* An unreferenced copy stays until F needs a new version: the next F of this
          * version (the current one in 1F1B's steady state) reuses it instead of copying the
@@ -411,9 +392,9 @@ static void exec_cpu_run_compute(ExecCpuBackend *cpu, const ExecOpArgs *args,
         break;
     }
     case PP_OP_WEIGHT: {
-        int32_t slot = exec_cpu_slot_find(v, op->mb);
+        int32_t slot = exec_slots_find(&v->slots, op->mb);
         gpt2_slice_backward_weight(v->slice, slot, gpt2_slice_grads(v->slice));
-        v->slot_mb[slot] = -1;
+        exec_slots_release(&v->slots, slot);
         break;
     }
     case PP_OP_UPDATE:
@@ -538,7 +519,7 @@ static void exec_cpu_free(ExecBackend *backend) {
         g_free(v->remote.tensors);
         g_free(v->remote.roles);
         g_free(v->remote.names);
-        g_free(v->slot_mb);
+        exec_slots_clear(&v->slots);
         g_ptr_array_unref(v->stashes);
     }
     for (int32_t s = 0; s < cpu->n_stages; s++) {
@@ -645,10 +626,7 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
             gpt2_slice_init_params(v->slice, setup->seed);
             v->optim = kern_optim_new(&setup->optim, v->slice);
         }
-        v->n_slots = setup->act_slots[vs];
-        v->slot_mb = g_new(int32_t, v->n_slots);
-        for (int32_t i = 0; i < v->n_slots; i++)
-            v->slot_mb[i] = -1;
+        exec_slots_init(&v->slots, setup->act_slots[vs]);
         v->stashes = g_ptr_array_new_with_free_func(exec_cpu_stash_free);
     }
     cpu->stages = g_new0(ExecCpuStage, cpu->n_stages);

@@ -11,6 +11,7 @@
 #include "exec-backend.h"
 #include "exec-cuda-plan.h"
 #include "exec-cuda-transport.h"
+#include "exec-slots.h"
 #include "gpt2-slice-cuda.h"
 #include "kern-cuda.h"
 #include "optim-cuda.h"
@@ -36,8 +37,7 @@ typedef struct {
     Gpt2CudaSlice *slice;
     KernCudaOptim *optim;
     int32_t        stage;
-    int32_t        n_slots;
-    int32_t       *slot_mb;       /* (n_slots) micro-batch holding each activation slot, -1 */
+    ExecSlots      slots;         /* which micro-batch holds each activation slot */
     int32_t        n_stashes;     /* stashed weight copies (the stage's weight versions) */
     void          *stash_arena;   /* (n_stashes, n_params) elements of the dtype, or NULL */
     int32_t       *stash_version; /* (n_stashes) version held (kept when released), -1 none */

@@ -21,26 +21,19 @@ int exec_cuda_n_tensors(ExecBackend *backend, int32_t vstage) {
 }
 
 /* The roles tensor @i of @v has, and (nullable out) @role's data on the device: the tensor's
- * numel floats, NULL when the tensor lacks the role. Mirrors exec-cpu-state.c. */
+ * numel floats, NULL when the tensor lacks the role. */
 static guint exec_cuda_roles(ExecCudaVstage *v, int i, ExecTensorRole role, float **data) {
     const Gpt2Tensor *t = gpt2_table_tensor(gpt2_cuda_slice_table(v->slice), i);
     float            *first = NULL, *second = NULL;
     int               muon = kern_cuda_optim_tensor_state(v->optim, i, &first, &second);
     float            *prev = kern_cuda_optim_prev_update(v->optim);
-    float            *at[EXEC_TENSOR_N_ROLES] = {
-                   [EXEC_TENSOR_PARAMS] = gpt2_cuda_slice_params(v->slice) + t->offset,
-                   [EXEC_TENSOR_GRADS] = gpt2_cuda_slice_grads(v->slice) + t->offset,
-                   [EXEC_TENSOR_ADAM_M] = muon ? NULL : first,
-                   [EXEC_TENSOR_ADAM_V] = muon ? NULL : second,
-                   [EXEC_TENSOR_MUON_MOMENTUM] = muon ? first : NULL,
-                   [EXEC_TENSOR_PREV_UPDATE] = prev ? prev + t->offset : NULL,
-    };
-    guint roles = 0;
-    for (int r = 0; r < EXEC_TENSOR_N_ROLES; r++)
-        roles |= at[r] ? EXEC_TENSOR_ROLE_BIT(r) : 0u;
-    if (data)
-        *data = at[role];
-    return roles;
+    ExecTensorArrays  arrays = {.params = gpt2_cuda_slice_params(v->slice) + t->offset,
+                                .grads = gpt2_cuda_slice_grads(v->slice) + t->offset,
+                                .first = first,
+                                .second = second,
+                                .muon = muon,
+                                .prev_update = prev ? prev + t->offset : NULL};
+    return exec_tensor_arrays_roles(&arrays, role, data);
 }
 
 const Gpt2Tensor *exec_cuda_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles) {

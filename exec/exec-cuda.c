@@ -38,24 +38,6 @@ static float *exec_cuda_loss(ExecCudaStage *st) {
 
 /* --- activation slots and stashes (host bookkeeping, as exec-cpu.c) --- */
 
-static int32_t exec_cuda_slot_find(const ExecCudaVstage *v, int32_t mb) {
-    for (int32_t i = 0; i < v->n_slots; i++)
-        if (v->slot_mb[i] == mb)
-            return i;
-    PP_ABORT("no activation slot holds micro-batch %d", mb);
-}
-
-static int32_t exec_cuda_slot_take(ExecCudaVstage *v, int32_t mb) {
-    for (int32_t i = 0; i < v->n_slots; i++) {
-        if (v->slot_mb[i] == -1) {
-            v->slot_mb[i] = mb;
-            return i;
-        }
-    }
-    /* prepare() checked the schedule's peak against n_slots. */
-    PP_ABORT("all %d activation slots busy at F(mb=%d)", v->n_slots, mb);
-}
-
 static void *exec_cuda_stash_data(const ExecCudaBackend *cuda, const ExecCudaVstage *v, int32_t i) {
     size_t bytes = gpt2_cuda_slice_n_params(v->slice) * kern_dtype_size(cuda->plan->dtype);
     return (char *)v->stash_arena + (size_t)i * bytes;
@@ -122,7 +104,7 @@ static gboolean exec_cuda_prepare(ExecBackend *backend, const PpSchedule *sched,
     ExecCudaBackend    *cuda = exec_cuda(backend);
     g_autofree int32_t *slots = g_new(int32_t, cuda->n_vstages);
     for (int32_t vs = 0; vs < cuda->n_vstages; vs++)
-        slots[vs] = cuda->vstages[vs].n_slots;
+        slots[vs] = cuda->vstages[vs].slots.n;
     if (sched && !exec_backend_check_schedule(sched, cuda->n_stages, cuda->n_chunks,
                                               cuda->vstage_stage, slots, error))
         return FALSE;
@@ -139,8 +121,7 @@ static gboolean exec_cuda_prepare(ExecBackend *backend, const PpSchedule *sched,
     }
     for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
         ExecCudaVstage *v = &cuda->vstages[vs];
-        for (int32_t i = 0; i < v->n_slots; i++)
-            v->slot_mb[i] = -1;
+        exec_slots_reset(&v->slots);
         for (int32_t i = 0; i < v->n_stashes; i++) {
             v->stash_version[i] = -1;
             v->stash_refs[i] = 0;
@@ -304,7 +285,7 @@ static gboolean exec_cuda_run_forward(ExecCudaBackend *cuda, ExecCudaStage *st,
     const PpOp *op = args->op;
     gboolean    first = args->vstage == 0, last = args->vstage == cuda->n_vstages - 1;
     gboolean    copied = FALSE;
-    int32_t     slot = exec_cuda_slot_take(v, op->mb);
+    int32_t     slot = exec_slots_take(&v->slots, op->mb);
     if (first || last)
         cuda->data(cuda->data_user, args->global_mb, st->tokens, st->targets);
     if (args->stash) {
@@ -341,11 +322,11 @@ static void exec_cuda_run_backward(ExecCudaBackend *cuda, ExecCudaStage *st, con
                                    ExecCudaVstage *v) {
     const PpOp *op = args->op;
     gboolean    first = args->vstage == 0, last = args->vstage == cuda->n_vstages - 1;
-    int32_t     slot = exec_cuda_slot_find(v, op->mb);
+    int32_t     slot = exec_slots_find(&v->slots, op->mb);
     float      *grads = gpt2_cuda_slice_grads(v->slice);
     if (op->kind == PP_OP_WEIGHT) {
         gpt2_cuda_slice_backward_weight(v->slice, slot, grads, st->ctx);
-        v->slot_mb[slot] = -1;
+        exec_slots_release(&v->slots, slot);
         return;
     }
     int32_t     stash = -1;
@@ -366,7 +347,7 @@ static void exec_cuda_run_backward(ExecCudaBackend *cuda, ExecCudaStage *st, con
     } else {
         gpt2_cuda_slice_backward(v->slice, params, slot, dx_out, args->loss_scale, dx_in, grads,
                                  st->ctx);
-        v->slot_mb[slot] = -1;
+        exec_slots_release(&v->slots, slot);
     }
     /* Released at zero, the stash keeps its version for the next F of it; an F of a new
      * version overwrites it on the same stream, after this op. */
@@ -460,7 +441,7 @@ static void exec_cuda_free(ExecBackend *backend) {
         gpt2_cuda_slice_free(v->slice);
         kern_cuda_optim_free(v->optim);
         KERN_CUDA_CHECK(cudaFree(v->stash_arena));
-        g_free(v->slot_mb);
+        exec_slots_clear(&v->slots);
         g_free(v->stash_version);
         g_free(v->stash_refs);
     }
@@ -557,8 +538,7 @@ static gboolean exec_cuda_vstage_new(ExecCudaBackend *cuda, const ExecBackendSet
     ExecCudaVstage *v = &cuda->vstages[vs];
     ExecCudaStage  *st = &cuda->stages[cuda->vstage_stage[vs]];
     v->stage = cuda->vstage_stage[vs];
-    v->n_slots = setup->act_slots[vs];
-    v->slot_mb = g_new(int32_t, v->n_slots);
+    exec_slots_init(&v->slots, setup->act_slots[vs]);
     v->n_stashes = cuda->plan->stashes[vs];
     v->stash_version = g_new0(int32_t, MAX(v->n_stashes, 1));
     v->stash_refs = g_new0(int32_t, MAX(v->n_stashes, 1));
