@@ -88,6 +88,21 @@ guint exec_tensor_arrays_roles(const ExecTensorArrays *arrays, ExecTensorRole ro
     return roles;
 }
 
+float *exec_tensor_checked(int32_t vstage, const char *name, const Gpt2Tensor *t,
+                           ExecTensorRole role, float *data, size_t n, GError **error) {
+    if (t == NULL) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_TENSOR, "virtual stage %d holds no tensor %s",
+                    vstage, name);
+        return NULL;
+    }
+    if (data && n == t->numel)
+        return data;
+    g_set_error(error, EXEC_ERROR, EXEC_ERROR_TENSOR,
+                "virtual stage %d: tensor %s has %zu floats and %s %s; the caller asked for %zu",
+                vstage, name, t->numel, data ? "role" : "no role", exec_tensor_role_name(role), n);
+    return NULL;
+}
+
 gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, int32_t n_chunks,
                                      const int32_t *vstage_stage, const int32_t *act_slots,
                                      GError **error) {

@@ -184,6 +184,12 @@ typedef struct {
  * array (NULL when the tensor lacks the role). */
 guint exec_tensor_arrays_roles(const ExecTensorArrays *arrays, ExecTensorRole role, float **data);
 
+/* The end of a backend's tensor lookup by name: @data (tensor @t's @role array, NULL when it
+ * lacks the role) when @t holds @n floats; otherwise NULL and an EXEC_ERROR_TENSOR naming
+ * virtual stage @vstage, @name and what differs (@t NULL: the stage holds no such tensor). */
+float *exec_tensor_checked(int32_t vstage, const char *name, const Gpt2Tensor *t,
+                           ExecTensorRole role, float *data, size_t n, GError **error);
+
 typedef struct _ExecBackend    ExecBackend;
 typedef struct _ExecBackendOps ExecBackendOps;
 

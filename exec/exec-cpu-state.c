@@ -96,24 +96,14 @@ static float *exec_cpu_tensor_data(ExecCpuBackend *cpu, int32_t vstage, const ch
     PP_ASSERT(role >= 0 && role < EXEC_TENSOR_N_ROLES);
     if (v == NULL)
         return NULL;
-    for (int i = 0; i < gpt2_slice_n_tensors(v->slice); i++) {
-        const Gpt2Tensor *t = gpt2_slice_tensor(v->slice, i);
-        if (strcmp(t->name, name) != 0)
-            continue;
-        float *data = NULL;
+    int i = 0, n_tensors = gpt2_slice_n_tensors(v->slice);
+    while (i < n_tensors && strcmp(gpt2_slice_tensor(v->slice, i)->name, name) != 0)
+        i++;
+    const Gpt2Tensor *t = i < n_tensors ? gpt2_slice_tensor(v->slice, i) : NULL;
+    float            *data = NULL;
+    if (t)
         exec_cpu_roles(v, i, role, &data);
-        if (data && n == t->numel)
-            return data;
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_TENSOR,
-                    "virtual stage %d: tensor %s has %zu floats and %s %s; the caller asked "
-                    "for %zu",
-                    vstage, name, t->numel, data ? "role" : "no role", exec_tensor_role_name(role),
-                    n);
-        return NULL;
-    }
-    g_set_error(error, EXEC_ERROR, EXEC_ERROR_TENSOR, "virtual stage %d holds no tensor %s", vstage,
-                name);
-    return NULL;
+    return exec_tensor_checked(vstage, name, t, role, data, n, error);
 }
 
 gboolean exec_cpu_tensor_get(ExecBackend *backend, int32_t vstage, const char *name,

@@ -53,24 +53,14 @@ static float *exec_cuda_tensor_data(ExecCudaBackend *cuda, int32_t vstage, const
     const Gpt2Table *table = gpt2_cuda_slice_table(v->slice);
     PP_ASSERT(role >= 0 && role < EXEC_TENSOR_N_ROLES);
     exec_cuda_stage_enter(cuda, vstage);
-    for (int i = 0; i < gpt2_table_n_tensors(table); i++) {
-        const Gpt2Tensor *t = gpt2_table_tensor(table, i);
-        if (strcmp(t->name, name) != 0)
-            continue;
-        float *data = NULL;
+    int i = 0, n_tensors = gpt2_table_n_tensors(table);
+    while (i < n_tensors && strcmp(gpt2_table_tensor(table, i)->name, name) != 0)
+        i++;
+    const Gpt2Tensor *t = i < n_tensors ? gpt2_table_tensor(table, i) : NULL;
+    float            *data = NULL;
+    if (t)
         exec_cuda_roles(v, i, role, &data);
-        if (data && n == t->numel)
-            return data;
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_TENSOR,
-                    "virtual stage %d: tensor %s has %zu floats and %s %s; the caller asked "
-                    "for %zu",
-                    vstage, name, t->numel, data ? "role" : "no role", exec_tensor_role_name(role),
-                    n);
-        return NULL;
-    }
-    g_set_error(error, EXEC_ERROR, EXEC_ERROR_TENSOR, "virtual stage %d holds no tensor %s", vstage,
-                name);
-    return NULL;
+    return exec_tensor_checked(vstage, name, t, role, data, n, error);
 }
 
 /* Copies @bytes on @st's stream and waits for it. */

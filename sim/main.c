@@ -163,8 +163,7 @@ static const char sim_main_run_description[] =
 static int sim_main_run(int argc, char **argv) {
     g_auto(SimMainOptions) o = {.steps = SIM_MAIN_STEPS_UNSET};
     const GOptionEntry entries[] = {
-        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &o.sets, "Override a scenario key (repeatable)",
-         "SECTION.KEY=VALUE"},
+        SIM_MAIN_OPTION_SET(&o.sets),
         {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the result as one JSON object", NULL},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write the output files into DIR", "DIR"},
         {"steps", 'n', 0, G_OPTION_ARG_INT, &o.steps, "Simulate N optimizer steps", "N"},
@@ -218,8 +217,7 @@ static int sim_main_compare(int argc, char **argv) {
     const GOptionEntry entries[] = {
         {"schedules", 'S', 0, G_OPTION_ARG_STRING, &o.schedules,
          "Comma-separated schedules (default " SIM_MAIN_DEFAULT_SCHEDULES ")", "A,B,..."},
-        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &o.sets, "Override a scenario key (repeatable)",
-         "SECTION.KEY=VALUE"},
+        SIM_MAIN_OPTION_SET(&o.sets),
         {"steps", 'n', 0, G_OPTION_ARG_INT, &o.steps, "Simulate N optimizer steps", "N"},
         {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the table as JSON", NULL},
         SIM_MAIN_OPTION_END,
@@ -286,8 +284,7 @@ static int sim_main_sweep(int argc, char **argv) {
     const GOptionEntry entries[] = {
         {"sweep", 'w', 0, G_OPTION_ARG_STRING_ARRAY, &o.sweeps,
          "A key and its values (repeatable; the last one varies fastest)", "SECTION.KEY=V1,V2,..."},
-        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &o.sets, "Override a scenario key (repeatable)",
-         "SECTION.KEY=VALUE"},
+        SIM_MAIN_OPTION_SET(&o.sets),
         {"steps", 'n', 0, G_OPTION_ARG_INT, &o.steps, "Simulate N optimizer steps", "N"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write the CSV to FILE (default stdout)",
          "FILE.csv"},
@@ -363,8 +360,7 @@ static int sim_main_replay(int argc, char **argv) {
     const GOptionEntry entries[] = {
         {"trace", 't', 0, G_OPTION_ARG_FILENAME, &o.trace,
          "The measured trace (pacer-train --out DIR writes DIR/ops.csv)", "MEASURED.csv"},
-        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &o.sets, "Override a scenario key (repeatable)",
-         "SECTION.KEY=VALUE"},
+        SIM_MAIN_OPTION_SET(&o.sets),
         {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the comparison as one JSON object",
          NULL},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out,
@@ -430,8 +426,7 @@ static int sim_main_plan(int argc, char **argv) {
         {"top", 't', 0, G_OPTION_ARG_INT, &o.top, "Rows to print (default 10)", "K"},
         {"max-microbatch", 'M', 0, G_OPTION_ARG_INT, &o.max_microbatch,
          "Largest micro-batch size tried, in sequences (default 8)", "b"},
-        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &o.sets, "Override a scenario key (repeatable)",
-         "SECTION.KEY=VALUE"},
+        SIM_MAIN_OPTION_SET(&o.sets),
         {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the plan as JSON", NULL},
         SIM_MAIN_OPTION_END,
     };

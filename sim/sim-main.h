@@ -13,6 +13,13 @@ G_BEGIN_DECLS
 #define SIM_MAIN_OPTION_END                                                                        \
     { NULL, 0, 0, 0, NULL, NULL, NULL }
 
+/* The --set option every subcommand has, filling the GStrv @sets (SECTION.KEY=VALUE each). */
+#define SIM_MAIN_OPTION_SET(sets)                                                                  \
+    {                                                                                              \
+        "set", 's', 0, G_OPTION_ARG_STRING_ARRAY, (sets), "Override a scenario key (repeatable)",  \
+            "SECTION.KEY=VALUE"                                                                    \
+    }
+
 /* Reports @error about @file (nullable) on stderr and returns the exit status: 2 for usage
  * errors (G_OPTION_ERROR), 1 for everything else. */
 int sim_main_fail(const char *file, const GError *error);
