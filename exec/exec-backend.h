@@ -316,6 +316,46 @@ gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, 
                                      const int32_t *vstage_stage, const int32_t *act_slots,
                                      GError **error);
 
+/* --- backends across processes (exec-backend-comm.c) --- */
+
+/* The wire tag of an activation (@grad FALSE) or gradient (@grad TRUE) for @vstage of
+ * micro-batch @mb: (mb * n_vstages + vstage) * 2 + grad (int64: it may exceed the group's
+ * largest tag, which exec_backend_check_tags() and senders check), and back. */
+int64_t exec_backend_msg_tag(int32_t n_vstages, gboolean grad, int32_t mb, int32_t vstage);
+void    exec_backend_msg_untag(int32_t n_vstages, int32_t tag, gboolean *grad, int32_t *mb,
+                               int32_t *vstage);
+/* EXEC_ERROR_SHAPE: micro-batch @mb of a replay needs a tag past @comm's largest (the message
+ * says how to cut the run into shorter segments). */
+GError *exec_backend_tag_error(const ExecComm *comm, int32_t n_vstages, int32_t mb);
+/* prepare()'s check with a group: FALSE with exec_backend_tag_error() when @sched's last
+ * message needs a tag past the group's largest. TRUE without a group. */
+gboolean exec_backend_check_tags(const ExecComm *comm, int32_t n_vstages, const PpSchedule *sched,
+                                 GError **error);
+/* EXEC_ERROR_COMM for an input that missed the group's deadline: the activation or gradient
+ * for op @op (nullable: the op is not known) of micro-batch @mb on @vstage, from rank
+ * @producer; and for dynamic mode's blocking poll of @stage (its neighbours named). */
+GError *exec_backend_late_input(const ExecComm *comm, gboolean grad, const char *op, int32_t mb,
+                                int32_t vstage, int32_t producer);
+GError *exec_backend_late_poll(const ExecComm *comm, int32_t stage, int32_t n_stages);
+
+/* EXEC_ERROR_NOT_LOCAL into @error: @vstage lives on stage (and rank) @stage, not here. */
+void exec_backend_set_not_local(GError **error, const ExecComm *comm, int32_t vstage,
+                                int32_t stage);
+
+/* The tensor table of a virtual stage another process holds: plain host data, no arenas. */
+typedef struct {
+    int         n;
+    Gpt2Tensor *tensors; /* (n) names point into @names */
+    guint      *roles;   /* (n) EXEC_TENSOR_ROLE_BIT mask of each tensor */
+    char       *names;   /* the names, NUL-separated */
+} ExecRemoteTable;
+
+/* Fills @table with the tensors and optimizer roles of the slice @sp describes under @optim
+ * (the same on every backend); exec_remote_table_clear() frees it. */
+void exec_remote_table_build(ExecRemoteTable *table, const Gpt2SliceParams *sp,
+                             const KernOptimParams *optim);
+void exec_remote_table_clear(ExecRemoteTable *table);
+
 /* --- backends --- */
 
 /* The CPU backend: one GThread per local stage, GAsyncQueue inboxes, Gpt2Slice + KernOptim
@@ -327,9 +367,12 @@ gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, 
 ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error);
 
 /* The CUDA backend (exec-cuda.c): per stage a device, a compute stream, a host worker and
- * device arenas sized at creation. Fails (EXEC_ERROR_BACKEND) without a CUDA device, for a
- * device id the process does not see, a precision or flash attention the model's shape cannot
- * run, or when the device memory is too small. Returns: (transfer full). */
+ * device arenas sized at creation; with setup->comm, stage r on rank r (on run.devices[r] or
+ * the rank's place on its node modulo the devices it sees) and messages staged through host
+ * memory and the group. Fails (EXEC_ERROR_BACKEND) without a CUDA device, for a device id the
+ * process does not see, a precision or flash attention the model's shape cannot run, when the
+ * device memory is too small, or when the group's size is not the stage count; with a group
+ * it is collective, like the CPU backend's. Returns: (transfer full). */
 ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error);
 
 G_END_DECLS

@@ -77,15 +77,27 @@ void exec_comm_clear(ExecComm *comm) {
     g_mutex_clear(&comm->lock);
 }
 
-int64_t exec_comm_launched_size(void) {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
-    for (size_t i = 0; i < G_N_ELEMENTS(vars); i++) {
+/* The first of @vars (NULL-ended) that holds an integer in [@lo, G_MAXINT32], or -1. */
+static int64_t exec_comm_env_int(const char *const *vars, int64_t lo) {
+    for (size_t i = 0; vars[i]; i++) {
         const char *value = g_getenv(vars[i]);
         gint64      n = 0;
-        if (value && g_ascii_string_to_signed(value, 10, 1, G_MAXINT32, &n, NULL))
+        if (value && g_ascii_string_to_signed(value, 10, lo, G_MAXINT32, &n, NULL))
             return n;
     }
-    return 0;
+    return -1;
+}
+
+int64_t exec_comm_launched_size(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS",
+                                       NULL};
+    return MAX(exec_comm_env_int(vars, 1), 0);
+}
+
+int64_t exec_comm_launched_local_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                       "SLURM_LOCALID", NULL};
+    return exec_comm_env_int(vars, 0);
 }
 
 int32_t exec_comm_rank(const ExecComm *comm) {

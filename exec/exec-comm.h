@@ -39,6 +39,9 @@ typedef enum {
  * OMPI_COMM_WORLD_SIZE, PMI_SIZE of MPICH/Hydra and Slurm's PMI, SLURM_STEP_NUM_TASKS of
  * srun), or 0 when none did. Reads the environment only: also in a build without MPI. */
 int64_t exec_comm_launched_size(void);
+/* This process's rank among those of the launcher on its node (OMPI_COMM_WORLD_LOCAL_RANK,
+ * MPICH's MPI_LOCALRANKID, Slurm's SLURM_LOCALID), or -1 when none says. Environment only. */
+int64_t exec_comm_launched_local_rank(void);
 
 /* This process's rank and the number of processes: 0 and 1 for NULL. */
 int32_t exec_comm_rank(const ExecComm *comm);

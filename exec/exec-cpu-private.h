@@ -30,21 +30,13 @@ typedef struct {
     float  *params; /* (n_params) */
 } ExecStash;
 
-/* The tensor table of a virtual stage another process holds: plain data, no arenas. */
 typedef struct {
-    int         n;
-    Gpt2Tensor *tensors; /* (n) names point into @names */
-    guint      *roles;   /* (n) EXEC_TENSOR_ROLE_BIT mask of each tensor */
-    char       *names;   /* the names, NUL-separated */
-} ExecCpuTable;
-
-typedef struct {
-    Gpt2Slice   *slice;  /* NULL when another process holds the virtual stage */
-    KernOptim   *optim;  /* NULL likewise */
-    ExecCpuTable remote; /* the table when slice is NULL */
-    int32_t      stage;
-    ExecSlots    slots;   /* which micro-batch holds each activation slot */
-    GPtrArray   *stashes; /* ExecStash*, at most the stage's weight versions */
+    Gpt2Slice      *slice;  /* NULL when another process holds the virtual stage */
+    KernOptim      *optim;  /* NULL likewise */
+    ExecRemoteTable remote; /* the table when slice is NULL */
+    int32_t         stage;
+    ExecSlots       slots;   /* which micro-batch holds each activation slot */
+    GPtrArray      *stashes; /* ExecStash*, at most the stage's weight versions */
 } ExecCpuVstage;
 
 typedef struct {
@@ -95,11 +87,6 @@ static inline size_t exec_cpu_act_floats(const ExecCpuBackend *cpu) {
 }
 
 /* --- state members of the vtable (exec-cpu-state.c; exec-backend.h documents them) --- */
-
-/* Fills @table with the tensor table and roles of the slice @sp describes under @optim,
- * without keeping its arenas (another process holds them). */
-void exec_cpu_table_build(ExecCpuTable *table, const Gpt2SliceParams *sp,
-                          const KernOptimParams *optim);
 
 int               exec_cpu_n_tensors(ExecBackend *backend, int32_t vstage);
 const Gpt2Tensor *exec_cpu_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles);

@@ -36,34 +36,6 @@ static guint exec_cpu_roles(ExecCpuVstage *v, int i, ExecTensorRole role, float 
     return exec_tensor_arrays_roles(&arrays, role, data);
 }
 
-void exec_cpu_table_build(ExecCpuTable *table, const Gpt2SliceParams *sp,
-                          const KernOptimParams *optim) {
-    /* A transient slice and optimizer: their arenas are calloc'd and never touched, so they
-     * cost address space, not memory. */
-    Gpt2SliceParams one = *sp;
-    one.B = 1;
-    one.n_act_slots = 1;
-    ExecCpuVstage v = {.slice = gpt2_slice_new(&one)};
-    v.optim = kern_optim_new(optim, v.slice);
-    table->n = gpt2_slice_n_tensors(v.slice);
-    table->tensors = g_new(Gpt2Tensor, MAX(table->n, 1));
-    table->roles = g_new(guint, MAX(table->n, 1));
-    GString           *names = g_string_new(NULL);
-    g_autofree size_t *at = g_new(size_t, MAX(table->n, 1));
-    for (int i = 0; i < table->n; i++) {
-        table->tensors[i] = *gpt2_slice_tensor(v.slice, i);
-        table->roles[i] = exec_cpu_roles(&v, i, EXEC_TENSOR_PARAMS, NULL);
-        at[i] = names->len;
-        g_string_append_len(names, table->tensors[i].name,
-                            (gssize)strlen(table->tensors[i].name) + 1);
-    }
-    table->names = g_string_free(names, FALSE);
-    for (int i = 0; i < table->n; i++)
-        table->tensors[i].name = table->names + at[i];
-    kern_optim_free(v.optim);
-    gpt2_slice_free(v.slice);
-}
-
 const Gpt2Tensor *exec_cpu_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles) {
     ExecCpuVstage *v = exec_cpu_vstage(exec_cpu(backend), vstage);
     if (v->slice == NULL) {
@@ -83,9 +55,7 @@ static ExecCpuVstage *exec_cpu_local_vstage(ExecCpuBackend *cpu, int32_t vstage,
     ExecCpuVstage *v = exec_cpu_vstage(cpu, vstage);
     if (v->slice)
         return v;
-    g_set_error(error, EXEC_ERROR, EXEC_ERROR_NOT_LOCAL,
-                "virtual stage %d lives on rank %d; this is rank %d", vstage, v->stage,
-                exec_comm_rank(cpu->comm));
+    exec_backend_set_not_local(error, cpu->comm, vstage, v->stage);
     return NULL;
 }
 

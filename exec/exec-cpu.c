@@ -18,10 +18,6 @@
 #include "exec-cpu-private.h"
 #include "pp-error.h"
 
-/* Message kinds on the wire: tag = (mb * n_vstages + vstage) * 2 + kind (activation 0,
- * gradient 1), within exec_comm_tag_max(). */
-enum { EXEC_CPU_TAG_KINDS = 2 };
-
 /* ns since the backend's creation. */
 static int64_t exec_cpu_now_ns(const ExecCpuBackend *cpu) {
     struct timespec ts;
@@ -38,28 +34,6 @@ static void exec_cpu_msg_free(gpointer p) {
     ExecMsg *msg = p;
     g_free(msg->data);
     g_free(msg);
-}
-
-/* The tag of message (@kind, @mb, @vstage) between processes (int64: it may exceed the
- * group's largest tag, which callers check). */
-static int64_t exec_cpu_msg_tag(const ExecCpuBackend *cpu, ExecMsgKind kind, int32_t mb,
-                                int32_t vstage) {
-    PP_ASSERT(kind == EXEC_MSG_ACT || kind == EXEC_MSG_GRAD);
-    return ((int64_t)mb * cpu->n_vstages + vstage) * EXEC_CPU_TAG_KINDS + kind;
-}
-
-/* EXEC_ERROR_SHAPE: micro-batch @mb of a replay needs tags past the group's largest. */
-static GError *exec_cpu_tag_error(const ExecCpuBackend *cpu, int32_t mb) {
-    int64_t most = ((int64_t)exec_comm_tag_max(cpu->comm) + 1) /
-                   ((int64_t)cpu->n_vstages * EXEC_CPU_TAG_KINDS);
-    return g_error_new(EXEC_ERROR, EXEC_ERROR_SHAPE,
-                       "micro-batch %d of a replay needs MPI tag %" G_GINT64_FORMAT
-                       " and this MPI allows at most %d (MPI_TAG_UB): a segment may hold at "
-                       "most %" G_GINT64_FORMAT " micro-batches on %d virtual stages; set "
-                       "run.eval_every or run.checkpoint_every to cut the run into shorter "
-                       "segments",
-                       mb, exec_cpu_msg_tag(cpu, EXEC_MSG_GRAD, mb, cpu->n_vstages - 1),
-                       exec_comm_tag_max(cpu->comm), most, cpu->n_vstages);
 }
 
 /* --- activation slots and stashes --- */
@@ -81,23 +55,11 @@ static void exec_cpu_stash_free(gpointer p) {
 
 /* --- vtable --- */
 
-/* With a process group: FALSE with EXEC_ERROR_SHAPE when @sched's last message needs a tag past
- * the group's largest. */
-static gboolean exec_cpu_check_tags(ExecCpuBackend *cpu, const PpSchedule *sched, GError **error) {
-    if (cpu->comm && sched->n_mb > 0 &&
-        exec_cpu_msg_tag(cpu, EXEC_MSG_GRAD, sched->n_mb - 1, cpu->n_vstages - 1) >
-            exec_comm_tag_max(cpu->comm)) {
-        g_propagate_error(error, exec_cpu_tag_error(cpu, sched->n_mb - 1));
-        return FALSE;
-    }
-    return TRUE;
-}
-
 static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, GError **error) {
     ExecCpuBackend *cpu = exec_cpu(backend);
     if (sched && (!exec_backend_check_schedule(sched, cpu->n_stages, cpu->n_chunks,
                                                cpu->vstage_stage, cpu->act_slots, error) ||
-                  !exec_cpu_check_tags(cpu, sched, error)))
+                  !exec_backend_check_tags(cpu->comm, cpu->n_vstages, sched, error)))
         return FALSE;
     for (int32_t s = 0; s < cpu->n_stages; s++) {
         ExecCpuStage *st = &cpu->stages[s];
@@ -196,29 +158,11 @@ static void exec_cpu_file(ExecCpuStage *st, ExecMsg *msg) {
  * (@args NULL), the stage and its neighbours. */
 static GError *exec_cpu_late_error(const ExecCpuBackend *cpu, int32_t stage,
                                    const ExecOpArgs *args) {
-    double timeout = exec_comm_timeout(cpu->comm);
-    if (args == NULL) {
-        /* Dynamic mode has one chunk per stage: inputs come from stage - 1 and + 1. */
-        g_autofree char *peers = stage == 0 ? g_strdup_printf("rank %d", stage + 1)
-                                 : stage == cpu->n_stages - 1
-                                     ? g_strdup_printf("rank %d", stage - 1)
-                                     : g_strdup_printf("rank %d or %d", stage - 1, stage + 1);
-        return g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
-                           "no activation or gradient reached stage %d within %g s "
-                           "(run.comm_timeout_s) while PACI's policy waited for its next input; "
-                           "%s may have died or hung",
-                           stage, timeout, peers);
-    }
-    gboolean    act = args->op->kind == PP_OP_FORWARD;
-    int32_t     producer = cpu->vstage_stage[args->vstage + (act ? -1 : 1)];
-    const char *op = args->op->kind == PP_OP_FORWARD    ? "F"
-                     : args->op->kind == PP_OP_BACKWARD ? "B"
-                                                        : "BW";
-    return g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
-                       "the %s for %s(mb=%d) of virtual stage %d from rank %d did not arrive "
-                       "within %g s (run.comm_timeout_s); rank %d may have died or hung",
-                       act ? "activation" : "gradient", op, args->op->mb, args->vstage, producer,
-                       timeout, producer);
+    if (args == NULL)
+        return exec_backend_late_poll(cpu->comm, stage, cpu->n_stages);
+    gboolean act = args->op->kind == PP_OP_FORWARD;
+    return exec_backend_late_input(cpu->comm, !act, pp_op_kind_name(args->op->kind), args->op->mb,
+                                   args->vstage, cpu->vstage_stage[args->vstage + (act ? -1 : 1)]);
 }
 
 /* The next message of @stage's inbox, for @args (NULL: dynamic mode's poll). With a process
@@ -441,11 +385,11 @@ static void exec_cpu_send(ExecCpuBackend *cpu, ExecMsgKind kind, int32_t mb, int
         g_async_queue_push(cpu->stages[stage].inbox, msg);
         return;
     }
-    int64_t tag = exec_cpu_msg_tag(cpu, kind, mb, vstage);
+    int64_t tag = exec_backend_msg_tag(cpu->n_vstages, kind == EXEC_MSG_GRAD, mb, vstage);
     if (tag > exec_comm_tag_max(cpu->comm)) {
         /* Dynamic mode learns a replay's length only as it runs (prepare() checks programs). */
         g_free(data);
-        exec_comm_fail(cpu->comm, exec_cpu_tag_error(cpu, mb));
+        exec_comm_fail(cpu->comm, exec_backend_tag_error(cpu->comm, cpu->n_vstages, mb));
         return;
     }
     exec_comm_post(cpu->comm, EXEC_COMM_DATA, stage, (int32_t)tag, data,
@@ -458,13 +402,14 @@ static void exec_cpu_receive(gpointer user_data, int32_t src, int32_t tag, void 
                              size_t bytes) {
     ExecCpuBackend *cpu = user_data;
     (void)src;
-    int32_t kind = tag % EXEC_CPU_TAG_KINDS, cell = tag / EXEC_CPU_TAG_KINDS;
-    int32_t vstage = cell % cpu->n_vstages, mb = cell / cpu->n_vstages;
+    gboolean grad;
+    int32_t  mb, vstage;
+    exec_backend_msg_untag(cpu->n_vstages, tag, &grad, &mb, &vstage);
     /* Sent by exec_cpu_send() of the same program to this rank. */
     PP_ASSERT(bytes == exec_cpu_act_floats(cpu) * sizeof(float));
     PP_ASSERT(exec_cpu_stage_local(cpu, cpu->vstage_stage[vstage]));
     ExecMsg *msg = g_new(ExecMsg, 1);
-    msg->key = exec_cpu_msg_key(kind, mb, vstage);
+    msg->key = exec_cpu_msg_key(grad ? EXEC_MSG_GRAD : EXEC_MSG_ACT, mb, vstage);
     msg->data = data;
     g_async_queue_push(cpu->stages[cpu->vstage_stage[vstage]].inbox, msg);
 }
@@ -516,9 +461,7 @@ static void exec_cpu_free(ExecBackend *backend) {
         ExecCpuVstage *v = &cpu->vstages[vs];
         gpt2_slice_free(v->slice);
         kern_optim_free(v->optim);
-        g_free(v->remote.tensors);
-        g_free(v->remote.roles);
-        g_free(v->remote.names);
+        exec_remote_table_clear(&v->remote);
         exec_slots_clear(&v->slots);
         g_ptr_array_unref(v->stashes);
     }
@@ -620,7 +563,7 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
         };
         v->stage = cpu->vstage_stage[vs];
         if (!exec_cpu_stage_local(cpu, v->stage)) {
-            exec_cpu_table_build(&v->remote, &sp, &setup->optim);
+            exec_remote_table_build(&v->remote, &sp, &setup->optim);
         } else {
             v->slice = gpt2_slice_new(&sp);
             gpt2_slice_init_params(v->slice, setup->seed);

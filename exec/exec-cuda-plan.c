@@ -124,7 +124,7 @@ ExecCudaPlan *exec_cuda_plan_new(const ExecBackendSetup *setup, int n_visible, c
         plan->stashes[vs] = setup->weight_versions[setup->vstage_stage[vs]];
         exec_cuda_plan_vstage_bytes(plan, setup, vs);
     }
-    for (int32_t vs = 0; vs < n_vstages; vs++) {
+    for (int32_t vs = 0; setup->comm == NULL && vs < n_vstages; vs++) {
         int32_t stage = setup->vstage_stage[vs];
         int64_t msg = (int64_t)plan->msg_bytes;
         plan->memory[stage].message_bytes += (plan->act_inbox[vs] + plan->grad_inbox[vs]) * msg;
@@ -138,6 +138,9 @@ ExecCudaPlan *exec_cuda_plan_new(const ExecBackendSetup *setup, int n_visible, c
     for (int32_t s = 0; s < n_stages; s++) {
         ExecMemoryBytes *mem = &plan->memory[s];
         mem->device = plan->device[s];
+        /* Between processes (exec_cuda_transport_host_new()): one buffer out, one in. */
+        if (setup->comm)
+            mem->message_bytes = 2 * (int64_t)plan->msg_bytes;
         mem->workspace_bytes += (int64_t)kern_cuda_ctx_device_bytes() +
                                 EXEC_CUDA_STAGE_SCALARS_BYTES + 2 * (int64_t)plan->msg_bytes;
         mem->total_bytes = mem->params_bytes + mem->grads_bytes + mem->optim_bytes +

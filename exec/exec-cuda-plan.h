@@ -2,7 +2,8 @@
  * exec-cuda-plan.h: what the CUDA backend builds, decided on the host before any device is
  * touched: the device of each stage (run.devices, or round-robin over the visible devices),
  * the element type, every virtual stage's slice, its message pools and stashed copies, and
- * the bytes of every device arena per stage. exec-cuda.c allocates exactly this plan, so the
+ * the bytes of every device arena per stage (the message buffers of the transport the run
+ * uses: one process, or one process per stage). exec-cuda.c allocates exactly this plan, so the
  * plan's bytes are the backend's actual device memory; host-only tests check it without a
  * GPU. Internal to libppexec (CUDA builds only).
  */

@@ -34,14 +34,15 @@ typedef struct {
 } ExecCudaOpScalars;
 
 typedef struct {
-    Gpt2CudaSlice *slice;
-    KernCudaOptim *optim;
-    int32_t        stage;
-    ExecSlots      slots;         /* which micro-batch holds each activation slot */
-    int32_t        n_stashes;     /* stashed weight copies (the stage's weight versions) */
-    void          *stash_arena;   /* (n_stashes, n_params) elements of the dtype, or NULL */
-    int32_t       *stash_version; /* (n_stashes) version held (kept when released), -1 none */
-    int32_t       *stash_refs;    /* (n_stashes) micro-batches still needing it */
+    Gpt2CudaSlice  *slice;  /* NULL when another process holds the virtual stage */
+    KernCudaOptim  *optim;  /* NULL likewise */
+    ExecRemoteTable remote; /* the table when slice is NULL */
+    int32_t         stage;
+    ExecSlots       slots;         /* which micro-batch holds each activation slot */
+    int32_t         n_stashes;     /* stashed weight copies (the stage's weight versions) */
+    void           *stash_arena;   /* (n_stashes, n_params) elements of the dtype, or NULL */
+    int32_t        *stash_version; /* (n_stashes) version held (kept when released), -1 none */
+    int32_t        *stash_refs;    /* (n_stashes) micro-batches still needing it */
 } ExecCudaVstage;
 
 typedef struct {
@@ -80,8 +81,10 @@ typedef struct {
     gpointer           data_user;
     ExecGradFn         on_grads;
     gpointer           on_grads_user;
+    ExecComm          *comm;      /* (nullable) the process group: stage r on rank r */
+    gboolean          *local;     /* (n_stages) the stages this process runs */
     ExecCudaVstage    *vstages;   /* (n_vstages) */
-    ExecCudaStage     *stages;    /* (n_stages) */
+    ExecCudaStage     *stages;    /* (n_stages); another rank's stage has no stream */
     ExecCudaTransport *transport; /* activations and gradients between stages */
     gint               aborted;   /* atomic: abort() since the last prepare() */
     int64_t            t0_ns;     /* CLOCK_MONOTONIC at creation: the reports' origin */
@@ -91,7 +94,7 @@ static inline ExecCudaBackend *exec_cuda(ExecBackend *backend) {
     return (ExecCudaBackend *)backend;
 }
 
-/* The stage of @vstage with its device made current on the calling thread. */
+/* The stage of local @vstage with its device made current on the calling thread. */
 ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage);
 
 /* --- state members of the vtable (exec-cuda-state.c; exec-backend.h documents them) --- */

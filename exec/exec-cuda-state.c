@@ -2,7 +2,9 @@
  * exec-cuda-state.c: the CUDA backend's state members: each virtual stage's tensor table and
  * the roles its tensors have, by-name copies between the caller's host buffers and the device
  * arenas of the slices and optimizers (on the stage's stream, synchronised), optimizer step
- * counts, and evaluation on the drained pipeline.
+ * counts, and evaluation on the drained pipeline (across processes: each rank forwards its
+ * virtual stages and passes the activation on through host memory). A virtual stage another
+ * process holds has its tensor table (exec_remote_table_build()) and nothing else.
  */
 #include <string.h>
 
@@ -17,7 +19,7 @@ static ExecCudaVstage *exec_cuda_vstage(ExecCudaBackend *cuda, int32_t vstage) {
 
 int exec_cuda_n_tensors(ExecBackend *backend, int32_t vstage) {
     ExecCudaVstage *v = exec_cuda_vstage(exec_cuda(backend), vstage);
-    return gpt2_table_n_tensors(gpt2_cuda_slice_table(v->slice));
+    return v->slice ? gpt2_table_n_tensors(gpt2_cuda_slice_table(v->slice)) : v->remote.n;
 }
 
 /* The roles tensor @i of @v has, and (nullable out) @role's data on the device: the tensor's
@@ -37,7 +39,13 @@ static guint exec_cuda_roles(ExecCudaVstage *v, int i, ExecTensorRole role, floa
 }
 
 const Gpt2Tensor *exec_cuda_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles) {
-    ExecCudaVstage  *v = exec_cuda_vstage(exec_cuda(backend), vstage);
+    ExecCudaVstage *v = exec_cuda_vstage(exec_cuda(backend), vstage);
+    if (v->slice == NULL) {
+        PP_ASSERT(i >= 0 && i < v->remote.n);
+        if (roles)
+            *roles = v->remote.roles[i];
+        return &v->remote.tensors[i];
+    }
     const Gpt2Table *table = gpt2_cuda_slice_table(v->slice);
     PP_ASSERT(i >= 0 && i < gpt2_table_n_tensors(table));
     if (roles)
@@ -45,11 +53,23 @@ const Gpt2Tensor *exec_cuda_tensor(ExecBackend *backend, int32_t vstage, int i, 
     return gpt2_table_tensor(table, i);
 }
 
+/* EXEC_ERROR_NOT_LOCAL unless this process holds @vstage. */
+static ExecCudaVstage *exec_cuda_local_vstage(ExecCudaBackend *cuda, int32_t vstage,
+                                              GError **error) {
+    ExecCudaVstage *v = exec_cuda_vstage(cuda, vstage);
+    if (v->slice)
+        return v;
+    exec_backend_set_not_local(error, cuda->comm, vstage, v->stage);
+    return NULL;
+}
+
 /* The device data of @role of tensor @name of @vstage, checked against @n floats; its
  * stage's device is made current. */
 static float *exec_cuda_tensor_data(ExecCudaBackend *cuda, int32_t vstage, const char *name,
                                     ExecTensorRole role, size_t n, GError **error) {
-    ExecCudaVstage  *v = exec_cuda_vstage(cuda, vstage);
+    ExecCudaVstage *v = exec_cuda_local_vstage(cuda, vstage, error);
+    if (v == NULL)
+        return NULL;
     const Gpt2Table *table = gpt2_cuda_slice_table(v->slice);
     PP_ASSERT(role >= 0 && role < EXEC_TENSOR_N_ROLES);
     exec_cuda_stage_enter(cuda, vstage);
@@ -99,31 +119,61 @@ gboolean exec_cuda_tensor_set(ExecBackend *backend, int32_t vstage, const char *
 
 gboolean exec_cuda_get_optim_steps(ExecBackend *backend, int32_t vstage, int64_t *n_steps,
                                    GError **error) {
-    (void)error;
     ExecCudaBackend *cuda = exec_cuda(backend);
-    ExecCudaStage   *st = exec_cuda_stage_enter(cuda, vstage);
+    if (!exec_cuda_local_vstage(cuda, vstage, error))
+        return FALSE;
+    ExecCudaStage *st = exec_cuda_stage_enter(cuda, vstage);
     *n_steps = kern_cuda_optim_n_steps(exec_cuda_vstage(cuda, vstage)->optim, st->ctx);
     return TRUE;
 }
 
 gboolean exec_cuda_set_optim_steps(ExecBackend *backend, int32_t vstage, int64_t n_steps,
                                    GError **error) {
-    (void)error;
     PP_ASSERT(n_steps >= 0);
     ExecCudaBackend *cuda = exec_cuda(backend);
-    ExecCudaStage   *st = exec_cuda_stage_enter(cuda, vstage);
+    if (!exec_cuda_local_vstage(cuda, vstage, error))
+        return FALSE;
+    ExecCudaStage *st = exec_cuda_stage_enter(cuda, vstage);
     kern_cuda_optim_set_n_steps(exec_cuda_vstage(cuda, vstage)->optim, n_steps, st->ctx);
     return TRUE;
+}
+
+/* Evaluation across processes: the activation into local @vs from the previous virtual
+ * stage's rank (@in) and out to the next one's (@out), through @host (msg_bytes). */
+static gboolean exec_cuda_eval_recv(ExecCudaBackend *cuda, ExecCudaStage *st, int32_t vs,
+                                    void *host, GError **error) {
+    g_autofree char *what =
+        g_strdup_printf("the activation of virtual stage %d for validation", vs);
+    if (!exec_comm_recv(cuda->comm, cuda->vstage_stage[vs - 1], vs, host, cuda->plan->msg_bytes,
+                        what, error))
+        return FALSE;
+    exec_cuda_copy(st, st->eval_in, host, cuda->plan->msg_bytes, cudaMemcpyHostToDevice);
+    return TRUE;
+}
+
+static gboolean exec_cuda_eval_send(ExecCudaBackend *cuda, ExecCudaStage *st, int32_t vs,
+                                    void *host, GError **error) {
+    g_autofree char *what =
+        g_strdup_printf("the activation of virtual stage %d for validation", vs + 1);
+    exec_cuda_copy(st, host, st->eval_out, cuda->plan->msg_bytes, cudaMemcpyDeviceToHost);
+    return exec_comm_send(cuda->comm, cuda->vstage_stage[vs + 1], vs + 1, host,
+                          cuda->plan->msg_bytes, what, error);
 }
 
 gboolean exec_cuda_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
                             float *loss, GError **error) {
     ExecCudaBackend *cuda = exec_cuda(backend);
-    (void)error;
+    /* (msg_bytes) the activation between ranks; with a group only */
+    g_autofree void *host = cuda->comm ? g_malloc(cuda->plan->msg_bytes) : NULL;
     for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
         ExecCudaVstage *v = &cuda->vstages[vs];
-        ExecCudaStage  *st = exec_cuda_stage_enter(cuda, vs);
         gboolean        first = vs == 0, last = vs == cuda->n_vstages - 1;
+        if (!v->slice)
+            continue; /* another rank's */
+        ExecCudaStage *st = exec_cuda_stage_enter(cuda, vs);
+        if (!first && !cuda->local[cuda->vstage_stage[vs - 1]] &&
+            !exec_cuda_eval_recv(cuda, st, vs, host, error))
+            return FALSE;
         /* Slot 0 is free: the pipeline is drained between replays. */
         gpt2_cuda_slice_forward(
             v->slice, gpt2_cuda_slice_compute_params(v->slice), 0, first ? tokens : NULL,
@@ -134,11 +184,18 @@ gboolean exec_cuda_evaluate(ExecBackend *backend, const int32_t *tokens, const i
                            cudaMemcpyDeviceToHost);
             break;
         }
+        if (!cuda->local[cuda->vstage_stage[vs + 1]]) {
+            if (!exec_cuda_eval_send(cuda, st, vs, host, error))
+                return FALSE;
+            continue;
+        }
         /* The next virtual stage's input, on its device; waited for before it starts. */
         ExecCudaStage *next = &cuda->stages[cuda->vstage_stage[vs + 1]];
         KERN_CUDA_CHECK(cudaMemcpyPeerAsync(next->eval_in, next->device, st->eval_out, st->device,
                                             cuda->plan->msg_bytes, st->stream));
         KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
     }
-    return TRUE;
+    /* The loss, from the rank of the last virtual stage to every rank. */
+    return exec_comm_bcast(cuda->comm, cuda->vstage_stage[cuda->n_vstages - 1], loss, sizeof *loss,
+                           "the validation loss", error);
 }

@@ -121,9 +121,10 @@ static void exec_cuda_local_file(ExecCudaInbox *box, ExecCudaMsg *m) {
     g_hash_table_insert(box->pending, &m->key, m);
 }
 
-static gboolean exec_cuda_local_recv(ExecCudaTransport *t, ExecCudaMsgKind kind, int32_t mb,
-                                     int32_t vstage, cudaStream_t stream, ExecCudaMsg **msg,
-                                     const void **data) {
+static gboolean exec_cuda_local_recv(ExecCudaTransport *t, ExecCudaMsgKind kind, const char *op,
+                                     int32_t mb, int32_t vstage, cudaStream_t stream,
+                                     ExecCudaMsg **msg, const void **data) {
+    (void)op; /* one process: no deadline, so no error to name it in */
     ExecCudaLocal *l = exec_cuda_local(t);
     ExecCudaInbox *box = &l->inboxes[l->vstage_stage[vstage]];
     gint64         key = exec_cuda_msg_key(kind, mb, vstage);

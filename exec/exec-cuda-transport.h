@@ -3,9 +3,10 @@
  * gradients: a producer takes a device buffer for a message to virtual stage X, writes it on
  * its stream and sends it; the consumer waits for it (host: until it is handed over; device:
  * its stream waits on the producer's event) and releases the buffer after reading. No call
- * waits for a device. One implementation here (one process: buffer handover on one device,
- * a peer copy on the producer's copy stream between devices); a transport between processes
- * (NCCL) implements the same vtable. Internal to libppexec (CUDA builds only).
+ * waits for a device. Two implementations: one process (exec-cuda-transport.c: buffer
+ * handover on one device, a peer copy on the producer's copy stream between devices), and
+ * between processes staged through host memory and the process group
+ * (exec-cuda-transport-host.c). Internal to libppexec (CUDA builds only).
  */
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "exec-comm.h"
 #include "exec-cuda-plan.h"
 
 G_BEGIN_DECLS
@@ -38,11 +40,12 @@ struct _ExecCudaTransportOps {
     /* Producer's worker: the work enqueued on @stream so far completes the message; hands it
      * to the consumer's worker (after a copy to the consumer's device when needed). */
     void (*send)(ExecCudaTransport *t, ExecCudaMsg *msg, cudaStream_t stream);
-    /* Consumer's worker (its device current): blocks the host until (kind, mb) for @vstage is
-     * handed over, then orders @stream after it; *@data: the device buffer holding it, valid
-     * until release(). Returns FALSE (and nothing) once the transport is aborted. */
-    gboolean (*recv)(ExecCudaTransport *t, ExecCudaMsgKind kind, int32_t mb, int32_t vstage,
-                     cudaStream_t stream, ExecCudaMsg **msg, const void **data);
+    /* Consumer's worker (its device current), for op @op ("F", "B", "BW": errors name it):
+     * blocks the host until (kind, mb) for @vstage is handed over, then orders @stream after
+     * it; *@data: the device buffer holding it, valid until release(). Returns FALSE (and
+     * nothing) once the transport is aborted. */
+    gboolean (*recv)(ExecCudaTransport *t, ExecCudaMsgKind kind, const char *op, int32_t mb,
+                     int32_t vstage, cudaStream_t stream, ExecCudaMsg **msg, const void **data);
     /* Consumer's worker: the work enqueued on @stream so far is the last to read @msg. */
     void (*release)(ExecCudaTransport *t, ExecCudaMsg *msg, cudaStream_t stream);
     /* Consumer's worker, dynamic mode: files the messages that reached @stage (with @block,
@@ -71,5 +74,16 @@ struct _ExecCudaTransport {
  * left allocated). */
 ExecCudaTransport *exec_cuda_transport_local_new(const ExecCudaPlan *plan,
                                                  const int32_t      *vstage_stage);
+
+/* The transport of one process per stage (@comm: the group, size plan->n_stages; @local:
+ * (plan->n_stages) the stages this process runs, borrowed for the call), staged through host
+ * memory: per local stage a device buffer and a pinned host buffer each way, copies and
+ * hand-offs on the stage's compute stream (the @stream the calls receive). Installs itself as
+ * @comm's EXEC_COMM_DATA receiver (until free()). Works for any placement, also several
+ * ranks on one device. Returns: (transfer full), or NULL when device or pinned host memory
+ * runs out (nothing left allocated). */
+ExecCudaTransport *exec_cuda_transport_host_new(const ExecCudaPlan *plan,
+                                                const int32_t *vstage_stage, ExecComm *comm,
+                                                const gboolean *local);
 
 G_END_DECLS

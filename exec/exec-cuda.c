@@ -22,7 +22,7 @@ static int64_t exec_cuda_host_ns(void) {
 }
 
 ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage) {
-    PP_ASSERT(vstage >= 0 && vstage < cuda->n_vstages);
+    PP_ASSERT(vstage >= 0 && vstage < cuda->n_vstages && cuda->local[cuda->vstage_stage[vstage]]);
     ExecCudaStage *st = &cuda->stages[cuda->vstage_stage[vstage]];
     KERN_CUDA_CHECK(cudaSetDevice(st->device));
     return st;
@@ -105,12 +105,15 @@ static gboolean exec_cuda_prepare(ExecBackend *backend, const PpSchedule *sched,
     g_autofree int32_t *slots = g_new(int32_t, cuda->n_vstages);
     for (int32_t vs = 0; vs < cuda->n_vstages; vs++)
         slots[vs] = cuda->vstages[vs].slots.n;
-    if (sched && !exec_backend_check_schedule(sched, cuda->n_stages, cuda->n_chunks,
-                                              cuda->vstage_stage, slots, error))
+    if (sched && (!exec_backend_check_schedule(sched, cuda->n_stages, cuda->n_chunks,
+                                               cuda->vstage_stage, slots, error) ||
+                  !exec_backend_check_tags(cuda->comm, cuda->n_vstages, sched, error)))
         return FALSE;
     cuda->transport->ops->reset(cuda->transport);
     for (int32_t s = 0; s < cuda->n_stages; s++) {
         ExecCudaStage *st = &cuda->stages[s];
+        if (!cuda->local[s])
+            continue;
         /* An aborted replay stopped its workers after their final flush; what they had taken
          * is dropped with the transport's messages. */
         st->input = NULL;
@@ -132,9 +135,9 @@ static gboolean exec_cuda_prepare(ExecBackend *backend, const PpSchedule *sched,
 }
 
 static gboolean exec_cuda_is_local(ExecBackend *backend, int32_t stage) {
-    (void)backend;
-    (void)stage;
-    return TRUE; /* one process holds every stage */
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    PP_ASSERT(stage >= 0 && stage < cuda->n_stages);
+    return cuda->local[stage];
 }
 
 typedef struct {
@@ -142,6 +145,7 @@ typedef struct {
     gpointer         user_data;
     int32_t          stage;
     ExecCudaBackend *cuda;
+    gint            *running; /* workers still running (atomic) */
 } ExecCudaThread;
 
 static gpointer exec_cuda_thread_main(gpointer p) {
@@ -150,22 +154,38 @@ static gpointer exec_cuda_thread_main(gpointer p) {
      * on its device. */
     KERN_CUDA_CHECK(cudaSetDevice(t->cuda->stages[t->stage].device));
     t->worker(t->user_data, t->stage);
+    g_atomic_int_dec_and_test(t->running);
+    if (t->cuda->comm)
+        exec_comm_wake(t->cuda->comm);
     return NULL;
 }
 
 static void exec_cuda_launch(ExecBackend *backend, ExecWorkerFn worker, gpointer user_data) {
     ExecCudaBackend           *cuda = exec_cuda(backend);
     g_autofree ExecCudaThread *threads = g_new(ExecCudaThread, cuda->n_stages);
-    g_autofree GThread       **handles = g_new(GThread *, cuda->n_stages);
+    g_autofree GThread       **handles = g_new0(GThread *, cuda->n_stages);
+    gint                       running = 0;
+    for (int32_t s = 0; s < cuda->n_stages; s++)
+        running += cuda->local[s];
     for (int32_t s = 0; s < cuda->n_stages; s++) {
-        threads[s] =
-            (ExecCudaThread){.worker = worker, .user_data = user_data, .stage = s, .cuda = cuda};
+        if (!cuda->local[s])
+            continue;
+        threads[s] = (ExecCudaThread){.worker = worker,
+                                      .user_data = user_data,
+                                      .stage = s,
+                                      .cuda = cuda,
+                                      .running = &running};
         char name[32];
         g_snprintf(name, sizeof name, "pp-cuda-%d", s);
         handles[s] = g_thread_new(name, exec_cuda_thread_main, &threads[s]);
     }
-    for (int32_t s = 0; s < cuda->n_stages; s++)
-        g_thread_join(handles[s]);
+    /* The host thread moves messages between processes while the workers enqueue. */
+    if (cuda->comm)
+        exec_comm_serve(cuda->comm, &running);
+    for (int32_t s = 0; s < cuda->n_stages; s++) {
+        if (handles[s])
+            g_thread_join(handles[s]);
+    }
 }
 
 /* --- vtable: messages --- */
@@ -192,8 +212,9 @@ static gboolean exec_cuda_wait_for(ExecBackend *backend, const ExecOpArgs *args)
     if (!exec_cuda_input_kind(cuda, args, &kind))
         return !g_atomic_int_get(&cuda->aborted);
     PP_ASSERT(st->input == NULL);
-    return cuda->transport->ops->recv(cuda->transport, kind, args->op->mb, args->vstage, st->stream,
-                                      &st->input, &st->input_data);
+    return cuda->transport->ops->recv(cuda->transport, kind, pp_op_kind_name(args->op->kind),
+                                      args->op->mb, args->vstage, st->stream, &st->input,
+                                      &st->input_data);
 }
 
 static gboolean exec_cuda_poll(ExecBackend *backend, int32_t stage, gboolean block) {
@@ -218,10 +239,20 @@ static void exec_cuda_record_done(ExecBackend *backend, const ExecOpArgs *args) 
     st->output = NULL;
 }
 
-static void exec_cuda_abort(ExecBackend *backend) {
-    ExecCudaBackend *cuda = exec_cuda(backend);
+/* Wakes every local worker: their waits return FALSE (also the group's stop handler). */
+static void exec_cuda_stop(gpointer user_data) {
+    ExecCudaBackend *cuda = user_data;
     g_atomic_int_set(&cuda->aborted, 1);
     cuda->transport->ops->abort(cuda->transport);
+}
+
+static void exec_cuda_abort(ExecBackend *backend) {
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    /* With a group, every rank stops (the stop handler wakes this rank's workers). */
+    if (cuda->comm)
+        exec_comm_stop(cuda->comm);
+    else
+        exec_cuda_stop(cuda);
 }
 
 /* --- vtable: ops --- */
@@ -433,15 +464,20 @@ static void exec_cuda_free_stage(ExecCudaStage *st) {
 
 static void exec_cuda_free(ExecBackend *backend) {
     ExecCudaBackend *cuda = exec_cuda(backend);
+    if (cuda->comm)
+        exec_comm_set_stop_handler(cuda->comm, NULL, NULL);
     if (cuda->transport)
         cuda->transport->ops->free(cuda->transport);
     for (int32_t vs = 0; cuda->vstages && vs < cuda->n_vstages; vs++) {
         ExecCudaVstage *v = &cuda->vstages[vs];
+        exec_remote_table_clear(&v->remote);
+        exec_slots_clear(&v->slots);
+        if (!cuda->local[cuda->vstage_stage[vs]])
+            continue;
         KERN_CUDA_CHECK(cudaSetDevice(cuda->plan->device[cuda->vstage_stage[vs]]));
         gpt2_cuda_slice_free(v->slice);
         kern_cuda_optim_free(v->optim);
         KERN_CUDA_CHECK(cudaFree(v->stash_arena));
-        exec_slots_clear(&v->slots);
         g_free(v->stash_version);
         g_free(v->stash_refs);
     }
@@ -459,6 +495,7 @@ static void exec_cuda_free(ExecBackend *backend) {
     g_free(cuda->vstages);
     g_free(cuda->stages);
     g_free(cuda->vstage_stage);
+    g_free(cuda->local);
     exec_cuda_plan_free(cuda->plan);
     g_free(cuda);
 }
@@ -500,14 +537,17 @@ static gboolean exec_cuda_malloc(void **ptr, size_t bytes) {
     return TRUE;
 }
 
-/* Refuses a plan whose stages do not fit the free memory of their devices, naming the
- * device, the bytes the plan needs and the bytes free. */
-static gboolean exec_cuda_check_fit(const ExecCudaPlan *plan, GError **error) {
+/* Refuses a plan whose @local (n_stages) stages do not fit the free memory of their devices,
+ * naming the device, the bytes the plan needs and the bytes free. */
+static gboolean exec_cuda_check_fit(const ExecCudaPlan *plan, const gboolean *local,
+                                    GError **error) {
     for (int32_t s = 0; s < plan->n_stages; s++) {
         int32_t d = plan->device[s];
         int64_t need = 0, n = 0;
+        if (!local[s])
+            continue;
         for (int32_t u = 0; u < plan->n_stages; u++) {
-            if (plan->device[u] != d)
+            if (plan->device[u] != d || !local[u])
                 continue;
             if (u < s)
                 break; /* device d was checked with its first stage */
@@ -593,12 +633,14 @@ static gboolean exec_cuda_stage_new(ExecCudaBackend *cuda, int32_t s) {
 static void exec_cuda_anchor(ExecCudaBackend *cuda) {
     for (int32_t s = 0; s < cuda->n_stages; s++) {
         ExecCudaStage *st = &cuda->stages[s];
+        if (!cuda->local[s])
+            continue;
         KERN_CUDA_CHECK(cudaSetDevice(st->device));
         KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
         KERN_CUDA_CHECK(cudaEventRecord(st->anchor, st->stream));
         KERN_CUDA_CHECK(cudaEventSynchronize(st->anchor));
         int32_t ref = 0;
-        while (cuda->stages[ref].device != st->device)
+        while (!cuda->local[ref] || cuda->stages[ref].device != st->device)
             ref++;
         if (ref == s) {
             st->anchor_ns = exec_cuda_host_ns() - cuda->t0_ns;
@@ -610,8 +652,56 @@ static void exec_cuda_anchor(ExecCudaBackend *cuda) {
     }
 }
 
-ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error) {
-    int64_t     t0 = exec_cuda_host_ns();
+/* A multi-process run's device of every stage (n_stages): this rank's from run.devices or,
+ * without the key, its rank on the node modulo the devices it sees (a GPU per rank where
+ * there are enough, else ranks share), checked here and gathered from every rank. Collective:
+ * a rank that cannot place its stage still takes part, so that no rank waits for it. Returns:
+ * (transfer full), or NULL with this rank's error or one naming the rank that failed. */
+static int32_t *exec_cuda_rank_devices(const ExecBackendSetup *setup, int n_visible,
+                                       const char *why, GError **error) {
+    int32_t rank = exec_comm_rank(setup->comm), mine = -1;
+    int64_t node_rank = exec_comm_launched_local_rank();
+    g_autoptr(GError) local = NULL;
+    if (n_visible < 1) {
+        exec_cuda_plan_devices(NULL, 1, n_visible, why, &mine, &local);
+        mine = -1;
+    } else if (setup->devices && (setup->devices[rank] < 0 || setup->devices[rank] >= n_visible)) {
+        g_set_error(&local, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "run.devices: stage %d (rank %d) is placed on device %d but its process "
+                    "sees %d CUDA device%s (valid ids: 0..%d)",
+                    rank, rank, setup->devices[rank], n_visible, n_visible == 1 ? "" : "s",
+                    n_visible - 1);
+    } else {
+        mine = setup->devices ? setup->devices[rank]
+                              : (int32_t)((node_rank >= 0 ? node_rank : rank) % n_visible);
+    }
+    g_autoptr(GBytes) bytes = g_bytes_new(&mine, sizeof mine);
+    g_autoptr(GPtrArray) all =
+        exec_comm_allgather(setup->comm, bytes, "the device of every stage", error);
+    if (!all)
+        return NULL;
+    if (local) {
+        g_propagate_error(error, g_steal_pointer(&local));
+        return NULL;
+    }
+    g_autofree int32_t *devices = g_new(int32_t, setup->n_stages);
+    for (int32_t r = 0; r < setup->n_stages; r++) {
+        PP_ASSERT(g_bytes_get_size(g_ptr_array_index(all, r)) == sizeof(int32_t));
+        memcpy(&devices[r], g_bytes_get_data(g_ptr_array_index(all, r), NULL), sizeof(int32_t));
+        if (devices[r] < 0) {
+            g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                        "rank %d could not place stage %d on a CUDA device (its own message says "
+                        "why)",
+                        r, r);
+            return NULL;
+        }
+    }
+    return g_steal_pointer(&devices);
+}
+
+/* The plan of @setup for this process: every stage in it, or (with a group) stage r on rank r,
+ * each on the device its rank chose. */
+static ExecCudaPlan *exec_cuda_plan_for(const ExecBackendSetup *setup, GError **error) {
     int         n_visible = 0;
     const char *why = NULL;
     cudaError_t err = cudaGetDeviceCount(&n_visible);
@@ -620,11 +710,37 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
         cudaGetLastError(); /* the "no driver / no device" error is sticky until read */
         n_visible = 0;
     }
+    if (setup->comm == NULL)
+        return exec_cuda_plan_new(setup, n_visible, why, error);
+    g_autofree int32_t *devices = exec_cuda_rank_devices(setup, n_visible, why, error);
+    if (!devices)
+        return NULL;
+    /* Each id was checked on its own rank; another node may see more devices than this one. */
+    int32_t most = 0;
+    for (int32_t s = 0; s < setup->n_stages; s++)
+        most = MAX(most, devices[s]);
+    ExecBackendSetup placed = *setup;
+    placed.devices = devices;
+    return exec_cuda_plan_new(&placed, most + 1, NULL, error);
+}
+
+ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error) {
+    int64_t t0 = exec_cuda_host_ns();
+    if (setup->comm && exec_comm_size(setup->comm) != setup->n_stages) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "the CUDA backend runs one pipeline stage per process: %d stages need %d "
+                    "processes, the job has %d",
+                    setup->n_stages, setup->n_stages, exec_comm_size(setup->comm));
+        return NULL;
+    }
     PP_ASSERT(setup->partition->n_vstages == setup->n_stages * setup->n_chunks);
-    ExecCudaPlan *plan = exec_cuda_plan_new(setup, n_visible, why, error);
+    ExecCudaPlan *plan = exec_cuda_plan_for(setup, error);
     if (!plan)
         return NULL;
-    if (!exec_cuda_check_fit(plan, error)) {
+    g_autofree gboolean *local = g_new(gboolean, setup->n_stages);
+    for (int32_t s = 0; s < setup->n_stages; s++)
+        local[s] = setup->comm == NULL || s == exec_comm_rank(setup->comm);
+    if (!exec_cuda_check_fit(plan, local, error)) {
         exec_cuda_plan_free(plan);
         return NULL;
     }
@@ -642,33 +758,53 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
     cuda->data_user = setup->data_user;
     cuda->on_grads = setup->on_grads;
     cuda->on_grads_user = setup->on_grads_user;
+    cuda->comm = setup->comm;
+    cuda->local = g_steal_pointer(&local);
     cuda->stages = g_new0(ExecCudaStage, cuda->n_stages);
     cuda->vstages = g_new0(ExecCudaVstage, cuda->n_vstages);
     gboolean ok = TRUE;
     for (int32_t s = 0; ok && s < cuda->n_stages; s++)
-        ok = exec_cuda_stage_new(cuda, s);
+        ok = !cuda->local[s] || exec_cuda_stage_new(cuda, s);
     for (int32_t vs = 0; ok && vs < cuda->n_vstages; vs++) {
+        ExecCudaVstage *v = &cuda->vstages[vs];
+        v->stage = cuda->vstage_stage[vs];
+        if (!cuda->local[v->stage]) {
+            /* prepare() checks every virtual stage's slots against the schedule. */
+            exec_slots_init(&v->slots, setup->act_slots[vs]);
+            exec_remote_table_build(&v->remote, &plan->slice[vs].slice, &setup->optim);
+            continue;
+        }
         exec_cuda_stage_enter(cuda, vs);
         ok = exec_cuda_vstage_new(cuda, setup, vs);
     }
     if (ok) {
-        cuda->transport = exec_cuda_transport_local_new(plan, cuda->vstage_stage);
+        cuda->transport = cuda->comm ? exec_cuda_transport_host_new(plan, cuda->vstage_stage,
+                                                                    cuda->comm, cuda->local)
+                                     : exec_cuda_transport_local_new(plan, cuda->vstage_stage);
         ok = cuda->transport != NULL;
     }
+    GError *short_of_memory = NULL;
     if (!ok) {
         int64_t planned = 0;
         for (int32_t s = 0; s < plan->n_stages; s++)
-            planned += plan->memory[s].total_bytes;
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+            planned += cuda->local[s] ? plan->memory[s].total_bytes : 0;
+        g_set_error(&short_of_memory, EXEC_ERROR, EXEC_ERROR_BACKEND,
                     "run.backend = cuda: device memory ran out while allocating the pipeline's "
-                    "arenas (%.3f GiB planned over all stages); lower pipeline.microbatch_size "
-                    "or spread the stages over more devices (run.devices)",
+                    "arenas (%.3f GiB planned over this process's stages); lower "
+                    "pipeline.microbatch_size or spread the stages over more devices "
+                    "(run.devices)",
                     (double)planned / (1 << 30));
+    }
+    /* With a group every rank learns of a failure, so none waits for the collectives below. */
+    if (!exec_comm_agree(cuda->comm, "allocating the pipeline on the devices", &short_of_memory)) {
+        g_propagate_error(error, short_of_memory);
         exec_cuda_free(&cuda->base);
         return NULL;
     }
     if (cuda->on_grads) {
         for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
+            if (!cuda->vstages[vs].slice)
+                continue;
             const Gpt2Table *table = gpt2_cuda_slice_table(cuda->vstages[vs].slice);
             ExecCudaStage   *st = &cuda->stages[cuda->vstage_stage[vs]];
             for (int i = 0; i < gpt2_table_n_tensors(table); i++)
@@ -676,6 +812,19 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
         }
         for (int32_t s = 0; s < cuda->n_stages; s++)
             cuda->stages[s].tap = g_new(float, MAX(cuda->stages[s].tap_floats, 1));
+    }
+    if (cuda->comm) {
+        exec_comm_set_stop_handler(cuda->comm, exec_cuda_stop, cuda);
+        /* One timeline for every rank's op times: rank 0's origin, read on each rank's clock
+         * through the offset between the clocks (before the anchors, which read t0_ns). */
+        int64_t offset = 0;
+        if (!exec_comm_clock_offset(cuda->comm, &offset, NULL, error) ||
+            !exec_comm_bcast(cuda->comm, 0, &cuda->t0_ns, sizeof cuda->t0_ns,
+                             "rank 0's time origin", error)) {
+            exec_cuda_free(&cuda->base);
+            return NULL;
+        }
+        cuda->t0_ns -= offset;
     }
     exec_cuda_anchor(cuda);
     exec_cuda_prepare(&cuda->base, NULL, NULL);

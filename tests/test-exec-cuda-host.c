@@ -198,6 +198,26 @@ START_TEST(test_plan_bytes_fp32_one_device) {
 }
 END_TEST
 
+/* One process per stage (a group in the setup; the plan only asks whether there is one): the
+ * host-staged transport's two message buffers per stage, whatever the schedule's slots. */
+START_TEST(test_plan_bytes_processes) {
+    PlanFixture f;
+    plan_fixture_init(&f, "1f1b", 4, 4);
+    f.setup.comm = (ExecComm *)&f; /* never dereferenced by the plan */
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ExecCudaPlan) plan = exec_cuda_plan_new(&f.setup, 4, NULL, &error);
+    ck_assert_msg(plan != NULL, "%s", error ? error->message : "");
+    for (int32_t s = 0; s < 4; s++) {
+        const ExecMemoryBytes *mem = &plan->memory[s];
+        ck_assert_int_eq(mem->message_bytes, 2 * (int64_t)plan->msg_bytes);
+        ck_assert_int_eq(mem->total_bytes, mem->params_bytes + mem->grads_bytes + mem->optim_bytes +
+                                               mem->stash_bytes + mem->act_bytes +
+                                               mem->message_bytes + mem->workspace_bytes);
+    }
+    plan_fixture_clear(&f);
+}
+END_TEST
+
 START_TEST(test_plan_refusals) {
     PlanFixture f;
     plan_fixture_init(&f, "1f1b", 2, 2);
@@ -257,6 +277,7 @@ int main(void) {
     tcase_add_test(tc, test_devices_errors);
     tcase_add_test(tc, test_plan_bytes_bf16);
     tcase_add_test(tc, test_plan_bytes_fp32_one_device);
+    tcase_add_test(tc, test_plan_bytes_processes);
     tcase_add_test(tc, test_plan_refusals);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_train_without_device);

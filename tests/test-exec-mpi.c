@@ -6,6 +6,9 @@
  * a kill inside a checkpoint write; dynamic mode; and the failures: a world size that is not
  * the stage count, a NaN storm, a rank killed or stopped mid-run (every rank exits, naming the
  * dead peer; the test bounds its time).
+ * With PACER_TEST_BACKEND=cuda (the gpu suite's test-exec-mpi-cuda) every run, the one-process
+ * one included, is on the CUDA backend in fp32: ranks on one GPU share it over the host-staged
+ * transport; the program exits 77 (skip) when pacer-train sees no CUDA device.
  */
 #include <check.h>
 #include <stdio.h>
@@ -32,6 +35,9 @@ static const char *const base_sets[] = {
     "run.eval_batches=1",     "run.threads=1",
     "run.comm_timeout_s=120", "data.cache_dir=" PP_SOURCE_ROOT "/.cache",
 };
+
+/* The overrides of PACER_TEST_BACKEND (NULL-ended; empty: the CPU backend). */
+static const char *backend_sets[3];
 
 typedef struct {
     int   status; /* exit status (124: the harness's time limit) */
@@ -66,6 +72,8 @@ static void run_train(Run *r, int np, const char *dir, const char *const *sets,
     g_ptr_array_add(argv, g_strdup(PP_SOURCE_ROOT "/scenarios/train-tiny.ini"));
     for (size_t i = 0; i < G_N_ELEMENTS(base_sets); i++)
         g_strv_builder_add(all_sets, base_sets[i]);
+    for (const char *const *s = backend_sets; *s; s++)
+        g_strv_builder_add(all_sets, *s);
     for (const char *const *s = sets; s && *s; s++)
         g_strv_builder_add(all_sets, *s);
     g_auto(GStrv) each = g_strv_builder_end(all_sets);
@@ -448,7 +456,40 @@ START_TEST(test_mpi_dead_peer) {
 }
 END_TEST
 
+/* PACER_TEST_BACKEND=cuda: FALSE when pacer-train sees no CUDA device (the program skips). */
+static gboolean backend_usable(void) {
+    const char *backend = g_getenv("PACER_TEST_BACKEND");
+    if (backend == NULL || strcmp(backend, "cpu") == 0)
+        return TRUE;
+    static char set_backend[64];
+    g_snprintf(set_backend, sizeof set_backend, "run.backend=%s", backend);
+    backend_sets[0] = set_backend;
+    backend_sets[1] = "run.precision=fp32";
+    /* Outside a Check test: no ck_assert here. */
+    g_autofree char *dir = g_dir_make_tmp("mpi-probe-XXXXXX", NULL);
+    if (dir == NULL)
+        return FALSE;
+    const char      *argv[] = {TRAIN_BIN, PP_SOURCE_ROOT "/scenarios/train-tiny.ini",
+                               "--set",   set_backend,
+                               "--set",   "training.steps=2",
+                               "--set",   "optimizer.warmup_steps=1",
+                               "--set",   "data.cache_dir=" PP_SOURCE_ROOT "/.cache",
+                               "--quiet", "--out",
+                               dir,       NULL};
+    g_autofree char *err = NULL;
+    int              status = 0;
+    gboolean         ran =
+        g_spawn_sync(NULL, (char **)argv, NULL, 0, NULL, NULL, NULL, &err, &status, NULL);
+    test_util_tmp_dir_remove(dir);
+    return ran && (err == NULL || strstr(err, "no CUDA device is visible") == NULL);
+}
+
 int main(void) {
+    if (!backend_usable()) {
+        printf("SKIP: PACER_TEST_BACKEND=%s and pacer-train sees no CUDA device\n",
+               g_getenv("PACER_TEST_BACKEND"));
+        return 77;
+    }
     g_autofree char *mpirun = g_find_program_in_path("mpirun");
     if (!g_file_test(PP_SOURCE_ROOT "/.cache/gpt2", G_FILE_TEST_IS_DIR) || mpirun == NULL) {
         /* TAP: the whole program skips. */
