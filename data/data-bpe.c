@@ -12,8 +12,10 @@
 
 #include "pp-error.h"
 
-/* Words cached before the cache is emptied: bounds memory on unbounded inputs. */
-#define DATA_BPE_CACHE_MAX 500000
+/* Words, and bytes of words and their ids, cached before the cache is emptied: bounds memory
+ * on unbounded inputs (a text of few, very long words included). */
+#define DATA_BPE_CACHE_MAX       500000
+#define DATA_BPE_CACHE_MAX_BYTES (64u << 20)
 
 /* A pair of adjacent symbols that a merge could join, as it was when found. */
 typedef struct {
@@ -33,8 +35,9 @@ struct _DataBpe {
     int32_t     n_merges;
     int32_t     eot_id; /* id of "<|endoftext|>", -1 when the vocabulary lacks it */
     GRegex     *pattern;
-    GHashTable *cache;   /* word bytes (char *) -> int32_t[1 + n]: n, then the ids */
-    GString    *scratch; /* NUL-terminated copy of the current word, n bytes */
+    GHashTable *cache;       /* word bytes (char *) -> int32_t[1 + n]: n, then the ids */
+    size_t      cache_bytes; /* the words' and id lists' bytes in the cache */
+    GString    *scratch;     /* NUL-terminated copy of the current word, n bytes */
     /* The word being merged, a doubly linked list of symbols indexed by byte offset: */
     int32_t *sym;      /* (n) token id of the symbol starting at each byte, -1 inside one */
     int32_t *next;     /* (n) byte offset of the following symbol, n after the last */
@@ -432,8 +435,13 @@ static const int32_t *data_bpe_word(DataBpe *bpe) {
     int32_t n_syms = 0;
     for (int32_t i = 0; i < n; i = bpe->next[i])
         n_syms++;
-    if (g_hash_table_size(bpe->cache) >= DATA_BPE_CACHE_MAX)
+    size_t bytes = (size_t)n + 1 + ((size_t)n_syms + 1) * sizeof(int32_t);
+    if (g_hash_table_size(bpe->cache) >= DATA_BPE_CACHE_MAX ||
+        bpe->cache_bytes + bytes > DATA_BPE_CACHE_MAX_BYTES) {
         g_hash_table_remove_all(bpe->cache);
+        bpe->cache_bytes = 0;
+    }
+    bpe->cache_bytes += bytes;
     int32_t *entry = g_new(int32_t, (gsize)n_syms + 1);
     entry[0] = n_syms;
     int32_t k = 1;
