@@ -740,7 +740,11 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
     g_autofree gboolean *local = g_new(gboolean, setup->n_stages);
     for (int32_t s = 0; s < setup->n_stages; s++)
         local[s] = setup->comm == NULL || s == exec_comm_rank(setup->comm);
-    if (!exec_cuda_check_fit(plan, local, error)) {
+    /* With a group a rank whose device is short of memory tells the others (they agree). */
+    GError *no_fit = NULL;
+    exec_cuda_check_fit(plan, local, &no_fit);
+    if (!exec_comm_agree(setup->comm, "checking the devices' free memory", &no_fit)) {
+        g_propagate_error(error, no_fit);
         exec_cuda_plan_free(plan);
         return NULL;
     }
