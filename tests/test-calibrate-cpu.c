@@ -4,9 +4,10 @@
  * 2BW m = 8 (fused BW, the weight copy of stashing), calibrates on those two runs, then
  * predicts four held-out runs, 1F1B m = 4, ZB-2p, 2BW m = 4 and PACI a = 4: each steady-state step
  * time within 5% of the measured one, and the flush/PACI throughput ratio within 5% of the measured
- * ratio. Steady state: the median step interval over steps 5..15 of 20 (pacer-sim calibrate's
- * rule), the first step's ops left out of the fit. Needs 2 processors (exit 77, skipped, otherwise)
- * and an idle machine: other load lengthens ops at random.
+ * ratio. Steady state: the median step interval over steps 10..30 of 40 (pacer-sim calibrate's
+ * rule), the first step's ops left out of the fit. 40 steps, not 20: with 10 intervals one
+ * run in two missed by up to 7% on an idle 2-core VM (run-to-run noise, not the model). Needs 2
+ * processors (exit 77, skipped, otherwise) and an idle machine: other load lengthens ops at random.
  */
 #include <check.h>
 #include <json-glib/json-glib.h>
