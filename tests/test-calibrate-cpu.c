@@ -5,9 +5,11 @@
  * predicts four held-out runs, 1F1B m = 4, ZB-2p, 2BW m = 4 and PACI a = 4: each steady-state step
  * time within 5% of the measured one, and the flush/PACI throughput ratio within 5% of the measured
  * ratio. Steady state: the median step interval over steps 10..30 of 40 (pacer-sim calibrate's
- * rule), the first step's ops left out of the fit. 40 steps, not 20: with 10 intervals one
- * run in two missed by up to 7% on an idle 2-core VM (run-to-run noise, not the model). Needs 2
- * processors (exit 77, skipped, otherwise) and an idle machine: other load lengthens ops at random.
+ * rule), the first step's ops left out of the fit. Needs 2 processors (exit 77, skipped,
+ * otherwise) and an idle machine: other load lengthens ops at random. Known to fail on the
+ * development VM: there stage 0's ops run 6-18% longer in zb-2p and 2BW m = 4 than in the fit
+ * runs, which the cost model (one time per op kind and stage) cannot follow (docs/report.md,
+ * "Measured vs predicted on the CPU executor").
  */
 #include <check.h>
 #include <json-glib/json-glib.h>
