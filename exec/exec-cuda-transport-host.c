@@ -53,6 +53,7 @@ typedef struct {
     void        *dev_out, *dev_in;       /* device (msg_bytes): the message out, the one in */
     void        *pinned_out, *pinned_in; /* pinned host (msg_bytes) */
     ExecCudaMsg  out;                    /* the message between take() and send() */
+    ExecCudaMsg *in;                     /* the message between recv() and release(), or NULL */
 } ExecCudaHostStage;
 
 typedef struct ExecCudaHost {
@@ -206,6 +207,8 @@ static gboolean exec_cuda_host_recv(ExecCudaTransport *t, ExecCudaMsgKind kind, 
             KERN_CUDA_CHECK(cudaLaunchHostFunc(stream, exec_cuda_host_stage_in, c));
             KERN_CUDA_CHECK(cudaMemcpyAsync(st->dev_in, st->pinned_in, h->msg_bytes,
                                             cudaMemcpyHostToDevice, stream));
+            PP_ASSERT(st->in == NULL); /* one input per op, released after it */
+            st->in = m;
             *msg = m;
             *data = st->dev_in;
             return TRUE;
@@ -218,8 +221,10 @@ static gboolean exec_cuda_host_recv(ExecCudaTransport *t, ExecCudaMsgKind kind, 
 }
 
 static void exec_cuda_host_release(ExecCudaTransport *t, ExecCudaMsg *m, cudaStream_t stream) {
-    (void)t;
     (void)stream; /* the next copy into dev_in is ordered after this reader on the stream */
+    ExecCudaHostStage *st = exec_cuda_host_stage(exec_cuda_host(t), m->vstage);
+    PP_ASSERT(st->in == m);
+    st->in = NULL;
     exec_cuda_host_msg_free(m);
 }
 
@@ -257,7 +262,8 @@ static void exec_cuda_host_reset(ExecCudaTransport *t) {
         ExecCudaHostStage *st = &h->stages[s];
         if (!st->queue)
             continue;
-        /* An aborted replay may leave arrived messages behind. */
+        /* An aborted replay may leave arrived messages behind, and one its worker took. */
+        g_clear_pointer(&st->in, exec_cuda_host_msg_free);
         g_hash_table_remove_all(st->pending);
         for (ExecCudaMsg *m; (m = g_async_queue_try_pop(st->queue)) != NULL;) {
             if (m != &exec_cuda_host_abort_marker)
