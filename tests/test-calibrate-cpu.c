@@ -7,9 +7,9 @@
  * ratio. Steady state: the median step interval over steps 10..30 of 40 (pacer-sim calibrate's
  * rule), the first step's ops left out of the fit. Needs 2 processors (exit 77, skipped,
  * otherwise) and an idle machine: other load lengthens ops at random. Known to fail on the
- * development VM: there stage 0's ops run 6-18% longer in zb-2p and 2BW m = 4 than in the fit
- * runs, which the cost model (one time per op kind and stage) cannot follow (docs/report.md,
- * "Measured vs predicted on the CPU executor").
+ * development VM, where a whole run is sometimes about 10% slower than the others (every op of
+ * a stage, overlapped by the other stage or not) and its prediction misses by as much; each
+ * run once is too few there (docs/report.md, "Measured vs predicted on the CPU executor").
  */
 #include <check.h>
 #include <json-glib/json-glib.h>
