@@ -308,6 +308,10 @@ char *exec_backend_names(void);
 void exec_backend_free(ExecBackend *backend);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecBackend, exec_backend_free)
 
+/* The key of message (@kind, @mb, @vstage) in a backend's pending tables: @kind (a backend's
+ * own message kinds, 0..127) in the top byte, @mb (0 <= mb < 2^36) and @vstage (< 2^20) below. */
+gint64 exec_backend_msg_key(int kind, int32_t mb, int32_t vstage);
+
 /* prepare()'s check, for every backend: @sched has @n_stages x @n_chunks, places every
  * virtual stage on the stage @vstage_stage (n_vstages) says, and keeps no more micro-batches
  * in flight on a virtual stage than its @act_slots (n_vstages) (pp_schedule_vstage_peak_inflight).

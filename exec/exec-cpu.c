@@ -25,11 +25,6 @@ static int64_t exec_cpu_now_ns(const ExecCpuBackend *cpu) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - cpu->t0_ns;
 }
 
-static gint64 exec_cpu_msg_key(ExecMsgKind kind, int32_t mb, int32_t vstage) {
-    PP_ASSERT(mb >= 0 && vstage >= 0 && vstage < (1 << 20));
-    return ((gint64)kind << 56) | ((gint64)mb << 20) | (gint64)vstage;
-}
-
 static void exec_cpu_msg_free(gpointer p) {
     ExecMsg *msg = p;
     g_free(msg->data);
@@ -130,12 +125,12 @@ static void exec_cpu_launch(ExecBackend *backend, ExecWorkerFn worker, gpointer 
 static gboolean exec_cpu_input_key(const ExecCpuBackend *cpu, const ExecOpArgs *args, gint64 *key) {
     const PpOp *op = args->op;
     if (op->kind == PP_OP_FORWARD && args->vstage > 0) {
-        *key = exec_cpu_msg_key(EXEC_MSG_ACT, op->mb, args->vstage);
+        *key = exec_backend_msg_key(EXEC_MSG_ACT, op->mb, args->vstage);
         return TRUE;
     }
     if ((op->kind == PP_OP_BACKWARD || op->kind == PP_OP_BACKWARD_FULL) &&
         args->vstage < cpu->n_vstages - 1) {
-        *key = exec_cpu_msg_key(EXEC_MSG_GRAD, op->mb, args->vstage);
+        *key = exec_backend_msg_key(EXEC_MSG_GRAD, op->mb, args->vstage);
         return TRUE;
     }
     return FALSE;
@@ -143,7 +138,7 @@ static gboolean exec_cpu_input_key(const ExecCpuBackend *cpu, const ExecOpArgs *
 
 /* Files @msg in @st's pending table, or marks the stage aborted. */
 static void exec_cpu_file(ExecCpuStage *st, ExecMsg *msg) {
-    if (msg->key == exec_cpu_msg_key(EXEC_MSG_ABORT, 0, 0)) {
+    if (msg->key == exec_backend_msg_key(EXEC_MSG_ABORT, 0, 0)) {
         exec_cpu_msg_free(msg);
         st->aborted = TRUE;
         return;
@@ -380,7 +375,7 @@ static void exec_cpu_send(ExecCpuBackend *cpu, ExecMsgKind kind, int32_t mb, int
     int32_t stage = cpu->vstage_stage[vstage];
     if (exec_cpu_stage_local(cpu, stage)) {
         ExecMsg *msg = g_new(ExecMsg, 1);
-        msg->key = exec_cpu_msg_key(kind, mb, vstage);
+        msg->key = exec_backend_msg_key(kind, mb, vstage);
         msg->data = data;
         g_async_queue_push(cpu->stages[stage].inbox, msg);
         return;
@@ -409,7 +404,7 @@ static void exec_cpu_receive(gpointer user_data, int32_t src, int32_t tag, void 
     PP_ASSERT(bytes == exec_cpu_act_floats(cpu) * sizeof(float));
     PP_ASSERT(exec_cpu_stage_local(cpu, cpu->vstage_stage[vstage]));
     ExecMsg *msg = g_new(ExecMsg, 1);
-    msg->key = exec_cpu_msg_key(grad ? EXEC_MSG_GRAD : EXEC_MSG_ACT, mb, vstage);
+    msg->key = exec_backend_msg_key(grad ? EXEC_MSG_GRAD : EXEC_MSG_ACT, mb, vstage);
     msg->data = data;
     g_async_queue_push(cpu->stages[cpu->vstage_stage[vstage]].inbox, msg);
 }
@@ -433,7 +428,7 @@ static void exec_cpu_wake_all(gpointer user_data) {
         if (!exec_cpu_stage_local(cpu, s))
             continue;
         ExecMsg *msg = g_new0(ExecMsg, 1);
-        msg->key = exec_cpu_msg_key(EXEC_MSG_ABORT, 0, 0);
+        msg->key = exec_backend_msg_key(EXEC_MSG_ABORT, 0, 0);
         g_async_queue_push(cpu->stages[s].inbox, msg);
     }
 }

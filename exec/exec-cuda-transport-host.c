@@ -72,11 +72,6 @@ static ExecCudaHost *exec_cuda_host(ExecCudaTransport *t) {
     return (ExecCudaHost *)t;
 }
 
-static gint64 exec_cuda_host_key(ExecCudaMsgKind kind, int32_t mb, int32_t vstage) {
-    PP_ASSERT(mb >= 0 && vstage >= 0 && vstage < (1 << 20));
-    return ((gint64)kind << 56) | ((gint64)mb << 20) | (gint64)vstage;
-}
-
 static ExecCudaHostStage *exec_cuda_host_stage(ExecCudaHost *h, int32_t vstage) {
     PP_ASSERT(vstage >= 0 && vstage < h->n_vstages);
     ExecCudaHostStage *st = &h->stages[h->vstage_stage[vstage]];
@@ -100,7 +95,7 @@ static void *exec_cuda_host_take(ExecCudaTransport *t, ExecCudaMsgKind kind, int
     ExecCudaHostStage *st = exec_cuda_host_stage(h, producer);
     PP_ASSERT(h->vstage_stage[vstage] != st->stage); /* one stage per rank */
     st->out = (ExecCudaMsg){
-        .key = exec_cuda_host_key(kind, mb, vstage), .kind = kind, .mb = mb, .vstage = vstage};
+        .key = exec_backend_msg_key(kind, mb, vstage), .kind = kind, .mb = mb, .vstage = vstage};
     *msg = &st->out;
     return st->dev_out;
 }
@@ -148,7 +143,7 @@ static void exec_cuda_host_receive(gpointer user_data, int32_t src, int32_t tag,
     PP_ASSERT(bytes == h->msg_bytes);
     ExecCudaMsgKind kind = grad ? EXEC_CUDA_MSG_GRAD : EXEC_CUDA_MSG_ACT;
     ExecCudaMsg    *m = g_new(ExecCudaMsg, 1);
-    *m = (ExecCudaMsg){.key = exec_cuda_host_key(kind, mb, vstage),
+    *m = (ExecCudaMsg){.key = exec_backend_msg_key(kind, mb, vstage),
                        .kind = kind,
                        .mb = mb,
                        .vstage = vstage,
@@ -167,17 +162,15 @@ static void exec_cuda_host_file(ExecCudaHostStage *st, ExecCudaMsg *m) {
     g_hash_table_insert(st->pending, &m->key, m);
 }
 
-/* The next arrival at @st within the group's deadline, filed; FALSE (and @late recorded as
- * the replay's failure, transfer full) when none came in time. */
-static gboolean exec_cuda_host_pop(ExecCudaHost *h, ExecCudaHostStage *st, GError *late) {
+/* Files the next arrival at @st within the group's deadline; FALSE (and @st aborted) when
+ * none came in time: the caller records what was missing. */
+static gboolean exec_cuda_host_pop(ExecCudaHost *h, ExecCudaHostStage *st) {
     ExecCudaMsg *m = g_async_queue_timeout_pop(
         st->queue, (guint64)(exec_comm_timeout(h->comm) * G_USEC_PER_SEC));
     if (m == NULL) {
-        exec_comm_fail(h->comm, late);
         st->aborted = TRUE;
         return FALSE;
     }
-    g_error_free(late);
     exec_cuda_host_file(st, m);
     return TRUE;
 }
@@ -195,7 +188,7 @@ static gboolean exec_cuda_host_recv(ExecCudaTransport *t, ExecCudaMsgKind kind, 
                                     ExecCudaMsg **msg, const void **data) {
     ExecCudaHost      *h = exec_cuda_host(t);
     ExecCudaHostStage *st = exec_cuda_host_stage(h, vstage);
-    gint64             key = exec_cuda_host_key(kind, mb, vstage);
+    gint64             key = exec_backend_msg_key(kind, mb, vstage);
     int32_t producer = h->vstage_stage[kind == EXEC_CUDA_MSG_ACT ? vstage - 1 : vstage + 1];
     while (!st->aborted) {
         ExecCudaMsg *m = g_hash_table_lookup(st->pending, &key);
@@ -213,9 +206,9 @@ static gboolean exec_cuda_host_recv(ExecCudaTransport *t, ExecCudaMsgKind kind, 
             *data = st->dev_in;
             return TRUE;
         }
-        exec_cuda_host_pop(
-            h, st,
-            exec_backend_late_input(h->comm, kind == EXEC_CUDA_MSG_GRAD, op, mb, vstage, producer));
+        if (!exec_cuda_host_pop(h, st))
+            exec_comm_fail(h->comm, exec_backend_late_input(h->comm, kind == EXEC_CUDA_MSG_GRAD, op,
+                                                            mb, vstage, producer));
     }
     return FALSE;
 }
@@ -232,8 +225,8 @@ static gboolean exec_cuda_host_poll(ExecCudaTransport *t, int32_t stage, gboolea
     ExecCudaHost      *h = exec_cuda_host(t);
     ExecCudaHostStage *st = &h->stages[stage];
     PP_ASSERT(st->queue != NULL);
-    if (block && !st->aborted)
-        exec_cuda_host_pop(h, st, exec_backend_late_poll(h->comm, stage, h->n_stages));
+    if (block && !st->aborted && !exec_cuda_host_pop(h, st))
+        exec_comm_fail(h->comm, exec_backend_late_poll(h->comm, stage, h->n_stages));
     for (ExecCudaMsg *m; !st->aborted && (m = g_async_queue_try_pop(st->queue)) != NULL;)
         exec_cuda_host_file(st, m);
     return !st->aborted;
@@ -242,7 +235,7 @@ static gboolean exec_cuda_host_poll(ExecCudaTransport *t, int32_t stage, gboolea
 static gboolean exec_cuda_host_has(ExecCudaTransport *t, ExecCudaMsgKind kind, int32_t mb,
                                    int32_t vstage) {
     ExecCudaHost *h = exec_cuda_host(t);
-    gint64        key = exec_cuda_host_key(kind, mb, vstage);
+    gint64        key = exec_backend_msg_key(kind, mb, vstage);
     return g_hash_table_contains(exec_cuda_host_stage(h, vstage)->pending, &key);
 }
 

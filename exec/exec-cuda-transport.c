@@ -59,11 +59,6 @@ static ExecCudaLocal *exec_cuda_local(ExecCudaTransport *t) {
     return (ExecCudaLocal *)t;
 }
 
-static gint64 exec_cuda_msg_key(ExecCudaMsgKind kind, int32_t mb, int32_t vstage) {
-    PP_ASSERT(mb >= 0 && vstage >= 0 && vstage < (1 << 20));
-    return ((gint64)kind << 56) | ((gint64)mb << 20) | (gint64)vstage;
-}
-
 static ExecCudaPool *exec_cuda_pool(ExecCudaLocal *l, ExecCudaMsgKind kind, int32_t vstage) {
     PP_ASSERT(vstage >= 0 && vstage < l->n_vstages && kind < EXEC_CUDA_MSG_N_KINDS);
     return &l->pools[(size_t)vstage * EXEC_CUDA_MSG_N_KINDS + kind];
@@ -80,7 +75,7 @@ static void *exec_cuda_local_take(ExecCudaTransport *t, ExecCudaMsgKind kind, in
     PP_ASSERT(pool->n_free > 0);
     ExecCudaMsg *m = pool->free[--pool->n_free];
     g_mutex_unlock(&pool->lock);
-    m->key = exec_cuda_msg_key(kind, mb, vstage);
+    m->key = exec_backend_msg_key(kind, mb, vstage);
     *msg = m;
     if (m->staging) {
         /* The previous copy out of the staging slot must have read it. */
@@ -127,7 +122,7 @@ static gboolean exec_cuda_local_recv(ExecCudaTransport *t, ExecCudaMsgKind kind,
     (void)op; /* one process: no deadline, so no error to name it in */
     ExecCudaLocal *l = exec_cuda_local(t);
     ExecCudaInbox *box = &l->inboxes[l->vstage_stage[vstage]];
-    gint64         key = exec_cuda_msg_key(kind, mb, vstage);
+    gint64         key = exec_backend_msg_key(kind, mb, vstage);
     while (!box->aborted) {
         ExecCudaMsg *m = g_hash_table_lookup(box->pending, &key);
         if (m) {
@@ -164,7 +159,7 @@ static gboolean exec_cuda_local_poll(ExecCudaTransport *t, int32_t stage, gboole
 static gboolean exec_cuda_local_has(ExecCudaTransport *t, ExecCudaMsgKind kind, int32_t mb,
                                     int32_t vstage) {
     ExecCudaLocal *l = exec_cuda_local(t);
-    gint64         key = exec_cuda_msg_key(kind, mb, vstage);
+    gint64         key = exec_backend_msg_key(kind, mb, vstage);
     return g_hash_table_contains(l->inboxes[l->vstage_stage[vstage]].pending, &key);
 }
 
