@@ -12,7 +12,7 @@
  * ratio within 5% of the measured one. Steady state: the median step interval over steps 7..22 of
  * 30 (pacer-sim calibrate's rule), the first step's ops left out of the fit. Needs 2 processors
  * (exit 77, skipped, otherwise) and an idle machine: other load lengthens ops at random. Not
- * reliable on the development VM even so: in two of four sittings 2bw-m4 was predicted
+ * reliable on the development VM even so: in two of five sittings 2bw-m4 was predicted
  * 6.5-7.6% short while its own runs spread by 16% (README, "Tests and benchmarks").
  */
 #include <check.h>
