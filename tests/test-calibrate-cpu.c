@@ -5,8 +5,8 @@
  * configurations to predict: 1F1B m = 4, ZB-2p, 2BW m = 4 and PACI a = 4. Every configuration
  * runs ROUNDS times, interleaved (round 1 runs all six, then round 2, ...): on the development
  * VM a whole run is now and then 10-70% slower than the others (every op of a stage,
- * overlapped by the other stage or not), at times two of a configuration's three, and one
- * run per configuration then misses by as much. The fit pools the op times of every fit run
+ * overlapped by the other stage or not), at times several in a row, and one run per
+ * configuration then misses by as much. The fit pools the op times of every fit run
  * (per-stage medians), and each held-out configuration's measured step time is the median over its
  * rounds. Asserts each predicted step time within 5% of that median and the flush/PACI throughput
  * ratio within 5% of the measured one. Steady state: the median step interval over steps 7..22 of
