@@ -143,6 +143,7 @@ typedef struct {
     int32_t  checkpoint_every;   /* steps; 0 = only at the end when --out is given */
     int32_t  keep_checkpoints;   /* newest complete units kept; 0 = all */
     int32_t  threads;            /* kernel threads per worker (0 = automatic) */
+    gboolean speed_reference;    /* time a fixed kernel on every stage after each U */
     char    *backend;            /* executor backend name (pacer-train checks it) */
     int32_t *layers_per_stage;   /* (n_layers_per_stage) in virtual-stage order, or NULL:
                                     balanced by cost */

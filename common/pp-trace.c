@@ -25,6 +25,7 @@ static const char *const pp_resource_names[PP_RESOURCE_N_KINDS] = {
     [PP_RESOURCE_COMPUTE] = "compute",
     [PP_RESOURCE_SEND] = "send",
     [PP_RESOURCE_RECV] = "recv",
+    [PP_RESOURCE_REFERENCE] = "reference",
 };
 
 const char *pp_resource_name(PpResource resource) {
@@ -240,7 +241,7 @@ static gboolean pp_trace_on_row(char **fields, int32_t n_fields, int64_t line, v
     if (row.resource == PP_RESOURCE_N_KINDS) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,
                     "%s:%" G_GINT64_FORMAT ": column 10 (resource): '%s' is not one of "
-                    "compute, send, recv",
+                    "compute, send, recv, reference",
                     rd->path, line, fields[9]);
         return FALSE;
     }

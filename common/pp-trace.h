@@ -4,7 +4,9 @@
  *   stage,op,mb,chunk,step,start_ns,end_ns,version_f,version_b,resource
  * version_f / version_b: the weight version (number of updates the stage had applied) that
  * the micro-batch's F and its B/BW used on this stage; both -1 on U rows.
- * resource: "compute" for ops, "send"/"recv" for communication rows (optional rows).
+ * resource: "compute" for ops, "send"/"recv" for communication rows (optional rows), and
+ * "reference" for the executor's speed reference (run.speed_reference): a fixed kernel a stage's
+ * worker timed right after its U, in that U's op, mb, chunk and step columns.
  */
 #pragma once
 
@@ -19,6 +21,7 @@ typedef enum {
     PP_RESOURCE_COMPUTE,
     PP_RESOURCE_SEND,
     PP_RESOURCE_RECV,
+    PP_RESOURCE_REFERENCE,
     PP_RESOURCE_N_KINDS
 } PpResource;
 

@@ -236,6 +236,11 @@ struct _ExecBackendOps {
     /* Waits for the stage's work so far (the one device synchronisation of a step) and hands
      * over the reports of the ops run since the previous flush, in run order. */
     void (*flush)(ExecBackend *backend, int32_t stage, ExecStageReport *report);
+    /* (nullable) The speed reference (run.speed_reference): runs a fixed kernel on the
+     * stage's device, the same work in every run, schedule and model, waits for it and
+     * returns its span in *@start_ns, *@end_ns (the reports' clock). A run's reference times
+     * say how fast the stage's device was then, apart from what the schedule did. */
+    void (*reference)(ExecBackend *backend, int32_t stage, int64_t *start_ns, int64_t *end_ns);
 
     /* --- any thread --- */
 

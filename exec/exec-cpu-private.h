@@ -39,18 +39,26 @@ typedef struct {
     GPtrArray      *stashes; /* ExecStash*, at most the stage's weight versions */
 } ExecCpuVstage;
 
+/* The speed reference: C = A @ B of these sizes, 134 MFLOP (about 1.3 ms on one core of the
+ * development machine). A few MB, so that it sees the core and its caches rather than
+ * memory bandwidth shared with the other stages. */
+enum { EXEC_CPU_REF_M = 256, EXEC_CPU_REF_N = 512, EXEC_CPU_REF_K = 512 };
+
 typedef struct {
     GAsyncQueue *inbox;   /* ExecMsg* */
     GHashTable  *pending; /* &msg->key -> ExecMsg* */
     gboolean     aborted;
-    ExecMsg     *input;      /* taken by wait_for(), consumed by run_op() */
-    float       *output;     /* (B, T, C) produced by run_op(), sent by record_done() */
-    int32_t     *tokens;     /* (B, T) */
-    int32_t     *targets;    /* (B, T) */
-    GArray      *reports;    /* ExecOpReport of the ops run since the last flush */
-    GArray      *flushed;    /* ExecOpReport handed out by the last flush */
-    float       *tap;        /* (tap_floats) gradient tap copies; NULL without a tap */
-    size_t       tap_floats; /* largest tensor numel of the stage's virtual stages */
+    ExecMsg     *input;     /* taken by wait_for(), consumed by run_op() */
+    float       *output;    /* (B, T, C) produced by run_op(), sent by record_done() */
+    int32_t     *tokens;    /* (B, T) */
+    int32_t     *targets;   /* (B, T) */
+    GArray      *reports;   /* ExecOpReport of the ops run since the last flush */
+    GArray      *flushed;   /* ExecOpReport handed out by the last flush */
+    float       *reference; /* the speed reference's operands, allocated on first use:
+                               A (EXEC_CPU_REF_M, EXEC_CPU_REF_K), B (EXEC_CPU_REF_K,
+                               EXEC_CPU_REF_N), C (EXEC_CPU_REF_M, EXEC_CPU_REF_N) */
+    float *tap;             /* (tap_floats) gradient tap copies; NULL without a tap */
+    size_t tap_floats;      /* largest tensor numel of the stage's virtual stages */
 } ExecCpuStage;
 
 typedef struct {

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "exec-cpu-private.h"
+#include "kern-gemm.h"
 #include "pp-error.h"
 
 /* ns since the backend's creation. */
@@ -369,6 +370,25 @@ static void exec_cpu_flush(ExecBackend *backend, int32_t stage, ExecStageReport 
     report->n_ops = (int32_t)st->flushed->len;
 }
 
+static void exec_cpu_reference(ExecBackend *backend, int32_t stage, int64_t *start_ns,
+                               int64_t *end_ns) {
+    ExecCpuBackend *cpu = exec_cpu(backend);
+    ExecCpuStage   *st = &cpu->stages[stage];
+    const size_t    a = (size_t)EXEC_CPU_REF_M * EXEC_CPU_REF_K,
+                 b = (size_t)EXEC_CPU_REF_K * EXEC_CPU_REF_N;
+    if (st->reference == NULL) {
+        st->reference = g_new(float, a + b + (size_t)EXEC_CPU_REF_M * EXEC_CPU_REF_N);
+        /* Fixed operands in [-1, 1): no denormals, no special values. */
+        for (size_t i = 0; i < a + b; i++)
+            st->reference[i] = (float)(i % 97) / 48.5f - 1.0f;
+    }
+    *start_ns = exec_cpu_now_ns(cpu);
+    kern_gemm(KERN_GEMM_NO_TRANS, KERN_GEMM_NO_TRANS, EXEC_CPU_REF_M, EXEC_CPU_REF_N,
+              EXEC_CPU_REF_K, 1.0f, st->reference, EXEC_CPU_REF_K, st->reference + a,
+              EXEC_CPU_REF_N, 0.0f, st->reference + a + b, EXEC_CPU_REF_N);
+    *end_ns = exec_cpu_now_ns(cpu);
+}
+
 /* Hands @data (transfer full) to the worker of @vstage: its inbox, or its rank. */
 static void exec_cpu_send(ExecCpuBackend *cpu, ExecMsgKind kind, int32_t mb, int32_t vstage,
                           float *data) {
@@ -472,6 +492,7 @@ static void exec_cpu_free(ExecBackend *backend) {
         g_array_unref(st->reports);
         g_array_unref(st->flushed);
         g_free(st->tap);
+        g_free(st->reference);
     }
     g_free(cpu->vstages);
     g_free(cpu->stages);
@@ -492,6 +513,7 @@ static const ExecBackendOps exec_cpu_ops = {
     .run_op = exec_cpu_run_op,
     .record_done = exec_cpu_record_done,
     .flush = exec_cpu_flush,
+    .reference = exec_cpu_reference,
     .abort = exec_cpu_abort,
     .n_tensors = exec_cpu_n_tensors,
     .tensor = exec_cpu_tensor,

@@ -511,6 +511,7 @@ static const ExecBackendOps exec_cuda_ops = {
     .run_op = exec_cuda_run_op,
     .record_done = exec_cuda_record_done,
     .flush = exec_cuda_flush,
+    .reference = NULL, /* none yet: exec_pipeline_new() refuses run.speed_reference */
     .abort = exec_cuda_abort,
     .n_tensors = exec_cuda_n_tensors,
     .tensor = exec_cuda_tensor,

@@ -133,7 +133,22 @@ static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, const ExecOpArgs *
     res->lr[stage][args->version - pipeline->version_base[stage]] = args->lr;
     pipeline->version[stage]++;
     /* After each U, the one point where the backend synchronises: its reports so far. */
-    return exec_pipeline_consume(pipeline, stage);
+    if (!exec_pipeline_consume(pipeline, stage))
+        return FALSE;
+    if (pipeline->params.speed_reference) {
+        /* In the U's columns, so that calibrate finds the step (pp-trace.h). */
+        PpTraceRow row = {.stage = stage,
+                          .kind = op->kind,
+                          .mb = op->mb,
+                          .chunk = op->chunk,
+                          .step = op->step,
+                          .version_f = -1,
+                          .version_b = -1,
+                          .resource = PP_RESOURCE_REFERENCE};
+        ops->reference(pipeline->backend, stage, &row.start_ns, &row.end_ns);
+        g_array_append_val(pipeline->rows[stage], row);
+    }
+    return TRUE;
 }
 
 /* Walks the stage's program in order until its end or a stop. */

@@ -111,5 +111,6 @@ void exec_train_pipeline_params(const PpScenario *sc, const PpSchedule *shape,
         .devices = sc->run.devices,
         .precision = exec_train_precision(sc),
         .flash_attention = sc->model.flash_attention,
+        .speed_reference = sc->run.speed_reference,
     };
 }

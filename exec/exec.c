@@ -110,6 +110,13 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     g_autoptr(ExecBackend) made = backend->create(&setup, error);
     if (!made)
         return NULL;
+    if (params->speed_reference && made->ops->reference == NULL) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "run.speed_reference = true: the %s backend has no speed reference; set it "
+                    "to false or use run.backend = cpu",
+                    made->ops->name);
+        return NULL;
+    }
     ExecPipeline *pipeline = g_new0(ExecPipeline, 1);
     pipeline->params = *params;
     pipeline->params.backend = NULL;

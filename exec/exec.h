@@ -54,7 +54,11 @@ typedef struct {
     const int32_t *devices;         /* (nullable) (n_stages) run.devices, borrowed for the call */
     ExecPrecision  precision;       /* run.precision */
     gboolean       flash_attention; /* model.flash_attention */
-    ExecComm      *comm;            /* (nullable) the process group of a multi-process run,
+    gboolean       speed_reference; /* run.speed_reference: after each U the stage's worker
+                                       runs the backend's reference kernel, booked as a
+                                       PP_RESOURCE_REFERENCE trace row (a backend without one
+                                       is refused, EXEC_ERROR_BACKEND) */
+    ExecComm *comm;                 /* (nullable) the process group of a multi-process run,
                                        borrowed for the pipeline's life: every rank builds the
                                        pipeline and makes the same calls in the same order */
 } ExecPipelineParams;

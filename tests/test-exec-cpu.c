@@ -534,6 +534,49 @@ START_TEST(test_reports_once) {
 }
 END_TEST
 
+/* run.speed_reference: one reference row after every U, in the U's columns, on the same
+ * stage, after the U and before the stage's next op; compute rows as without it. */
+START_TEST(test_speed_reference) {
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("2bw", 2, 1, 2, 1, 3);
+    ExecPipelineParams p = test_exec_tiny_params(sched);
+    p.speed_reference = TRUE;
+    g_autoptr(ExecPipeline) pipeline = test_exec_pipeline_new(&p);
+    g_autoptr(ExecRunResult) res = test_exec_run(pipeline, sched);
+    const PpTrace *trace = exec_pipeline_trace(pipeline);
+    int32_t        n_compute = 0, n_updates = 0, n_reference = 0;
+    for (int64_t i = 0; i < trace->n_rows; i++) {
+        const PpTraceRow *row = &trace->rows[i];
+        if (row->resource == PP_RESOURCE_COMPUTE) {
+            n_compute++;
+            n_updates += row->kind == PP_OP_UPDATE;
+            continue;
+        }
+        ck_assert_int_eq(row->resource, PP_RESOURCE_REFERENCE);
+        ck_assert_int_eq(row->kind, PP_OP_UPDATE);
+        ck_assert_int_gt(row->end_ns, row->start_ns);
+        n_reference++;
+        /* Its U, and the stage's next op. */
+        const PpTraceRow *update = NULL, *next = NULL;
+        for (int64_t k = 0; k < trace->n_rows; k++) {
+            const PpTraceRow *o = &trace->rows[k];
+            if (o->resource != PP_RESOURCE_COMPUTE || o->stage != row->stage)
+                continue;
+            if (o->kind == PP_OP_UPDATE && o->step == row->step)
+                update = o;
+            else if (o->start_ns >= row->start_ns && (next == NULL || o->start_ns < next->start_ns))
+                next = o;
+        }
+        ck_assert_ptr_nonnull(update);
+        ck_assert_int_ge(row->start_ns, update->end_ns);
+        if (next != NULL)
+            ck_assert_int_ge(next->start_ns, row->end_ns);
+    }
+    ck_assert_int_eq(n_compute, pp_schedule_n_ops_total(sched));
+    ck_assert_int_eq(n_reference, n_updates);
+    ck_assert_int_eq(n_updates, sched->n_stages * sched->n_steps);
+}
+END_TEST
+
 /* --- the training loop (exec-train.h) on a synthetic shard --- */
 
 START_TEST(test_train_outputs) {
@@ -858,6 +901,7 @@ int main(void) {
     tcase_add_test(tc, test_tensor_copy_calls);
     tcase_add_test(tc, test_evaluate_matches_forward);
     tcase_add_test(tc, test_reports_once);
+    tcase_add_test(tc, test_speed_reference);
     suite_add_tcase(s, tc);
     TCase *tt = tcase_create("train");
     tcase_set_timeout(tt, 30);

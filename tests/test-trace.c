@@ -28,7 +28,7 @@ static char *tmp_path(const char *name) {
     return g_build_filename(tmp_dir, name, NULL);
 }
 
-/* Six rows covering every op kind and resource, U rows, negative and 64-bit values. */
+/* Eight rows covering every op kind and resource, U rows, negative and 64-bit values. */
 static const PpTraceRow sample_rows[] = {
     {0, PP_OP_FORWARD, 0, 0, 0, 0, 1000, 0, 0, PP_RESOURCE_COMPUTE},
     {1, PP_OP_FORWARD, 0, 1, 0, 1500, 2500, 0, 0, PP_RESOURCE_COMPUTE},
@@ -37,6 +37,7 @@ static const PpTraceRow sample_rows[] = {
     {1, PP_OP_WEIGHT, 7, 2, 3, 5000000000000LL, 5000000000001LL, 2, 3, PP_RESOURCE_COMPUTE},
     {0, PP_OP_UPDATE, -1, -1, 4, 9000, 9100, -1, -1, PP_RESOURCE_COMPUTE},
     {0, PP_OP_BACKWARD_FULL, 2, 0, 1, 1000, 1200, 1, 1, PP_RESOURCE_COMPUTE},
+    {0, PP_OP_UPDATE, -1, -1, 4, 9100, 10400, -1, -1, PP_RESOURCE_REFERENCE},
 };
 
 static void assert_rows_equal(const PpTraceRow *a, const PpTraceRow *b) {
@@ -72,6 +73,7 @@ START_TEST(test_round_trip) {
     ck_assert(g_str_has_prefix(text, "stage,op,mb,chunk,step,start_ns,end_ns,version_f,"
                                      "version_b,resource\n0,F,0,0,0,0,1000,0,0,compute\n"));
     ck_assert_ptr_nonnull(strstr(text, "\n0,U,-1,-1,4,9000,9100,-1,-1,compute\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\n0,U,-1,-1,4,9100,10400,-1,-1,reference\n"));
     ck_assert_ptr_nonnull(strstr(text, "\n1,W,7,2,3,5000000000000,5000000000001,2,3,compute\n"));
 }
 END_TEST
