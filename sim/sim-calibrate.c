@@ -19,6 +19,11 @@
 #include "sim-replay.h"
 #include "sim-report.h"
 
+/* Op durations above this many times their kind's median are one-off stalls (a page fault,
+ * a descheduled thread), left out of the typical time: the steady state is a median of step
+ * intervals, which such a stall moves little. */
+#define SIM_CAL_OUTLIER 3.0
+
 /* The CPU executor passes fp32 activations and gradients between stages. */
 #define SIM_CAL_MSG_BYTES_PER_ELEM 4
 
@@ -77,6 +82,7 @@ static void sim_cal_trace_free(gpointer data) {
     g_free(t->scenario_path);
     g_free(t->schedule);
     g_free(t->note);
+    g_free(t->slowdown);
     g_free(t);
 }
 
@@ -183,6 +189,46 @@ char *sim_calibrate_cores_warning(const PpScenario *scenario, const char *name,
         name, scenario->pipeline.stages, threads, needed, processors);
 }
 
+/* --- the speed reference --- */
+
+/* Median duration of @trace's speed-reference rows of @stage whose step is in [@lo, @hi]; -1
+ * when there is none. */
+static int64_t sim_cal_reference(const PpTrace *trace, int32_t stage, int32_t lo, int32_t hi) {
+    g_autoptr(GArray) dur = g_array_new(FALSE, FALSE, sizeof(int64_t));
+    for (int64_t i = 0; i < trace->n_rows; i++) {
+        const PpTraceRow *row = &trace->rows[i];
+        if (row->resource == PP_RESOURCE_REFERENCE && row->stage == stage && row->step >= lo &&
+            row->step <= hi) {
+            int64_t d = row->end_ns - row->start_ns;
+            g_array_append_val(dur, d);
+        }
+    }
+    return sim_cal_median(dur);
+}
+
+/* The end of each stage's reference row of each step, shifted like @r's measured times: (n_stages
+ * * n_steps), -1 where there is none. */
+static int64_t *sim_cal_reference_ends(const SimReplay *r) {
+    const PpSchedule *sched = r->schedule;
+    size_t            n = (size_t)sched->n_stages * sched->n_steps;
+    int64_t          *ends = g_new(int64_t, n);
+    int64_t           first_ns = G_MAXINT64; /* the shift of sim_replay_new() */
+    for (size_t i = 0; i < n; i++)
+        ends[i] = -1;
+    for (int64_t i = 0; i < r->measured->n_rows; i++) {
+        const PpTraceRow *row = &r->measured->rows[i];
+        if (row->resource == PP_RESOURCE_COMPUTE)
+            first_ns = MIN(first_ns, row->start_ns);
+    }
+    for (int64_t i = 0; i < r->measured->n_rows; i++) {
+        const PpTraceRow *row = &r->measured->rows[i];
+        if (row->resource == PP_RESOURCE_REFERENCE && row->stage >= 0 &&
+            row->stage < sched->n_stages && row->step >= 0 && row->step < sched->n_steps)
+            ends[(size_t)row->stage * sched->n_steps + row->step] = row->end_ns - first_ns;
+    }
+    return ends;
+}
+
 /* --- collecting samples --- */
 
 static SimCalSize *sim_cal_size_get(SimCalFit *fit, const PpScenario *sc) {
@@ -207,11 +253,15 @@ static SimCalSize *sim_cal_size_get(SimCalFit *fit, const PpScenario *sc) {
     return z;
 }
 
-/* Pools the durations, waits and dispatch gaps of @r's ops whose step is >= @skip. */
-static void sim_cal_collect(SimCalFit *fit, const SimReplay *r, int32_t skip) {
+/* Pools the durations, waits and dispatch gaps of @r's ops whose step is >= @skip; @scale
+ * (nullable, n_stages) multiplies each stage's op durations (the fit's reference time over
+ * this run's). */
+static void sim_cal_collect(SimCalFit *fit, const SimReplay *r, int32_t skip, const double *scale) {
     const PpSchedule *sched = r->schedule;
     SimCalSize       *z = sim_cal_size_get(fit, r->scenario);
     gboolean          stashed = sched->weight_mode == PP_WEIGHTS_STASHED;
+    /* The reference after a U keeps its stage busy: the gap after the U starts at its end. */
+    g_autofree int64_t *ref_end = sim_cal_reference_ends(r);
     for (int32_t s = 0; s < sched->n_stages; s++) {
         int32_t last_version = -1;
         for (int32_t i = 0; i < sched->n_ops[s]; i++) {
@@ -225,13 +275,19 @@ static void sim_cal_collect(SimCalFit *fit, const SimReplay *r, int32_t skip) {
             if (op->step < skip)
                 continue;
             int64_t dur = r->measured_end_ns[id] - r->measured_start_ns[id];
+            if (scale != NULL)
+                dur = llround((double)dur * scale[s]);
             g_array_append_val(copies ? z->copy_f[s] : z->dur[s * PP_OP_N_KINDS + op->kind], dur);
             if (i == 0)
                 continue;
             /* The consumer waited when an input from another stage ended after its previous
              * op: the gap from that input's end to its start is the hop. Otherwise the gap
              * after its previous op is dispatch overhead. */
-            int64_t        prev_end = r->measured_end_ns[id - 1], input_end = -1;
+            int64_t prev_end = r->measured_end_ns[id - 1], input_end = -1;
+            if (sched->programs[s][i - 1].kind == PP_OP_UPDATE &&
+                sched->programs[s][i - 1].step < sched->n_steps)
+                prev_end =
+                    MAX(prev_end, ref_end[s * sched->n_steps + sched->programs[s][i - 1].step]);
             int32_t        n_deps = 0;
             const PpOpRef *deps = pp_schedule_deps(sched, (PpOpRef){s, i}, &n_deps);
             for (int32_t k = 0; k < n_deps; k++)
@@ -260,9 +316,24 @@ static double sim_cal_forward_flops(const SimCalFit *fit, int32_t mb_size) {
             (double)pp_partition_head_flops(fit->hidden, fit->seq_len, fit->vocab));
 }
 
-/* Median of kind @kind on @stage at size @z, -1 without samples. */
-static int64_t sim_cal_size_median(SimCalSize *z, int32_t stage, PpOpKind kind) {
-    return sim_cal_median(z->dur[stage * PP_OP_N_KINDS + kind]);
+/* The typical time of kind @kind on @stage at size @z: the mean of its durations, those above
+ * SIM_CAL_OUTLIER times the median left out; -1 without samples. The mean, not the median:
+ * a steady state runs at the ops' mean speed, and op times are skewed to the slow side (on
+ * the 2-core VM a stage's F had median 42 ms, mean 45 ms, 90th percentile 51 ms in one
+ * run), so medians predicted even the fitted runs a few percent short (sim/README.md). */
+static int64_t sim_cal_size_typical(SimCalSize *z, int32_t stage, PpOpKind kind) {
+    GArray *values = z->dur[stage * PP_OP_N_KINDS + kind];
+    int64_t median = sim_cal_median(values);
+    double  sum = 0.0;
+    int64_t n = 0;
+    for (guint i = 0; median >= 0 && i < values->len; i++) {
+        int64_t v = g_array_index(values, int64_t, i);
+        if ((double)v <= SIM_CAL_OUTLIER * (double)median) {
+            sum += (double)v;
+            n++;
+        }
+    }
+    return n > 0 ? llround(sum / (double)n) : median;
 }
 
 /* Per-micro-batch compute time at size @z (F plus the backward, over all stages), or -1 when a
@@ -270,10 +341,10 @@ static int64_t sim_cal_size_median(SimCalSize *z, int32_t stage, PpOpKind kind) 
 static int64_t sim_cal_size_mb_time(const SimCalFit *fit, SimCalSize *z) {
     int64_t total = 0;
     for (int32_t s = 0; s < fit->n_stages; s++) {
-        int64_t f = sim_cal_size_median(z, s, PP_OP_FORWARD);
-        int64_t bw = sim_cal_size_median(z, s, PP_OP_BACKWARD_FULL);
-        int64_t b = sim_cal_size_median(z, s, PP_OP_BACKWARD);
-        int64_t w = sim_cal_size_median(z, s, PP_OP_WEIGHT);
+        int64_t f = sim_cal_size_typical(z, s, PP_OP_FORWARD);
+        int64_t bw = sim_cal_size_typical(z, s, PP_OP_BACKWARD_FULL);
+        int64_t b = sim_cal_size_typical(z, s, PP_OP_BACKWARD);
+        int64_t w = sim_cal_size_typical(z, s, PP_OP_WEIGHT);
         if (bw < 0 && b >= 0 && w >= 0)
             bw = b + w;
         if (f < 0 || bw < 0)
@@ -342,12 +413,12 @@ static void sim_cal_fit_link(SimCalibration *cal, const SimCalFit *fit) {
 }
 
 /* A stage's weight copy: the median over its copying F ops (all sizes) of their excess over
- * the plain F median at their size, at least 0; -1 without such ops. */
+ * the typical plain F at their size, at least 0; -1 without such ops. */
 static int64_t sim_cal_stash(const SimCalFit *fit, int32_t stage) {
     g_autoptr(GArray) excess = g_array_new(FALSE, FALSE, sizeof(int64_t));
     for (guint i = 0; i < fit->sizes->len; i++) {
         SimCalSize *z = g_ptr_array_index(fit->sizes, i);
-        int64_t     f = sim_cal_size_median(z, stage, PP_OP_FORWARD);
+        int64_t     f = sim_cal_size_typical(z, stage, PP_OP_FORWARD);
         for (guint k = 0; f >= 0 && k < z->copy_f[stage]->len; k++) {
             int64_t e = MAX(g_array_index(z->copy_f[stage], int64_t, k) - f, 0);
             g_array_append_val(excess, e);
@@ -369,8 +440,8 @@ static int64_t sim_cal_dispatch(const SimCalibration *cal, const GArray *gaps) {
     return MAX(sim_cal_median(clean), 0);
 }
 
-/* Time of @kind on @stage for micro-batches of @mb_size sequences: the median measured at that
- * size, else the one measured at the nearest size scaled by the curve, (t + half) / (t0 +
+/* Time of @kind on @stage for micro-batches of @mb_size sequences: the typical time measured
+ * at that size, else the one measured at the nearest size scaled by the curve, (t + half) / (t0 +
  * half); -1 when neither exists. Includes the stage's dispatch overhead. */
 static int64_t sim_cal_cost_at(const SimCalibration *cal, const SimCalFit *fit, int32_t stage,
                                PpOpKind kind, int32_t mb_size) {
@@ -378,7 +449,7 @@ static int64_t sim_cal_cost_at(const SimCalibration *cal, const SimCalFit *fit, 
     int64_t     best_value = -1;
     for (guint i = 0; i < fit->sizes->len; i++) {
         SimCalSize *z = g_ptr_array_index(fit->sizes, i);
-        int64_t     v = sim_cal_size_median(z, stage, kind);
+        int64_t     v = sim_cal_size_typical(z, stage, kind);
         if (v < 0)
             continue;
         if (best == NULL || abs(z->mb_size - mb_size) < abs(best->mb_size - mb_size)) {
@@ -389,7 +460,9 @@ static int64_t sim_cal_cost_at(const SimCalibration *cal, const SimCalFit *fit, 
     if (best == NULL)
         return -1;
     int64_t dispatch = cal->stages[stage].dispatch_ns;
-    if (best->mb_size == mb_size || kind == PP_OP_UPDATE)
+    if (kind == PP_OP_UPDATE) /* the speed reference runs right after every U */
+        return best_value + dispatch + MAX(cal->stages[stage].reference_ns, 0);
+    if (best->mb_size == mb_size)
         return best_value + dispatch;
     if (!cal->have_curve)
         return -1;
@@ -407,10 +480,12 @@ static int64_t sim_cal_comm_at(const SimCalibration *cal, const SimCalFit *fit, 
     return hop;
 }
 
-/* The calibrated cost model for @sched run at @mb_size, or NULL with *@why set (transfer
- * full) when an op kind it runs was never measured. */
+/* The calibrated cost model for @sched run at @mb_size, every stage's op times multiplied by
+ * its @slowdown (nullable, n_stages), or NULL with *@why set (transfer full) when an op kind
+ * it runs was never measured. */
 static SimCostModel *sim_cal_cost_model(const SimCalibration *cal, const SimCalFit *fit,
-                                        const PpSchedule *sched, int32_t mb_size, char **why) {
+                                        const PpSchedule *sched, int32_t mb_size,
+                                        const double *slowdown, char **why) {
     g_autoptr(SimCostModel) cost =
         sim_cost_new_uniform(fit->n_stages, 1, 0, 0, 0, sim_cal_comm_at(cal, fit, mb_size));
     cost->bw_ns = g_new0(int64_t, fit->n_stages);
@@ -437,15 +512,16 @@ static SimCostModel *sim_cal_cost_model(const SimCalibration *cal, const SimCalF
                 cal->have_curve ? "" : " at this size (or traces at two sizes for the curve)");
             return NULL;
         }
-        cost->f_ns[s] = f;
-        cost->b_ns[s] = MAX(b, 0);
-        cost->w_ns[s] = MAX(w, 0);
-        cost->bw_ns[s] = bw;
-        cost->u_ns[s] = u;
+        double k = slowdown != NULL ? slowdown[s] : 1.0;
+        cost->f_ns[s] = llround((double)f * k);
+        cost->b_ns[s] = llround((double)MAX(b, 0) * k);
+        cost->w_ns[s] = llround((double)MAX(w, 0) * k);
+        cost->bw_ns[s] = llround((double)bw * k);
+        cost->u_ns[s] = llround((double)u * k);
         if (cal->stages[s].stash_ns >= 0) {
             if (cost->stash_copy_ns == NULL)
                 cost->stash_copy_ns = g_new0(int64_t, fit->n_stages);
-            cost->stash_copy_ns[s] = cal->stages[s].stash_ns;
+            cost->stash_copy_ns[s] = llround((double)cal->stages[s].stash_ns * k);
         }
     }
     if (sched->weight_mode == PP_WEIGHTS_STASHED && cost->stash_copy_ns == NULL)
@@ -501,6 +577,24 @@ static gboolean sim_cal_check_same(const SimCalFit *fit, const SimReplay *r, con
     return FALSE;
 }
 
+/* The steady-state step of @r's schedule simulated with the calibrated costs at @mb_size
+ * times @slowdown (nullable), in *@step_ns; 0 with *@why set (transfer full) when a cost is
+ * missing. Returns FALSE with @error when the simulation fails. */
+static gboolean sim_cal_predict_step(const SimCalibration *cal, const SimCalFit *fit,
+                                     const SimReplay *r, int32_t mb_size, const double *slowdown,
+                                     int64_t *step_ns, char **why, GError **error) {
+    g_autoptr(SimCostModel) cost =
+        sim_cal_cost_model(cal, fit, r->schedule, mb_size, slowdown, why);
+    if (cost == NULL)
+        return TRUE;
+    g_autoptr(SimResult) res = sim_engine_run(r->schedule, cost, error);
+    if (res == NULL)
+        return FALSE;
+    int32_t lo = 0, hi = 0;
+    return sim_calibrate_steady_step(res->trace, r->schedule->n_steps, cal->skip_steps,
+                                     "the prediction", &lo, &hi, step_ns, error);
+}
+
 /* Predicts @r's steady-state step with the calibrated costs and fills @t. */
 static gboolean sim_cal_predict(const SimCalibration *cal, const SimCalFit *fit, const SimReplay *r,
                                 SimCalibrateTrace *t, GError **error) {
@@ -516,16 +610,26 @@ static gboolean sim_cal_predict(const SimCalibration *cal, const SimCalFit *fit,
                                    r->trace_path, &t->lo_step, &t->hi_step, &t->measured_step_ns,
                                    error))
         return FALSE;
-    g_autoptr(SimCostModel) cost =
-        sim_cal_cost_model(cal, fit, r->schedule, t->microbatch_size, &t->note);
-    if (cost == NULL)
-        return TRUE;
-    g_autoptr(SimResult) res = sim_engine_run(r->schedule, cost, error);
-    if (res == NULL)
+    if (!sim_cal_predict_step(cal, fit, r, t->microbatch_size, NULL, &t->predicted_step_ns,
+                              &t->note, error))
         return FALSE;
-    int32_t lo = 0, hi = 0;
-    return sim_calibrate_steady_step(res->trace, r->schedule->n_steps, cal->skip_steps,
-                                     "the prediction", &lo, &hi, &t->predicted_step_ns, error);
+    /* The same with each stage's speed in this run, when the fit and this run timed the
+     * reference. */
+    if (t->predicted_step_ns == 0 || cal->stages[0].reference_ns < 0)
+        return TRUE;
+    g_autofree double *slowdown = g_new(double, fit->n_stages);
+    for (int32_t s = 0; s < fit->n_stages; s++) {
+        int64_t ref = sim_cal_reference(r->measured, s, t->lo_step, t->hi_step);
+        if (ref < 0)
+            return TRUE;
+        slowdown[s] = (double)ref / (double)cal->stages[s].reference_ns;
+    }
+    g_autofree char *why = NULL;
+    if (!sim_cal_predict_step(cal, fit, r, t->microbatch_size, slowdown, &t->adjusted_step_ns, &why,
+                              error))
+        return FALSE;
+    t->slowdown = g_steal_pointer(&slowdown);
+    return TRUE;
 }
 
 /* --- the written scenario --- */
@@ -624,6 +728,27 @@ static gboolean sim_cal_make_scenario(SimCalibration *cal, const SimCalFit *fit,
     return TRUE;
 }
 
+/* Every stage's reference_ns: the median over the fit traces (the first of @replays, as in
+ * cal->traces) of each one's median reference time after @skip steps; -1 on every stage when
+ * a fit trace has no reference row on some stage (or a median is 0 ns). */
+static void sim_cal_fit_reference(SimCalibration *cal, GPtrArray *replays, int32_t skip) {
+    gboolean have = TRUE;
+    for (int32_t s = 0; s < cal->n_stages; s++) {
+        g_autoptr(GArray) medians = g_array_new(FALSE, FALSE, sizeof(int64_t));
+        for (guint i = 0; i < replays->len && have; i++) {
+            if (!((SimCalibrateTrace *)g_ptr_array_index(cal->traces, i))->fit)
+                continue;
+            const SimReplay *r = g_ptr_array_index(replays, i);
+            int64_t          m = sim_cal_reference(r->measured, s, skip, G_MAXINT32);
+            have = m > 0;
+            g_array_append_val(medians, m);
+        }
+        cal->stages[s].reference_ns = have ? sim_cal_median(medians) : -1;
+    }
+    for (int32_t s = 0; !have && s < cal->n_stages; s++)
+        cal->stages[s].reference_ns = -1;
+}
+
 /* Number of traces the fit used. */
 static int32_t sim_cal_n_fit(const SimCalibration *cal) {
     int32_t n = 0;
@@ -641,14 +766,20 @@ static char *sim_cal_scenario_text(const SimCalibration *cal) {
                            sim_cal_n_fit(cal),
                            ((SimCalibrateTrace *)g_ptr_array_index(cal->traces, 0))->trace_path);
     g_string_append_printf(out,
-                           "# [costs] are explicit per-stage medians of the measured ops at "
-                           "micro-batch size %d, ops of\n# the first %d optimizer step(s) left "
-                           "out (one-off costs), each plus its stage's dispatch gap.\n",
-                           cal->microbatch_size, cal->skip_steps);
+                           "# [costs] are explicit per-stage means of the measured ops at "
+                           "micro-batch size %d (durations\n# above %g times the median left "
+                           "out), ops of the first %d optimizer step(s) left out (one-off\n# "
+                           "costs), each plus its stage's dispatch gap.\n",
+                           cal->microbatch_size, SIM_CAL_OUTLIER, cal->skip_steps);
     g_string_append_printf(out, "# comm_us is one hop: latency %.3f us%s (%d consumer waits).\n",
                            cal->link_latency_ns / 1e3,
                            cal->link_bytes_per_ns > 0.0 ? " + message bytes / bandwidth" : "",
                            cal->n_link_waits);
+    if (cal->stages[0].reference_ns >= 0)
+        g_string_append(out,
+                        "# The runs timed a speed reference after every U (run.speed_reference): "
+                        "op times are\n# scaled to the fit runs' typical reference time, and "
+                        "update_us includes it.\n");
     if (cal->have_curve)
         g_string_append_printf(
             out,
@@ -699,17 +830,32 @@ SimCalibration *sim_calibrate_new(const SimCalibrateParams *params, GError **err
             t->scenario_path = g_strdup(r->scenario->path);
             t->fit = l == 0;
             g_ptr_array_add(cal->traces, t);
-            if (t->fit)
-                sim_cal_collect(&fit, r, params->skip_steps);
         }
+    }
+    cal->n_stages = fit.n_stages;
+    cal->stages = g_new0(SimCalibrateStage, fit.n_stages);
+    sim_cal_fit_reference(cal, replays, params->skip_steps);
+    for (guint i = 0; i < replays->len; i++) {
+        const SimReplay   *r = g_ptr_array_index(replays, i);
+        SimCalibrateTrace *t = g_ptr_array_index(cal->traces, i);
+        if (!t->fit)
+            continue;
+        /* Each fit run's op times at the fit's reference speed. */
+        g_autofree double *scale = NULL;
+        if (cal->stages[0].reference_ns >= 0) {
+            scale = g_new(double, fit.n_stages);
+            for (int32_t s = 0; s < fit.n_stages; s++)
+                scale[s] =
+                    (double)cal->stages[s].reference_ns /
+                    (double)sim_cal_reference(r->measured, s, params->skip_steps, G_MAXINT32);
+        }
+        sim_cal_collect(&fit, r, params->skip_steps, scale);
     }
 
     SimReplay *first = g_ptr_array_index(replays, 0);
-    cal->n_stages = fit.n_stages;
     cal->microbatch_size = params->microbatch_size > 0 ? params->microbatch_size
                                                        : first->scenario->pipeline.microbatch_size;
     cal->tokens_per_mb = (int64_t)cal->microbatch_size * fit.seq_len;
-    cal->stages = g_new0(SimCalibrateStage, fit.n_stages);
     sim_cal_fit_link(cal, &fit);
     for (int32_t s = 0; s < fit.n_stages; s++) {
         cal->stages[s].stage = s;
@@ -756,24 +902,28 @@ static char *sim_cal_ms(char *buf, size_t size, int64_t ns) {
 
 char *sim_calibrate_format(const SimCalibration *cal) {
     GString *out = g_string_new(NULL);
-    char     a[32], b[32], c[32], d[32], e[32], g[32];
+    char     a[32], b[32], c[32], d[32], e[32], g[32], h[32];
     g_string_append_printf(out,
                            "calibrate   %d stages, costs at micro-batch size %d (%" G_GINT64_FORMAT
                            " tokens); ops of the first %d optimizer step(s) left out (one-off "
                            "costs)\n\n",
                            cal->n_stages, cal->microbatch_size, cal->tokens_per_mb,
                            cal->skip_steps);
-    g_string_append(out,
-                    "stage     F ms     B ms     W ms    BW ms     U ms  copy ms  dispatch us  "
-                    "samples\n");
+    g_string_append(out, "stage     F ms     B ms     W ms    BW ms     U ms  copy ms   ref ms  "
+                         "dispatch us  samples\n");
     for (int32_t s = 0; s < cal->n_stages; s++) {
         const SimCalibrateStage *st = &cal->stages[s];
         g_string_append_printf(
-            out, "%5d %8s %8s %8s %8s %8s %8s %12.1f %8d\n", s, sim_cal_ms(a, sizeof a, st->f_ns),
-            sim_cal_ms(b, sizeof b, st->b_ns), sim_cal_ms(c, sizeof c, st->w_ns),
-            sim_cal_ms(d, sizeof d, st->bw_ns), sim_cal_ms(e, sizeof e, st->u_ns),
-            sim_cal_ms(g, sizeof g, st->stash_ns), (double)st->dispatch_ns / 1e3, st->n_samples);
+            out, "%5d %8s %8s %8s %8s %8s %8s %8s %12.1f %8d\n", s,
+            sim_cal_ms(a, sizeof a, st->f_ns), sim_cal_ms(b, sizeof b, st->b_ns),
+            sim_cal_ms(c, sizeof c, st->w_ns), sim_cal_ms(d, sizeof d, st->bw_ns),
+            sim_cal_ms(e, sizeof e, st->u_ns), sim_cal_ms(g, sizeof g, st->stash_ns),
+            sim_cal_ms(h, sizeof h, st->reference_ns), (double)st->dispatch_ns / 1e3,
+            st->n_samples);
     }
+    if (cal->stages[0].reference_ns >= 0)
+        g_string_append(out, "(ref: the speed reference after every U, included in U; op times "
+                             "scaled to the fit runs' reference time)\n");
     g_string_append_printf(out, "\nlink        latency %.1f us", cal->link_latency_ns / 1e3);
     if (cal->link_bytes_per_ns > 0.0)
         g_string_append_printf(out, ", bandwidth %.3f GB/s", cal->link_bytes_per_ns);
@@ -792,9 +942,11 @@ char *sim_calibrate_format(const SimCalibration *cal) {
         g_string_append(out, "kernel eff  not fitted: needs traces at two or more micro-batch "
                              "sizes\n");
 
-    g_string_append(out, "\nsteady-state step time (median step interval over steps lo..hi)\n");
+    g_string_append(out, "\nsteady-state step time (median step interval over steps lo..hi); "
+                         "adjusted: predicted with each stage's slowdown (its reference time in "
+                         "this run over the fit's)\n");
     g_string_append(out, "role   schedule      m    a   mbs  steps  lo..hi   measured ms  "
-                         "predicted ms   ratio  trace\n");
+                         "predicted ms   ratio   adjusted ms   ratio  slowdown  trace\n");
     for (guint i = 0; i < cal->traces->len; i++) {
         const SimCalibrateTrace *t = g_ptr_array_index(cal->traces, i);
         g_autofree char         *range = g_strdup_printf("%d..%d", t->lo_step, t->hi_step);
@@ -808,6 +960,15 @@ char *sim_calibrate_format(const SimCalibration *cal) {
                                    (double)t->predicted_step_ns / (double)t->measured_step_ns);
         else
             g_string_append_printf(out, " %7s", "-");
+        if (t->adjusted_step_ns > 0 && t->measured_step_ns > 0) {
+            g_string_append_printf(out, " %13s %7.3f  ",
+                                   sim_cal_ms(a, sizeof a, t->adjusted_step_ns),
+                                   (double)t->adjusted_step_ns / (double)t->measured_step_ns);
+            for (int32_t s = 0; s < cal->n_stages; s++)
+                g_string_append_printf(out, "%s%.3f", s ? "/" : "", t->slowdown[s]);
+        } else {
+            g_string_append_printf(out, " %13s %7s  -", "-", "-");
+        }
         g_string_append_printf(out, "  %s\n", t->trace_path);
         if (t->note != NULL)
             g_string_append_printf(out, "       %s\n", t->note);
@@ -845,6 +1006,7 @@ JsonNode *sim_calibrate_build_json(const SimCalibration *cal) {
         sim_cal_json_int(b, "stash_ns", st->stash_ns);
         sim_cal_json_int(b, "dispatch_ns", st->dispatch_ns);
         sim_cal_json_int(b, "samples", st->n_samples);
+        sim_cal_json_int(b, "reference_ns", st->reference_ns);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -889,6 +1051,16 @@ JsonNode *sim_calibrate_build_json(const SimCalibration *cal) {
                             t->predicted_step_ns > 0 && t->measured_step_ns > 0
                                 ? (double)t->predicted_step_ns / (double)t->measured_step_ns
                                 : 0.0);
+        sim_cal_json_int(b, "adjusted_step_ns", t->adjusted_step_ns);
+        sim_cal_json_double(b, "adjusted_ratio",
+                            t->adjusted_step_ns > 0 && t->measured_step_ns > 0
+                                ? (double)t->adjusted_step_ns / (double)t->measured_step_ns
+                                : 0.0);
+        json_builder_set_member_name(b, "slowdown");
+        json_builder_begin_array(b);
+        for (int32_t s = 0; t->slowdown != NULL && s < cal->n_stages; s++)
+            json_builder_add_double_value(b, t->slowdown[s]);
+        json_builder_end_array(b);
         if (t->note != NULL) {
             json_builder_set_member_name(b, "note");
             json_builder_add_string_value(b, t->note);

@@ -43,21 +43,34 @@ typedef struct {
     int32_t lo_step, hi_step;
     int64_t measured_step_ns;
     int64_t predicted_step_ns; /* 0 when not predicted (note says why) */
-    char   *note;              /* (nullable) a caveat, or why predicted_step_ns is 0 */
+    /* The speed reference (run.speed_reference, sim/README.md): each stage's median reference
+     * time over steps lo..hi of this run divided by the fit's (SimCalibrateStage.reference_ns):
+     * above 1, the stage's core ran slower than in the fit runs. NULL when this trace or a fit
+     * trace has no reference rows. */
+    double *slowdown;         /* (n_stages) */
+    int64_t adjusted_step_ns; /* predicted with every stage's costs times its slowdown; 0
+                                 without slowdowns or without a prediction */
+    char *note;               /* (nullable) a caveat, or why predicted_step_ns is 0 */
 } SimCalibrateTrace;
 
-/* The fitted costs of one stage at the calibration's micro-batch size: medians of the
- * measured durations plus the stage's dispatch overhead, -1 where no op of that kind was
- * measured (at that size, or at another size scaled by the kernel-efficiency curve). */
+/* The fitted costs of one stage at the calibration's micro-batch size: means of the measured
+ * durations (those above 3 times the median left out) plus the stage's dispatch overhead, -1 where
+ * no op of that kind was measured (at that size, or at another size scaled by the kernel-efficiency
+ * curve). */
 typedef struct {
     int32_t stage;
     int64_t f_ns, b_ns, w_ns, bw_ns, u_ns;
-    int64_t stash_ns;    /* copying the stage's weights (the first F of a weight version
-                            under stashing pays it over a plain F), -1 when no stashing run
-                            (pipedream, 2bw) was fitted */
-    int64_t dispatch_ns; /* median gap between an op's end and the next op's start on the
-                            stage when the next op's inputs were already there */
-    int32_t n_samples;   /* measured op durations the fit used on this stage */
+    int64_t stash_ns;     /* copying the stage's weights (the first F of a weight version
+                             under stashing pays it over a plain F), -1 when no stashing run
+                             (pipedream, 2bw) was fitted */
+    int64_t dispatch_ns;  /* median gap between an op's end and the next op's start on the
+                             stage when the next op's inputs were already there */
+    int32_t n_samples;    /* measured op durations the fit used on this stage */
+    int64_t reference_ns; /* the speed reference on this stage: the median over the fit traces
+                             of each one's median reference time (steps after the skipped
+                             ones); each fit trace's op times were scaled by this over its own
+                             before pooling, and u_ns includes it (it follows every U). -1 when
+                             a fit trace has no reference rows: nothing scaled */
 } SimCalibrateStage;
 
 typedef struct {

@@ -3,8 +3,8 @@
  * wrote with known costs (tests/data/sim/calibrate*.ini): it recovers per-stage F, B, W, fused
  * BW, U and the hop exactly, predicts held-out schedules and micro-batch counts to the
  * nanosecond, fits the kernel-efficiency curve and the link over micro-batch sizes and uses
- * them at a size it never saw, writes a scenario pacer-sim runs as is, and rejects bad input
- * with exit status and message.
+ * them at a size it never saw, scales runs by their speed reference, writes a scenario
+ * pacer-sim runs as is, and rejects bad input with exit status and message.
  */
 #include <check.h>
 #include <json-glib/json-glib.h>
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pp-trace.h"
 #include "test-util.h"
 
 #define SIM_BIN  PP_BUILD_ROOT "/sim/pacer-sim"
@@ -190,6 +191,92 @@ START_TEST(test_kernel_curve_and_link) {
 }
 END_TEST
 
+/* Makes @dir's simulated trace look like pacer-train's with run.speed_reference: the last
+ * @ref_ns[stage] of every U becomes a reference row (the scenario's update_us holds both). */
+static void split_references(const char *dir, const int64_t ref_ns[3]) {
+    g_autofree char *path = ops_of(dir);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpTrace) trace = pp_trace_read_csv(path, &error);
+    ck_assert_msg(trace != NULL, "%s", error ? error->message : "");
+    int64_t n = trace->n_rows;
+    for (int64_t i = 0; i < n; i++) {
+        PpTraceRow *u = &trace->rows[i];
+        if (u->kind != PP_OP_UPDATE || u->resource != PP_RESOURCE_COMPUTE)
+            continue;
+        ck_assert_int_gt(u->end_ns - u->start_ns, ref_ns[u->stage]);
+        PpTraceRow ref = *u;
+        ref.resource = PP_RESOURCE_REFERENCE;
+        ref.start_ns = u->end_ns - ref_ns[u->stage];
+        u->end_ns = ref.start_ns;
+        pp_trace_append(trace, &ref); /* may move the rows: u is not used after this */
+    }
+    pp_trace_sort(trace);
+    ck_assert(pp_trace_write_csv(trace, path, &error));
+}
+
+/* The speed reference (50 us after every U): fitted on zb-h1, 2BW m = 8 and a zb-h1 whose
+ * stage 2 ran 1.25x slower on every op and its reference alike, calibrate scales that run back
+ * and recovers every cost exactly, U including the reference; it predicts a held-out 1F1B whose
+ * stage 1 ran 1.2x slower short, and with the slowdown it reads off the reference rows to the
+ * nanosecond; a trace without reference rows gets no adjusted prediction. */
+START_TEST(test_speed_reference) {
+    /* calibrate.ini's costs with U + 50 us, and stage 2 (stage 1) times 1.25 (1.2). */
+    const char *const zb[] = {"pipeline.schedule=zb-h1", "costs.update_us=80,70,90", NULL};
+    const char *const tbw8[] = {"pipeline.schedule=2bw", "pipeline.microbatches=8",
+                                "costs.update_us=80,70,90", NULL};
+    const char *const zb_slow[] = {
+        "pipeline.schedule=zb-h1",         "costs.forward_us=100,140,150",
+        "costs.backward_us=110,130,187.5", "costs.weight_us=90,60,125",
+        "costs.update_us=80,70,112.5",     NULL};
+    const char *const flush_slow[] = {
+        "costs.forward_us=100,168,120", "costs.backward_us=110,156,150",
+        "costs.fused_backward_us=190,222,260", "costs.update_us=80,84,90", NULL};
+    char         *dirs[] = {simulate("calibrate.ini", zb), simulate("calibrate.ini", tbw8),
+                            simulate("calibrate.ini", zb_slow), simulate("calibrate.ini", flush_slow),
+                            simulate("calibrate.ini", NULL)};
+    const int64_t plain[3] = {50000, 50000, 50000};
+    split_references(dirs[0], plain);
+    split_references(dirs[1], plain);
+    split_references(dirs[2], (const int64_t[3]){50000, 50000, 62500});
+    split_references(dirs[3], (const int64_t[3]){50000, 60000, 50000});
+    g_autofree char *o0 = ops_of(dirs[0]), *o1 = ops_of(dirs[1]), *o2 = ops_of(dirs[2]),
+                    *o3 = ops_of(dirs[3]), *o4 = ops_of(dirs[4]);
+    const char *const args[] = {o0, o1, o2, "--check", o3, "--check", o4, NULL};
+    g_autoptr(JsonNode) root = calibrate_json(args);
+
+    JsonArray               *stages = array(root, "stages");
+    static const char *const keys[] = {"f_ns", "b_ns", "w_ns", "bw_ns", "u_ns", "stash_ns"};
+    for (guint s = 0; s < 3; s++) {
+        JsonObject *st = json_array_get_object_element(stages, s);
+        for (int k = 0; k < 6; k++)
+            ck_assert_int_eq(json_object_get_int_member(st, keys[k]),
+                             known[s][k] + (k == 4 ? 50000 : 0));
+        ck_assert_int_eq(json_object_get_int_member(st, "reference_ns"), 50000);
+    }
+    JsonArray   *traces = array(root, "traces");
+    const double slowdown[][3] = {{1, 1, 1}, {1, 1, 1}, {1, 1, 1.25}, {1, 1.2, 1}};
+    for (guint i = 0; i < 4; i++) {
+        JsonObject *t = json_array_get_object_element(traces, i);
+        int64_t     measured = json_object_get_int_member(t, "measured_step_ns");
+        int64_t     predicted = json_object_get_int_member(t, "predicted_step_ns");
+        ck_assert_int_eq(json_object_get_int_member(t, "adjusted_step_ns"), measured);
+        if (i >= 2) /* the slow runs: the plain prediction is short */
+            ck_assert_int_lt(predicted, measured);
+        else
+            ck_assert_int_eq(predicted, measured);
+        JsonArray *k = json_object_get_array_member(t, "slowdown");
+        ck_assert_int_eq(json_array_get_length(k), 3);
+        for (guint s = 0; s < 3; s++)
+            ck_assert_double_eq_tol(json_array_get_double_element(k, s), slowdown[i][s], 1e-12);
+    }
+    JsonObject *bare = json_array_get_object_element(traces, 4);
+    ck_assert_int_gt(json_object_get_int_member(bare, "predicted_step_ns"), 0);
+    ck_assert_int_eq(json_object_get_int_member(bare, "adjusted_step_ns"), 0);
+    ck_assert_int_eq(json_array_get_length(json_object_get_array_member(bare, "slowdown")), 0);
+    remove_dirs(dirs, G_N_ELEMENTS(dirs));
+}
+END_TEST
+
 /* Bad input: exit 2 without a trace, exit 1 naming the file for a trace without
  * scenario.ini, another model, interleaved chunks, too few steps; a split schedule held out
  * from a fit without B and W is reported as not predicted, saying why. */
@@ -245,6 +332,7 @@ static Suite *calibrate_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_recovers_costs);
     tcase_add_test(tc, test_kernel_curve_and_link);
+    tcase_add_test(tc, test_speed_reference);
     tcase_add_test(tc, test_bad_input);
     suite_add_tcase(s, tc);
     return s;
