@@ -325,7 +325,7 @@ static const PpScenarioKey pp_scenario_keys[] = {
     PP_INT("run", "threads", run.threads, "0", 0, PP_THREADS_MAX, 0,
            "kernel threads per worker; 0: automatic"),
     PP_TEXT("run", "speed_reference", PP_KEY_BOOL, run.speed_reference, "false", 0,
-            "true: after each U every stage's worker times a fixed matrix product (about 1.3 ms "
+            "true: after each U every stage's worker times a fixed matrix product (about 1.5 ms "
             "on one core) and ops.csv gets a reference row for it, so that pacer-sim calibrate "
             "sees how fast each stage's core ran (cpu backend; the simulator ignores it)"),
     PP_TEXT("run", "backend", PP_KEY_STRING, run.backend, "cpu", 0,

@@ -39,7 +39,7 @@ typedef struct {
     GPtrArray      *stashes; /* ExecStash*, at most the stage's weight versions */
 } ExecCpuVstage;
 
-/* The speed reference: C = A @ B of these sizes, 134 MFLOP (about 1.3 ms on one core of the
+/* The speed reference: C = A @ B of these sizes, 134 MFLOP (about 1.5 ms on one core of the
  * development machine). A few MB, so that it sees the core and its caches rather than
  * memory bandwidth shared with the other stages. */
 enum { EXEC_CPU_REF_M = 256, EXEC_CPU_REF_N = 512, EXEC_CPU_REF_K = 512 };
