@@ -212,19 +212,14 @@ static int64_t *sim_cal_reference_ends(const SimReplay *r) {
     const PpSchedule *sched = r->schedule;
     size_t            n = (size_t)sched->n_stages * sched->n_steps;
     int64_t          *ends = g_new(int64_t, n);
-    int64_t           first_ns = G_MAXINT64; /* the shift of sim_replay_new() */
     for (size_t i = 0; i < n; i++)
         ends[i] = -1;
     for (int64_t i = 0; i < r->measured->n_rows; i++) {
         const PpTraceRow *row = &r->measured->rows[i];
-        if (row->resource == PP_RESOURCE_COMPUTE)
-            first_ns = MIN(first_ns, row->start_ns);
-    }
-    for (int64_t i = 0; i < r->measured->n_rows; i++) {
-        const PpTraceRow *row = &r->measured->rows[i];
         if (row->resource == PP_RESOURCE_REFERENCE && row->stage >= 0 &&
             row->stage < sched->n_stages && row->step >= 0 && row->step < sched->n_steps)
-            ends[(size_t)row->stage * sched->n_steps + row->step] = row->end_ns - first_ns;
+            ends[(size_t)row->stage * sched->n_steps + row->step] =
+                row->end_ns - r->measured_origin_ns;
     }
     return ends;
 }
@@ -729,24 +724,31 @@ static gboolean sim_cal_make_scenario(SimCalibration *cal, const SimCalFit *fit,
 }
 
 /* Every stage's reference_ns: the median over the fit traces (the first of @replays, as in
- * cal->traces) of each one's median reference time after @skip steps; -1 on every stage when
- * a fit trace has no reference row on some stage (or a median is 0 ns). */
-static void sim_cal_fit_reference(SimCalibration *cal, GPtrArray *replays, int32_t skip) {
-    gboolean have = TRUE;
-    for (int32_t s = 0; s < cal->n_stages; s++) {
+ * cal->traces) of each one's own median reference time after @skip steps. Returns: (transfer
+ * full) those own medians, (n_traces * n_stages), -1 for held-out traces; or NULL, every
+ * reference_ns -1, when a fit trace lacks reference rows on a stage (or its median is 0 ns). */
+static int64_t *sim_cal_fit_reference(SimCalibration *cal, GPtrArray *replays, int32_t skip) {
+    int32_t             n = cal->n_stages;
+    g_autofree int64_t *own = g_new(int64_t, (size_t)replays->len * n);
+    for (int32_t s = 0; s < n; s++) {
         g_autoptr(GArray) medians = g_array_new(FALSE, FALSE, sizeof(int64_t));
-        for (guint i = 0; i < replays->len && have; i++) {
+        for (guint i = 0; i < replays->len; i++) {
+            int64_t *m = &own[(size_t)i * n + s];
+            *m = -1;
             if (!((SimCalibrateTrace *)g_ptr_array_index(cal->traces, i))->fit)
                 continue;
-            const SimReplay *r = g_ptr_array_index(replays, i);
-            int64_t          m = sim_cal_reference(r->measured, s, skip, G_MAXINT32);
-            have = m > 0;
-            g_array_append_val(medians, m);
+            *m = sim_cal_reference(((SimReplay *)g_ptr_array_index(replays, i))->measured, s, skip,
+                                   G_MAXINT32);
+            if (*m <= 0) {
+                for (int32_t k = 0; k < n; k++)
+                    cal->stages[k].reference_ns = -1;
+                return NULL;
+            }
+            g_array_append_val(medians, *m);
         }
-        cal->stages[s].reference_ns = have ? sim_cal_median(medians) : -1;
+        cal->stages[s].reference_ns = sim_cal_median(medians);
     }
-    for (int32_t s = 0; !have && s < cal->n_stages; s++)
-        cal->stages[s].reference_ns = -1;
+    return g_steal_pointer(&own);
 }
 
 /* Number of traces the fit used. */
@@ -834,7 +836,7 @@ SimCalibration *sim_calibrate_new(const SimCalibrateParams *params, GError **err
     }
     cal->n_stages = fit.n_stages;
     cal->stages = g_new0(SimCalibrateStage, fit.n_stages);
-    sim_cal_fit_reference(cal, replays, params->skip_steps);
+    g_autofree int64_t *own_ref = sim_cal_fit_reference(cal, replays, params->skip_steps);
     for (guint i = 0; i < replays->len; i++) {
         const SimReplay   *r = g_ptr_array_index(replays, i);
         SimCalibrateTrace *t = g_ptr_array_index(cal->traces, i);
@@ -842,12 +844,11 @@ SimCalibration *sim_calibrate_new(const SimCalibrateParams *params, GError **err
             continue;
         /* Each fit run's op times at the fit's reference speed. */
         g_autofree double *scale = NULL;
-        if (cal->stages[0].reference_ns >= 0) {
+        if (own_ref != NULL) {
             scale = g_new(double, fit.n_stages);
             for (int32_t s = 0; s < fit.n_stages; s++)
-                scale[s] =
-                    (double)cal->stages[s].reference_ns /
-                    (double)sim_cal_reference(r->measured, s, params->skip_steps, G_MAXINT32);
+                scale[s] = (double)cal->stages[s].reference_ns /
+                           (double)own_ref[(size_t)i * fit.n_stages + s];
         }
         sim_cal_collect(&fit, r, params->skip_steps, scale);
     }

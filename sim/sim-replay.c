@@ -144,6 +144,7 @@ static gboolean sim_replay_match(SimReplay *r, const SimReplayIndex *ix, GError 
         return FALSE;
     }
 
+    r->measured_origin_ns = first_ns;
     r->measured_start_ns = g_new(int64_t, MAX(n_ops, 1));
     r->measured_end_ns = g_new(int64_t, MAX(n_ops, 1));
     r->measured_delta = g_new0(int32_t, MAX(n_ops, 1));

@@ -33,12 +33,14 @@ typedef struct {
     PpScenario *scenario;
     char       *trace_path;
     PpSchedule *schedule;
-    PpTrace    *measured;            /* the trace as read, every row */
-    int64_t    *measured_start_ns;   /* (n_ops) shifted: the first measured op starts at 0 */
-    int64_t    *measured_end_ns;     /* (n_ops) */
-    int32_t    *measured_delta;      /* (n_ops) version_b - version_f of the op's row; 0 on U */
-    int64_t    *replay_start_ns;     /* (n_ops) */
-    int64_t    *calibrated_start_ns; /* (n_ops) */
+    PpTrace    *measured;           /* the trace as read, every row */
+    int64_t     measured_origin_ns; /* the trace's start of its first compute row: subtracted
+                                       from every measured time below */
+    int64_t *measured_start_ns;     /* (n_ops) shifted: the first measured op starts at 0 */
+    int64_t *measured_end_ns;       /* (n_ops) */
+    int32_t *measured_delta;        /* (n_ops) version_b - version_f of the op's row; 0 on U */
+    int64_t *replay_start_ns;       /* (n_ops) */
+    int64_t *calibrated_start_ns;   /* (n_ops) */
     /* Medians of the measured durations: f/b/w per (stage, chunk), b the BW median and w 0
      * when the backward is fused; u per stage (the median of an absent kind is 0). */
     SimCostModel   *calibrated_cost;
