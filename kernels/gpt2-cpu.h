@@ -11,7 +11,7 @@
  * product) or by output channels, never inside a sum. Every sum over rows (weight, bias,
  * LayerNorm and embedding gradients) runs over all rows in ascending order on one thread, and
  * every sum along a row (LayerNorm statistics, softmax, dot products) goes into GPT2_LANES
- * fixed partial sums (gpt2-cpu-math.h); products are split by rows at OpenBLAS's tile boundaries
+ * fixed partial sums (gpt2-cpu-math.h); products are cut into blocks fixed by their shape alone
  * (kern_gemm()). So results are bitwise identical for any thread count; they may differ between
  * instruction sets (fused multiply-adds where the processor has them) and OpenBLAS core types.
  */

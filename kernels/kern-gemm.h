@@ -18,24 +18,29 @@ typedef enum {
  *   A: (M, K) with row stride lda >= K, or (K, M) with lda >= M when transposed
  *   B: (K, N) with ldb >= N, or (N, K) with ldb >= K when transposed
  *   C: (M, N) with ldc >= N
- * beta == 0 never reads C (it may hold NaN). C must not overlap A or B.
- * C is split among the calling thread's team into blocks of whole rows starting at multiples of
- * KERN_GEMM_ROW_ALIGN (never along K, never by columns), each block a single-threaded
- * cblas_sgemm call. OpenBLAS's kernel rounds an element the same way wherever such a block
- * starts, so results are bitwise identical for any kern_threads() (tests/test-gemm.c asserts
- * it); blocks of columns, or rows at other offsets, would change the rounding. Products below
- * KERN_GEMM_SERIAL_MACS multiply-adds, with at most KERN_GEMM_ROW_ALIGN rows, or called from
- * inside a task run on the calling thread alone. OpenBLAS's own thread count is set to 1
- * on the first call. */
+ * BLAS's rules for special scalars hold whatever kernel OpenBLAS picked: alpha == 0 or K == 0
+ * never reads A or B (C becomes beta * C), and beta == 0 never reads C (it may hold NaN).
+ * C must not overlap A or B.
+ * Determinism: C is cut into a grid of blocks (whole rows, or whole columns when C is wider
+ * than tall) whose number and bounds depend only on M, N and K, and each block is one
+ * single-threaded cblas_sgemm call, run by whichever thread of the caller's team takes it. The
+ * same product is thus the same sequence of calls for any kern_threads(), and gives the same
+ * bits under every core type OpenBLAS can pick (tests/test-gemm.c checks each one the CPU
+ * supports). Cutting by the team size would not: OpenBLAS's AVX-512 kernels round a block
+ * differently by its shape (small blocks take another code path). OpenBLAS's own thread
+ * count is set to 1 on the first call. */
 void kern_gemm(KernGemmTrans ta, KernGemmTrans tb, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 enum {
-    KERN_GEMM_SERIAL_MACS = 1 << 18, /* smaller products are not split */
-    /* every block starts at a multiple. OpenBLAS 0.3.21's Haswell sgemm walks the rows of a
-     * row-major C (its columns in column-major terms) in groups of 12 and rounds by group
-     * shape, so blocks must start on a group boundary; 24 also keeps 8-row tiles whole. */
-    KERN_GEMM_ROW_ALIGN = 24
+    KERN_GEMM_SERIAL_MACS = 1 << 18, /* smaller products are one block */
+    KERN_GEMM_BLOCK_MACS = 1 << 24,  /* a block has at least this many multiply-adds... */
+    KERN_GEMM_MAX_BLOCKS = 16,       /* ...and a product at most this many blocks */
+    /* blocks of rows start on multiples of 24 and blocks of columns on multiples of 64, so
+     * OpenBLAS's register tiles (groups of 8 or 12 rows, 16 or 32 columns) stay whole: for
+     * speed only, the bits do not depend on it. */
+    KERN_GEMM_ROW_ALIGN = 24,
+    KERN_GEMM_COL_ALIGN = 64
 };
 
 #ifdef __cplusplus

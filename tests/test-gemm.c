@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT
  * test-gemm.c: the CPU kernels' matrix product and worker threads (kernels/kern-gemm.h,
  * kernels/kern-pool.h): every transpose case, ragged edges, strides, alpha and beta against a
- * double-precision reference; results bitwise independent of the thread count (ragged blocks of
- * rows, K deeper than OpenBLAS's k-blocks) and of nesting; OpenBLAS left on one thread; the
- * pool runs each task exactly once.
+ * double-precision reference; BLAS's rules for alpha 0, K 0 and beta 0; results bitwise
+ * independent of the thread count (ragged blocks of rows and of columns, K deeper than
+ * OpenBLAS's k-blocks) and of nesting; OpenBLAS left on one thread; the pool runs each task
+ * exactly once. tests/meson.build runs it under every OpenBLAS core type the CPU supports.
  */
 #include <cblas.h>
 #include <check.h>
@@ -11,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kern-gemm.h"
 #include "kern-pool.h"
@@ -150,11 +152,35 @@ START_TEST(test_gemm_special_scalars) {
     prod_clear(&p);
     prod_init(&p, KERN_GEMM_NO_TRANS, KERN_GEMM_NO_TRANS, 5, 6, 4, 0.0f, 2.0f, 9);
     p.A[0] = NAN;
+    p.B[0] = INFINITY;
     prod_run(&p);
     for (int i = 0; i < p.M; i++)
         for (int j = 0; j < p.N; j++)
             ck_assert_float_eq(p.C[(size_t)i * p.ldc + j], 2.0f * p.C0[(size_t)i * p.ldc + j]);
     prod_clear(&p);
+    /* alpha 0 and beta 0 over NaN everywhere: zeros, on a product large enough to be cut */
+    prod_init(&p, KERN_GEMM_TRANS, KERN_GEMM_NO_TRANS, 200, 300, 64, 0.0f, 0.0f, 10);
+    ck_assert((double)p.M * p.N * p.K >= KERN_GEMM_SERIAL_MACS);
+    p.A[0] = p.B[0] = NAN;
+    for (int i = 0; i < p.M; i++)
+        for (int j = 0; j < p.N; j++)
+            p.C[(size_t)i * p.ldc + j] = NAN;
+    prod_run(&p);
+    for (int i = 0; i < p.M; i++)
+        for (int j = 0; j < p.N; j++)
+            ck_assert_float_eq(p.C[(size_t)i * p.ldc + j], 0.0f);
+    prod_clear(&p);
+    /* beta 0 over NaN on a product cut into several blocks of rows and of columns */
+    for (int wide = 0; wide < 2; wide++) {
+        prod_init(&p, KERN_GEMM_NO_TRANS, KERN_GEMM_NO_TRANS, wide ? 100 : 700, wide ? 700 : 100,
+                  400, 1.0f, 0.0f, 11 + (uint64_t)wide);
+        for (int i = 0; i < p.M; i++)
+            for (int j = 0; j < p.N; j++)
+                p.C[(size_t)i * p.ldc + j] = p.C0[(size_t)i * p.ldc + j] = NAN;
+        prod_run(&p);
+        prod_check(&p, wide ? "beta 0 over NaN, blocks of columns" : "beta 0 over NaN, of rows");
+        prod_clear(&p);
+    }
 }
 END_TEST
 
@@ -173,20 +199,20 @@ static float *gemm_with_threads(KernGemmTrans ta, KernGemmTrans tb, int M, int N
     return c;
 }
 
-/* Shapes above KERN_GEMM_SERIAL_MACS with at least 2 * KERN_GEMM_ROW_ALIGN rows, so that 2 or
- * more threads split them, ragged against the blocks and OpenBLAS's register tiles, with K from
+/* Shapes above KERN_GEMM_SERIAL_MACS, so that they are cut into blocks (of rows, or of columns
+ * when wider than tall), ragged against the blocks and OpenBLAS's register tiles, with K from
  * one OpenBLAS k-block to several; and the model's own shapes (T 256, B 4, C 256). */
 static const struct {
     int M, N, K;
-} det_shapes[] = {{301, 517, 700},  {517, 301, 700},   {1000, 33, 2049},
-                  {97, 1003, 129},  {1024, 768, 256},  {1024, 256, 1024},
-                  {256, 768, 1024}, {1024, 1200, 256}, {1213, 256, 1024}};
+} det_shapes[] = {{301, 517, 700},   {517, 301, 700},   {1000, 33, 2049}, {97, 1003, 129},
+                  {1024, 768, 256},  {1024, 256, 1024}, {256, 768, 1024}, {1024, 1200, 256},
+                  {1213, 256, 1024}, {64, 4000, 256}};
 
 /* _i: shape; each case covers the four transpose combinations */
 START_TEST(test_gemm_thread_count_bitwise) {
     int    M = det_shapes[_i].M, N = det_shapes[_i].N, K = det_shapes[_i].K;
     size_t bytes = (size_t)M * (N + 7) * sizeof(float);
-    ck_assert((double)M * N * K >= KERN_GEMM_SERIAL_MACS && M >= 2 * KERN_GEMM_ROW_ALIGN);
+    ck_assert((double)M * N * K >= KERN_GEMM_SERIAL_MACS);
     for (int t = 0; t < 4; t++) {
         KernGemmTrans ta = t & 1 ? KERN_GEMM_TRANS : KERN_GEMM_NO_TRANS;
         KernGemmTrans tb = t & 2 ? KERN_GEMM_TRANS : KERN_GEMM_NO_TRANS;
@@ -290,12 +316,25 @@ START_TEST(test_pool_scratch) {
 }
 END_TEST
 
+/* The core type the environment asks for is the one OpenBLAS runs (tests/blas-coretype.sh runs
+ * this program under each), so those runs really check each kernel family. */
+START_TEST(test_gemm_coretype_honoured) {
+    const char *want = getenv("OPENBLAS_CORETYPE");
+    if (want == NULL || *want == '\0')
+        return;
+    ck_assert_msg(strcasecmp(openblas_get_corename(), want) == 0,
+                  "OPENBLAS_CORETYPE=%s but OpenBLAS runs its %s kernels", want,
+                  openblas_get_corename());
+}
+END_TEST
+
 static Suite *gemm_suite(void) {
     Suite *s = suite_create("gemm");
     TCase *tc = tcase_create("gemm");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_gemm_reference, 1, 4);
     tcase_add_test(tc, test_gemm_special_scalars);
+    tcase_add_test(tc, test_gemm_coretype_honoured);
     tcase_add_loop_test(tc, test_gemm_thread_count_bitwise, 0, N_ELEMS(det_shapes));
     tcase_add_test(tc, test_gemm_nested_in_tasks);
     tcase_add_test(tc, test_pool_each_task_once);
