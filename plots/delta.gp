@@ -4,11 +4,12 @@
 # updates its stage applied between the micro-batch's forward and that backward,
 # version_b - version_f. One bar colour per stage.
 # Usage: gnuplot -e "trace='runs/x/ops.csv'; out='delta.png'" plots/delta.gp
+#   table='FILE': also writes the bars (x, count) to FILE, one block per stage (for tests).
 if (!exists("trace")) trace = 'ops.csv'
-if (!exists("out")) out = 'delta.png'
 # This script's folder, for common.gp (ARG0: the path gnuplot ran it by).
 slash_(s, i) = i < 1 ? 0 : (s[i:i] eq '/' ? i : slash_(s, i - 1))
 load ARG0[1:slash_(ARG0, strlen(ARG0))].'common.gp'
+if (!exists("out")) out = dir_of(trace).'/delta.png'
 if (!exists("title")) title = 'Weight-version drift per stage: '.run_name(trace)
 stats trace skip 1 using 1 nooutput
 n_stages = int(STATS_max) + 1
@@ -27,7 +28,12 @@ set key outside right top title 'stage'
 set style fill solid 0.85 border lc rgb '#333333'
 w = 0.8 / n_stages
 set boxwidth w absolute
+# Every row counts, with weight 1 when it is a backward of stage s and 0 otherwise: rows left
+# out as NaN would cut gnuplot's frequency sums into one-row pieces (every bar 1 high).
+back(s) = $1 == s && (strcol(2) eq 'B' || strcol(2) eq 'BW')
+bar_x(s, d) = d - 0.4 + (s + 0.5) * w
+if (exists("table")) set table table
 plot for [s=0:n_stages - 1] trace skip 1 \
-     using (($1 == s && (strcol(2) eq 'B' || strcol(2) eq 'BW')) ? \
-            $9 - $8 - 0.4 + (s + 0.5) * w : NaN):(1.0) smooth frequency with boxes \
+     using (bar_x(s, back(s) ? $9 - $8 : 0)):(back(s) ? 1 : 0) smooth frequency with boxes \
+     lc rgb run_color(s + 1) \
      title sprintf('%d', s)

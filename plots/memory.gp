@@ -4,10 +4,10 @@
 # stages.csv of pacer-sim --out.
 # Usage: gnuplot -e "stages='runs/sim/stages.csv'; out='memory.png'" plots/memory.gp
 if (!exists("stages")) stages = 'stages.csv'
-if (!exists("out")) out = 'memory.png'
 # This script's folder, for common.gp (ARG0: the path gnuplot ran it by).
 slash_(s, i) = i < 1 ? 0 : (s[i:i] eq '/' ? i : slash_(s, i - 1))
 load ARG0[1:slash_(ARG0, strlen(ARG0))].'common.gp'
+if (!exists("out")) out = dir_of(stages).'/memory.png'
 if (!exists("title")) title = 'Peak memory per stage by category: '.run_name(stages)
 set datafile columnheaders
 set terminal pngcairo size 1100,650 noenhanced font ',10'

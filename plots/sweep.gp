@@ -5,10 +5,10 @@
 #   xkey='pipeline.microbatches' (the x column), by='pipeline.schedule' (one line per value;
 #   '' for one line), xlabel, title: optional.
 if (!exists("sweep")) sweep = 'sweep.csv'
-if (!exists("out")) out = 'sweep.png'
 # This script's folder, for common.gp (ARG0: the path gnuplot ran it by).
 slash_(s, i) = i < 1 ? 0 : (s[i:i] eq '/' ? i : slash_(s, i - 1))
 load ARG0[1:slash_(ARG0, strlen(ARG0))].'common.gp'
+if (!exists("out")) out = dir_of(sweep).'/sweep.png'
 if (!exists("xkey")) xkey = 'pipeline.microbatches'
 if (!exists("by")) by = 'pipeline.schedule'
 if (!exists("xlabel")) xlabel = 'micro-batches per optimizer step (m, or a for paci)'
