@@ -114,11 +114,14 @@ static gboolean pp_partition_balance(const PpPartitionSums *s, int32_t *n, GErro
         pp_partition_suffix(s, PP_PARTITION_METRIC_MEM, FALSE, rest);
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                     "partition: no split of %d blocks over %d virtual stages fits the device "
-                    "memory limit of %" G_GINT64_FORMAT " bytes per virtual stage "
-                    "(hardware.memory_gib); the smallest peak stage memory any split needs is "
-                    "%" G_GINT64_FORMAT " bytes; use larger devices, more stages or fewer "
-                    "micro-batches in flight",
-                    L, V, p->mem_limit_bytes, rest[0]);
+                    "memory limit: the best split needs %.3f GiB (%" G_GINT64_FORMAT " bytes) "
+                    "on its fullest virtual stage, %.3f GiB over the limit of %.3f GiB "
+                    "(%" G_GINT64_FORMAT " bytes) per virtual stage (hardware.memory_gib over the "
+                    "chunks per device)%s%s",
+                    L, V, (double)rest[0] / (1 << 30), rest[0],
+                    (double)(rest[0] - p->mem_limit_bytes) / (1 << 30),
+                    (double)p->mem_limit_bytes / (1 << 30), p->mem_limit_bytes,
+                    p->mem_advice != NULL ? "; " : "", p->mem_advice != NULL ? p->mem_advice : "");
         return FALSE;
     }
     int32_t used = 0;

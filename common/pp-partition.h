@@ -40,6 +40,8 @@ typedef struct {
     const int32_t *live_units;         /* (n_vstages) peak live (mb, chunk) units, >= 0 */
     int64_t        first_static_bytes, first_act_bytes; /* embeddings on virtual stage 0 */
     int64_t        last_static_bytes, last_act_bytes;   /* head + logits on the last one */
+    const char    *mem_advice; /* (nullable) what to change, appended to the error when no split
+                                  fits the limit (pp_memory_advice()) */
 } PpPartitionParams;
 
 /* The most blocks a partition takes: the balanced split's dynamic program runs in

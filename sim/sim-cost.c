@@ -10,6 +10,7 @@
 
 #include "pp-checked.h"
 #include "pp-error.h"
+#include "pp-memory-advice.h"
 #include "pp-memory.h"
 #include "pp-partition.h"
 #include "sim-layout.h"
@@ -287,6 +288,8 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
         pp.last_act_bytes = llround(split->logits_bytes);
     }
     g_autoptr(GError) local = NULL;
+    g_autofree char *advice = pp_memory_advice(scenario);
+    pp.mem_advice = advice;
     PpPartition *part = pp_partition_new(&pp, &local);
     if (part == NULL)
         g_set_error(error, local->domain, local->code, "%s: %s", scenario->path, local->message);

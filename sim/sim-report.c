@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "pp-error.h"
+#include "pp-memory-advice.h"
 #include "pp-trace.h"
 #include "sim-perfetto.h"
 
@@ -146,10 +147,12 @@ char *sim_report_format_summary(const SimJob *job) {
     g_string_append_printf(out, "\xce\x94max        %d\n", res->delta_max);
     g_string_append_printf(out, "peak memory %.3f GiB",
                            (double)res->peak_memory_bytes / SIM_REPORT_GIB);
-    if (sc->hardware.set && res->peak_memory_bytes > sc->hardware.memory_bytes)
-        g_string_append_printf(out, " (more than the device's %.3f GiB: it would not fit)",
-                               (double)sc->hardware.memory_bytes / SIM_REPORT_GIB);
     g_string_append_c(out, '\n');
+    if (sc->hardware.set && res->peak_memory_bytes > sc->hardware.memory_bytes) {
+        g_autofree char *over = pp_memory_over(res->peak_memory_bytes, sc->hardware.memory_bytes);
+        g_autofree char *advice = pp_memory_advice(sc);
+        g_string_append_printf(out, "            it would not fit: %s; %s\n", over, advice);
+    }
     g_string_append(out, "\n");
     /* "\xce\x94" is Δ: two bytes, one column, hence one pad space more in that header. The
      * last three columns split the peak (GiB at its moment): weights + gradients + optimizer

@@ -329,8 +329,8 @@ START_TEST(test_partition_random_brute_force) {
             ck_assert_ptr_null(part);
             ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
             g_autofree char *need =
-                g_strdup_printf("needs is %" G_GINT64_FORMAT " bytes", best_mem);
-            g_autofree char *lim = g_strdup_printf("limit of %" G_GINT64_FORMAT " bytes", limit);
+                g_strdup_printf(" GiB (%" G_GINT64_FORMAT " bytes) on its fullest", best_mem);
+            g_autofree char *lim = g_strdup_printf(" GiB (%" G_GINT64_FORMAT " bytes) per", limit);
             ck_assert_ptr_nonnull(strstr(error->message, need));
             ck_assert_ptr_nonnull(strstr(error->message, lim));
             g_clear_error(&error);
@@ -365,8 +365,8 @@ START_TEST(test_partition_memory_infeasible) {
     g_autoptr(GError) error = NULL;
     ck_assert_ptr_null(pp_partition_new(&p, &error));
     ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
-    ck_assert_ptr_nonnull(strstr(error->message, "limit of 44 bytes"));
-    ck_assert_ptr_nonnull(strstr(error->message, "needs is 45 bytes"));
+    ck_assert_ptr_nonnull(strstr(error->message, "GiB (44 bytes) per"));
+    ck_assert_ptr_nonnull(strstr(error->message, "GiB (45 bytes) on its fullest"));
     ck_assert_ptr_nonnull(strstr(error->message, "hardware.memory_gib"));
 
     p.mem_limit_bytes = 45;

@@ -498,6 +498,57 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
+/* --- out of memory --- */
+
+/* A configuration over its devices' memory says by how much in GiB and which keys would help,
+ * with their values now, leaving out the ones already at their most frugal setting: at the
+ * partition (no split fits) and in the summary (an even split that would not fit). */
+START_TEST(test_out_of_memory_advice) {
+    const char      *base = PP_SOURCE_ROOT "/scenarios/default.ini";
+    const char      *tight[] = {base, "--set", "hardware.memory_gib=20", NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    ck_assert_int_eq(run_cli(tight, &out, &err), 1);
+    const char *const want[] = {"needs 21.555 GiB",
+                                "1.555 GiB over the limit of 20.000 GiB",
+                                "pipeline.microbatch_size (now 16",
+                                "model.recompute = selective",
+                                "model.flash_attention = true",
+                                "pipeline.stages (now 8",
+                                "hardware.memory_gib"};
+    for (size_t i = 0; i < G_N_ELEMENTS(want); i++)
+        ck_assert_msg(strstr(err, want[i]) != NULL, "'%s' not in '%s'", want[i], err);
+
+    const char *frugal[] = {base,
+                            "--set",
+                            "hardware.memory_gib=0.5",
+                            "--set",
+                            "model.recompute=full",
+                            "--set",
+                            "model.flash_attention=true",
+                            "--set",
+                            "training.global_batch=8",
+                            "--set",
+                            "pipeline.microbatch_size=1",
+                            NULL};
+    g_free(err);
+    err = NULL;
+    ck_assert_int_eq(run_cli(frugal, NULL, &err), 1);
+    ck_assert_msg(strstr(err, "pipeline.stages (now 8") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "microbatch_size (now") == NULL, "%s", err);
+    ck_assert_msg(strstr(err, "model.recompute =") == NULL, "%s", err);
+    ck_assert_msg(strstr(err, "flash_attention = true") == NULL, "%s", err);
+
+    const char *even[] = {
+        base, "--set", "hardware.memory_gib=20", "--set", "pipeline.partition=even", NULL};
+    g_free(out);
+    out = NULL;
+    ck_assert_int_eq(run_cli(even, &out, NULL), 0);
+    ck_assert_msg(strstr(out, "it would not fit: 44.096 GiB, 24.096 GiB over the device's "
+                              "20.000 GiB; what lowers it:") != NULL,
+                  "%s", out);
+}
+END_TEST
+
 /* --- compare --- */
 
 /* The compare rule on both kinds of cost: explicit [costs] keep the micro-batch size (2),
@@ -871,6 +922,7 @@ static Suite *sim_cli_suite(void) {
     tcase_add_test(tc, test_sweep_streams);
     tcase_add_test(tc, test_shipped_scenarios);
     tcase_add_test(tc, test_schedules);
+    tcase_add_test(tc, test_out_of_memory_advice);
     suite_add_tcase(s, tc);
     return s;
 }
