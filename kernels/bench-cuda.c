@@ -231,8 +231,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s [repetitions >= 1 (10)] [training steps >= 1 (5)]\n", argv[0]);
         return 2;
     }
-    if (kern_cuda_device_count() == 0) {
-        printf("no CUDA device: skipped\n");
+    const char *why = NULL;
+    if (kern_cuda_device_query(&why) == 0) {
+        printf("SKIP: no usable CUDA device: %s\n", why);
         return 77;
     }
     struct cudaDeviceProp prop;

@@ -20,13 +20,24 @@ const char *kern_dtype_name(KernDtype dt) {
     return dt == KERN_DTYPE_F32 ? "fp32" : "bf16";
 }
 
-int kern_cuda_device_count(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+int kern_cuda_device_query(const char **why) {
+    int         n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    const char *reason = NULL;
+    if (err != cudaSuccess) {
+        reason = cudaGetErrorString(err);
         cudaGetLastError(); /* clear the sticky "no driver / no device" error */
-        return 0;
+        n = 0;
+    } else if (n == 0) {
+        reason = "no CUDA device is visible (CUDA_VISIBLE_DEVICES?)";
     }
+    if (why)
+        *why = reason;
     return n;
+}
+
+int kern_cuda_device_count(void) {
+    return kern_cuda_device_query(NULL);
 }
 
 /* --- context --- */

@@ -35,6 +35,11 @@ const char *kern_dtype_name(KernDtype dt);
 
 /* Number of CUDA devices visible to this process; 0 when there is no driver or no device. */
 int kern_cuda_device_count(void);
+/* The same count, and when it is 0 why: @why (may be NULL) is set to the CUDA runtime's error
+ * text ("CUDA driver version is insufficient for CUDA runtime version", "no CUDA-capable
+ * device is detected", ...) or, when the query succeeded with no device, "no CUDA device is
+ * visible (CUDA_VISIBLE_DEVICES?)"; NULL when a device is there. (transfer none: static) */
+int kern_cuda_device_query(const char **why);
 
 /* --- per-stream context --- */
 

@@ -9,6 +9,7 @@
 
 #include "gpt2-cuda.h"
 #include "gpt2-slice-cuda.h"
+#include "kern-cuda.h"
 #include "kern-util.h"
 
 static size_t round256(size_t b) {
@@ -204,6 +205,32 @@ START_TEST(test_sizes_gpt2_124m) {
 }
 END_TEST
 
+/* Without a usable device the query says why, in the CUDA runtime's words; with one it gives
+ * no reason. CUDA_VISIBLE_DEVICES="" (set before the runtime starts: each test runs in its own
+ * child) hides every device, so the first case holds on a GPU machine too. */
+START_TEST(test_device_query_hidden) {
+    ck_assert_int_eq(setenv("CUDA_VISIBLE_DEVICES", "", 1), 0);
+    const char *why = (const char *)"unset";
+    ck_assert_int_eq(kern_cuda_device_query(&why), 0);
+    ck_assert_ptr_nonnull(why);
+    ck_assert_msg(strlen(why) > 8 && strcmp(why, "unset") != 0, "reason '%s'", why);
+    ck_assert_int_eq(kern_cuda_device_count(), 0);
+}
+END_TEST
+
+START_TEST(test_device_query_consistent) {
+    const char *why = (const char *)"unset";
+    int         n = kern_cuda_device_query(&why);
+    ck_assert_int_ge(n, 0);
+    if (n == 0)
+        ck_assert_msg(why && strlen(why) > 8 && strcmp(why, "unset") != 0, "reason '%s'", why);
+    else
+        ck_assert_ptr_null(why);
+    ck_assert_int_eq(kern_cuda_device_count(), n);
+    ck_assert_int_eq(kern_cuda_device_query(NULL), n);
+}
+END_TEST
+
 static Suite *host_suite(void) {
     Suite *s = suite_create("cuda-host");
     TCase *tc = tcase_create("host");
@@ -213,6 +240,8 @@ static Suite *host_suite(void) {
     tcase_add_test(tc, test_attention_scratch);
     tcase_add_test(tc, test_sizes_tiny);
     tcase_add_test(tc, test_sizes_gpt2_124m);
+    tcase_add_test(tc, test_device_query_hidden);
+    tcase_add_test(tc, test_device_query_consistent);
     suite_add_tcase(s, tc);
     return s;
 }
