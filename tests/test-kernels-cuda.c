@@ -772,8 +772,8 @@ START_TEST(test_crossentropy) {
     tcu_assert_close(gm, &mean, 1, 1e-5, "mean loss");
     /* backward in place over the probabilities, and into a separate buffer */
     void *dd = tcu_upload(NULL, XN * XVP, dt);
-    gpt2_cuda_crossentropy_backward(dd, dl, dtg, dloss, XN, XV, XVP, dt, stream());
-    gpt2_cuda_crossentropy_backward(dl, dl, dtg, dloss, XN, XV, XVP, dt, stream());
+    gpt2_cuda_crossentropy_backward(dd, dl, drl, dtg, dloss, XN, XV, XVP, dt, stream());
+    gpt2_cuda_crossentropy_backward(dl, dl, drl, dtg, dloss, XN, XV, XVP, dt, stream());
     float *gd = tcu_download(dd, XN * XVP, dt), *gi = tcu_download(dl, XN * XVP, dt);
     tcu_assert_close(gd, dref, XN * XVP, tol(dt, 1e-4, 1e-2), "dlogits");
     tcu_assert_close(gi, dref, XN * XVP, tol(dt, 1e-4, 1e-2), "dlogits in place");
@@ -792,6 +792,41 @@ START_TEST(test_crossentropy) {
 }
 END_TEST
 
+/* A confident prediction (p[target] from 0.99 to 0.9998): the target's gradient p - 1 must
+ * hold to bf16's storage rounding of itself (2^-9), which p rounded to bf16 and then less 1
+ * cannot (its error is up to 2^-9 absolute, 20% or more of p - 1 here). */
+START_TEST(test_crossentropy_confident) {
+    KernDtype dt = (KernDtype)_i;
+    float    *logits = hrand(XN * XVP, 0.5f, 40, dt);
+    int32_t   targets[XN];
+    rand_ids(targets, XN, XV, 41);
+    /* margins 9 to 12.6 over 49 logits of N(0, 0.5^2): 1 - p from about 7e-3 to 2e-4 */
+    for (int n = 0; n < XN; n++)
+        logits[(size_t)n * XVP + targets[n]] = 9.0f + 0.45f * (float)n;
+    tcu_round(logits, XN * XVP, dt);
+    float *probs = hcopy(logits, XN * XVP), rloss[XN];
+    gpt2_cpu_crossentropy_forward(probs, rloss, targets, XN, XV, XVP);
+    void    *dl = tcu_upload(logits, XN * XVP, dt), *drl = tcu_upload(NULL, XN, F32);
+    int32_t *dtg = tcu_upload_ids(targets, XN);
+    gpt2_cuda_crossentropy_forward(dl, drl, NULL, dtg, XN, XV, XVP, dt, stream());
+    gpt2_cuda_crossentropy_backward(dl, dl, drl, dtg, 1.0f, XN, XV, XVP, dt, stream());
+    float *gd = tcu_download(dl, XN * XVP, dt);
+    for (int n = 0; n < XN; n++) {
+        /* the reference in double from the fp32 loss: p - 1 = expm1(-loss) */
+        double want = expm1(-(double)rloss[n]), got = gd[(size_t)n * XVP + targets[n]];
+        ck_assert_msg(want < -1e-4 && want > -1e-2, "row %d: p - 1 = %g", n, want);
+        ck_assert_msg(fabs(got - want) <= 4e-3 * fabs(want), "row %d (%s): p - 1 %.6g, want %.6g",
+                      n, kern_dtype_name(dt), got, want);
+    }
+    free(gd);
+    free(probs);
+    free(logits);
+    tcu_free(dl);
+    tcu_free(drl);
+    tcu_free(dtg);
+}
+END_TEST
+
 /* A target outside [0, V) gives its row a NaN loss and no one-hot term, and leaves the other
  * rows alone (no out-of-bounds read). */
 START_TEST(test_crossentropy_bad_target) {
@@ -807,7 +842,7 @@ START_TEST(test_crossentropy_bad_target) {
     for (int n = 0; n < XN; n++)
         ck_assert_msg((n == 2 || n == 5) ? isnan(grl[n]) : isfinite(grl[n]), "row %d loss %g", n,
                       grl[n]);
-    gpt2_cuda_crossentropy_backward(dl, dl, dtg, 1.0f, XN, XV, XVP, F32, stream());
+    gpt2_cuda_crossentropy_backward(dl, dl, drl, dtg, 1.0f, XN, XV, XVP, F32, stream());
     float *gd = tcu_download(dl, XN * XVP, F32);
     for (int j = 0; j < XV; j++)
         ck_assert_float_eq(gd[2 * XVP + j], gp[2 * XVP + j]); /* p * 1, no -1 anywhere */
@@ -847,6 +882,7 @@ static Suite *kernels_suite(void) {
     tcase_add_loop_test(tc, test_residual, 0, 2);
     tcase_add_loop_test(tc, test_crossentropy, 0, 2);
     tcase_add_test(tc, test_crossentropy_bad_target);
+    tcase_add_loop_test(tc, test_crossentropy_confident, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
