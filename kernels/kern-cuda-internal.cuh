@@ -104,7 +104,8 @@ static inline cudaDataType_t kern_cuda_data_type(KernDtype dt) {
 /* --- deterministic column sums ---
  * A column sum over N rows runs in two launches: each block sums a fixed chunk of rows for
  * 32 columns (fixed order inside the block) into a partial row of the context's scratch,
- * then one thread per column adds the partial rows in order onto the destination. The chunk
+ * then 16 lanes per column add the partial rows (lane y: rows y, y + 16, ... in order) and
+ * fold by a fixed tree onto the destination. The chunk
  * count depends only on (N, columns, quantities), so results are bitwise reproducible. */
 
 /* Number of row chunks for @n_rows rows, @n_cols columns and @n_quant quantities summed at

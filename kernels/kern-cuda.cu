@@ -443,19 +443,38 @@ int kern_cuda_colsum_chunks(int n_rows, int n_cols, int n_quant) {
     return chunks ? (int)chunks : 1;
 }
 
+/* The finish: a block of COLSUM_FIN_COLS x COLSUM_FIN_LANES threads per COLSUM_FIN_COLS
+ * columns. Lane y sums chunks y, y + LANES, ... of its column in order (coalesced across the
+ * columns), then the lanes fold by a fixed tree in shared memory: the same order, so the same
+ * bits, every run, with 16x fewer serial adds than one thread per column and 16x more blocks
+ * (48 instead of 3 for C = 768). */
+#define COLSUM_FIN_COLS  32
+#define COLSUM_FIN_LANES 16
+
 __global__ void colsum_finish_kernel(float *dst, const float *partial, int n_chunks, int n_cols) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n_cols)
-        return;
-    float acc = 0.0f;
-    for (int r = 0; r < n_chunks; r++)
-        acc += partial[(size_t)r * n_cols + c];
-    dst[c] += acc;
+    __shared__ float sh[COLSUM_FIN_LANES][COLSUM_FIN_COLS + 1];
+    int              cx = threadIdx.x, ly = threadIdx.y;
+    int              c = blockIdx.x * COLSUM_FIN_COLS + cx;
+    float            acc = 0.0f;
+    if (c < n_cols) {
+        for (int r = ly; r < n_chunks; r += COLSUM_FIN_LANES)
+            acc += partial[(size_t)r * n_cols + c];
+    }
+    sh[ly][cx] = acc;
+    __syncthreads();
+    for (int k = COLSUM_FIN_LANES / 2; k > 0; k >>= 1) {
+        if (ly < k)
+            sh[ly][cx] += sh[ly + k][cx];
+        __syncthreads();
+    }
+    if (ly == 0 && c < n_cols)
+        dst[c] += sh[0][cx];
 }
 
 void kern_cuda_colsum_finish(float *dst, const float *partial, int n_chunks, int n_cols,
                              cudaStream_t stream) {
-    unsigned grid = (unsigned)((n_cols + 255) / 256);
-    colsum_finish_kernel<<<grid, 256, 0, stream>>>(dst, partial, n_chunks, n_cols);
+    unsigned grid = (unsigned)((n_cols + COLSUM_FIN_COLS - 1) / COLSUM_FIN_COLS);
+    dim3     block(COLSUM_FIN_COLS, COLSUM_FIN_LANES);
+    colsum_finish_kernel<<<grid, block, 0, stream>>>(dst, partial, n_chunks, n_cols);
     KERN_CUDA_LAUNCH_CHECK();
 }

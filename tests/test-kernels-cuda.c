@@ -383,6 +383,57 @@ END_TEST
 /* --- matmul --- */
 
 /* (N, IC, OC, bias) cases; the odd shape is fp32 only (bf16 rows must stay 16-byte aligned) */
+/* Many row chunks (2048 rows: 64 chunks of 32, more than the finish's 16 lanes) and a column
+ * count that leaves a partial block: the fixed-order column sums against the CPU, and the same
+ * bits on a second run. */
+START_TEST(test_layernorm_backward_weight_long) {
+    KernDtype dt = (KernDtype)_i;
+    enum { N = 2048, C = 100 };
+    float *inp = kern_xmalloc(N * C * sizeof(float)), *out = kern_xmalloc(N * C * sizeof(float));
+    float  w[C], b[C], mean[N], rstd[N];
+    ln_inputs(inp, w, b, N, C, dt);
+    gpt2_cpu_layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+    float *dout = hrand(N * C, 1.0f, 16, dt);
+    float *iw = hrand(C, 1.0f, 17, F32), *ib = hrand(C, 1.0f, 18, F32);
+    float *rw = hcopy(iw, C), *rb = hcopy(ib, C);
+    gpt2_cpu_layernorm_backward_weight(rw, rb, dout, inp, mean, rstd, N, C);
+    void  *ddout = tcu_upload(dout, N * C, dt), *di = tcu_upload(inp, N * C, dt);
+    void  *dmean = tcu_upload(mean, N, F32), *drstd = tcu_upload(rstd, N, F32);
+    float *first[2] = {NULL, NULL};
+    for (int run = 0; run < 2; run++) {
+        void *ddw = tcu_upload(iw, C, F32), *ddb = tcu_upload(ib, C, F32);
+        gpt2_cuda_layernorm_backward_weight(ddw, ddb, ddout, di, dmean, drstd, N, C, dt, tcu_ctx());
+        float *gw = tcu_download(ddw, C, F32), *gb = tcu_download(ddb, C, F32);
+        assert_increment(gw, rw, iw, C, 1e-4, "layernorm dweight, 64 chunks");
+        assert_increment(gb, rb, ib, C, 1e-4, "layernorm dbias, 64 chunks");
+        if (run == 0) {
+            first[0] = gw;
+            first[1] = gb;
+        } else {
+            ck_assert_mem_eq(gw, first[0], C * sizeof(float));
+            ck_assert_mem_eq(gb, first[1], C * sizeof(float));
+            free(gw);
+            free(gb);
+        }
+        tcu_free(ddw);
+        tcu_free(ddb);
+    }
+    free(first[0]);
+    free(first[1]);
+    free(rw);
+    free(rb);
+    free(iw);
+    free(ib);
+    free(dout);
+    free(inp);
+    free(out);
+    tcu_free(ddout);
+    tcu_free(di);
+    tcu_free(dmean);
+    tcu_free(drstd);
+}
+END_TEST
+
 static const int mm_cases[][4] = {
     {37, 24, 40, 1}, {37, 24, 40, 0}, {64, 128, 96, 1}, {5, 13, 7, 1}};
 #define MM_N_CASES 4
@@ -871,6 +922,7 @@ static Suite *kernels_suite(void) {
     tcase_add_loop_test(tc, test_layernorm_forward, 0, 2);
     tcase_add_loop_test(tc, test_layernorm_backward_input, 0, 2);
     tcase_add_loop_test(tc, test_layernorm_backward_weight, 0, 2);
+    tcase_add_loop_test(tc, test_layernorm_backward_weight_long, 0, 2);
     tcase_add_loop_test(tc, test_matmul_forward, 0, 2 * MM_N_CASES);
     tcase_add_loop_test(tc, test_matmul_forward_gelu, 0, 2 * MM_N_CASES);
     tcase_add_loop_test(tc, test_matmul_backward_input, 0, 2 * MM_N_CASES);
