@@ -22,8 +22,9 @@
 #define KERN_CUDA_SCRATCH_FLOATS ((size_t)4 << 20)
 /* Device doubles of per-context scalars (Newton-Schulz norm). */
 #define KERN_CUDA_N_SCALARS 8
-/* GEMM algorithm cache entries per context. */
-#define KERN_CUDA_GEMM_CACHE 64
+/* GEMM cache entries per context (a GPT-2 slice uses a few dozen shapes; past this many the
+ * least recently used entry is replaced). */
+#define KERN_CUDA_GEMM_CACHE 128
 
 /* Everything that selects a cuBLASLt algorithm for one product. */
 typedef struct {
@@ -32,9 +33,14 @@ typedef struct {
     uint32_t align_a, align_b, align_c;
 } KernGemmKey;
 
+/* One cached product: its algorithm, and the descriptor and layouts built once for its key
+ * (per call only the bias and GELU-input pointers are set on the descriptor). */
 typedef struct {
-    KernGemmKey          key;
-    cublasLtMatmulAlgo_t algo;
+    KernGemmKey            key;
+    cublasLtMatmulAlgo_t   algo;
+    cublasLtMatmulDesc_t   desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    uint64_t               last_use;
 } KernGemmCacheEntry;
 
 struct _KernCudaCtx {
@@ -44,6 +50,8 @@ struct _KernCudaCtx {
     float             *scratch;   /* (KERN_CUDA_SCRATCH_FLOATS) reduction partials */
     double            *scalars;   /* (KERN_CUDA_N_SCALARS) */
     int                n_cache;
+    uint64_t           n_gemm;       /* products run (the cache's clock) */
+    uint64_t           n_heuristics; /* algorithm searches (cache misses) */
     KernGemmCacheEntry cache[KERN_CUDA_GEMM_CACHE];
 };
 

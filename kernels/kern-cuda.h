@@ -63,6 +63,9 @@ void kern_cuda_ctx_free(KernCudaCtx *ctx);
 cudaStream_t kern_cuda_ctx_stream(const KernCudaCtx *ctx);
 /* Blocks until all work on the context's stream is done (aborts on a device error). */
 void kern_cuda_ctx_sync(KernCudaCtx *ctx);
+/* Products run through the context, and how many of them searched for an algorithm (a cache
+ * miss: a shape, layout or alignment not met among the recent ones). */
+void kern_cuda_ctx_gemm_counts(const KernCudaCtx *ctx, uint64_t *n_gemm, uint64_t *n_heuristics);
 
 /* --- GEMM (cuBLASLt) --- */
 

@@ -185,6 +185,84 @@ START_TEST(test_gemm_variants) {
 }
 END_TEST
 
+/* The GEMM cache: a shape seen before searches no algorithm, even among more shapes than the
+ * old 64-entry cache held; the bias pointer, set per call on the cached descriptor, follows
+ * the call (two biases, one shape); past the cache's size the least recently used entry
+ * goes and the products stay right. */
+START_TEST(test_gemm_cache) {
+    enum { M = 8, N = 16, K = 8, SHAPES = 100 };
+    KernCudaCtx *ctx = kern_cuda_ctx_new(stream());
+    ck_assert_ptr_nonnull(ctx);
+    float   *a = hrand((size_t)SHAPES * K, 1.0f, 50, F32), *b = hrand((size_t)K * N, 1.0f, 51, F32);
+    float   *bias = hrand(2 * N, 1.0f, 52, F32);
+    void    *da = tcu_upload(a, (size_t)SHAPES * K, F32), *db = tcu_upload(b, (size_t)K * N, F32);
+    void    *dbias = tcu_upload(bias, 2 * N, F32), *dc = tcu_upload(NULL, (size_t)SHAPES * N, F32);
+    uint64_t n0 = 0, h0 = 0, n1 = 0, h1 = 0;
+    /* SHAPES products of (m, K) x (K, N), m = 1 .. SHAPES: SHAPES searches once, none again */
+    for (int pass = 0; pass < 2; pass++) {
+        kern_cuda_ctx_gemm_counts(ctx, &n0, &h0);
+        for (int m = 1; m <= SHAPES; m++) {
+            KernCudaGemm g = kern_cuda_gemm_dense(m, N, K, 0, da, 0, db, dc, F32, F32);
+            kern_cuda_gemm(&g, ctx);
+        }
+        kern_cuda_ctx_gemm_counts(ctx, &n1, &h1);
+        ck_assert_uint_eq(n1 - n0, SHAPES);
+        ck_assert_uint_eq(h1 - h0, pass == 0 ? SHAPES : 0);
+    }
+    /* one shape, two biases: each call adds its own */
+    for (int which = 0; which < 2; which++) {
+        KernCudaGemm g = kern_cuda_gemm_dense(M, N, K, 0, da, 0, db, dc, F32, F32);
+        g.bias = (const float *)dbias + which * N;
+        kern_cuda_gemm(&g, ctx);
+        float *got = tcu_download(dc, (size_t)M * N, F32), ref[M * N];
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double acc = bias[which * N + j];
+                for (int k = 0; k < K; k++)
+                    acc += (double)a[i * K + k] * b[k * N + j];
+                ref[i * N + j] = (float)acc;
+            }
+        tcu_assert_close(got, ref, (size_t)M * N, 1e-5, "gemm with a per-call bias");
+        free(got);
+    }
+    /* 200 more shapes, (1, 1) x (1, n) for n = 1 .. 200, push the first ones out; a product
+     * of an evicted shape searches again and is right */
+    float *wide = hrand(200, 1.0f, 53, F32);
+    void  *dwide = tcu_upload(wide, 200, F32);
+    kern_cuda_ctx_gemm_counts(ctx, NULL, &h0);
+    for (int n = 1; n <= 200; n++) {
+        KernCudaGemm g = kern_cuda_gemm_dense(1, n, 1, 0, da, 0, dwide, dc, F32, F32);
+        kern_cuda_gemm(&g, ctx);
+    }
+    kern_cuda_ctx_gemm_counts(ctx, NULL, &h1);
+    ck_assert_uint_eq(h1 - h0, 200);
+    KernCudaGemm g = kern_cuda_gemm_dense(M, N, K, 0, da, 0, db, dc, F32, F32);
+    kern_cuda_gemm(&g, ctx);
+    kern_cuda_ctx_gemm_counts(ctx, NULL, &h0);
+    ck_assert_uint_eq(h0 - h1, 1);
+    float *got = tcu_download(dc, (size_t)M * N, F32), ref[M * N];
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0.0;
+            for (int k = 0; k < K; k++)
+                acc += (double)a[i * K + k] * b[k * N + j];
+            ref[i * N + j] = (float)acc;
+        }
+    tcu_assert_close(got, ref, (size_t)M * N, 1e-5, "gemm after eviction");
+    free(got);
+    kern_cuda_ctx_free(ctx);
+    free(wide);
+    tcu_free(dwide);
+    free(a);
+    free(b);
+    free(bias);
+    tcu_free(da);
+    tcu_free(db);
+    tcu_free(dbias);
+    tcu_free(dc);
+}
+END_TEST
+
 START_TEST(test_sq_norm) {
     enum { N = 100003 };
     float  *x = hrand(N, 1.0f, 3, F32);
@@ -913,6 +991,7 @@ static Suite *kernels_suite(void) {
     tcase_add_test(tc, test_convert_rne);
     tcase_add_loop_test(tc, test_fill_uniform, 0, 2);
     tcase_add_loop_test(tc, test_gemm_variants, 0, 8);
+    tcase_add_test(tc, test_gemm_cache);
     tcase_add_test(tc, test_sq_norm);
     suite_add_tcase(s, tc);
     tc = tcase_create("layers");
