@@ -421,75 +421,37 @@ START_TEST(test_layernorm_backward_input) {
 }
 END_TEST
 
-START_TEST(test_layernorm_backward_weight) {
-    KernDtype dt = (KernDtype)_i;
-    enum { N = 300, C = 70 };
-    float *inp = kern_xmalloc(N * C * sizeof(float)), *out = kern_xmalloc(N * C * sizeof(float));
-    float  w[C], b[C], mean[N], rstd[N];
+/* LayerNorm weight and bias gradients of (N, C) against the CPU, accumulated onto random
+ * values; with @runs 2 the second run must give the same bits. */
+static void layernorm_weight_case(KernDtype dt, int N, int C, uint64_t seed, int runs) {
+    size_t nc = (size_t)N * C;
+    float *inp = kern_xmalloc(nc * sizeof(float)), *out = kern_xmalloc(nc * sizeof(float));
+    float *w = kern_xmalloc((size_t)C * sizeof(float)),
+          *b = kern_xmalloc((size_t)C * sizeof(float));
+    float *mean = kern_xmalloc((size_t)N * sizeof(float)),
+          *rstd = kern_xmalloc((size_t)N * sizeof(float));
     ln_inputs(inp, w, b, N, C, dt);
     gpt2_cpu_layernorm_forward(out, mean, rstd, inp, w, b, N, C);
-    float *dout = hrand(N * C, 1.0f, 13, dt);
-    float *iw = hrand(C, 1.0f, 14, F32), *ib = hrand(C, 1.0f, 15, F32);
+    float *dout = hrand(nc, 1.0f, seed, dt);
+    float *iw = hrand(C, 1.0f, seed + 1, F32), *ib = hrand(C, 1.0f, seed + 2, F32);
     float *rw = hcopy(iw, C), *rb = hcopy(ib, C);
     gpt2_cpu_layernorm_backward_weight(rw, rb, dout, inp, mean, rstd, N, C);
-    void *ddw = tcu_upload(iw, C, F32), *ddb = tcu_upload(ib, C, F32);
-    void *ddout = tcu_upload(dout, N * C, dt), *di = tcu_upload(inp, N * C, dt);
-    void *dmean = tcu_upload(mean, N, F32), *drstd = tcu_upload(rstd, N, F32);
-    gpt2_cuda_layernorm_backward_weight(ddw, ddb, ddout, di, dmean, drstd, N, C, dt, tcu_ctx());
-    float *gw = tcu_download(ddw, C, F32), *gb = tcu_download(ddb, C, F32);
-    /* fp32 sums of exact inputs: the fp32 gradient bound in both modes */
-    assert_increment(gw, rw, iw, C, 1e-4, "layernorm dweight");
-    assert_increment(gb, rb, ib, C, 1e-4, "layernorm dbias");
-    free(gw);
-    free(gb);
-    free(rw);
-    free(rb);
-    free(iw);
-    free(ib);
-    free(dout);
-    free(inp);
-    free(out);
-    tcu_free(ddw);
-    tcu_free(ddb);
-    tcu_free(ddout);
-    tcu_free(di);
-    tcu_free(dmean);
-    tcu_free(drstd);
-}
-END_TEST
-
-/* --- matmul --- */
-
-/* (N, IC, OC, bias) cases; the odd shape is fp32 only (bf16 rows must stay 16-byte aligned) */
-/* Many row chunks (2048 rows: 64 chunks of 32, more than the finish's 16 lanes) and a column
- * count that leaves a partial block: the fixed-order column sums against the CPU, and the same
- * bits on a second run. */
-START_TEST(test_layernorm_backward_weight_long) {
-    KernDtype dt = (KernDtype)_i;
-    enum { N = 2048, C = 100 };
-    float *inp = kern_xmalloc(N * C * sizeof(float)), *out = kern_xmalloc(N * C * sizeof(float));
-    float  w[C], b[C], mean[N], rstd[N];
-    ln_inputs(inp, w, b, N, C, dt);
-    gpt2_cpu_layernorm_forward(out, mean, rstd, inp, w, b, N, C);
-    float *dout = hrand(N * C, 1.0f, 16, dt);
-    float *iw = hrand(C, 1.0f, 17, F32), *ib = hrand(C, 1.0f, 18, F32);
-    float *rw = hcopy(iw, C), *rb = hcopy(ib, C);
-    gpt2_cpu_layernorm_backward_weight(rw, rb, dout, inp, mean, rstd, N, C);
-    void  *ddout = tcu_upload(dout, N * C, dt), *di = tcu_upload(inp, N * C, dt);
+    void  *ddout = tcu_upload(dout, nc, dt), *di = tcu_upload(inp, nc, dt);
     void  *dmean = tcu_upload(mean, N, F32), *drstd = tcu_upload(rstd, N, F32);
     float *first[2] = {NULL, NULL};
-    for (int run = 0; run < 2; run++) {
+    for (int run = 0; run < runs; run++) {
         void *ddw = tcu_upload(iw, C, F32), *ddb = tcu_upload(ib, C, F32);
         gpt2_cuda_layernorm_backward_weight(ddw, ddb, ddout, di, dmean, drstd, N, C, dt, tcu_ctx());
         float *gw = tcu_download(ddw, C, F32), *gb = tcu_download(ddb, C, F32);
-        assert_increment(gw, rw, iw, C, 1e-4, "layernorm dweight, 64 chunks");
-        assert_increment(gb, rb, ib, C, 1e-4, "layernorm dbias, 64 chunks");
+        /* fp32 sums of exact inputs: the fp32 gradient bound in both modes */
+        assert_increment(gw, rw, iw, C, 1e-4, "layernorm dweight");
+        assert_increment(gb, rb, ib, C, 1e-4, "layernorm dbias");
         if (run == 0) {
             first[0] = gw;
             first[1] = gb;
         } else {
-            ck_assert_mem_eq(gw, first[0], C * sizeof(float));
-            ck_assert_mem_eq(gb, first[1], C * sizeof(float));
+            ck_assert_mem_eq(gw, first[0], (size_t)C * sizeof(float));
+            ck_assert_mem_eq(gb, first[1], (size_t)C * sizeof(float));
             free(gw);
             free(gb);
         }
@@ -505,10 +467,26 @@ START_TEST(test_layernorm_backward_weight_long) {
     free(dout);
     free(inp);
     free(out);
+    free(w);
+    free(b);
+    free(mean);
+    free(rstd);
     tcu_free(ddout);
     tcu_free(di);
     tcu_free(dmean);
     tcu_free(drstd);
+}
+
+START_TEST(test_layernorm_backward_weight) {
+    layernorm_weight_case((KernDtype)_i, 300, 70, 13, 1);
+}
+END_TEST
+
+/* Many row chunks (2048 rows: 64 chunks of 32, more than the finish's 16 lanes) and a column
+ * count that leaves a partial block: the fixed-order column sums against the CPU, and the same
+ * bits on a second run. */
+START_TEST(test_layernorm_backward_weight_long) {
+    layernorm_weight_case((KernDtype)_i, 2048, 100, 16, 2);
 }
 END_TEST
 
