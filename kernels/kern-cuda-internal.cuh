@@ -122,5 +122,9 @@ int kern_cuda_colsum_chunks(int n_rows, int n_cols, int n_quant);
 /* dst[c] += sum_r partial[r * n_cols + c] over r < n_chunks (r ascending), c < n_cols. */
 void kern_cuda_colsum_finish(float *dst, const float *partial, int n_chunks, int n_cols,
                              cudaStream_t stream);
+/* Both at once, in one launch: dst0 from partial (n_chunks rows), dst1 from the n_chunks
+ * rows after them (two quantities summed together, as LayerNorm's weight and bias). */
+void kern_cuda_colsum_finish2(float *dst0, float *dst1, const float *partial, int n_chunks,
+                              int n_cols, cudaStream_t stream);
 /* dst[c] += sum_n x[n, c] over n < N (x (N, C) of dt; dst (C) fp32): the bias gradient. */
 void kern_cuda_colsum_rows(float *dst, const void *x, int N, int C, KernDtype dt, KernCudaCtx *ctx);

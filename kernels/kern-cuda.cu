@@ -487,14 +487,19 @@ int kern_cuda_colsum_chunks(int n_rows, int n_cols, int n_quant) {
 #define COLSUM_FIN_COLS  32
 #define COLSUM_FIN_LANES 16
 
-__global__ void colsum_finish_kernel(float *dst, const float *partial, int n_chunks, int n_cols) {
+/* blockIdx.y picks the quantity: dst0 from the first (n_chunks, n_cols) partials, dst1 from
+ * the next. */
+__global__ void colsum_finish_kernel(float *dst0, float *dst1, const float *partial, int n_chunks,
+                                     int n_cols) {
     __shared__ float sh[COLSUM_FIN_LANES][COLSUM_FIN_COLS + 1];
     int              cx = threadIdx.x, ly = threadIdx.y;
     int              c = blockIdx.x * COLSUM_FIN_COLS + cx;
+    float           *dst = blockIdx.y ? dst1 : dst0;
+    const float     *part = partial + (size_t)blockIdx.y * n_chunks * n_cols;
     float            acc = 0.0f;
     if (c < n_cols) {
         for (int r = ly; r < n_chunks; r += COLSUM_FIN_LANES)
-            acc += partial[(size_t)r * n_cols + c];
+            acc += part[(size_t)r * n_cols + c];
     }
     sh[ly][cx] = acc;
     __syncthreads();
@@ -507,10 +512,20 @@ __global__ void colsum_finish_kernel(float *dst, const float *partial, int n_chu
         dst[c] += sh[0][cx];
 }
 
+static void colsum_finish_launch(float *dst0, float *dst1, const float *partial, int n_chunks,
+                                 int n_cols, cudaStream_t stream) {
+    dim3 grid((unsigned)((n_cols + COLSUM_FIN_COLS - 1) / COLSUM_FIN_COLS), dst1 ? 2u : 1u);
+    dim3 block(COLSUM_FIN_COLS, COLSUM_FIN_LANES);
+    colsum_finish_kernel<<<grid, block, 0, stream>>>(dst0, dst1, partial, n_chunks, n_cols);
+    KERN_CUDA_LAUNCH_CHECK();
+}
+
 void kern_cuda_colsum_finish(float *dst, const float *partial, int n_chunks, int n_cols,
                              cudaStream_t stream) {
-    unsigned grid = (unsigned)((n_cols + COLSUM_FIN_COLS - 1) / COLSUM_FIN_COLS);
-    dim3     block(COLSUM_FIN_COLS, COLSUM_FIN_LANES);
-    colsum_finish_kernel<<<grid, block, 0, stream>>>(dst, partial, n_chunks, n_cols);
-    KERN_CUDA_LAUNCH_CHECK();
+    colsum_finish_launch(dst, NULL, partial, n_chunks, n_cols, stream);
+}
+
+void kern_cuda_colsum_finish2(float *dst0, float *dst1, const float *partial, int n_chunks,
+                              int n_cols, cudaStream_t stream) {
+    colsum_finish_launch(dst0, dst1, partial, n_chunks, n_cols, stream);
 }
