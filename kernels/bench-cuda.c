@@ -9,7 +9,9 @@
  *   3. one GPT-2 124M training step on one slice (tied head, B 16 x T 1024): zero grads, F,
  *      fused BW, gradient norm, AdamW with clipping, bf16 weight refresh; model-FLOPs
  *      utilisation = (6 N tokens + 12 L T C tokens) / step time / reference rate (N: all
- *      parameters; target >= 40%), with the unfused and with the fused attention.
+ *      parameters; target >= 40%), with the unfused and with the fused attention, and the
+ *      attention kernels timed alone at the step's shapes (12 layers, forward and backward)
+ *      as a share of the step: where the step's time goes.
  * Prints a short table; exits 77 (skipped) without a CUDA device.
  * Usage: pacer-bench-cuda [repetitions (10)] [training steps (5)].
  */
@@ -170,7 +172,59 @@ typedef struct {
     float  ms, loss;
     double mfu;
     size_t bytes;
+    float  attn_ms; /* the attention kernels alone, all layers, forward and backward */
 } StepResult;
+
+/* One layer's attention at the step's shapes (B 16, T 1024, C 768, NH 12, bf16), forward and
+ * backward, unfused or fused, on random q, k, v and output gradient. */
+typedef struct {
+    int    flash;
+    void  *qkv, *dqkv, *out, *dout, *att, *scratch;
+    float *lse, *fscratch;
+} AttnCase;
+
+enum { ATT_B = 16, ATT_T = 1024, ATT_C = 768, ATT_NH = 12, ATT_L = 12 };
+
+static void run_attention(void *user, KernCudaCtx *ctx) {
+    AttnCase *a = user;
+    if (a->flash) {
+        gpt2_cuda_flash_attention_forward(a->out, a->lse, a->qkv, ATT_B, ATT_T, ATT_C, ATT_NH, BF16,
+                                          ctx);
+        gpt2_cuda_flash_attention_backward(a->dqkv, a->fscratch, a->dout, a->qkv, a->out, a->lse,
+                                           ATT_B, ATT_T, ATT_C, ATT_NH, BF16, ctx);
+    } else {
+        gpt2_cuda_attention_forward(a->out, a->att, a->qkv, a->scratch, ATT_B, ATT_T, ATT_C, ATT_NH,
+                                    BF16, ctx);
+        gpt2_cuda_attention_backward(a->dqkv, a->scratch, a->dout, a->qkv, a->att, ATT_B, ATT_T,
+                                     ATT_C, ATT_NH, BF16, ctx);
+    }
+}
+
+/* Milliseconds of the step's attention (ATT_L layers, forward + backward), median of @reps. */
+static float bench_attention(int flash, KernCudaCtx *ctx, int reps) {
+    cudaStream_t st = kern_cuda_ctx_stream(ctx);
+    size_t       n_tok = (size_t)ATT_B * ATT_T, bht = (size_t)ATT_B * ATT_NH * ATT_T;
+    AttnCase     a;
+    memset(&a, 0, sizeof a);
+    a.flash = flash;
+    a.qkv = bench_buffer(n_tok * 3 * ATT_C, BF16, 21, st);
+    a.dqkv = bench_buffer(n_tok * 3 * ATT_C, BF16, 22, st);
+    a.out = bench_buffer(n_tok * ATT_C, BF16, 23, st);
+    a.dout = bench_buffer(n_tok * ATT_C, BF16, 24, st);
+    if (flash) {
+        a.lse = bench_buffer(bht, KERN_DTYPE_F32, 25, st);
+        a.fscratch = bench_buffer(bht, KERN_DTYPE_F32, 26, st);
+    } else {
+        a.att = bench_buffer(bht * ATT_T, BF16, 27, st);
+        KERN_CUDA_CHECK(cudaMalloc(
+            &a.scratch, gpt2_cuda_attention_scratch_bytes(ATT_B, ATT_T, ATT_C, ATT_NH, BF16)));
+    }
+    float ms = bench_ms(run_attention, &a, ctx, 2, reps) * ATT_L;
+    void *bufs[] = {a.qkv, a.dqkv, a.out, a.dout, a.att, a.scratch, a.lse, a.fscratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        KERN_CUDA_CHECK(cudaFree(bufs[i]));
+    return ms;
+}
 
 /* Times GPT-2 124M steps (tied head, B 16 x T 1024, bf16, AdamW) with the unfused (@flash 0)
  * or fused attention; MFU against @peak TFLOP/s. */
@@ -217,6 +271,7 @@ static StepResult bench_step(int flash, const int32_t *tokens, const int32_t *ta
         6.0 * (double)gpt2_cuda_slice_n_params(sc.slice) * n_tok + 12.0 * 12 * 1024 * 768 * n_tok;
     r.mfu = flop / (r.ms * 1e-3) / 1e12 / peak;
     r.bytes = sizes.total_bytes;
+    r.attn_ms = 0.0f;
     KERN_CUDA_CHECK(cudaFree(sc.loss));
     KERN_CUDA_CHECK(cudaFree(sc.sq_norm));
     kern_cuda_optim_free(sc.opt);
@@ -231,8 +286,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s [repetitions >= 1 (10)] [training steps >= 1 (5)]\n", argv[0]);
         return 2;
     }
-    if (kern_cuda_device_count() == 0) {
-        printf("no CUDA device: skipped\n");
+    const char *why = NULL;
+    if (kern_cuda_device_query(&why) == 0) {
+        printf("SKIP: no usable CUDA device: %s\n", why);
         return 77;
     }
     struct cudaDeviceProp prop;
@@ -278,8 +334,10 @@ int main(int argc, char **argv) {
         targets[i] = (int32_t)(kern_rng_u32(&rng) % 50257u);
     }
     StepResult res[2];
-    for (int flash = 0; flash < 2; flash++)
+    for (int flash = 0; flash < 2; flash++) {
         res[flash] = bench_step(flash, tokens, targets, peak, ctx, steps);
+        res[flash].attn_ms = bench_attention(flash, ctx, reps);
+    }
 
     printf("\n| measure                                   | value        | target |\n");
     printf("|-------------------------------------------|--------------|--------|\n");
@@ -293,10 +351,16 @@ int main(int argc, char **argv) {
                flash ? "fused" : "unfused", r->ms);
         printf("| ... model FLOPs utilisation               | %10.1f %% | >= 40%% |\n",
                100.0 * r->mfu);
+        printf("| ... attention, 12 layers F + B            | %9.1f ms | -      |\n", r->attn_ms);
+        printf("| ... attention's share of the step         | %10.1f %% | -      |\n",
+               100.0 * r->attn_ms / r->ms);
         printf("| ... loss after the timed steps            | %12.4f | -      |\n", r->loss);
         printf("| ... slice arenas (params..scratch)        | %8.2f GiB | -      |\n",
                (double)r->bytes / (1 << 30));
     }
+    /* one line for scripts/gpu-check's table */
+    printf("attention %.1f%% of the step (unfused), %.1f%% (fused)\n",
+           100.0 * res[0].attn_ms / res[0].ms, 100.0 * res[1].attn_ms / res[1].ms);
     free(tokens);
     free(targets);
     kern_cuda_ctx_free(ctx);

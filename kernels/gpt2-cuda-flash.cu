@@ -7,6 +7,7 @@
  * (a block per key tile) and one for dQ (a block per query tile), so every output has one
  * writer and no atomics: results are deterministic.
  */
+#include <atomic>
 #include <math.h>
 #include <mma.h>
 
@@ -76,6 +77,14 @@ static __device__ void flash_load_rows(float *dst, const float *lse, const float
     }
 }
 
+/* The column a lane (row r, half) visits at step c of its 32: its half's columns from a
+ * per-lane starting point. Rows are LDS = 68 floats apart (4 banks), so without the skew
+ * rows r and r + 8 and both halves hit one bank (4-way conflicts); with it the 32 lanes hit
+ * 32 banks at every step. The order is fixed, so sums over it stay deterministic. */
+static __device__ __forceinline__ int flash_col(int r, int half, int c) {
+    return half * 32 + ((c + (r >> 3) + 2 * half) & 31);
+}
+
 /* acc (16, 16) x n = sum over k of A (16, K) @ B where B is read transposed: out[:, n*16..]
  * = A @ Bsrc^T with Bsrc a (64, K) row-major bf16 tile; stored as fp32 (16, 64) at @out. */
 template <int K>
@@ -101,21 +110,44 @@ template <int HS>
 static __device__ void flash_mm_acc(FragAcc (&acc)[HS / 16], const bf16 *a, int lda,
                                     const bf16 *b) {
     constexpr int LDH = FlashLayout<HS>::LDH;
+    /* k outermost: one A fragment live at a time, not HS / 16 of them (register pressure) */
+#pragma unroll 1
+    for (int k = 0; k < FLASH_TILE / 16; k++) {
+        FragA fa;
+        wmma::load_matrix_sync(fa, a + k * 16, lda);
 #pragma unroll
-    for (int d = 0; d < HS / 16; d++) {
-#pragma unroll
-        for (int k = 0; k < FLASH_TILE / 16; k++) {
-            FragA fa;
+        for (int d = 0; d < HS / 16; d++) {
             FragB fb;
-            wmma::load_matrix_sync(fa, a + k * 16, lda);
             wmma::load_matrix_sync(fb, b + k * 16 * LDH + d * 16, LDH);
             wmma::mma_sync(acc[d], fa, fb, acc[d]);
         }
     }
 }
 
+/* Writes the warp's 16 staged fp32 rows (stride LDO) as bf16 rows r0 .. r0 + 15 (those below
+ * T) of a (T, row_len) matrix at column col0, row i times inv[i] when @inv is non-NULL. One
+ * row at a time, each lane a bf16 pair: consecutive 4-byte stores (col0 and row_len are
+ * multiples of 8 elements), and consecutive 8-byte reads of the staging. */
+template <int HS>
+static __device__ void flash_write_rows(bf16 *dst, int row_len, int col0, int r0, int T,
+                                        const float *stage, const float *inv) {
+    constexpr int LDO = FlashLayout<HS>::LDO, PAIRS = HS / 2;
+    int           lane = threadIdx.x % 32;
+    for (int i = lane; i < 16 * PAIRS; i += 32) {
+        int rr = i / PAIRS, cc = (i % PAIRS) * 2;
+        if (r0 + rr >= T)
+            continue;
+        float2 v = *(const float2 *)(stage + rr * LDO + cc);
+        float  f = inv ? inv[rr] : 1.0f;
+        *(__nv_bfloat162 *)(dst + (size_t)(r0 + rr) * row_len + col0 + cc) =
+            __floats2bfloat162_rn(v.x * f, v.y * f);
+    }
+}
+
 /* Writes a warp's (16, HS) fp32 accumulators, times @scale, as bf16 rows of a (T, row_len)
- * matrix at column col0, rows r0 .. r0 + 15 (those below T), through the warp's staging. */
+ * matrix at column col0, rows r0 .. r0 + 15 (those below T), through the warp's staging. The
+ * warp writes one row at a time, each lane a bf16 pair: 4-byte stores, consecutive across the
+ * warp (col0 and row_len are multiples of 8 elements). */
 template <int HS>
 static __device__ void flash_store_rows(bf16 *dst, int row_len, int col0, int r0, int T,
                                         FragAcc (&acc)[HS / 16], float scale, float *stage) {
@@ -127,13 +159,7 @@ static __device__ void flash_store_rows(bf16 *dst, int row_len, int col0, int r0
         wmma::store_matrix_sync(stage + d * 16, acc[d], LDO, wmma::mem_row_major);
     }
     __syncwarp();
-    int lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
-    if (r0 + r < T) {
-        bf16        *o = dst + (size_t)(r0 + r) * row_len + col0 + half * (HS / 2);
-        const float *s = stage + r * LDO + half * (HS / 2);
-        for (int c = 0; c < HS / 2; c++)
-            o[c] = __float2bfloat16_rn(s[c]);
-    }
+    flash_write_rows<HS>(dst, row_len, col0, r0, T, stage, NULL);
     __syncwarp();
 }
 
@@ -180,12 +206,12 @@ __global__ void __launch_bounds__(FLASH_THREADS)
         flash_mm_abt<HS>(Sf, L::LDS, Qs + warp * 16 * L::LDH, L::LDH, Ks, L::LDH);
         __syncwarp();
         /* online softmax of row r over this tile */
-        float *srow = Sf + r * L::LDS + half * 32;
+        float *srow = Sf + r * L::LDS;
         float  mx = -INFINITY;
         for (int c = 0; c < 32; c++) {
-            int   kj = k0 + half * 32 + c;
-            float s = (kj <= qi && kj < T) ? srow[c] * scale : -INFINITY;
-            srow[c] = s;
+            int   col = flash_col(r, half, c), kj = k0 + col;
+            float s = (kj <= qi && kj < T) ? srow[col] * scale : -INFINITY;
+            srow[col] = s;
             mx = fmaxf(mx, s);
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -194,16 +220,19 @@ __global__ void __launch_bounds__(FLASH_THREADS)
         /* a row with no visible key yet (only rows past T) keeps m -inf: nothing to rescale */
         float alpha = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);
         float sum = 0.0f;
-        bf16 *prow = Pb + r * L::LDP + half * 32;
+        bf16 *prow = Pb + r * L::LDP;
         for (int c = 0; c < 32; c++) {
-            float p = srow[c] == -INFINITY ? 0.0f : expf(srow[c] - m_new);
+            int   col = flash_col(r, half, c);
+            float p = srow[col] == -INFINITY ? 0.0f : expf(srow[col] - m_new);
             sum += p;
-            prow[c] = __float2bfloat16_rn(p);
+            prow[col] = __float2bfloat16_rn(p);
         }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        /* the same skew over this lane's HS / 2 accumulator columns (LDO = HS + 4) */
         float *orow = Of + r * L::LDO + half * (HS / 2);
+        int    skew = (r >> 3) + 2 * half;
         for (int c = 0; c < HS / 2; c++)
-            orow[c] *= alpha;
+            orow[HS >= 64 ? (c & ~31) + ((c + skew) & 31) : (c + skew) & 15] *= alpha;
         __syncwarp(); /* both lanes of each row have read m_row before it changes */
         if (half == 0) {
             m_row[warp * 16 + r] = m_new;
@@ -225,15 +254,17 @@ __global__ void __launch_bounds__(FLASH_THREADS)
         }
         __syncwarp();
     }
-    if (qi < T) {
-        float        l = l_row[warp * 16 + r], inv = 1.0f / l;
-        bf16        *o = out + ((size_t)b * T + qi) * C + h * HS + half * (HS / 2);
-        const float *orow = Of + r * L::LDO + half * (HS / 2);
-        for (int c = 0; c < HS / 2; c++)
-            o[c] = __float2bfloat16_rn(orow[c] * inv);
-        if (half == 0)
-            lse[(size_t)bh * T + qi] = m_row[warp * 16 + r] + logf(l);
-    }
+    /* 1 / l per row, over the running max (no longer needed) */
+    __syncwarp();
+    float l = l_row[warp * 16 + r];
+    if (half == 0 && qi < T)
+        lse[(size_t)bh * T + qi] = m_row[warp * 16 + r] + logf(l);
+    __syncwarp();
+    if (half == 0)
+        m_row[warp * 16 + r] = 1.0f / l;
+    __syncwarp();
+    flash_write_rows<HS>(out + (size_t)b * T * C, C, h * HS, q0 + warp * 16, T, Of,
+                         m_row + warp * 16);
 }
 
 /* --- backward --- */
@@ -307,7 +338,7 @@ __global__ void __launch_bounds__(FLASH_THREADS)
         flash_mm_abt<HS>(St, L::LDS, Ks + warp * 16 * L::LDH, L::LDH, Qs, L::LDH);
         __syncwarp();
         for (int c = 0; c < 32; c++) {
-            int   col = half * 32 + c, qi = q0 + col;
+            int   col = flash_col(r, half, c), qi = q0 + col;
             int   ok = kj <= qi && qi < T && kj < T;
             float p = ok ? expf(St[r * L::LDS + col] * scale - rows[col]) : 0.0f;
             Pf[r * L::LDS + col] = p;
@@ -321,7 +352,7 @@ __global__ void __launch_bounds__(FLASH_THREADS)
         __syncwarp();
         /* dS^T = P^T (dP^T - D) */
         for (int c = 0; c < 32; c++) {
-            int col = half * 32 + c;
+            int col = flash_col(r, half, c);
             dSt[r * L::LDP + col] = __float2bfloat16_rn(
                 Pf[r * L::LDS + col] * (St[r * L::LDS + col] - rows[FLASH_TILE + col]));
         }
@@ -381,7 +412,7 @@ __global__ void __launch_bounds__(FLASH_THREADS)
         __syncwarp();
         /* dS = P (dP - D) */
         for (int c = 0; c < 32; c++) {
-            int   col = half * 32 + c, kj = k0 + col;
+            int   col = flash_col(r, half, c), kj = k0 + col;
             int   ok = kj <= qi && kj < T && qi < T;
             float p = ok ? expf(Sf[r * L::LDS + col] * scale - row_lse) : 0.0f;
             dSb[r * L::LDP + col] = __float2bfloat16_rn(p * (dPf[r * L::LDS + col] - row_d));
@@ -431,10 +462,25 @@ size_t gpt2_cuda_flash_attention_scratch_bytes(int B, int T, int NH) {
         }                                                                                          \
     } while (0)
 
-/* Raises the kernel's dynamic shared-memory limit to @bytes (above the default 48 KiB). */
-template <typename K> static void flash_smem(K kernel, size_t bytes) {
+/* Raises the kernel's dynamic shared-memory limit to @bytes (above the default 48 KiB), once
+ * per device: @done (one per kernel) has bit d set once device d has it (devices past 63 set
+ * it every launch). Two host threads may both set it the first time; that is harmless. */
+template <typename K>
+static void flash_smem(K kernel, size_t bytes, std::atomic<unsigned long long> *done) {
+    int dev = 0;
+    KERN_CUDA_CHECK(cudaGetDevice(&dev));
+    unsigned long long bit = dev < 64 ? 1ull << dev : 0ull;
+    if (bit && (done->load(std::memory_order_relaxed) & bit))
+        return;
     KERN_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    done->fetch_or(bit, std::memory_order_relaxed);
+}
+
+/* The per-kernel flags of flash_smem(): kind 0 forward, 1 dK/dV, 2 dQ. */
+template <int HS, int KIND> static std::atomic<unsigned long long> *flash_smem_done(void) {
+    static std::atomic<unsigned long long> done(0);
+    return &done;
 }
 
 static void flash_check(int B, int T, int C, int NH, KernDtype dt) {
@@ -452,7 +498,7 @@ void gpt2_cuda_flash_attention_forward(void *out, float *lse, const void *qkv, i
     dim3  grid((unsigned)((T + FLASH_TILE - 1) / FLASH_TILE), (unsigned)(B * NH));
     FLASH_DISPATCH_HS(C / NH, HS, {
         size_t bytes = FlashLayout<HS>::FWD;
-        flash_smem(flash_forward_kernel<HS>, bytes);
+        flash_smem(flash_forward_kernel<HS>, bytes, flash_smem_done<HS, 0>());
         flash_forward_kernel<HS><<<grid, FLASH_THREADS, bytes, ctx->stream>>>(
             (bf16 *)out, lse, (const bf16 *)qkv, T, C, NH, scale);
         KERN_CUDA_LAUNCH_CHECK();
@@ -474,8 +520,8 @@ void gpt2_cuda_flash_attention_backward(void *dqkv, float *scratch, const void *
             scratch, (const bf16 *)dout, (const bf16 *)out, B, T, C, NH);
         KERN_CUDA_LAUNCH_CHECK();
         size_t kv_bytes = FlashLayout<HS>::KV, q_bytes = FlashLayout<HS>::Q;
-        flash_smem(flash_backward_kv_kernel<HS>, kv_bytes);
-        flash_smem(flash_backward_q_kernel<HS>, q_bytes);
+        flash_smem(flash_backward_kv_kernel<HS>, kv_bytes, flash_smem_done<HS, 1>());
+        flash_smem(flash_backward_q_kernel<HS>, q_bytes, flash_smem_done<HS, 2>());
         flash_backward_kv_kernel<HS><<<grid, FLASH_THREADS, kv_bytes, ctx->stream>>>(
             (bf16 *)dqkv, (const bf16 *)qkv, (const bf16 *)dout, lse, scratch, T, C, NH, scale);
         KERN_CUDA_LAUNCH_CHECK();

@@ -280,8 +280,7 @@ void gpt2_cuda_layernorm_backward_weight(float *dweight, float *dbias, const voi
         n_chunks = colsum_partial<E, true>(ctx->scratch, (const E *)dout, (const E *)inp, mean,
                                            rstd, N, C, ctx->stream);
     });
-    kern_cuda_colsum_finish(dweight, ctx->scratch, n_chunks, C, ctx->stream);
-    kern_cuda_colsum_finish(dbias, ctx->scratch + (size_t)n_chunks * C, n_chunks, C, ctx->stream);
+    kern_cuda_colsum_finish2(dweight, dbias, ctx->scratch, n_chunks, C, ctx->stream);
 }
 
 void kern_cuda_colsum_rows(float *dst, const void *x, int N, int C, KernDtype dt,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * gpt2-cuda-loss.cu: fused softmax + cross-entropy over the padded vocabulary (gpt2-cuda.h):
  * one block per row with an online max/sum, the row loss in double from the fp32 logits, the
- * mean by a single fixed-order block, and the element-wise backward.
+ * mean by a single fixed-order block, and the element-wise backward (the target's p - 1 from
+ * the fp32 row loss).
  */
 #include <math.h>
 
@@ -107,33 +108,33 @@ void gpt2_cuda_crossentropy_forward(void *logits, float *row_loss, float *mean_l
 }
 
 template <typename E>
-__global__ void crossentropy_backward_kernel(E *dlogits, const E *probs, const int32_t *targets,
-                                             float dloss, int V, int Vp, size_t total) {
+__global__ void crossentropy_backward_kernel(E *dlogits, const E *probs, const float *row_loss,
+                                             const int32_t *targets, float dloss, int V, int Vp,
+                                             size_t total) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t n = i / Vp;
         int    j = (int)(i % Vp);
         float  g = 0.0f;
-        if (j < V) {
+        if (j < V && j == targets[n]) /* p - 1 = exp(-loss) - 1: fp32, no cancellation */
+            g = expm1f(-row_loss[n]) * dloss;
+        else if (j < V)
             g = kern_ld(probs, i) * dloss;
-            if (j == targets[n])
-                g -= dloss;
-        }
         kern_st(dlogits, i, g);
     }
 }
 
-void gpt2_cuda_crossentropy_backward(void *dlogits, const void *probs, const int32_t *targets,
-                                     float dloss, int N, int V, int Vp, KernDtype dt,
-                                     cudaStream_t stream) {
+void gpt2_cuda_crossentropy_backward(void *dlogits, const void *probs, const float *row_loss,
+                                     const int32_t *targets, float dloss, int N, int V, int Vp,
+                                     KernDtype dt, cudaStream_t stream) {
     KERN_ASSERT(N >= 0 && V >= 1 && V <= Vp);
     size_t total = (size_t)N * Vp;
     if (total == 0)
         return;
     unsigned grid = kern_cuda_grid(total, 256);
     KERN_DT_DISPATCH(dt, E, {
-        crossentropy_backward_kernel<E><<<grid, 256, 0, stream>>>((E *)dlogits, (const E *)probs,
-                                                                  targets, dloss, V, Vp, total);
+        crossentropy_backward_kernel<E><<<grid, 256, 0, stream>>>(
+            (E *)dlogits, (const E *)probs, row_loss, targets, dloss, V, Vp, total);
         KERN_CUDA_LAUNCH_CHECK();
     });
 }

@@ -193,10 +193,13 @@ void gpt2_cuda_crossentropy_forward(void          *logits,    // (N, Vp) dt, in:
                                     const int32_t *targets,   // (N)
                                     int N, int V, int Vp, KernDtype dt, cudaStream_t stream);
 /* dlogits = (probs - onehot(target)) * dloss for columns < V, 0 for padded columns
- * (overwritten; dlogits may alias probs). */
-void gpt2_cuda_crossentropy_backward(void          *dlogits, // (N, Vp) dt
-                                     const void    *probs,   // (N, Vp) dt
-                                     const int32_t *targets, // (N)
+ * (overwritten; dlogits may alias probs). At the target, p - 1 is expm1(-row_loss) in fp32
+ * from the forward's @row_loss, not the stored probability minus 1: a bf16 p near 1 is off by
+ * up to 2^-9, 20% and more of p - 1 once p > 0.99. */
+void gpt2_cuda_crossentropy_backward(void          *dlogits,  // (N, Vp) dt
+                                     const void    *probs,    // (N, Vp) dt
+                                     const float   *row_loss, // (N) f32, the forward's
+                                     const int32_t *targets,  // (N)
                                      float dloss, int N, int V, int Vp, KernDtype dt,
                                      cudaStream_t stream);
 

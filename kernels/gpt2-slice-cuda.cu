@@ -49,6 +49,7 @@ typedef struct {
     int32_t *order;    // (N)      embedding-backward buckets (gpt2_cuda_encoder_buckets)
     int32_t *starts;   // (N + 1)
     int32_t *targets;  // (N)      last slice only
+    float   *row_loss; // (N) f32  -log p[target] of this slot's F, read again by its B
 } CudaSlotActs;
 
 /* Pinned host staging of one slot's ids, and the event after its last upload. */
@@ -74,10 +75,9 @@ struct _Gpt2CudaSlice {
     void  *compute_params; /* (n_params) dt: params itself in fp32 */
     float *grads;          /* (n_params) f32 */
     char  *acts;           /* (n_act_slots, act_slot_bytes) */
-    char  *scratch;        /* scratch_nc, attention scratch, row_loss */
+    char  *scratch;        /* scratch_nc, attention scratch */
     char  *scratch_nc;     /* (N, C) dt */
     char  *scratch_att;    /* gpt2_cuda_attention_scratch_bytes() */
-    float *row_loss;       /* (N) f32 */
 
     CudaSlotHost *host;      /* (n_act_slots) */
     int32_t      *pinned;    /* pinned ids of all slots */
@@ -142,12 +142,12 @@ static size_t carve_slot_head(const Gpt2CudaSliceParams *p, char *base, CudaSlot
     CARVE(a->order, int32_t *, emb * N * sizeof(int32_t));
     CARVE(a->starts, int32_t *, emb * (N + 1) * sizeof(int32_t));
     CARVE(a->targets, int32_t *, head * N * sizeof(int32_t));
+    CARVE(a->row_loss, float *, head *N * sizeof(float));
     return cur;
 }
 
-/* Scratch: the projection output / its gradient, the attention scratch, the row losses. */
-static size_t carve_scratch(const Gpt2CudaSliceParams *p, char *base, char **nc, char **att,
-                            float **row_loss) {
+/* Scratch: the projection output / its gradient, the attention scratch. */
+static size_t carve_scratch(const Gpt2CudaSliceParams *p, char *base, char **nc, char **att) {
     const Gpt2Config *m = &p->slice.model;
     size_t            N = (size_t)p->slice.B * m->T;
     size_t            cur = 0;
@@ -156,7 +156,6 @@ static size_t carve_scratch(const Gpt2CudaSliceParams *p, char *base, char **nc,
           p->flash_attention
               ? gpt2_cuda_flash_attention_scratch_bytes(p->slice.B, m->T, m->NH)
               : gpt2_cuda_attention_scratch_bytes(p->slice.B, m->T, m->C, m->NH, p->dtype));
-    CARVE(*row_loss, float *, N * sizeof(float));
     return cur;
 }
 
@@ -202,7 +201,6 @@ void gpt2_cuda_slice_sizes(const Gpt2CudaSliceParams *params, Gpt2CudaSliceSizes
     CudaLayerActs la;
     CudaSlotActs  sa;
     char         *nc, *att;
-    float        *rl;
     int           n_layers = params->slice.layer_end - params->slice.layer_begin;
     memset(sizes, 0, sizeof *sizes);
     sizes->params_bytes = carve_round(n_params * sizeof(float));
@@ -213,7 +211,7 @@ void gpt2_cuda_slice_sizes(const Gpt2CudaSliceParams *params, Gpt2CudaSliceSizes
     sizes->act_slot_bytes =
         carve_slot_head(params, NULL, &sa) + (size_t)n_layers * carve_layer(params, NULL, &la);
     sizes->acts_bytes = (size_t)params->slice.n_act_slots * sizes->act_slot_bytes;
-    sizes->scratch_bytes = carve_scratch(params, NULL, &nc, &att, &rl);
+    sizes->scratch_bytes = carve_scratch(params, NULL, &nc, &att);
     sizes->total_bytes = sizes->params_bytes + sizes->compute_params_bytes + sizes->grads_bytes +
                          sizes->acts_bytes + sizes->scratch_bytes;
 }
@@ -313,7 +311,7 @@ Gpt2CudaSlice *gpt2_cuda_slice_new(const Gpt2CudaSliceParams *params) {
         s->host[i].starts = ids + 3 * (size_t)s->N;
         KERN_CUDA_CHECK(cudaEventCreateWithFlags(&s->host[i].uploaded, cudaEventDisableTiming));
     }
-    carve_scratch(params, s->scratch, &s->scratch_nc, &s->scratch_att, &s->row_loss);
+    carve_scratch(params, s->scratch, &s->scratch_nc, &s->scratch_att);
     KERN_CUDA_CHECK(cudaMemset(s->params, 0, s->sizes.params_bytes));
     KERN_CUDA_CHECK(cudaMemset(s->grads, 0, s->sizes.grads_bytes));
     if (s->compute_params != (void *)s->params)
@@ -581,7 +579,7 @@ void gpt2_cuda_slice_forward(Gpt2CudaSlice *slice, const void *params, int slot,
                                     tw(s, params, gpt2_table_lnf_b(s->table)), N, C, dt, st);
         gpt2_cuda_matmul_forward(a.probs, a.lnf, tw(s, params, gpt2_table_head(s->table)), NULL, N,
                                  C, m->Vp, dt, ctx);
-        gpt2_cuda_crossentropy_forward(a.probs, s->row_loss, loss, a.targets, N, m->V, m->Vp, dt,
+        gpt2_cuda_crossentropy_forward(a.probs, a.row_loss, loss, a.targets, N, m->V, m->Vp, dt,
                                        st);
     } else {
         KERN_CUDA_CHECK(cudaMemcpyAsync(x_out, out, NC * s->esz, cudaMemcpyDeviceToDevice, st));
@@ -603,9 +601,10 @@ void gpt2_cuda_slice_backward_input(Gpt2CudaSlice *slice, const void *params, in
     if (s->p.slice.has_head) {
         KERN_ASSERT(!dx_out);
         const char *top = stream_at(s, a.xs, s->n_layers);
-        /* probs become dlogits in place: W reads them */
-        gpt2_cuda_crossentropy_backward(a.probs, a.probs, a.targets, loss_scale / (float)N, N, m->V,
-                                        m->Vp, dt, st);
+        /* probs become dlogits in place: W reads them; the target's p - 1 comes from the fp32
+         * row loss, not from the rounded probability */
+        gpt2_cuda_crossentropy_backward(a.probs, a.probs, a.row_loss, a.targets,
+                                        loss_scale / (float)N, N, m->V, m->Vp, dt, st);
         gpt2_cuda_matmul_backward_input(a.dlnf, a.probs, tw(s, params, gpt2_table_head(s->table)),
                                         N, C, m->Vp, dt, ctx);
         KERN_CUDA_CHECK(cudaMemsetAsync(dtop, 0, bytes, st));

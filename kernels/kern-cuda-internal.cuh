@@ -22,8 +22,9 @@
 #define KERN_CUDA_SCRATCH_FLOATS ((size_t)4 << 20)
 /* Device doubles of per-context scalars (Newton-Schulz norm). */
 #define KERN_CUDA_N_SCALARS 8
-/* GEMM algorithm cache entries per context. */
-#define KERN_CUDA_GEMM_CACHE 64
+/* GEMM cache entries per context (a GPT-2 slice uses a few dozen shapes; past this many the
+ * least recently used entry is replaced). */
+#define KERN_CUDA_GEMM_CACHE 128
 
 /* Everything that selects a cuBLASLt algorithm for one product. */
 typedef struct {
@@ -32,9 +33,14 @@ typedef struct {
     uint32_t align_a, align_b, align_c;
 } KernGemmKey;
 
+/* One cached product: its algorithm, and the descriptor and layouts built once for its key
+ * (per call only the bias and GELU-input pointers are set on the descriptor). */
 typedef struct {
-    KernGemmKey          key;
-    cublasLtMatmulAlgo_t algo;
+    KernGemmKey            key;
+    cublasLtMatmulAlgo_t   algo;
+    cublasLtMatmulDesc_t   desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    uint64_t               last_use;
 } KernGemmCacheEntry;
 
 struct _KernCudaCtx {
@@ -44,6 +50,8 @@ struct _KernCudaCtx {
     float             *scratch;   /* (KERN_CUDA_SCRATCH_FLOATS) reduction partials */
     double            *scalars;   /* (KERN_CUDA_N_SCALARS) */
     int                n_cache;
+    uint64_t           n_gemm;       /* products run (the cache's clock) */
+    uint64_t           n_heuristics; /* algorithm searches (cache misses) */
     KernGemmCacheEntry cache[KERN_CUDA_GEMM_CACHE];
 };
 
@@ -104,7 +112,8 @@ static inline cudaDataType_t kern_cuda_data_type(KernDtype dt) {
 /* --- deterministic column sums ---
  * A column sum over N rows runs in two launches: each block sums a fixed chunk of rows for
  * 32 columns (fixed order inside the block) into a partial row of the context's scratch,
- * then one thread per column adds the partial rows in order onto the destination. The chunk
+ * then 16 lanes per column add the partial rows (lane y: rows y, y + 16, ... in order) and
+ * fold by a fixed tree onto the destination. The chunk
  * count depends only on (N, columns, quantities), so results are bitwise reproducible. */
 
 /* Number of row chunks for @n_rows rows, @n_cols columns and @n_quant quantities summed at
@@ -113,5 +122,9 @@ int kern_cuda_colsum_chunks(int n_rows, int n_cols, int n_quant);
 /* dst[c] += sum_r partial[r * n_cols + c] over r < n_chunks (r ascending), c < n_cols. */
 void kern_cuda_colsum_finish(float *dst, const float *partial, int n_chunks, int n_cols,
                              cudaStream_t stream);
+/* Both at once, in one launch: dst0 from partial (n_chunks rows), dst1 from the n_chunks
+ * rows after them (two quantities summed together, as LayerNorm's weight and bias). */
+void kern_cuda_colsum_finish2(float *dst0, float *dst1, const float *partial, int n_chunks,
+                              int n_cols, cudaStream_t stream);
 /* dst[c] += sum_n x[n, c] over n < N (x (N, C) of dt; dst (C) fp32): the bias gradient. */
 void kern_cuda_colsum_rows(float *dst, const void *x, int N, int C, KernDtype dt, KernCudaCtx *ctx);

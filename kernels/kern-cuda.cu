@@ -20,13 +20,24 @@ const char *kern_dtype_name(KernDtype dt) {
     return dt == KERN_DTYPE_F32 ? "fp32" : "bf16";
 }
 
-int kern_cuda_device_count(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+int kern_cuda_device_query(const char **why) {
+    int         n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    const char *reason = NULL;
+    if (err != cudaSuccess) {
+        reason = cudaGetErrorString(err);
         cudaGetLastError(); /* clear the sticky "no driver / no device" error */
-        return 0;
+        n = 0;
+    } else if (n == 0) {
+        reason = "no CUDA device is visible (CUDA_VISIBLE_DEVICES?)";
     }
+    if (why)
+        *why = reason;
     return n;
+}
+
+int kern_cuda_device_count(void) {
+    return kern_cuda_device_query(NULL);
 }
 
 /* --- context --- */
@@ -70,10 +81,19 @@ KernCudaCtx *kern_cuda_ctx_new(cudaStream_t stream) {
     return ctx;
 }
 
+static void gemm_entry_release(KernGemmCacheEntry *e) {
+    KERN_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->la));
+    KERN_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->lb));
+    KERN_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->lc));
+    KERN_CUBLAS_CHECK(cublasLtMatmulDescDestroy(e->desc));
+}
+
 void kern_cuda_ctx_free(KernCudaCtx *ctx) {
     if (!ctx)
         return;
     KERN_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    for (int i = 0; i < ctx->n_cache; i++)
+        gemm_entry_release(&ctx->cache[i]);
     KERN_CUBLAS_CHECK(cublasLtDestroy(ctx->lt));
     KERN_CUDA_CHECK(cudaFree(ctx->workspace));
     KERN_CUDA_CHECK(cudaFree(ctx->scratch));
@@ -87,6 +107,13 @@ cudaStream_t kern_cuda_ctx_stream(const KernCudaCtx *ctx) {
 
 void kern_cuda_ctx_sync(KernCudaCtx *ctx) {
     KERN_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+}
+
+void kern_cuda_ctx_gemm_counts(const KernCudaCtx *ctx, uint64_t *n_gemm, uint64_t *n_heuristics) {
+    if (n_gemm)
+        *n_gemm = ctx->n_gemm;
+    if (n_heuristics)
+        *n_heuristics = ctx->n_heuristics;
 }
 
 /* --- GEMM --- */
@@ -127,6 +154,83 @@ static cublasLtMatrixLayout_t gemm_layout(KernDtype dt, int64_t rm_rows, int64_t
             l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
     }
     return l;
+}
+
+/* A cache entry for @key: a free one, else the least recently used one (its descriptor and
+ * layouts released); its descriptor, layouts and algorithm built for @g. Aborts when cuBLASLt
+ * has no algorithm. */
+static KernGemmCacheEntry *gemm_entry_new(KernCudaCtx *ctx, const KernGemmKey *key,
+                                          const KernCudaGemm *g, cublasLtEpilogue_t epi) {
+    KernGemmCacheEntry *e;
+    if (ctx->n_cache < KERN_CUDA_GEMM_CACHE) {
+        e = &ctx->cache[ctx->n_cache++];
+    } else {
+        e = &ctx->cache[0];
+        for (int i = 1; i < ctx->n_cache; i++)
+            if (ctx->cache[i].last_use < e->last_use)
+                e = &ctx->cache[i];
+        gemm_entry_release(e);
+    }
+    memset(e, 0, sizeof *e);
+    e->key = *key;
+
+    KERN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t op_lt_a = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_lt_b = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    KERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_lt_a,
+                                                     sizeof op_lt_a));
+    KERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_lt_b,
+                                                     sizeof op_lt_b));
+    KERN_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (g->bias) {
+        KERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                         &g->bias, sizeof g->bias));
+    }
+    if (g->gelu_pre) {
+        int64_t aux_ld = g->ldc;
+        KERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            e->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->gelu_pre, sizeof g->gelu_pre));
+        KERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            e->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+    }
+    int64_t sa = key->stride_a, sb = key->stride_b, sc = key->stride_c;
+    /* cuBLASLt A = our B: stored (K, N) row-major when !trans_b, else (N, K) */
+    e->la = g->trans_b ? gemm_layout(g->ab, g->N, g->K, g->ldb, g->batch, sb)
+                       : gemm_layout(g->ab, g->K, g->N, g->ldb, g->batch, sb);
+    /* cuBLASLt B = our A: stored (M, K) row-major when !trans_a, else (K, M) */
+    e->lb = g->trans_a ? gemm_layout(g->ab, g->K, g->M, g->lda, g->batch, sa)
+                       : gemm_layout(g->ab, g->M, g->K, g->lda, g->batch, sa);
+    e->lc = gemm_layout(g->cd, g->M, g->N, g->ldc, g->batch, sc);
+
+    cublasLtMatmulPreference_t pref;
+    KERN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = KERN_CUDA_WORKSPACE_BYTES;
+    KERN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    gemm_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key->align_b);
+    gemm_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key->align_a);
+    gemm_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key->align_c);
+    gemm_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key->align_c);
+    cublasLtMatmulHeuristicResult_t heur;
+    int                             n_found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, e->desc, e->la, e->lb, e->lc, e->lc,
+                                                       pref, 1, &heur, &n_found);
+    KERN_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    ctx->n_heuristics++;
+    if (st != CUBLAS_STATUS_SUCCESS || n_found < 1 || heur.state != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr,
+                "kern_cuda_gemm: cuBLASLt has no algorithm (%s) for M %d N %d K %d trans %d/%d "
+                "%s x %s -> %s, lda %lld ldb %lld ldc %lld, batch %d, epilogue %d, alignment "
+                "%u/%u/%u\n",
+                cublasLtGetStatusString(st), g->M, g->N, g->K, g->trans_a, g->trans_b,
+                kern_dtype_name(g->ab), kern_dtype_name(g->ab), kern_dtype_name(g->cd),
+                (long long)g->lda, (long long)g->ldb, (long long)g->ldc, g->batch, (int)epi,
+                key->align_a, key->align_b, key->align_c);
+        abort();
+    }
+    e->algo = heur.algo;
+    return e;
 }
 
 KernCudaGemm kern_cuda_gemm_dense(int M, int N, int K, int trans_a, const void *a, int trans_b,
@@ -209,86 +313,29 @@ void kern_cuda_gemm(const KernCudaGemm *g, KernCudaCtx *ctx) {
         key.align_c = ag < key.align_c ? ag : key.align_c;
     }
 
-    cublasLtMatmulDesc_t desc;
-    KERN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t op_lt_a = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t op_lt_b = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    KERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_lt_a,
-                                                     sizeof op_lt_a));
-    KERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_lt_b,
-                                                     sizeof op_lt_b));
-    KERN_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    if (g->bias) {
-        KERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                         &g->bias, sizeof g->bias));
-    }
-    if (g->gelu_pre) {
-        int64_t aux_ld = g->ldc;
-        KERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-            desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->gelu_pre, sizeof g->gelu_pre));
-        KERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                                                         &aux_ld, sizeof aux_ld));
-    }
-
-    /* cuBLASLt A = our B: stored (K, N) row-major when !trans_b, else (N, K) */
-    cublasLtMatrixLayout_t la = g->trans_b ? gemm_layout(g->ab, g->N, g->K, g->ldb, g->batch, sb)
-                                           : gemm_layout(g->ab, g->K, g->N, g->ldb, g->batch, sb);
-    /* cuBLASLt B = our A: stored (M, K) row-major when !trans_a, else (K, M) */
-    cublasLtMatrixLayout_t lb = g->trans_a ? gemm_layout(g->ab, g->K, g->M, g->lda, g->batch, sa)
-                                           : gemm_layout(g->ab, g->M, g->K, g->lda, g->batch, sa);
-    cublasLtMatrixLayout_t lc = gemm_layout(g->cd, g->M, g->N, g->ldc, g->batch, sc);
-
-    const cublasLtMatmulAlgo_t *algo = NULL;
+    ctx->n_gemm++;
+    KernGemmCacheEntry *e = NULL;
     for (int i = 0; i < ctx->n_cache; i++) {
         if (gemm_key_eq(&ctx->cache[i].key, &key)) {
-            algo = &ctx->cache[i].algo;
+            e = &ctx->cache[i];
             break;
         }
     }
-    cublasLtMatmulHeuristicResult_t heur;
-    if (!algo) {
-        cublasLtMatmulPreference_t pref;
-        KERN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-        uint64_t ws = KERN_CUDA_WORKSPACE_BYTES;
-        KERN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-        gemm_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b);
-        gemm_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
-        gemm_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
-        gemm_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
-        int            n_found = 0;
-        cublasStatus_t st =
-            cublasLtMatmulAlgoGetHeuristic(ctx->lt, desc, la, lb, lc, lc, pref, 1, &heur, &n_found);
-        KERN_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-        if (st != CUBLAS_STATUS_SUCCESS || n_found < 1 || heur.state != CUBLAS_STATUS_SUCCESS) {
-            fprintf(stderr,
-                    "kern_cuda_gemm: cuBLASLt has no algorithm (%s) for M %d N %d K %d trans %d/%d "
-                    "%s x %s -> %s, lda %lld ldb %lld ldc %lld, batch %d, epilogue %d, alignment "
-                    "%u/%u/%u\n",
-                    cublasLtGetStatusString(st), g->M, g->N, g->K, g->trans_a, g->trans_b,
-                    kern_dtype_name(g->ab), kern_dtype_name(g->ab), kern_dtype_name(g->cd),
-                    (long long)g->lda, (long long)g->ldb, (long long)g->ldc, g->batch, (int)epi,
-                    key.align_a, key.align_b, key.align_c);
-            abort();
-        }
-        if (ctx->n_cache < KERN_CUDA_GEMM_CACHE) {
-            ctx->cache[ctx->n_cache].key = key;
-            ctx->cache[ctx->n_cache].algo = heur.algo;
-            algo = &ctx->cache[ctx->n_cache].algo;
-            ctx->n_cache++;
-        } else {
-            algo = &heur.algo;
-        }
+    if (!e)
+        e = gemm_entry_new(ctx, &key, g, epi);
+    e->last_use = ctx->n_gemm;
+    /* the per-call pointers; cuBLASLt reads the descriptor when the product is enqueued */
+    if (g->bias) {
+        KERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                         &g->bias, sizeof g->bias));
     }
-
-    KERN_CUBLAS_CHECK(cublasLtMatmul(ctx->lt, desc, &g->alpha, g->b, la, g->a, lb, &g->beta, c_in,
-                                     lc, g->c, lc, algo, ctx->workspace, KERN_CUDA_WORKSPACE_BYTES,
-                                     ctx->stream));
-    KERN_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
-    KERN_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
-    KERN_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
-    KERN_CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
+    if (g->gelu_pre) {
+        KERN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            e->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->gelu_pre, sizeof g->gelu_pre));
+    }
+    KERN_CUBLAS_CHECK(cublasLtMatmul(ctx->lt, e->desc, &g->alpha, g->b, e->la, g->a, e->lb,
+                                     &g->beta, c_in, e->lc, g->c, e->lc, &e->algo, ctx->workspace,
+                                     KERN_CUDA_WORKSPACE_BYTES, ctx->stream));
 }
 
 /* --- conversion and fill --- */
@@ -432,19 +479,53 @@ int kern_cuda_colsum_chunks(int n_rows, int n_cols, int n_quant) {
     return chunks ? (int)chunks : 1;
 }
 
-__global__ void colsum_finish_kernel(float *dst, const float *partial, int n_chunks, int n_cols) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n_cols)
-        return;
-    float acc = 0.0f;
-    for (int r = 0; r < n_chunks; r++)
-        acc += partial[(size_t)r * n_cols + c];
-    dst[c] += acc;
+/* The finish: a block of COLSUM_FIN_COLS x COLSUM_FIN_LANES threads per COLSUM_FIN_COLS
+ * columns. Lane y sums chunks y, y + LANES, ... of its column in order (coalesced across the
+ * columns), then the lanes fold by a fixed tree in shared memory: the same order, so the same
+ * bits, every run, with 16x fewer serial adds than one thread per column and 16x more blocks
+ * (48 instead of 3 for C = 768). */
+#define COLSUM_FIN_COLS  32
+#define COLSUM_FIN_LANES 16
+
+/* blockIdx.y picks the quantity: dst0 from the first (n_chunks, n_cols) partials, dst1 from
+ * the next. */
+__global__ void colsum_finish_kernel(float *dst0, float *dst1, const float *partial, int n_chunks,
+                                     int n_cols) {
+    __shared__ float sh[COLSUM_FIN_LANES][COLSUM_FIN_COLS + 1];
+    int              cx = threadIdx.x, ly = threadIdx.y;
+    int              c = blockIdx.x * COLSUM_FIN_COLS + cx;
+    float           *dst = blockIdx.y ? dst1 : dst0;
+    const float     *part = partial + (size_t)blockIdx.y * n_chunks * n_cols;
+    float            acc = 0.0f;
+    if (c < n_cols) {
+        for (int r = ly; r < n_chunks; r += COLSUM_FIN_LANES)
+            acc += part[(size_t)r * n_cols + c];
+    }
+    sh[ly][cx] = acc;
+    __syncthreads();
+    for (int k = COLSUM_FIN_LANES / 2; k > 0; k >>= 1) {
+        if (ly < k)
+            sh[ly][cx] += sh[ly + k][cx];
+        __syncthreads();
+    }
+    if (ly == 0 && c < n_cols)
+        dst[c] += sh[0][cx];
+}
+
+static void colsum_finish_launch(float *dst0, float *dst1, const float *partial, int n_chunks,
+                                 int n_cols, cudaStream_t stream) {
+    dim3 grid((unsigned)((n_cols + COLSUM_FIN_COLS - 1) / COLSUM_FIN_COLS), dst1 ? 2u : 1u);
+    dim3 block(COLSUM_FIN_COLS, COLSUM_FIN_LANES);
+    colsum_finish_kernel<<<grid, block, 0, stream>>>(dst0, dst1, partial, n_chunks, n_cols);
+    KERN_CUDA_LAUNCH_CHECK();
 }
 
 void kern_cuda_colsum_finish(float *dst, const float *partial, int n_chunks, int n_cols,
                              cudaStream_t stream) {
-    unsigned grid = (unsigned)((n_cols + 255) / 256);
-    colsum_finish_kernel<<<grid, 256, 0, stream>>>(dst, partial, n_chunks, n_cols);
-    KERN_CUDA_LAUNCH_CHECK();
+    colsum_finish_launch(dst, NULL, partial, n_chunks, n_cols, stream);
+}
+
+void kern_cuda_colsum_finish2(float *dst0, float *dst1, const float *partial, int n_chunks,
+                              int n_cols, cudaStream_t stream) {
+    colsum_finish_launch(dst0, dst1, partial, n_chunks, n_cols, stream);
 }

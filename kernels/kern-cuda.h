@@ -35,6 +35,11 @@ const char *kern_dtype_name(KernDtype dt);
 
 /* Number of CUDA devices visible to this process; 0 when there is no driver or no device. */
 int kern_cuda_device_count(void);
+/* The same count, and when it is 0 why: @why (may be NULL) is set to the CUDA runtime's error
+ * text ("CUDA driver version is insufficient for CUDA runtime version", "no CUDA-capable
+ * device is detected", ...) or, when the query succeeded with no device, "no CUDA device is
+ * visible (CUDA_VISIBLE_DEVICES?)"; NULL when a device is there. (transfer none: static) */
+int kern_cuda_device_query(const char **why);
 
 /* --- per-stream context --- */
 
@@ -58,6 +63,9 @@ void kern_cuda_ctx_free(KernCudaCtx *ctx);
 cudaStream_t kern_cuda_ctx_stream(const KernCudaCtx *ctx);
 /* Blocks until all work on the context's stream is done (aborts on a device error). */
 void kern_cuda_ctx_sync(KernCudaCtx *ctx);
+/* Products run through the context, and how many of them searched for an algorithm (a cache
+ * miss: a shape, layout or alignment not met among the recent ones). */
+void kern_cuda_ctx_gemm_counts(const KernCudaCtx *ctx, uint64_t *n_gemm, uint64_t *n_heuristics);
 
 /* --- GEMM (cuBLASLt) --- */
 

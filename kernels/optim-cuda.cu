@@ -300,6 +300,10 @@ void kern_cuda_optim_step(KernCudaOptim *opt, float *params, const float *grads,
     optim_gate_kernel<<<1, 1, 0, st>>>(opt->status, gate ? gate->sq_norm : NULL,
                                        gate ? gate->grad_clip : 0.0f, gate ? gate->poison : 0);
     KERN_CUDA_LAUNCH_CHECK();
+    /* A skip the host knows of: the gate records it; nothing else runs (Muon's Newton-Schulz
+     * products, which no device flag can stop, included). */
+    if (gate && gate->poison)
+        return;
     if (opt->n_adam_blocks > 0) {
         adamw_kernel<<<(unsigned)opt->n_adam_blocks, ADAM_THREADS, 0, st>>>(
             params, grads, opt->state, opt->prev_u, opt->segs, opt->block_seg, opt->block_first,

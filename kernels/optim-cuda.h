@@ -56,7 +56,9 @@ void kern_cuda_optim_free(KernCudaOptim *opt);
  * sqrt(*sq_norm); applied = !poison && norm finite; factor = kern_clip_factor(norm,
  * grad_clip) when grad_clip > 0, else 1; when applied, t += 1. Then every float gets exactly
  * kern_optim_step()'s update with g = grads * factor, or nothing when not applied. @grads is
- * not modified. */
+ * not modified. A poisoned step enqueues the gate alone (no AdamW, no Muon momentum or
+ * Newton-Schulz products); a step the device finds non-finite still runs Muon's products
+ * (their results are discarded by the gated kernels). */
 void kern_cuda_optim_step(KernCudaOptim *opt, float *params, const float *grads, float lr,
                           const KernCudaStepGate *gate, KernCudaCtx *ctx);
 

@@ -9,6 +9,7 @@
 
 #include "gpt2-cuda.h"
 #include "gpt2-slice-cuda.h"
+#include "kern-cuda.h"
 #include "kern-util.h"
 
 static size_t round256(size_t b) {
@@ -151,17 +152,15 @@ START_TEST(test_sizes_tiny) {
         size_t layer = 7 * round256(nc) + 4 * round256(nf) + 2 * round256(3 * nc) +
                        3 * round256(4 * nc) + round256(att);
         size_t head = 2 * round256(3 * nc) + 2 * round256(nc) + 2 * round256(nf) +
-                      round256(N * 128 * esz) + 3 * round256(N * 4) + round256((N + 1) * 4);
+                      round256(N * 128 * esz) + 4 * round256(N * 4) + round256((N + 1) * 4);
         ck_assert_uint_eq(z.params_bytes, round256(n_params * 4));
         ck_assert_uint_eq(z.grads_bytes, round256(n_params * 4));
         ck_assert_uint_eq(z.compute_params_bytes,
                           dt == KERN_DTYPE_F32 ? 0 : round256(n_params * 2));
         ck_assert_uint_eq(z.act_slot_bytes, head + 2 * layer);
         ck_assert_uint_eq(z.acts_bytes, 3 * z.act_slot_bytes);
-        ck_assert_uint_eq(z.scratch_bytes,
-                          round256(nc) +
-                              gpt2_cuda_attention_scratch_bytes(2, 8, 16, 2, (KernDtype)dt) +
-                              round256(nf));
+        ck_assert_uint_eq(z.scratch_bytes, round256(nc) + gpt2_cuda_attention_scratch_bytes(
+                                                              2, 8, 16, 2, (KernDtype)dt));
         ck_assert_uint_eq(z.total_bytes, z.params_bytes + z.compute_params_bytes + z.grads_bytes +
                                              z.acts_bytes + z.scratch_bytes);
     }
@@ -188,10 +187,10 @@ START_TEST(test_sizes_gpt2_124m) {
     ck_assert_uint_eq(z.params_bytes, round256(n_params * 4));
     size_t N = 16 * 1024, NC = N * 768;
     size_t layer = 25 * NC * 2 + (size_t)16 * 12 * 1024 * 1024 * 2 + 4 * N * 4;
-    size_t head = 2 * 13 * NC * 2 + 2 * NC * 2 + 2 * N * 4 + N * 50304 * 2 + (4 * N + 1) * 4;
-    /* rounding adds at most 255 bytes per buffer (17 per block, 11 in the head) */
+    size_t head = 2 * 13 * NC * 2 + 2 * NC * 2 + 2 * N * 4 + N * 50304 * 2 + (5 * N + 1) * 4;
+    /* rounding adds at most 255 bytes per buffer (17 per block, 12 in the head) */
     ck_assert_uint_ge(z.act_slot_bytes, head + 12 * layer);
-    ck_assert_uint_le(z.act_slot_bytes, head + 12 * layer + (11 + 12 * 17) * 255);
+    ck_assert_uint_le(z.act_slot_bytes, head + 12 * layer + (12 + 12 * 17) * 255);
     /* flash attention keeps one fp32 log-sum-exp per (b, h, t) instead of the probabilities,
      * and its scratch is one fp32 per (b, h, t) */
     p.flash_attention = 1;
@@ -200,7 +199,33 @@ START_TEST(test_sizes_gpt2_124m) {
     size_t bht = (size_t)16 * 12 * 1024;
     ck_assert_uint_eq(z.act_slot_bytes - f.act_slot_bytes,
                       12 * (round256(bht * 1024 * 2) - round256(bht * 4)));
-    ck_assert_uint_eq(f.scratch_bytes, round256(NC * 2) + round256(bht * 4) + round256(N * 4));
+    ck_assert_uint_eq(f.scratch_bytes, round256(NC * 2) + round256(bht * 4));
+}
+END_TEST
+
+/* Without a usable device the query says why, in the CUDA runtime's words; with one it gives
+ * no reason. CUDA_VISIBLE_DEVICES="" (set before the runtime starts: each test runs in its own
+ * child) hides every device, so the first case holds on a GPU machine too. */
+START_TEST(test_device_query_hidden) {
+    ck_assert_int_eq(setenv("CUDA_VISIBLE_DEVICES", "", 1), 0);
+    const char *why = (const char *)"unset";
+    ck_assert_int_eq(kern_cuda_device_query(&why), 0);
+    ck_assert_ptr_nonnull(why);
+    ck_assert_msg(strlen(why) > 8 && strcmp(why, "unset") != 0, "reason '%s'", why);
+    ck_assert_int_eq(kern_cuda_device_count(), 0);
+}
+END_TEST
+
+START_TEST(test_device_query_consistent) {
+    const char *why = (const char *)"unset";
+    int         n = kern_cuda_device_query(&why);
+    ck_assert_int_ge(n, 0);
+    if (n == 0)
+        ck_assert_msg(why && strlen(why) > 8 && strcmp(why, "unset") != 0, "reason '%s'", why);
+    else
+        ck_assert_ptr_null(why);
+    ck_assert_int_eq(kern_cuda_device_count(), n);
+    ck_assert_int_eq(kern_cuda_device_query(NULL), n);
 }
 END_TEST
 
@@ -213,6 +238,8 @@ static Suite *host_suite(void) {
     tcase_add_test(tc, test_attention_scratch);
     tcase_add_test(tc, test_sizes_tiny);
     tcase_add_test(tc, test_sizes_gpt2_124m);
+    tcase_add_test(tc, test_device_query_hidden);
+    tcase_add_test(tc, test_device_query_consistent);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -12,8 +12,10 @@
 #include "kern-cuda.h"
 
 /* Runs @suite without forking (CUDA cannot be used in a child forked after the parent
- * initialised it) after creating the shared context; returns 77 without a CUDA device, so
- * meson reports SKIP, else the number of failed tests (0: success). */
+ * initialised it) after creating the shared context; returns 77 without a usable CUDA device
+ * (meson reports SKIP) after printing "SKIP: no usable CUDA device: " and the CUDA runtime's
+ * reason (no driver, a driver older than the runtime, no device), which scripts/gpu-check
+ * quotes, else the number of failed tests (0: success). */
 int tcu_main(Suite *suite);
 
 /* The context every test uses (created by tcu_main() on device 0, its own stream). */

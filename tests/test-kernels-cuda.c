@@ -185,6 +185,84 @@ START_TEST(test_gemm_variants) {
 }
 END_TEST
 
+/* The GEMM cache: a shape seen before searches no algorithm, even among more shapes than the
+ * old 64-entry cache held; the bias pointer, set per call on the cached descriptor, follows
+ * the call (two biases, one shape); past the cache's size the least recently used entry
+ * goes and the products stay right. */
+START_TEST(test_gemm_cache) {
+    enum { M = 8, N = 16, K = 8, SHAPES = 100 };
+    KernCudaCtx *ctx = kern_cuda_ctx_new(stream());
+    ck_assert_ptr_nonnull(ctx);
+    float   *a = hrand((size_t)SHAPES * K, 1.0f, 50, F32), *b = hrand((size_t)K * N, 1.0f, 51, F32);
+    float   *bias = hrand(2 * N, 1.0f, 52, F32);
+    void    *da = tcu_upload(a, (size_t)SHAPES * K, F32), *db = tcu_upload(b, (size_t)K * N, F32);
+    void    *dbias = tcu_upload(bias, 2 * N, F32), *dc = tcu_upload(NULL, (size_t)SHAPES * N, F32);
+    uint64_t n0 = 0, h0 = 0, n1 = 0, h1 = 0;
+    /* SHAPES products of (m, K) x (K, N), m = 1 .. SHAPES: SHAPES searches once, none again */
+    for (int pass = 0; pass < 2; pass++) {
+        kern_cuda_ctx_gemm_counts(ctx, &n0, &h0);
+        for (int m = 1; m <= SHAPES; m++) {
+            KernCudaGemm g = kern_cuda_gemm_dense(m, N, K, 0, da, 0, db, dc, F32, F32);
+            kern_cuda_gemm(&g, ctx);
+        }
+        kern_cuda_ctx_gemm_counts(ctx, &n1, &h1);
+        ck_assert_uint_eq(n1 - n0, SHAPES);
+        ck_assert_uint_eq(h1 - h0, pass == 0 ? SHAPES : 0);
+    }
+    /* one shape, two biases: each call adds its own */
+    for (int which = 0; which < 2; which++) {
+        KernCudaGemm g = kern_cuda_gemm_dense(M, N, K, 0, da, 0, db, dc, F32, F32);
+        g.bias = (const float *)dbias + which * N;
+        kern_cuda_gemm(&g, ctx);
+        float *got = tcu_download(dc, (size_t)M * N, F32), ref[M * N];
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double acc = bias[which * N + j];
+                for (int k = 0; k < K; k++)
+                    acc += (double)a[i * K + k] * b[k * N + j];
+                ref[i * N + j] = (float)acc;
+            }
+        tcu_assert_close(got, ref, (size_t)M * N, 1e-5, "gemm with a per-call bias");
+        free(got);
+    }
+    /* 200 more shapes, (1, 1) x (1, n) for n = 1 .. 200, push the first ones out; a product
+     * of an evicted shape searches again and is right */
+    float *wide = hrand(200, 1.0f, 53, F32);
+    void  *dwide = tcu_upload(wide, 200, F32);
+    kern_cuda_ctx_gemm_counts(ctx, NULL, &h0);
+    for (int n = 1; n <= 200; n++) {
+        KernCudaGemm g = kern_cuda_gemm_dense(1, n, 1, 0, da, 0, dwide, dc, F32, F32);
+        kern_cuda_gemm(&g, ctx);
+    }
+    kern_cuda_ctx_gemm_counts(ctx, NULL, &h1);
+    ck_assert_uint_eq(h1 - h0, 200);
+    KernCudaGemm g = kern_cuda_gemm_dense(M, N, K, 0, da, 0, db, dc, F32, F32);
+    kern_cuda_gemm(&g, ctx);
+    kern_cuda_ctx_gemm_counts(ctx, NULL, &h0);
+    ck_assert_uint_eq(h0 - h1, 1);
+    float *got = tcu_download(dc, (size_t)M * N, F32), ref[M * N];
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0.0;
+            for (int k = 0; k < K; k++)
+                acc += (double)a[i * K + k] * b[k * N + j];
+            ref[i * N + j] = (float)acc;
+        }
+    tcu_assert_close(got, ref, (size_t)M * N, 1e-5, "gemm after eviction");
+    free(got);
+    kern_cuda_ctx_free(ctx);
+    free(wide);
+    tcu_free(dwide);
+    free(a);
+    free(b);
+    free(bias);
+    tcu_free(da);
+    tcu_free(db);
+    tcu_free(dbias);
+    tcu_free(dc);
+}
+END_TEST
+
 START_TEST(test_sq_norm) {
     enum { N = 100003 };
     float  *x = hrand(N, 1.0f, 3, F32);
@@ -343,27 +421,45 @@ START_TEST(test_layernorm_backward_input) {
 }
 END_TEST
 
-START_TEST(test_layernorm_backward_weight) {
-    KernDtype dt = (KernDtype)_i;
-    enum { N = 300, C = 70 };
-    float *inp = kern_xmalloc(N * C * sizeof(float)), *out = kern_xmalloc(N * C * sizeof(float));
-    float  w[C], b[C], mean[N], rstd[N];
+/* LayerNorm weight and bias gradients of (N, C) against the CPU, accumulated onto random
+ * values; with @runs 2 the second run must give the same bits. */
+static void layernorm_weight_case(KernDtype dt, int N, int C, uint64_t seed, int runs) {
+    size_t nc = (size_t)N * C;
+    float *inp = kern_xmalloc(nc * sizeof(float)), *out = kern_xmalloc(nc * sizeof(float));
+    float *w = kern_xmalloc((size_t)C * sizeof(float)),
+          *b = kern_xmalloc((size_t)C * sizeof(float));
+    float *mean = kern_xmalloc((size_t)N * sizeof(float)),
+          *rstd = kern_xmalloc((size_t)N * sizeof(float));
     ln_inputs(inp, w, b, N, C, dt);
     gpt2_cpu_layernorm_forward(out, mean, rstd, inp, w, b, N, C);
-    float *dout = hrand(N * C, 1.0f, 13, dt);
-    float *iw = hrand(C, 1.0f, 14, F32), *ib = hrand(C, 1.0f, 15, F32);
+    float *dout = hrand(nc, 1.0f, seed, dt);
+    float *iw = hrand(C, 1.0f, seed + 1, F32), *ib = hrand(C, 1.0f, seed + 2, F32);
     float *rw = hcopy(iw, C), *rb = hcopy(ib, C);
     gpt2_cpu_layernorm_backward_weight(rw, rb, dout, inp, mean, rstd, N, C);
-    void *ddw = tcu_upload(iw, C, F32), *ddb = tcu_upload(ib, C, F32);
-    void *ddout = tcu_upload(dout, N * C, dt), *di = tcu_upload(inp, N * C, dt);
-    void *dmean = tcu_upload(mean, N, F32), *drstd = tcu_upload(rstd, N, F32);
-    gpt2_cuda_layernorm_backward_weight(ddw, ddb, ddout, di, dmean, drstd, N, C, dt, tcu_ctx());
-    float *gw = tcu_download(ddw, C, F32), *gb = tcu_download(ddb, C, F32);
-    /* fp32 sums of exact inputs: the fp32 gradient bound in both modes */
-    assert_increment(gw, rw, iw, C, 1e-4, "layernorm dweight");
-    assert_increment(gb, rb, ib, C, 1e-4, "layernorm dbias");
-    free(gw);
-    free(gb);
+    void  *ddout = tcu_upload(dout, nc, dt), *di = tcu_upload(inp, nc, dt);
+    void  *dmean = tcu_upload(mean, N, F32), *drstd = tcu_upload(rstd, N, F32);
+    float *first[2] = {NULL, NULL};
+    for (int run = 0; run < runs; run++) {
+        void *ddw = tcu_upload(iw, C, F32), *ddb = tcu_upload(ib, C, F32);
+        gpt2_cuda_layernorm_backward_weight(ddw, ddb, ddout, di, dmean, drstd, N, C, dt, tcu_ctx());
+        float *gw = tcu_download(ddw, C, F32), *gb = tcu_download(ddb, C, F32);
+        /* fp32 sums of exact inputs: the fp32 gradient bound in both modes */
+        assert_increment(gw, rw, iw, C, 1e-4, "layernorm dweight");
+        assert_increment(gb, rb, ib, C, 1e-4, "layernorm dbias");
+        if (run == 0) {
+            first[0] = gw;
+            first[1] = gb;
+        } else {
+            ck_assert_mem_eq(gw, first[0], (size_t)C * sizeof(float));
+            ck_assert_mem_eq(gb, first[1], (size_t)C * sizeof(float));
+            free(gw);
+            free(gb);
+        }
+        tcu_free(ddw);
+        tcu_free(ddb);
+    }
+    free(first[0]);
+    free(first[1]);
     free(rw);
     free(rb);
     free(iw);
@@ -371,18 +467,29 @@ START_TEST(test_layernorm_backward_weight) {
     free(dout);
     free(inp);
     free(out);
-    tcu_free(ddw);
-    tcu_free(ddb);
+    free(w);
+    free(b);
+    free(mean);
+    free(rstd);
     tcu_free(ddout);
     tcu_free(di);
     tcu_free(dmean);
     tcu_free(drstd);
 }
+
+START_TEST(test_layernorm_backward_weight) {
+    layernorm_weight_case((KernDtype)_i, 300, 70, 13, 1);
+}
 END_TEST
 
-/* --- matmul --- */
+/* Many row chunks (2048 rows: 64 chunks of 32, more than the finish's 16 lanes) and a column
+ * count that leaves a partial block: the fixed-order column sums against the CPU, and the same
+ * bits on a second run. */
+START_TEST(test_layernorm_backward_weight_long) {
+    layernorm_weight_case((KernDtype)_i, 2048, 100, 16, 2);
+}
+END_TEST
 
-/* (N, IC, OC, bias) cases; the odd shape is fp32 only (bf16 rows must stay 16-byte aligned) */
 static const int mm_cases[][4] = {
     {37, 24, 40, 1}, {37, 24, 40, 0}, {64, 128, 96, 1}, {5, 13, 7, 1}};
 #define MM_N_CASES 4
@@ -772,8 +879,8 @@ START_TEST(test_crossentropy) {
     tcu_assert_close(gm, &mean, 1, 1e-5, "mean loss");
     /* backward in place over the probabilities, and into a separate buffer */
     void *dd = tcu_upload(NULL, XN * XVP, dt);
-    gpt2_cuda_crossentropy_backward(dd, dl, dtg, dloss, XN, XV, XVP, dt, stream());
-    gpt2_cuda_crossentropy_backward(dl, dl, dtg, dloss, XN, XV, XVP, dt, stream());
+    gpt2_cuda_crossentropy_backward(dd, dl, drl, dtg, dloss, XN, XV, XVP, dt, stream());
+    gpt2_cuda_crossentropy_backward(dl, dl, drl, dtg, dloss, XN, XV, XVP, dt, stream());
     float *gd = tcu_download(dd, XN * XVP, dt), *gi = tcu_download(dl, XN * XVP, dt);
     tcu_assert_close(gd, dref, XN * XVP, tol(dt, 1e-4, 1e-2), "dlogits");
     tcu_assert_close(gi, dref, XN * XVP, tol(dt, 1e-4, 1e-2), "dlogits in place");
@@ -792,6 +899,41 @@ START_TEST(test_crossentropy) {
 }
 END_TEST
 
+/* A confident prediction (p[target] from 0.99 to 0.9998): the target's gradient p - 1 must
+ * hold to bf16's storage rounding of itself (2^-9), which p rounded to bf16 and then less 1
+ * cannot (its error is up to 2^-9 absolute, 20% or more of p - 1 here). */
+START_TEST(test_crossentropy_confident) {
+    KernDtype dt = (KernDtype)_i;
+    float    *logits = hrand(XN * XVP, 0.5f, 40, dt);
+    int32_t   targets[XN];
+    rand_ids(targets, XN, XV, 41);
+    /* margins 9 to 12.6 over 49 logits of N(0, 0.5^2): 1 - p from about 7e-3 to 2e-4 */
+    for (int n = 0; n < XN; n++)
+        logits[(size_t)n * XVP + targets[n]] = 9.0f + 0.45f * (float)n;
+    tcu_round(logits, XN * XVP, dt);
+    float *probs = hcopy(logits, XN * XVP), rloss[XN];
+    gpt2_cpu_crossentropy_forward(probs, rloss, targets, XN, XV, XVP);
+    void    *dl = tcu_upload(logits, XN * XVP, dt), *drl = tcu_upload(NULL, XN, F32);
+    int32_t *dtg = tcu_upload_ids(targets, XN);
+    gpt2_cuda_crossentropy_forward(dl, drl, NULL, dtg, XN, XV, XVP, dt, stream());
+    gpt2_cuda_crossentropy_backward(dl, dl, drl, dtg, 1.0f, XN, XV, XVP, dt, stream());
+    float *gd = tcu_download(dl, XN * XVP, dt);
+    for (int n = 0; n < XN; n++) {
+        /* the reference in double from the fp32 loss: p - 1 = expm1(-loss) */
+        double want = expm1(-(double)rloss[n]), got = gd[(size_t)n * XVP + targets[n]];
+        ck_assert_msg(want < -1e-4 && want > -1e-2, "row %d: p - 1 = %g", n, want);
+        ck_assert_msg(fabs(got - want) <= 4e-3 * fabs(want), "row %d (%s): p - 1 %.6g, want %.6g",
+                      n, kern_dtype_name(dt), got, want);
+    }
+    free(gd);
+    free(probs);
+    free(logits);
+    tcu_free(dl);
+    tcu_free(drl);
+    tcu_free(dtg);
+}
+END_TEST
+
 /* A target outside [0, V) gives its row a NaN loss and no one-hot term, and leaves the other
  * rows alone (no out-of-bounds read). */
 START_TEST(test_crossentropy_bad_target) {
@@ -807,7 +949,7 @@ START_TEST(test_crossentropy_bad_target) {
     for (int n = 0; n < XN; n++)
         ck_assert_msg((n == 2 || n == 5) ? isnan(grl[n]) : isfinite(grl[n]), "row %d loss %g", n,
                       grl[n]);
-    gpt2_cuda_crossentropy_backward(dl, dl, dtg, 1.0f, XN, XV, XVP, F32, stream());
+    gpt2_cuda_crossentropy_backward(dl, dl, drl, dtg, 1.0f, XN, XV, XVP, F32, stream());
     float *gd = tcu_download(dl, XN * XVP, F32);
     for (int j = 0; j < XV; j++)
         ck_assert_float_eq(gd[2 * XVP + j], gp[2 * XVP + j]); /* p * 1, no -1 anywhere */
@@ -827,6 +969,7 @@ static Suite *kernels_suite(void) {
     tcase_add_test(tc, test_convert_rne);
     tcase_add_loop_test(tc, test_fill_uniform, 0, 2);
     tcase_add_loop_test(tc, test_gemm_variants, 0, 8);
+    tcase_add_test(tc, test_gemm_cache);
     tcase_add_test(tc, test_sq_norm);
     suite_add_tcase(s, tc);
     tc = tcase_create("layers");
@@ -836,6 +979,7 @@ static Suite *kernels_suite(void) {
     tcase_add_loop_test(tc, test_layernorm_forward, 0, 2);
     tcase_add_loop_test(tc, test_layernorm_backward_input, 0, 2);
     tcase_add_loop_test(tc, test_layernorm_backward_weight, 0, 2);
+    tcase_add_loop_test(tc, test_layernorm_backward_weight_long, 0, 2);
     tcase_add_loop_test(tc, test_matmul_forward, 0, 2 * MM_N_CASES);
     tcase_add_loop_test(tc, test_matmul_forward_gelu, 0, 2 * MM_N_CASES);
     tcase_add_loop_test(tc, test_matmul_backward_input, 0, 2 * MM_N_CASES);
@@ -847,6 +991,7 @@ static Suite *kernels_suite(void) {
     tcase_add_loop_test(tc, test_residual, 0, 2);
     tcase_add_loop_test(tc, test_crossentropy, 0, 2);
     tcase_add_test(tc, test_crossentropy_bad_target);
+    tcase_add_loop_test(tc, test_crossentropy_confident, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -211,10 +211,16 @@ START_TEST(test_gate_skips) {
     KERN_CUDA_CHECK(cudaMemcpyAsync(dsq, &sq, sizeof sq, cudaMemcpyHostToDevice,
                                     kern_cuda_ctx_stream(tcu_ctx())));
     KernCudaStepGate gate = {.sq_norm = dsq, .grad_clip = 0.0f, .poison = _i};
+    uint64_t         gemms0 = 0, gemms1 = 0;
+    kern_cuda_ctx_gemm_counts(tcu_ctx(), &gemms0, NULL);
     kern_cuda_optim_step(o.gpu, o.dparams, o.dgrads[1], 1e-3f, &gate, tcu_ctx());
+    kern_cuda_ctx_gemm_counts(tcu_ctx(), &gemms1, NULL);
     KernCudaOptimStatus st = status(&o);
     ck_assert_int_eq(st.applied, 0);
     ck_assert_int_eq(st.t, 1);
+    /* a poisoned step (known on the host) runs no Newton-Schulz product */
+    if (_i)
+        ck_assert_uint_eq(gemms1, gemms0);
     float *after = tcu_download(o.dparams, o.n, KERN_DTYPE_F32);
     ck_assert_mem_eq(after, before, o.n * sizeof(float));
     pair_compare(&o, 1e-4, 1e-5); /* still equal to the CPU after its one step */
