@@ -397,39 +397,6 @@ static char *tt_copy_ref(const char *name) {
     return g_steal_pointer(&out);
 }
 
-/* Every file under @dir (recursively), one line each: the path under @dir, the size and the
- * SHA-256, sorted, appended to @out. */
-static void tt_snapshot_into(const char *dir, const char *rel, GPtrArray *out) {
-    g_autofree char *path = rel ? g_build_filename(dir, rel, NULL) : g_strdup(dir);
-    g_autoptr(GDir) d = g_dir_open(path, 0, NULL);
-    ck_assert_msg(d != NULL, "cannot list %s", path);
-    for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
-        g_autofree char *sub = rel ? g_build_filename(rel, name, NULL) : g_strdup(name);
-        g_autofree char *file = g_build_filename(dir, sub, NULL);
-        if (g_file_test(file, G_FILE_TEST_IS_DIR)) {
-            tt_snapshot_into(dir, sub, out);
-            continue;
-        }
-        gsize            len = 0;
-        g_autofree char *bytes = test_util_read_file(file, &len);
-        g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (guchar *)bytes, len);
-        g_ptr_array_add(out, g_strdup_printf("%s %" G_GSIZE_FORMAT " %s", sub, len, sha));
-    }
-}
-
-static int tt_cmp_lines(gconstpointer a, gconstpointer b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Returns: (transfer full) what tt_snapshot_into() lists of @dir, one line per file. */
-static char *tt_snapshot(const char *dir) {
-    g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
-    tt_snapshot_into(dir, NULL, lines);
-    g_ptr_array_sort(lines, tt_cmp_lines);
-    g_ptr_array_add(lines, NULL);
-    return g_strjoinv("\n", (char **)lines->pdata);
-}
-
 /* Sets @key to @value in the identity the manifest of @unit records, or removes the whole
  * identity (@key NULL), as a unit of another run or of an earlier pacer-train would have it.
  * The manifest's own bytes are not checked against anything. */
@@ -511,7 +478,7 @@ START_TEST(test_train_resume_identity) {
         g_ptr_array_add(args, (gpointer)*r);
     }
     g_ptr_array_add(args, NULL);
-    g_autofree char *before = tt_snapshot(out);
+    g_autofree char *before = test_util_snapshot(out);
     g_autofree char *err = NULL;
     int status = tt_train_with(out, (const char *const *)args->pdata, out, NULL, NULL, &err);
     ck_assert(WIFEXITED(status));
@@ -528,7 +495,7 @@ START_TEST(test_train_resume_identity) {
     ck_assert_int_eq(WEXITSTATUS(status), 1);
     g_autofree char *named = g_strdup_printf("%s: %s", unit3, tt_identities[_i].needle);
     ck_assert_msg(strstr(err, named) != NULL, "no \"%s\" in: %s", named, err);
-    g_autofree char *after = tt_snapshot(out);
+    g_autofree char *after = test_util_snapshot(out);
     ck_assert_str_eq(after, before);
 }
 END_TEST
@@ -628,7 +595,7 @@ END_TEST
  * folder (it would remove the unit it continues from). */
 START_TEST(test_train_fresh_run_refused) {
     g_autofree char  *out = tt_copy_ref("fresh");
-    g_autofree char  *before = tt_snapshot(out);
+    g_autofree char  *before = test_util_snapshot(out);
     const char *const fewer[] = {"--set", "training.steps=2", NULL};
     g_autofree char  *err = NULL;
     int               status = tt_train_with(out, fewer, NULL, NULL, NULL, &err);
@@ -638,7 +605,7 @@ START_TEST(test_train_fresh_run_refused) {
         "changed. Continue that run with --resume %s, start over with --overwrite",
         out, out);
     ck_assert_msg(strstr(err, refused) != NULL, "no \"%s\" in: %s", refused, err);
-    g_autofree char *after = tt_snapshot(out);
+    g_autofree char *after = test_util_snapshot(out);
     ck_assert_str_eq(after, before);
     g_clear_pointer(&err, g_free);
     g_clear_pointer(&after, g_free);
@@ -650,7 +617,7 @@ START_TEST(test_train_fresh_run_refused) {
     g_autofree char *conflict = g_strdup_printf(
         "--overwrite would remove %s, the checkpoint --resume continues from", unit3);
     ck_assert_msg(strstr(err, conflict) != NULL, "no \"%s\" in: %s", conflict, err);
-    after = tt_snapshot(out);
+    after = test_util_snapshot(out);
     ck_assert_str_eq(after, before);
 }
 END_TEST
