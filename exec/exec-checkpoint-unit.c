@@ -648,51 +648,63 @@ static gboolean exec_ckpt_unit_remove_named(const char *units_dir, const char *n
     return TRUE;
 }
 
-gboolean exec_checkpoint_units_remove_stale(const char *units_dir, GPtrArray *removed,
-                                            GError **error) {
+/* Which folders of a units folder a removal takes. */
+typedef gboolean (*ExecCkptUnitPick)(const char *units_dir, const char *name);
+
+/* Removes the folders of @units_dir that @pick takes, in name order, adding their paths to
+ * @removed (nullable). A missing @units_dir is no error. */
+static gboolean exec_ckpt_unit_remove_picked(const char *units_dir, ExecCkptUnitPick pick,
+                                             GPtrArray *removed, GError **error) {
     g_autoptr(GDir) d = g_dir_open(units_dir, 0, NULL);
     if (!d)
         return TRUE;
     /* Collect first: removing while reading a folder may skip entries. */
-    g_autoptr(GPtrArray) stale = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) picked = g_ptr_array_new_with_free_func(g_free);
     for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
-        int32_t pid;
-        if (exec_ckpt_unit_parse_tmp_name(name, &pid) && pid != (int32_t)getpid())
-            g_ptr_array_add(stale, g_strdup(name));
+        if (pick(units_dir, name))
+            g_ptr_array_add(picked, g_strdup(name));
     }
-    g_ptr_array_sort(stale, exec_ckpt_unit_cmp_names);
-    for (guint i = 0; i < stale->len; i++) {
-        if (!exec_ckpt_unit_remove_named(units_dir, g_ptr_array_index(stale, i), removed, error))
+    g_ptr_array_sort(picked, exec_ckpt_unit_cmp_names);
+    for (guint i = 0; i < picked->len; i++) {
+        if (!exec_ckpt_unit_remove_named(units_dir, g_ptr_array_index(picked, i), removed, error))
             return FALSE;
     }
     return TRUE;
 }
 
+/* ExecCkptUnitPick: another process's temporary unit. */
+static gboolean exec_ckpt_unit_pick_stale(const char *units_dir, const char *name) {
+    (void)units_dir;
+    int32_t pid;
+    return exec_ckpt_unit_parse_tmp_name(name, &pid) && pid != (int32_t)getpid();
+}
+
+/* ExecCkptUnitPick: a unit or a temporary one, a real folder (lstat: a link is not a folder
+ * pacer wrote, and what it points to stays). */
+static gboolean exec_ckpt_unit_pick_any(const char *units_dir, const char *name) {
+    int32_t          n;
+    GStatBuf         st;
+    g_autofree char *path = g_build_filename(units_dir, name, NULL);
+    return (exec_ckpt_unit_parse_name(name, &n) || exec_ckpt_unit_parse_tmp_name(name, &n)) &&
+           g_lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+gboolean exec_checkpoint_units_remove_stale(const char *units_dir, GPtrArray *removed,
+                                            GError **error) {
+    return exec_ckpt_unit_remove_picked(units_dir, exec_ckpt_unit_pick_stale, removed, error);
+}
+
 gboolean exec_checkpoint_units_remove_all(const char *units_dir, GPtrArray *removed,
                                           GError **error) {
-    g_autoptr(GDir) d = g_dir_open(units_dir, 0, NULL);
-    if (!d)
+    if (!g_file_test(units_dir, G_FILE_TEST_IS_DIR))
         return TRUE;
-    g_autoptr(GPtrArray) units = g_ptr_array_new_with_free_func(g_free);
-    for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
-        int32_t          n;
-        GStatBuf         st;
-        g_autofree char *path = g_build_filename(units_dir, name, NULL);
-        /* lstat: a link is not a folder pacer wrote, and what it points to stays. */
-        if ((exec_ckpt_unit_parse_name(name, &n) || exec_ckpt_unit_parse_tmp_name(name, &n)) &&
-            g_lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            g_ptr_array_add(units, g_strdup(name));
-    }
-    g_ptr_array_sort(units, exec_ckpt_unit_cmp_names);
-    for (guint i = 0; i < units->len; i++) {
-        if (!exec_ckpt_unit_remove_named(units_dir, g_ptr_array_index(units, i), removed, error))
-            return FALSE;
-    }
-    /* Another tool's files keep the folder (and themselves). */
+    if (!exec_ckpt_unit_remove_picked(units_dir, exec_ckpt_unit_pick_any, removed, error))
+        return FALSE;
+    /* Another tool's files keep the folder (and themselves); a link to one stays. */
     if (g_rmdir(units_dir) == 0) {
         if (removed)
             g_ptr_array_add(removed, g_strdup(units_dir));
-    } else if (errno != ENOTEMPTY && errno != EEXIST) {
+    } else if (errno != ENOTEMPTY && errno != EEXIST && errno != ENOTDIR) {
         return exec_ckpt_unit_io_error(error, "remove", units_dir, errno);
     }
     return TRUE;
