@@ -57,6 +57,7 @@ typedef enum {
     PP_IO_ERROR_CORRUPT,   /* a file's content is not what its format says */
     PP_IO_ERROR_MISMATCH,  /* a valid file that does not fit this run (shapes, vocabulary) */
     PP_IO_ERROR_NONFINITE, /* a tensor to save or load holds NaN or infinity */
+    PP_IO_ERROR_EXISTS,    /* an output would replace data that another run wrote */
 } PpIoError;
 
 /* --- whole-file reads --- */

@@ -771,6 +771,12 @@ static char *pp_scenario_format_value(const PpScenario *sc, const PpScenarioKey 
     PP_UNREACHABLE();
 }
 
+char *pp_scenario_value(const PpScenario *scenario, const char *section, const char *key) {
+    const PpScenarioKey *k = pp_scenario_key_find(section, key);
+    PP_ASSERT(k != NULL); /* callers name keys of the table */
+    return pp_scenario_format_value(scenario, k);
+}
+
 char *pp_scenario_to_data(const PpScenario *scenario) {
     g_autoptr(GKeyFile) kf = g_key_file_new();
     for (size_t i = 0; i < G_N_ELEMENTS(pp_scenario_keys); i++) {

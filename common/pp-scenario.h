@@ -195,6 +195,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpScenario, pp_scenario_free)
  * the same scenario. Returns: (transfer full). */
 char *pp_scenario_to_data(const PpScenario *scenario);
 
+/* The value of @section.@key as pp_scenario_to_data() writes it (file units). The key must be
+ * one of the table's (an unknown one aborts). Returns: (transfer full) (nullable): NULL when
+ * an optional key is unset. */
+char *pp_scenario_value(const PpScenario *scenario, const char *section, const char *key);
+
 /* One key of the scenario table, for tools and tests that walk every key. */
 typedef struct {
     const char *section;

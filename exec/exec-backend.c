@@ -11,12 +11,12 @@
 #include "pp-error.h"
 
 static const ExecBackendInfo exec_backend_table[] = {
-    {"cpu", exec_backend_cpu_new, "CPU threads, one per stage (reference and test double)"},
+    {"cpu", exec_backend_cpu_new, "CPU threads, one per stage (reference and test double)", "fp32"},
 #if PP_HAVE_CUDA
     {"cuda", exec_backend_cuda_new,
-     "CUDA devices, a stream and a host worker per stage (run.devices, run.precision)"},
+     "CUDA devices, a stream and a host worker per stage (run.devices, run.precision)", "bf16"},
 #endif
-    {NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 /* Backends pacer knows of that this build lacks, and what a scenario naming one is told. */

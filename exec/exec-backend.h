@@ -298,7 +298,8 @@ typedef ExecBackend *(*ExecBackendNewFn)(const ExecBackendSetup *setup, GError *
 typedef struct {
     const char      *name; /* run.backend value */
     ExecBackendNewFn create;
-    const char      *summary; /* one line for --help */
+    const char      *summary;           /* one line for --help */
+    const char      *default_precision; /* run.precision when the key is absent */
 } ExecBackendInfo;
 
 /* Returns: (transfer none): the NULL-terminated table of the backends this build has. */

@@ -41,6 +41,7 @@ struct _ExecCheckpointUnit {
     char            *dir;
     int32_t          step;
     char            *run;
+    GHashTable      *identity;                      /* (nullable) char * -> char * */
     ExecCkptUnitFile files[EXEC_CKPT_UNIT_N_FILES]; /* as exec_ckpt_unit_files */
 };
 
@@ -165,10 +166,10 @@ static void exec_ckpt_unit_kill_point(const char *point, int32_t step) {
 
 /* --- the manifest --- */
 
-/* The manifest of a unit of @step and @run whose files have @digests (as
- * exec_ckpt_unit_files). Returns: (transfer full) JSON text. */
-static char *exec_ckpt_unit_manifest(int32_t step, const char *run,
-                                     const ExecCheckpointDigest *digests) {
+/* The manifest of the unit @data whose files have @digests (as exec_ckpt_unit_files).
+ * Returns: (transfer full) JSON text. */
+static char *exec_ckpt_unit_manifest(const ExecCheckpointUnitData *data,
+                                     const ExecCheckpointDigest   *digests) {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "format");
@@ -176,9 +177,18 @@ static char *exec_ckpt_unit_manifest(int32_t step, const char *run,
     json_builder_set_member_name(b, "version");
     json_builder_add_int_value(b, EXEC_CKPT_UNIT_VERSION);
     json_builder_set_member_name(b, "step");
-    json_builder_add_int_value(b, step);
+    json_builder_add_int_value(b, data->step);
     json_builder_set_member_name(b, "run");
-    json_builder_add_string_value(b, run);
+    json_builder_add_string_value(b, data->run);
+    if (data->identity) {
+        json_builder_set_member_name(b, "identity");
+        json_builder_begin_object(b);
+        for (const char *const *p = data->identity; *p; p += 2) {
+            json_builder_set_member_name(b, p[0]);
+            json_builder_add_string_value(b, p[1]);
+        }
+        json_builder_end_object(b);
+    }
     json_builder_set_member_name(b, "files");
     json_builder_begin_object(b);
     for (int i = 0; i < EXEC_CKPT_UNIT_N_FILES; i++) {
@@ -225,7 +235,29 @@ static gboolean exec_ckpt_unit_is_sha256(const char *s) {
     return s && strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
 }
 
-/* Parses the manifest @text (@len bytes) of @path into @unit (step, run, files). */
+/* The optional member identity of the manifest @o of @path into @unit: an object whose
+ * members are strings. */
+static gboolean exec_ckpt_unit_parse_identity(ExecCheckpointUnit *unit, const char *path,
+                                              JsonObject *o, GError **error) {
+    JsonNode *in = json_object_get_member(o, "identity");
+    if (in == NULL)
+        return TRUE;
+    JsonObject *identity = JSON_NODE_HOLDS_OBJECT(in) ? json_node_get_object(in) : NULL;
+    g_autoptr(GList) names = identity ? json_object_get_members(identity) : NULL;
+    unit->identity = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (GList *l = names; l; l = l->next) {
+        const char *value = exec_ckpt_unit_get_str(identity, l->data);
+        if (value == NULL)
+            break;
+        g_hash_table_insert(unit->identity, g_strdup(l->data), g_strdup(value));
+    }
+    if (identity && g_hash_table_size(unit->identity) == g_list_length(names))
+        return TRUE;
+    return exec_ckpt_unit_corrupt(error, path,
+                                  "identity must be an object whose members are strings");
+}
+
+/* Parses the manifest @text (@len bytes) of @path into @unit (step, run, identity, files). */
 static gboolean exec_ckpt_unit_parse_manifest(ExecCheckpointUnit *unit, const char *path,
                                               const char *text, gsize len, GError **error) {
     g_autoptr(JsonParser) parser = json_parser_new();
@@ -270,7 +302,7 @@ static gboolean exec_ckpt_unit_parse_manifest(ExecCheckpointUnit *unit, const ch
     }
     unit->step = (int32_t)step;
     unit->run = g_strdup(run);
-    return TRUE;
+    return exec_ckpt_unit_parse_identity(unit, path, o, error);
 }
 
 /* --- writing --- */
@@ -294,7 +326,7 @@ static gboolean exec_ckpt_unit_write_files(const char *tmp, const ExecCheckpoint
     if (!exec_ckpt_unit_write_text(log, data->log, &digests[2], error))
         return FALSE;
     exec_ckpt_unit_kill_point("before-manifest", data->step);
-    g_autofree char *text = exec_ckpt_unit_manifest(data->step, data->run, digests);
+    g_autofree char *text = exec_ckpt_unit_manifest(data, digests);
     if (!exec_ckpt_unit_write_text(manifest, text, NULL, error))
         return FALSE;
     exec_ckpt_unit_kill_point("before-rename", data->step);
@@ -363,6 +395,7 @@ void exec_checkpoint_unit_free(ExecCheckpointUnit *unit) {
         return;
     g_free(unit->dir);
     g_free(unit->run);
+    g_clear_pointer(&unit->identity, g_hash_table_unref);
     g_free(unit);
 }
 
@@ -427,6 +460,10 @@ int32_t exec_checkpoint_unit_step(const ExecCheckpointUnit *unit) {
 
 const char *exec_checkpoint_unit_run(const ExecCheckpointUnit *unit) {
     return unit->run;
+}
+
+GHashTable *exec_checkpoint_unit_identity(const ExecCheckpointUnit *unit) {
+    return unit->identity;
 }
 
 /* SHA-256 of the file @path (lower-case hex into @sha256), and its size. */
@@ -611,22 +648,64 @@ static gboolean exec_ckpt_unit_remove_named(const char *units_dir, const char *n
     return TRUE;
 }
 
-gboolean exec_checkpoint_units_remove_stale(const char *units_dir, GPtrArray *removed,
-                                            GError **error) {
+/* Which folders of a units folder a removal takes. */
+typedef gboolean (*ExecCkptUnitPick)(const char *units_dir, const char *name);
+
+/* Removes the folders of @units_dir that @pick takes, in name order, adding their paths to
+ * @removed (nullable). A missing @units_dir is no error. */
+static gboolean exec_ckpt_unit_remove_picked(const char *units_dir, ExecCkptUnitPick pick,
+                                             GPtrArray *removed, GError **error) {
     g_autoptr(GDir) d = g_dir_open(units_dir, 0, NULL);
     if (!d)
         return TRUE;
     /* Collect first: removing while reading a folder may skip entries. */
-    g_autoptr(GPtrArray) stale = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) picked = g_ptr_array_new_with_free_func(g_free);
     for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
-        int32_t pid;
-        if (exec_ckpt_unit_parse_tmp_name(name, &pid) && pid != (int32_t)getpid())
-            g_ptr_array_add(stale, g_strdup(name));
+        if (pick(units_dir, name))
+            g_ptr_array_add(picked, g_strdup(name));
     }
-    g_ptr_array_sort(stale, exec_ckpt_unit_cmp_names);
-    for (guint i = 0; i < stale->len; i++) {
-        if (!exec_ckpt_unit_remove_named(units_dir, g_ptr_array_index(stale, i), removed, error))
+    g_ptr_array_sort(picked, exec_ckpt_unit_cmp_names);
+    for (guint i = 0; i < picked->len; i++) {
+        if (!exec_ckpt_unit_remove_named(units_dir, g_ptr_array_index(picked, i), removed, error))
             return FALSE;
+    }
+    return TRUE;
+}
+
+/* ExecCkptUnitPick: another process's temporary unit. */
+static gboolean exec_ckpt_unit_pick_stale(const char *units_dir, const char *name) {
+    (void)units_dir;
+    int32_t pid;
+    return exec_ckpt_unit_parse_tmp_name(name, &pid) && pid != (int32_t)getpid();
+}
+
+/* ExecCkptUnitPick: a unit or a temporary one, a real folder (lstat: a link is not a folder
+ * pacer wrote, and what it points to stays). */
+static gboolean exec_ckpt_unit_pick_any(const char *units_dir, const char *name) {
+    int32_t          n;
+    GStatBuf         st;
+    g_autofree char *path = g_build_filename(units_dir, name, NULL);
+    return (exec_ckpt_unit_parse_name(name, &n) || exec_ckpt_unit_parse_tmp_name(name, &n)) &&
+           g_lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+gboolean exec_checkpoint_units_remove_stale(const char *units_dir, GPtrArray *removed,
+                                            GError **error) {
+    return exec_ckpt_unit_remove_picked(units_dir, exec_ckpt_unit_pick_stale, removed, error);
+}
+
+gboolean exec_checkpoint_units_remove_all(const char *units_dir, GPtrArray *removed,
+                                          GError **error) {
+    if (!g_file_test(units_dir, G_FILE_TEST_IS_DIR))
+        return TRUE;
+    if (!exec_ckpt_unit_remove_picked(units_dir, exec_ckpt_unit_pick_any, removed, error))
+        return FALSE;
+    /* Another tool's files keep the folder (and themselves); a link to one stays. */
+    if (g_rmdir(units_dir) == 0) {
+        if (removed)
+            g_ptr_array_add(removed, g_strdup(units_dir));
+    } else if (errno != ENOTEMPTY && errno != EEXIST && errno != ENOTDIR) {
+        return exec_ckpt_unit_io_error(error, "remove", units_dir, errno);
     }
     return TRUE;
 }

@@ -36,8 +36,10 @@ G_BEGIN_DECLS
 
 /* Everything a unit holds, in host memory (borrowed for the call). */
 typedef struct {
-    int32_t           step;           /* steps done; names the folder */
-    const char       *run;            /* run identity, recorded in the manifest */
+    int32_t            step;          /* steps done; names the folder */
+    const char        *run;           /* one-line run summary, recorded in the manifest */
+    const char *const *identity;      /* (nullable) key, value, key, value, ..., NULL: the
+                                         run's identity, recorded in the manifest */
     const Gpt2Config *model_cfg;      /* shape of @model (model.safetensors' layout) */
     ExecTensorList   *model;          /* weights, pacer layout */
     ExecTensorList   *state;          /* optimizer state, raw */
@@ -62,7 +64,8 @@ char *exec_checkpoint_unit_write(const char *units_dir, const ExecCheckpointUnit
 /* A unit on disk whose manifest has been read and checked. */
 typedef struct _ExecCheckpointUnit ExecCheckpointUnit;
 
-/* Reads @dir/manifest.json (format "pacer-checkpoint", version 1, step, run, and for each of
+/* Reads @dir/manifest.json (format "pacer-checkpoint", version 1, step, run, optionally
+ * identity (an object of strings; units written before it existed have none), and for each of
  * the three files its size in bytes and SHA-256) and checks that each file exists with that
  * size, and that a folder named step-NNNNNNNN holds that step. The SHA-256s are checked when a
  * file is read. Returns: (transfer full), or NULL with @error set: PP_IO_ERROR_OPEN (no
@@ -72,10 +75,12 @@ ExecCheckpointUnit *exec_checkpoint_unit_open(const char *dir, GError **error);
 void                exec_checkpoint_unit_free(ExecCheckpointUnit *unit);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecCheckpointUnit, exec_checkpoint_unit_free)
 
-/* The unit's folder, step and run identity. Returns: (transfer none): valid until the free. */
+/* The unit's folder, step, run summary and identity (key -> value, NULL when the manifest has
+ * none). Returns: (transfer none): valid until the free. */
 const char *exec_checkpoint_unit_dir(const ExecCheckpointUnit *unit);
 int32_t     exec_checkpoint_unit_step(const ExecCheckpointUnit *unit);
 const char *exec_checkpoint_unit_run(const ExecCheckpointUnit *unit);
+GHashTable *exec_checkpoint_unit_identity(const ExecCheckpointUnit *unit);
 
 /* Checks file @name (one of the EXEC_CHECKPOINT_UNIT_* files) against the manifest's SHA-256
  * (once per unit and file) and returns its path. When a safetensors file differs, every tensor
@@ -123,6 +128,14 @@ ExecCheckpointUnit *exec_checkpoint_unit_find(const char *path, ExecCheckpointUn
  * PP_IO_ERROR_WRITE when one cannot be removed. */
 gboolean exec_checkpoint_units_remove_stale(const char *units_dir, GPtrArray *removed,
                                             GError **error);
+
+/* Removes every unit of @units_dir and every temporary one (folders named step-DIGITS or
+ * .step-DIGITS.tmp-DIGITS holding files only; nothing else is touched), then @units_dir itself
+ * when that leaves it empty: a run that starts over. @removed (element-type filename,
+ * nullable) receives their paths. A missing @units_dir is no error. Returns FALSE with
+ * PP_IO_ERROR_WRITE when one cannot be removed. */
+gboolean exec_checkpoint_units_remove_all(const char *units_dir, GPtrArray *removed,
+                                          GError **error);
 
 /* Called once the unit of @step is in place: removes the units of @units_dir newer than @step
  * (left by an earlier run that went further before this one restarted from an earlier step)

@@ -124,14 +124,6 @@ static gboolean exec_train_tensors_copy(ExecPipeline *pipeline, ExecTrainTensors
     return !out || exec_train_dist_gather(pipeline, t->list, vstages, error);
 }
 
-/* "a,b,c" of @n ints. Returns: (transfer full). */
-static char *exec_train_join_ints(const int32_t *v, int32_t n) {
-    GString *out = g_string_new(NULL);
-    for (int32_t i = 0; i < n; i++)
-        g_string_append_printf(out, "%s%d", i ? "," : "", v[i]);
-    return g_string_free(out, FALSE);
-}
-
 /* Parses @text as exactly @n comma-separated integers >= 0 into @out. */
 static gboolean exec_train_parse_ints(const char *text, int32_t n, int32_t *out) {
     g_auto(GStrv) parts = g_strsplit(text, ",", -1);
@@ -152,19 +144,6 @@ char *exec_train_hex(const uint8_t *bytes, size_t n) {
     for (size_t i = 0; i < n; i++)
         g_string_append_printf(out, "%02x", bytes[i]);
     return g_string_free(out, FALSE);
-}
-
-/* Run identity recorded in a unit's manifest and checked on resume: a checkpoint continues
- * only the same schedule, pipeline layout and partition. */
-static char *exec_train_identity(const PpScenario *sc, const PpPartition *part) {
-    g_autofree int32_t *counts = g_new(int32_t, part->n_vstages);
-    for (int32_t vs = 0; vs < part->n_vstages; vs++)
-        counts[vs] = part->layer_end[vs] - part->layer_begin[vs];
-    g_autofree char *layers = exec_train_join_ints(counts, part->n_vstages);
-    return g_strdup_printf(
-        "%s stages=%d chunks=%d m=%d a=%d B=%d layers=%s seed=%" G_GUINT64_FORMAT,
-        sc->pipeline.schedule, sc->pipeline.stages, sc->pipeline.chunks, sc->pipeline.microbatches,
-        sc->pipeline.accumulation, sc->pipeline.microbatch_size, layers, sc->run.seed);
 }
 
 /* What decides the optimizer state's layout (checked on resume; hyperparameters such as the
@@ -237,9 +216,14 @@ static char *exec_train_checkpoint_write(ExecPipeline *pipeline, const PpScenari
                                          ExecTrainTensors *model, ExecTrainTensors *state,
                                          GHashTable *counters, const GString *log,
                                          const char *out_dir, int32_t step, GError **error) {
-    g_autofree char       *run = exec_train_identity(sc, exec_pipeline_partition(pipeline));
+    const PpPartition *part = exec_pipeline_partition(pipeline);
+    g_autofree char   *run = exec_train_identity_summary(sc, part);
+    g_auto(GStrv) identity = exec_train_identity_new(sc, part, error);
+    if (identity == NULL)
+        return NULL;
     ExecCheckpointUnitData data = {.step = step,
                                    .run = run,
+                                   .identity = (const char *const *)identity,
                                    .model_cfg = exec_pipeline_model(pipeline),
                                    .model = model->list,
                                    .state = state->list,
@@ -298,7 +282,39 @@ typedef struct {
     int32_t          *nonfinite;   /* (n_stages) */
     int32_t          *optim_steps; /* (n_vstages) */
     char             *log;         /* the unit's log.csv */
+    GPtrArray        *notes;       /* (nullable) exec_train_load()'s */
 } ExecTrainResume;
+
+/* Checks that @unit was written by a run of the same identity (exec-train-identity.c). A unit
+ * written before manifests recorded one has only the run summary, which is compared instead,
+ * with a note saying what could not be checked. */
+static gboolean exec_train_check_identity(ExecTrainResume *r, ExecCheckpointUnit *unit,
+                                          GError **error) {
+    const PpPartition *part = exec_pipeline_partition(r->pipeline);
+    const char        *dir = exec_checkpoint_unit_dir(unit);
+    GHashTable        *saved = exec_checkpoint_unit_identity(unit);
+    if (saved) {
+        g_auto(GStrv) identity = exec_train_identity_new(r->sc, part, error);
+        return identity &&
+               exec_train_identity_check((const char *const *)identity, saved, dir, error);
+    }
+    g_autofree char *run = exec_train_identity_summary(r->sc, part);
+    if (strcmp(exec_checkpoint_unit_run(unit), run) != 0) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                    "%s: written by run \"%s\"; this scenario is \"%s\" (resume needs the same "
+                    "schedule, layout, partition and seed)",
+                    dir, exec_checkpoint_unit_run(unit), run);
+        return FALSE;
+    }
+    if (r->notes)
+        g_ptr_array_add(r->notes,
+                        g_strdup_printf("%s records no identity (an earlier pacer-train wrote it): "
+                                        "its schedule, layout, partition, seed and optimizer were "
+                                        "checked, its [model] keys, precision and Adam or Muon "
+                                        "decay rates were not",
+                                        dir));
+    return TRUE;
+}
 
 /* Checks that @unit was written by this run (identity in the manifest; optimizer and
  * vocabulary in the state's metadata @meta) and reads its counters into @r. */
@@ -366,14 +382,8 @@ static gboolean exec_train_check_meta(ExecTrainResume *r, ExecCheckpointUnit *un
  * tensor and both shapes. */
 static gboolean exec_train_read_unit(ExecCheckpointUnit *unit, gpointer user_data, GError **error) {
     ExecTrainResume *r = user_data;
-    g_autofree char *run = exec_train_identity(r->sc, exec_pipeline_partition(r->pipeline));
-    if (strcmp(exec_checkpoint_unit_run(unit), run) != 0) {
-        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
-                    "%s: written by run \"%s\"; this scenario is \"%s\" (resume needs the same "
-                    "schedule, layout, partition and seed)",
-                    exec_checkpoint_unit_dir(unit), exec_checkpoint_unit_run(unit), run);
+    if (!exec_train_check_identity(r, unit, error))
         return FALSE;
-    }
     g_autoptr(ExecTensorList) none = exec_tensor_list_new();
     g_autoptr(GHashTable) meta = NULL;
     g_clear_pointer(&r->log, g_free);
@@ -404,8 +414,8 @@ static gboolean exec_train_restore(const ExecTrainResume *r, GError **error) {
 }
 
 gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
-                         const char *path, int32_t *step, char **log, GPtrArray *notes,
-                         GError **error) {
+                         const char *path, int32_t *step, char **log, char **unit_dir,
+                         GPtrArray *notes, GError **error) {
     int32_t   n_stages = sc->pipeline.stages, n_vs = exec_pipeline_n_vstages(pipeline);
     ExecComm *comm = exec_pipeline_comm(pipeline);
     /* (1 + 2 n_stages + n_vs): the step, every stage's version and skip count, every virtual
@@ -424,7 +434,8 @@ gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const cha
                          .state = &state,
                          .versions = versions,
                          .nonfinite = nonfinite,
-                         .optim_steps = optim_steps};
+                         .optim_steps = optim_steps,
+                         .notes = notes};
     /* Rank 0 alone reads the unit (every rank, without a process group). */
     GError *local = NULL;
     g_autoptr(ExecCheckpointUnit) unit = NULL;
@@ -447,5 +458,6 @@ gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const cha
                                                exec_checkpoint_unit_dir(unit), r.step));
     *step = r.step;
     *log = g_steal_pointer(&unit_log);
+    *unit_dir = unit ? g_strdup(exec_checkpoint_unit_dir(unit)) : NULL;
     return TRUE;
 }

@@ -131,6 +131,18 @@ gboolean exec_train_write_ops(const ExecPipeline *pipeline, const char *dir, GEr
 gboolean exec_train_memory_report(const ExecPipeline *pipeline, ExecProgress *progress,
                                   const char *dir, ExecTrainSummary *summary, GError **error);
 
+/* --- the output folder (exec-train-out.c) --- */
+
+/* Before a run writes into @dir: a folder that holds a run (any of log.csv, ops.csv,
+ * scenario.ini, memory.csv, checkpoints/) is refused with PP_IO_ERROR_EXISTS naming them,
+ * --resume and --overwrite, and left as it is, unless @resumed_unit (nullable: the unit this
+ * run resumed) lies in @dir/checkpoints (the run continues) or @overwrite is set: then
+ * those files and the checkpoint units (exec_checkpoint_units_remove_all()) are removed, each
+ * said in the log, and nothing else. @overwrite with a @resumed_unit in @dir is refused (it
+ * would remove what the run continues from). PP_IO_ERROR_WRITE when a removal fails. */
+gboolean exec_train_out_prepare(const char *dir, const char *resumed_unit, gboolean overwrite,
+                                GError **error);
+
 /* --- segments (exec-train-segment.c) --- */
 
 /* The schedules of a run, one per distinct segment length (usually the eval interval and a
@@ -156,6 +168,24 @@ gboolean exec_train_run_segment(ExecPipeline *pipeline, const PpSchedule *sched,
                                 ExecTrainLive *live, int32_t step0, int32_t seg, ExecTrainRow *rows,
                                 int32_t *n_skipped, GError **error);
 
+/* --- the run's identity (exec-train-identity.c) --- */
+
+/* "a,b,c" of @n ints. Returns: (transfer full). */
+char *exec_train_join_ints(const int32_t *v, int32_t n);
+/* The identity a checkpoint of @sc with the partition @part records: key, value, key, value,
+ * ... for every key of exec_train_identity_keys(), in that order. Returns: (transfer full),
+ * or NULL with a PP_IO_ERROR naming the file when pipeline.order_file cannot be read. */
+GStrv exec_train_identity_new(const PpScenario *sc, const PpPartition *part, GError **error);
+/* Checks @identity (exec_train_identity_new()) against @saved, the identity the unit @dir
+ * records (key -> value). Returns FALSE with PP_IO_ERROR_MISMATCH naming @dir, the first key
+ * that differs (or that the unit does not record) and both values. */
+gboolean exec_train_identity_check(const char *const *identity, GHashTable *saved, const char *dir,
+                                   GError **error);
+/* The one-line summary units record as "run" (schedule, layout, partition, seed): all that
+ * units written before the identity existed record, and what a resume of one compares.
+ * Returns: (transfer full). */
+char *exec_train_identity_summary(const PpScenario *sc, const PpPartition *part);
+
 /* --- checkpoints (exec-train-checkpoint.c) --- */
 
 /* Lower-case hex of @n bytes (the vocabulary fingerprint in the checkpoint). Returns:
@@ -172,11 +202,12 @@ char *exec_train_checkpoint(ExecPipeline *pipeline, const PpScenario *sc, const 
  * complete unit of a run folder): reads it into host memory, checks that it belongs to this run
  * (identity, optimizer, vocabulary) and only then loads weights, optimizer state and counters
  * into @pipeline. *@step: the step to continue from; *@log: (transfer full) the unit's
- * log.csv; @notes (element-type utf8, nullable): the units skipped and why, then which unit
- * was resumed. */
+ * log.csv; *@unit_dir: (transfer full) the unit's folder on the rank that read it (rank 0),
+ * NULL on the others; @notes (element-type utf8, nullable): the units skipped and why, then
+ * which unit was resumed. */
 gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const char *vocab,
-                         const char *path, int32_t *step, char **log, GPtrArray *notes,
-                         GError **error);
+                         const char *path, int32_t *step, char **log, char **unit_dir,
+                         GPtrArray *notes, GError **error);
 
 /* --- the model state across processes (exec-train-dist.c; collective: every rank calls) ---
  * Entry i of @list (a list over every virtual stage, the same on every rank) belongs to

@@ -84,18 +84,21 @@ static gboolean exec_train_remove_stale(const char *out_dir, GError **error) {
 }
 
 /* Resumes from params->resume when given: *@start is the step to continue from (0 without),
- * *@log the resumed unit's log.csv (transfer full; NULL without). The units skipped go to the
- * log (g_message), the one resumed to @progress, even in quiet mode. */
+ * *@log the resumed unit's log.csv and *@unit_dir its folder (transfer full; NULL without, and
+ * @unit_dir on ranks other than 0). The units skipped go to the log (g_message), the one
+ * resumed to @progress, even in quiet mode. */
 static gboolean exec_train_resume(const ExecTrainParams *params, ExecPipeline *pipeline,
                                   const char *vocab, ExecProgress *progress, int32_t *start,
-                                  char **log, GError **error) {
+                                  char **log, char **unit_dir, GError **error) {
     const PpScenario *sc = params->scenario;
     *start = 0;
     *log = NULL;
+    *unit_dir = NULL;
     if (!params->resume)
         return TRUE;
     g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
-    gboolean ok = exec_train_load(pipeline, sc, vocab, params->resume, start, log, notes, error);
+    gboolean ok =
+        exec_train_load(pipeline, sc, vocab, params->resume, start, log, unit_dir, notes, error);
     for (guint i = 0; i < notes->len; i++) {
         const char *note = g_ptr_array_index(notes, i);
         if (ok && i + 1 == notes->len)
@@ -161,12 +164,16 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     g_autoptr(ExecProgress) progress = exec_progress_new(
         stdout, root ? params->progress : EXEC_PROGRESS_QUIET, MAX(sc->run.log_every, 1));
     int32_t          start;
-    g_autofree char *resumed_log = NULL;
-    if (!exec_train_resume(params, pipeline, vocab, progress, &start, &resumed_log, error))
+    g_autofree char *resumed_log = NULL, *resumed_unit = NULL;
+    if (!exec_train_resume(params, pipeline, vocab, progress, &start, &resumed_log, &resumed_unit,
+                           error))
         return FALSE;
     live.pipeline = pipeline;
     g_autoptr(GString) log = exec_train_log_new(resumed_log, start);
-    if (root && params->out_dir && exec_train_outputs_begin(sc, params->out_dir, &local))
+    /* Nothing has been written yet: a folder of another run is refused untouched. */
+    if (root && params->out_dir &&
+        exec_train_out_prepare(params->out_dir, resumed_unit, params->overwrite, &local) &&
+        exec_train_outputs_begin(sc, params->out_dir, &local))
         exec_train_remove_stale(params->out_dir, &local);
     if (!exec_train_written(comm, local, "creating the output folder", error))
         return FALSE;

@@ -53,6 +53,8 @@ typedef struct {
     const char       *out_dir;    /* (nullable) log.csv, ops.csv, scenario.ini, checkpoints */
     const char       *resume;     /* (nullable) a run folder (its newest complete checkpoint:
                                      damaged ones are skipped) or a checkpoint unit folder */
+    gboolean overwrite;           /* out_dir may hold another run: remove what pacer-train
+                                     wrote there and start over (exec_train_out_prepare()) */
     gboolean dynamic;             /* run PACI's backpressure policy live (paci, async-1f1b):
                                      each segment's executed order is recorded as a program
                                      and checked (exec_pipeline_run_dynamic()) */
@@ -87,12 +89,20 @@ typedef struct {
  * Pure: the data of a micro-batch depends only on its index and the seed. */
 uint64_t exec_train_window(uint64_t seed, int64_t seq, uint64_t n_tokens, int32_t T);
 
+/* The scenario keys whose values a checkpoint records as its run's identity and a resume
+ * must match ("section.key"; exec-train-identity.c says why each one and how three of them
+ * are recorded). Every other key may change on resume. Returns: (transfer none) a
+ * NULL-terminated static list. */
+const char *const *exec_train_identity_keys(void);
+
 /* Trains scenario->training.steps optimizer steps. Returns FALSE with @error set on bad
  * input or a stopped run: PP_IO_ERROR_* for shards (unreadable, too short, built with another
- * vocabulary) and checkpoints (no complete unit, a damaged unit given by name, another run,
- * optimizer or vocabulary, a tensor whose shape differs: the message names it and both shapes;
- * PP_IO_ERROR_NONFINITE for a NaN or infinite weight or optimizer value: the tensor and its
- * first bad element), PP_SCENARIO_ERROR_* for scenario values the executor cannot run
+ * vocabulary) and checkpoints (no complete unit, a damaged unit given by name, an identity
+ * key of another value: the message names the key and both values, another vocabulary, a
+ * tensor whose shape differs: the message names it and both shapes; PP_IO_ERROR_NONFINITE
+ * for a NaN or infinite weight or optimizer value: the tensor and its first bad element),
+ * PP_IO_ERROR_EXISTS for an out_dir that holds another run (exec_train_out_prepare()),
+ * PP_SCENARIO_ERROR_* for scenario values the executor cannot run
  * (also a process group whose size is neither 1 nor pipeline.stages), EXEC_ERROR_* from the
  * pipeline. With a process group every rank returns the same error (exec_comm_agree()) except
  * for EXEC_ERROR_COMM, which exec_comm_finish() turns into an abort of the job. */

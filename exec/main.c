@@ -3,7 +3,7 @@
  * CUDA devices (run.backend), or with one process per stage when an MPI launcher starts
  * several (mpirun -np N).
  *   pacer-train SCENARIO [--set section.key=value]... [--out DIR] [--resume DIR]
- *               [--stop-at STEP] [--dynamic] [--quiet]
+ *               [--overwrite] [--stop-at STEP] [--dynamic] [--quiet]
  *   pacer-train evaluate --checkpoint PATH --text FILE [--heads H] [--seq-len T] [--json]
  * Builds the token shards on first use, trains, and writes DIR/log.csv, ops.csv, scenario.ini
  * and DIR/checkpoints/step-NNNNNNNN.
@@ -42,6 +42,7 @@ static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
     g_auto(GStrv) sets = NULL;
     g_autofree char *out = NULL, *resume = NULL;
     gboolean         dynamic = FALSE, quiet = FALSE, root = exec_comm_rank(comm) == 0;
+    gboolean         overwrite = FALSE;
     int              stop_at = 0;
     GOptionEntry     entries[] = {
             {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a scenario key (repeatable)",
@@ -52,6 +53,10 @@ static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
              "Continue from the newest complete checkpoint of the run folder DIR, or from the "
                  "checkpoint DIR/checkpoints/step-NNNNNNNN",
              "DIR"},
+            {"overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite,
+             "Start over in an --out DIR that holds another run: first remove its log.csv, "
+                 "ops.csv, scenario.ini, memory.csv and checkpoint units (nothing else)",
+             NULL},
             {"stop-at", 0, 0, G_OPTION_ARG_INT, &stop_at,
              "Stop after STEP steps, checkpointing there as at the end (resume later)", "STEP"},
             {"dynamic", 0, 0, G_OPTION_ARG_NONE, &dynamic,
@@ -73,6 +78,9 @@ static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
     else if (*error == NULL && stop_at < 0)
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                     "--stop-at %d: give a step >= 1 (0: train every step)", stop_at);
+    else if (*error == NULL && overwrite && out == NULL)
+        g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                            "--overwrite needs --out DIR: the folder to start over in");
     if (*error && root)
         train_usage_error(ctx, (*error)->message);
 
@@ -105,6 +113,7 @@ static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
         .vocab_fingerprint = data_bpe_fingerprint(bpe),
         .out_dir = out,
         .resume = resume,
+        .overwrite = overwrite,
         .stop_at = stop_at,
         .dynamic = dynamic || g_strcmp0(scenario->pipeline.mode, "dynamic") == 0,
         .progress = exec_progress_mode_detect(stdout, quiet),

@@ -21,8 +21,9 @@
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(Gpt2Slice, gpt2_slice_free)
 
 /* L 2, C 16, NH 2, T 8, V 61 padded to 64. */
-static const Gpt2Config tu_cfg = {2, 16, 2, 8, 61, 64};
-static const char       tu_run[] = "1f1b stages=2 test";
+static const Gpt2Config  tu_cfg = {2, 16, 2, 8, 61, 64};
+static const char        tu_run[] = "1f1b stages=2 test";
+static const char *const tu_identity[] = {"model.heads", "2", "run.seed", "1337", NULL};
 
 /* A whole model with GPT-2 init from @seed, and an optimizer moment per tensor. */
 typedef struct {
@@ -71,6 +72,7 @@ static char *tu_write(const char *units, int32_t step) {
     tu_data_init(&d, (uint64_t)step);
     ExecCheckpointUnitData data = {.step = step,
                                    .run = tu_run,
+                                   .identity = tu_identity,
                                    .model_cfg = &tu_cfg,
                                    .model = d.model,
                                    .state = d.state,
@@ -99,8 +101,8 @@ static void tu_run_clear(TuRun *r) {
     g_free(r->units);
 }
 
-/* The unit holds exactly its four files; the manifest records step, run, and each file's size
- * and SHA-256 as found on disk; every tensor and the log read back bitwise. */
+/* The unit holds exactly its four files; the manifest records step, run, identity, and each
+ * file's size and SHA-256 as found on disk; every tensor and the log read back bitwise. */
 START_TEST(test_unit_round_trip) {
     TuRun r;
     tu_run_init(&r);
@@ -137,6 +139,11 @@ START_TEST(test_unit_round_trip) {
     ck_assert_int_eq(exec_checkpoint_unit_step(unit), 7);
     ck_assert_str_eq(exec_checkpoint_unit_run(unit), tu_run);
     ck_assert_str_eq(exec_checkpoint_unit_dir(unit), dir);
+    GHashTable *identity = exec_checkpoint_unit_identity(unit);
+    ck_assert_ptr_nonnull(identity);
+    ck_assert_uint_eq(g_hash_table_size(identity), 2);
+    ck_assert_str_eq(g_hash_table_lookup(identity, "model.heads"), "2");
+    ck_assert_str_eq(g_hash_table_lookup(identity, "run.seed"), "1337");
     TuData want, got;
     tu_data_init(&want, 7);
     tu_data_init(&got, 99);
@@ -225,6 +232,7 @@ typedef enum {
     TU_MISSING_FILE_ENTRY,
     TU_BAD_SHA,
     TU_WRONG_STEP,
+    TU_BAD_IDENTITY,
     TU_FILE_MISSING,
     TU_FILE_SIZE,
     TU_LOG_CHANGED,
@@ -247,6 +255,8 @@ static const struct {
     {TU_MISSING_FILE_ENTRY, PP_IO_ERROR_CORRUPT, TRUE, "files must name exactly"},
     {TU_BAD_SHA, PP_IO_ERROR_CORRUPT, TRUE, "files.\"state.safetensors\" needs bytes"},
     {TU_WRONG_STEP, PP_IO_ERROR_CORRUPT, TRUE, "records step 8 but the folder is step-00000002"},
+    {TU_BAD_IDENTITY, PP_IO_ERROR_CORRUPT, TRUE,
+     "identity must be an object whose members are strings"},
     {TU_FILE_MISSING, PP_IO_ERROR_CORRUPT, TRUE, "log.csv: missing, though the manifest names it"},
     {TU_FILE_SIZE, PP_IO_ERROR_CORRUPT, TRUE, "state.safetensors: "},
     {TU_LOG_CHANGED, PP_IO_ERROR_CORRUPT, FALSE, "log.csv: "},
@@ -282,6 +292,9 @@ static void tu_bad_sha(JsonObject *m) {
 }
 static void tu_wrong_step(JsonObject *m) {
     json_object_set_int_member(m, "step", 8);
+}
+static void tu_bad_identity(JsonObject *m) {
+    json_object_set_int_member(json_object_get_object_member(m, "identity"), "model.heads", 2);
 }
 
 /* Flips one bit at byte @at of @path (negative: from the end). */
@@ -336,6 +349,9 @@ START_TEST(test_unit_damaged) {
         break;
     case TU_WRONG_STEP:
         tu_edit_manifest(dir, tu_wrong_step);
+        break;
+    case TU_BAD_IDENTITY:
+        tu_edit_manifest(dir, tu_bad_identity);
         break;
     case TU_FILE_MISSING:
         ck_assert_int_eq(g_unlink(log), 0);

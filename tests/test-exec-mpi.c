@@ -4,8 +4,8 @@
  * weight and the optimizer state), log.csv but its measured tokens/s, the same ops with the
  * program's weight versions (measured Δ = the program's); resume across processes, also after
  * a kill inside a checkpoint write; dynamic mode; and the failures: a world size that is not
- * the stage count, a NaN storm, a rank killed or stopped mid-run (every rank exits, naming the
- * dead peer; the test bounds its time).
+ * the stage count, a fresh run into another run's folder, a NaN storm, a rank killed or stopped
+ * mid-run (every rank exits, naming the dead peer; the test bounds its time).
  * With PACER_TEST_BACKEND=cuda (the gpu suite's test-exec-mpi-cuda) every run, the one-process
  * one included, is on the CUDA backend in fp32: ranks on one GPU share it over the host-staged
  * transport; the program exits 77 (skip) when pacer-train sees no CUDA device.
@@ -444,7 +444,9 @@ START_TEST(test_mpi_dead_peer) {
     ck_assert_msg(strstr(killed.err, "process rank 1 ") != NULL &&
                       strstr(killed.err, "exited on signal 9") != NULL,
                   "%s", killed.err);
-    run_train(&stopped, 2, dir, sets, NULL, "PACER_TEST_FAULT=stop:1:3");
+    /* The killed run wrote scenario.ini: this one starts over. */
+    const char *const overwrite[] = {"--overwrite", NULL};
+    run_train(&stopped, 2, dir, sets, overwrite, "PACER_TEST_FAULT=stop:1:3");
     ck_assert_int_ne(stopped.status, 0);
     ck_assert_msg(strstr(stopped.err, "pacer-train: rank 0: the gradient for BW(mb=") &&
                       strstr(stopped.err, "from rank 1 did not arrive within 2 s "
@@ -452,6 +454,45 @@ START_TEST(test_mpi_dead_peer) {
                   "%s", stopped.err);
     run_clear(&killed);
     run_clear(&stopped);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* --- the output folder --- */
+
+/* A fresh run into the folder of a finished run: on 2 processes every rank stops with the
+ * message a threaded run gives (nothing hangs) and the folder is unchanged; --overwrite starts
+ * over on processes as on threads. */
+START_TEST(test_mpi_out_folder) {
+    const char *const sets[] = {"pipeline.stages=2", "pipeline.schedule=1f1b",
+                                "pipeline.microbatches=2", NULL};
+    const char *const overwrite[] = {"--overwrite", NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-out-XXXXXX");
+    Run               first, mp, th, over;
+    run_ok(&first, 2, dir, sets, NULL);
+    g_autofree char *before = test_util_snapshot(dir);
+    run_train(&mp, 2, dir, sets, NULL, NULL);
+    run_train(&th, 0, dir, sets, NULL, NULL);
+    ck_assert_int_ne(mp.status, 0);
+    ck_assert_int_eq(th.status, 1);
+    g_autofree char *said = g_strdup_printf(
+        "--out %s holds log.csv, ops.csv, scenario.ini, checkpoints of another run: nothing was "
+        "changed. Continue that run with --resume %s, start over with --overwrite",
+        dir, dir);
+    g_autofree char *threaded = g_strdup_printf("pacer-train: %s", said);
+    g_autofree char *rank0 = g_strdup_printf("pacer-train: rank 0: %s", said);
+    g_autofree char *rank1 = g_strdup_printf("pacer-train: rank 1: %s", said);
+    ck_assert_msg(strstr(th.err, threaded) != NULL, "%s", th.err);
+    ck_assert_msg(count_lines(mp.err, rank0) == 1 && count_lines(mp.err, rank1) == 1, "%s", mp.err);
+    g_autofree char *after = test_util_snapshot(dir);
+    ck_assert_str_eq(after, before);
+    run_ok(&over, 2, dir, sets, overwrite);
+    g_autofree char *removed = g_strdup_printf("--overwrite: removed %s/log.csv", dir);
+    ck_assert_msg(count_lines(over.err, removed) == 1, "%s", over.err);
+    run_clear(&first);
+    run_clear(&mp);
+    run_clear(&th);
+    run_clear(&over);
     ck_assert(test_util_tmp_dir_remove(dir));
 }
 END_TEST
@@ -507,6 +548,10 @@ int main(void) {
     tcase_add_test(tc, test_mpi_nan_storm);
     tcase_add_test(tc, test_mpi_dead_peer);
     suite_add_tcase(s, tc);
+    TCase *out = tcase_create("exec-mpi-out"); /* CK_RUN_CASE=exec-mpi-out runs it alone */
+    tcase_set_timeout(out, 600);
+    tcase_add_test(out, test_mpi_out_folder);
+    suite_add_tcase(s, out);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
     int failed = srunner_ntests_failed(sr);

@@ -232,6 +232,7 @@ gboolean test_exec_train_vocab(const TestExecTrain *f, const char *const *sets, 
                          .vocab_fingerprint = fingerprint,
                          .out_dir = f->dir,
                          .resume = resume,
+                         .overwrite = resume == NULL,
                          .stop_at = stop_at,
                          .dynamic = dynamic || g_strcmp0(sc->pipeline.mode, "dynamic") == 0,
                          .progress = EXEC_PROGRESS_QUIET};

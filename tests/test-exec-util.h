@@ -81,7 +81,8 @@ void test_exec_train_clear(TestExecTrain *f);
 char *test_exec_write_shard(const char *dir, const char *name, uint64_t n, uint64_t seed);
 /* The lines of @dir/@name. Returns: (transfer full). */
 char **test_exec_read_lines(const char *dir, const char *name);
-/* exec_train_run() of test_exec_train_ini with @sets overrides into f->dir (quiet). */
+/* exec_train_run() of test_exec_train_ini with @sets overrides into f->dir (quiet); without
+ * @resume the run starts over there (overwrite: the tests rerun into one folder). */
 gboolean test_exec_train(const TestExecTrain *f, const char *const *sets, const char *resume,
                          int32_t stop_at, gboolean dynamic, ExecTrainSummary *sum, GError **error);
 /* The same with the vocabulary the shards must have (@fingerprint, nullable). */

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "exec-crc32c.h"
+#include "exec-train.h"
+#include "pp-scenario.h"
 #include "test-safetensors.h"
 #include "test-util.h"
 
@@ -61,17 +63,33 @@ static void tt_write_text(const char *path, int n_words, uint64_t seed) {
     g_string_free(text, TRUE);
 }
 
-/* Runs pacer-train on the scenario into @out, resuming @resume (nullable), with
- * PACER_TEST_KILL_AT = @kill_at (nullable). Returns the wait status; @out_text, @err_text
- * (nullable) receive stdout and stderr. */
-static int tt_train(const char *out, const char *resume, const char *kill_at, char **out_text,
-                    char **err_text) {
+/* Runs pacer-train on the scenario into @out with the arguments @extra (nullable,
+ * NULL-terminated), resuming @resume (nullable), with PACER_TEST_KILL_AT = @kill_at
+ * (nullable). Returns the wait status; @out_text, @err_text (nullable) receive stdout and
+ * stderr. */
+static int tt_train_with(const char *out, const char *const *extra, const char *resume,
+                         const char *kill_at, char **out_text, char **err_text) {
     /* --quiet, as CI=true would: the unit resumed is then said on stderr */
-    const char      *args[] = {tt.scenario, "--quiet", "--out", out, resume ? "--resume" : NULL,
-                               resume,      NULL};
+    g_autoptr(GPtrArray) args = g_ptr_array_new();
+    const char *const base[] = {tt.scenario, "--quiet", "--out", out};
+    for (size_t i = 0; i < G_N_ELEMENTS(base); i++)
+        g_ptr_array_add(args, (gpointer)base[i]);
+    for (const char *const *a = extra; a && *a; a++)
+        g_ptr_array_add(args, (gpointer)*a);
+    if (resume) {
+        g_ptr_array_add(args, "--resume");
+        g_ptr_array_add(args, (gpointer)resume);
+    }
+    g_ptr_array_add(args, NULL);
     g_autofree char *env = kill_at ? g_strconcat("PACER_TEST_KILL_AT=", kill_at, NULL) : NULL;
     const char      *env_set[] = {env, NULL};
-    return test_util_spawn_status(TT_TRAIN, args, env_set, out_text, err_text);
+    return test_util_spawn_status(TT_TRAIN, (const char *const *)args->pdata, env_set, out_text,
+                                  err_text);
+}
+
+static int tt_train(const char *out, const char *resume, const char *kill_at, char **out_text,
+                    char **err_text) {
+    return tt_train_with(out, NULL, resume, kill_at, out_text, err_text);
 }
 
 /* pacer-train evaluate of @checkpoint on the validation text; the exit status. */
@@ -369,6 +387,276 @@ START_TEST(test_train_damaged_unit) {
 }
 END_TEST
 
+/* --- the run's identity --- */
+
+/* A copy of the reference run in @name under the scratch folder. Returns: (transfer full). */
+static char *tt_copy_ref(const char *name) {
+    g_autofree char *out = g_build_filename(tt.root, name, NULL);
+    const char      *cp[] = {"-a", tt.ref, out, NULL};
+    ck_assert_int_eq(test_util_spawn("/bin/cp", cp, NULL, NULL), 0);
+    return g_steal_pointer(&out);
+}
+
+/* Sets @key to @value in the identity the manifest of @unit records, or removes the whole
+ * identity (@key NULL), as a unit of another run or of an earlier pacer-train would have it.
+ * The manifest's own bytes are not checked against anything. */
+static void tt_set_identity(const char *unit, const char *key, const char *value) {
+    g_autofree char *path = g_build_filename(unit, "manifest.json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    ck_assert(json_parser_load_from_file(parser, path, NULL));
+    JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+    ck_assert(json_object_has_member(root, "identity"));
+    if (key == NULL)
+        json_object_remove_member(root, "identity");
+    else
+        json_object_set_string_member(json_object_get_object_member(root, "identity"), key, value);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    json_generator_set_root(gen, json_parser_get_root(parser));
+    ck_assert(json_generator_to_file(gen, path, NULL));
+}
+
+/* Resumes of the reference run's step-3 unit (or of a unit @written by other keys) with
+ * other keys, training.steps = 4 so that a step is left: a key of the identity that differs
+ * is refused naming it and both values, and nothing in the folder changes; the keys that may
+ * change are accepted. */
+static const struct {
+    const char *written[3]; /* the sets of the run that writes the unit; {NULL}: the reference */
+    const char *forged[2];  /* key and value written into the unit's identity, or {NULL} */
+    const char *resumed[4]; /* the sets of the resume, besides training.steps=4 */
+    const char *needle;     /* in the refusal; NULL: accepted */
+} tt_identities[] = {
+    {{NULL}, {NULL}, {"model.heads=4", NULL}, "model.heads = 2 in the checkpoint, 4 in this run"},
+    {{NULL},
+     {NULL},
+     {"optimizer.beta2=0.99", NULL},
+     "optimizer.beta2 = 0.95 in the checkpoint, 0.99 in this run"},
+    {{NULL},
+     {NULL},
+     {"optimizer.name=muon", NULL},
+     "optimizer.name = adamw in the checkpoint, muon in this run"},
+    {{NULL}, {NULL}, {"run.seed=7", NULL}, "run.seed = 1337 in the checkpoint, 7 in this run"},
+    {{"model.layers=3", "run.layers_per_stage=2,1", NULL},
+     {NULL},
+     {"model.layers=3", "run.layers_per_stage=1,2", NULL},
+     "run.layers_per_stage = 2,1 in the checkpoint, 1,2 in this run"},
+    /* a GPU unit in bf16 (the CPU computes in fp32 only): the same files, another identity */
+    {{NULL},
+     {"run.precision", "bf16"},
+     {NULL},
+     "run.precision = bf16 in the checkpoint, fp32 in this run"},
+    {{NULL},
+     {NULL},
+     {"optimizer.lr=2e-3", "optimizer.eps=1e-6", "run.keep_checkpoints=0", NULL},
+     NULL},
+};
+
+START_TEST(test_train_resume_identity) {
+    g_autofree char *name = g_strdup_printf("identity-%d", _i);
+    g_autofree char *out = NULL;
+    if (tt_identities[_i].written[0] == NULL) {
+        out = tt_copy_ref(name);
+    } else {
+        out = g_build_filename(tt.root, name, NULL);
+        g_autoptr(GPtrArray) args = g_ptr_array_new();
+        for (const char *const *w = tt_identities[_i].written; *w; w++) {
+            g_ptr_array_add(args, "--set");
+            g_ptr_array_add(args, (gpointer)*w);
+        }
+        g_ptr_array_add(args, NULL);
+        g_autofree char *err = NULL;
+        int status = tt_train_with(out, (const char *const *)args->pdata, NULL, NULL, NULL, &err);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+    }
+    g_autofree char *unit3 = g_build_filename(out, "checkpoints", "step-00000003", NULL);
+    if (tt_identities[_i].forged[0])
+        tt_set_identity(unit3, tt_identities[_i].forged[0], tt_identities[_i].forged[1]);
+    g_autoptr(GPtrArray) args = g_ptr_array_new();
+    g_ptr_array_add(args, "--set");
+    g_ptr_array_add(args, "training.steps=4");
+    for (const char *const *r = tt_identities[_i].resumed; *r; r++) {
+        g_ptr_array_add(args, "--set");
+        g_ptr_array_add(args, (gpointer)*r);
+    }
+    g_ptr_array_add(args, NULL);
+    g_autofree char *before = test_util_snapshot(out);
+    g_autofree char *err = NULL;
+    int status = tt_train_with(out, (const char *const *)args->pdata, out, NULL, NULL, &err);
+    ck_assert(WIFEXITED(status));
+    if (tt_identities[_i].needle == NULL) {
+        ck_assert_msg(WEXITSTATUS(status) == 0, "%s", err);
+        g_autofree char *resumed = g_strdup_printf("resuming from %s (step 3)", unit3);
+        ck_assert_msg(strstr(err, resumed) != NULL, "no \"%s\" in: %s", resumed, err);
+        g_autofree char *log_path = g_build_filename(out, "log.csv", NULL);
+        g_autofree char *log = test_util_read_file(log_path, NULL);
+        g_auto(GStrv) rows = g_strsplit(g_strchomp(log), "\n", -1);
+        ck_assert_uint_eq(g_strv_length(rows), 5);
+        return;
+    }
+    ck_assert_int_eq(WEXITSTATUS(status), 1);
+    g_autofree char *named = g_strdup_printf("%s: %s", unit3, tt_identities[_i].needle);
+    ck_assert_msg(strstr(err, named) != NULL, "no \"%s\" in: %s", named, err);
+    g_autofree char *after = test_util_snapshot(out);
+    ck_assert_str_eq(after, before);
+}
+END_TEST
+
+/* The keys that may change on resume, as README.md lists them ("section.*": the whole
+ * section). */
+static const char *const tt_may_change[] = {
+    "model.preset",
+    "model.recompute",
+    "hardware.*",
+    "parallel.*",
+    "costs.*",
+    "data.*",
+    "pipeline.mode",
+    "pipeline.partition",
+    "training.steps",
+    "optimizer.lr",
+    "optimizer.min_lr",
+    "optimizer.warmup_steps",
+    "optimizer.weight_decay",
+    "optimizer.eps",
+    "optimizer.muon_lr",
+    "optimizer.ns_steps",
+    "optimizer.grad_clip",
+    "run.eval_every",
+    "run.eval_batches",
+    "run.checkpoint_every",
+    "run.keep_checkpoints",
+    "run.threads",
+    "run.speed_reference",
+    "run.backend",
+    "run.log_every",
+    "run.comm_timeout_s",
+    "run.devices",
+};
+
+/* Whether @list (NULL-terminated or of @n entries) names @section.@key. */
+static gboolean tt_names_key(const char *const *list, size_t n, const char *section,
+                             const char *key) {
+    g_autofree char *name = g_strdup_printf("%s.%s", section, key);
+    g_autofree char *all = g_strdup_printf("%s.*", section);
+    for (size_t i = 0; i < n && list[i]; i++) {
+        if (strcmp(list[i], name) == 0 || strcmp(list[i], all) == 0)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* Every scenario key is either in the identity or may change on resume, never both: a new key
+ * fails here until someone decides which (and says so in README.md). */
+START_TEST(test_train_identity_covers_every_key) {
+    const char *const *identity = exec_train_identity_keys();
+    size_t             n_identity = 0;
+    while (identity[n_identity])
+        n_identity++;
+    ck_assert_uint_eq(n_identity, 22);
+    for (size_t i = 0; i < pp_scenario_n_keys(); i++) {
+        PpScenarioKeyInfo info;
+        pp_scenario_key_info(i, &info);
+        gboolean in = tt_names_key(identity, n_identity, info.section, info.key);
+        gboolean out =
+            tt_names_key(tt_may_change, G_N_ELEMENTS(tt_may_change), info.section, info.key);
+        ck_assert_msg(in != out, "%s.%s: %s", info.section, info.key,
+                      in ? "both in the identity and free to change" : "classified nowhere");
+    }
+}
+END_TEST
+
+/* A unit written before manifests recorded the identity: resumed when its run summary fits
+ * (saying what could not be checked), refused by the summary otherwise. */
+START_TEST(test_train_resume_legacy_unit) {
+    g_autofree char *out = tt_copy_ref("legacy");
+    g_autofree char *unit3 = g_build_filename(out, "checkpoints", "step-00000003", NULL);
+    tt_set_identity(unit3, NULL, NULL);
+    const char *const seed[] = {"--set", "training.steps=4", "--set", "run.seed=7", NULL};
+    g_autofree char  *err = NULL;
+    int               status = tt_train_with(out, seed, out, NULL, NULL, &err);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    ck_assert_msg(strstr(err, "(resume needs the same schedule, layout, partition and seed)") &&
+                      strstr(err, "seed=1337\"; this scenario is \"paci stages=2"),
+                  "%s", err);
+    g_clear_pointer(&err, g_free);
+    const char *const more[] = {"--set", "training.steps=4", NULL};
+    status = tt_train_with(out, more, out, NULL, NULL, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+    g_autofree char *note = g_strdup_printf("%s records no identity (an earlier pacer-train wrote "
+                                            "it)",
+                                            unit3);
+    ck_assert_msg(strstr(err, note) != NULL, "no \"%s\" in: %s", note, err);
+}
+END_TEST
+
+/* --- the output folder --- */
+
+/* A fresh run (no --resume) into a folder that holds a run is refused, naming what is there,
+ * --resume and --overwrite, and changes nothing; so is --overwrite with a --resume of that
+ * folder (it would remove the unit it continues from). */
+START_TEST(test_train_fresh_run_refused) {
+    g_autofree char  *out = tt_copy_ref("fresh");
+    g_autofree char  *before = test_util_snapshot(out);
+    const char *const fewer[] = {"--set", "training.steps=2", NULL};
+    g_autofree char  *err = NULL;
+    int               status = tt_train_with(out, fewer, NULL, NULL, NULL, &err);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    g_autofree char *refused = g_strdup_printf(
+        "--out %s holds log.csv, ops.csv, scenario.ini, checkpoints of another run: nothing was "
+        "changed. Continue that run with --resume %s, start over with --overwrite",
+        out, out);
+    ck_assert_msg(strstr(err, refused) != NULL, "no \"%s\" in: %s", refused, err);
+    g_autofree char *after = test_util_snapshot(out);
+    ck_assert_str_eq(after, before);
+    g_clear_pointer(&err, g_free);
+    g_clear_pointer(&after, g_free);
+
+    const char *const both[] = {"--overwrite", "--set", "training.steps=4", NULL};
+    status = tt_train_with(out, both, out, NULL, NULL, &err);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    g_autofree char *unit3 = g_build_filename(out, "checkpoints", "step-00000003", NULL);
+    g_autofree char *conflict = g_strdup_printf(
+        "--overwrite would remove %s, the checkpoint --resume continues from", unit3);
+    ck_assert_msg(strstr(err, conflict) != NULL, "no \"%s\" in: %s", conflict, err);
+    after = test_util_snapshot(out);
+    ck_assert_str_eq(after, before);
+}
+END_TEST
+
+/* --overwrite starts over: the earlier run's files and units go (said on stderr), a file of
+ * another tool in the folder and in checkpoints/ stays, and the new run's units and log are
+ * all that is left of pacer-train's. */
+START_TEST(test_train_overwrite) {
+    g_autofree char *out = tt_copy_ref("overwrite");
+    g_autofree char *notes = g_build_filename(out, "notes.txt", NULL);
+    g_autofree char *keep = g_build_filename(out, "checkpoints", "keep.txt", NULL);
+    ck_assert(g_file_set_contents(notes, "mine\n", -1, NULL));
+    ck_assert(g_file_set_contents(keep, "mine too\n", -1, NULL));
+    const char *const fewer[] = {"--overwrite", "--set", "training.steps=2", NULL};
+    g_autofree char  *err = NULL;
+    int               status = tt_train_with(out, fewer, NULL, NULL, NULL, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+    const char *gone[] = {"checkpoints/step-00000002", "checkpoints/step-00000003", "log.csv",
+                          "ops.csv", "scenario.ini"};
+    for (size_t i = 0; i < G_N_ELEMENTS(gone); i++) {
+        g_autofree char *said = g_strdup_printf("--overwrite: removed %s/%s\n", out, gone[i]);
+        ck_assert_msg(strstr(err, said) != NULL, "no \"%s\" in: %s", said, err);
+    }
+    g_autofree char *units = g_build_filename(out, "checkpoints", NULL);
+    g_autofree char *listing = test_util_list_dir(units);
+    ck_assert_str_eq(listing, "keep.txt step-00000001 step-00000002");
+    g_autofree char *top = test_util_list_dir(out);
+    ck_assert_str_eq(top, "checkpoints log.csv notes.txt ops.csv scenario.ini");
+    g_autofree char *log_path = g_build_filename(out, "log.csv", NULL);
+    g_autofree char *log = test_util_read_file(log_path, NULL);
+    g_auto(GStrv) rows = g_strsplit(g_strchomp(log), "\n", -1);
+    ck_assert_uint_eq(g_strv_length(rows), 3);
+    g_autofree char *mine = test_util_read_file(notes, NULL);
+    g_autofree char *mine_too = test_util_read_file(keep, NULL);
+    ck_assert_str_eq(mine, "mine\n");
+    ck_assert_str_eq(mine_too, "mine too\n");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("train-checkpoint");
     TCase *tc = tcase_create("train-checkpoint");
@@ -377,6 +665,22 @@ int main(void) {
     tcase_add_loop_test(tc, test_train_killed_resumes_exactly, 0, G_N_ELEMENTS(tt_kills));
     tcase_add_loop_test(tc, test_train_damaged_unit, 0, G_N_ELEMENTS(tt_damages));
     suite_add_tcase(s, tc);
+    /* The same fixture, in cases of their own (CK_RUN_CASE=identity or out-folder). */
+    TCase *identity = tcase_create("identity");
+    tcase_set_timeout(identity, 120);
+    tcase_add_unchecked_fixture(identity, tt_setup, tt_teardown);
+    tcase_add_loop_test(identity, test_train_resume_identity, 0, G_N_ELEMENTS(tt_identities));
+    tcase_add_test(identity, test_train_resume_legacy_unit);
+    suite_add_tcase(s, identity);
+    TCase *keys = tcase_create("identity-keys");
+    tcase_add_test(keys, test_train_identity_covers_every_key);
+    suite_add_tcase(s, keys);
+    TCase *out = tcase_create("out-folder");
+    tcase_set_timeout(out, 120);
+    tcase_add_unchecked_fixture(out, tt_setup, tt_teardown);
+    tcase_add_test(out, test_train_fresh_run_refused);
+    tcase_add_test(out, test_train_overwrite);
+    suite_add_tcase(s, out);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
     int n_failed = srunner_ntests_failed(sr);

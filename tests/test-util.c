@@ -46,6 +46,33 @@ char *test_util_list_dir(const char *dir) {
     return g_strjoinv(" ", (char **)names->pdata);
 }
 
+/* Appends a line per file under @dir/@rel (@rel nullable: @dir itself), recursively. */
+static void test_util_snapshot_into(const char *dir, const char *rel, GPtrArray *out) {
+    g_autofree char *path = rel ? g_build_filename(dir, rel, NULL) : g_strdup(dir);
+    g_autoptr(GDir) d = g_dir_open(path, 0, NULL);
+    ck_assert_msg(d != NULL, "cannot list %s", path);
+    for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
+        g_autofree char *sub = rel ? g_build_filename(rel, name, NULL) : g_strdup(name);
+        g_autofree char *file = g_build_filename(dir, sub, NULL);
+        if (g_file_test(file, G_FILE_TEST_IS_DIR)) {
+            test_util_snapshot_into(dir, sub, out);
+            continue;
+        }
+        gsize            len = 0;
+        g_autofree char *bytes = test_util_read_file(file, &len);
+        g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (guchar *)bytes, len);
+        g_ptr_array_add(out, g_strdup_printf("%s %" G_GSIZE_FORMAT " %s", sub, len, sha));
+    }
+}
+
+char *test_util_snapshot(const char *dir) {
+    g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
+    test_util_snapshot_into(dir, NULL, lines);
+    g_ptr_array_sort(lines, test_util_cmp_names);
+    g_ptr_array_add(lines, NULL);
+    return g_strjoinv("\n", (char **)lines->pdata);
+}
+
 void test_util_tmp_init(TestUtilTmp *t, const char *tmpl, const char *file_name) {
     t->dir = test_util_tmp_dir_new(tmpl);
     t->path = g_build_filename(t->dir, file_name, NULL);

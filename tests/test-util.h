@@ -23,6 +23,11 @@ gboolean test_util_tmp_dir_remove(const char *dir);
  * Returns: (transfer full). */
 char *test_util_list_dir(const char *dir);
 
+/* Every file under @dir, recursively, one line each: its path under @dir, its size and its
+ * SHA-256, sorted and joined with newlines: equal snapshots mean nothing was changed.
+ * Returns: (transfer full). */
+char *test_util_snapshot(const char *dir);
+
 /* A scratch folder and one file path in it. */
 typedef struct {
     char *dir;  /* the folder, from test_util_tmp_dir_new() */

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT
+ * exec-train-out.c: whether pacer-train may write into its output folder. A folder that holds
+ * any file a run writes there (log.csv, ops.csv, scenario.ini, memory.csv, checkpoints/) holds
+ * a run: only a resume of that run continues in it, and only --overwrite starts over there,
+ * removing those files and the checkpoint units and nothing else.
+ */
+#include "exec-train-private.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+
+#include "exec-checkpoint-unit.h"
+#include "pp-error.h"
+
+/* What a run writes in its folder: these files, then the units folder. */
+#define EXEC_TRAIN_OUT_N_FILES 4
+static const char *const exec_train_out_names[EXEC_TRAIN_OUT_N_FILES + 1] = {
+    "log.csv", "ops.csv", "scenario.ini", "memory.csv", EXEC_CHECKPOINT_UNITS_DIR,
+};
+
+/* The names of @dir that mark a run, ", "-separated ("" when none). Returns: (transfer full). */
+static char *exec_train_out_marks(const char *dir) {
+    GString *marks = g_string_new(NULL);
+    for (size_t i = 0; i < G_N_ELEMENTS(exec_train_out_names); i++) {
+        GStatBuf         st;
+        g_autofree char *path = g_build_filename(dir, exec_train_out_names[i], NULL);
+        if (g_lstat(path, &st) == 0)
+            g_string_append_printf(marks, "%s%s", marks->len ? ", " : "", exec_train_out_names[i]);
+    }
+    return g_string_free(marks, FALSE);
+}
+
+/* Whether @unit_dir (a unit folder) lies in @dir/checkpoints, the same folder however named. */
+static gboolean exec_train_out_holds_unit(const char *dir, const char *unit_dir) {
+    g_autofree char *units = g_path_get_dirname(unit_dir);
+    g_autofree char *run = g_path_get_dirname(units);
+    g_autofree char *base = g_path_get_basename(units);
+    GStatBuf         a, b;
+    return g_strcmp0(base, EXEC_CHECKPOINT_UNITS_DIR) == 0 && g_stat(run, &a) == 0 &&
+           g_stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Removes what a run wrote in @dir, saying what in the log. */
+static gboolean exec_train_out_remove(const char *dir, GError **error) {
+    g_autoptr(GPtrArray) removed = g_ptr_array_new_with_free_func(g_free);
+    g_autofree char *units = g_build_filename(dir, EXEC_CHECKPOINT_UNITS_DIR, NULL);
+    gboolean         ok = exec_checkpoint_units_remove_all(units, removed, error);
+    for (size_t i = 0; ok && i < EXEC_TRAIN_OUT_N_FILES; i++) {
+        g_autofree char *path = g_build_filename(dir, exec_train_out_names[i], NULL);
+        if (g_unlink(path) == 0) {
+            g_ptr_array_add(removed, g_steal_pointer(&path));
+        } else if (errno != ENOENT) {
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE, "--overwrite: cannot remove %s: %s",
+                        path, g_strerror(errno));
+            ok = FALSE;
+        }
+    }
+    for (guint i = 0; i < removed->len; i++)
+        g_message("--overwrite: removed %s", (const char *)g_ptr_array_index(removed, i));
+    return ok;
+}
+
+gboolean exec_train_out_prepare(const char *dir, const char *resumed_unit, gboolean overwrite,
+                                GError **error) {
+    g_autofree char *marks = exec_train_out_marks(dir);
+    gboolean         own = resumed_unit && exec_train_out_holds_unit(dir, resumed_unit);
+    if (own && overwrite) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_EXISTS,
+                    "--overwrite would remove %s, the checkpoint --resume continues from: give "
+                    "one of the two (--resume continues the run in %s; --overwrite starts over "
+                    "without it)",
+                    resumed_unit, dir);
+        return FALSE;
+    }
+    if (marks[0] == '\0' || own)
+        return TRUE;
+    if (overwrite)
+        return exec_train_out_remove(dir, error);
+    g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_EXISTS,
+                "--out %s holds %s of another run%s: nothing was changed. Continue that run "
+                "with --resume %s, start over with --overwrite (removes log.csv, ops.csv, "
+                "scenario.ini, memory.csv and the checkpoint units there, nothing else), or "
+                "give another --out",
+                dir, marks, resumed_unit ? " than the one --resume continues" : "", dir);
+    return FALSE;
+}
