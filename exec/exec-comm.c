@@ -48,7 +48,7 @@ void exec_comm_init(ExecComm *comm, const ExecCommOps *ops, int32_t rank, int32_
     comm->rank = rank;
     comm->size = size;
     comm->tag_max = tag_max;
-    comm->timeout_us = 300 * G_USEC_PER_SEC;
+    comm->timeout_us = (int64_t)(EXEC_COMM_TIMEOUT_DEFAULT_S * G_USEC_PER_SEC);
     comm->outbox = g_async_queue_new();
     comm->pending = g_ptr_array_new();
     g_mutex_init(&comm->lock);
@@ -92,6 +92,23 @@ int64_t exec_comm_launched_size(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS",
                                        NULL};
     return MAX(exec_comm_env_int(vars, 1), 0);
+}
+
+int64_t exec_comm_launched_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+    return exec_comm_env_int(vars, 0);
+}
+
+void exec_comm_test_stall(const char *point) {
+    const char *stall = g_getenv("PACER_TEST_STALL_AT");
+    const char *colon = stall ? strchr(stall, ':') : NULL;
+    if (colon == NULL || strcmp(colon + 1, point) != 0)
+        return;
+    g_autofree char *rank = g_strndup(stall, (gsize)(colon - stall));
+    gint64           stalled = -1;
+    if (g_ascii_string_to_signed(rank, 10, 0, G_MAXINT32, &stalled, NULL) &&
+        stalled == exec_comm_launched_rank())
+        raise(SIGSTOP);
 }
 
 int64_t exec_comm_launched_local_rank(void) {
@@ -523,6 +540,7 @@ static GBytes *exec_comm_verdict(ExecComm *comm, const char *what, GBytes *mine,
 gboolean exec_comm_agree(ExecComm *comm, const char *what, GError **error) {
     if (comm == NULL)
         return *error == NULL;
+    exec_comm_test_stall(what);
     if (exec_comm_take_failure(comm, error))
         return FALSE;
     g_autoptr(GBytes) mine = exec_comm_status_encode(*error);
@@ -740,6 +758,7 @@ int exec_comm_finish(ExecComm *comm, const GError *error) {
         return status;
     fflush(stdout);
     fflush(stderr);
+    exec_comm_test_stall("finish");
     if ((error && !comm->agreed_failure) || !exec_comm_settle(comm))
         comm->ops->abort(comm, 1);
     comm->ops->free(comm);

@@ -247,8 +247,8 @@ static void test_nccl_id(ExecComm *comm) {
 int main(int argc, char **argv) {
     ExecComm *comm = NULL;
     GError   *error = NULL;
-    if (!exec_comm_mpi_new(&argc, &argv, &comm, &error) || comm == NULL ||
-        exec_comm_size(comm) != 3) {
+    if (!exec_comm_mpi_new(&argc, &argv, EXEC_COMM_TIMEOUT_DEFAULT_S, &comm, &error) ||
+        comm == NULL || exec_comm_size(comm) != 3) {
         fprintf(stderr, "test-exec-comm: run on 3 processes (scripts/mpirun-local -np 3): %s\n",
                 error ? error->message : "no MPI launcher");
         return comm ? exec_comm_finish(comm, NULL) + 1 : 1;
