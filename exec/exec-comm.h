@@ -5,7 +5,9 @@
  * from any thread, moved by the host thread in exec_comm_serve()); between replays, the host's
  * agreements on errors, broadcasts, gathers and point-to-point copies (validation activations,
  * checkpoint tensors). Every wait has a deadline (run.comm_timeout_s): a peer that does not
- * answer in time is an EXEC_ERROR_COMM naming the peer and what was awaited.
+ * answer in time is an EXEC_ERROR_COMM naming the peer and what was awaited. A wait between
+ * replays first probes a late peer; one that is itself waiting in the group answers and is
+ * waited for once more, so that the rank waiting for the missing one names it (exec-comm.c).
  * A NULL ExecComm is one process alone (rank 0 of 1). Implementations: exec-comm-mpi.c.
  */
 #pragma once
