@@ -27,6 +27,7 @@ static gpointer exec_comm_guard_watch(gpointer data) {
             fprintf(stderr, "%s\n", guard->message);
             fflush(stderr);
             fflush(stdout);
+            g_usleep(EXEC_COMM_LAST_WORDS_US);
             _exit(1);
         }
     }

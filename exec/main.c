@@ -21,6 +21,11 @@
 #include "exec-comm-mpi.h"
 #endif
 
+/* The least deadline of start-up, in seconds: the launcher starts the ranks one after
+ * another, and MPI's start-up and reading the vocabulary and the shards take seconds each on
+ * a busy machine. */
+#define TRAIN_STARTUP_TIMEOUT_MIN_S 10.0
+
 static int train_usage_error(GOptionContext *ctx, const char *message) {
     g_autofree char *help = g_option_context_get_help(ctx, TRUE, NULL);
     fprintf(stderr, "pacer-train: %s\n\n%s", message, help);
@@ -101,12 +106,13 @@ static int train_run(ExecComm **comm, int argc, char **argv, GError **error) {
         scenario = pp_scenario_load(argv[1], (const char *const *)sets, error);
     }
     /* The group starts once this rank has read the scenario, so that MPI's start-up and the
-     * agreement on the scenario already wait run.comm_timeout_s as this rank read it (every
-     * rank reads the same file; the default when it could not be read). */
+     * agreements on the scenario and the data already wait run.comm_timeout_s as this rank
+     * read it (every rank reads the same file; the default when it could not be read), but
+     * at least TRAIN_STARTUP_TIMEOUT_MIN_S, until the training loop sets the agreed value. */
+    double  timeout_s = scenario ? scenario->run.comm_timeout_s : EXEC_COMM_TIMEOUT_DEFAULT_S;
     GError *start = NULL;
-    if (!train_comm_start(&argc, &argv,
-                          scenario ? scenario->run.comm_timeout_s : EXEC_COMM_TIMEOUT_DEFAULT_S,
-                          comm, &start)) {
+    if (!train_comm_start(&argc, &argv, MAX(timeout_s, TRAIN_STARTUP_TIMEOUT_MIN_S), comm,
+                          &start)) {
         g_clear_error(error);
         g_propagate_error(error, start);
         return 1;
