@@ -5,8 +5,8 @@
  * program's weight versions (measured Δ = the program's); resume across processes, also after
  * a kill inside a checkpoint write; dynamic mode; and the failures: a world size that is not
  * the stage count, a NaN storm, a rank killed or stopped mid-run (every rank exits, naming the
- * dead peer; the test bounds its time), and a rank stopped at start-up or at the end (the first
- * line of stderr names it).
+ * dead peer; the test bounds its time), and a rank stopped at start-up, on resume or at the end
+ * (the first line of stderr names it).
  * With PACER_TEST_BACKEND=cuda (the gpu suite's test-exec-mpi-cuda) every run, the one-process
  * one included, is on the CUDA backend in fp32: ranks on one GPU share it over the host-staged
  * transport; the program exits 77 (skip) when pacer-train sees no CUDA device.
@@ -459,7 +459,7 @@ START_TEST(test_mpi_dead_peer) {
 END_TEST
 
 /* A rank that stops (SIGSTOP, PACER_TEST_STALL_AT=RANK:POINT) at a point of start-up or of the
- * end; the first line of the job's stderr must be @first, a peer naming it. */
+ * end; the first line of the job's stderr must contain @first, a peer naming it. */
 typedef struct {
     int         np;
     const char *stall_at;
@@ -490,26 +490,49 @@ static const StallCase stall_cases[] = {
      "(run.comm_timeout_s); rank 1 may have died or hung"},
 };
 
-/* Every wait for a peer has run.comm_timeout_s, start-up and shut-down included: the job
- * ends well within the harness's limit, non-zero, and its first line of stderr names what
- * was waited for and the stopped rank (before Open MPI's own report). */
-START_TEST(test_mpi_stall) {
-    const StallCase  *c = &stall_cases[_i];
-    g_autofree char  *stages = g_strdup_printf("pipeline.stages=%d", c->np);
+/* Runs pacer-train on @np processes in @dir with @args (nullable) and rank RANK stopped at
+ * POINT (@stall_at, "RANK:POINT"): the job ends well within the harness's limit, non-zero, and
+ * its first line of stderr, before Open MPI's own report, contains @first. */
+static void run_stalled(int np, const char *dir, const char *const *args, const char *stall_at,
+                        const char *first) {
+    g_autofree char  *stages = g_strdup_printf("pipeline.stages=%d", np);
     const char *const sets[] = {stages, "pipeline.schedule=1f1b", "pipeline.microbatches=4",
                                 "run.comm_timeout_s=10", NULL};
-    g_autofree char  *dir = test_util_tmp_dir_new("mpi-stall-XXXXXX");
-    g_autofree char  *fault = g_strconcat("PACER_TEST_STALL_AT=", c->stall_at, NULL);
+    g_autofree char  *fault = g_strconcat("PACER_TEST_STALL_AT=", stall_at, NULL);
     Run               r;
     int64_t           start = g_get_monotonic_time();
-    run_train(&r, c->np, dir, sets, NULL, fault);
+    run_train(&r, np, dir, sets, args, fault);
     double elapsed_s = (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC;
     ck_assert_int_ne(r.status, 0);
     /* Start-up, two steps and the deadline with its probe take 20-30 s on 2 busy cores. */
-    ck_assert_msg(elapsed_s < 90.0, "%s: the job took %.1f s", c->stall_at, elapsed_s);
+    ck_assert_msg(elapsed_s < 90.0, "%s: the job took %.1f s", stall_at, elapsed_s);
     g_auto(GStrv) lines = g_strsplit(r.err, "\n", 2);
-    ck_assert_msg(lines[0] && strstr(lines[0], c->first), "%s: stderr:\n%s", c->stall_at, r.err);
+    ck_assert_msg(lines[0] && strstr(lines[0], first), "%s: stderr:\n%s", stall_at, r.err);
     run_clear(&r);
+}
+
+/* Every wait for a peer has run.comm_timeout_s, start-up and shut-down included. */
+START_TEST(test_mpi_stall) {
+    const StallCase *c = &stall_cases[_i];
+    g_autofree char *dir = test_util_tmp_dir_new("mpi-stall-XXXXXX");
+    run_stalled(c->np, dir, NULL, c->stall_at, c->first);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* Loading a checkpoint: rank 1 stops before the ranks agree on how rank 0's read went. */
+START_TEST(test_mpi_stall_resume) {
+    const char *const sets[] = {"pipeline.stages=2", "pipeline.schedule=1f1b",
+                                "pipeline.microbatches=4", NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-stall-resume-XXXXXX");
+    const char *const stop[] = {"--stop-at", "1", NULL};
+    const char *const resume[] = {"--resume", dir, NULL};
+    Run               a;
+    run_ok(&a, 2, dir, sets, stop);
+    run_clear(&a);
+    run_stalled(2, dir, resume, "1:reading the checkpoint",
+                "pacer-train: rank 0: the status at reading the checkpoint from rank 1 did not "
+                "arrive within 10 s (run.comm_timeout_s); rank 1 may have died or hung");
     ck_assert(test_util_tmp_dir_remove(dir));
 }
 END_TEST
@@ -565,6 +588,7 @@ int main(void) {
     tcase_add_test(tc, test_mpi_nan_storm);
     tcase_add_test(tc, test_mpi_dead_peer);
     tcase_add_loop_test(tc, test_mpi_stall, 0, G_N_ELEMENTS(stall_cases));
+    tcase_add_test(tc, test_mpi_stall_resume);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
