@@ -117,8 +117,8 @@ static double bench_transport(ExecComm *comm, int rank, size_t bytes, int reps) 
 int main(int argc, char **argv) {
     ExecComm *comm = NULL;
     GError   *error = NULL;
-    if (!exec_comm_mpi_new(&argc, &argv, &comm, &error) || comm == NULL ||
-        exec_comm_size(comm) != 2) {
+    if (!exec_comm_mpi_new(&argc, &argv, EXEC_COMM_TIMEOUT_DEFAULT_S, &comm, &error) ||
+        comm == NULL || exec_comm_size(comm) != 2) {
         fprintf(stderr, "pacer-bench-comm: %s\n",
                 error ? error->message
                       : "run on two processes: scripts/mpirun-local -np 2 pacer-bench-comm");

@@ -98,17 +98,23 @@ static gboolean exec_comm_mpi_test(ExecComm *comm, gpointer request) {
 
 static void exec_comm_mpi_abort(ExecComm *comm, int code) {
     (void)comm;
+    /* Open MPI reports MPI_Abort on another path than this rank's stderr. */
+    g_usleep(EXEC_COMM_LAST_WORDS_US);
     MPI_Abort(MPI_COMM_WORLD, code);
     abort(); /* MPI_Abort does not return */
 }
 
 static void exec_comm_mpi_free(ExecComm *comm) {
     ExecCommMpi *mpi = exec_comm_mpi(comm);
+    /* MPI_Finalize waits for every rank. */
+    ExecCommGuard *guard = exec_comm_guard_new(comm->rank, comm->size, exec_comm_timeout(comm),
+                                               "MPI's shut-down (MPI_Finalize)");
     exec_comm_clear(comm);
     for (int ch = 0; ch < EXEC_COMM_N_CHANNELS; ch++)
         MPI_Comm_free(&mpi->channels[ch]);
     g_free(mpi);
     MPI_Finalize();
+    exec_comm_guard_free(guard);
 }
 
 static const ExecCommOps exec_comm_mpi_ops = {
@@ -135,13 +141,21 @@ static void exec_comm_mpi_reuse_large_blocks(void) {
 #endif
 }
 
-gboolean exec_comm_mpi_new(int *argc, char ***argv, ExecComm **comm, GError **error) {
+gboolean exec_comm_mpi_new(int *argc, char ***argv, double timeout_s, ExecComm **comm,
+                           GError **error) {
     *comm = NULL;
-    if (exec_comm_launched_size() < 2)
+    int64_t launched = exec_comm_launched_size();
+    if (launched < 2)
         return TRUE;
+    exec_comm_test_stall("start");
+    /* MPI_Init_thread and MPI_Comm_dup wait for every rank. */
+    ExecCommGuard *guard =
+        exec_comm_guard_new((int32_t)exec_comm_launched_rank(), (int32_t)launched, timeout_s,
+                            "MPI's start-up (MPI_Init_thread, MPI_Comm_dup)");
     int provided = MPI_THREAD_SINGLE;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     if (provided < MPI_THREAD_FUNNELED) {
+        exec_comm_guard_free(guard);
         MPI_Finalize();
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_COMM,
                     "MPI provides thread level %d; pacer-train needs MPI_THREAD_FUNNELED (%d): "
@@ -153,6 +167,7 @@ gboolean exec_comm_mpi_new(int *argc, char ***argv, ExecComm **comm, GError **er
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size < 2) {
+        exec_comm_guard_free(guard);
         MPI_Finalize();
         return TRUE;
     }
@@ -162,8 +177,10 @@ gboolean exec_comm_mpi_new(int *argc, char ***argv, ExecComm **comm, GError **er
     ExecCommMpi *mpi = g_new0(ExecCommMpi, 1);
     /* The standard guarantees 32767. */
     exec_comm_init(&mpi->base, &exec_comm_mpi_ops, rank, size, found ? *(int *)tag_ub : 32767);
+    exec_comm_set_timeout(&mpi->base, timeout_s);
     for (int ch = 0; ch < EXEC_COMM_N_CHANNELS; ch++)
         MPI_Comm_dup(MPI_COMM_WORLD, &mpi->channels[ch]);
+    exec_comm_guard_free(guard);
     exec_comm_mpi_reuse_large_blocks();
     *comm = &mpi->base;
     return TRUE;

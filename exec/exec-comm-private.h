@@ -63,6 +63,28 @@ struct _ExecComm {
     int64_t fault_after, data_sent;
 };
 
+/* The launcher forwards a rank's stderr on a path of its own: a rank that ends the job
+ * (exec_comm_finish()'s abort, the guard below) first leaves it this long to pass on the
+ * rank's last line, so that the line comes before the launcher's report of the end. */
+#define EXEC_COMM_LAST_WORDS_US 1000000
+
+/* A watchdog over a blocking call of the transport that has no deadline of its own
+ * (exec-comm-guard.c), made by rank @rank of @size processes: unless exec_comm_guard_free()
+ * comes within @timeout_s, it prints one line (rank @rank: @what did not complete within
+ * @timeout_s s; the other ranks may have died or hung) and, EXEC_COMM_LAST_WORDS_US later,
+ * ends this process with status 1 (_exit), so that the launcher ends the job. */
+typedef struct _ExecCommGuard ExecCommGuard;
+ExecCommGuard *exec_comm_guard_new(int32_t rank, int32_t size, double timeout_s, const char *what);
+void           exec_comm_guard_free(ExecCommGuard *guard);
+
+/* Test hook: with PACER_TEST_STALL_AT=RANK:POINT in the environment, the process of launcher
+ * rank RANK (exec_comm_launched_rank()) raises SIGSTOP on itself at @point: "start" (before
+ * the transport starts), "finish" (before it shuts down), or the @what of an agreement
+ * (exec_comm_agree(): "loading the scenario", "writing log.csv and ops.csv", ...), just
+ * before it. Silent, so that the first line of the job's stderr is a peer's report. For tests
+ * (tests/test-exec-mpi.c) only. */
+void exec_comm_test_stall(const char *point);
+
 /* Sets up the shared state of a new group of @size processes; implementations call it first. */
 void exec_comm_init(ExecComm *comm, const ExecCommOps *ops, int32_t rank, int32_t size,
                     int32_t tag_max);

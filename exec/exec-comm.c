@@ -21,6 +21,8 @@ enum {
     EXEC_COMM_TAG_BCAST,    /* exec_comm_bcast() */
     EXEC_COMM_TAG_GATHER,   /* gathers, and the ranks' outcomes of an agreement to rank 0 */
     EXEC_COMM_TAG_CLOCK,    /* clock offsets: a ping, and rank 0's time back */
+    EXEC_COMM_TAG_PROBE,    /* empty: a rank past its deadline asks whether the peer is there */
+    EXEC_COMM_TAG_ALIVE,    /* empty: the answer of a rank that is waiting in the group */
 };
 
 /* Polling. MPI over shared memory has no wait that sleeps, so the host polls the transport
@@ -36,6 +38,9 @@ enum {
 /* Messages come in bursts (a reply, the next micro-batch): after any activity, and at the
  * start of a wait between replays, the host polls without sleeping this long first. */
 #define EXEC_COMM_EAGER_US 200
+/* How long a rank past its deadline waits for the peer's answer to a probe (at most the
+ * deadline itself): a waiting rank answers within a poll, IDLE_MAX. */
+#define EXEC_COMM_PROBE_US 1000000
 
 /* Outbox markers that are not messages. */
 static int exec_comm_wake_marker, exec_comm_stop_marker;
@@ -48,7 +53,7 @@ void exec_comm_init(ExecComm *comm, const ExecCommOps *ops, int32_t rank, int32_
     comm->rank = rank;
     comm->size = size;
     comm->tag_max = tag_max;
-    comm->timeout_us = 300 * G_USEC_PER_SEC;
+    comm->timeout_us = (int64_t)(EXEC_COMM_TIMEOUT_DEFAULT_S * G_USEC_PER_SEC);
     comm->outbox = g_async_queue_new();
     comm->pending = g_ptr_array_new();
     g_mutex_init(&comm->lock);
@@ -92,6 +97,23 @@ int64_t exec_comm_launched_size(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS",
                                        NULL};
     return MAX(exec_comm_env_int(vars, 1), 0);
+}
+
+int64_t exec_comm_launched_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+    return exec_comm_env_int(vars, 0);
+}
+
+void exec_comm_test_stall(const char *point) {
+    const char *stall = g_getenv("PACER_TEST_STALL_AT");
+    const char *colon = stall ? strchr(stall, ':') : NULL;
+    if (colon == NULL || strcmp(colon + 1, point) != 0)
+        return;
+    g_autofree char *rank = g_strndup(stall, (gsize)(colon - stall));
+    gint64           stalled = -1;
+    if (g_ascii_string_to_signed(rank, 10, 0, G_MAXINT32, &stalled, NULL) &&
+        stalled == exec_comm_launched_rank())
+        raise(SIGSTOP);
 }
 
 int64_t exec_comm_launched_local_rank(void) {
@@ -146,17 +168,100 @@ static GError *exec_comm_timeout_error(const ExecComm *comm, int32_t peer, const
                        exec_comm_timeout(comm), peer);
 }
 
-/* Waits until @request (a transfer with @peer, started now) completes. */
-static gboolean exec_comm_wait_request(ExecComm *comm, gpointer request, int32_t peer,
+/* Starts sending @send and keeps it in flight. */
+static void exec_comm_start(ExecComm *comm, ExecCommTransfer *send) {
+    send->request =
+        comm->ops->isend(comm, send->channel, send->peer, send->tag, send->data, send->bytes);
+    send->started_us = g_get_monotonic_time();
+    g_ptr_array_add(comm->pending, send);
+}
+
+/* Sends an empty control message with @tag to @peer (completed in exec_comm_reap()). */
+static void exec_comm_signal(ExecComm *comm, int32_t peer, int32_t tag) {
+    ExecCommTransfer *t = g_new0(ExecCommTransfer, 1);
+    *t = (ExecCommTransfer){.channel = EXEC_COMM_CONTROL, .peer = peer, .tag = tag};
+    exec_comm_start(comm, t);
+}
+
+/* Takes an empty control message with @tag from @src (-1: any) if one has arrived; *@from
+ * (nullable) is its sender. */
+static gboolean exec_comm_take_signal(ExecComm *comm, int32_t src, int32_t tag, int32_t *from) {
+    int32_t  peer, got_tag;
+    void    *data = NULL;
+    size_t   bytes = 0;
+    gpointer request =
+        comm->ops->irecv(comm, EXEC_COMM_CONTROL, src, tag, &peer, &got_tag, &data, &bytes);
+    if (request == NULL)
+        return FALSE;
+    /* It has arrived, and it is empty: the receive completes at once. */
+    while (!comm->ops->test(comm, request))
+        g_thread_yield();
+    g_free(data);
+    if (from)
+        *from = peer;
+    return TRUE;
+}
+
+/* Answers every probe that has arrived: this rank is waiting in the group. */
+static void exec_comm_answer_probes(ExecComm *comm) {
+    for (int32_t from; exec_comm_take_signal(comm, -1, EXEC_COMM_TAG_PROBE, &from);)
+        exec_comm_signal(comm, from, EXEC_COMM_TAG_ALIVE);
+}
+
+/* The deadline of one wait for rank @peer. Past run.comm_timeout_s the waiting rank probes
+ * the peer: one that is itself waiting in the group (any wait here, or a replay's host loop)
+ * answers, and the wait gets the deadline and the probe's time once more; one that does not
+ * answer within EXEC_COMM_PROBE_US ends the wait. So in a chain of waits (rank 1 waits for
+ * rank 0, which waits for the missing rank 2) the rank that waits for the missing one reports
+ * it first, as long as it started waiting less than the deadline after the others. */
+typedef enum { EXEC_COMM_WAITING, EXEC_COMM_PROBING, EXEC_COMM_EXTENDED } ExecCommWaitState;
+
+typedef struct {
+    int32_t           peer;
+    int64_t           deadline_us; /* g_get_monotonic_time() */
+    ExecCommWaitState state;
+} ExecCommDeadline;
+
+/* How long a probe's answer may take. */
+static int64_t exec_comm_probe_us(const ExecComm *comm) {
+    return MIN(comm->timeout_us, EXEC_COMM_PROBE_US);
+}
+
+static ExecCommDeadline exec_comm_deadline(const ExecComm *comm, int32_t peer) {
+    return (ExecCommDeadline){.peer = peer,
+                              .deadline_us = g_get_monotonic_time() + comm->timeout_us,
+                              .state = EXEC_COMM_WAITING};
+}
+
+/* One look at @d while waiting (answering the peers' probes too): TRUE once it has passed. */
+static gboolean exec_comm_deadline_passed(ExecComm *comm, ExecCommDeadline *d) {
+    exec_comm_answer_probes(comm);
+    int64_t now = g_get_monotonic_time();
+    if (d->state == EXEC_COMM_PROBING &&
+        exec_comm_take_signal(comm, d->peer, EXEC_COMM_TAG_ALIVE, NULL)) {
+        d->state = EXEC_COMM_EXTENDED;
+        d->deadline_us = now + comm->timeout_us + exec_comm_probe_us(comm);
+    }
+    if (now <= d->deadline_us)
+        return FALSE;
+    if (d->state != EXEC_COMM_WAITING)
+        return TRUE;
+    d->state = EXEC_COMM_PROBING;
+    d->deadline_us = now + exec_comm_probe_us(comm);
+    exec_comm_signal(comm, d->peer, EXEC_COMM_TAG_PROBE);
+    return FALSE;
+}
+
+/* Waits until @request (a transfer with @d's peer, started now) completes. */
+static gboolean exec_comm_wait_request(ExecComm *comm, gpointer request, ExecCommDeadline *d,
                                        const char *what, GError **error) {
     int64_t start = g_get_monotonic_time(), idle = 0;
     while (!comm->ops->test(comm, request)) {
-        int64_t now = g_get_monotonic_time();
-        if (now - start > comm->timeout_us) {
-            g_propagate_error(error, exec_comm_timeout_error(comm, peer, what));
+        if (exec_comm_deadline_passed(comm, d)) {
+            g_propagate_error(error, exec_comm_timeout_error(comm, d->peer, what));
             return FALSE;
         }
-        idle = exec_comm_next_idle(idle, now - start < EXEC_COMM_BUSY_US);
+        idle = exec_comm_next_idle(idle, g_get_monotonic_time() - start < EXEC_COMM_BUSY_US);
         exec_comm_sleep(idle);
     }
     return TRUE;
@@ -166,7 +271,8 @@ static gboolean exec_comm_wait_request(ExecComm *comm, gpointer request, int32_t
 static gboolean exec_comm_wait_send(ExecComm *comm, gpointer request, int32_t peer,
                                     const char *what, GError **error) {
     g_autofree char *msg = g_strdup_printf("rank %d did not take %s", peer, what);
-    return exec_comm_wait_request(comm, request, peer, msg, error);
+    ExecCommDeadline d = exec_comm_deadline(comm, peer);
+    return exec_comm_wait_request(comm, request, &d, msg, error);
 }
 
 /* Waits for the message from @src with @tag on @channel: (transfer full) in *@data. */
@@ -174,19 +280,19 @@ static gboolean exec_comm_wait_take(ExecComm *comm, ExecCommChannel channel, int
                                     int32_t tag, const char *what, void **data, size_t *bytes,
                                     GError **error) {
     g_autofree char *msg = g_strdup_printf("%s from rank %d did not arrive", what, src);
+    ExecCommDeadline d = exec_comm_deadline(comm, src);
     int64_t          start = g_get_monotonic_time(), idle = 0;
     int32_t          from, got_tag;
     gpointer         request;
     while (!(request = comm->ops->irecv(comm, channel, src, tag, &from, &got_tag, data, bytes))) {
-        int64_t waited = g_get_monotonic_time() - start;
-        if (waited > comm->timeout_us) {
+        if (exec_comm_deadline_passed(comm, &d)) {
             g_propagate_error(error, exec_comm_timeout_error(comm, src, msg));
             return FALSE;
         }
-        idle = exec_comm_next_idle(idle, waited < EXEC_COMM_EAGER_US);
+        idle = exec_comm_next_idle(idle, g_get_monotonic_time() - start < EXEC_COMM_EAGER_US);
         exec_comm_sleep(idle);
     }
-    if (exec_comm_wait_request(comm, request, src, msg, error))
+    if (exec_comm_wait_request(comm, request, &d, msg, error))
         return TRUE;
     /* The transport may still write into the buffer: it stays allocated (the job ends). */
     *data = NULL;
@@ -261,26 +367,14 @@ void exec_comm_wake(ExecComm *comm) {
     g_async_queue_push(comm->outbox, &exec_comm_wake_marker);
 }
 
-/* Starts sending @send and keeps it in flight. */
-static void exec_comm_start(ExecComm *comm, ExecCommTransfer *send) {
-    send->request =
-        comm->ops->isend(comm, send->channel, send->peer, send->tag, send->data, send->bytes);
-    send->started_us = g_get_monotonic_time();
-    g_ptr_array_add(comm->pending, send);
-}
-
 /* An outbox item on the host: a message to send, the stop signal for the peers, a wake-up. */
 static void exec_comm_handle(ExecComm *comm, gpointer item) {
     if (item == &exec_comm_wake_marker)
         return;
     if (item == &exec_comm_stop_marker) {
         for (int32_t r = 0; r < comm->size; r++) {
-            if (r == comm->rank)
-                continue;
-            ExecCommTransfer *stop = g_new0(ExecCommTransfer, 1);
-            *stop = (ExecCommTransfer){
-                .channel = EXEC_COMM_CONTROL, .peer = r, .tag = EXEC_COMM_TAG_STOP};
-            exec_comm_start(comm, stop);
+            if (r != comm->rank)
+                exec_comm_signal(comm, r, EXEC_COMM_TAG_STOP);
         }
         return;
     }
@@ -359,8 +453,10 @@ static gboolean exec_comm_pump(ExecComm *comm) {
     gboolean busy = FALSE;
     for (gpointer item; (item = g_async_queue_try_pop(comm->outbox)) != NULL; busy = TRUE)
         exec_comm_handle(comm, item);
-    /* Only stop signals: the control channel's other tags belong to the collectives. */
+    /* Only stop signals and probes: the control channel's other tags belong to the
+     * collectives. */
     busy |= exec_comm_receive(comm, EXEC_COMM_CONTROL, EXEC_COMM_TAG_STOP);
+    exec_comm_answer_probes(comm);
     busy |= exec_comm_receive(comm, EXEC_COMM_DATA, -1);
     busy |= exec_comm_receive(comm, EXEC_COMM_REPORT, -1);
     busy |= exec_comm_reap(comm, FALSE);
@@ -523,6 +619,7 @@ static GBytes *exec_comm_verdict(ExecComm *comm, const char *what, GBytes *mine,
 gboolean exec_comm_agree(ExecComm *comm, const char *what, GError **error) {
     if (comm == NULL)
         return *error == NULL;
+    exec_comm_test_stall(what);
     if (exec_comm_take_failure(comm, error))
         return FALSE;
     g_autoptr(GBytes) mine = exec_comm_status_encode(*error);
@@ -740,6 +837,7 @@ int exec_comm_finish(ExecComm *comm, const GError *error) {
         return status;
     fflush(stdout);
     fflush(stderr);
+    exec_comm_test_stall("finish");
     if ((error && !comm->agreed_failure) || !exec_comm_settle(comm))
         comm->ops->abort(comm, 1);
     comm->ops->free(comm);

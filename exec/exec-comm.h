@@ -5,7 +5,9 @@
  * from any thread, moved by the host thread in exec_comm_serve()); between replays, the host's
  * agreements on errors, broadcasts, gathers and point-to-point copies (validation activations,
  * checkpoint tensors). Every wait has a deadline (run.comm_timeout_s): a peer that does not
- * answer in time is an EXEC_ERROR_COMM naming the peer and what was awaited.
+ * answer in time is an EXEC_ERROR_COMM naming the peer and what was awaited. A wait between
+ * replays first probes a late peer; one that is itself waiting in the group answers and is
+ * waited for once more, so that the rank waiting for the missing one names it (exec-comm.c).
  * A NULL ExecComm is one process alone (rank 0 of 1). Implementations: exec-comm-mpi.c.
  */
 #pragma once
@@ -39,6 +41,9 @@ typedef enum {
  * OMPI_COMM_WORLD_SIZE, PMI_SIZE of MPICH/Hydra and Slurm's PMI, SLURM_STEP_NUM_TASKS of
  * srun), or 0 when none did. Reads the environment only: also in a build without MPI. */
 int64_t exec_comm_launched_size(void);
+/* This process's rank in the job as the launcher says (OMPI_COMM_WORLD_RANK, PMI_RANK,
+ * SLURM_PROCID), or -1 when none says. Environment only: known before the transport starts. */
+int64_t exec_comm_launched_rank(void);
 /* This process's rank among those of the launcher on its node (OMPI_COMM_WORLD_LOCAL_RANK,
  * MPICH's MPI_LOCALRANKID, Slurm's SLURM_LOCALID), or -1 when none says. Environment only. */
 int64_t exec_comm_launched_local_rank(void);
@@ -48,7 +53,9 @@ int32_t exec_comm_rank(const ExecComm *comm);
 int32_t exec_comm_size(const ExecComm *comm);
 /* The largest tag a channel carries (MPI_TAG_UB; at least 32767 by the MPI standard). */
 int32_t exec_comm_tag_max(const ExecComm *comm);
-/* The deadline of every wait, in seconds (> 0; default 300); run.comm_timeout_s. */
+/* The deadline of every wait, in seconds (> 0; default EXEC_COMM_TIMEOUT_DEFAULT_S);
+ * run.comm_timeout_s. */
+#define EXEC_COMM_TIMEOUT_DEFAULT_S 300.0
 void   exec_comm_set_timeout(ExecComm *comm, double seconds);
 double exec_comm_timeout(const ExecComm *comm);
 

@@ -21,6 +21,11 @@
 #include "exec-comm-mpi.h"
 #endif
 
+/* The least deadline of start-up, in seconds: the launcher starts the ranks one after
+ * another, and MPI's start-up and reading the vocabulary and the shards take seconds each on
+ * a busy machine. */
+#define TRAIN_STARTUP_TIMEOUT_MIN_S 10.0
+
 static int train_usage_error(GOptionContext *ctx, const char *message) {
     g_autofree char *help = g_option_context_get_help(ctx, TRUE, NULL);
     fprintf(stderr, "pacer-train: %s\n\n%s", message, help);
@@ -35,14 +40,35 @@ static void train_print_error(const ExecComm *comm, const GError *error) {
         fprintf(stderr, "pacer-train: %s\n", error->message);
 }
 
-/* Everything from the options to the summary. Returns 0, or 1 with @error set (2: a usage
- * error, @error set as well). In a multi-process run every rank runs it, and every failure
- * before training is agreed on (exec_comm_agree()), so that all ranks stop together. */
-static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
+/* Under an MPI launcher with several processes, starts the process group (one process per
+ * pipeline stage) into *@comm; leaves it NULL for one process. @timeout_s is the deadline of
+ * MPI's start-up and of every wait until training sets the agreed scenario's. */
+static gboolean train_comm_start(int *argc, char ***argv, double timeout_s, ExecComm **comm,
+                                 GError **error) {
+#if PP_HAVE_MPI
+    return exec_comm_mpi_new(argc, argv, timeout_s, comm, error);
+#else
+    (void)argc, (void)argv, (void)timeout_s, (void)comm;
+    /* Without MPI every process would train alone and write the same files. */
+    if (exec_comm_launched_size() < 2)
+        return TRUE;
+    g_set_error(error, EXEC_ERROR, EXEC_ERROR_COMM,
+                "an MPI launcher started %" G_GINT64_FORMAT " processes, but this build has no "
+                "MPI: install libopenmpi-dev (scripts/setup) and rebuild (meson -Dmpi=enabled), "
+                "or run one process",
+                exec_comm_launched_size());
+    return FALSE;
+#endif
+}
+
+/* Everything from the options to the summary; starts the process group into *@comm. Returns
+ * 0, or 1 with @error set (2: a usage error, @error set as well). In a multi-process run
+ * every rank runs it, and every failure before training is agreed on (exec_comm_agree()), so
+ * that all ranks stop together. */
+static int train_run(ExecComm **comm, int argc, char **argv, GError **error) {
     g_auto(GStrv) sets = NULL;
     g_autofree char *out = NULL, *resume = NULL;
-    gboolean         dynamic = FALSE, quiet = FALSE, root = exec_comm_rank(comm) == 0;
-    gboolean         overwrite = FALSE;
+    gboolean         dynamic = FALSE, quiet = FALSE, overwrite = FALSE;
     int              stop_at = 0;
     GOptionEntry     entries[] = {
             {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a scenario key (repeatable)",
@@ -81,14 +107,26 @@ static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
     else if (*error == NULL && overwrite && out == NULL)
         g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
                             "--overwrite needs --out DIR: the folder to start over in");
-    if (*error && root)
-        train_usage_error(ctx, (*error)->message);
-
     g_autoptr(PpScenario) scenario = NULL;
     if (*error == NULL) {
         status = 1;
         scenario = pp_scenario_load(argv[1], (const char *const *)sets, error);
     }
+    /* The group starts once this rank has read the scenario, so that MPI's start-up and the
+     * agreements on the scenario and the data already wait run.comm_timeout_s as this rank
+     * read it (every rank reads the same file; the default when it could not be read), but
+     * at least TRAIN_STARTUP_TIMEOUT_MIN_S, until the training loop sets the agreed value. */
+    double  timeout_s = scenario ? scenario->run.comm_timeout_s : EXEC_COMM_TIMEOUT_DEFAULT_S;
+    GError *start = NULL;
+    if (!train_comm_start(&argc, &argv, MAX(timeout_s, TRAIN_STARTUP_TIMEOUT_MIN_S), comm,
+                          &start)) {
+        g_clear_error(error);
+        g_propagate_error(error, start);
+        return 1;
+    }
+    gboolean root = exec_comm_rank(*comm) == 0;
+    if (status == 2 && root)
+        train_usage_error(ctx, (*error)->message);
     DataCorpusParams data;
     data_params_init(&data);
     g_autofree char *train_path = NULL, *val_path = NULL;
@@ -103,7 +141,7 @@ static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
         if (scenario && *error == NULL && root == (pass == 0) &&
             data_prepare_default(&data, &train_path, &val_path, error))
             bpe = data_bpe_new_from_cache(data.cache_dir, error);
-        if (!exec_comm_agree(comm, pass == 0 ? "loading the scenario" : "opening the data", error))
+        if (!exec_comm_agree(*comm, pass == 0 ? "loading the scenario" : "opening the data", error))
             return status;
     }
     ExecTrainParams params = {
@@ -117,7 +155,7 @@ static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
         .stop_at = stop_at,
         .dynamic = dynamic || g_strcmp0(scenario->pipeline.mode, "dynamic") == 0,
         .progress = exec_progress_mode_detect(stdout, quiet),
-        .comm = comm,
+        .comm = *comm,
     };
     ExecTrainSummary sum;
     if (!exec_train_run(&params, &sum, error))
@@ -139,25 +177,7 @@ static int train_run(ExecComm *comm, int argc, char **argv, GError **error) {
 static int train_main(int argc, char **argv) {
     ExecComm *comm = NULL;
     GError   *error = NULL;
-#if PP_HAVE_MPI
-    /* Under an MPI launcher with several processes: one process per pipeline stage. */
-    if (!exec_comm_mpi_new(&argc, &argv, &comm, &error)) {
-        train_print_error(NULL, error);
-        g_error_free(error);
-        return 1;
-    }
-#else
-    /* Without MPI every process would train alone and write the same files. */
-    if (exec_comm_launched_size() > 1) {
-        fprintf(stderr,
-                "pacer-train: an MPI launcher started %" G_GINT64_FORMAT " processes, but this "
-                "build has no MPI: install libopenmpi-dev (scripts/setup) and rebuild "
-                "(meson -Dmpi=enabled), or run one process\n",
-                exec_comm_launched_size());
-        return 1;
-    }
-#endif
-    int status = train_run(comm, argc, argv, &error);
+    int       status = train_run(&comm, argc, argv, &error);
     if (error && (status != 2 || comm))
         train_print_error(comm, error);
     /* Ends the process group: a failure the ranks did not agree on aborts the job. */

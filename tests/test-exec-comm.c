@@ -3,7 +3,8 @@
  * scripts/mpirun-local (an MPI program, so a plain one: Check's forks and report do not mix
  * with MPI; the exit status says it all). Agreement (the lowest failing rank's error reaches
  * every rank, domain, code and message), broadcast, gather and allgather of blobs of every
- * size, point-to-point copies and their size check, a deadline that names the silent peer,
+ * size, point-to-point copies and their size check, a deadline that names the silent peer
+ * (also at the end of a chain of waits),
  * the clock offset to rank 0 within its bound, the replay transport (workers post a ring of
  * messages, the host serves, every message and loss report arrives once, a stop reaches every
  * rank), and with NCCL the unique id every rank receives.
@@ -119,6 +120,36 @@ static void test_deadline(ExecComm *comm) {
     }
     exec_comm_set_timeout(comm, 30.0);
     CHECK(comm, exec_comm_agree(comm, "the end of the deadline test", &error));
+}
+
+/* A chain of waits: rank 1 waits for rank 0, which starts waiting 0.1 s later, for rank 2,
+ * busy elsewhere (not waiting in the group) past the deadline. Rank 0 reports rank 2 after
+ * the deadline and its probe (0.1 + 2 x 0.3 s) and then answers rank 1, which at its own
+ * deadline (0.3 s) probed rank 0, found it waiting and kept waiting: rank 1 does not blame
+ * rank 0. */
+static void test_deadline_chain(ExecComm *comm) {
+    GError *error = NULL;
+    int32_t rank = exec_comm_rank(comm), x = 7;
+    exec_comm_set_timeout(comm, 0.3);
+    if (rank == 0) {
+        g_usleep(100000);
+        CHECK(comm, !exec_comm_recv(comm, 2, 10, &x, sizeof x, "rank 2's part", &error));
+        CHECK(comm, error && strstr(error->message, "rank 2's part from rank 2 did not arrive "
+                                                    "within 0.3 s (run.comm_timeout_s); rank 2"));
+        g_clear_error(&error);
+        CHECK(comm, exec_comm_send(comm, 1, 11, &x, sizeof x, "the relay", &error));
+    } else if (rank == 1) {
+        int64_t start = g_get_monotonic_time();
+        CHECK(comm, exec_comm_recv(comm, 0, 11, &x, sizeof x, "the relay", &error));
+        CHECK(comm, error == NULL && x == 7);
+        /* It arrived after rank 1's own deadline: rank 1 waited on because rank 0 answered. */
+        CHECK(comm, g_get_monotonic_time() - start > 300000);
+        g_clear_error(&error);
+    } else {
+        g_usleep(1500000);
+    }
+    exec_comm_set_timeout(comm, 30.0);
+    CHECK(comm, exec_comm_agree(comm, "the end of the chain test", &error));
 }
 
 /* The clock offset to rank 0: on one node every rank reads the same clock, so the true offset
@@ -247,8 +278,8 @@ static void test_nccl_id(ExecComm *comm) {
 int main(int argc, char **argv) {
     ExecComm *comm = NULL;
     GError   *error = NULL;
-    if (!exec_comm_mpi_new(&argc, &argv, &comm, &error) || comm == NULL ||
-        exec_comm_size(comm) != 3) {
+    if (!exec_comm_mpi_new(&argc, &argv, EXEC_COMM_TIMEOUT_DEFAULT_S, &comm, &error) ||
+        comm == NULL || exec_comm_size(comm) != 3) {
         fprintf(stderr, "test-exec-comm: run on 3 processes (scripts/mpirun-local -np 3): %s\n",
                 error ? error->message : "no MPI launcher");
         return comm ? exec_comm_finish(comm, NULL) + 1 : 1;
@@ -258,6 +289,7 @@ int main(int argc, char **argv) {
     test_collectives(comm);
     test_point_to_point(comm);
     test_deadline(comm);
+    test_deadline_chain(comm);
     test_clock(comm);
     test_transport(comm);
 #if PP_HAVE_NCCL

@@ -5,7 +5,8 @@
  * program's weight versions (measured Δ = the program's); resume across processes, also after
  * a kill inside a checkpoint write; dynamic mode; and the failures: a world size that is not
  * the stage count, a fresh run into another run's folder, a NaN storm, a rank killed or stopped
- * mid-run (every rank exits, naming the dead peer; the test bounds its time).
+ * mid-run (every rank exits, naming the dead peer; the test bounds its time), and a rank stopped
+ * at start-up, on resume or at the end (the first line of stderr names it).
  * With PACER_TEST_BACKEND=cuda (the gpu suite's test-exec-mpi-cuda) every run, the one-process
  * one included, is on the CUDA backend in fp32: ranks on one GPU share it over the host-staged
  * transport; the program exits 77 (skip) when pacer-train sees no CUDA device.
@@ -54,8 +55,8 @@ static void run_clear(Run *r) {
 
 /* Runs pacer-train on @np processes (0: one process, threads) with the base overrides, then
  * @sets (NULL-terminated, nullable), then @args (nullable), writing into @dir; @fault
- * (nullable) is a test hook for the ranks, "NAME=VALUE" (PACER_TEST_FAULT or
- * PACER_TEST_KILL_AT); both are unset otherwise. */
+ * (nullable) is a test hook for the ranks, "NAME=VALUE" (PACER_TEST_FAULT, PACER_TEST_KILL_AT
+ * or PACER_TEST_STALL_AT); all are unset otherwise. */
 static void run_train(Run *r, int np, const char *dir, const char *const *sets,
                       const char *const *args, const char *fault) {
     g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
@@ -91,6 +92,7 @@ static void run_train(Run *r, int np, const char *dir, const char *const *sets,
     g_auto(GStrv) env = g_get_environ();
     env = g_environ_unsetenv(env, "PACER_TEST_FAULT");
     env = g_environ_unsetenv(env, "PACER_TEST_KILL_AT");
+    env = g_environ_unsetenv(env, "PACER_TEST_STALL_AT");
     if (fault) {
         g_auto(GStrv) kv = g_strsplit(fault, "=", 2);
         env = g_environ_setenv(env, kv[0], kv[1], TRUE);
@@ -497,6 +499,85 @@ START_TEST(test_mpi_out_folder) {
 }
 END_TEST
 
+/* A rank that stops (SIGSTOP, PACER_TEST_STALL_AT=RANK:POINT) at a point of start-up or of the
+ * end; the first line of the job's stderr must contain @first, a peer naming it. */
+typedef struct {
+    int         np;
+    const char *stall_at;
+    const char *first;
+} StallCase;
+
+static const StallCase stall_cases[] = {
+    /* Before MPI's start-up: the peers' MPI_Init_thread waits. */
+    {2, "1:start",
+     "pacer-train: rank 0: MPI's start-up (MPI_Init_thread, MPI_Comm_dup) did not complete "
+     "within 10 s (run.comm_timeout_s); rank 1 may have died or hung"},
+    /* The agreement on the scenario: rank 2 waits for rank 0's verdict, rank 0 for rank 1's
+     * status; rank 0 names rank 1 first. */
+    {3, "1:loading the scenario",
+     "pacer-train: rank 0: the status at loading the scenario from rank 1 did not arrive "
+     "within 10 s (run.comm_timeout_s); rank 1 may have died or hung"},
+    /* Rank 0 itself: the others wait for its verdict. */
+    {3, "0:opening the data",
+     "rank 0's verdict at opening the data from rank 0 did not arrive within 10 s "
+     "(run.comm_timeout_s); rank 0 may have died or hung"},
+    /* The last agreement, after the final gathers. */
+    {2, "1:writing log.csv and ops.csv",
+     "pacer-train: rank 0: the status at writing log.csv and ops.csv from rank 1 did not "
+     "arrive within 10 s (run.comm_timeout_s); rank 1 may have died or hung"},
+    /* Before MPI's shut-down: the peers' MPI_Finalize waits. */
+    {2, "1:finish",
+     "pacer-train: rank 0: MPI's shut-down (MPI_Finalize) did not complete within 10 s "
+     "(run.comm_timeout_s); rank 1 may have died or hung"},
+};
+
+/* Runs pacer-train on @np processes in @dir with @args (nullable) and rank RANK stopped at
+ * POINT (@stall_at, "RANK:POINT"): the job ends well within the harness's limit, non-zero, and
+ * its first line of stderr, before Open MPI's own report, contains @first. */
+static void run_stalled(int np, const char *dir, const char *const *args, const char *stall_at,
+                        const char *first) {
+    g_autofree char  *stages = g_strdup_printf("pipeline.stages=%d", np);
+    const char *const sets[] = {stages, "pipeline.schedule=1f1b", "pipeline.microbatches=4",
+                                "run.comm_timeout_s=10", NULL};
+    g_autofree char  *fault = g_strconcat("PACER_TEST_STALL_AT=", stall_at, NULL);
+    Run               r;
+    int64_t           start = g_get_monotonic_time();
+    run_train(&r, np, dir, sets, args, fault);
+    double elapsed_s = (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC;
+    ck_assert_int_ne(r.status, 0);
+    /* Start-up, two steps and the deadline with its probe take 20-30 s on 2 busy cores. */
+    ck_assert_msg(elapsed_s < 90.0, "%s: the job took %.1f s", stall_at, elapsed_s);
+    g_auto(GStrv) lines = g_strsplit(r.err, "\n", 2);
+    ck_assert_msg(lines[0] && strstr(lines[0], first), "%s: stderr:\n%s", stall_at, r.err);
+    run_clear(&r);
+}
+
+/* Every wait for a peer has run.comm_timeout_s, start-up and shut-down included. */
+START_TEST(test_mpi_stall) {
+    const StallCase *c = &stall_cases[_i];
+    g_autofree char *dir = test_util_tmp_dir_new("mpi-stall-XXXXXX");
+    run_stalled(c->np, dir, NULL, c->stall_at, c->first);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* Loading a checkpoint: rank 1 stops before the ranks agree on how rank 0's read went. */
+START_TEST(test_mpi_stall_resume) {
+    const char *const sets[] = {"pipeline.stages=2", "pipeline.schedule=1f1b",
+                                "pipeline.microbatches=4", NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-stall-resume-XXXXXX");
+    const char *const stop[] = {"--stop-at", "1", NULL};
+    const char *const resume[] = {"--resume", dir, NULL};
+    Run               a;
+    run_ok(&a, 2, dir, sets, stop);
+    run_clear(&a);
+    run_stalled(2, dir, resume, "1:reading the checkpoint",
+                "pacer-train: rank 0: the status at reading the checkpoint from rank 1 did not "
+                "arrive within 10 s (run.comm_timeout_s); rank 1 may have died or hung");
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* PACER_TEST_BACKEND=cuda: FALSE when pacer-train sees no CUDA device (the program skips). */
 static gboolean backend_usable(void) {
     const char *backend = g_getenv("PACER_TEST_BACKEND");
@@ -547,6 +628,8 @@ int main(void) {
     tcase_add_test(tc, test_mpi_world_size);
     tcase_add_test(tc, test_mpi_nan_storm);
     tcase_add_test(tc, test_mpi_dead_peer);
+    tcase_add_loop_test(tc, test_mpi_stall, 0, G_N_ELEMENTS(stall_cases));
+    tcase_add_test(tc, test_mpi_stall_resume);
     suite_add_tcase(s, tc);
     TCase *out = tcase_create("exec-mpi-out"); /* CK_RUN_CASE=exec-mpi-out runs it alone */
     tcase_set_timeout(out, 600);
