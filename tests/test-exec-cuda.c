@@ -23,6 +23,7 @@
 /* Every cudaMalloc of the program goes through here (it is linked with --wrap=cudaMalloc):
  * while counting_mallocs is set, the bytes the backend asked for are added up. */
 cudaError_t     __real_cudaMalloc(void **ptr, size_t size);
+cudaError_t     __wrap_cudaMalloc(void **ptr, size_t size);
 static int      counting_mallocs;
 static uint64_t malloc_bytes;
 
