@@ -770,6 +770,27 @@ START_TEST(test_train_refuses_layout) {
 }
 END_TEST
 
+/* pacer-train's kernels are GPT-2's layer: grouped-query attention, another head width, SwiGLU
+ * or another FFN width (the simulator's keys) is an error naming them, before any step. */
+START_TEST(test_train_refuses_layer_shape) {
+    TestExecTrain f;
+    test_exec_train_init(&f);
+    static const char *const sets[][2] = {{"model.kv_heads=1", NULL},
+                                          {"model.head_dim=8", NULL},
+                                          {"model.ffn=swiglu", NULL},
+                                          {"model.ffn_hidden=64", NULL}};
+    for (size_t i = 0; i < G_N_ELEMENTS(sets); i++) {
+        ExecTrainSummary sum;
+        g_autoptr(GError) error = NULL;
+        ck_assert(!test_exec_train(&f, sets[i], NULL, 0, FALSE, &sum, &error));
+        ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+        ck_assert_msg(strstr(error->message, "pacer-train trains GPT-2's layer") != NULL, "%s",
+                      error->message);
+    }
+    test_exec_train_clear(&f);
+}
+END_TEST
+
 /* Resume and shard checks: another optimizer, another vocabulary, an optimizer tensor of
  * another shape in the sidecar; train and val shards of different vocabularies. */
 START_TEST(test_train_resume_refused) {
@@ -911,6 +932,7 @@ int main(void) {
     tcase_add_loop_test(tt, test_train_resume_bitwise, 0, G_N_ELEMENTS(resume_cases));
     tcase_add_test(tt, test_train_resume_refused);
     tcase_add_test(tt, test_train_refuses_layout);
+    tcase_add_test(tt, test_train_refuses_layer_shape);
     suite_add_tcase(s, tt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
