@@ -180,6 +180,32 @@ START_TEST(test_cost_llama3_8b) {
             ck_assert_int_eq(cost->w_ns[st], llround(ns));
         }
     }
+
+    /* Recomputation: full reruns the layer at its own rates (fp8 matrix products), selective
+     * the scores alone at bf16, halved when causal; HFU counts the model FLOPs rerun. */
+    struct {
+        const char *recompute, *precision, *attention_flops;
+        double      rerun_time_flops, rerun_flops; /* per layer */
+    } reruns[] = {
+        {"full", "fp8", "full", 2 * b * s * matrix * 989.0 / 1979.0 + attention, layer},
+        {"selective", "bf16", "causal", attention / 2, attention / 2},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(reruns); i++) {
+        g_autofree char *r = g_strdup_printf("model.recompute=%s", reruns[i].recompute);
+        g_autofree char *p = g_strdup_printf("model.precision=%s", reruns[i].precision);
+        g_autofree char *c = g_strdup_printf("model.attention_flops=%s", reruns[i].attention_flops);
+        const char *const ov[] = {r, p, c, NULL};
+        g_autoptr(GError) error = NULL;
+        g_autoptr(PpScenario) sc = pp_scenario_load_data(ini, "llama.ini", ov, &error);
+        ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
+        g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
+        ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+        ck_assert_double_eq_tol(cost->hw_flops_per_mb - cost->flops_per_mb,
+                                L * reruns[i].rerun_flops, 1.0);
+        double f_ns = (double)cost->f_ns[0];
+        ck_assert_int_eq(cost->b_ns[0],
+                         llround(f_ns + 8 * reruns[i].rerun_time_flops / rate * 1e9));
+    }
 }
 END_TEST
 
