@@ -183,11 +183,12 @@ static gboolean sim_cost_check_magnitudes(const PpScenario *scenario, const SimC
     if (!(flops <= max) || !(bytes <= max)) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                     "%s: one micro-batch of this model takes %.3g FLOPs and %.3g bytes "
-                    "(model.layers = %d, model.hidden = %d, model.heads = %d, model.seq_len = "
-                    "%d, model.vocab = %d, pipeline.microbatch_size = %d), beyond the "
-                    "simulator's limit of 2^62; shrink one of them",
-                    scenario->path, flops, bytes, m->layers, m->hidden, m->heads, m->seq_len,
-                    m->vocab, scenario->pipeline.microbatch_size);
+                    "(model.layers = %d, model.hidden = %d, model.heads = %d, model.head_dim = "
+                    "%d, model.ffn_hidden = %d, model.seq_len = %d, model.vocab = %d, "
+                    "pipeline.microbatch_size = %d), beyond the simulator's limit of 2^62; "
+                    "shrink one of them",
+                    scenario->path, flops, bytes, m->layers, m->hidden, m->heads, m->head_dim,
+                    m->ffn_hidden, m->seq_len, m->vocab, scenario->pipeline.microbatch_size);
         return FALSE;
     }
     /* With [costs] the rate only scales the MFU: it must not overflow either. */
