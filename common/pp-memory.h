@@ -46,25 +46,43 @@ typedef struct {
     PpRecompute recompute;
     double      zero_shards; /* replicas sharing the master weights and moments (ZeRO-1);
                                 0 or 1: none */
+    /* The layer beyond GPT-2's; 0 (or FALSE) gives GPT-2's value, so a shape filled without
+     * them (the executor's) is the GPT-2 layer. */
+    double   kv_heads;   /* k key/value heads (grouped-query attention); 0: heads */
+    double   head_dim;   /* d; 0: hidden / heads */
+    double   ffn_hidden; /* f; 0: 4 * hidden */
+    gboolean ffn_gated;  /* SwiGLU: three h x f matrices (gate, up, down) instead of two */
 } PpMemoryShape;
 
 /* Per-part quantities of the model on one GPU (parameters, bytes per live micro-batch): with
  * tensor parallelism every count below is that GPU's 1/T share. */
 typedef struct {
-    double layer_params;      /* (12h^2 + 13h) / T per block */
+    double layer_params;      /* per block, (matrices + biases + LayerNorms) / T: GPT-2's
+                                 (12h^2 + 13h) / T; in general pp_memory_layer_matrix_params()
+                                 + (a + 2k)d + 2h + (f or 2f) + 4h, all over T */
     double embed_params;      /* (V h + s h) / T (virtual stage 0) */
     double head_params;       /* final LayerNorm + untied head: (V h + 2h) / T (last vstage) */
     double weights_bpp;       /* bytes per parameter: bf16 copy + master (sharded by ZeRO-1) */
     double optim_bpp;         /* Adam moments (sharded by ZeRO-1) */
     double state_bpp;         /* weights + gradients + optimizer */
     double layer_act_bytes;   /* activations of one block per live micro-batch, M_F: without
-                                 T, recomputation or flash sb(34h + 5as) (below) */
+                                 T, recomputation or flash sb(34h + 5as) for GPT-2's layer,
+                                 sb(10h + 4(ad + kd) + 4f (gelu) or 6f (swiglu) + 5as) in
+                                 general (pp-memory.c) */
     double layer_act_b_bytes; /* the part a split backward frees at B, M_B: sb(2h + 5as) in the
                                  plain case; W frees the rest */
     double logits_bytes;      /* fp32 logits per live micro-batch, 4bsV / T (last vstage) */
 } PpMemoryModel;
 
 void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model);
+
+/* Weights of one block's matrix products, the whole layer (not split over T):
+ * QKV h(a + 2k)d + output projection adh + FFN 2hf (gelu) or 3hf (swiglu); 12h^2 for GPT-2's
+ * layer. A forward pass costs 2 FLOPs per such weight and token. */
+double pp_memory_layer_matrix_params(const PpMemoryShape *shape);
+/* Query width a * d of one block (h for GPT-2's layer): the attention scores and the weighted
+ * sum cost 2bs^2 * ad FLOPs each in the forward. */
+double pp_memory_attention_width(const PpMemoryShape *shape);
 
 /* Parameters of a virtual stage of @n_layers blocks (+ embeddings when @first, + head when
  * @last). */

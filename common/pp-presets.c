@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT
  * pp-presets.c: the model and hardware preset tables behind pp-presets.h.
- * Model shapes follow the Hugging Face GPT-2 configs and the zero-bubble paper's
- * configurations (Qi et al., ICLR 2024; docs/design.md §6.2). Device figures are vendor datasheet
- * peaks; link figures for PCIe are effective (not signalling) rates; node figures follow the
- * vendors' reference servers (one NIC per GPU on DGX/HGX).
+ * Model shapes follow the Hugging Face GPT-2 configs, the zero-bubble paper's
+ * configurations (Qi et al., ICLR 2024; docs/design.md §6.2) and the Llama 3 paper's Table 3.
+ * Device figures are vendor datasheet peaks, dense (without 2:4 sparsity); link figures for
+ * PCIe are effective (not signalling) rates; node figures follow the vendors' reference
+ * servers (one NIC per GPU on DGX/HGX).
  */
 #include "pp-presets.h"
 
@@ -11,24 +12,34 @@
 
 #define PP_GIB ((int64_t)1 << 30)
 
-/* Columns: name, layers, hidden, heads, seq_len, vocab. */
+/* Columns: name, layers, hidden, heads, seq_len, vocab[, kv_heads, ffn_hidden, ffn_gated]. */
 static const PpModelPreset pp_model_presets[] = {
     /* HF "gpt2" config.json: n_layer, n_embd, n_head, n_positions, vocab_size */
-    {"gpt2", 12, 768, 12, 1024, 50257},
+    {"gpt2", 12, 768, 12, 1024, 50257, 0, 0, FALSE},
     /* HF "gpt2-medium" config: same fields; the PACI paper's model (docs/design.md §6.1) */
-    {"gpt2-medium", 24, 1024, 16, 1024, 50257},
+    {"gpt2-medium", 24, 1024, 16, 1024, 50257, 0, 0, FALSE},
     /* HF "gpt2-large" config: same fields as above */
-    {"gpt2-large", 36, 1280, 20, 1024, 50257},
+    {"gpt2-large", 36, 1280, 20, 1024, 50257, 0, 0, FALSE},
     /* HF "gpt2-xl" config: same fields as above */
-    {"gpt2-xl", 48, 1600, 25, 1024, 50257},
+    {"gpt2-xl", 48, 1600, 25, 1024, 50257, 0, 0, FALSE},
     /* zero-bubble paper 1.5B (docs/design.md §6.2): layers, hidden, heads, seq 1024; GPT-2 vocab */
-    {"zb-1.5b", 24, 2304, 24, 1024, 50257},
+    {"zb-1.5b", 24, 2304, 24, 1024, 50257, 0, 0, FALSE},
     /* zero-bubble paper 6.2B: as above */
-    {"zb-6.2b", 32, 4096, 32, 1024, 50257},
+    {"zb-6.2b", 32, 4096, 32, 1024, 50257, 0, 0, FALSE},
     /* zero-bubble paper 14.6B: as above */
-    {"zb-14.6b", 48, 5120, 40, 1024, 50257},
+    {"zb-14.6b", 48, 5120, 40, 1024, 50257, 0, 0, FALSE},
     /* zero-bubble paper 28.3B: as above */
-    {"zb-28.3b", 64, 6144, 48, 1024, 50257},
+    {"zb-28.3b", 64, 6144, 48, 1024, 50257, 0, 0, FALSE},
+    /* Llama 3 (Meta, "The Llama 3 Herd of Models", 2024, Table 3: layers, model dimension,
+     * FFN dimension, attention heads, key/value heads; SwiGLU) with the released model
+     * configs' vocab_size 128256 (the paper's 128K tokens plus special tokens) and the
+     * pre-training sequence length of 8192 tokens (§3.4.1, after a first stretch at 4096);
+     * head width 128 = hidden / heads. */
+    {"llama3-8b", 32, 4096, 32, 8192, 128256, 8, 14336, TRUE},
+    /* Llama 3 70B: as above */
+    {"llama3-70b", 80, 8192, 64, 8192, 128256, 8, 28672, TRUE},
+    /* Llama 3 405B: as above */
+    {"llama3-405b", 126, 16384, 128, 8192, 128256, 8, 53248, TRUE},
 };
 
 static const PpHardwarePreset pp_hardware_presets[] = {
@@ -57,6 +68,8 @@ static const PpHardwarePreset pp_hardware_presets[] = {
     {
         .name = "h100-sxm",
         .peak_flops = 989e12,         /* H100 SXM datasheet: 989 TFLOP/s dense BF16 */
+        .peak_fp8_flops = 1979e12,    /* H100 SXM datasheet: 1,979 TFLOP/s dense FP8 (3,958
+                                         with sparsity) */
         .memory_bytes = 80 * PP_GIB,  /* H100 SXM: 80 GB HBM3, counted as 80 GiB */
         .mem_bw_bytes_per_s = 3350e9, /* H100 SXM datasheet: 3.35 TB/s */
         .link_bw_bytes_per_s = 450e9, /* NVLink 4: 900 GB/s both directions, 450 each */
@@ -76,6 +89,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
     {
         .name = "h200-sxm",
         .peak_flops = 989e12,                  /* H200 datasheet: same compute as H100 SXM */
+        .peak_fp8_flops = 1979e12,             /* H200 datasheet: 1,979 TFLOP/s dense FP8 */
         .memory_bytes = INT64_C(141000000000), /* H200 datasheet: 141 GB (decimal) HBM3e */
         .mem_bw_bytes_per_s = 4800e9,          /* H200 datasheet: 4.8 TB/s */
         .link_bw_bytes_per_s = 450e9,          /* NVLink 4: 900 GB/s both directions, 450 each */
@@ -89,6 +103,58 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .kernel_eff_max = 0.60,
         .kernel_eff_half_tokens = 0.0,
         .kernel_eff_half_hidden = 1450.0,
+    },
+    {
+        .name = "h800",
+        /* H800 SXM: the H100 SXM chip with NVLink cut to 400 GB/s (NVIDIA's H800 product
+         * brief); same SMs, clocks and HBM3 as H100 SXM. */
+        .peak_flops = 989e12,         /* as H100 SXM: 989 TFLOP/s dense BF16 */
+        .peak_fp8_flops = 1979e12,    /* as H100 SXM: 1,979 TFLOP/s dense FP8 */
+        .memory_bytes = 80 * PP_GIB,  /* 80 GB HBM3, counted as 80 GiB as for H100 */
+        .mem_bw_bytes_per_s = 3350e9, /* as H100 SXM: 3.35 TB/s */
+        .link_bw_bytes_per_s = 200e9, /* NVLink 400 GB/s both directions, 200 each */
+        .link_latency_ns = 5000,      /* same NVSwitch p2p latency order as H100 */
+        .nvlink = TRUE,
+        .gpus_per_node = 8, /* 8 GPUs on NVLink/NVSwitch per node (DeepSeek-V3 report §3.1) */
+        /* InfiniBand between nodes, 50 GB/s per GPU (DeepSeek-V3 report §3.2.2) */
+        .internode_bw_bytes_per_s = 50e9,
+        .internode_latency_ns = 10000, /* ~10 us for a small NCCL message across nodes */
+        /* Same SMs as H100 SXM and no published H800 row: H100's fit, as for h200-sxm. */
+        .calibrated = TRUE,
+        .kernel_eff_max = 0.60,
+        .kernel_eff_half_tokens = 0.0,
+        .kernel_eff_half_hidden = 1450.0,
+    },
+    {
+        .name = "b200",
+        .peak_flops = 2250e12,     /* HGX B200 datasheet: 2.25 PFLOP/s dense BF16 per GPU
+                                      (4.5 with sparsity) */
+        .peak_fp8_flops = 4500e12, /* HGX B200 datasheet: 4.5 PFLOP/s dense FP8 per GPU */
+        .memory_bytes = INT64_C(180000000000), /* DGX B200 datasheet: 1,440 GB over 8 GPUs */
+        .mem_bw_bytes_per_s = 8000e9,          /* DGX B200 datasheet: 64 TB/s over 8 GPUs */
+        .link_bw_bytes_per_s = 900e9, /* NVLink 5: 1.8 TB/s per GPU both directions, 900 each */
+        .link_latency_ns = 5000,      /* NVSwitch p2p latency order as H100 (assumed) */
+        .nvlink = TRUE,
+        .gpus_per_node = 8,               /* DGX/HGX B200: 8 GPUs on NVSwitch */
+        .internode_bw_bytes_per_s = 50e9, /* DGX B200: one 400 Gb/s ConnectX-7 NIC per GPU */
+        .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
+        /* No published B200 row: the key table's default curve (uncalibrated). */
+    },
+    {
+        .name = "gb200",
+        /* GB200 NVL72: 72 Blackwell GPUs (36 Grace CPUs) in one NVLink domain; per-GPU figures
+         * are the rack's datasheet totals over 72. */
+        .peak_flops = 2500e12,                 /* 180 PFLOP/s dense BF16 / 72 */
+        .peak_fp8_flops = 5000e12,             /* 360 PFLOP/s dense FP8 / 72 */
+        .memory_bytes = INT64_C(186000000000), /* 13.4 TB HBM3e / 72 = 186 GB (decimal) */
+        .mem_bw_bytes_per_s = 8000e9,          /* 576 TB/s / 72 */
+        .link_bw_bytes_per_s = 900e9, /* NVLink 5: 130 TB/s / 72 = 1.8 TB/s, 900 GB/s each way */
+        .link_latency_ns = 5000,      /* NVSwitch p2p latency order as H100 (assumed) */
+        .nvlink = TRUE,
+        .gpus_per_node = 72,              /* the NVLink domain is the "node": one rack */
+        .internode_bw_bytes_per_s = 50e9, /* one 400 Gb/s NIC per GPU, as on DGX (assumed) */
+        .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
+        /* No published GB200 row: the key table's default curve (uncalibrated). */
     },
     {
         .name = "rtx-pro-6000",

@@ -10,14 +10,18 @@
 
 G_BEGIN_DECLS
 
-/* A GPT-2-style decoder shape (the fields of [model]). */
+/* A decoder shape (the fields of [model]). The last three are 0 (FALSE) for GPT-2's layer:
+ * the scenario then derives kv_heads = heads and ffn_hidden = 4 * hidden, with ffn = gelu. */
 typedef struct {
     const char *name;
-    int32_t     layers;  /* transformer blocks L */
-    int32_t     hidden;  /* C */
-    int32_t     heads;   /* NH */
-    int32_t     seq_len; /* T */
-    int32_t     vocab;   /* V */
+    int32_t     layers;     /* transformer blocks L */
+    int32_t     hidden;     /* C */
+    int32_t     heads;      /* NH */
+    int32_t     seq_len;    /* T */
+    int32_t     vocab;      /* V */
+    int32_t     kv_heads;   /* key/value heads (grouped-query attention); 0: heads */
+    int32_t     ffn_hidden; /* FFN inner width; 0: 4 * hidden */
+    gboolean    ffn_gated;  /* TRUE: SwiGLU (ffn = swiglu) */
 } PpModelPreset;
 
 /* One accelerator, its node and its two link classes (the fields of [hardware] except
@@ -27,6 +31,7 @@ typedef struct {
 typedef struct {
     const char *name;
     double      peak_flops;               /* dense bf16 tensor FLOP/s, fp32 accumulate */
+    double      peak_fp8_flops;           /* dense fp8 tensor FLOP/s; 0: not given here */
     int64_t     memory_bytes;             /* device memory */
     double      mem_bw_bytes_per_s;       /* device memory bandwidth */
     double      link_bw_bytes_per_s;      /* GPU-to-GPU link inside a node, one direction */

@@ -76,6 +76,10 @@ static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
 /* PpRecompute order */
 static const char *const pp_recompute_choices[] = {"none", "selective", "full", NULL};
 static const char *const pp_precision_choices[] = {"fp32", "bf16", NULL};
+/* [model] ffn: the first is GPT-2's two-matrix MLP, the second the gated three-matrix one */
+static const char *const pp_ffn_choices[] = {"gelu", "swiglu", NULL};
+static const char *const pp_model_precision_choices[] = {"bf16", "fp8", NULL};
+static const char *const pp_attention_flops_choices[] = {"full", "causal", NULL};
 
 #define PP_OFF(field) offsetof(PpScenario, field)
 
@@ -92,6 +96,9 @@ static const char *const pp_precision_choices[] = {"fp32", "bf16", NULL};
 /* Model dimensions and sequences per micro-batch: 2^24, so that the product of any two is
  * below 2^48 and exact in a double; the cost model's larger products are checked. */
 #define PP_DIM_MAX 16777216.0
+/* FFN width: up to 4 x the largest hidden size, so that its default 4 * hidden is in range;
+ * its products with another dimension stay below 2^51, exact in a double. */
+#define PP_FFN_MAX 67108864.0
 /* Tokens a micro-batch can hold (microbatch_size x seq_len <= 2^48). */
 #define PP_TOKENS_MAX 281474976710656.0
 /* Rates (TFLOP/s, GB/s): finite once scaled; the times they give are checked. */
@@ -170,11 +177,29 @@ static const PpScenarioKey pp_scenario_keys[] = {
             "activation recomputation (simulator): none, selective (attention scores, softmax "
             "and dropout are recomputed in the backward) or full (only each layer's input is "
             "kept; the backward reruns the forward)"),
+    PP_INT("model", "kv_heads", model.kv_heads, NULL, 1, PP_DIM_MAX, PP_KEY_DERIVED,
+           "key/value heads, dividing heads (grouped-query attention); absent: heads"),
+    PP_INT("model", "head_dim", model.head_dim, NULL, 1, PP_DIM_MAX, PP_KEY_DERIVED,
+           "width of one attention head; absent: hidden / heads"),
+    PP_ENUM("model", "ffn", model.ffn, "gelu", pp_ffn_choices,
+            "feed-forward block: gelu (two hidden x ffn_hidden matrices) or swiglu (three: "
+            "gate, up and down)"),
+    PP_INT("model", "ffn_hidden", model.ffn_hidden, NULL, 1, PP_FFN_MAX, PP_KEY_DERIVED,
+           "feed-forward inner width; absent: 4 * hidden"),
+    PP_ENUM("model", "precision", model.precision, "bf16", pp_model_precision_choices,
+            "the layers' matrix products (simulator): bf16 at hardware.peak_tflops, or fp8 at "
+            "hardware.peak_fp8_tflops (attention scores and the LM head stay bf16)"),
+    PP_ENUM("model", "attention_flops", model.attention_flops, "full", pp_attention_flops_choices,
+            "attention score FLOPs (simulator): full counts and computes all s x s scores "
+            "(Megatron's convention), causal half of them (a causal kernel skips the masked "
+            "half)"),
 
     PP_TEXT("hardware", "preset", PP_KEY_HARDWARE_PRESET, hardware.preset, NULL, PP_KEY_OPTIONAL,
             "named device that fills this section; the keys below override it"),
     PP_NUM("hardware", "peak_tflops", hardware.peak_flops, NULL, 0.0, PP_RATE_MAX, 1e12,
            PP_KEY_REQUIRED | PP_KEY_MIN_EXCL, "dense bf16 TFLOP/s of one device"),
+    PP_NUM("hardware", "peak_fp8_tflops", hardware.peak_fp8_flops, "0", 0.0, PP_RATE_MAX, 1e12, 0,
+           "dense fp8 TFLOP/s of one device (model.precision = fp8); 0: none"),
     PP_SCALED("hardware", "memory_gib", hardware.memory_bytes, NULL, PP_GIB_MAX, (double)(1 << 30),
               PP_KEY_REQUIRED | PP_KEY_MIN_EXCL, "device memory in GiB (2^30 bytes)"),
     PP_NUM("hardware", "mem_bw_gbps", hardware.mem_bw_bytes_per_s, NULL, 0.0, PP_RATE_MAX, 1e9,
@@ -548,10 +573,16 @@ static void pp_scenario_apply_model_preset(PpScenario *sc, const PpModelPreset *
     sc->model.heads = p->heads;
     sc->model.seq_len = p->seq_len;
     sc->model.vocab = p->vocab;
+    /* A GPT-2-shaped preset leaves the layer keys to their defaults (derived from the above). */
+    sc->model.kv_heads = p->kv_heads > 0 ? p->kv_heads : -1;
+    sc->model.ffn_hidden = p->ffn_hidden > 0 ? p->ffn_hidden : -1;
+    g_free(sc->model.ffn);
+    sc->model.ffn = g_strdup(pp_ffn_choices[p->ffn_gated ? 1 : 0]);
 }
 
 static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePreset *p) {
     sc->hardware.peak_flops = p->peak_flops;
+    sc->hardware.peak_fp8_flops = p->peak_fp8_flops;
     sc->hardware.memory_bytes = p->memory_bytes;
     sc->hardware.mem_bw_bytes_per_s = p->mem_bw_bytes_per_s;
     sc->hardware.link_bw_bytes_per_s = p->link_bw_bytes_per_s;
@@ -1108,6 +1139,13 @@ static gboolean pp_scenario_check_layout(PpScenario *sc, GError **error) {
             "[parallel] tensor = %d does not divide [model] heads = %d and hidden = %d; "
             "tensor parallelism splits whole heads, choose a divisor of both",
             par->tensor, sc->model.heads, sc->model.hidden);
+    if (sc->model.kv_heads % par->tensor != 0 || sc->model.ffn_hidden % par->tensor != 0)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[parallel] tensor = %d does not divide [model] kv_heads = %d and ffn_hidden = %d; "
+            "tensor parallelism splits whole key/value heads and the FFN's columns (Megatron "
+            "needs both), choose a divisor of both",
+            par->tensor, sc->model.kv_heads, sc->model.ffn_hidden);
     int64_t gpus = pp_scenario_gpus(sc);
     if (gpus > G_MAXINT32)
         return pp_scenario_inconsistent(
@@ -1133,17 +1171,46 @@ static gboolean pp_scenario_check_layout(PpScenario *sc, GError **error) {
     return TRUE;
 }
 
+/* The layer keys beyond GPT-2's: head_dim = hidden / heads (which must then divide), kv_heads
+ * = heads and ffn_hidden = 4 * hidden when absent; kv_heads must divide heads. */
+static gboolean pp_scenario_derive_layer(PpScenario *sc, GError **error) {
+    PpModelParams *m = &sc->model;
+    if (m->head_dim < 0) {
+        if (m->hidden % m->heads != 0)
+            return pp_scenario_inconsistent(
+                sc, error,
+                "[model] hidden = %d is not a multiple of [model] heads = %d; "
+                "choose heads that divide hidden (or give [model] head_dim)",
+                m->hidden, m->heads);
+        m->head_dim = m->hidden / m->heads;
+    }
+    if (m->kv_heads < 0)
+        m->kv_heads = m->heads;
+    if (m->heads % m->kv_heads != 0)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[model] kv_heads = %d does not divide [model] heads = %d; grouped-query attention "
+            "shares each key/value head among heads / kv_heads query heads: choose a divisor "
+            "of heads (1..%d)",
+            m->kv_heads, m->heads, m->heads);
+    if (m->ffn_hidden < 0) {
+        if ((int64_t)m->hidden * 4 > (int64_t)PP_FFN_MAX)
+            return pp_scenario_inconsistent(sc, error,
+                                            "[model] ffn_hidden = 4 * hidden = %" G_GINT64_FORMAT
+                                            " exceeds %.0f; give [model] ffn_hidden",
+                                            (int64_t)m->hidden * 4, PP_FFN_MAX);
+        m->ffn_hidden = m->hidden * 4;
+    }
+    return TRUE;
+}
+
 static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
     const PpModelParams   *m = &sc->model;
     PpPipelineParams      *p = &sc->pipeline;
     const PpSchedKindInfo *kind = pp_scenario_kind(sc);
 
-    if (m->hidden % m->heads != 0)
-        return pp_scenario_inconsistent(
-            sc, error,
-            "[model] hidden = %d is not a multiple of [model] heads = %d; "
-            "choose heads that divide hidden",
-            m->hidden, m->heads);
+    if (!pp_scenario_derive_layer(sc, error))
+        return FALSE;
     if (p->stages > m->layers)
         return pp_scenario_inconsistent(sc, error,
                                         "[pipeline] stages = %d exceeds [model] layers = %d; "
@@ -1208,6 +1275,14 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
 
     if (!pp_scenario_check_layout(sc, error))
         return FALSE;
+    if (pp_scenario_precision_fp8(sc) && sc->hardware.set && !(sc->hardware.peak_fp8_flops > 0.0))
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[model] precision = fp8 runs the matrix products at the device's fp8 rate, but "
+            "[hardware]%s%s has none (peak_fp8_tflops = 0); give [hardware] peak_fp8_tflops "
+            "(dense, in (0, %g]) or use precision = bf16",
+            sc->hardware.preset ? " preset = " : "", sc->hardware.preset ? sc->hardware.preset : "",
+            PP_RATE_MAX);
 
     if (sc->run.layers_per_stage != NULL) {
         int64_t sum = 0;
@@ -1383,7 +1458,23 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .tensor = par->tensor,
                              .sequence_parallel = par->sequence_parallel,
                              .recompute = pp_scenario_recompute(scenario),
-                             .zero_shards = par->distributed_optimizer ? par->data : 1};
+                             .zero_shards = par->distributed_optimizer ? par->data : 1,
+                             .kv_heads = scenario->model.kv_heads,
+                             .head_dim = scenario->model.head_dim,
+                             .ffn_hidden = scenario->model.ffn_hidden,
+                             .ffn_gated = pp_scenario_ffn_gated(scenario)};
+}
+
+gboolean pp_scenario_ffn_gated(const PpScenario *scenario) {
+    return g_strcmp0(scenario->model.ffn, "swiglu") == 0;
+}
+
+gboolean pp_scenario_precision_fp8(const PpScenario *scenario) {
+    return g_strcmp0(scenario->model.precision, "fp8") == 0;
+}
+
+gboolean pp_scenario_attention_causal(const PpScenario *scenario) {
+    return g_strcmp0(scenario->model.attention_flops, "causal") == 0;
 }
 
 PpRecompute pp_scenario_recompute(const PpScenario *scenario) {

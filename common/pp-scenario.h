@@ -27,11 +27,21 @@ typedef struct {
     gboolean flash_attention; /* TRUE: attention scores are never stored (the simulator's
                                  activation memory drops the 5as/h term) */
     char *recompute;          /* "none", "selective" or "full" (Korthikanti et al. 2022) */
+    /* Layer shape beyond GPT-2's (sim/README.md, "Model shapes"): grouped-query attention and
+     * a gated FFN. Each defaults to the GPT-2 layer when absent. */
+    int32_t kv_heads;        /* key/value heads, dividing heads (default heads: multi-head) */
+    int32_t head_dim;        /* width of one head (default hidden / heads) */
+    char   *ffn;             /* "gelu" (two hidden x ffn_hidden matrices) or "swiglu" (three) */
+    int32_t ffn_hidden;      /* FFN inner width (default 4 * hidden) */
+    char   *precision;       /* "bf16" or "fp8": the layers' matrix products (simulator) */
+    char   *attention_flops; /* "full" (every s x s score counted) or "causal" (half) */
 } PpModelParams;
 
 typedef struct {
-    char    *preset;       /* "a100-sxm", "h100-sxm", "h200-sxm", "rtx-pro-6000", "l40s" */
-    double   peak_flops;   /* dense bf16 FLOP/s of one device */
+    char  *preset;         /* "a100-sxm", "h100-sxm", "h200-sxm", "rtx-pro-6000", "l40s" */
+    double peak_flops;     /* dense bf16 FLOP/s of one device */
+    double peak_fp8_flops; /* dense fp8 FLOP/s of one device; 0: none (model.precision = fp8
+                              is refused) */
     int64_t  memory_bytes; /* device memory */
     double   mem_bw_bytes_per_s;
     double   link_bw_bytes_per_s; /* stage-to-stage link (NVLink or PCIe) */
@@ -231,6 +241,13 @@ int64_t pp_scenario_stage_cost_ns(const PpCostParams *costs, PpOpKind kind, int3
 int64_t pp_scenario_stash_ns(const PpCostParams *costs, int32_t stage);
 /* The memory model's shape (pp-memory.h) of @scenario: model, micro-batch and layout. */
 void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape);
+/* TRUE when model.ffn is swiglu (three hidden x ffn_hidden matrices per layer). Like the two
+ * below, a NULL string (a PpScenario filled by hand) reads as the key's default: FALSE. */
+gboolean pp_scenario_ffn_gated(const PpScenario *scenario);
+/* TRUE when model.precision is fp8. */
+gboolean pp_scenario_precision_fp8(const PpScenario *scenario);
+/* TRUE when model.attention_flops is causal (half the s x s score FLOPs). */
+gboolean pp_scenario_attention_causal(const PpScenario *scenario);
 /* model.recompute as a PpRecompute. */
 PpRecompute pp_scenario_recompute(const PpScenario *scenario);
 /* GPUs of the whole job: parallel.data * parallel.tensor * pipeline.stages (checked to fit

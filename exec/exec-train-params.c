@@ -53,6 +53,20 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
                     sc->path, sc->parallel.data, sc->parallel.tensor);
         return FALSE;
     }
+    /* The kernels are GPT-2's: multi-head attention of hidden / heads per head and a GELU MLP
+     * of 4 * hidden. The other layer keys are the simulator's (sim/README.md, Model shapes). */
+    const PpModelParams *m = &sc->model;
+    if (m->kv_heads != m->heads || m->head_dim * m->heads != m->hidden ||
+        pp_scenario_ffn_gated(sc) || m->ffn_hidden != 4 * m->hidden) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: model.kv_heads=%d, head_dim=%d, ffn=%s, ffn_hidden=%d: pacer-train "
+                    "trains GPT-2's layer (kv_heads = heads = %d, head_dim = hidden / heads, "
+                    "ffn = gelu, ffn_hidden = 4 * hidden = %d); the other shapes are the "
+                    "simulator's (omit those keys)",
+                    sc->path, m->kv_heads, m->head_dim, m->ffn, m->ffn_hidden, m->heads,
+                    4 * m->hidden);
+        return FALSE;
+    }
     return TRUE;
 }
 

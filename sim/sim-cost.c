@@ -156,7 +156,9 @@ static gboolean sim_cost_check_dim(const PpScenario *scenario, const char *key, 
 /* What the analytic model charges per layer and for the embeddings and head, per
  * micro-batch and per GPU: the inputs of the layer partition. */
 typedef struct {
-    double layer_flops;        /* forward FLOPs of one block */
+    double layer_flops;        /* forward FLOPs of one block (model FLOPs) */
+    double layer_time_flops;   /* the same, fp8 matrix products counted at the bf16 rate:
+                                  layer time = this / (bf16 peak x eff); the partition's cost */
     double head_flops;         /* forward FLOPs of the LM head (last virtual stage) */
     double layer_static_bytes; /* weights + grads + optimizer state of one block */
     double layer_act_bytes;    /* activations of one block per live micro-batch */
@@ -176,17 +178,18 @@ static gboolean sim_cost_check_magnitudes(const PpScenario *scenario, const SimC
     const PpModelParams    *m = &scenario->model;
     const PpHardwareParams *hw = &scenario->hardware;
     const double            max = (double)PP_CHECKED_MAX, L = m->layers;
-    const double            flops = L * split->layer_flops + split->head_flops;
-    const double            bytes = L * (split->layer_static_bytes + split->layer_act_bytes) +
+    const double flops = L * MAX(split->layer_flops, split->layer_time_flops) + split->head_flops;
+    const double bytes = L * (split->layer_static_bytes + split->layer_act_bytes) +
                          split->embed_static_bytes + split->head_static_bytes + split->logits_bytes;
     if (!(flops <= max) || !(bytes <= max)) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                     "%s: one micro-batch of this model takes %.3g FLOPs and %.3g bytes "
-                    "(model.layers = %d, model.hidden = %d, model.heads = %d, model.seq_len = "
-                    "%d, model.vocab = %d, pipeline.microbatch_size = %d), beyond the "
-                    "simulator's limit of 2^62; shrink one of them",
-                    scenario->path, flops, bytes, m->layers, m->hidden, m->heads, m->seq_len,
-                    m->vocab, scenario->pipeline.microbatch_size);
+                    "(model.layers = %d, model.hidden = %d, model.heads = %d, model.head_dim = "
+                    "%d, model.ffn_hidden = %d, model.seq_len = %d, model.vocab = %d, "
+                    "pipeline.microbatch_size = %d), beyond the simulator's limit of 2^62; "
+                    "shrink one of them",
+                    scenario->path, flops, bytes, m->layers, m->hidden, m->heads, m->head_dim,
+                    m->ffn_hidden, m->seq_len, m->vocab, scenario->pipeline.microbatch_size);
         return FALSE;
     }
     /* With [costs] the rate only scales the MFU: it must not overflow either. */
@@ -247,7 +250,7 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
     const PpPlacement   placement = pp_sched_kind_placement(scenario->pipeline.schedule);
     g_autofree int64_t *layer_cost = g_new(int64_t, n_layers);
     for (int32_t i = 0; i < n_layers; i++)
-        layer_cost[i] = llround(split->layer_flops);
+        layer_cost[i] = llround(split->layer_time_flops);
     PpPartitionParams pp = {
         .n_layers = n_layers,
         .n_vstages = n_vstages,
@@ -304,6 +307,13 @@ static gboolean sim_cost_check_rate(const PpScenario *scenario, GError **error) 
                     "%s: hardware.peak_tflops = %g: the analytic cost model needs a positive "
                     "peak rate (or give [costs] forward_us, backward_us, weight_us)",
                     scenario->path, hw->peak_flops / 1e12);
+        return FALSE;
+    }
+    if (pp_scenario_precision_fp8(scenario) && !(hw->peak_fp8_flops > 0.0)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: model.precision = fp8 but hardware.peak_fp8_tflops = %g: the analytic "
+                    "cost model needs the device's dense fp8 rate (or use precision = bf16)",
+                    scenario->path, hw->peak_fp8_flops / 1e12);
         return FALSE;
     }
     if (!(hw->kernel_eff_max > 0.0 && hw->kernel_eff_max <= 1.0)) {
@@ -416,13 +426,6 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     const double  t = scenario->parallel.tensor, d = scenario->parallel.data;
     const int64_t tokens = (int64_t)scenario->pipeline.microbatch_size * model->seq_len;
 
-    /* FLOPs of one micro-batch's forward before sharding: per layer 24bsh^2 (QKV,
-     * projection, MLP) + 4bs^2h (scores and weighted sum); LM head 2bshV. Backward = 2 x
-     * forward, half B (input gradient), half W (weight gradient); B also reruns what
-     * model.recompute dropped. */
-    const double layer_flops = 24.0 * b * s * h * h + 4.0 * b * s * s * h;
-    const double head_flops = 2.0 * b * s * h * V;
-    const double recompute_flops = sim_layout_recompute_flops(scenario, layer_flops);
     /* Parameters, bytes per parameter and activation bytes on one GPU: the memory model of
      * docs/design.md §4.5 with the layout's T, sequence parallelism, recomputation and ZeRO-1
      * (pp-memory.h). */
@@ -431,6 +434,28 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     PpMemoryModel  mem;
     pp_scenario_memory_shape(scenario, &shape);
     pp_memory_model(&shape, &mem);
+    /* FLOPs of one micro-batch's forward before sharding: per layer 2bs per weight of its
+     * matrix products (QKV, projection, FFN: 24bsh^2 for GPT-2's layer) + 4bs^2 * ad (scores
+     * and weighted sum, a query heads of width d; half of it with model.attention_flops =
+     * causal); LM head 2bshV. Backward = 2 x forward, half B (input gradient), half W (weight
+     * gradient); B also reruns what model.recompute dropped. */
+    const double causal = pp_scenario_attention_causal(scenario) ? 0.5 : 1.0;
+    const double matrix_flops = 2.0 * b * s * pp_memory_layer_matrix_params(&shape);
+    const double attention_flops = 4.0 * b * s * s * pp_memory_attention_width(&shape) * causal;
+    const double layer_flops = matrix_flops + attention_flops;
+    const double head_flops = 2.0 * b * s * h * V;
+    const double recompute_flops =
+        sim_layout_recompute_flops(scenario, layer_flops, attention_flops);
+    /* Time: model.precision = fp8 runs the layers' matrix products at the fp8 rate; the
+     * attention scores, the LM head and the embeddings stay in bf16 (as in DeepSeek-V3's fp8
+     * training, report §3.3). Time-FLOPs count the fp8 ones at the bf16 rate, so every op time
+     * stays time-FLOPs / (peak_tflops x eff). */
+    const gboolean fp8 = pp_scenario_precision_fp8(scenario);
+    const double   matrix_time_flops =
+        fp8 && times ? matrix_flops * (hw->peak_flops / hw->peak_fp8_flops) : matrix_flops;
+    const double layer_time_flops = matrix_time_flops + attention_flops;
+    const double recompute_time_flops =
+        pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? layer_time_flops : recompute_flops;
     const double rate =
         times ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens, h) : 0.0; /* FLOP/s */
     /* Tensor parallelism: SIM_LAYOUT_TP_COLLECTIVES_PER_PASS collectives of the layer's full
@@ -447,6 +472,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
 
     SimCostSplit split = {
         .layer_flops = layer_flops,
+        .layer_time_flops = layer_time_flops,
         .head_flops = head_flops,
         .layer_static_bytes = mem.layer_params * mem.state_bpp,
         .layer_act_bytes = mem.layer_act_bytes,
@@ -478,6 +504,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         gboolean first = vs == 0, last = vs == n_vstages - 1;
 
         double flops = layers * layer_flops + (last ? head_flops : 0.0);
+        double time_flops = layers * layer_time_flops + (last ? head_flops : 0.0);
         double params = pp_memory_vstage_params(&mem, layers, first, last);
         total_flops += 3.0 * flops;
         total_hw_flops += 3.0 * flops + layers * recompute_flops;
@@ -485,10 +512,11 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         unit_layers[unit] = layers;
         if (times) {
             /* ns of this GPU's share of the unit's forward FLOPs */
-            double compute_ns = flops / t / rate * 1e9;
+            double compute_ns = time_flops / t / rate * 1e9;
             cost->f_ns[unit] = llround(compute_ns) + layers * layer_tp_f_ns;
-            cost->b_ns[unit] = llround(compute_ns + layers * recompute_flops / t / rate * 1e9) +
-                               layers * layer_tp_b_ns;
+            cost->b_ns[unit] =
+                llround(compute_ns + layers * recompute_time_flops / t / rate * 1e9) +
+                layers * layer_tp_b_ns;
             cost->w_ns[unit] = llround(compute_ns);
         }
         int64_t weights = llround(params * mem.weights_bpp);
@@ -518,7 +546,8 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     cost->samples_per_mb = scenario->pipeline.microbatch_size;
     cost->flops_per_mb = total_flops;
     cost->hw_flops_per_mb = total_hw_flops;
-    cost->peak_flops = hw->peak_flops;
+    /* MFU against the peak of the precision the matrix products run at (fp8's under fp8) */
+    cost->peak_flops = fp8 ? hw->peak_fp8_flops : hw->peak_flops;
     return TRUE;
 }
 

@@ -64,9 +64,11 @@ typedef struct {
     int64_t  tokens_per_mb;     /* tokens in one micro-batch (throughput reports) */
     int64_t  samples_per_mb;
     double   flops_per_mb;  /* model FLOPs of one micro-batch fwd+bwd, all stages (MFU):
-                               3 (24bsh^2 + 4bs^2h) per layer + 6bshV for the head */
+                               3 (24bsh^2 + 4bs^2h) per layer + 6bshV for the head (GPT-2's
+                               layer; sim/README.md, Model shapes, for the others) */
     double hw_flops_per_mb; /* the same plus the backward's recomputation (HFU) */
-    double peak_flops;      /* one device; 0 = unknown (no MFU) */
+    double peak_flops;      /* one device, of the precision the matrix products run at
+                               (model.precision); 0 = unknown (no MFU) */
     /* Optional per-op durations (replay of a measured trace): when non-NULL, op with flat id
      * k of the schedule runs op_dur_ns[k] ns instead of the per-(stage, chunk) time above;
      * the tables still give the asynchronous bubble's per-micro-batch work. Static mode only
@@ -104,12 +106,14 @@ SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f
  * stages vs = chunk * N + stage by pp_partition_new() (run.layers_per_stage;
  * pipeline.partition = even: remainder to the first; balanced: the smallest slowest stage
  * whose split fits hardware.memory_gib with the scenario schedule's peak in-flight units),
- * forward FLOPs 24bsh^2 + 4bs^2h per layer +
+ * forward FLOPs 24bsh^2 + 4bs^2h per layer (GPT-2's layer; in general 2bs per matrix weight,
+ * pp_memory_layer_matrix_params(), + 4bs^2 * ad, halved with model.attention_flops = causal) +
  * 2bshV LM head on the last virtual stage, B = W = forward, time = FLOPs / (peak_flops *
- * eff(b*s)); U = 28 bytes per parameter / memory bandwidth; hop = link latency + 2bsh bytes
- * / link bandwidth. Memory either way: 16 bytes per parameter static, split into weights 6
- * (bf16 + fp32 master), gradients 2 (bf16) and optimizer state 8 (Adam moments), 2 per
- * stashed copy; activations sb(34h + 5as) per layer (M_B = sb(2h + 5as) freed at B), or with
+ * eff(b*s)) (model.precision = fp8: the matrix products at peak_fp8_flops, and MFU's
+ * peak_flops is the fp8 one); U = 28 bytes per parameter / memory bandwidth; hop = link latency +
+ * 2bsh bytes / link bandwidth. Memory either way: 16 bytes per parameter static, split into weights
+ * 6 (bf16 + fp32 master), gradients 2 (bf16) and optimizer state 8 (Adam moments), 2 per stashed
+ * copy; activations sb(34h + 5as) per layer (M_B = sb(2h + 5as) freed at B), or with
  * model.flash_attention 34sbh (M_B = 2sbh), plus fp32 logits bsV on the last virtual stage.
  * Returns: (transfer full), or NULL with @error set (PP_SCENARIO_ERROR_INVALID_VALUE naming
  * the key the model lacks or whose value it cannot use; PP_SCENARIO_ERROR_INCONSISTENT when

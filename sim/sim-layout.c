@@ -46,16 +46,16 @@ int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns
     return llround(steps * step_ns);
 }
 
-double sim_layout_recompute_flops(const PpScenario *scenario, double layer_flops) {
-    const double s = scenario->model.seq_len, b = scenario->pipeline.microbatch_size;
-    const double h = scenario->model.hidden;
+double sim_layout_recompute_flops(const PpScenario *scenario, double layer_flops,
+                                  double attention_flops) {
     switch (pp_scenario_recompute(scenario)) {
     case PP_RECOMPUTE_NONE:
         return 0.0;
     case PP_RECOMPUTE_SELECTIVE:
-        /* QK^T and attention over V, 2bs^2h each; flash attention already recomputes them
-         * inside its own backward, so selective recomputation adds nothing there. */
-        return scenario->model.flash_attention ? 0.0 : 4.0 * b * s * s * h;
+        /* QK^T and attention over V, 2bs^2h each for GPT-2's layer; flash attention already
+         * recomputes them inside its own backward, so selective recomputation adds nothing
+         * there. */
+        return scenario->model.flash_attention ? 0.0 : attention_flops;
     case PP_RECOMPUTE_FULL:
         return layer_flops;
     }

@@ -46,9 +46,11 @@ int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns
                                 int64_t latency_ns);
 
 /* FLOPs the backward of one layer spends recomputing the forward, per micro-batch, before
- * tensor-parallel sharding: 0 (none; selective with flash attention), 4bs^2h (selective:
- * QK^T and attention over V) or @layer_flops (full). */
-double sim_layout_recompute_flops(const PpScenario *scenario, double layer_flops);
+ * tensor-parallel sharding: 0 (none; selective with flash attention), @attention_flops
+ * (selective: QK^T and attention over V, 4bs^2h for GPT-2's layer with all scores counted)
+ * or @layer_flops (full). */
+double sim_layout_recompute_flops(const PpScenario *scenario, double layer_flops,
+                                  double attention_flops);
 
 /* Forward collectives one layer runs per micro-batch with tensor parallelism: 2 (Megatron's
  * two all-reduces, or with sequence parallelism two all-gather + reduce-scatter pairs); the

@@ -752,19 +752,29 @@ START_TEST(test_train_resume_bitwise) {
 }
 END_TEST
 
-/* pacer-train runs one pipeline of one device per stage: data or tensor parallelism (the
+/* pacer-train runs one pipeline of one device per stage with GPT-2's layer: data or tensor
+ * parallelism, grouped-query attention, another head width, SwiGLU or another FFN width (the
  * simulator's keys) is an error naming them, before any step. */
 START_TEST(test_train_refuses_layout) {
     TestExecTrain f;
     test_exec_train_init(&f);
-    static const char *const sets[][2] = {{"parallel.data=2", NULL}, {"parallel.tensor=2", NULL}};
-    for (size_t i = 0; i < G_N_ELEMENTS(sets); i++) {
+    static const struct {
+        const char *set[2];
+        const char *needle;
+    } cases[] = {
+        {{"parallel.data=2", NULL}, "pacer-train runs one pipeline"},
+        {{"parallel.tensor=2", NULL}, "pacer-train runs one pipeline"},
+        {{"model.kv_heads=1", NULL}, "pacer-train trains GPT-2's layer"},
+        {{"model.head_dim=8", NULL}, "pacer-train trains GPT-2's layer"},
+        {{"model.ffn=swiglu", NULL}, "pacer-train trains GPT-2's layer"},
+        {{"model.ffn_hidden=64", NULL}, "pacer-train trains GPT-2's layer"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
         ExecTrainSummary sum;
         g_autoptr(GError) error = NULL;
-        ck_assert(!test_exec_train(&f, sets[i], NULL, 0, FALSE, &sum, &error));
+        ck_assert(!test_exec_train(&f, cases[i].set, NULL, 0, FALSE, &sum, &error));
         ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
-        ck_assert_msg(strstr(error->message, "pacer-train runs one pipeline") != NULL, "%s",
-                      error->message);
+        ck_assert_msg(strstr(error->message, cases[i].needle) != NULL, "%s", error->message);
     }
     test_exec_train_clear(&f);
 }

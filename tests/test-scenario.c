@@ -491,12 +491,17 @@ START_TEST(test_presets) {
         double      link_bw;
         int64_t     latency_ns;
         gboolean    nvlink;
+        double      fp8_flops;
+        int32_t     gpus_per_node;
     } devices[] = {
-        {"a100-sxm", 312e12, 80 * GIB, 210e9, 5000, TRUE},
-        {"h100-sxm", 989e12, 80 * GIB, 450e9, 5000, TRUE},
-        {"h200-sxm", 989e12, INT64_C(141000000000), 450e9, 5000, TRUE},
-        {"rtx-pro-6000", 503.8e12, 96 * GIB, 50e9, 10000, FALSE},
-        {"l40s", 362e12, 48 * GIB, 25e9, 10000, FALSE},
+        {"a100-sxm", 312e12, 80 * GIB, 210e9, 5000, TRUE, 0.0, 8},
+        {"h100-sxm", 989e12, 80 * GIB, 450e9, 5000, TRUE, 1979e12, 8},
+        {"h200-sxm", 989e12, INT64_C(141000000000), 450e9, 5000, TRUE, 1979e12, 8},
+        {"h800", 989e12, 80 * GIB, 200e9, 5000, TRUE, 1979e12, 8},
+        {"b200", 2250e12, INT64_C(180000000000), 900e9, 5000, TRUE, 4500e12, 8},
+        {"gb200", 2500e12, INT64_C(186000000000), 900e9, 5000, TRUE, 5000e12, 72},
+        {"rtx-pro-6000", 503.8e12, 96 * GIB, 50e9, 10000, FALSE, 0.0, 8},
+        {"l40s", 362e12, 48 * GIB, 25e9, 10000, FALSE, 0.0, 8},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(devices); i++) {
         g_autofree char  *preset = g_strdup_printf("hardware.preset=%s", devices[i].name);
@@ -509,6 +514,8 @@ START_TEST(test_presets) {
         ck_assert_double_eq(sc->hardware.link_bw_bytes_per_s, devices[i].link_bw);
         ck_assert_int_eq(sc->hardware.link_latency_ns, devices[i].latency_ns);
         ck_assert_int_eq(sc->hardware.nvlink, devices[i].nvlink);
+        ck_assert_double_eq(sc->hardware.peak_fp8_flops, devices[i].fp8_flops);
+        ck_assert_int_eq(sc->hardware.gpus_per_node, devices[i].gpus_per_node);
         /* the effective text reloads to the same device */
         g_autofree char *text = pp_scenario_to_data(sc);
         g_autoptr(GError) err = NULL;
@@ -516,14 +523,98 @@ START_TEST(test_presets) {
         ck_assert_msg(again != NULL, "%s", err ? err->message : "");
         ck_assert_int_eq(again->hardware.memory_bytes, devices[i].memory_bytes);
         ck_assert_double_eq(again->hardware.peak_flops, devices[i].peak_flops);
+        ck_assert_double_eq(again->hardware.peak_fp8_flops, devices[i].fp8_flops);
     }
     ck_assert_ptr_null(pp_preset_model_lookup("gpt3"));
     ck_assert_ptr_null(pp_preset_hardware_lookup("v100"));
     g_autofree char *models_list = pp_preset_model_names();
     ck_assert_str_eq(models_list, "gpt2, gpt2-medium, gpt2-large, gpt2-xl, zb-1.5b, zb-6.2b, "
-                                  "zb-14.6b, zb-28.3b");
+                                  "zb-14.6b, zb-28.3b, llama3-8b, llama3-70b, llama3-405b");
     g_autofree char *hw_list = pp_preset_hardware_names();
-    ck_assert_str_eq(hw_list, "a100-sxm, h100-sxm, h200-sxm, rtx-pro-6000, l40s");
+    ck_assert_str_eq(hw_list,
+                     "a100-sxm, h100-sxm, h200-sxm, h800, b200, gb200, rtx-pro-6000, l40s");
+}
+END_TEST
+
+/* The layer keys beyond GPT-2's: defaults derived from the shape, the Llama 3 presets' values
+ * (Llama 3 paper, Table 3), explicit keys and --set over a preset, and the text round trip. */
+START_TEST(test_layer_keys) {
+    g_autoptr(PpScenario) base = load_base(NULL);
+    ck_assert_int_eq(base->model.kv_heads, 4);
+    ck_assert_int_eq(base->model.head_dim, 16);
+    ck_assert_str_eq(base->model.ffn, "gelu");
+    ck_assert_int_eq(base->model.ffn_hidden, 256);
+    ck_assert_str_eq(base->model.precision, "bf16");
+    ck_assert_str_eq(base->model.attention_flops, "full");
+    ck_assert(!pp_scenario_ffn_gated(base));
+    ck_assert(!pp_scenario_precision_fp8(base));
+    ck_assert(!pp_scenario_attention_causal(base));
+    /* a GPT-2 preset derives them from its own shape */
+    static const char medium_text[] = "[model]\npreset = gpt2-medium\n[pipeline]\n"
+                                      "schedule = 1f1b\nstages = 2\nmicrobatch_size = 1\n";
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) medium = pp_scenario_load_data(medium_text, "m.ini", NULL, &err);
+    ck_assert_msg(medium != NULL, "%s", err ? err->message : "");
+    ck_assert_int_eq(medium->model.kv_heads, 16);
+    ck_assert_int_eq(medium->model.head_dim, 64);
+    ck_assert_int_eq(medium->model.ffn_hidden, 4096);
+
+    static const struct {
+        const char *name;
+        int32_t     layers, hidden, heads, kv_heads, ffn_hidden;
+    } llama[] = {
+        {"llama3-8b", 32, 4096, 32, 8, 14336},
+        {"llama3-70b", 80, 8192, 64, 8, 28672},
+        {"llama3-405b", 126, 16384, 128, 8, 53248},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(llama); i++) {
+        g_autofree char  *preset = g_strdup_printf("model.preset=%s", llama[i].name);
+        const char *const o[] = {preset, NULL};
+        g_autoptr(PpScenario) sc = pp_scenario_load_data(medium_text, "l.ini", o, &err);
+        ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
+        ck_assert_int_eq(sc->model.layers, llama[i].layers);
+        ck_assert_int_eq(sc->model.hidden, llama[i].hidden);
+        ck_assert_int_eq(sc->model.heads, llama[i].heads);
+        ck_assert_int_eq(sc->model.kv_heads, llama[i].kv_heads);
+        ck_assert_int_eq(sc->model.head_dim, 128);
+        ck_assert_int_eq(sc->model.ffn_hidden, llama[i].ffn_hidden);
+        ck_assert_str_eq(sc->model.ffn, "swiglu");
+        ck_assert(pp_scenario_ffn_gated(sc));
+        ck_assert_int_eq(sc->model.seq_len, 8192);
+        ck_assert_int_eq(sc->model.vocab, 128256);
+    }
+
+    /* explicit keys override the preset, --set overrides them; to_data reloads the same */
+    static const char text[] = "[model]\npreset = llama3-8b\nkv_heads = 4\nffn = gelu\n"
+                               "head_dim = 96\nprecision = fp8\nattention_flops = causal\n"
+                               "[hardware]\npreset = h100-sxm\n"
+                               "[pipeline]\nschedule = 1f1b\nstages = 4\nmicrobatch_size = 1\n";
+    const char *const o[] = {"model.ffn_hidden=1000", NULL};
+    g_autoptr(PpScenario) sc = pp_scenario_load_data(text, "layer.ini", o, &err);
+    ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
+    ck_assert_int_eq(sc->model.kv_heads, 4);
+    ck_assert_int_eq(sc->model.head_dim, 96);
+    ck_assert_int_eq(sc->model.ffn_hidden, 1000);
+    ck_assert_str_eq(sc->model.ffn, "gelu");
+    ck_assert(pp_scenario_precision_fp8(sc));
+    ck_assert(pp_scenario_attention_causal(sc));
+    PpMemoryShape shape;
+    pp_scenario_memory_shape(sc, &shape);
+    ck_assert_double_eq(shape.kv_heads, 4.0);
+    ck_assert_double_eq(shape.head_dim, 96.0);
+    ck_assert_double_eq(shape.ffn_hidden, 1000.0);
+    ck_assert(!shape.ffn_gated);
+    g_autofree char *out = pp_scenario_to_data(sc);
+    ck_assert_ptr_nonnull(strstr(out, "\nkv_heads=4\n"));
+    ck_assert_ptr_nonnull(strstr(out, "\npeak_fp8_tflops=1979\n"));
+    g_autoptr(PpScenario) again = pp_scenario_load_data(out, "again.ini", NULL, &err);
+    ck_assert_msg(again != NULL, "%s", err ? err->message : "");
+    ck_assert_int_eq(again->model.kv_heads, 4);
+    ck_assert_int_eq(again->model.head_dim, 96);
+    ck_assert_int_eq(again->model.ffn_hidden, 1000);
+    ck_assert_str_eq(again->model.precision, "fp8");
+    ck_assert_str_eq(again->model.attention_flops, "causal");
+    ck_assert_double_eq(again->hardware.peak_fp8_flops, 1979e12);
 }
 END_TEST
 
@@ -878,6 +969,61 @@ static const BadCase bad_cases[] = {
      {"model.heads=5"},
      PP_SCENARIO_ERROR_INCONSISTENT,
      {"hidden = 64", "heads = 5"}},
+    {"kv_heads not dividing heads",
+     NULL,
+     {"model.kv_heads=3"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"kv_heads = 3", "heads = 4", "1..4"}},
+    {"kv_heads above heads",
+     NULL,
+     {"model.kv_heads=8"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"kv_heads = 8", "heads = 4"}},
+    {"kv_heads out of range",
+     NULL,
+     {"model.kv_heads=0"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[model] kv_heads = '0'", "from 1 to 16777216"}},
+    {"ffn unknown",
+     NULL,
+     {"model.ffn=relu"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[model] ffn = 'relu'", "gelu, swiglu"}},
+    {"ffn_hidden out of range",
+     NULL,
+     {"model.ffn_hidden=67108865"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[model] ffn_hidden = '67108865'", "from 1 to 67108864"}},
+    {"head_dim out of range",
+     NULL,
+     {"model.head_dim=0"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[model] head_dim = '0'", "from 1 to 16777216"}},
+    {"precision unknown",
+     NULL,
+     {"model.precision=fp16"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[model] precision = 'fp16'", "bf16, fp8"}},
+    {"attention_flops unknown",
+     NULL,
+     {"model.attention_flops=half"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[model] attention_flops = 'half'", "full, causal"}},
+    {"fp8 on a preset without an fp8 rate",
+     NULL,
+     {"hardware.preset=a100-sxm", "model.precision=fp8"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"precision = fp8", "preset = a100-sxm", "peak_fp8_tflops"}},
+    {"fp8 rate negative",
+     NULL,
+     {"hardware.preset=h100-sxm", "hardware.peak_fp8_tflops=-1"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] peak_fp8_tflops = '-1'", "[0, 1000000000]"}},
+    {"tensor not dividing kv_heads",
+     NULL,
+     {"model.heads=8", "model.kv_heads=2", "parallel.tensor=4"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"tensor = 4", "kv_heads = 2", "ffn_hidden = 256"}},
     {"custom without order",
      NULL,
      {"pipeline.schedule=custom"},
@@ -1104,6 +1250,7 @@ static Suite *scenario_suite(void) {
     tcase_add_test(values, test_per_stage_costs);
     tcase_add_test(values, test_derived_batch);
     tcase_add_test(values, test_presets);
+    tcase_add_test(values, test_layer_keys);
     tcase_add_test(values, test_overrides);
     tcase_add_test(values, test_flash_and_kernel_eff);
     tcase_add_test(values, test_run_devices_precision);
