@@ -497,8 +497,8 @@ static int sim_main_schedules(int argc, char **argv) {
                     "schedules takes no argument, got '%s'", argv[1]);
         return sim_main_fail(NULL, error);
     }
-    for (const PpSchedKindInfo *k = pp_sched_kinds(); k->name != NULL; k++)
-        printf("%-12s %s\n", k->name, k->summary);
+    for (const PpSchedKindInfo *const *k = pp_sched_kinds(); *k != NULL; k++)
+        printf("%-12s %s\n", (*k)->name, (*k)->summary);
     return 0;
 }
 
