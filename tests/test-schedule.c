@@ -328,6 +328,108 @@ START_TEST(test_registry_rules) {
 }
 END_TEST
 
+/* Every registered record is self-consistent and declares what its generator builds, so a
+ * newly registered kind is checked here without editing the test: the micro-batch rule
+ * (pp_sched_kind_check_microbatches()) accepts exactly the counts the generator builds, and
+ * only counts whose program the declared weight copies cover;
+ * weight copies, stashing and synchrony match the built program; plan chunk choices lie in
+ * the chunk range. */
+START_TEST(test_registry_records) {
+    const PpSchedKindInfo *info = pp_sched_kinds()[_i];
+    ck_assert_ptr_nonnull(info->name);
+    ck_assert_int_gt(strlen(info->name), 0);
+    ck_assert_ptr_nonnull(info->summary);
+    ck_assert(info->build != NULL);
+    ck_assert_ptr_eq(pp_sched_kind_lookup(info->name), info); /* names are unique */
+    ck_assert_int_ge(info->min_chunks, 1);
+    ck_assert_int_ge(info->max_chunks, info->min_chunks);
+    for (int32_t c = 0, prev = 0; c < PP_SCHED_PLAN_CHUNKS && info->plan_chunks[c] > 0; c++) {
+        ck_assert_int_gt(info->plan_chunks[c], prev);
+        ck_assert_int_ge(info->plan_chunks[c], info->min_chunks);
+        ck_assert_int_le(info->plan_chunks[c], info->max_chunks);
+        prev = info->plan_chunks[c];
+    }
+    if (info->fixed_accumulation > 0)
+        ck_assert_int_eq(info->batch, PP_BATCH_ACCUMULATION);
+    ck_assert_int_ge(info->mb_min_per_stage, 0);
+    ck_assert(info->weight_copies >= 0 || info->weight_copies == PP_SCHED_COPIES_IN_FLIGHT);
+    /* stashing needs more than one copy; current weights need one */
+    ck_assert_int_eq(info->weights == PP_WEIGHTS_STASHED,
+                     pp_sched_kind_weight_copies(info, 4, 0) > 1);
+    if (info->needs_order_file)
+        return; /* the order file decides the rest (test_custom_*) */
+
+    /* The rule accepts exactly what the generator builds. */
+    const int32_t v = info->min_chunks;
+    int32_t       n_accepted = 0;
+    for (int32_t n = 1; n <= 5; n++) {
+        for (int32_t m = 1; m <= 3 * n + 2; m++) {
+            const int32_t a = info->fixed_accumulation > 0 ? info->fixed_accumulation : m;
+            const int32_t k = pp_sched_kind_mb_per_step(info, m, a);
+            g_autoptr(GError) rule = NULL;
+            gboolean         takes = pp_sched_kind_check_microbatches(info, n, k, &rule);
+            PpScheduleParams p = {.kind = info->name,
+                                  .n_stages = n,
+                                  .n_chunks = v,
+                                  .n_microbatches = m,
+                                  .accumulation = a,
+                                  .n_steps = 3};
+            g_autoptr(GError) error = NULL;
+            g_autoptr(PpSchedule) sched = pp_schedule_new(&p, &error);
+            ck_assert_msg((sched != NULL) == takes, "%s N=%d m=%d a=%d: rule %s, generator %s",
+                          info->name, n, m, a, takes ? "accepts" : rule->message,
+                          sched != NULL ? "builds" : error->message);
+            if (!takes)
+                ck_assert(
+                    g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
+            /* what the rule accepts is sound: the declared copies hold every live version */
+            for (int32_t s = 0; takes && info->weights == PP_WEIGHTS_STASHED && s < n; s++)
+                ck_assert_int_le(live_versions(sched, s), sched->n_weight_versions[s]);
+            n_accepted += takes;
+        }
+    }
+    ck_assert_int_gt(n_accepted, 0);
+
+    /* Declared properties against the program, on a full pipeline. */
+    const int32_t n = 4, m = 2 * n, a = info->fixed_accumulation > 0 ? info->fixed_accumulation : 2;
+    g_autoptr(PpSchedule) sched = build(info->name, n, v, m, a, 3);
+    const int32_t k = pp_sched_kind_mb_per_step(info, m, a);
+    ck_assert_int_eq(sched->mb_per_step, k);
+    ck_assert_int_eq(sched->n_mb, 3 * k);
+    int32_t most_live = 0, off_step = 0;
+    for (int32_t s = 0; s < n; s++) {
+        ck_assert_int_eq(sched->n_weight_versions[s], pp_sched_kind_weight_copies(info, n, s));
+        if (info->weights == PP_WEIGHTS_STASHED)
+            ck_assert_int_le(live_versions(sched, s), sched->n_weight_versions[s]);
+        most_live = MAX(most_live, live_versions(sched, s));
+        /* an update after every k micro-batches' last backwards, the program ends with one */
+        int32_t closed = 0, n_u = 0;
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            const PpOp *op = &sched->programs[s][i];
+            if (op->kind == PP_OP_UPDATE) {
+                ck_assert_int_eq(closed, k * sched->n_chunks);
+                closed = 0;
+                n_u++;
+                continue;
+            }
+            closed += pp_op_inflight_change(op->kind) < 0;
+            off_step += sched->version[sched->op_offset[s] + i] != op->step;
+        }
+        ck_assert_int_eq(closed, 0);
+        ck_assert_int_eq(n_u, sched->n_steps);
+    }
+    /* stashed: some stage keeps several versions alive */
+    if (info->weights == PP_WEIGHTS_STASHED)
+        ck_assert_int_gt(most_live, 1);
+    /* synchronous: U only at step ends, every op at its step's version; asynchronous: some op
+     * runs past an update of its own step's count */
+    if (info->sync == PP_SCHED_SYNC)
+        ck_assert_int_eq(off_step, 0);
+    else
+        ck_assert_int_gt(off_step, 0);
+}
+END_TEST
+
 /* The in-flight rule: F opens a unit, its last backward (BW, or W when split) closes it. */
 START_TEST(test_inflight_rule) {
     ck_assert_int_eq(pp_op_inflight_change(PP_OP_FORWARD), 1);
@@ -757,6 +859,7 @@ static Suite *schedule_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_sweep, 0, n_registered());
     tcase_add_loop_test(tc, test_registry_rules, 0, n_registered());
+    tcase_add_loop_test(tc, test_registry_records, 0, n_registered());
     tcase_add_test(tc, test_inflight_rule);
     tcase_add_test(tc, test_1f1b_program);
     tcase_add_test(tc, test_interleaved_program);
