@@ -78,23 +78,14 @@ static PpSchedule *pp_sched_build_1f1b(const PpScheduleParams *params, GError **
 /* --- records --- */
 
 const PpSchedKindInfo pp_sched_kind_gpipe = {
-    .name = "gpipe",
-    .build = pp_sched_build_gpipe,
-    .summary = "all F then all BW per step, flush",
-    .batch = PP_BATCH_MICROBATCHES,
+    PP_SCHED_KIND_FLUSH("gpipe", pp_sched_build_gpipe, "all F then all BW per step, flush"),
     .min_chunks = 1,
     .max_chunks = 1,
-    .weights = PP_WEIGHTS_CURRENT,
-    .sync = PP_SCHED_SYNC,
 };
 
 const PpSchedKindInfo pp_sched_kind_1f1b = {
-    .name = "1f1b",
-    .build = pp_sched_build_1f1b,
-    .summary = "1F1B with flush (PipeDream-Flush, Megatron, DeepSpeed)",
-    .batch = PP_BATCH_MICROBATCHES,
+    PP_SCHED_KIND_FLUSH("1f1b", pp_sched_build_1f1b,
+                        "1F1B with flush (PipeDream-Flush, Megatron, DeepSpeed)"),
     .min_chunks = 1,
     .max_chunks = 1,
-    .weights = PP_WEIGHTS_CURRENT,
-    .sync = PP_SCHED_SYNC,
 };

@@ -21,6 +21,12 @@ extern const PpSchedKindInfo pp_sched_kind_pipedream, pp_sched_kind_2bw;   /* pp
 extern const PpSchedKindInfo pp_sched_kind_async_1f1b, pp_sched_kind_paci;
 extern const PpSchedKindInfo pp_sched_kind_custom;
 
+/* The fields every flush kind shares (records start with it and add their chunk range):
+ * micro-batches per step m, current weights, synchronous. */
+#define PP_SCHED_KIND_FLUSH(kind_name, fn, text)                                                   \
+    .name = kind_name, .build = fn, .summary = text, .batch = PP_BATCH_MICROBATCHES,               \
+    .weights = PP_WEIGHTS_CURRENT, .sync = PP_SCHED_SYNC
+
 /* --- shared parameter checks --- */
 
 /* Largest n_mb * n_vstages a generator accepts (keeps flat op ids well inside int32_t). */

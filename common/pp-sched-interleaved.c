@@ -55,14 +55,10 @@ static PpSchedule *pp_sched_build_interleaved(const PpScheduleParams *params, GE
 }
 
 const PpSchedKindInfo pp_sched_kind_interleaved = {
-    .name = "interleaved",
-    .build = pp_sched_build_interleaved,
-    .summary = "Megatron interleaved 1F1B, n_chunks chunks per device, m % N == 0",
-    .batch = PP_BATCH_MICROBATCHES,
+    PP_SCHED_KIND_FLUSH("interleaved", pp_sched_build_interleaved,
+                        "Megatron interleaved 1F1B, n_chunks chunks per device, m % N == 0"),
     .min_chunks = 1,
     .max_chunks = 64,
     .mb_multiple_of_stages = TRUE,
-    .weights = PP_WEIGHTS_CURRENT,
-    .sync = PP_SCHED_SYNC,
     .plan_chunks = {2, 4, 8}, /* v = 1 is 1f1b */
 };

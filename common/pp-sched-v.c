@@ -229,27 +229,17 @@ static PpSchedule *pp_sched_build_dualpipe_v(const PpScheduleParams *params, GEr
 
 /* --- records --- */
 
+/* Two chunks per device, placed in a V. */
+#define PP_V_KIND(kind_name, fn, text)                                                             \
+    PP_SCHED_KIND_FLUSH(kind_name, fn, text),                                                      \
+        .min_chunks = PP_V_CHUNKS, .max_chunks = PP_V_CHUNKS, .placement = PP_PLACEMENT_V
+
 const PpSchedKindInfo pp_sched_kind_zb_v = {
-    .name = "zb-v",
-    .build = pp_sched_build_zb_v,
-    .summary = "zero-bubble V schedule: 2 chunks per device in a V, B/W split, 1F1B's peak memory",
-    .batch = PP_BATCH_MICROBATCHES,
-    .min_chunks = PP_V_CHUNKS,
-    .max_chunks = PP_V_CHUNKS,
-    .weights = PP_WEIGHTS_CURRENT,
-    .sync = PP_SCHED_SYNC,
-    .placement = PP_PLACEMENT_V,
-};
+    PP_V_KIND("zb-v", pp_sched_build_zb_v,
+              "zero-bubble V schedule: 2 chunks per device in a V, B/W split, 1F1B's peak memory")};
 
 const PpSchedKindInfo pp_sched_kind_dualpipe_v = {
-    .name = "dualpipe-v",
-    .build = pp_sched_build_dualpipe_v,
-    .summary = "DeepSeek's DualPipe cut in half: 2 chunks per device in a V, F/B pairs, m >= 2N",
-    .batch = PP_BATCH_MICROBATCHES,
-    .min_chunks = PP_V_CHUNKS,
-    .max_chunks = PP_V_CHUNKS,
+    PP_V_KIND("dualpipe-v", pp_sched_build_dualpipe_v,
+              "DeepSeek's DualPipe cut in half: 2 chunks per device in a V, F/B pairs, m >= 2N"),
     .mb_min_per_stage = 2,
-    .weights = PP_WEIGHTS_CURRENT,
-    .sync = PP_SCHED_SYNC,
-    .placement = PP_PLACEMENT_V,
 };

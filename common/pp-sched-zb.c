@@ -438,8 +438,7 @@ static PpSchedule *pp_sched_build_zb_2p(const PpScheduleParams *params, GError *
 
 /* The zero-bubble kinds differ only in name, generator and summary. */
 #define PP_ZB_KIND(kind_name, fn, text)                                                            \
-    .name = kind_name, .build = fn, .summary = text, .batch = PP_BATCH_MICROBATCHES,               \
-    .min_chunks = 1, .max_chunks = 1, .weights = PP_WEIGHTS_CURRENT, .sync = PP_SCHED_SYNC
+    PP_SCHED_KIND_FLUSH(kind_name, fn, text), .min_chunks = 1, .max_chunks = 1
 
 const PpSchedKindInfo pp_sched_kind_zb_h1 = {PP_ZB_KIND(
     "zb-h1", pp_sched_build_zb_h1, "zero-bubble handcrafted ZB-H1 (B/W split, 1F1B memory)")};
