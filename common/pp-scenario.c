@@ -1098,9 +1098,10 @@ static gboolean pp_scenario_derive_costs(PpScenario *sc, GError **error) {
  * PP_SCENARIO_ERROR_INCONSISTENT. */
 static gboolean pp_scenario_check_order(const PpScenario *sc, GError **error) {
     const PpPipelineParams *p = &sc->pipeline;
-    PpScheduleParams        params = {.kind = "custom", .order_file = p->order_file};
+    const PpSchedKindInfo  *kind = pp_scenario_kind(sc);
+    PpScheduleParams        params = {.kind = kind->name, .order_file = p->order_file};
     g_autoptr(GError) local = NULL;
-    g_autoptr(PpSchedule) order = pp_sched_build_custom(&params, &local);
+    g_autoptr(PpSchedule) order = kind->build(&params, &local);
     if (order == NULL) {
         g_set_error(error, local->domain, local->code, "%s: %s", sc->path, local->message);
         return FALSE;
@@ -1231,12 +1232,14 @@ static gboolean pp_scenario_check(PpScenario *sc, GError **error) {
             "[pipeline] stages = %d times [pipeline] chunks = %d exceeds "
             "[model] layers = %d; every chunk needs a layer, lower stages or chunks",
             p->stages, p->chunks, m->layers);
-    if (kind->mb_multiple_of_stages && p->microbatches % p->stages != 0)
-        return pp_scenario_inconsistent(
-            sc, error,
-            "[pipeline] microbatches = %d is not a multiple of [pipeline] "
-            "stages = %d, which %s needs; use a multiple of stages",
-            p->microbatches, p->stages, p->schedule);
+    g_autoptr(GError) rule = NULL;
+    if (!pp_sched_kind_check_microbatches(
+            kind, p->stages, pp_sched_kind_mb_per_step(kind, p->microbatches, p->accumulation),
+            &rule))
+        return pp_scenario_inconsistent(sc, error,
+                                        "[pipeline] microbatches = %d, stages = %d: %s; change "
+                                        "[pipeline] microbatches or stages",
+                                        p->microbatches, p->stages, rule->message);
     if (kind->fixed_accumulation > 0 && p->accumulation != kind->fixed_accumulation)
         return pp_scenario_inconsistent(sc, error,
                                         "[pipeline] accumulation = %d but schedule %s takes "

@@ -18,21 +18,23 @@
 
 #define PP_ASYNC_MAX_STAGES 4096
 
-/* Common program: warmup min(N-s, n_mb) F, then (BW, F) pairs, then the remaining BWs;
- * U after every @every-th BW and after the last BW when n_mb is not a multiple of @every,
- * so every gradient is applied. F/BW ops carry step mb / @every, U ops their index. */
-static PpSchedule *pp_sched_async_build(const char *kind, int32_t n_stages, int32_t n_mb,
-                                        int32_t every, PpWeightMode mode) {
-    PpSchedule *sched = pp_schedule_alloc(kind, n_stages, 1);
+/* Common program of kind @info over @n_mb micro-batches: warmup min(N-s, n_mb) F, then (BW, F)
+ * pairs, then the remaining BWs; U after every @every-th BW and after the last BW when n_mb
+ * is not a multiple of @every, so every gradient is applied. F/BW ops carry step mb / @every,
+ * U ops their index. Weights and weight copies come from the record. */
+static PpSchedule *pp_sched_async_program(const PpSchedKindInfo *info, int32_t n_stages,
+                                          int32_t n_mb, int32_t every) {
+    PpSchedule *sched = pp_schedule_alloc(info->name, n_stages, info->min_chunks);
     sched->n_mb = n_mb;
     sched->mb_per_step = every;
     sched->n_steps = (n_mb + every - 1) / every;
-    sched->synchronous = FALSE;
-    sched->weight_mode = mode;
+    sched->synchronous = info->sync == PP_SCHED_SYNC;
+    sched->weight_mode = info->weights;
     for (int32_t s = 0; s < n_stages; s++) {
         int32_t warmup = MIN(n_stages - s, n_mb);
         int32_t nf = 0, nb = 0, nu = 0;
         sched->n_buffers[s] = warmup;
+        sched->n_weight_versions[s] = pp_sched_kind_weight_copies(info, n_stages, s);
         while (nf < warmup) {
             pp_sched_emit(sched, PP_OP_FORWARD, s, nf, 0, nf / every);
             nf++;
@@ -51,60 +53,78 @@ static PpSchedule *pp_sched_async_build(const char *kind, int32_t n_stages, int3
     return sched;
 }
 
-static gboolean pp_sched_async_check(const char *kind, int32_t n_stages, int32_t n_steps,
-                                     int32_t every, const char *every_name, GError **error) {
-    return pp_sched_check_param(kind, "n_stages", n_stages, 1, PP_ASYNC_MAX_STAGES, error) &&
-           pp_sched_check_param(kind, "n_steps", n_steps, 1, G_MAXINT32, error) &&
-           pp_sched_check_param(kind, every_name, every, 1, G_MAXINT32, error) &&
-           pp_sched_check_size(kind, (int64_t)n_steps * every, n_stages, error);
+/* Builds kind @info: k = pp_sched_kind_mb_per_step() backwards per update (its batch rule:
+ * pipedream 1, 2bw m, async-1f1b its fixed a = 1, paci a), n_steps k micro-batches. */
+static PpSchedule *pp_sched_async_build(const PpSchedKindInfo *info, const PpScheduleParams *params,
+                                        GError **error) {
+    const char   *kind = info->name;
+    const int32_t every =
+        pp_sched_kind_mb_per_step(info, params->n_microbatches, params->accumulation);
+    const char *every_name =
+        info->batch == PP_BATCH_MICROBATCHES ? "n_microbatches" : "accumulation";
+    if (!pp_sched_check_param(kind, "n_stages", params->n_stages, 1, PP_ASYNC_MAX_STAGES, error) ||
+        !pp_sched_check_param(kind, "n_steps", params->n_steps, 1, G_MAXINT32, error) ||
+        !pp_sched_check_param(kind, every_name, every, 1, G_MAXINT32, error) ||
+        !pp_sched_check_size(kind, (int64_t)params->n_steps * every, params->n_stages, error))
+        return NULL;
+    return pp_sched_async_program(info, params->n_stages, params->n_steps * every, every);
 }
 
-PpSchedule *pp_sched_build_pipedream(const PpScheduleParams *params, GError **error) {
-    if (!pp_sched_async_check("pipedream", params->n_stages, params->n_steps, 1, "accumulation",
-                              error))
-        return NULL;
-    PpSchedule *sched =
-        pp_sched_async_build("pipedream", params->n_stages, params->n_steps, 1, PP_WEIGHTS_STASHED);
-    for (int32_t s = 0; s < params->n_stages; s++)
-        sched->n_weight_versions[s] = params->n_stages - s; // one per micro-batch in flight
-    return sched;
+static PpSchedule *pp_sched_build_pipedream(const PpScheduleParams *params, GError **error) {
+    return pp_sched_async_build(&pp_sched_kind_pipedream, params, error);
 }
 
-PpSchedule *pp_sched_build_2bw(const PpScheduleParams *params, GError **error) {
-    if (!pp_sched_async_check("2bw", params->n_stages, params->n_steps, params->n_microbatches,
-                              "n_microbatches", error))
-        return NULL;
-    /* Stage s needs the versions of its in-flight forwards plus the current one; between a
-     * micro-batch's F and BW the stage updates ceil((N-1-s)/m) times, so two versions
-     * suffice exactly when m >= N-1. */
-    if (params->n_microbatches < params->n_stages - 1) {
-        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
-                    "schedule '2bw': n_microbatches = %d is below n_stages - 1 = %d, so two "
-                    "weight versions cannot hold every in-flight micro-batch's weights; "
-                    "valid: n_microbatches >= %d (or use 'pipedream')",
-                    params->n_microbatches, params->n_stages - 1, params->n_stages - 1);
-        return NULL;
-    }
-    PpSchedule *sched =
-        pp_sched_async_build("2bw", params->n_stages, params->n_steps * params->n_microbatches,
-                             params->n_microbatches, PP_WEIGHTS_STASHED);
-    for (int32_t s = 0; s < params->n_stages; s++)
-        sched->n_weight_versions[s] = 2;
-    return sched;
+/* Stage s needs the versions of its in-flight forwards plus the current one; between a
+ * micro-batch's F and BW the stage updates ceil((N-1-s)/m) times, so two versions suffice
+ * exactly when m >= N-1 (the record's micro-batch rule). */
+static PpSchedule *pp_sched_build_2bw(const PpScheduleParams *params, GError **error) {
+    return pp_sched_async_build(&pp_sched_kind_2bw, params, error);
 }
 
-PpSchedule *pp_sched_build_async_1f1b(const PpScheduleParams *params, GError **error) {
-    if (!pp_sched_async_check("async-1f1b", params->n_stages, params->n_steps, 1, "accumulation",
-                              error))
-        return NULL;
-    return pp_sched_async_build("async-1f1b", params->n_stages, params->n_steps, 1,
-                                PP_WEIGHTS_CURRENT);
+static PpSchedule *pp_sched_build_async_1f1b(const PpScheduleParams *params, GError **error) {
+    return pp_sched_async_build(&pp_sched_kind_async_1f1b, params, error);
 }
 
-PpSchedule *pp_sched_build_paci(const PpScheduleParams *params, GError **error) {
-    if (!pp_sched_async_check("paci", params->n_stages, params->n_steps, params->accumulation,
-                              "accumulation", error))
-        return NULL;
-    return pp_sched_async_build("paci", params->n_stages, params->n_steps * params->accumulation,
-                                params->accumulation, PP_WEIGHTS_CURRENT);
+static PpSchedule *pp_sched_build_paci(const PpScheduleParams *params, GError **error) {
+    return pp_sched_async_build(&pp_sched_kind_paci, params, error);
 }
+
+/* --- records --- */
+
+/* The asynchronous kinds share the program shape: one chunk, no flush. */
+#define PP_ASYNC_KIND(kind_name, fn, text, rule, mode)                                             \
+    .name = kind_name, .build = fn, .summary = text, .batch = rule, .weights = mode,               \
+    .sync = PP_SCHED_ASYNC, .min_chunks = 1, .max_chunks = 1
+
+const PpSchedKindInfo pp_sched_kind_pipedream = {
+    PP_ASYNC_KIND("pipedream", pp_sched_build_pipedream,
+                  "async 1F1B, update after every backward, weight stashing (N-s versions)",
+                  PP_BATCH_SINGLE, PP_WEIGHTS_STASHED),
+    .weight_copies = PP_SCHED_COPIES_IN_FLIGHT,
+};
+
+const PpSchedKindInfo pp_sched_kind_2bw = {
+    PP_ASYNC_KIND("2bw", pp_sched_build_2bw,
+                  "PipeDream-2BW: async 1F1B, update every m backwards, two weight versions",
+                  PP_BATCH_MICROBATCHES, PP_WEIGHTS_STASHED),
+    .weight_copies = 2,
+    .mb_min_per_stage = 1,
+    .mb_min_offset = -1,
+    .mb_min_reason = "so two weight versions cannot hold every in-flight micro-batch's weights "
+                     "(or use 'pipedream')",
+};
+
+const PpSchedKindInfo pp_sched_kind_async_1f1b = {
+    PP_ASYNC_KIND("async-1f1b", pp_sched_build_async_1f1b,
+                  "async 1F1B without stashing, update after every backward (PACI with a = 1)",
+                  PP_BATCH_ACCUMULATION, PP_WEIGHTS_CURRENT),
+    .fixed_accumulation = 1,
+    .has_policy = TRUE,
+};
+
+const PpSchedKindInfo pp_sched_kind_paci = {
+    PP_ASYNC_KIND("paci", pp_sched_build_paci,
+                  "PACI: async 1F1B, local accumulation over a backwards, backpressure q < N - s",
+                  PP_BATCH_ACCUMULATION, PP_WEIGHTS_CURRENT),
+    .has_policy = TRUE,
+};

@@ -166,7 +166,8 @@ static gboolean pp_custom_check_updates(const PpCustomReader *rd, GError **error
     return TRUE;
 }
 
-PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error) {
+static PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error) {
+    const char *kind = pp_sched_kind_custom.name;
     if (params->order_file == NULL) {
         g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
                     "schedule 'custom': order_file is not set; valid: a CSV file with the "
@@ -203,7 +204,7 @@ PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error
                     params->order_file);
         return NULL;
     }
-    if (!pp_sched_check_size("custom", n_mb, (int64_t)n_stages * n_chunks, error))
+    if (!pp_sched_check_size(kind, n_mb, (int64_t)n_stages * n_chunks, error))
         return NULL;
     /* Every (mb, virtual stage) needs an F: count them before allocating per-unit tables, so
      * that a few rows naming micro-batch 16777215 cost no more than the rows themselves. */
@@ -232,10 +233,10 @@ PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error
         else if (rows[i].op.kind == last_backward && rows[i].op.chunk == 0)
             mb_step[rows[i].op.mb] = n_updates[0];
     }
-    g_autoptr(PpSchedule) sched = pp_schedule_alloc("custom", n_stages, n_chunks);
+    g_autoptr(PpSchedule) sched = pp_schedule_alloc(kind, n_stages, n_chunks);
     sched->n_mb = n_mb;
     sched->split_backward = split;
-    sched->weight_mode = PP_WEIGHTS_CURRENT;
+    sched->weight_mode = pp_sched_kind_custom.weights;
     sched->n_steps = n_updates[0];
     sched->mb_per_step = sched->n_steps > 0 ? (n_mb + sched->n_steps - 1) / sched->n_steps : n_mb;
     gboolean synchronous = TRUE;
@@ -258,3 +259,16 @@ PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error
     sched->synchronous = synchronous;
     return g_steal_pointer(&sched);
 }
+
+/* The order file decides the chunks per device; pipeline.chunks stays 1. */
+const PpSchedKindInfo pp_sched_kind_custom = {
+    .name = "custom",
+    .build = pp_sched_build_custom,
+    .summary = "per-stage op orders read from a CSV order file",
+    .batch = PP_BATCH_MICROBATCHES,
+    .min_chunks = 1,
+    .max_chunks = 1,
+    .weights = PP_WEIGHTS_CURRENT,
+    .sync = PP_SCHED_SYNC_FROM_ORDER,
+    .needs_order_file = TRUE,
+};

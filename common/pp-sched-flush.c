@@ -10,8 +10,9 @@
 /* Limits shared by every generator in this file. */
 #define PP_FLUSH_MAX_STAGES 4096
 
-static gboolean pp_sched_flush_check(const PpScheduleParams *params, const char *kind,
+static gboolean pp_sched_flush_check(const PpScheduleParams *params, const PpSchedKindInfo *info,
                                      GError **error) {
+    const char *kind = info->name;
     return pp_sched_check_param(kind, "n_stages", params->n_stages, 1, PP_FLUSH_MAX_STAGES,
                                 error) &&
            pp_sched_check_param(kind, "n_microbatches", params->n_microbatches, 1, G_MAXINT32,
@@ -21,20 +22,21 @@ static gboolean pp_sched_flush_check(const PpScheduleParams *params, const char 
                                params->n_stages, error);
 }
 
-static PpSchedule *pp_sched_flush_alloc(const PpScheduleParams *params, const char *kind) {
-    PpSchedule *sched = pp_schedule_alloc(kind, params->n_stages, 1);
+static PpSchedule *pp_sched_flush_alloc(const PpScheduleParams *params,
+                                        const PpSchedKindInfo  *info) {
+    PpSchedule *sched = pp_schedule_alloc(info->name, params->n_stages, info->min_chunks);
     sched->n_steps = params->n_steps;
     sched->mb_per_step = params->n_microbatches;
     sched->n_mb = params->n_steps * params->n_microbatches;
-    sched->synchronous = TRUE;
-    sched->weight_mode = PP_WEIGHTS_CURRENT;
+    sched->synchronous = info->sync == PP_SCHED_SYNC;
+    sched->weight_mode = info->weights;
     return sched;
 }
 
-PpSchedule *pp_sched_build_gpipe(const PpScheduleParams *params, GError **error) {
-    if (!pp_sched_flush_check(params, "gpipe", error))
+static PpSchedule *pp_sched_build_gpipe(const PpScheduleParams *params, GError **error) {
+    if (!pp_sched_flush_check(params, &pp_sched_kind_gpipe, error))
         return NULL;
-    PpSchedule *sched = pp_sched_flush_alloc(params, "gpipe");
+    PpSchedule *sched = pp_sched_flush_alloc(params, &pp_sched_kind_gpipe);
     int32_t     m = params->n_microbatches;
     for (int32_t s = 0; s < params->n_stages; s++) {
         sched->n_buffers[s] = m;
@@ -49,10 +51,10 @@ PpSchedule *pp_sched_build_gpipe(const PpScheduleParams *params, GError **error)
     return sched;
 }
 
-PpSchedule *pp_sched_build_1f1b(const PpScheduleParams *params, GError **error) {
-    if (!pp_sched_flush_check(params, "1f1b", error))
+static PpSchedule *pp_sched_build_1f1b(const PpScheduleParams *params, GError **error) {
+    if (!pp_sched_flush_check(params, &pp_sched_kind_1f1b, error))
         return NULL;
-    PpSchedule *sched = pp_sched_flush_alloc(params, "1f1b");
+    PpSchedule *sched = pp_sched_flush_alloc(params, &pp_sched_kind_1f1b);
     int32_t     n = params->n_stages, m = params->n_microbatches;
     for (int32_t s = 0; s < n; s++) {
         int32_t warmup = MIN(n - s - 1, m);
@@ -72,3 +74,18 @@ PpSchedule *pp_sched_build_1f1b(const PpScheduleParams *params, GError **error) 
     }
     return sched;
 }
+
+/* --- records --- */
+
+const PpSchedKindInfo pp_sched_kind_gpipe = {
+    PP_SCHED_KIND_FLUSH("gpipe", pp_sched_build_gpipe, "all F then all BW per step, flush"),
+    .min_chunks = 1,
+    .max_chunks = 1,
+};
+
+const PpSchedKindInfo pp_sched_kind_1f1b = {
+    PP_SCHED_KIND_FLUSH("1f1b", pp_sched_build_1f1b,
+                        "1F1B with flush (PipeDream-Flush, Megatron, DeepSpeed)"),
+    .min_chunks = 1,
+    .max_chunks = 1,
+};

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
- * pp-sched-gen.h: the generators behind the registry (pp-sched-registry.c), one prototype
- * per schedule kind, plus the parameter checks they share. Internal to libppcore: consumers
- * call pp_schedule_new() with a kind name instead.
+ * pp-sched-gen.h: the schedule kinds behind the registry (pp-sched-registry.c), one record
+ * per kind exported by its generator's file, plus the parameter checks they share. Internal to
+ * libppcore: consumers call pp_schedule_new() with a kind name instead.
  */
 #pragma once
 
@@ -9,27 +9,25 @@
 
 G_BEGIN_DECLS
 
-/* --- generators (PpSchedBuildFn); each returns an unfinished schedule or NULL + @error --- */
+/* --- the kinds: each file defines its records next to its generators (PpSchedBuildFn, each
+ * returning an unfinished schedule or NULL + @error); pp-sched-registry.c lists them --- */
 
-PpSchedule *pp_sched_build_gpipe(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_1f1b(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_interleaved(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_zb_h1(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_zb_h2(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_zb_1p(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_zb_2p(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_pipedream(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_2bw(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_async_1f1b(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_paci(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_zb_v(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_dualpipe_v(const PpScheduleParams *params, GError **error);
-PpSchedule *pp_sched_build_custom(const PpScheduleParams *params, GError **error);
+extern const PpSchedKindInfo pp_sched_kind_gpipe, pp_sched_kind_1f1b; /* pp-sched-flush.c */
+extern const PpSchedKindInfo pp_sched_kind_interleaved;
+extern const PpSchedKindInfo pp_sched_kind_zb_h1, pp_sched_kind_zb_h2; /* pp-sched-zb.c */
+extern const PpSchedKindInfo pp_sched_kind_zb_1p, pp_sched_kind_zb_2p;
+extern const PpSchedKindInfo pp_sched_kind_zb_v, pp_sched_kind_dualpipe_v; /* pp-sched-v.c */
+extern const PpSchedKindInfo pp_sched_kind_pipedream, pp_sched_kind_2bw;   /* pp-sched-async.c */
+extern const PpSchedKindInfo pp_sched_kind_async_1f1b, pp_sched_kind_paci;
+extern const PpSchedKindInfo pp_sched_kind_custom;
+
+/* The fields every flush kind shares (records start with it and add their chunk range):
+ * micro-batches per step m, current weights, synchronous. */
+#define PP_SCHED_KIND_FLUSH(kind_name, fn, text)                                                   \
+    .name = kind_name, .build = fn, .summary = text, .batch = PP_BATCH_MICROBATCHES,               \
+    .weights = PP_WEIGHTS_CURRENT, .sync = PP_SCHED_SYNC
 
 /* --- shared parameter checks --- */
-
-/* Most chunks per device interleaved accepts (its registry row's max_chunks). */
-#define PP_INTERLEAVED_MAX_CHUNKS 64
 
 /* Largest n_mb * n_vstages a generator accepts (keeps flat op ids well inside int32_t). */
 #define PP_SCHED_MAX_UNITS (1 << 24)

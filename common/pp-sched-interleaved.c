@@ -10,32 +10,28 @@
 
 #define PP_INTERLEAVED_MAX_STAGES 4096
 
-PpSchedule *pp_sched_build_interleaved(const PpScheduleParams *params, GError **error) {
-    const char *kind = "interleaved";
+static PpSchedule *pp_sched_build_interleaved(const PpScheduleParams *params, GError **error) {
+    const PpSchedKindInfo *info = &pp_sched_kind_interleaved;
+    const char            *kind = info->name;
     if (!pp_sched_check_param(kind, "n_stages", params->n_stages, 1, PP_INTERLEAVED_MAX_STAGES,
                               error) ||
-        !pp_sched_check_param(kind, "n_chunks", params->n_chunks, 1, PP_INTERLEAVED_MAX_CHUNKS,
-                              error) ||
+        !pp_sched_check_param(kind, "n_chunks", params->n_chunks, info->min_chunks,
+                              info->max_chunks, error) ||
         !pp_sched_check_param(kind, "n_microbatches", params->n_microbatches, 1, G_MAXINT32,
                               error) ||
         !pp_sched_check_param(kind, "n_steps", params->n_steps, 1, G_MAXINT32, error) ||
         !pp_sched_check_size(kind, (int64_t)params->n_steps * params->n_microbatches,
                              (int64_t)params->n_stages * params->n_chunks, error))
         return NULL;
+    /* m % N == 0: the record's rule, checked by pp_schedule_new() before this runs */
     int32_t n = params->n_stages, v = params->n_chunks, m = params->n_microbatches;
-    if (m % n != 0) {
-        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
-                    "schedule 'interleaved': n_microbatches = %d is not a multiple of "
-                    "n_stages = %d; valid: n_microbatches = %d, %d, ...",
-                    m, n, n, 2 * n);
-        return NULL;
-    }
+    PP_ASSERT(m % n == 0);
     PpSchedule *sched = pp_schedule_alloc(kind, n, v);
     sched->n_steps = params->n_steps;
     sched->mb_per_step = m;
     sched->n_mb = params->n_steps * m;
-    sched->synchronous = TRUE;
-    sched->weight_mode = PP_WEIGHTS_CURRENT;
+    sched->synchronous = info->sync == PP_SCHED_SYNC;
+    sched->weight_mode = info->weights;
     int32_t units = m * v; // (mb, chunk) forwards per stage and step
     for (int32_t s = 0; s < n; s++) {
         int32_t warmup = MIN(2 * (n - s - 1) + (v - 1) * n, units);
@@ -57,3 +53,12 @@ PpSchedule *pp_sched_build_interleaved(const PpScheduleParams *params, GError **
     }
     return sched;
 }
+
+const PpSchedKindInfo pp_sched_kind_interleaved = {
+    PP_SCHED_KIND_FLUSH("interleaved", pp_sched_build_interleaved,
+                        "Megatron interleaved 1F1B, n_chunks chunks per device, m % N == 0"),
+    .min_chunks = 1,
+    .max_chunks = 64,
+    .mb_multiple_of_stages = TRUE,
+    .plan_chunks = {2, 4, 8}, /* v = 1 is 1f1b */
+};

@@ -1,83 +1,41 @@
 /* SPDX-License-Identifier: MIT
- * pp-sched-registry.c: the schedule kinds by name ("gpipe", "1f1b", ...) and each kind's
- * rules (batch arithmetic, chunk limits, policy, stashing, synchrony, order file), a static
- * table in the order --help and error messages list them.
+ * pp-sched-registry.c: the list of schedule kinds, in the order --help and error messages
+ * list them, and the rules every kind's record (PpSchedKindInfo, defined next to its
+ * generator) is applied by: lookup by name, batch arithmetic, the micro-batch rule, weight
+ * copies. Adding a kind: its file, one line here, one in pp-sched-gen.h and common/meson.build.
  */
 #include <string.h>
 
 #include "pp-error.h"
 #include "pp-sched-gen.h"
 
-/* Most-used rule sets; each row states its kind's chunk range. */
-#define PP_FLUSH(kind_name, fn, text)                                                              \
-    .name = kind_name, .build = fn, .summary = text, .batch = PP_BATCH_MICROBATCHES,               \
-    .weights = PP_WEIGHTS_CURRENT, .sync = PP_SCHED_SYNC
-#define PP_ASYNC(kind_name, fn, text, rule, mode)                                                  \
-    .name = kind_name, .build = fn, .summary = text, .batch = rule, .weights = mode,               \
-    .sync = PP_SCHED_ASYNC, .min_chunks = 1, .max_chunks = 1
-
-static const PpSchedKindInfo pp_sched_kind_table[] = {
-    {PP_FLUSH("gpipe", pp_sched_build_gpipe, "all F then all BW per step, flush"), .min_chunks = 1,
-     .max_chunks = 1},
-    {PP_FLUSH("1f1b", pp_sched_build_1f1b,
-              "1F1B with flush (PipeDream-Flush, Megatron, DeepSpeed)"),
-     .min_chunks = 1, .max_chunks = 1},
-    {PP_FLUSH("interleaved", pp_sched_build_interleaved,
-              "Megatron interleaved 1F1B, n_chunks chunks per device, m % N == 0"),
-     .min_chunks = 1, .max_chunks = PP_INTERLEAVED_MAX_CHUNKS, .mb_multiple_of_stages = TRUE},
-    {PP_FLUSH("zb-h1", pp_sched_build_zb_h1,
-              "zero-bubble handcrafted ZB-H1 (B/W split, 1F1B memory)"),
-     .min_chunks = 1, .max_chunks = 1},
-    {PP_FLUSH("zb-h2", pp_sched_build_zb_h2,
-              "zero-bubble handcrafted ZB-H2 (B/W split, more memory)"),
-     .min_chunks = 1, .max_chunks = 1},
-    {PP_FLUSH("zb-1p", pp_sched_build_zb_1p,
-              "zero-bubble automatic schedule under 1x 1F1B's peak activations (greedy)"),
-     .min_chunks = 1, .max_chunks = 1},
-    {PP_FLUSH("zb-2p", pp_sched_build_zb_2p,
-              "zero-bubble automatic schedule under 2x 1F1B's peak activations (greedy)"),
-     .min_chunks = 1, .max_chunks = 1},
-    {PP_FLUSH("zb-v", pp_sched_build_zb_v,
-              "zero-bubble V schedule: 2 chunks per device in a V, B/W split, 1F1B's peak memory"),
-     .min_chunks = 2, .max_chunks = 2, .placement = PP_PLACEMENT_V},
-    {PP_FLUSH("dualpipe-v", pp_sched_build_dualpipe_v,
-              "DeepSeek's DualPipe cut in half: 2 chunks per device in a V, F/B pairs, m >= 2N"),
-     .min_chunks = 2, .max_chunks = 2, .placement = PP_PLACEMENT_V},
-    {PP_ASYNC("pipedream", pp_sched_build_pipedream,
-              "async 1F1B, update after every backward, weight stashing (N-s versions)",
-              PP_BATCH_SINGLE, PP_WEIGHTS_STASHED)},
-    {PP_ASYNC("2bw", pp_sched_build_2bw,
-              "PipeDream-2BW: async 1F1B, update every m backwards, two weight versions",
-              PP_BATCH_MICROBATCHES, PP_WEIGHTS_STASHED)},
-    {PP_ASYNC("async-1f1b", pp_sched_build_async_1f1b,
-              "async 1F1B without stashing, update after every backward (PACI with a = 1)",
-              PP_BATCH_ACCUMULATION, PP_WEIGHTS_CURRENT),
-     .fixed_accumulation = 1, .has_policy = TRUE},
-    {PP_ASYNC("paci", pp_sched_build_paci,
-              "PACI: async 1F1B, local accumulation over a backwards, backpressure q < N - s",
-              PP_BATCH_ACCUMULATION, PP_WEIGHTS_CURRENT),
-     .has_policy = TRUE},
-    /* The order file decides the chunks per device; pipeline.chunks stays 1. */
-    {.name = "custom",
-     .build = pp_sched_build_custom,
-     .summary = "per-stage op orders read from a CSV order file",
-     .batch = PP_BATCH_MICROBATCHES,
-     .min_chunks = 1,
-     .max_chunks = 1,
-     .weights = PP_WEIGHTS_CURRENT,
-     .sync = PP_SCHED_SYNC_FROM_ORDER,
-     .needs_order_file = TRUE},
-    {.name = NULL},
+/* The kinds, one record per line: each is defined next to its generator. */
+static const PpSchedKindInfo *const pp_sched_kind_table[] = {
+    &pp_sched_kind_gpipe,       /* pp-sched-flush.c */
+    &pp_sched_kind_1f1b,        /* pp-sched-flush.c */
+    &pp_sched_kind_interleaved, /* pp-sched-interleaved.c */
+    &pp_sched_kind_zb_h1,       /* pp-sched-zb.c */
+    &pp_sched_kind_zb_h2,       /* pp-sched-zb.c */
+    &pp_sched_kind_zb_1p,       /* pp-sched-zb.c */
+    &pp_sched_kind_zb_2p,       /* pp-sched-zb.c */
+    &pp_sched_kind_zb_v,        /* pp-sched-v.c */
+    &pp_sched_kind_dualpipe_v,  /* pp-sched-v.c */
+    &pp_sched_kind_pipedream,   /* pp-sched-async.c */
+    &pp_sched_kind_2bw,         /* pp-sched-async.c */
+    &pp_sched_kind_async_1f1b,  /* pp-sched-async.c */
+    &pp_sched_kind_paci,        /* pp-sched-async.c */
+    &pp_sched_kind_custom,      /* pp-sched-custom.c */
+    NULL,
 };
 
-const PpSchedKindInfo *pp_sched_kinds(void) {
+const PpSchedKindInfo *const *pp_sched_kinds(void) {
     return pp_sched_kind_table;
 }
 
 const PpSchedKindInfo *pp_sched_kind_lookup(const char *name) {
-    for (const PpSchedKindInfo *info = pp_sched_kind_table; info->name != NULL; info++) {
-        if (strcmp(info->name, name) == 0)
-            return info;
+    for (const PpSchedKindInfo *const *info = pp_sched_kind_table; *info != NULL; info++) {
+        if (strcmp((*info)->name, name) == 0)
+            return *info;
     }
     return NULL;
 }
@@ -90,9 +48,9 @@ PpPlacement pp_sched_kind_placement(const char *name) {
 /* "a, b, c" of the kinds that pass @filter (NULL: all). */
 static char *pp_sched_kind_join(gboolean (*filter)(const PpSchedKindInfo *info)) {
     GString *names = g_string_new(NULL);
-    for (const PpSchedKindInfo *info = pp_sched_kind_table; info->name != NULL; info++) {
-        if (filter == NULL || filter(info))
-            g_string_append_printf(names, "%s%s", names->len ? ", " : "", info->name);
+    for (const PpSchedKindInfo *const *info = pp_sched_kind_table; *info != NULL; info++) {
+        if (filter == NULL || filter(*info))
+            g_string_append_printf(names, "%s%s", names->len ? ", " : "", (*info)->name);
     }
     return g_string_free(names, FALSE);
 }
@@ -128,4 +86,39 @@ int32_t pp_sched_kind_mb_per_step(const PpSchedKindInfo *info, int32_t microbatc
         return 1;
     }
     PP_UNREACHABLE();
+}
+
+gboolean pp_sched_kind_check_microbatches(const PpSchedKindInfo *info, int32_t n_stages,
+                                          int32_t microbatches, GError **error) {
+    const int32_t n = n_stages, k = microbatches;
+    if (info->mb_multiple_of_stages && k % n != 0) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "schedule '%s': n_microbatches = %d is not a multiple of n_stages = %d; "
+                    "valid: n_microbatches = %d, %d, ...",
+                    info->name, k, n, n, 2 * n);
+        return FALSE;
+    }
+    const int64_t least = (int64_t)info->mb_min_per_stage * n + info->mb_min_offset;
+    if (k < least) {
+        g_autoptr(GString) bound = g_string_new(NULL);
+        if (info->mb_min_per_stage != 1)
+            g_string_append_printf(bound, "%d ", info->mb_min_per_stage);
+        g_string_append(bound, "n_stages");
+        if (info->mb_min_offset != 0)
+            g_string_append_printf(bound, " %c %d", info->mb_min_offset < 0 ? '-' : '+',
+                                   ABS(info->mb_min_offset));
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "schedule '%s': n_microbatches = %d is below %s = %" G_GINT64_FORMAT
+                    "%s%s; valid: n_microbatches >= %" G_GINT64_FORMAT,
+                    info->name, k, bound->str, least, info->mb_min_reason ? ", " : "",
+                    info->mb_min_reason ? info->mb_min_reason : "", least);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+int32_t pp_sched_kind_weight_copies(const PpSchedKindInfo *info, int32_t n_stages, int32_t stage) {
+    if (info->weight_copies == PP_SCHED_COPIES_IN_FLIGHT)
+        return n_stages - stage; // one per micro-batch in flight on 1F1B's warm-up
+    return MAX(info->weight_copies, 1);
 }

@@ -50,10 +50,12 @@ static void pp_v_op(PpVStage *v, PpOpKind kind, int32_t chunk) {
         pp_sched_emit(v->sched, kind, v->stage, v->base + mb, chunk, v->step);
 }
 
-static gboolean pp_v_check(const PpScheduleParams *params, const char *kind, GError **error) {
+static gboolean pp_v_check(const PpScheduleParams *params, const PpSchedKindInfo *info,
+                           GError **error) {
+    const char *kind = info->name;
     return pp_sched_check_param(kind, "n_stages", params->n_stages, 1, PP_V_MAX_STAGES, error) &&
-           pp_sched_check_param(kind, "n_chunks", params->n_chunks, PP_V_CHUNKS, PP_V_CHUNKS,
-                                error) &&
+           pp_sched_check_param(kind, "n_chunks", params->n_chunks, info->min_chunks,
+                                info->max_chunks, error) &&
            pp_sched_check_param(kind, "n_microbatches", params->n_microbatches, 1, G_MAXINT32,
                                 error) &&
            pp_sched_check_param(kind, "n_steps", params->n_steps, 1, G_MAXINT32, error) &&
@@ -61,14 +63,15 @@ static gboolean pp_v_check(const PpScheduleParams *params, const char *kind, GEr
                                (int64_t)params->n_stages * PP_V_CHUNKS, error);
 }
 
-static PpSchedule *pp_v_alloc(const PpScheduleParams *params, const char *kind) {
-    PpSchedule *sched = pp_schedule_alloc(kind, params->n_stages, PP_V_CHUNKS);
+static PpSchedule *pp_v_alloc(const PpScheduleParams *params, const PpSchedKindInfo *info) {
+    PP_ASSERT(info->min_chunks == PP_V_CHUNKS && info->max_chunks == PP_V_CHUNKS);
+    PpSchedule *sched = pp_schedule_alloc(info->name, params->n_stages, PP_V_CHUNKS);
     sched->n_steps = params->n_steps;
     sched->mb_per_step = params->n_microbatches;
     sched->n_mb = params->n_steps * params->n_microbatches;
     sched->split_backward = TRUE;
-    sched->synchronous = TRUE;
-    sched->weight_mode = PP_WEIGHTS_CURRENT;
+    sched->synchronous = info->sync == PP_SCHED_SYNC;
+    sched->weight_mode = info->weights;
     return sched;
 }
 
@@ -119,13 +122,12 @@ static void pp_zb_v_step(PpVStage *v, int32_t n_stages, int32_t n) {
               v->nw[1] == n);
 }
 
-PpSchedule *pp_sched_build_zb_v(const PpScheduleParams *params, GError **error) {
-    const char *kind = "zb-v";
-    if (!pp_v_check(params, kind, error))
+static PpSchedule *pp_sched_build_zb_v(const PpScheduleParams *params, GError **error) {
+    if (!pp_v_check(params, &pp_sched_kind_zb_v, error))
         return NULL;
     const int32_t n_stages = params->n_stages, m = params->n_microbatches;
     const int32_t n = MAX(m, 2 * n_stages - 1);
-    PpSchedule   *sched = pp_v_alloc(params, kind);
+    PpSchedule   *sched = pp_v_alloc(params, &pp_sched_kind_zb_v);
     for (int32_t s = 0; s < n_stages; s++) {
         for (int32_t t = 0; t < params->n_steps; t++) {
             PpVStage v = {.sched = sched, .stage = s, .step = t, .base = t * m, .m = m};
@@ -205,19 +207,13 @@ static void pp_dualpipe_v_step(PpVStage *v, int32_t n_stages) {
         PP_ASSERT(v->nf[c] == m && v->nb[c] == m && v->nw[c] == m);
 }
 
-PpSchedule *pp_sched_build_dualpipe_v(const PpScheduleParams *params, GError **error) {
-    const char *kind = "dualpipe-v";
-    if (!pp_v_check(params, kind, error))
+static PpSchedule *pp_sched_build_dualpipe_v(const PpScheduleParams *params, GError **error) {
+    if (!pp_v_check(params, &pp_sched_kind_dualpipe_v, error))
         return NULL;
+    /* m >= 2N: the record's rule, checked by pp_schedule_new() before this runs */
     const int32_t n_stages = params->n_stages, m = params->n_microbatches;
-    if ((int64_t)m < 2 * (int64_t)n_stages) {
-        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
-                    "schedule 'dualpipe-v': n_microbatches = %d is below 2 n_stages = %d; "
-                    "valid: n_microbatches >= %d",
-                    m, 2 * n_stages, 2 * n_stages);
-        return NULL;
-    }
-    PpSchedule         *sched = pp_v_alloc(params, kind);
+    PP_ASSERT((int64_t)m >= 2 * (int64_t)n_stages);
+    PpSchedule         *sched = pp_v_alloc(params, &pp_sched_kind_dualpipe_v);
     g_autofree int32_t *queue = g_new(int32_t, 2 * (size_t)m); /* (2m) deferred W chunks */
     for (int32_t s = 0; s < n_stages; s++) {
         for (int32_t t = 0; t < params->n_steps; t++) {
@@ -230,3 +226,20 @@ PpSchedule *pp_sched_build_dualpipe_v(const PpScheduleParams *params, GError **e
     pp_v_declare_buffers(sched);
     return sched;
 }
+
+/* --- records --- */
+
+/* Two chunks per device, placed in a V. */
+#define PP_V_KIND(kind_name, fn, text)                                                             \
+    PP_SCHED_KIND_FLUSH(kind_name, fn, text),                                                      \
+        .min_chunks = PP_V_CHUNKS, .max_chunks = PP_V_CHUNKS, .placement = PP_PLACEMENT_V
+
+const PpSchedKindInfo pp_sched_kind_zb_v = {
+    PP_V_KIND("zb-v", pp_sched_build_zb_v,
+              "zero-bubble V schedule: 2 chunks per device in a V, B/W split, 1F1B's peak memory")};
+
+const PpSchedKindInfo pp_sched_kind_dualpipe_v = {
+    PP_V_KIND("dualpipe-v", pp_sched_build_dualpipe_v,
+              "DeepSeek's DualPipe cut in half: 2 chunks per device in a V, F/B pairs, m >= 2N"),
+    .mb_min_per_stage = 2,
+};

@@ -103,9 +103,12 @@ static void pp_zb_order_clear(PpZbOrder *order) {
 
 /* --- parameters and emission --- */
 
-static gboolean pp_zb_check(const PpScheduleParams *params, const char *kind, GError **error) {
+static gboolean pp_zb_check(const PpScheduleParams *params, const PpSchedKindInfo *info,
+                            GError **error) {
+    const char *kind = info->name;
     return pp_sched_check_param(kind, "n_stages", params->n_stages, 1, PP_ZB_MAX_STAGES, error) &&
-           pp_sched_check_param(kind, "n_chunks", MAX(params->n_chunks, 1), 1, 1, error) &&
+           pp_sched_check_param(kind, "n_chunks", MAX(params->n_chunks, 1), info->min_chunks,
+                                info->max_chunks, error) &&
            pp_sched_check_param(kind, "n_microbatches", params->n_microbatches, 1, G_MAXINT32,
                                 error) &&
            pp_sched_check_param(kind, "n_steps", params->n_steps, 1, G_MAXINT32, error) &&
@@ -115,16 +118,16 @@ static gboolean pp_zb_check(const PpScheduleParams *params, const char *kind, GE
 
 /* Turns one-step orders into the schedule: every step repeats them on its own micro-batches
  * and ends with U; every stage declares @n_buffers units. */
-static PpSchedule *pp_zb_emit(const PpScheduleParams *params, const char *kind,
+static PpSchedule *pp_zb_emit(const PpScheduleParams *params, const PpSchedKindInfo *info,
                               const PpZbOrder *order, int32_t n_buffers) {
     const int32_t n = params->n_stages, m = params->n_microbatches;
-    PpSchedule   *sched = pp_schedule_alloc(kind, n, 1);
+    PpSchedule   *sched = pp_schedule_alloc(info->name, n, info->min_chunks);
     sched->n_steps = params->n_steps;
     sched->mb_per_step = m;
     sched->n_mb = params->n_steps * m;
     sched->split_backward = TRUE;
-    sched->synchronous = TRUE;
-    sched->weight_mode = PP_WEIGHTS_CURRENT;
+    sched->synchronous = info->sync == PP_SCHED_SYNC;
+    sched->weight_mode = info->weights;
     for (int32_t s = 0; s < n; s++) {
         const PpZbSlot *slots = &order->slots[(size_t)s * 3 * m];
         sched->n_buffers[s] = n_buffers;
@@ -160,28 +163,28 @@ static void pp_zb_family_stage(PpZbOrder *order, int32_t s, int32_t warmup, int3
     PP_ASSERT(k == 3 * m && nf == m); // B_i always follows F_i: warmup >= 1
 }
 
-PpSchedule *pp_sched_build_zb_h1(const PpScheduleParams *params, GError **error) {
-    if (!pp_zb_check(params, "zb-h1", error))
+static PpSchedule *pp_sched_build_zb_h1(const PpScheduleParams *params, GError **error) {
+    if (!pp_zb_check(params, &pp_sched_kind_zb_h1, error))
         return NULL;
     const int32_t n = params->n_stages, m = params->n_microbatches;
     PpZbOrder     order;
     pp_zb_order_init(&order, n, m);
     for (int32_t s = 0; s < n; s++)
         pp_zb_family_stage(&order, s, n - s, s);
-    PpSchedule *sched = pp_zb_emit(params, "zb-h1", &order, MIN(n, m));
+    PpSchedule *sched = pp_zb_emit(params, &pp_sched_kind_zb_h1, &order, MIN(n, m));
     pp_zb_order_clear(&order);
     return sched;
 }
 
-PpSchedule *pp_sched_build_zb_h2(const PpScheduleParams *params, GError **error) {
-    if (!pp_zb_check(params, "zb-h2", error))
+static PpSchedule *pp_sched_build_zb_h2(const PpScheduleParams *params, GError **error) {
+    if (!pp_zb_check(params, &pp_sched_kind_zb_h2, error))
         return NULL;
     const int32_t n = params->n_stages, m = params->n_microbatches;
     PpZbOrder     order;
     pp_zb_order_init(&order, n, m);
     for (int32_t s = 0; s < n; s++)
         pp_zb_family_stage(&order, s, 2 * (n - s) - 1, 2 * s);
-    PpSchedule *sched = pp_zb_emit(params, "zb-h2", &order, MIN(2 * n - 1, m));
+    PpSchedule *sched = pp_zb_emit(params, &pp_sched_kind_zb_h2, &order, MIN(2 * n - 1, m));
     pp_zb_order_clear(&order);
     return sched;
 }
@@ -362,9 +365,10 @@ static int64_t pp_zb_greedy_run(const PpZbGreedyConfig *cfg, PpZbOrder *order) {
 }
 
 /* Builds zb-1p (@mult 1) or zb-2p (@mult 2): the best of the greedy's sixteen variants. */
-static PpSchedule *pp_zb_build_auto(const PpScheduleParams *params, const char *kind, int32_t mult,
-                                    GError **error) {
-    if (!pp_zb_check(params, kind, error))
+static PpSchedule *pp_zb_build_auto(const PpScheduleParams *params, const PpSchedKindInfo *info,
+                                    int32_t mult, GError **error) {
+    const char *kind = info->name;
+    if (!pp_zb_check(params, info, error))
         return NULL;
     if (params->f_ns < 0 || params->b_ns < 0 || params->w_ns < 0 || params->comm_ns < 0) {
         g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
@@ -411,7 +415,7 @@ static PpSchedule *pp_zb_build_auto(const PpScheduleParams *params, const char *
             trial.slots = tmp;
         }
     }
-    PpSchedule *sched = pp_zb_emit(params, kind, &best, cfg.limit);
+    PpSchedule *sched = pp_zb_emit(params, info, &best, cfg.limit);
     if (cfg.w_mem < PP_ZB_MEM_UNIT) {
         /* The byte limit, not a unit count, bounded the search: declare the units it left. */
         for (int32_t s = 0; s < n; s++)
@@ -422,10 +426,27 @@ static PpSchedule *pp_zb_build_auto(const PpScheduleParams *params, const char *
     return sched;
 }
 
-PpSchedule *pp_sched_build_zb_1p(const PpScheduleParams *params, GError **error) {
-    return pp_zb_build_auto(params, "zb-1p", 1, error);
+static PpSchedule *pp_sched_build_zb_1p(const PpScheduleParams *params, GError **error) {
+    return pp_zb_build_auto(params, &pp_sched_kind_zb_1p, 1, error);
 }
 
-PpSchedule *pp_sched_build_zb_2p(const PpScheduleParams *params, GError **error) {
-    return pp_zb_build_auto(params, "zb-2p", 2, error);
+static PpSchedule *pp_sched_build_zb_2p(const PpScheduleParams *params, GError **error) {
+    return pp_zb_build_auto(params, &pp_sched_kind_zb_2p, 2, error);
 }
+
+/* --- records --- */
+
+/* The zero-bubble kinds differ only in name, generator and summary. */
+#define PP_ZB_KIND(kind_name, fn, text)                                                            \
+    PP_SCHED_KIND_FLUSH(kind_name, fn, text), .min_chunks = 1, .max_chunks = 1
+
+const PpSchedKindInfo pp_sched_kind_zb_h1 = {PP_ZB_KIND(
+    "zb-h1", pp_sched_build_zb_h1, "zero-bubble handcrafted ZB-H1 (B/W split, 1F1B memory)")};
+const PpSchedKindInfo pp_sched_kind_zb_h2 = {PP_ZB_KIND(
+    "zb-h2", pp_sched_build_zb_h2, "zero-bubble handcrafted ZB-H2 (B/W split, more memory)")};
+const PpSchedKindInfo pp_sched_kind_zb_1p = {
+    PP_ZB_KIND("zb-1p", pp_sched_build_zb_1p,
+               "zero-bubble automatic schedule under 1x 1F1B's peak activations (greedy)")};
+const PpSchedKindInfo pp_sched_kind_zb_2p = {
+    PP_ZB_KIND("zb-2p", pp_sched_build_zb_2p,
+               "zero-bubble automatic schedule under 2x 1F1B's peak activations (greedy)")};

@@ -691,6 +691,12 @@ PpSchedule *pp_schedule_new(const PpScheduleParams *params, GError **error) {
                     params->kind ? params->kind : "(none)", names);
         return NULL;
     }
+    /* The record's micro-batch rule; counts out of range are left to the generator, which
+     * names the parameter. */
+    const int32_t k = pp_sched_kind_mb_per_step(info, params->n_microbatches, params->accumulation);
+    if (params->n_stages >= 1 && k >= 1 &&
+        !pp_sched_kind_check_microbatches(info, params->n_stages, k, error))
+        return NULL;
     g_autoptr(PpSchedule) sched = info->build(params, error);
     if (sched == NULL)
         return NULL;
@@ -700,6 +706,9 @@ PpSchedule *pp_schedule_new(const PpScheduleParams *params, GError **error) {
               sched->synchronous == (info->sync == PP_SCHED_SYNC));
     PP_ASSERT(info->needs_order_file ||
               (sched->n_chunks >= info->min_chunks && sched->n_chunks <= info->max_chunks));
+    for (int32_t s = 0; s < sched->n_stages && !info->needs_order_file; s++)
+        PP_ASSERT(sched->n_weight_versions[s] ==
+                  pp_sched_kind_weight_copies(info, sched->n_stages, s));
     if (!pp_schedule_finish(sched, error))
         return NULL;
     return g_steal_pointer(&sched);

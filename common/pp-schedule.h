@@ -202,30 +202,53 @@ typedef enum {
     PP_SCHED_SYNC_FROM_ORDER /* decided by the order file (custom) */
 } PpSchedSync;
 
-/* One schedule kind and its rules: every consumer (scenario checks, sweeps, the simulator's
- * and the executor's dynamic mode) asks these fields instead of comparing names. Generators
- * set PpSchedule.weight_mode and .synchronous; pp_schedule_new() asserts they agree. */
+/* Chunk counts pacer-sim plan may try for one kind (PpSchedKindInfo.plan_chunks). */
+#define PP_SCHED_PLAN_CHUNKS 4
+
+/* PpSchedKindInfo.weight_copies of a kind that keeps one copy per micro-batch in flight:
+ * N - s on stage s (pipedream). */
+#define PP_SCHED_COPIES_IN_FLIGHT (-1)
+
+/* One schedule kind and its rules, exported by the file of its generator
+ * (pp_sched_kind_paci in pp-sched-async.c, ...) and listed in pp-sched-registry.c. Every
+ * consumer (scenario checks, sweeps, the planner, the simulator's and the executor's dynamic
+ * mode) asks these fields instead of comparing names, and generators read their fixed
+ * properties from them. pp_schedule_new() asserts that a built schedule agrees. */
 typedef struct {
     const char    *name;
     PpSchedBuildFn build;
     const char    *summary; /* one line for --help */
     PpBatchRule    batch;
-    int32_t        fixed_accumulation; /* > 0: pipeline.accumulation must equal it
-                                          (async-1f1b: 1, PACI with a = 1); 0: any */
-    int32_t  min_chunks, max_chunks;   /* valid pipeline.chunks (model chunks per device) */
-    gboolean mb_multiple_of_stages;    /* m % N == 0 (interleaved) */
-    gboolean has_policy;               /* dynamic mode runs it live: PACI's backpressure policy with
-                                          a = pp_sched_kind_mb_per_step() (async-1f1b: a = 1) */
-    PpWeightMode weights;              /* stashing (pipedream, 2bw) or current weights */
-    PpSchedSync  sync;
-    gboolean     needs_order_file; /* reads PpScheduleParams.order_file (custom) */
-    PpPlacement  placement;        /* how pp_schedule_alloc() lays out its virtual stages */
+    /* > 0: pipeline.accumulation must equal it (async-1f1b: 1, PACI with a = 1); 0: any */
+    int32_t fixed_accumulation;
+    /* valid pipeline.chunks (model chunks per device) */
+    int32_t min_chunks, max_chunks;
+    /* The micro-batches per step k (pp_sched_kind_mb_per_step()) it accepts on N stages, a
+     * rule applied by pp_sched_kind_check_microbatches() alone: k % N == 0 when
+     * mb_multiple_of_stages (interleaved); k >= mb_min_per_stage N + mb_min_offset (2bw:
+     * N - 1, dualpipe-v: 2N); mb_min_reason (nullable) says why, in the error message. */
+    gboolean    mb_multiple_of_stages;
+    int32_t     mb_min_per_stage, mb_min_offset;
+    const char *mb_min_reason;
+    /* dynamic mode runs it live: PACI's backpressure policy with
+     * a = pp_sched_kind_mb_per_step() (async-1f1b: a = 1) */
+    gboolean     has_policy;
+    PpWeightMode weights; /* stashing (pipedream, 2bw) or current weights */
+    /* weight copies a stage keeps (PpSchedule.n_weight_versions, pp_sched_kind_weight_copies()):
+     * 0 means 1; PP_SCHED_COPIES_IN_FLIGHT: N - s */
+    int32_t     weight_copies;
+    PpSchedSync sync;
+    gboolean    needs_order_file; /* reads PpScheduleParams.order_file (custom) */
+    PpPlacement placement;        /* how pp_schedule_alloc() lays out its virtual stages */
+    /* chunk counts pacer-sim plan tries, ascending, 0-terminated; none listed: min_chunks */
+    int32_t plan_chunks[PP_SCHED_PLAN_CHUNKS];
 } PpSchedKindInfo;
 
 /* Returns: (transfer none): the registry entry for @name, or NULL. */
 const PpSchedKindInfo *pp_sched_kind_lookup(const char *name);
-/* Returns: (transfer none): the NULL-terminated registry table. */
-const PpSchedKindInfo *pp_sched_kinds(void);
+/* Returns: (transfer none): the registered kinds, NULL-terminated, in the order --help and
+ * error messages list them. */
+const PpSchedKindInfo *const *pp_sched_kinds(void);
 /* Returns: (transfer full): "gpipe, 1f1b, ..." for error messages. */
 char *pp_sched_kind_names(void);
 /* Returns: (transfer full): the names of the kinds with a run-time policy ("async-1f1b, paci"),
@@ -239,6 +262,15 @@ char *pp_sched_kind_multi_chunk_names(void);
  * count the scenario's batch arithmetic uses. */
 int32_t pp_sched_kind_mb_per_step(const PpSchedKindInfo *info, int32_t microbatches,
                                   int32_t accumulation);
+/* Checks the micro-batches per step @microbatches (pp_sched_kind_mb_per_step()) of kind
+ * @info on @n_stages stages against its rule (mb_multiple_of_stages, mb_min_*): the one place
+ * that rule is applied, by pp_schedule_new(), the scenario checks and the planner. Returns
+ * FALSE and sets PP_SCHEDULE_ERROR_INVALID_PARAMS ("schedule 'interleaved': n_microbatches =
+ * 6 is not a multiple of n_stages = 4; ...") otherwise. */
+gboolean pp_sched_kind_check_microbatches(const PpSchedKindInfo *info, int32_t n_stages,
+                                          int32_t microbatches, GError **error);
+/* Weight copies stage @stage of @n_stages keeps under kind @info (its weight_copies). */
+int32_t pp_sched_kind_weight_copies(const PpSchedKindInfo *info, int32_t n_stages, int32_t stage);
 /* The placement of kind @name (PP_PLACEMENT_LOOP for names the registry does not know). */
 PpPlacement pp_sched_kind_placement(const char *name);
 /* Device (*@stage) and chunk index on it (*@chunk) of virtual stage @vs under @placement,

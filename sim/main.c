@@ -457,7 +457,8 @@ static int sim_main_plan(int argc, char **argv) {
     if (kinds == NULL)
         return sim_main_fail(NULL, error);
     for (size_t k = 0; kinds[k] != NULL; k++) {
-        if (pp_sched_kind_lookup(kinds[k]) == NULL || strcmp(kinds[k], "custom") == 0) {
+        const PpSchedKindInfo *info = pp_sched_kind_lookup(kinds[k]);
+        if (info == NULL || info->needs_order_file) {
             g_autofree char *names = pp_sched_kind_names();
             g_set_error(&error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                         "--schedules: '%s' is not a schedule plan can generate; valid: %s "
@@ -497,8 +498,8 @@ static int sim_main_schedules(int argc, char **argv) {
                     "schedules takes no argument, got '%s'", argv[1]);
         return sim_main_fail(NULL, error);
     }
-    for (const PpSchedKindInfo *k = pp_sched_kinds(); k->name != NULL; k++)
-        printf("%-12s %s\n", k->name, k->summary);
+    for (const PpSchedKindInfo *const *k = pp_sched_kinds(); *k != NULL; k++)
+        printf("%-12s %s\n", (*k)->name, (*k)->summary);
     return 0;
 }
 

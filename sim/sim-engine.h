@@ -107,11 +107,12 @@ SimResult *sim_engine_run_with(const PpSchedule *sched, const SimCostModel *cost
                                const SimRunOptions *options, GError **error);
 
 /* Dynamic mode: runs PACI's backpressure policy (pp_policy_paci_next) live instead of a
- * static program. @params: kind "paci", n_stages, accumulation, n_steps (n_steps *
- * accumulation micro-batches); @cost: one chunk per stage. Each stage decides its next op
+ * static program. @params: a kind with a run-time policy (PpSchedKindInfo.has_policy),
+ * n_stages, accumulation, n_steps (n_steps * accumulation micro-batches); @cost: one chunk
+ * per stage. Each stage decides its next op
  * whenever its state changes (an op of its own ends, an activation or gradient arrives);
  * events at the same instant are all applied before any stage decides. The executed ops are
- * recorded (PpPolicyRecorder) into a "paci" program, which is then run by sim_engine_run()
+ * recorded (PpPolicyRecorder) into a program of that kind, which is then run by sim_engine_run()
  * for the reports and the trace (its timing equals the live run's; asserted).
  * @program_out: (out) (transfer full) (nullable): the recorded program, for the executor.
  * Returns: (transfer full), or NULL with @error set on bad parameters. */

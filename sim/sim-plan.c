@@ -24,14 +24,13 @@
 #define SIM_PLAN_PROGRESS_EVERY 16
 
 static const char *const sim_plan_recompute[] = {"none", "selective", "full"};
-/* Interleaved chunk counts tried (each needs N v <= layers). */
-static const int32_t sim_plan_interleaved_chunks[] = {2, 4, 8};
 
 typedef struct {
-    const char *schedule; /* borrowed from the options */
-    int32_t     data, tensor, stages, chunks, microbatch_size, microbatches;
-    int32_t     recompute; /* index into sim_plan_recompute */
-    gboolean    static_fits;
+    const PpSchedKindInfo *kind;
+    const char            *schedule; /* borrowed from the options */
+    int32_t                data, tensor, stages, chunks, microbatch_size, microbatches;
+    int32_t                recompute; /* index into sim_plan_recompute */
+    gboolean               static_fits;
 } SimPlanCandidate;
 
 static void sim_plan_row_clear(gpointer data) {
@@ -50,19 +49,21 @@ void sim_plan_free(SimPlan *plan) {
     g_free(plan);
 }
 
-/* Whether @kind can run a step of @m micro-batches on @n stages: pipedream and async-1f1b
- * update after every micro-batch (m = 1 only), dualpipe-v needs m >= 2N, 2bw m >= N - 1,
- * interleaved m a multiple of N. */
-static gboolean sim_plan_kind_takes(const char *kind, int32_t n, int32_t m) {
-    if (strcmp(kind, "pipedream") == 0 || strcmp(kind, "async-1f1b") == 0)
-        return m == 1;
-    if (strcmp(kind, "dualpipe-v") == 0)
-        return m >= 2 * n;
-    if (strcmp(kind, "2bw") == 0)
-        return m >= n - 1;
-    if (strcmp(kind, "interleaved") == 0)
-        return m % n == 0;
-    return TRUE;
+/* The pipeline.accumulation candidate @m micro-batches per replica step give kind @info: a
+ * kind that accumulates takes a = m (one update per replica batch), one with a fixed
+ * accumulation that value, others 1. */
+static int32_t sim_plan_accumulation(const PpSchedKindInfo *info, int32_t m) {
+    if (info->fixed_accumulation > 0)
+        return info->fixed_accumulation;
+    return info->batch == PP_BATCH_ACCUMULATION ? m : 1;
+}
+
+/* Whether kind @info can run a replica step of @m micro-batches on @n stages: its batch rule
+ * must make one update cover all m (pipedream and async-1f1b: m = 1 only), and its
+ * micro-batch rule must accept them (pp_sched_kind_check_microbatches()). */
+static gboolean sim_plan_kind_takes(const PpSchedKindInfo *info, int32_t n, int32_t m) {
+    return pp_sched_kind_mb_per_step(info, m, sim_plan_accumulation(info, m)) == m &&
+           pp_sched_kind_check_microbatches(info, n, m, NULL);
 }
 
 /* Parameters and optimizer state of the whole model on one GPU of a T x N grid, averaged
@@ -100,30 +101,30 @@ static GArray *sim_plan_candidates(const PpScenario *base, const SimPlanOptions 
                     continue;
                 int32_t m = per_replica / b;
                 for (size_t k = 0; o->schedules[k] != NULL; k++) {
-                    const char *kind = o->schedules[k];
-                    /* multi-chunk kinds on one stage are 1f1b with extra work: skip */
-                    gboolean chunked = strcmp(kind, "interleaved") == 0 ||
-                                       pp_sched_kind_placement(kind) == PP_PLACEMENT_V;
-                    if (!sim_plan_kind_takes(kind, n, m) || (chunked && n == 1))
+                    const PpSchedKindInfo *kind = pp_sched_kind_lookup(o->schedules[k]);
+                    PP_ASSERT(kind != NULL);
+                    if (!sim_plan_kind_takes(kind, n, m))
                         continue;
-                    int32_t chunks[G_N_ELEMENTS(sim_plan_interleaved_chunks)];
+                    /* the record's chunk choices (each needs N v <= layers); several chunks on
+                     * one stage are a one-chunk schedule with extra work: skipped */
+                    int32_t chunks[PP_SCHED_PLAN_CHUNKS];
                     size_t  n_chunks = 0;
-                    if (strcmp(kind, "interleaved") == 0) {
-                        for (size_t c = 0; c < G_N_ELEMENTS(sim_plan_interleaved_chunks); c++)
-                            if ((int64_t)n * sim_plan_interleaved_chunks[c] <= layers)
-                                chunks[n_chunks++] = sim_plan_interleaved_chunks[c];
-                    } else if (pp_sched_kind_placement(kind) == PP_PLACEMENT_V) {
-                        if (2 * (int64_t)n <= layers)
-                            chunks[n_chunks++] = 2;
-                    } else {
-                        chunks[n_chunks++] = 1;
+                    for (size_t c = 0; c < PP_SCHED_PLAN_CHUNKS; c++) {
+                        int32_t v = kind->plan_chunks[c] > 0 ? kind->plan_chunks[c]
+                                    : c == 0                 ? kind->min_chunks
+                                                             : 0;
+                        if (v == 0)
+                            break;
+                        if ((v == 1 || n > 1) && (int64_t)n * v <= layers)
+                            chunks[n_chunks++] = v;
                     }
                     for (size_t c = 0; c < n_chunks; c++) {
                         for (int32_t r = 0; r < (int32_t)G_N_ELEMENTS(sim_plan_recompute); r++) {
                             /* flash attention already drops what selective would recompute */
                             if (r == 1 && base->model.flash_attention)
                                 continue;
-                            SimPlanCandidate cand = {.schedule = kind,
+                            SimPlanCandidate cand = {.kind = kind,
+                                                     .schedule = o->schedules[k],
                                                      .data = d,
                                                      .tensor = t,
                                                      .stages = n,
@@ -148,14 +149,13 @@ static GStrv sim_plan_overrides(const char *const *overrides, const SimPlanCandi
     g_autoptr(GStrvBuilder) b = g_strv_builder_new();
     for (size_t i = 0; overrides != NULL && overrides[i] != NULL; i++)
         g_strv_builder_add(b, overrides[i]);
-    gboolean sync = strcmp(c->schedule, "paci") != 0 && strcmp(c->schedule, "2bw") != 0 &&
-                    strcmp(c->schedule, "pipedream") != 0 && strcmp(c->schedule, "async-1f1b") != 0;
+    gboolean         sync = c->kind->sync != PP_SCHED_ASYNC;
     g_autofree char *kind = g_strdup_printf("pipeline.schedule=%s", c->schedule);
     g_autofree char *stages = g_strdup_printf("pipeline.stages=%d", c->stages);
     g_autofree char *chunks = g_strdup_printf("pipeline.chunks=%d", c->chunks);
     g_autofree char *m = g_strdup_printf("pipeline.microbatches=%d", c->microbatches);
     g_autofree char *a = g_strdup_printf("pipeline.accumulation=%d",
-                                         strcmp(c->schedule, "paci") == 0 ? c->microbatches : 1);
+                                         sim_plan_accumulation(c->kind, c->microbatches));
     g_autofree char *mbs = g_strdup_printf("pipeline.microbatch_size=%d", c->microbatch_size);
     g_autofree char *gb = g_strdup_printf("training.global_batch=%d", global_batch);
     g_autofree char *steps =

@@ -40,16 +40,11 @@ static ZbCase zb_case(int i) {
     return (ZbCase){.n = n, .m = m[(i / ZB_N_COSTS) % ZB_N_MB], .f = c[0], .b = c[1], .w = c[2]};
 }
 
-typedef struct {
-    const char    *name;
-    PpSchedBuildFn build;
-} ZbKind;
-
-static const ZbKind zb_kinds[] = {
-    {"zb-h1", pp_sched_build_zb_h1},
-    {"zb-h2", pp_sched_build_zb_h2},
-    {"zb-1p", pp_sched_build_zb_1p},
-    {"zb-2p", pp_sched_build_zb_2p},
+static const PpSchedKindInfo *const zb_kinds[] = {
+    &pp_sched_kind_zb_h1,
+    &pp_sched_kind_zb_h2,
+    &pp_sched_kind_zb_1p,
+    &pp_sched_kind_zb_2p,
 };
 #define ZB_N_KINDS 4
 
@@ -142,7 +137,7 @@ static void zb_check_peaks(const PpSchedule *sched, const SimResult *res, int32_
 START_TEST(test_zb_h1_closed_form) {
     ZbCase c = zb_case(_i);
     ck_assert(c.m >= c.n && c.b >= c.w); // the closed form's conditions hold on the grid
-    g_autoptr(PpSchedule) sched = zb_build(pp_sched_build_zb_h1, &c, 1, 0);
+    g_autoptr(PpSchedule) sched = zb_build(pp_sched_kind_zb_h1.build, &c, 1, 0);
     g_autoptr(SimResult) res = zb_sim(sched, &c, 0);
     int64_t expect = c.m * (c.f + c.b + c.w) + (c.n - 1) * (c.f + c.b - c.w);
     ck_assert_int_eq(res->makespan_ns, expect);
@@ -159,7 +154,7 @@ END_TEST
 START_TEST(test_zb_h2_closed_form) {
     ZbCase  c = zb_case(_i / 2);
     int64_t comm = (_i % 2) * 100;
-    g_autoptr(PpSchedule) sched = zb_build(pp_sched_build_zb_h2, &c, 1, comm);
+    g_autoptr(PpSchedule) sched = zb_build(pp_sched_kind_zb_h2.build, &c, 1, comm);
     g_autoptr(SimResult) res = zb_sim(sched, &c, comm);
     int64_t work = c.m * (c.f + c.b + c.w);
     int64_t extra = (c.n - 1) * (c.f + c.b + 2 * comm - 2 * c.w);
@@ -169,7 +164,7 @@ START_TEST(test_zb_h2_closed_form) {
         ck_assert_int_eq(zb_max_span(res), work + extra);
         ck_assert_int_eq(res->makespan_ns, MAX(work + extra, (c.n - 1) * (c.f + comm) + work));
     } else {
-        g_autoptr(PpSchedule) h1 = zb_build(pp_sched_build_zb_h1, &c, 1, comm);
+        g_autoptr(PpSchedule) h1 = zb_build(pp_sched_kind_zb_h1.build, &c, 1, comm);
         g_autoptr(SimResult) h1_res = zb_sim(h1, &c, comm);
         ck_assert_int_le(zb_max_span(res), zb_max_span(h1_res));
     }
@@ -180,7 +175,7 @@ END_TEST
 /* Every kind, every grid point, 1 and 3 steps: valid; per stage one F, one B and one W of
  * every micro-batch, each tagged with its step (mb / m), and a U closing every step. */
 START_TEST(test_zb_programs_complete) {
-    const ZbKind *kind = &zb_kinds[_i];
+    const PpSchedKindInfo *kind = zb_kinds[_i];
     for (int g = 0; g < ZB_N_GRID; g++) {
         ZbCase c = zb_case(g);
         for (int32_t steps = 1; steps <= 3; steps += 2) {
@@ -225,9 +220,9 @@ END_TEST
  * ends last (C = makespan(1): zb-h1, zb-h2 with B + c >= 2W) that is 3 x makespan(1). In
  * every case the steps can only overlap: makespan(3) <= 3 x makespan(1). */
 START_TEST(test_zb_steps_repeat) {
-    const ZbKind *kind = &zb_kinds[_i / 2];
-    int64_t       comm = (_i % 2) * 100;
-    int           n_shifted = 0;
+    const PpSchedKindInfo *kind = zb_kinds[_i / 2];
+    int64_t                comm = (_i % 2) * 100;
+    int                    n_shifted = 0;
     for (int g = 0; g < ZB_N_GRID; g++) {
         ZbCase c = zb_case(g);
         g_autoptr(PpSchedule) one = zb_build(kind->build, &c, 1, comm);
@@ -274,12 +269,12 @@ START_TEST(test_zb_auto_unit_bubbles) {
     int64_t bubble_1f1b = ref_res->makespan_ns - work;
     ck_assert_int_eq(bubble_1f1b, (c.n - 1) * (c.f + c.b + c.w));
 
-    g_autoptr(PpSchedule) p1 = zb_build(pp_sched_build_zb_1p, &c, 1, 0);
+    g_autoptr(PpSchedule) p1 = zb_build(pp_sched_kind_zb_1p.build, &c, 1, 0);
     g_autoptr(SimResult) r1 = zb_sim(p1, &c, 0);
     ck_assert_int_eq(3 * (zb_max_span(r1) - work), bubble_1f1b);
     zb_check_peaks(p1, r1, MIN(c.n, c.m));
 
-    g_autoptr(PpSchedule) p2 = zb_build(pp_sched_build_zb_2p, &c, 1, 0);
+    g_autoptr(PpSchedule) p2 = zb_build(pp_sched_kind_zb_2p.build, &c, 1, 0);
     g_autoptr(SimResult) r2 = zb_sim(p2, &c, 0);
     ck_assert_int_eq(zb_max_span(r2) - work, c.m >= 2 * c.n ? 0 : bubble_1f1b / 3);
     for (int32_t s = 0; s < c.n; s++) {
@@ -294,10 +289,10 @@ END_TEST
  * same memory (zb-1p vs zb-h1, zb-2p vs zb-h2) nor than 1F1B. */
 START_TEST(test_zb_auto_vs_handcrafted) {
     ZbCase c = zb_case(_i);
-    g_autoptr(PpSchedule) h1 = zb_build(pp_sched_build_zb_h1, &c, 1, 0);
-    g_autoptr(PpSchedule) h2 = zb_build(pp_sched_build_zb_h2, &c, 1, 0);
-    g_autoptr(PpSchedule) a1 = zb_build(pp_sched_build_zb_1p, &c, 1, 0);
-    g_autoptr(PpSchedule) a2 = zb_build(pp_sched_build_zb_2p, &c, 1, 0);
+    g_autoptr(PpSchedule) h1 = zb_build(pp_sched_kind_zb_h1.build, &c, 1, 0);
+    g_autoptr(PpSchedule) h2 = zb_build(pp_sched_kind_zb_h2.build, &c, 1, 0);
+    g_autoptr(PpSchedule) a1 = zb_build(pp_sched_kind_zb_1p.build, &c, 1, 0);
+    g_autoptr(PpSchedule) a2 = zb_build(pp_sched_kind_zb_2p.build, &c, 1, 0);
     g_autoptr(SimResult) rh1 = zb_sim(h1, &c, 0);
     g_autoptr(SimResult) rh2 = zb_sim(h2, &c, 0);
     g_autoptr(SimResult) ra1 = zb_sim(a1, &c, 0);
@@ -334,7 +329,7 @@ START_TEST(test_zb_paper_configs) {
     const int32_t  limit[ZB_N_KINDS] = {c.n, 2 * c.n - 1, c.n, 2 * c.n};
     int64_t        span[ZB_N_KINDS];
     for (int j = 0; j < ZB_N_KINDS; j++) {
-        g_autoptr(PpSchedule) sched = zb_build(zb_kinds[j].build, &c, 1, comm);
+        g_autoptr(PpSchedule) sched = zb_build(zb_kinds[j]->build, &c, 1, comm);
         g_autoptr(SimResult) res = zb_sim(sched, &c, comm);
         span[j] = zb_max_span(res);
         ck_assert_int_ge(span[j], base - (limit[j] - 1) * c.w);
@@ -351,8 +346,8 @@ END_TEST
 START_TEST(test_zb_auto_zero_costs_are_unit) {
     ZbCase unit = {.n = 4, .m = 9, .f = 7, .b = 7, .w = 7};
     ZbCase zero = {.n = 4, .m = 9, .f = 0, .b = 0, .w = 0};
-    g_autoptr(PpSchedule) a = zb_build(pp_sched_build_zb_1p, &unit, 2, 0);
-    g_autoptr(PpSchedule) b = zb_build(pp_sched_build_zb_1p, &zero, 2, 0);
+    g_autoptr(PpSchedule) a = zb_build(pp_sched_kind_zb_1p.build, &unit, 2, 0);
+    g_autoptr(PpSchedule) b = zb_build(pp_sched_kind_zb_1p.build, &zero, 2, 0);
     for (int32_t s = 0; s < 4; s++) {
         ck_assert_int_eq(a->n_ops[s], b->n_ops[s]);
         for (int32_t i = 0; i < a->n_ops[s]; i++) {
@@ -368,8 +363,8 @@ END_TEST
 /* mem_w_fraction 1 (W frees everything, B nothing) is whole units: the same programs and
  * declarations as 0, on the grid for zb-1p and zb-2p, comm 0 and 100. */
 START_TEST(test_zb_fraction_one_is_whole) {
-    const ZbKind *kind = &zb_kinds[2 + _i / 2];
-    int64_t       comm = (_i % 2) * 100;
+    const PpSchedKindInfo *kind = zb_kinds[2 + _i / 2];
+    int64_t                comm = (_i % 2) * 100;
     for (int g = 0; g < ZB_N_GRID; g++) {
         ZbCase c = zb_case(g);
         g_autoptr(PpSchedule) whole = zb_build(kind->build, &c, 1, comm);
@@ -390,9 +385,9 @@ END_TEST
  * (min(N, m) for zb-1p, min(2N, m) for zb-2p) in units of M_F counted finely, declares
  * exactly its measured whole-unit peak, and the simulator agrees with it. */
 START_TEST(test_zb_fraction_limits) {
-    const ZbKind *kind = &zb_kinds[2 + _i / 2];
-    const double  w_frac = _i % 2 == 0 ? 0.25 : 0.6;
-    const int32_t mult = 1 + _i / 2;
+    const PpSchedKindInfo *kind = zb_kinds[2 + _i / 2];
+    const double           w_frac = _i % 2 == 0 ? 0.25 : 0.6;
+    const int32_t          mult = 1 + _i / 2;
     for (int g = 0; g < ZB_N_GRID; g++) {
         ZbCase c = zb_case(g);
         g_autoptr(PpSchedule) sched = zb_build_frac(kind->build, &c, 2, 100, w_frac);
@@ -418,11 +413,11 @@ START_TEST(test_zb_fraction_bad) {
                               .n_steps = 1,
                               .mem_w_fraction = bad[k]};
         g_autoptr(GError) err = NULL;
-        g_autoptr(PpSchedule) sched = zb_kinds[2 + _i].build(&p, &err);
+        g_autoptr(PpSchedule) sched = zb_kinds[2 + _i]->build(&p, &err);
         ck_assert_ptr_null(sched);
         ck_assert(g_error_matches(err, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
         ck_assert_msg(strstr(err->message, "mem_w_fraction") != NULL, "%s", err->message);
-        ck_assert_msg(strstr(err->message, zb_kinds[2 + _i].name) != NULL, "%s", err->message);
+        ck_assert_msg(strstr(err->message, zb_kinds[2 + _i]->name) != NULL, "%s", err->message);
     }
 }
 END_TEST
@@ -522,7 +517,7 @@ END_TEST
 
 /* The registry resolves each name to its generator, and pp_schedule_new() finishes it. */
 START_TEST(test_zb_registry) {
-    const ZbKind          *kind = &zb_kinds[_i];
+    const PpSchedKindInfo *kind = zb_kinds[_i];
     const PpSchedKindInfo *info = pp_sched_kind_lookup(kind->name);
     ck_assert_ptr_nonnull(info);
     ck_assert(info->build == kind->build);
@@ -542,7 +537,7 @@ END_TEST
 
 /* Bad parameters are GErrors naming the parameter. */
 START_TEST(test_zb_bad_params) {
-    const ZbKind          *kind = &zb_kinds[_i];
+    const PpSchedKindInfo *kind = zb_kinds[_i];
     const PpScheduleParams good = {.n_stages = 4,
                                    .n_chunks = 1,
                                    .n_microbatches = 8,

@@ -214,6 +214,30 @@ static gboolean is_zero_bubble(const char *kind) {
     return g_str_has_prefix(kind, "zb-");
 }
 
+/* Whether check_kind() knows @kind's closed forms (docs/design.md §3.2); a kind registered
+ * later gets the record-driven checks of test_registry_records and check_generic(). */
+static gboolean has_closed_form(const char *kind) {
+    static const char *const known[] = {"gpipe", "1f1b",       "interleaved", "pipedream",
+                                        "2bw",   "async-1f1b", "paci"};
+    for (size_t i = 0; i < G_N_ELEMENTS(known); i++) {
+        if (strcmp(kind, known[i]) == 0)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* What holds for any kind: the declared buffers cover the peak, and the run has the
+ * record's micro-batches and one update per step on every stage. */
+static void check_generic(const PpSchedule *sched, const PpSchedKindInfo *info, int32_t m,
+                          int32_t a, int32_t steps) {
+    ck_assert_int_eq(sched->mb_per_step, pp_sched_kind_mb_per_step(info, m, a));
+    ck_assert_int_eq(sched->n_mb, steps * sched->mb_per_step);
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        ck_assert_int_le(pp_schedule_peak_inflight(sched, s), sched->n_buffers[s]);
+        ck_assert_int_eq(n_updates(sched, s), steps);
+    }
+}
+
 /* Checks for the zero-bubble kinds (their closed forms are tested with their generator):
  * synchronous split-backward steps of m micro-batches, U closing every step. */
 static void check_zero_bubble(const PpSchedule *sched, int32_t n, int32_t m, int32_t steps) {
@@ -235,13 +259,13 @@ static void check_zero_bubble(const PpSchedule *sched, int32_t n, int32_t m, int
 
 static int32_t n_registered(void) {
     int32_t n = 0;
-    for (const PpSchedKindInfo *k = pp_sched_kinds(); k->name != NULL; k++)
+    for (const PpSchedKindInfo *const *k = pp_sched_kinds(); *k != NULL; k++)
         n++;
     return n;
 }
 
 START_TEST(test_sweep) {
-    const PpSchedKindInfo *info = &pp_sched_kinds()[_i];
+    const PpSchedKindInfo *info = pp_sched_kinds()[_i];
     const char            *kind = info->name;
     if (info->needs_order_file)
         return;
@@ -254,13 +278,10 @@ START_TEST(test_sweep) {
         int32_t n = stages[ni];
         for (int32_t m = 1; m <= (uses_m ? 2 * n + 1 : 1); m++) {
             for (int32_t v = info->min_chunks; v <= MIN(info->max_chunks, 3); v++) {
-                if (!strcmp(kind, "dualpipe-v") && m < 2 * n)
-                    continue;
                 for (int32_t a = 1; a <= (uses_a ? 5 : 1); a++) {
                     for (int32_t steps = 1; steps <= 3; steps += 2) {
-                        if (info->mb_multiple_of_stages && m % n != 0)
-                            continue;
-                        if (!strcmp(kind, "2bw") && m < n - 1)
+                        if (!pp_sched_kind_check_microbatches(
+                                info, n, pp_sched_kind_mb_per_step(info, m, a), NULL))
                             continue;
                         g_autoptr(PpSchedule) sched = build(kind, n, v, m, a, steps);
                         check_structure(sched);
@@ -268,8 +289,10 @@ START_TEST(test_sweep) {
                             ck_assert_int_le(pp_schedule_peak_inflight(sched, 0), 2 * n + 1);
                         else if (is_zero_bubble(kind))
                             check_zero_bubble(sched, n, m, steps);
-                        else
+                        else if (has_closed_form(kind))
                             check_kind(sched, n, v, m, a, steps);
+                        else
+                            check_generic(sched, info, m, a, steps);
                         n_built++;
                     }
                 }
@@ -285,7 +308,7 @@ END_TEST
  * shared counters agree with independent counts: pp_schedule_delta() with the versions its
  * F and B use, per-vstage peaks with the per-stage peak. */
 START_TEST(test_registry_rules) {
-    const PpSchedKindInfo *info = &pp_sched_kinds()[_i];
+    const PpSchedKindInfo *info = pp_sched_kinds()[_i];
     if (info->needs_order_file)
         return;
     const int32_t n = 4, m = 2 * n, a = 2, steps = 2, v = info->max_chunks > 1 ? 2 : 1;
@@ -328,6 +351,108 @@ START_TEST(test_registry_rules) {
         if (v == 1)
             ck_assert_int_eq(pp_schedule_peak_inflight(sched, s), sum);
     }
+}
+END_TEST
+
+/* Every registered record is self-consistent and declares what its generator builds, so a
+ * newly registered kind is checked here without editing the test: the micro-batch rule
+ * (pp_sched_kind_check_microbatches()) accepts exactly the counts the generator builds, and
+ * only counts whose program the declared weight copies cover;
+ * weight copies, stashing and synchrony match the built program; plan chunk choices lie in
+ * the chunk range. */
+START_TEST(test_registry_records) {
+    const PpSchedKindInfo *info = pp_sched_kinds()[_i];
+    ck_assert_ptr_nonnull(info->name);
+    ck_assert_int_gt(strlen(info->name), 0);
+    ck_assert_ptr_nonnull(info->summary);
+    ck_assert(info->build != NULL);
+    ck_assert_ptr_eq(pp_sched_kind_lookup(info->name), info); /* names are unique */
+    ck_assert_int_ge(info->min_chunks, 1);
+    ck_assert_int_ge(info->max_chunks, info->min_chunks);
+    for (int32_t c = 0, prev = 0; c < PP_SCHED_PLAN_CHUNKS && info->plan_chunks[c] > 0; c++) {
+        ck_assert_int_gt(info->plan_chunks[c], prev);
+        ck_assert_int_ge(info->plan_chunks[c], info->min_chunks);
+        ck_assert_int_le(info->plan_chunks[c], info->max_chunks);
+        prev = info->plan_chunks[c];
+    }
+    if (info->fixed_accumulation > 0)
+        ck_assert_int_eq(info->batch, PP_BATCH_ACCUMULATION);
+    ck_assert_int_ge(info->mb_min_per_stage, 0);
+    ck_assert(info->weight_copies >= 0 || info->weight_copies == PP_SCHED_COPIES_IN_FLIGHT);
+    /* stashing needs more than one copy; current weights need one */
+    ck_assert_int_eq(info->weights == PP_WEIGHTS_STASHED,
+                     pp_sched_kind_weight_copies(info, 4, 0) > 1);
+    if (info->needs_order_file)
+        return; /* the order file decides the rest (test_custom_*) */
+
+    /* The rule accepts exactly what the generator builds. */
+    const int32_t v = info->min_chunks;
+    int32_t       n_accepted = 0;
+    for (int32_t n = 1; n <= 5; n++) {
+        for (int32_t m = 1; m <= 3 * n + 2; m++) {
+            const int32_t a = info->fixed_accumulation > 0 ? info->fixed_accumulation : m;
+            const int32_t k = pp_sched_kind_mb_per_step(info, m, a);
+            g_autoptr(GError) rule = NULL;
+            gboolean         takes = pp_sched_kind_check_microbatches(info, n, k, &rule);
+            PpScheduleParams p = {.kind = info->name,
+                                  .n_stages = n,
+                                  .n_chunks = v,
+                                  .n_microbatches = m,
+                                  .accumulation = a,
+                                  .n_steps = 3};
+            g_autoptr(GError) error = NULL;
+            g_autoptr(PpSchedule) sched = pp_schedule_new(&p, &error);
+            ck_assert_msg((sched != NULL) == takes, "%s N=%d m=%d a=%d: rule %s, generator %s",
+                          info->name, n, m, a, takes ? "accepts" : rule->message,
+                          sched != NULL ? "builds" : error->message);
+            if (!takes)
+                ck_assert(
+                    g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
+            /* what the rule accepts is sound: the declared copies hold every live version */
+            for (int32_t s = 0; takes && info->weights == PP_WEIGHTS_STASHED && s < n; s++)
+                ck_assert_int_le(live_versions(sched, s), sched->n_weight_versions[s]);
+            n_accepted += takes;
+        }
+    }
+    ck_assert_int_gt(n_accepted, 0);
+
+    /* Declared properties against the program, on a full pipeline. */
+    const int32_t n = 4, m = 2 * n, a = info->fixed_accumulation > 0 ? info->fixed_accumulation : 2;
+    g_autoptr(PpSchedule) sched = build(info->name, n, v, m, a, 3);
+    const int32_t k = pp_sched_kind_mb_per_step(info, m, a);
+    ck_assert_int_eq(sched->mb_per_step, k);
+    ck_assert_int_eq(sched->n_mb, 3 * k);
+    int32_t most_live = 0, off_step = 0;
+    for (int32_t s = 0; s < n; s++) {
+        ck_assert_int_eq(sched->n_weight_versions[s], pp_sched_kind_weight_copies(info, n, s));
+        if (info->weights == PP_WEIGHTS_STASHED)
+            ck_assert_int_le(live_versions(sched, s), sched->n_weight_versions[s]);
+        most_live = MAX(most_live, live_versions(sched, s));
+        /* an update after every k micro-batches' last backwards, the program ends with one */
+        int32_t closed = 0, n_u = 0;
+        for (int32_t i = 0; i < sched->n_ops[s]; i++) {
+            const PpOp *op = &sched->programs[s][i];
+            if (op->kind == PP_OP_UPDATE) {
+                ck_assert_int_eq(closed, k * sched->n_chunks);
+                closed = 0;
+                n_u++;
+                continue;
+            }
+            closed += pp_op_inflight_change(op->kind) < 0;
+            off_step += sched->version[sched->op_offset[s] + i] != op->step;
+        }
+        ck_assert_int_eq(closed, 0);
+        ck_assert_int_eq(n_u, sched->n_steps);
+    }
+    /* stashed: some stage keeps several versions alive */
+    if (info->weights == PP_WEIGHTS_STASHED)
+        ck_assert_int_gt(most_live, 1);
+    /* synchronous: U only at step ends, every op at its step's version; asynchronous: some op
+     * runs past an update of its own step's count */
+    if (info->sync == PP_SCHED_SYNC)
+        ck_assert_int_eq(off_step, 0);
+    else
+        ck_assert_int_gt(off_step, 0);
 }
 END_TEST
 
@@ -589,8 +714,8 @@ START_TEST(test_unknown_kind) {
     ck_assert_ptr_null(pp_sched_kind_lookup("zigzag"));
     ck_assert_ptr_nonnull(pp_sched_kind_lookup("paci"));
     int32_t n = 0;
-    for (const PpSchedKindInfo *k = pp_sched_kinds(); k->name != NULL; k++, n++)
-        ck_assert_ptr_nonnull(k->summary);
+    for (const PpSchedKindInfo *const *k = pp_sched_kinds(); *k != NULL; k++, n++)
+        ck_assert_ptr_nonnull((*k)->summary);
     ck_assert_int_ge(n, 8);
 }
 END_TEST
@@ -760,6 +885,7 @@ static Suite *schedule_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_sweep, 0, n_registered());
     tcase_add_loop_test(tc, test_registry_rules, 0, n_registered());
+    tcase_add_loop_test(tc, test_registry_records, 0, n_registered());
     tcase_add_test(tc, test_inflight_rule);
     tcase_add_test(tc, test_1f1b_program);
     tcase_add_test(tc, test_interleaved_program);

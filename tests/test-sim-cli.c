@@ -890,11 +890,11 @@ START_TEST(test_schedules) {
     ck_assert_int_eq(run_cli(args, &out, NULL), 0);
     g_auto(GStrv) lines = g_strsplit(out, "\n", -1);
     guint n = 0;
-    for (const PpSchedKindInfo *k = pp_sched_kinds(); k->name != NULL; k++, n++) {
+    for (const PpSchedKindInfo *const *k = pp_sched_kinds(); *k != NULL; k++, n++) {
         ck_assert_ptr_nonnull(lines[n]);
         g_auto(GStrv) words = g_strsplit_set(lines[n], " ", 2);
-        ck_assert_str_eq(words[0], k->name);
-        ck_assert_ptr_nonnull(strstr(lines[n], k->summary));
+        ck_assert_str_eq(words[0], (*k)->name);
+        ck_assert_ptr_nonnull(strstr(lines[n], (*k)->summary));
     }
     ck_assert_int_eq(g_strv_length(lines), n + 1); /* the text ends with a newline */
 }

@@ -126,6 +126,35 @@ START_TEST(test_plan_rows) {
 }
 END_TEST
 
+/* Every registered kind the planner can generate is planned from its record alone: it gets
+ * layouts, none fails, and each row's chunks and micro-batches are ones its record allows. A
+ * newly registered kind is covered without editing the test. */
+START_TEST(test_plan_every_kind) {
+    const PpSchedKindInfo *info = pp_sched_kinds()[_i];
+    if (info->needs_order_file)
+        return; /* plan refuses it (test_plan_bad) */
+    const char *const extra[] = {"--schedules", info->name, NULL};
+    g_autofree char  *out = run_plan(extra);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *plan = parse_object(out, parser);
+    ck_assert_int_gt(json_object_get_int_member(plan, "layouts"), 0);
+    ck_assert_int_eq(json_object_get_int_member(plan, "failed"), 0);
+    JsonArray *rows = json_object_get_array_member(plan, "rows");
+    for (guint i = 0; i < json_array_get_length(rows); i++) {
+        JsonObject *r = json_array_get_object_element(rows, i);
+        ck_assert_str_eq(json_object_get_string_member(r, "schedule"), info->name);
+        int32_t  n = (int32_t)json_object_get_int_member(r, "stages");
+        int32_t  m = (int32_t)json_object_get_int_member(r, "microbatches");
+        int32_t  v = (int32_t)json_object_get_int_member(r, "chunks");
+        gboolean listed = info->plan_chunks[0] == 0 && v == info->min_chunks;
+        for (int32_t c = 0; c < PP_SCHED_PLAN_CHUNKS; c++)
+            listed = listed || (info->plan_chunks[c] > 0 && v == info->plan_chunks[c]);
+        ck_assert_msg(listed, "%s: chunks %d", info->name, v);
+        ck_assert(pp_sched_kind_check_microbatches(info, n, m, NULL));
+    }
+}
+END_TEST
+
 /* With 8 GiB devices the 1.3B model's state alone (16 B per parameter) does not fit on one
  * or two GPUs per replica: the plan drops those layouts before simulating, and a direct run
  * of one of them fails in the partition with the memory error. The plan is deterministic. */
@@ -230,6 +259,10 @@ int main(void) {
     TCase *tc = tcase_create("plan");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_plan_rows);
+    int32_t n_kinds = 0;
+    while (pp_sched_kinds()[n_kinds] != NULL)
+        n_kinds++;
+    tcase_add_loop_test(tc, test_plan_every_kind, 0, n_kinds);
     tcase_add_test(tc, test_plan_memory);
     tcase_add_loop_test(tc, test_plan_bad, 0, G_N_ELEMENTS(plan_bad));
     tcase_add_test(tc, test_cluster_json);
