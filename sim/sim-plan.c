@@ -85,7 +85,10 @@ static GArray *sim_plan_candidates(const PpScenario *base, const SimPlanOptions 
     GArray       *out = g_array_new(FALSE, TRUE, sizeof(SimPlanCandidate));
     const int32_t g = o->gpus, layers = base->model.layers;
     for (int32_t t = 1; t <= MIN(g, base->hardware.gpus_per_node); t++) {
-        if (g % t != 0 || base->model.heads % t != 0 || base->model.hidden % t != 0)
+        /* the scenario's own rule (pp-scenario.c): T divides the heads, the key/value heads,
+         * the hidden and the FFN widths */
+        if (g % t != 0 || base->model.heads % t != 0 || base->model.kv_heads % t != 0 ||
+            base->model.hidden % t != 0 || base->model.ffn_hidden % t != 0)
             continue;
         for (int32_t n = 1; n <= MIN(g / t, layers); n++) {
             if ((g / t) % n != 0)
@@ -283,9 +286,9 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
     if (cands->len == 0) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                     "%s: no layout of %d GPUs with global batch %d: data x tensor x stages "
-                    "must equal the GPUs, tensor divide model.heads and hidden and be at most "
-                    "hardware.gpus_per_node = %d, stages be at most model.layers = %d, and the "
-                    "data replicas divide the global batch",
+                    "must equal the GPUs, tensor divide model.heads, kv_heads, hidden and "
+                    "ffn_hidden and be at most hardware.gpus_per_node = %d, stages be at most "
+                    "model.layers = %d, and the data replicas divide the global batch",
                     path, o->gpus, global_batch, base->hardware.gpus_per_node, base->model.layers);
         return NULL;
     }
