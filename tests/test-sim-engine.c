@@ -1026,7 +1026,8 @@ START_TEST(test_partition_default_memory) {
     ck_assert_ptr_null(test_partition_run(tiny_set, &error));
     ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
     ck_assert_ptr_nonnull(strstr(error->message, "default.ini"));
-    ck_assert_ptr_nonnull(strstr(error->message, "limit of 10737418240 bytes"));
+    ck_assert_ptr_nonnull(
+        strstr(error->message, "over the limit of 10.000 GiB (10737418240 bytes)"));
     ck_assert_ptr_nonnull(strstr(error->message, "hardware.memory_gib"));
 }
 END_TEST
