@@ -533,6 +533,8 @@ static char *sim_replay_compare_csv(const SimReplay *r) {
 }
 
 gboolean sim_replay_write_dir(const SimReplay *r, const char *dir, GError **error) {
+    if (!sim_report_check_out_dir(dir, error))
+        return FALSE;
     if (g_mkdir_with_parents(dir, 0755) != 0) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot create directory %s: %s", dir,
                     g_strerror(errno));

@@ -393,7 +393,26 @@ static gboolean sim_report_write_summary_csv(const SimJob *job, const char *path
     return sim_report_flush_memstream(fp, &buf, &len, path, error);
 }
 
+gboolean sim_report_check_out_dir(const char *dir, GError **error) {
+    /* What pacer-train writes and pacer-sim never does (exec/exec-train-out.c). */
+    static const char *const train_marks[] = {"log.csv", "checkpoints"};
+    for (size_t i = 0; i < G_N_ELEMENTS(train_marks); i++) {
+        g_autofree char *path = g_build_filename(dir, train_marks[i], NULL);
+        if (g_file_test(path, G_FILE_TEST_EXISTS)) {
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_EXISTS,
+                        "--out %s holds a pacer-train run (%s): pacer-sim would overwrite its "
+                        "ops.csv and scenario.ini, so nothing was written. Give a folder of its "
+                        "own, for example --out %s/pred",
+                        dir, train_marks[i], dir);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
 gboolean sim_report_write_dir(const SimJob *job, const char *dir, GError **error) {
+    if (!sim_report_check_out_dir(dir, error))
+        return FALSE;
     if (g_mkdir_with_parents(dir, 0755) != 0) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot create directory %s: %s", dir,
                     g_strerror(errno));

@@ -63,5 +63,9 @@ gboolean sim_report_write_atomic(const char *path, const char *data, gsize len, 
  * trace.json and scenario.ini into it (@job from sim_job_new(..., for_out = TRUE, ...)).
  * Returns FALSE and sets @error (PP_IO_ERROR) on failure. */
 gboolean sim_report_write_dir(const SimJob *job, const char *dir, GError **error);
+/* Refuses (PP_IO_ERROR_EXISTS) an --out @dir that holds a pacer-train run (its log.csv or
+ * checkpoints/): pacer-sim's ops.csv and scenario.ini would replace the run's. Writers of a
+ * folder (sim_report_write_dir(), sim_replay_write_dir()) call it first. */
+gboolean sim_report_check_out_dir(const char *dir, GError **error);
 
 G_END_DECLS

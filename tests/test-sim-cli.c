@@ -549,6 +549,46 @@ START_TEST(test_out_of_memory_advice) {
 }
 END_TEST
 
+/* --- output folders --- */
+
+/* pacer-sim --out and replay --out never write into a pacer-train run's folder (its log.csv
+ * marks it): they stop, naming the folder and a folder of their own, and change nothing. */
+START_TEST(test_out_refuses_training_run) {
+    g_autofree char *sim_dir = test_util_tmp_dir_new("pacer-sim-run-XXXXXX");
+    g_autofree char *path = scenario_path("1f1b");
+    const char      *sim[] = {path, "--out", sim_dir, NULL};
+    ck_assert_int_eq(run_cli(sim, NULL, NULL), 0);
+
+    g_autofree char *run = test_util_tmp_dir_new("pacer-train-run-XXXXXX");
+    g_autofree char *log = g_build_filename(run, "log.csv", NULL);
+    g_autofree char *ops = g_build_filename(run, "ops.csv", NULL);
+    ck_assert(g_file_set_contents(log, "step,tokens\n1,64\n", -1, NULL));
+    ck_assert(g_file_set_contents(ops, "measured\n", -1, NULL));
+    g_autofree char   *before = test_util_snapshot(run);
+    g_autofree char   *sim_ops = g_build_filename(sim_dir, "ops.csv", NULL);
+    g_autofree char   *sim_ini = g_build_filename(sim_dir, "scenario.ini", NULL);
+    const char        *into[] = {path, "--out", run, NULL};
+    const char        *replay[] = {"replay", sim_ini, "--trace", sim_ops, "--out", run, NULL};
+    const char *const *cmds[] = {into, replay};
+    for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+        g_autofree char *err = NULL;
+        ck_assert_int_eq(run_cli(cmds[i], NULL, &err), 1);
+        g_autofree char *want =
+            g_strdup_printf("--out %s holds a pacer-train run (log.csv): pacer-sim would "
+                            "overwrite its ops.csv and scenario.ini, so nothing was written",
+                            run);
+        ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+        g_autofree char *after = test_util_snapshot(run);
+        ck_assert_str_eq(after, before);
+    }
+    g_autofree char *pred = g_build_filename(run, "pred", NULL);
+    const char      *inside[] = {"replay", sim_ini, "--trace", sim_ops, "--out", pred, NULL};
+    ck_assert_int_eq(run_cli(inside, NULL, NULL), 0);
+    ck_assert(test_util_tmp_dir_remove(run));
+    ck_assert(test_util_tmp_dir_remove(sim_dir));
+}
+END_TEST
+
 /* --- compare --- */
 
 /* The compare rule on both kinds of cost: explicit [costs] keep the micro-batch size (2),
@@ -923,6 +963,7 @@ static Suite *sim_cli_suite(void) {
     tcase_add_test(tc, test_shipped_scenarios);
     tcase_add_test(tc, test_schedules);
     tcase_add_test(tc, test_out_of_memory_advice);
+    tcase_add_test(tc, test_out_refuses_training_run);
     suite_add_tcase(s, tc);
     return s;
 }
