@@ -53,6 +53,7 @@ static JsonNode *calibrate_json(const char *const *args) {
     g_autofree char *out = NULL, *err = NULL;
     int              rc = test_util_spawn(SIM_BIN, (const char *const *)argv->pdata, &out, &err);
     ck_assert_msg(rc == 0, "calibrate exited %d: %s", rc, err);
+    test_util_assert_json(out);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) error = NULL;
     ck_assert_msg(json_parser_load_from_data(parser, out, -1, &error), "JSON: %s",

@@ -45,6 +45,7 @@ static JsonNode *replay_json_with(const char *scenario, const char *trace, const
     g_autofree char *out = NULL, *err = NULL;
     int              rc = test_util_spawn(SIM_BIN, (const char *const *)args->pdata, &out, &err);
     ck_assert_msg(rc == 0, "replay %s exited %d: %s", trace, rc, err);
+    test_util_assert_json(out);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) error = NULL;
     ck_assert_msg(json_parser_load_from_data(parser, out, -1, &error), "JSON: %s",

@@ -74,11 +74,15 @@ static int tt_train(const char *out, const char *resume, const char *kill_at, ch
     return test_util_spawn_status(TT_TRAIN, args, env_set, out_text, err_text);
 }
 
-/* pacer-train evaluate of @checkpoint on the validation text; the exit status. */
+/* pacer-train evaluate of @checkpoint on the validation text; the exit status. Its --json
+ * output, when it succeeds, must be strict JSON. */
 static int tt_evaluate(const char *checkpoint, char **out_text, char **err_text) {
     const char *args[] = {"evaluate",  "--checkpoint", checkpoint, "--text",
                           tt.val_text, "--json",       NULL};
-    return test_util_spawn(TT_TRAIN, args, out_text, err_text);
+    int         code = test_util_spawn(TT_TRAIN, args, out_text, err_text);
+    if (code == 0)
+        test_util_assert_json(*out_text);
+    return code;
 }
 
 static void tt_setup(void) {

@@ -237,3 +237,164 @@ int test_util_data_run(TestUtilData *d, Suite *s) {
     g_clear_pointer(&d->skipped, g_ptr_array_unref);
     return n_failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+/* A strict recursive-descent JSON reader (RFC 8259) that only checks. */
+typedef struct {
+    const char *text;
+    const char *p;
+    const char *expected; /* what was expected where it stopped */
+} TestUtilJson;
+
+static gboolean test_util_json_value(TestUtilJson *j, int depth);
+
+static void test_util_json_space(TestUtilJson *j) {
+    while (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')
+        j->p++;
+}
+
+static gboolean test_util_json_fail(TestUtilJson *j, const char *expected) {
+    j->expected = expected;
+    return FALSE;
+}
+
+static gboolean test_util_json_digits(TestUtilJson *j) {
+    if (!g_ascii_isdigit(*j->p))
+        return test_util_json_fail(j, "a digit");
+    while (g_ascii_isdigit(*j->p))
+        j->p++;
+    return TRUE;
+}
+
+static gboolean test_util_json_number(TestUtilJson *j) {
+    if (*j->p == '-')
+        j->p++;
+    if (*j->p == '0')
+        j->p++; /* no leading zeros: "01" stops after the 0 */
+    else if (!test_util_json_digits(j))
+        return FALSE;
+    if (*j->p == '.') {
+        j->p++;
+        if (!test_util_json_digits(j))
+            return FALSE;
+    }
+    if (*j->p == 'e' || *j->p == 'E') {
+        j->p++;
+        if (*j->p == '+' || *j->p == '-')
+            j->p++;
+        if (!test_util_json_digits(j))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean test_util_json_string(TestUtilJson *j) {
+    if (*j->p != '"')
+        return test_util_json_fail(j, "a string");
+    j->p++;
+    while (*j->p != '"') {
+        unsigned char c = (unsigned char)*j->p;
+        if (c == '\0' || c < 0x20)
+            return test_util_json_fail(j, "a closing quote (no control characters in strings)");
+        if (c == '\\') {
+            j->p++;
+            if (*j->p == 'u') {
+                for (int k = 1; k <= 4; k++)
+                    if (!g_ascii_isxdigit(j->p[k]))
+                        return test_util_json_fail(j, "four hex digits after \\u");
+                j->p += 4;
+            } else if (*j->p == '\0' || strchr("\"\\/bfnrt", *j->p) == NULL) {
+                return test_util_json_fail(j, "an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u)");
+            }
+        }
+        j->p++;
+    }
+    j->p++;
+    return TRUE;
+}
+
+static gboolean test_util_json_literal(TestUtilJson *j, const char *word) {
+    if (strncmp(j->p, word, strlen(word)) != 0)
+        return test_util_json_fail(j, "a value");
+    j->p += strlen(word);
+    return TRUE;
+}
+
+/* '{' or '[' at j->p: members or elements up to the closing bracket. */
+static gboolean test_util_json_container(TestUtilJson *j, int depth) {
+    char close = *j->p == '{' ? '}' : ']';
+    j->p++;
+    test_util_json_space(j);
+    if (*j->p == close) {
+        j->p++;
+        return TRUE;
+    }
+    for (;;) {
+        if (close == '}') {
+            if (!test_util_json_string(j))
+                return FALSE;
+            test_util_json_space(j);
+            if (*j->p != ':')
+                return test_util_json_fail(j, "':'");
+            j->p++;
+        }
+        if (!test_util_json_value(j, depth + 1))
+            return FALSE;
+        test_util_json_space(j);
+        if (*j->p == close) {
+            j->p++;
+            return TRUE;
+        }
+        if (*j->p != ',')
+            return test_util_json_fail(j, close == '}' ? "',' or '}'" : "',' or ']'");
+        j->p++;
+        test_util_json_space(j); /* then a member or element: "[1,]" fails there */
+    }
+}
+
+static gboolean test_util_json_value(TestUtilJson *j, int depth) {
+    if (depth > 256)
+        return test_util_json_fail(j, "less nesting (256 levels at most)");
+    test_util_json_space(j);
+    switch (*j->p) {
+    case '{':
+    case '[':
+        return test_util_json_container(j, depth);
+    case '"':
+        return test_util_json_string(j);
+    case 't':
+        return test_util_json_literal(j, "true");
+    case 'f':
+        return test_util_json_literal(j, "false");
+    case 'n':
+        return test_util_json_literal(j, "null");
+    default:
+        if (*j->p == '-' || g_ascii_isdigit(*j->p))
+            return test_util_json_number(j);
+        return test_util_json_fail(j, "a value");
+    }
+}
+
+gboolean test_util_json_strict(const char *text, char **why) {
+    const char *end = NULL;
+    if (!g_utf8_validate(text, -1, &end)) {
+        if (why)
+            *why = g_strdup_printf("byte %td: not UTF-8", end - text);
+        return FALSE;
+    }
+    TestUtilJson j = {text, text, NULL};
+    gboolean     ok = test_util_json_value(&j, 0);
+    if (ok) {
+        test_util_json_space(&j);
+        ok = *j.p == '\0' || test_util_json_fail(&j, "the end of the text");
+    }
+    if (!ok && why)
+        *why =
+            g_strdup_printf("byte %td: expected %s, found \"%.12s\"", j.p - text, j.expected, j.p);
+    return ok;
+}
+
+void test_util_assert_json(const char *text) {
+    g_autofree char *why = NULL;
+    ck_assert_msg(text != NULL, "no JSON text");
+    ck_assert_msg(test_util_json_strict(text, &why), "not strict JSON (%s): %s", why, text);
+}

@@ -100,3 +100,14 @@ void test_util_data_add(TestUtilData *d, TCase *tc, const TTest *test, int start
  * tests/meson.build runs them) each skipped case becomes an "ok N - NAME # SKIP reason" line
  * before the plan; otherwise one "SKIP NAME: reason" line each. Frees what @d holds. */
 int test_util_data_run(TestUtilData *d, Suite *s);
+
+/* --- strict JSON --- */
+
+/* TRUE when @text is one JSON value (RFC 8259) with optional white space around it: no NaN,
+ * Infinity, "1e+20.0", trailing commas, comments or control characters in strings (json-glib's
+ * parser accepts some of these, so tests of JSON outputs check here first). Else FALSE with
+ * @why (nullable; transfer full) naming the byte offset and what was expected. */
+gboolean test_util_json_strict(const char *text, char **why);
+
+/* Aborts the test (ck_abort) unless test_util_json_strict(@text); the message shows @text. */
+void test_util_assert_json(const char *text);
