@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * sim-json.h: writes a json-glib tree as text with pacer's number writer (common/pp-json.h),
- * in json-glib 1.6's indented layout, byte for byte. json-glib's own generator writes 1e20 as "1e+20.0" and NaN
- * as "nan", which no JSON parser accepts; every --json output of pacer-sim goes through here.
+ * in json-glib 1.6's indented layout, byte for byte. json-glib's own generator writes 1e20 as
+ * "1e+20.0" and NaN as "nan", which no JSON parser accepts; every --json output of pacer-sim goes
+ * through here.
  */
 #pragma once
 
