@@ -836,6 +836,79 @@ START_TEST(test_memory_csv) {
 }
 END_TEST
 
+/* --- the bubble of short runs --- */
+
+static const char *const short_schedules[] = {"gpipe",     "1f1b", "zb-h1",      "zb-2p",
+                                              "pipedream", "2bw",  "async-1f1b", "paci"};
+
+/* Runs shorter than the pipeline's fill: GPT-2 Medium on rtx-pro-6000, micro-batch 64, each
+ * schedule on 2, 4 and 8 stages, 1 to 4 steps, m = a = 1, 2 or 4 micro-batches per step and
+ * every recomputation mode: the bubble is in [0, 1). PACI on 2 stages, a = 2, 3 steps with
+ * full recomputation (-0.016), 4 stages, 2 steps (-0.074) and selective (-0.0008) used to be
+ * negative: their update interval, measured in the drain, is shorter than a step's work. */
+/* The bubble of @kind on GPT-2 Medium (default.ini), micro-batch 64, with @stages stages,
+ * @steps steps, m = a = @a and @recompute; FALSE when the scenario refuses the configuration
+ * (a stage that does not fit the device's memory, async-1f1b with a > 1, 2bw with fewer
+ * micro-batches than stages - 1). */
+static gboolean short_run_bubble(const char *kind, int32_t stages, int32_t steps, int32_t a,
+                                 const char *recompute, double *bubble) {
+    g_autoptr(GPtrArray) o = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(o, g_strdup_printf("pipeline.schedule=%s", kind));
+    g_ptr_array_add(o, g_strdup_printf("pipeline.stages=%d", stages));
+    g_ptr_array_add(o, g_strdup_printf("pipeline.microbatches=%d", a));
+    g_ptr_array_add(o, g_strdup_printf("pipeline.accumulation=%d", a));
+    /* pipedream's global batch is one micro-batch; the others' a or m of them */
+    g_ptr_array_add(o, g_strdup_printf("training.global_batch=%d",
+                                       g_str_equal(kind, "pipedream") ? 64 : 64 * a));
+    g_ptr_array_add(o, g_strdup_printf("training.steps=%d", steps));
+    g_ptr_array_add(o, g_strdup_printf("model.recompute=%s", recompute));
+    g_ptr_array_add(o, NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpScenario) sc = pp_scenario_load(DEFAULT_INI, (const char *const *)o->pdata, &error);
+    if (sc == NULL)
+        return FALSE;
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
+    g_autoptr(SimCostModel) cost = sched ? sim_cost_new_from_scenario(sc, &error) : NULL;
+    if (cost == NULL)
+        return FALSE;
+    g_autoptr(SimResult) res = sim_engine_run(sched, cost, &error);
+    ck_assert_msg(res != NULL, "%s", error ? error->message : "");
+    *bubble = res->bubble_fraction;
+    return TRUE;
+}
+
+START_TEST(test_short_run_bubble) {
+    static const char *const recompute[] = {"none", "selective", "full"};
+    const char              *kind = short_schedules[_i];
+    int                      n_runs = 0;
+    for (int32_t stages = 2; stages <= 8; stages *= 2)
+        for (int32_t steps = 1; steps <= 4; steps++)
+            for (int32_t a = 1; a <= 4; a *= 2)
+                for (guint r = 0; r < G_N_ELEMENTS(recompute); r++) {
+                    double bubble = -1.0;
+                    if (!short_run_bubble(kind, stages, steps, a, recompute[r], &bubble))
+                        continue;
+                    ck_assert_msg(bubble >= 0.0 && bubble < 1.0,
+                                  "%s, %d stages, %d steps, a = m = %d, recompute %s: bubble %.6f",
+                                  kind, stages, steps, a, recompute[r], bubble);
+                    n_runs++;
+                }
+    ck_assert_int_ge(n_runs, 20);
+    if (g_str_equal(kind, "paci")) {
+        /* the three reported runs: no steady state, so no bubble */
+        double bubble = -1.0;
+        ck_assert(short_run_bubble(kind, 2, 3, 2, "full", &bubble));
+        ck_assert_double_eq(bubble, 0.0);
+        ck_assert(short_run_bubble(kind, 4, 2, 2, "full", &bubble));
+        ck_assert_double_eq(bubble, 0.0);
+        ck_assert(short_run_bubble(kind, 2, 3, 2, "selective", &bubble));
+        ck_assert_double_eq(bubble, 0.0);
+    }
+}
+END_TEST
+
 /* --- JSON: numbers, the tree writer, the strict check --- */
 
 static const struct {
@@ -989,6 +1062,10 @@ static Suite *sim_cli_suite(void) {
     tcase_add_test(tc, test_sweep_streams);
     tcase_add_test(tc, test_shipped_scenarios);
     tcase_add_test(tc, test_schedules);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("short-runs");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_short_run_bubble, 0, G_N_ELEMENTS(short_schedules));
     suite_add_tcase(s, tc);
     tc = tcase_create("json");
     tcase_add_loop_test(tc, test_json_numbers, 0, G_N_ELEMENTS(json_numbers));
