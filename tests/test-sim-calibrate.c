@@ -69,9 +69,12 @@ static JsonArray *array(JsonNode *root, const char *name) {
     return json_object_get_array_member(json_node_get_object(root), name);
 }
 
+/* Removes the folders simulate() made and frees their names. */
 static void remove_dirs(char **dirs, int n) {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         ck_assert(test_util_tmp_dir_remove(dirs[i]));
+        g_clear_pointer(&dirs[i], g_free);
+    }
 }
 
 /* calibrate.ini's costs per stage (ns): F, B, W, fused BW, U, weight copy. */
