@@ -16,6 +16,7 @@
 #include "data-corpus.h"
 #include "exec-evaluate.h"
 #include "exec-train.h"
+#include "pp-json.h"
 #include "pp-config.h"
 #if PP_HAVE_MPI
 #include "exec-comm-mpi.h"
@@ -222,9 +223,13 @@ static int evaluate_main(int argc, char **argv) {
         fprintf(stderr, "pacer-train: %s\n", error->message);
         return 1;
     }
-    if (json)
-        printf("{\"loss\": %.9g, \"tokens\": %" G_GINT64_FORMAT "}\n", loss, tokens);
-    else
+    if (json) {
+        /* the project's JSON number writer (common/pp-json.h): any double is valid JSON */
+        g_autoptr(GString) line = g_string_new("{\"loss\": ");
+        pp_json_append_double(line, loss);
+        g_string_append_printf(line, ", \"tokens\": %" G_GINT64_FORMAT "}", tokens);
+        printf("%s\n", line->str);
+    } else
         printf("loss %.6f (perplexity %.3f) over %" G_GINT64_FORMAT " tokens\n", loss, exp(loss),
                tokens);
     return 0;

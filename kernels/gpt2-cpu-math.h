@@ -22,12 +22,16 @@ static inline float gpt2_cpu_expf(float x) {
     /* round-to-nearest of x / ln2 by the 1.5 * 2^23 trick */
     float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
     /* ln2 split in a high part exact in float times small n, and the rest */
-    float   r = x - n * 0.693145752f - n * 1.42860677e-6f;
-    float   p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f +
+    float r = x - n * 0.693145752f - n * 1.42860677e-6f;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f +
                                                   r * (0.0416666679f + r * (0.00833333377f +
                                                                             r * 0.00138888892f)))));
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float   scale;
+    /* The shift is unsigned: a NaN x passes the clamp, its n converts to INT32_MIN on x86
+     * (cvttss2si), and a signed shift of the negative sum was undefined (UBSan, from the
+     * NaN logits of tests/test-checkpoint.c's overflow case). The result is NaN either way (p
+     * is NaN); for finite x the bits are the same. */
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float    scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
 }

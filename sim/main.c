@@ -13,6 +13,7 @@
 #include "pp-error.h"
 #include "pp-schedule.h"
 #include "sim-calibrate.h"
+#include "sim-json.h"
 #include "sim-main.h"
 #include "sim-plan.h"
 #include "sim-replay.h"
@@ -136,11 +137,7 @@ static GStrv sim_main_scenario_args(int argc, char **argv, const SimMainOptions 
 /* Prints @root (transfer full) as indented JSON on stdout. */
 void sim_main_print_json(JsonNode *root) {
     g_autoptr(JsonNode) owned = root;
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    json_generator_set_pretty(gen, TRUE);
-    json_generator_set_indent(gen, 2);
-    json_generator_set_root(gen, owned);
-    g_autofree char *text = json_generator_to_data(gen, NULL);
+    g_autofree char *text = sim_json_to_string(owned);
     printf("%s\n", text);
 }
 

@@ -547,9 +547,13 @@ static void sim_run_report(SimRun *run) {
                                                           : sim_cost_bw_ns(cost, unit));
         }
         work_ns *= sched->mb_per_step;
-        res->bubble_fraction = res->step_time_ns > 0 ? (double)(res->step_time_ns - work_ns) /
-                                                           (double)res->step_time_ns
-                                                     : 0.0;
+        /* A run too short for a steady state measures its update interval where the window
+         * holds the pipeline's drain (fewer forwards per update than m): it can be shorter
+         * than m(F+B+W), and the run shows no steady-state bubble: 0, never below (README,
+         * "What the figures mean"). */
+        res->bubble_fraction = res->step_time_ns > work_ns ? (double)(res->step_time_ns - work_ns) /
+                                                                 (double)res->step_time_ns
+                                                           : 0.0;
     }
 
     /* The D replicas run the same pipeline in lockstep: the job does D times its work in the

@@ -69,7 +69,9 @@ typedef struct {
                                        C = the largest span of one stage's F/B/W/BW ops within
                                        one step, m(F+B+W) = the busiest stage's work in that step.
                                        Asynchronous: C = step time, m = mb_per_step, F+B+W the
-                                       bottleneck stage's per-micro-batch work (all chunks) */
+                                       bottleneck stage's per-micro-batch work (all chunks);
+                                       0 when C < m(F+B+W) (a run too short for a steady
+                                       state). Always in [0, 1) */
     double efficiency;              /* busy / (n_stages * makespan) */
     double mfu;                     /* model FLOPs utilisation: flops_per_mb * mb_per_step / step
                                        time / (n_stages * tensor_parallel * peak_flops); 0 when

@@ -103,6 +103,7 @@ START_TEST(test_calibrate_cpu) {
     g_autofree char *out = NULL, *err = NULL;
     ck_assert_msg(test_util_spawn(SIM_BIN, (const char *const *)args->pdata, &out, &err) == 0,
                   "pacer-sim calibrate: %s", err);
+    test_util_assert_json(out);
     g_autoptr(JsonParser) parser = json_parser_new();
     ck_assert_msg(json_parser_load_from_data(parser, out, -1, NULL), "no JSON: %s", out);
     JsonArray *traces =

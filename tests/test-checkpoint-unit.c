@@ -113,6 +113,8 @@ START_TEST(test_unit_round_trip) {
     ck_assert_str_eq(files, "log.csv manifest.json model.safetensors state.safetensors");
 
     g_autofree char *manifest = g_build_filename(dir, "manifest.json", NULL);
+    g_autofree char *manifest_text = test_util_read_file(manifest, NULL);
+    test_util_assert_json(manifest_text);
     g_autoptr(JsonParser) parser = json_parser_new();
     ck_assert(json_parser_load_from_file(parser, manifest, NULL));
     JsonObject *m = json_node_get_object(json_parser_get_root(parser));

@@ -24,8 +24,17 @@
 
 #define TRAIN_BIN    PP_BUILD_ROOT "/exec/pacer-train"
 #define MPIRUN_LOCAL PP_SOURCE_ROOT "/scripts/mpirun-local"
-/* Seconds any one run may take before the harness stops it (a hang is a failure). */
-#define RUN_LIMIT_S "240"
+/* Seconds any one run may take before the harness stops it (a hang is a failure), times
+ * mpi_slowdown(). */
+#define RUN_LIMIT_S 240
+
+/* CK_TIMEOUT_MULTIPLIER (Check's own; scripts/test --sanitize sets it): instrumented runs are
+ * several times slower, so the run limit and run.comm_timeout_s grow with it. 1 when unset. */
+static int mpi_slowdown(void) {
+    const char *m = g_getenv("CK_TIMEOUT_MULTIPLIER");
+    int         k = m ? atoi(m) : 1;
+    return k > 1 ? k : 1;
+}
 
 /* A tiny GPT-2 (8 layers of 32 channels, 16 tokens; the LM head is the real 50257-way one),
  * two steps, one BLAS thread per worker, the repository's data cache. */
@@ -61,9 +70,10 @@ static void run_train(Run *r, int np, const char *dir, const char *const *sets,
                       const char *const *args, const char *fault) {
     g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GStrvBuilder) all_sets = g_strv_builder_new();
-    const char *const prefix[] = {"timeout", "-k", "10", RUN_LIMIT_S};
+    const char *const prefix[] = {"timeout", "-k", "10"};
     for (size_t i = 0; i < G_N_ELEMENTS(prefix); i++)
         g_ptr_array_add(argv, g_strdup(prefix[i]));
+    g_ptr_array_add(argv, g_strdup_printf("%d", RUN_LIMIT_S * mpi_slowdown()));
     if (np > 0) {
         g_ptr_array_add(argv, g_strdup(MPIRUN_LOCAL));
         g_ptr_array_add(argv, g_strdup("-np"));
@@ -73,6 +83,10 @@ static void run_train(Run *r, int np, const char *dir, const char *const *sets,
     g_ptr_array_add(argv, g_strdup(PP_SOURCE_ROOT "/scenarios/train-tiny.ini"));
     for (size_t i = 0; i < G_N_ELEMENTS(base_sets); i++)
         g_strv_builder_add(all_sets, base_sets[i]);
+    if (mpi_slowdown() > 1) { /* (a case's own run.comm_timeout_s comes later and wins) */
+        g_autofree char *t = g_strdup_printf("run.comm_timeout_s=%d", 120 * mpi_slowdown());
+        g_strv_builder_add(all_sets, t);
+    }
     for (const char *const *s = backend_sets; *s; s++)
         g_strv_builder_add(all_sets, *s);
     for (const char *const *s = sets; s && *s; s++)
@@ -105,8 +119,8 @@ static void run_train(Run *r, int np, const char *dir, const char *const *sets,
     ck_assert_msg(ok, "cannot run pacer-train: %s", ok ? "" : error->message);
     ck_assert_msg(WIFEXITED(wait_status), "pacer-train did not exit normally");
     r->status = WEXITSTATUS(wait_status);
-    ck_assert_msg(r->status != 124, "pacer-train (np %d) hung: stopped after " RUN_LIMIT_S " s\n%s",
-                  np, r->err);
+    ck_assert_msg(r->status != 124, "pacer-train (np %d) hung: stopped after %d s\n%s", np,
+                  RUN_LIMIT_S * mpi_slowdown(), r->err);
 }
 
 /* Runs and requires success. */

@@ -18,6 +18,8 @@ void test_safetensors_read(TestSafetensors *st, const char *path) {
         hlen = hlen << 8 | (guint8)raw[i];
     ck_assert_msg(hlen % 8 == 0 && hlen <= len - 8, "%s: header length %" G_GUINT64_FORMAT, path,
                   hlen);
+    g_autofree char *header = g_strndup(raw + 8, (gsize)hlen);
+    test_util_assert_json(header);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) error = NULL;
     ck_assert_msg(json_parser_load_from_data(parser, raw + 8, (gssize)hlen, &error), "%s: %s", path,

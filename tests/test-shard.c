@@ -2,7 +2,7 @@
  * test-shard.c: token shards (byte layout, round trip, each corruption and the vocabulary
  * mismatch), the document split rule, corpus discovery and shard building on the fixtures in
  * tests/data/text, and the input-keyed shard cache of data_prepare(). The corpus tests need
- * the GPT-2 vocabulary in the cache (scripts/setup).
+ * the GPT-2 vocabulary in the cache (scripts/fetch-data) and are skipped without it.
  */
 #include <check.h>
 #include <glib/gstdio.h>
@@ -403,21 +403,20 @@ START_TEST(test_shard_cli) {
 END_TEST
 
 int main(void) {
-    Suite *s = suite_create("shard");
-    TCase *tc = tcase_create("shard");
+    Suite       *s = suite_create("shard");
+    TCase       *tc = tcase_create("shard");
+    TestUtilData data;
+    test_util_data_init(&data);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_shard_round_trip);
     tcase_add_test(tc, test_shard_empty);
     tcase_add_loop_test(tc, test_shard_errors, 0, G_N_ELEMENTS(test_shard_damages));
     tcase_add_test(tc, test_shard_split_rule);
     tcase_add_test(tc, test_shard_corpus_find);
-    tcase_add_test(tc, test_shard_build);
-    tcase_add_test(tc, test_shard_prepare_cache);
-    tcase_add_test(tc, test_shard_cli);
+    /* These tokenise with the GPT-2 vocabulary: skipped without scripts/fetch-data. */
+    test_util_data_add(&data, tc, test_shard_build, 0, 1);
+    test_util_data_add(&data, tc, test_shard_prepare_cache, 0, 1);
+    test_util_data_add(&data, tc, test_shard_cli, 0, 1);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int n_failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return n_failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_util_data_run(&data, s);
 }

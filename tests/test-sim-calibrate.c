@@ -53,6 +53,7 @@ static JsonNode *calibrate_json(const char *const *args) {
     g_autofree char *out = NULL, *err = NULL;
     int              rc = test_util_spawn(SIM_BIN, (const char *const *)argv->pdata, &out, &err);
     ck_assert_msg(rc == 0, "calibrate exited %d: %s", rc, err);
+    test_util_assert_json(out);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) error = NULL;
     ck_assert_msg(json_parser_load_from_data(parser, out, -1, &error), "JSON: %s",
@@ -68,9 +69,12 @@ static JsonArray *array(JsonNode *root, const char *name) {
     return json_object_get_array_member(json_node_get_object(root), name);
 }
 
+/* Removes the folders simulate() made and frees their names. */
 static void remove_dirs(char **dirs, int n) {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         ck_assert(test_util_tmp_dir_remove(dirs[i]));
+        g_clear_pointer(&dirs[i], g_free);
+    }
 }
 
 /* calibrate.ini's costs per stage (ns): F, B, W, fused BW, U, weight copy. */

@@ -6,6 +6,7 @@
  */
 #include <check.h>
 #include <csv.h>
+#include <float.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -16,10 +17,12 @@
 #include <unistd.h>
 
 #include "pp-error.h"
+#include "pp-json.h"
 #include "pp-scenario.h"
 #include "pp-schedule.h"
 #include "sim-cost.h"
 #include "sim-engine.h"
+#include "sim-json.h"
 #include "test-util.h"
 
 #define SIM_BIN  PP_BUILD_ROOT "/sim/pacer-sim"
@@ -41,7 +44,9 @@ static char *scenario_path(const char *name) {
     return g_strdup_printf("%s/%s.ini", DATA_DIR, name);
 }
 
+/* Every --json output: strict JSON first (json-glib's parser is lenient), then the tree. */
 static JsonNode *parse_json(const char *text) {
+    test_util_assert_json(text);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) error = NULL;
     ck_assert_msg(json_parser_load_from_data(parser, text, -1, &error), "JSON: %s",
@@ -922,6 +927,192 @@ START_TEST(test_memory_csv) {
 }
 END_TEST
 
+/* --- the bubble of short runs --- */
+
+static const char *const short_schedules[] = {"gpipe",     "1f1b", "zb-h1",      "zb-2p",
+                                              "pipedream", "2bw",  "async-1f1b", "paci"};
+
+/* Runs shorter than the pipeline's fill: GPT-2 Medium on rtx-pro-6000, micro-batch 64, each
+ * schedule on 2, 4 and 8 stages, 1 to 4 steps, m = a = 1, 2 or 4 micro-batches per step and
+ * every recomputation mode: the bubble is in [0, 1). PACI on 2 stages, a = 2, 3 steps with
+ * full recomputation (-0.016), 4 stages, 2 steps (-0.074) and selective (-0.0008) used to be
+ * negative: their update interval, measured in the drain, is shorter than a step's work. */
+/* The bubble of @kind on GPT-2 Medium (default.ini), micro-batch 64, with @stages stages,
+ * @steps steps, m = a = @a and @recompute; FALSE when the scenario refuses the configuration
+ * (a stage that does not fit the device's memory, async-1f1b with a > 1, 2bw with fewer
+ * micro-batches than stages - 1). */
+static gboolean short_run_bubble(const char *kind, int32_t stages, int32_t steps, int32_t a,
+                                 const char *recompute, double *bubble) {
+    g_autoptr(GPtrArray) o = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(o, g_strdup_printf("pipeline.schedule=%s", kind));
+    g_ptr_array_add(o, g_strdup_printf("pipeline.stages=%d", stages));
+    g_ptr_array_add(o, g_strdup_printf("pipeline.microbatches=%d", a));
+    g_ptr_array_add(o, g_strdup_printf("pipeline.accumulation=%d", a));
+    /* pipedream's global batch is one micro-batch; the others' a or m of them */
+    g_ptr_array_add(o, g_strdup_printf("training.global_batch=%d",
+                                       g_str_equal(kind, "pipedream") ? 64 : 64 * a));
+    g_ptr_array_add(o, g_strdup_printf("training.steps=%d", steps));
+    g_ptr_array_add(o, g_strdup_printf("model.recompute=%s", recompute));
+    g_ptr_array_add(o, NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpScenario) sc = pp_scenario_load(DEFAULT_INI, (const char *const *)o->pdata, &error);
+    if (sc == NULL)
+        return FALSE;
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
+    g_autoptr(SimCostModel) cost = sched ? sim_cost_new_from_scenario(sc, &error) : NULL;
+    if (cost == NULL)
+        return FALSE;
+    g_autoptr(SimResult) res = sim_engine_run(sched, cost, &error);
+    ck_assert_msg(res != NULL, "%s", error ? error->message : "");
+    *bubble = res->bubble_fraction;
+    return TRUE;
+}
+
+START_TEST(test_short_run_bubble) {
+    static const char *const recompute[] = {"none", "selective", "full"};
+    const char              *kind = short_schedules[_i];
+    int                      n_runs = 0;
+    for (int32_t stages = 2; stages <= 8; stages *= 2)
+        for (int32_t steps = 1; steps <= 4; steps++)
+            for (int32_t a = 1; a <= 4; a *= 2)
+                for (guint r = 0; r < G_N_ELEMENTS(recompute); r++) {
+                    double bubble = -1.0;
+                    if (!short_run_bubble(kind, stages, steps, a, recompute[r], &bubble))
+                        continue;
+                    ck_assert_msg(bubble >= 0.0 && bubble < 1.0,
+                                  "%s, %d stages, %d steps, a = m = %d, recompute %s: bubble %.6f",
+                                  kind, stages, steps, a, recompute[r], bubble);
+                    n_runs++;
+                }
+    ck_assert_int_ge(n_runs, 20);
+    if (g_str_equal(kind, "paci")) {
+        /* the three reported runs: no steady state, so no bubble */
+        double bubble = -1.0;
+        ck_assert(short_run_bubble(kind, 2, 3, 2, "full", &bubble));
+        ck_assert_double_eq(bubble, 0.0);
+        ck_assert(short_run_bubble(kind, 4, 2, 2, "full", &bubble));
+        ck_assert_double_eq(bubble, 0.0);
+        ck_assert(short_run_bubble(kind, 2, 3, 2, "selective", &bubble));
+        ck_assert_double_eq(bubble, 0.0);
+    }
+}
+END_TEST
+
+/* --- JSON: numbers, the tree writer, the strict check --- */
+
+static const struct {
+    double      value;
+    const char *text;
+} json_numbers[] = {
+    {0.5, "0.5"},
+    {2, "2.0"},
+    {-0.0, "-0.0"},
+    {0.1, "0.10000000000000001"},
+    {1e20, "1e+20"},
+    {-2.5e-300, "-2.5e-300"},
+    {1e-7, "9.9999999999999995e-08"},
+    {DBL_MAX, "1.7976931348623157e+308"},
+    {NAN, "null"},
+    {INFINITY, "null"},
+    {-INFINITY, "null"},
+};
+
+/* Each double is written as the text above: strict JSON that reads back as the same double
+ * (NaN and infinity as null). */
+START_TEST(test_json_numbers) {
+    g_autoptr(GString) out = g_string_new(NULL);
+    pp_json_append_double(out, json_numbers[_i].value);
+    ck_assert_str_eq(out->str, json_numbers[_i].text);
+    test_util_assert_json(out->str);
+    if (isfinite(json_numbers[_i].value)) {
+        double back = g_ascii_strtod(out->str, NULL);
+        ck_assert(memcmp(&back, &json_numbers[_i].value, sizeof back) == 0);
+    }
+}
+END_TEST
+
+/* Texts the strict check refuses (json-glib's parser takes some of them) and accepts. */
+static const char *const json_bad[] = {
+    "1e+20.0", "nan",   "NaN", "Infinity",  "-Infinity", "[1,]", "{\"a\":1,}", "01",
+    "1.",      ".5",    "+1",  "[1] x",     "{'a':1}",   "",     "\"\t\"",     "\"\\x\"",
+    "[1 2]",   "{1:2}", "tru", "\"\\u12\"", "// c\n1",   "-",    "1e",         "[",
+};
+static const char *const json_good[] = {
+    "0",
+    "-0.0",
+    "1e+20",
+    "1E-5",
+    "[]",
+    "{}",
+    " {\"a\" : [1, 2.5, null, true, false]}\n",
+    "\"\\u00e9 \\n \\/ \xc3\xa9\"",
+    "[[[]]]",
+    "{\"\" : {}}",
+};
+
+START_TEST(test_json_strict) {
+    for (guint i = 0; i < G_N_ELEMENTS(json_bad); i++)
+        ck_assert_msg(!test_util_json_strict(json_bad[i], NULL), "accepted: %s", json_bad[i]);
+    for (guint i = 0; i < G_N_ELEMENTS(json_good); i++) {
+        g_autofree char *why = NULL;
+        ck_assert_msg(test_util_json_strict(json_good[i], &why), "refused %s: %s", json_good[i],
+                      why);
+    }
+}
+END_TEST
+
+/* sim_json_to_string() lays a tree out as json-glib's indented generator does (for doubles
+ * that generator writes validly), and writes 1e20, NaN and infinity validly. */
+START_TEST(test_json_tree) {
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "name \"q\"\n");
+    json_builder_add_string_value(b, "tab\there \x01 \xc3\xa9");
+    json_builder_set_member_name(b, "ints");
+    json_builder_begin_array(b);
+    json_builder_add_int_value(b, -3);
+    json_builder_add_int_value(b, G_MAXINT64);
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "empty");
+    json_builder_begin_array(b);
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "nested");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "none");
+    json_builder_begin_object(b);
+    json_builder_end_object(b);
+    json_builder_set_member_name(b, "x");
+    json_builder_add_double_value(b, 0.25);
+    json_builder_set_member_name(b, "ok");
+    json_builder_add_boolean_value(b, TRUE);
+    json_builder_set_member_name(b, "nothing");
+    json_builder_add_null_value(b);
+    json_builder_end_object(b);
+    json_builder_end_object(b);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autofree char *ours = sim_json_to_string(root);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    json_generator_set_pretty(gen, TRUE);
+    json_generator_set_indent(gen, 2);
+    json_generator_set_root(gen, root);
+    g_autofree char *theirs = json_generator_to_data(gen, NULL);
+    ck_assert_str_eq(ours, theirs);
+    test_util_assert_json(ours);
+
+    g_autoptr(JsonBuilder) odd = json_builder_new();
+    json_builder_begin_array(odd);
+    json_builder_add_double_value(odd, 1e20);
+    json_builder_add_double_value(odd, NAN);
+    json_builder_add_double_value(odd, -INFINITY);
+    json_builder_end_array(odd);
+    g_autoptr(JsonNode) odd_root = json_builder_get_root(odd);
+    g_autofree char *odd_text = sim_json_to_string(odd_root);
+    ck_assert_str_eq(odd_text, "[\n  1e+20,\n  null,\n  null\n]");
+}
+END_TEST
+
 /* --- schedules --- */
 
 START_TEST(test_schedules) {
@@ -964,6 +1155,15 @@ static Suite *sim_cli_suite(void) {
     tcase_add_test(tc, test_schedules);
     tcase_add_test(tc, test_out_of_memory_advice);
     tcase_add_test(tc, test_out_refuses_training_run);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("short-runs");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_short_run_bubble, 0, G_N_ELEMENTS(short_schedules));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("json");
+    tcase_add_loop_test(tc, test_json_numbers, 0, G_N_ELEMENTS(json_numbers));
+    tcase_add_test(tc, test_json_strict);
+    tcase_add_test(tc, test_json_tree);
     suite_add_tcase(s, tc);
     return s;
 }

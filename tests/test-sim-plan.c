@@ -24,6 +24,7 @@
 
 static JsonObject *parse_object(const char *text, JsonParser *parser) {
     g_autoptr(GError) error = NULL;
+    test_util_assert_json(text);
     ck_assert_msg(json_parser_load_from_data(parser, text, -1, &error), "JSON: %s",
                   error ? error->message : "");
     return json_node_get_object(json_parser_get_root(parser));

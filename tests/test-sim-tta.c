@@ -28,6 +28,7 @@ static JsonNode *tta_json(const char *const *args) {
     g_autofree char *out = NULL, *err = NULL;
     int              rc = test_util_spawn(SIM_BIN, (const char *const *)argv->pdata, &out, &err);
     ck_assert_msg(rc == 0, "tta exited %d: %s", rc, err);
+    test_util_assert_json(out);
     g_autoptr(JsonParser) parser = json_parser_new();
     ck_assert_msg(json_parser_load_from_data(parser, out, -1, NULL), "not JSON: %s", out);
     return json_node_copy(json_parser_get_root(parser));
@@ -131,6 +132,22 @@ START_TEST(test_measured_and_tokens) {
 }
 END_TEST
 
+/* A threshold of 1e20: json-glib alone wrote "val_loss" : 1e+20.0, which no JSON parser
+ * accepts (tta_json() checks strictly). Every run is below it at its first evaluation. */
+START_TEST(test_huge_threshold) {
+    const char *const args[] = {TTA_DIR "/f4", TTA_DIR "/p4", "--threshold", "1e20", "--step-ms",
+                                "f4=100",      "--step-ms",   "p4=50",       NULL};
+    g_autoptr(JsonNode) root = tta_json(args);
+    for (guint r = 0; r < 2; r++) {
+        JsonObject *c = cell_of(root, r, 0);
+        ck_assert_double_eq(json_object_get_double_member(c, "val_loss"), 1e20);
+        ck_assert(json_object_get_boolean_member(c, "reached"));
+        ck_assert(json_object_get_boolean_member(c, "at_first_evaluation"));
+        ck_assert_double_eq_tol(json_object_get_double_member(c, "progress"), 10, TOL);
+    }
+}
+END_TEST
+
 /* --target: each run's step time is the target simulated with the run's schedule, m and a. */
 START_TEST(test_target) {
     g_autofree char  *target = g_strdup(PP_SOURCE_ROOT "/scenarios/default.ini");
@@ -229,6 +246,7 @@ static Suite *tta_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_given_step_times);
     tcase_add_test(tc, test_measured_and_tokens);
+    tcase_add_test(tc, test_huge_threshold);
     tcase_add_test(tc, test_target);
     tcase_add_test(tc, test_out_files);
     tcase_add_test(tc, test_bad_input);

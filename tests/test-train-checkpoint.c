@@ -92,20 +92,25 @@ static int tt_train(const char *out, const char *resume, const char *kill_at, ch
     return tt_train_with(out, NULL, resume, kill_at, out_text, err_text);
 }
 
-/* pacer-train evaluate of @checkpoint on the validation text; the exit status. */
+/* pacer-train evaluate of @checkpoint on the validation text; the exit status. Its --json
+ * output, when it succeeds, must be strict JSON. */
 static int tt_evaluate(const char *checkpoint, char **out_text, char **err_text) {
     const char *args[] = {"evaluate",  "--checkpoint", checkpoint, "--text",
                           tt.val_text, "--json",       NULL};
-    return test_util_spawn(TT_TRAIN, args, out_text, err_text);
+    int         code = test_util_spawn(TT_TRAIN, args, out_text, err_text);
+    if (code == 0)
+        test_util_assert_json(*out_text);
+    return code;
 }
 
 static void tt_setup(void) {
     tt.root = test_util_tmp_dir_new("test-train-checkpoint-XXXXXX");
-    /* The GPT-2 vocabulary from the source tree's cache; shards go into the scratch cache. */
+    /* The GPT-2 vocabulary from the tests' cache; shards go into the scratch cache. */
     g_autofree char *cache = g_build_filename(tt.root, "cache", NULL);
-    g_autofree char *vocab = g_build_filename(PP_SOURCE_ROOT, ".cache", "gpt2", NULL);
+    g_autofree char *data_cache = test_util_cache_dir();
+    g_autofree char *vocab = g_build_filename(data_cache, "gpt2", NULL);
     g_autofree char *link = g_build_filename(cache, "gpt2", NULL);
-    ck_assert_msg(g_file_test(vocab, G_FILE_TEST_IS_DIR), "no %s: run scripts/setup", vocab);
+    ck_assert_msg(g_file_test(vocab, G_FILE_TEST_IS_DIR), "no %s: run scripts/fetch-data", vocab);
     ck_assert_int_eq(g_mkdir(cache, 0755), 0);
     ck_assert_int_eq(symlink(vocab, link), 0);
     g_autofree char *train_text = g_build_filename(tt.root, "a.txt", NULL);
@@ -660,32 +665,35 @@ START_TEST(test_train_overwrite) {
 END_TEST
 
 int main(void) {
-    Suite *s = suite_create("train-checkpoint");
-    TCase *tc = tcase_create("train-checkpoint");
+    Suite       *s = suite_create("train-checkpoint");
+    TCase       *tc = tcase_create("train-checkpoint");
+    TestUtilData data;
+    test_util_data_init(&data);
     tcase_set_timeout(tc, 120);
-    tcase_add_unchecked_fixture(tc, tt_setup, tt_teardown);
-    tcase_add_loop_test(tc, test_train_killed_resumes_exactly, 0, G_N_ELEMENTS(tt_kills));
-    tcase_add_loop_test(tc, test_train_damaged_unit, 0, G_N_ELEMENTS(tt_damages));
+    /* Every run tokenises with the GPT-2 vocabulary: skipped without scripts/fetch-data (the
+     * fixture is then never run). */
+    if (data.have_data)
+        tcase_add_unchecked_fixture(tc, tt_setup, tt_teardown);
+    test_util_data_add(&data, tc, test_train_killed_resumes_exactly, 0, G_N_ELEMENTS(tt_kills));
+    test_util_data_add(&data, tc, test_train_damaged_unit, 0, G_N_ELEMENTS(tt_damages));
     suite_add_tcase(s, tc);
     /* The same fixture, in cases of their own (CK_RUN_CASE=identity or out-folder). */
     TCase *identity = tcase_create("identity");
     tcase_set_timeout(identity, 120);
-    tcase_add_unchecked_fixture(identity, tt_setup, tt_teardown);
-    tcase_add_loop_test(identity, test_train_resume_identity, 0, G_N_ELEMENTS(tt_identities));
-    tcase_add_test(identity, test_train_resume_legacy_unit);
+    if (data.have_data)
+        tcase_add_unchecked_fixture(identity, tt_setup, tt_teardown);
+    test_util_data_add(&data, identity, test_train_resume_identity, 0, G_N_ELEMENTS(tt_identities));
+    test_util_data_add(&data, identity, test_train_resume_legacy_unit, 0, 1);
     suite_add_tcase(s, identity);
     TCase *keys = tcase_create("identity-keys");
     tcase_add_test(keys, test_train_identity_covers_every_key);
     suite_add_tcase(s, keys);
     TCase *out = tcase_create("out-folder");
     tcase_set_timeout(out, 120);
-    tcase_add_unchecked_fixture(out, tt_setup, tt_teardown);
-    tcase_add_test(out, test_train_fresh_run_refused);
-    tcase_add_test(out, test_train_overwrite);
+    if (data.have_data)
+        tcase_add_unchecked_fixture(out, tt_setup, tt_teardown);
+    test_util_data_add(&data, out, test_train_fresh_run_refused, 0, 1);
+    test_util_data_add(&data, out, test_train_overwrite, 0, 1);
     suite_add_tcase(s, out);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int n_failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return n_failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_util_data_run(&data, s);
 }

@@ -5,6 +5,8 @@
 
 #include <check.h>
 #include <glib/gstdio.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -180,4 +182,246 @@ void test_util_program_versions(const PpSchedule *sched, const PpTraceRow *row, 
     ck_assert_int_ge(b, 0);
     *version_f = pp_schedule_version_used(sched, pp_schedule_op_ref(sched, f));
     *version_b = pp_schedule_version_used(sched, pp_schedule_op_ref(sched, b));
+}
+
+char *test_util_cache_dir(void) {
+    /* the rule of data_cache_dir() in data/data-corpus.c, without linking the data library */
+    const char *env = g_getenv("PACER_CACHE");
+    if (env && *env)
+        return g_strdup(env);
+    return g_build_filename(PP_SOURCE_ROOT, ".cache", NULL);
+}
+
+void test_util_data_init(TestUtilData *d) {
+    g_autofree char *cache = test_util_cache_dir();
+    g_autofree char *encoder = g_build_filename(cache, "gpt2", "encoder.json", NULL);
+    g_autofree char *vocab = g_build_filename(cache, "gpt2", "vocab.bpe", NULL);
+    g_autofree char *corpus = g_build_filename(cache, "sotu", NULL);
+    d->have_data = g_file_test(encoder, G_FILE_TEST_IS_REGULAR) &&
+                   g_file_test(vocab, G_FILE_TEST_IS_REGULAR) &&
+                   g_file_test(corpus, G_FILE_TEST_IS_DIR);
+    d->skipped = g_ptr_array_new_with_free_func(g_free);
+}
+
+void test_util_data_add(TestUtilData *d, TCase *tc, const TTest *test, int start, int end) {
+    if (d->have_data) {
+        _tcase_add_test(tc, test, 0, 0, start, end);
+        return;
+    }
+    for (int i = start; i < end; i++)
+        g_ptr_array_add(d->skipped, end - start > 1 ? g_strdup_printf("%s:%d", test->name, i)
+                                                    : g_strdup(test->name));
+}
+
+/* Copies Check's TAP from @path to stdout without its plan line; returns the number of test
+ * lines. */
+static int test_util_copy_tap(const char *path) {
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return 0;
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    int n = 0;
+    for (char **l = lines; *l; l++) {
+        if (**l == '\0' || g_str_has_prefix(*l, "1.."))
+            continue;
+        if (g_str_has_prefix(*l, "ok ") || g_str_has_prefix(*l, "not ok "))
+            n++;
+        printf("%s\n", *l);
+    }
+    return n;
+}
+
+int test_util_data_run(TestUtilData *d, Suite *s) {
+    g_autofree char *tap = g_strdup(g_getenv("CK_TAP_LOG_FILE_NAME"));
+    gboolean         tap_stdout = d->skipped->len > 0 && tap && g_str_equal(tap, "-");
+    /* Check prints its plan after the last case; with skipped cases to add, its TAP goes to a
+     * file and is copied without the plan, which is printed after them. */
+    /* (outside a test: no ck_assert here) */
+    g_autofree char *tap_dir = tap_stdout ? g_dir_make_tmp("test-tap-XXXXXX", NULL) : NULL;
+    if (tap_stdout && tap_dir == NULL)
+        g_error("cannot make a temporary folder for the TAP output");
+    g_autofree char *tap_path = tap_dir ? g_build_filename(tap_dir, "tap", NULL) : NULL;
+    if (tap_path)
+        g_setenv("CK_TAP_LOG_FILE_NAME", tap_path, TRUE);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int n_failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    fflush(stdout);
+    if (tap_path) {
+        int n = test_util_copy_tap(tap_path);
+        for (guint i = 0; i < d->skipped->len; i++)
+            printf("ok %d - %s # SKIP %s\n", ++n, (const char *)d->skipped->pdata[i],
+                   TEST_UTIL_NO_DATA);
+        printf("1..%d\n", n);
+        g_setenv("CK_TAP_LOG_FILE_NAME", tap, TRUE);
+        test_util_tmp_dir_remove(tap_dir);
+    } else {
+        for (guint i = 0; i < d->skipped->len; i++)
+            printf("SKIP %s: %s\n", (const char *)d->skipped->pdata[i], TEST_UTIL_NO_DATA);
+    }
+    fflush(stdout);
+    g_clear_pointer(&d->skipped, g_ptr_array_unref);
+    return n_failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* A strict recursive-descent JSON reader (RFC 8259) that only checks. */
+typedef struct {
+    const char *text;
+    const char *p;
+    const char *expected; /* what was expected where it stopped */
+} TestUtilJson;
+
+static gboolean test_util_json_value(TestUtilJson *j, int depth);
+
+static void test_util_json_space(TestUtilJson *j) {
+    while (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')
+        j->p++;
+}
+
+static gboolean test_util_json_fail(TestUtilJson *j, const char *expected) {
+    j->expected = expected;
+    return FALSE;
+}
+
+static gboolean test_util_json_digits(TestUtilJson *j) {
+    if (!g_ascii_isdigit(*j->p))
+        return test_util_json_fail(j, "a digit");
+    while (g_ascii_isdigit(*j->p))
+        j->p++;
+    return TRUE;
+}
+
+static gboolean test_util_json_number(TestUtilJson *j) {
+    if (*j->p == '-')
+        j->p++;
+    if (*j->p == '0')
+        j->p++; /* no leading zeros: "01" stops after the 0 */
+    else if (!test_util_json_digits(j))
+        return FALSE;
+    if (*j->p == '.') {
+        j->p++;
+        if (!test_util_json_digits(j))
+            return FALSE;
+    }
+    if (*j->p == 'e' || *j->p == 'E') {
+        j->p++;
+        if (*j->p == '+' || *j->p == '-')
+            j->p++;
+        if (!test_util_json_digits(j))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean test_util_json_string(TestUtilJson *j) {
+    if (*j->p != '"')
+        return test_util_json_fail(j, "a string");
+    j->p++;
+    while (*j->p != '"') {
+        unsigned char c = (unsigned char)*j->p;
+        if (c == '\0' || c < 0x20)
+            return test_util_json_fail(j, "a closing quote (no control characters in strings)");
+        if (c == '\\') {
+            j->p++;
+            if (*j->p == 'u') {
+                for (int k = 1; k <= 4; k++)
+                    if (!g_ascii_isxdigit(j->p[k]))
+                        return test_util_json_fail(j, "four hex digits after \\u");
+                j->p += 4;
+            } else if (*j->p == '\0' || strchr("\"\\/bfnrt", *j->p) == NULL) {
+                return test_util_json_fail(j, "an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u)");
+            }
+        }
+        j->p++;
+    }
+    j->p++;
+    return TRUE;
+}
+
+static gboolean test_util_json_literal(TestUtilJson *j, const char *word) {
+    if (strncmp(j->p, word, strlen(word)) != 0)
+        return test_util_json_fail(j, "a value");
+    j->p += strlen(word);
+    return TRUE;
+}
+
+/* '{' or '[' at j->p: members or elements up to the closing bracket. */
+static gboolean test_util_json_container(TestUtilJson *j, int depth) {
+    char close = *j->p == '{' ? '}' : ']';
+    j->p++;
+    test_util_json_space(j);
+    if (*j->p == close) {
+        j->p++;
+        return TRUE;
+    }
+    for (;;) {
+        if (close == '}') {
+            if (!test_util_json_string(j))
+                return FALSE;
+            test_util_json_space(j);
+            if (*j->p != ':')
+                return test_util_json_fail(j, "':'");
+            j->p++;
+        }
+        if (!test_util_json_value(j, depth + 1))
+            return FALSE;
+        test_util_json_space(j);
+        if (*j->p == close) {
+            j->p++;
+            return TRUE;
+        }
+        if (*j->p != ',')
+            return test_util_json_fail(j, close == '}' ? "',' or '}'" : "',' or ']'");
+        j->p++;
+        test_util_json_space(j); /* then a member or element: "[1,]" fails there */
+    }
+}
+
+static gboolean test_util_json_value(TestUtilJson *j, int depth) {
+    if (depth > 256)
+        return test_util_json_fail(j, "less nesting (256 levels at most)");
+    test_util_json_space(j);
+    switch (*j->p) {
+    case '{':
+    case '[':
+        return test_util_json_container(j, depth);
+    case '"':
+        return test_util_json_string(j);
+    case 't':
+        return test_util_json_literal(j, "true");
+    case 'f':
+        return test_util_json_literal(j, "false");
+    case 'n':
+        return test_util_json_literal(j, "null");
+    default:
+        if (*j->p == '-' || g_ascii_isdigit(*j->p))
+            return test_util_json_number(j);
+        return test_util_json_fail(j, "a value");
+    }
+}
+
+gboolean test_util_json_strict(const char *text, char **why) {
+    const char *end = NULL;
+    if (!g_utf8_validate(text, -1, &end)) {
+        if (why)
+            *why = g_strdup_printf("byte %td: not UTF-8", end - text);
+        return FALSE;
+    }
+    TestUtilJson j = {text, text, NULL};
+    gboolean     ok = test_util_json_value(&j, 0);
+    if (ok) {
+        test_util_json_space(&j);
+        ok = *j.p == '\0' || test_util_json_fail(&j, "the end of the text");
+    }
+    if (!ok && why)
+        *why =
+            g_strdup_printf("byte %td: expected %s, found \"%.12s\"", j.p - text, j.expected, j.p);
+    return ok;
+}
+
+void test_util_assert_json(const char *text) {
+    g_autofree char *why = NULL;
+    ck_assert_msg(text != NULL, "no JSON text");
+    ck_assert_msg(test_util_json_strict(text, &why), "not strict JSON (%s): %s", why, text);
 }

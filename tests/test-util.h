@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <check.h>
 #include <glib.h>
 #include <stdint.h>
 
@@ -73,3 +74,45 @@ PpSchedule *test_util_schedule_new(const char *kind, int32_t n_stages, int32_t n
  * stage (pp_schedule_version_used()). */
 void test_util_program_versions(const PpSchedule *sched, const PpTraceRow *row, int32_t *version_f,
                                 int32_t *version_b);
+
+/* --- cases that need the fetched data --- */
+
+/* The data cache the tests read, as the programs find it (data_cache_dir()): $PACER_CACHE
+ * when set and not empty, else the source tree's .cache. Returns: (transfer full). */
+char *test_util_cache_dir(void);
+
+/* The reason printed for a case left out without the data (names scripts/fetch-data). */
+#define TEST_UTIL_NO_DATA                                                                          \
+    "needs the GPT-2 vocabulary and the corpus in the data cache: run scripts/fetch-data"
+
+/* The cases of one test program that need the data scripts/fetch-data puts in the cache
+ * (the GPT-2 vocabulary and the corpus). Without it they are left out of their TCase and
+ * reported as skipped; the other cases still run. */
+typedef struct {
+    gboolean   have_data; /* the cache holds gpt2/encoder.json, gpt2/vocab.bpe and sotu/ */
+    GPtrArray *skipped;   /* element-type char *: the names of the cases left out */
+} TestUtilData;
+
+/* Looks at the cache (test_util_cache_dir()). */
+void test_util_data_init(TestUtilData *d);
+
+/* tcase_add_loop_test(@tc, @test, @start, @end) when the data is there, else records the
+ * case as skipped. */
+void test_util_data_add(TestUtilData *d, TCase *tc, const TTest *test, int start, int end);
+
+/* Runs @s (transfer full) as every test program's main() does and returns its exit status
+ * (EXIT_SUCCESS when no case failed). Under TAP on stdout (CK_TAP_LOG_FILE_NAME=-, as
+ * tests/meson.build runs them) each skipped case becomes an "ok N - NAME # SKIP reason" line
+ * before the plan; otherwise one "SKIP NAME: reason" line each. Frees what @d holds. */
+int test_util_data_run(TestUtilData *d, Suite *s);
+
+/* --- strict JSON --- */
+
+/* TRUE when @text is one JSON value (RFC 8259) with optional white space around it: no NaN,
+ * Infinity, "1e+20.0", trailing commas, comments or control characters in strings (json-glib's
+ * parser accepts some of these, so tests of JSON outputs check here first). Else FALSE with
+ * @why (nullable; transfer full) naming the byte offset and what was expected. */
+gboolean test_util_json_strict(const char *text, char **why);
+
+/* Aborts the test (ck_abort) unless test_util_json_strict(@text); the message shows @text. */
+void test_util_assert_json(const char *text);
