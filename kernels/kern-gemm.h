@@ -35,7 +35,10 @@ void kern_gemm(KernGemmTrans ta, KernGemmTrans tb, int M, int N, int K, float al
 enum {
     KERN_GEMM_SERIAL_MACS = 1 << 18, /* smaller products are one block */
     KERN_GEMM_BLOCK_MACS = 1 << 24,  /* a block has at least this many multiply-adds... */
-    KERN_GEMM_MAX_BLOCKS = 16,       /* ...and a product at most this many blocks */
+    /* ...and a product at most this many: each block repacks all of the other operand, and
+     * on pacer-bench-step's products 8 or 16 blocks cost 4-6% of a step against 1.005x for 4
+     * (2 threads, 2026-12-02). A team of more than 4 threads leaves the rest idle in a product. */
+    KERN_GEMM_MAX_BLOCKS = 4,
     /* blocks of rows start on multiples of 24 and blocks of columns on multiples of 64, so
      * OpenBLAS's register tiles (groups of 8 or 12 rows, 16 or 32 columns) stay whole: for
      * speed only, the bits do not depend on it. */
