@@ -121,9 +121,8 @@ char *pp_scenario_key_expected(const PpScenarioKey *k);
 gboolean pp_scenario_parse_value(PpScenario *sc, const PpScenarioKey *k, const char *value,
                                  const char *origin, const char *base_dir, GError **error);
 
-/* The registry entry of the scenario's schedule (the key parser accepted only its names). */
-const PpSchedKindInfo *pp_scenario_kind(const PpScenario *sc);
-/* Derives the absent values and checks the keys against each other (PP_SCENARIO_ERROR_*). */
+/* Resolves pipeline.kind and mb_per_step, derives the absent values and checks the keys against
+ * each other (PP_SCENARIO_ERROR_*). */
 gboolean pp_scenario_check(PpScenario *sc, GError **error);
 
 G_END_DECLS

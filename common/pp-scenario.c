@@ -186,6 +186,138 @@ static gboolean pp_scenario_check_duplicates(const char *text, const char *name,
     return TRUE;
 }
 
+/* The field of DERIVED key @k as a number; -1 while it is absent (not yet derived). */
+static gboolean pp_scenario_key_absent(const PpScenario *sc, const PpScenarioKey *k) {
+    switch (k->type) {
+    case PP_KEY_INT32:
+        return *PP_CFIELD(sc, k, int32_t) < 0;
+    case PP_KEY_DOUBLE:
+        return *PP_CFIELD(sc, k, double) < 0.0;
+    case PP_KEY_SCALED_INT64:
+        return *PP_CFIELD(sc, k, int64_t) < 0;
+    default:
+        PP_UNREACHABLE(); /* the table's DERIVED keys are numbers */
+    }
+}
+
+static void pp_scenario_key_set_absent(PpScenario *sc, const PpScenarioKey *k) {
+    switch (k->type) {
+    case PP_KEY_INT32:
+        *PP_FIELD(sc, k, int32_t) = -1;
+        return;
+    case PP_KEY_DOUBLE:
+        *PP_FIELD(sc, k, double) = -1.0;
+        return;
+    case PP_KEY_SCALED_INT64:
+        *PP_FIELD(sc, k, int64_t) = -1;
+        return;
+    default:
+        PP_UNREACHABLE();
+    }
+}
+
+/* Records in sc->derived_keys which DERIVED keys the parsed file left absent. */
+static void pp_scenario_note_derived(PpScenario *sc) {
+    sc->derived_keys = 0;
+    uint32_t bit = 1;
+    for (size_t i = 0; i < pp_scenario_n_keys(); i++) {
+        const PpScenarioKey *k = &pp_scenario_keys[i];
+        if (!(k->flags & PP_KEY_DERIVED))
+            continue;
+        PP_ASSERT(bit != 0); /* at most 32 DERIVED keys */
+        if (pp_scenario_key_absent(sc, k))
+            sc->derived_keys |= bit;
+        bit <<= 1;
+    }
+}
+
+/* Marks absent again every DERIVED key that sc->derived_keys says was derived. */
+static void pp_scenario_reset_derived(PpScenario *sc) {
+    uint32_t bit = 1;
+    for (size_t i = 0; i < pp_scenario_n_keys(); i++) {
+        const PpScenarioKey *k = &pp_scenario_keys[i];
+        if (!(k->flags & PP_KEY_DERIVED))
+            continue;
+        if (sc->derived_keys & bit)
+            pp_scenario_key_set_absent(sc, k);
+        bit <<= 1;
+    }
+}
+
+/* A deep copy of @base: every text and list of the table is duplicated.
+ * Returns: (transfer full). */
+static PpScenario *pp_scenario_copy(const PpScenario *base) {
+    PpScenario *sc = g_memdup2(base, sizeof *base);
+    sc->path = g_strdup(base->path);
+    for (size_t i = 0; i < pp_scenario_n_keys(); i++) {
+        const PpScenarioKey *k = &pp_scenario_keys[i];
+        int32_t n = k->count_offset ? *(const int32_t *)((const char *)base + k->count_offset) : 0;
+        if (pp_key_is_text(k->type))
+            *PP_FIELD(sc, k, char *) = g_strdup(*PP_CFIELD(base, k, char *));
+        else if (k->type == PP_KEY_INT32_LIST)
+            *PP_FIELD(sc, k, int32_t *) =
+                g_memdup2(*PP_CFIELD(base, k, int32_t *), sizeof(int32_t) * (size_t)n);
+        else if (k->type == PP_KEY_SCALED_LIST)
+            *PP_FIELD(sc, k, int64_t *) =
+                g_memdup2(*PP_CFIELD(base, k, int64_t *), sizeof(int64_t) * (size_t)n);
+        else if (k->type == PP_KEY_STRING_LIST)
+            *PP_FIELD(sc, k, char **) = g_strdupv((char **)*PP_CFIELD(base, k, char **));
+    }
+    return sc;
+}
+
+/* Replaces the text field @field with a copy of @value. */
+static void pp_scenario_set_text(char **field, const char *value) {
+    g_free(*field);
+    *field = g_strdup(value);
+}
+
+PpScenario *pp_scenario_with(const PpScenario *base, const PpScenarioDelta *delta, GError **error) {
+    g_autoptr(PpScenario) sc = pp_scenario_copy(base);
+    pp_scenario_reset_derived(sc);
+    PpPipelineParams *p = &sc->pipeline;
+    if (delta->kind != NULL)
+        pp_scenario_set_text(&p->schedule, delta->kind->name);
+    const struct {
+        const char *section, *key;
+        int32_t     value;
+    } counts[] = {
+        {"pipeline", "stages", delta->stages},
+        {"pipeline", "chunks", delta->chunks},
+        {"pipeline", "microbatches", delta->microbatches},
+        {"pipeline", "accumulation", delta->accumulation},
+        {"pipeline", "microbatch_size", delta->microbatch_size},
+        {"training", "global_batch", delta->global_batch},
+        {"training", "steps", delta->steps},
+        {"parallel", "data", delta->data},
+        {"parallel", "tensor", delta->tensor},
+        {"hardware", "devices", delta->devices},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(counts); i++) {
+        const PpScenarioKey *k = pp_scenario_key_find(counts[i].section, counts[i].key);
+        PP_ASSERT(k != NULL && k->type == PP_KEY_INT32 && counts[i].value >= 0);
+        if (counts[i].value == 0)
+            continue;
+        if (counts[i].value < k->min || counts[i].value > k->max) {
+            g_autofree char *expected = pp_scenario_key_expected(k);
+            g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                        "%s: [%s] %s = %d: out of range; expected %s", sc->path, k->section, k->key,
+                        counts[i].value, expected);
+            return NULL;
+        }
+        *PP_FIELD(sc, k, int32_t) = counts[i].value;
+    }
+    if (delta->set_recompute)
+        pp_scenario_set_text(&sc->model.recompute, pp_recompute_name(delta->recompute));
+    if (delta->set_sequence_parallel)
+        sc->parallel.sequence_parallel = delta->sequence_parallel;
+    if (delta->static_mode)
+        pp_scenario_set_text(&p->mode, "static");
+    if (!pp_scenario_check(sc, error))
+        return NULL;
+    return g_steal_pointer(&sc);
+}
+
 static PpScenario *pp_scenario_from_key_file(GKeyFile *kf, const char *name, const char *base_dir,
                                              const char *const *overrides, GError **error) {
     if (!pp_scenario_check_names(kf, name, error))
@@ -196,6 +328,7 @@ static PpScenario *pp_scenario_from_key_file(GKeyFile *kf, const char *name, con
     g_autoptr(PpScenario) sc = pp_scenario_new_defaults(name);
     if (!pp_scenario_parse_keys(sc, kf, origins, base_dir, error))
         return NULL;
+    pp_scenario_note_derived(sc);
     if (!pp_scenario_check(sc, error))
         return NULL;
     return g_steal_pointer(&sc);
@@ -260,11 +393,6 @@ void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *p
         params->w_ns = c->weight_ns / p->chunks;
         params->comm_ns = c->comm_ns;
     }
-}
-
-int32_t pp_scenario_mb_per_step(const PpScenario *scenario) {
-    return pp_sched_kind_mb_per_step(pp_scenario_kind(scenario), scenario->pipeline.microbatches,
-                                     scenario->pipeline.accumulation);
 }
 
 void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) {

@@ -23,13 +23,10 @@
 /* Progress is redrawn every this many candidates. */
 #define SIM_PLAN_PROGRESS_EVERY 16
 
-static const char *const sim_plan_recompute[] = {"none", "selective", "full"};
-
 typedef struct {
     const PpSchedKindInfo *kind;
-    const char            *schedule; /* borrowed from the options */
     int32_t                data, tensor, stages, chunks, microbatch_size, microbatches;
-    int32_t                recompute; /* index into sim_plan_recompute */
+    PpRecompute            recompute;
     gboolean               static_fits;
 } SimPlanCandidate;
 
@@ -122,12 +119,11 @@ static GArray *sim_plan_candidates(const PpScenario *base, const SimPlanOptions 
                             chunks[n_chunks++] = v;
                     }
                     for (size_t c = 0; c < n_chunks; c++) {
-                        for (int32_t r = 0; r < (int32_t)G_N_ELEMENTS(sim_plan_recompute); r++) {
+                        for (PpRecompute r = PP_RECOMPUTE_NONE; r <= PP_RECOMPUTE_FULL; r++) {
                             /* flash attention already drops what selective would recompute */
-                            if (r == 1 && base->model.flash_attention)
+                            if (r == PP_RECOMPUTE_SELECTIVE && base->model.flash_attention)
                                 continue;
                             SimPlanCandidate cand = {.kind = kind,
-                                                     .schedule = o->schedules[k],
                                                      .data = d,
                                                      .tensor = t,
                                                      .stages = n,
@@ -146,48 +142,40 @@ static GArray *sim_plan_candidates(const PpScenario *base, const SimPlanOptions 
     return out;
 }
 
-/* The overrides that turn the scenario into candidate @c (after the user's @overrides). */
-static GStrv sim_plan_overrides(const char *const *overrides, const SimPlanCandidate *c,
-                                int32_t global_batch, int32_t gpus) {
-    g_autoptr(GStrvBuilder) b = g_strv_builder_new();
-    for (size_t i = 0; overrides != NULL && overrides[i] != NULL; i++)
-        g_strv_builder_add(b, overrides[i]);
-    gboolean         sync = c->kind->sync != PP_SCHED_ASYNC;
-    g_autofree char *kind = g_strdup_printf("pipeline.schedule=%s", c->schedule);
-    g_autofree char *stages = g_strdup_printf("pipeline.stages=%d", c->stages);
-    g_autofree char *chunks = g_strdup_printf("pipeline.chunks=%d", c->chunks);
-    g_autofree char *m = g_strdup_printf("pipeline.microbatches=%d", c->microbatches);
-    g_autofree char *a = g_strdup_printf("pipeline.accumulation=%d",
-                                         sim_plan_accumulation(c->kind, c->microbatches));
-    g_autofree char *mbs = g_strdup_printf("pipeline.microbatch_size=%d", c->microbatch_size);
-    g_autofree char *gb = g_strdup_printf("training.global_batch=%d", global_batch);
-    g_autofree char *steps =
-        g_strdup_printf("training.steps=%d", sync ? SIM_PLAN_SYNC_STEPS : SIM_PLAN_ASYNC_STEPS);
-    g_autofree char *data = g_strdup_printf("parallel.data=%d", c->data);
-    g_autofree char *tensor = g_strdup_printf("parallel.tensor=%d", c->tensor);
-    g_autofree char *sp =
-        g_strdup_printf("parallel.sequence_parallel=%s", c->tensor > 1 ? "true" : "false");
-    g_autofree char  *rc = g_strdup_printf("model.recompute=%s", sim_plan_recompute[c->recompute]);
-    g_autofree char  *devices = g_strdup_printf("hardware.devices=%d", gpus);
-    const char *const mine[] = {kind,  stages, chunks, m,  a,  mbs,    gb,
-                                steps, data,   tensor, sp, rc, devices};
-    for (size_t i = 0; i < G_N_ELEMENTS(mine); i++)
-        g_strv_builder_add(b, mine[i]);
-    /* the plan sets the mode: the static program */
-    g_strv_builder_add(b, "pipeline.mode=static");
-    return g_strv_builder_end(b);
+/* The typed change that turns the scenario into candidate @c. */
+static PpScenarioDelta sim_plan_delta(const SimPlanCandidate *c, int32_t global_batch,
+                                      int32_t gpus) {
+    gboolean sync = c->kind->sync != PP_SCHED_ASYNC;
+    return (PpScenarioDelta){
+        .kind = c->kind,
+        .stages = c->stages,
+        .chunks = c->chunks,
+        .microbatches = c->microbatches,
+        .accumulation = sim_plan_accumulation(c->kind, c->microbatches),
+        .microbatch_size = c->microbatch_size,
+        .global_batch = global_batch,
+        .steps = sync ? SIM_PLAN_SYNC_STEPS : SIM_PLAN_ASYNC_STEPS,
+        .data = c->data,
+        .tensor = c->tensor,
+        .set_sequence_parallel = TRUE,
+        .sequence_parallel = c->tensor > 1,
+        .set_recompute = TRUE,
+        .recompute = c->recompute,
+        .devices = gpus,
+        /* the plan sets the mode: the static program */
+        .static_mode = TRUE,
+    };
 }
 
 /* Simulates candidate @c; appends its row when it fits, and counts the outcome. */
-static void sim_plan_try(SimPlan *plan, const char *path, const char *const *overrides,
-                         const SimPlanCandidate *c) {
+static void sim_plan_try(SimPlan *plan, const PpScenario *base, const SimPlanCandidate *c) {
     if (!c->static_fits) {
         plan->n_static++;
         return;
     }
-    g_auto(GStrv) ov = sim_plan_overrides(overrides, c, plan->global_batch, plan->gpus);
+    PpScenarioDelta delta = sim_plan_delta(c, plan->global_batch, plan->gpus);
     g_autoptr(GError) error = NULL;
-    PpScenario *sc = pp_scenario_load(path, (const char *const *)ov, &error);
+    PpScenario *sc = pp_scenario_with(base, &delta, &error);
     g_autoptr(SimJob) job = sc != NULL ? sim_job_new_from_scenario(sc, FALSE, &error) : NULL;
     if (job == NULL) {
         /* A scenario that loads but has no layer split within memory fails in the partition,
@@ -209,14 +197,14 @@ static void sim_plan_try(SimPlan *plan, const char *path, const char *const *ove
         return;
     }
     SimPlanRow row = {
-        .schedule = g_strdup(c->schedule),
+        .schedule = g_strdup(c->kind->name),
         .data = c->data,
         .tensor = c->tensor,
         .stages = c->stages,
         .chunks = c->chunks,
         .microbatch_size = c->microbatch_size,
         .microbatches = c->microbatches,
-        .recompute = g_strdup(sim_plan_recompute[c->recompute]),
+        .recompute = g_strdup(pp_recompute_name(c->recompute)),
         .tokens_per_s = res->throughput_tokens_per_s,
         .step_time_ns = res->step_time_ns,
         .mfu = res->mfu,
@@ -293,7 +281,7 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
         return NULL;
     }
     for (guint i = 0; i < cands->len; i++) {
-        sim_plan_try(plan, path, overrides, &g_array_index(cands, SimPlanCandidate, i));
+        sim_plan_try(plan, base, &g_array_index(cands, SimPlanCandidate, i));
         if (o->progress && ((i + 1) % SIM_PLAN_PROGRESS_EVERY == 0 || i + 1 == cands->len))
             sim_plan_progress(plan, i + 1, cands->len);
     }

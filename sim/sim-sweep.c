@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * sim-sweep.c: pacer-sim compare (several schedules, one scenario) and sweep (cartesian
- * product over scenario keys). Both express each run as extra "section.key=value" overrides
- * appended after the user's --set ones, so every run goes through the same scenario checks.
+ * product over scenario keys). Compare derives each row from the loaded scenario by a typed
+ * change (pp_scenario_with()); sweep appends each point's values, which the user gave as text,
+ * as "section.key=value" overrides after the --set ones. Either way every run goes through the
+ * same scenario checks.
  */
 #include "sim-sweep.h"
 
@@ -13,8 +15,8 @@
 
 #include "pp-error.h"
 
-/* A NULL-terminated override list: @base (nullable) then the printf-formatted extras that
- * the caller appends. Returns: (transfer full). */
+/* A NULL-terminated override list: @base (nullable) then the extras that the caller
+ * appends. Returns: (transfer full). */
 static GPtrArray *sim_sweep_overrides_new(const char *const *base) {
     GPtrArray *ov = g_ptr_array_new_with_free_func(g_free);
     for (size_t i = 0; base != NULL && base[i] != NULL; i++)
@@ -37,38 +39,33 @@ static void sim_sweep_compare_row_free(gpointer data) {
     g_free(row);
 }
 
-/* The overrides that run @kind under the comparison rule (sim-sweep.h), after @overrides.
- * Returns: (transfer full): NULL-terminated once sim_sweep_overrides_terminate() ran, or NULL
- * with @error set when @kind cannot keep the scenario's global batch. */
-static GPtrArray *sim_sweep_compare_overrides(const PpScenario *base, const char *const *overrides,
-                                              const char *kind, GError **error) {
-    g_autoptr(GPtrArray) ov = sim_sweep_overrides_new(overrides);
-    g_ptr_array_add(ov, g_strdup_printf("pipeline.schedule=%s", kind));
+/* The typed change that runs @kind under the comparison rule (sim-sweep.h). Returns FALSE
+ * with @error set when @kind is unknown or cannot keep the scenario's global batch. */
+static gboolean sim_sweep_compare_delta(const PpScenario *base, const char *kind,
+                                        PpScenarioDelta *delta, GError **error) {
     const PpSchedKindInfo *info = pp_sched_kind_lookup(kind);
     if (info == NULL) {
         g_autofree char *names = pp_sched_kind_names();
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
                     "unknown schedule '%s'; valid: %s", kind, names);
-        return NULL;
+        return FALSE;
     }
-    const PpSchedKindInfo *base_info = pp_sched_kind_lookup(base->pipeline.schedule);
+    const PpPipelineParams *p = &base->pipeline;
     /* Chunks: the scenario's within the kind's range; a multi-chunk kind (interleaved) run with
      * one chunk would be its one-chunk sibling, so it gets 2. */
-    int32_t chunks = CLAMP(base->pipeline.chunks, info->min_chunks, info->max_chunks);
+    int32_t chunks = CLAMP(p->chunks, info->min_chunks, info->max_chunks);
     if (chunks == 1 && info->max_chunks > 1)
         chunks = 2;
-    g_ptr_array_add(ov, g_strdup_printf("pipeline.chunks=%d", chunks));
     /* Accumulation: a kind that accumulates (paci) updates every m backwards, the
      * micro-batches of one flush step, unless the scenario's kind accumulates too; a fixed
      * accumulation (async-1f1b) wins. */
-    int32_t a = base->pipeline.accumulation;
-    if (info->batch == PP_BATCH_ACCUMULATION && base_info->batch != PP_BATCH_ACCUMULATION)
-        a = base->pipeline.microbatches;
+    int32_t accumulation = p->accumulation;
+    if (info->batch == PP_BATCH_ACCUMULATION && p->kind->batch != PP_BATCH_ACCUMULATION)
+        accumulation = p->microbatches;
     if (info->fixed_accumulation > 0)
-        a = info->fixed_accumulation;
-    g_ptr_array_add(ov, g_strdup_printf("pipeline.accumulation=%d", a));
-    int32_t per_update = pp_sched_kind_mb_per_step(info, base->pipeline.microbatches, a);
-    int32_t mbs = base->pipeline.microbatch_size;
+        accumulation = info->fixed_accumulation;
+    int32_t per_update = pp_sched_kind_mb_per_step(info, p->microbatches, accumulation);
+    int32_t mbs = p->microbatch_size;
     int32_t global_batch = base->training.global_batch;
     if (base->costs.set) {
         /* Explicit [costs] are the times of the scenario's micro-batch: keep its size. */
@@ -81,11 +78,14 @@ static GPtrArray *sim_sweep_compare_overrides(const PpScenario *base, const char
                     "global batch %d is not a multiple of the %d micro-batches per update of "
                     "%s; choose a global batch that is",
                     global_batch, per_update, kind);
-        return NULL;
+        return FALSE;
     }
-    g_ptr_array_add(ov, g_strdup_printf("pipeline.microbatch_size=%d", mbs));
-    g_ptr_array_add(ov, g_strdup_printf("training.global_batch=%d", global_batch));
-    return g_steal_pointer(&ov);
+    *delta = (PpScenarioDelta){.kind = info,
+                               .chunks = chunks,
+                               .accumulation = accumulation,
+                               .microbatch_size = mbs,
+                               .global_batch = global_batch};
+    return TRUE;
 }
 
 GPtrArray *sim_sweep_compare(const char *path, const char *const *overrides,
@@ -98,9 +98,12 @@ GPtrArray *sim_sweep_compare(const char *path, const char *const *overrides,
         SimCompareRow *row = g_new0(SimCompareRow, 1);
         g_autoptr(GError) local = NULL;
         row->schedule = g_strdup(kinds[k]);
-        g_autoptr(GPtrArray) ov = sim_sweep_compare_overrides(base, overrides, kinds[k], &local);
-        if (ov != NULL)
-            row->job = sim_job_new(path, sim_sweep_overrides_terminate(ov), FALSE, &local);
+        PpScenarioDelta delta;
+        if (sim_sweep_compare_delta(base, kinds[k], &delta, &local)) {
+            PpScenario *sc = pp_scenario_with(base, &delta, &local);
+            if (sc != NULL)
+                row->job = sim_job_new_from_scenario(sc, FALSE, &local);
+        }
         if (row->job == NULL)
             row->error = g_strdup(local->message);
         g_ptr_array_add(rows, row);
