@@ -231,6 +231,19 @@ static void pp_scenario_note_derived(PpScenario *sc) {
     }
 }
 
+gboolean pp_scenario_key_given(const PpScenario *scenario, const char *section, const char *key) {
+    uint32_t bit = 1;
+    for (size_t i = 0; i < pp_scenario_n_keys(); i++) {
+        const PpScenarioKey *k = &pp_scenario_keys[i];
+        if (!(k->flags & PP_KEY_DERIVED))
+            continue;
+        if (strcmp(k->section, section) == 0 && strcmp(k->key, key) == 0)
+            return !(scenario->derived_keys & bit);
+        bit <<= 1;
+    }
+    PP_ABORT("[%s] %s is not a key derived when absent", section, key);
+}
+
 /* Marks absent again every DERIVED key that sc->derived_keys says was derived. */
 static void pp_scenario_reset_derived(PpScenario *sc) {
     uint32_t bit = 1;
@@ -319,12 +332,20 @@ PpScenario *pp_scenario_with(const PpScenario *base, const PpScenarioDelta *delt
 }
 
 static PpScenario *pp_scenario_from_key_file(GKeyFile *kf, const char *name, const char *base_dir,
-                                             const char *const *overrides, GError **error) {
+                                             const char *const *overrides,
+                                             const char *const *derive, GError **error) {
     if (!pp_scenario_check_names(kf, name, error))
         return NULL;
     g_autoptr(GHashTable) origins = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     if (!pp_scenario_apply_overrides(kf, overrides, origins, error))
         return NULL;
+    for (const char *const *d = derive; d && *d; d++) {
+        const char          *dot = strchr(*d, '.');
+        g_autofree char     *section = dot ? g_strndup(*d, (gsize)(dot - *d)) : NULL;
+        const PpScenarioKey *k = dot ? pp_scenario_key_find(section, dot + 1) : NULL;
+        PP_ASSERT(k != NULL && (k->flags & PP_KEY_DERIVED)); /* callers name derived keys */
+        g_key_file_remove_key(kf, k->section, k->key, NULL);
+    }
     g_autoptr(PpScenario) sc = pp_scenario_new_defaults(name);
     if (!pp_scenario_parse_keys(sc, kf, origins, base_dir, error))
         return NULL;
@@ -351,6 +372,11 @@ static GKeyFile *pp_scenario_parse_text(const char *data, gsize len, const char 
 }
 
 PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GError **error) {
+    return pp_scenario_load_deriving(path, overrides, NULL, error);
+}
+
+PpScenario *pp_scenario_load_deriving(const char *path, const char *const *overrides,
+                                      const char *const *derive, GError **error) {
     g_autofree char *text = NULL;
     gsize            len = 0;
     g_autoptr(GError) err = NULL;
@@ -364,7 +390,7 @@ PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GEr
         return NULL;
     g_autofree char *dir = g_path_get_dirname(path);
     g_autofree char *base_dir = g_canonicalize_filename(dir, NULL);
-    return pp_scenario_from_key_file(kf, path, base_dir, overrides, error);
+    return pp_scenario_from_key_file(kf, path, base_dir, overrides, derive, error);
 }
 
 PpScenario *pp_scenario_load_data(const char *data, const char *name, const char *const *overrides,
@@ -372,7 +398,7 @@ PpScenario *pp_scenario_load_data(const char *data, const char *name, const char
     g_autoptr(GKeyFile) kf = pp_scenario_parse_text(data, strlen(data), name, error);
     if (kf == NULL)
         return NULL;
-    return pp_scenario_from_key_file(kf, name, NULL, overrides, error);
+    return pp_scenario_from_key_file(kf, name, NULL, overrides, NULL, error);
 }
 
 void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *params) {

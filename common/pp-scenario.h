@@ -200,8 +200,14 @@ struct _PpScenario {
  * custom): global_batch = microbatch_size * microbatches; each times parallel.data.
  * Returns: (transfer full), or NULL with @error set. */
 PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GError **error);
-/* Same, from an in-memory key file text (tests); @name is used in messages and as
- * scenario->path; relative order_file paths start at the current directory. */
+/* Same, and the keys named in @derive ("section.key", NULL-terminated, nullable; keys derived
+ * when absent: microbatch_size, global_batch, ...) are derived as if the file and @overrides
+ * did not give them (a sweep point that keeps the global batch re-derives the micro-batch
+ * size). */
+PpScenario *pp_scenario_load_deriving(const char *path, const char *const *overrides,
+                                      const char *const *derive, GError **error);
+/* Same as pp_scenario_load(), from an in-memory key file text (tests); @name is used in messages
+ * and as scenario->path; relative order_file paths start at the current directory. */
 PpScenario *pp_scenario_load_data(const char *data, const char *name, const char *const *overrides,
                                   GError **error);
 void        pp_scenario_free(PpScenario *scenario);
@@ -242,6 +248,11 @@ PpScenario *pp_scenario_with(const PpScenario *base, const PpScenarioDelta *delt
  * description as a comment; [hardware] and [costs] only when set. Loading the text gives
  * the same scenario. Returns: (transfer full). */
 char *pp_scenario_to_data(const PpScenario *scenario);
+
+/* TRUE when the file or an override gave @section.@key, FALSE when the scenario derived it.
+ * The key must be one that is derived when absent
+ * (microbatch_size, global_batch, devices, ...; another aborts). */
+gboolean pp_scenario_key_given(const PpScenario *scenario, const char *section, const char *key);
 
 /* The value of @section.@key as pp_scenario_to_data() writes it (file units). The key must be
  * one of the table's (an unknown one aborts). Returns: (transfer full) (nullable): NULL when

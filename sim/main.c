@@ -331,9 +331,10 @@ static int sim_main_sweep(int argc, char **argv) {
     size_t len = 0;
     FILE  *out = o.out != NULL ? open_memstream(&buf, &len) : stdout;
     PP_ASSERT(out != NULL);
-    int32_t  n_failed = 0;
-    gboolean ok = sim_sweep_run(path, (const char *const *)overrides,
-                                (const SimSweepAxis *)axes->data, n_axes, out, &n_failed, &error);
+    int32_t  n_failed = 0, n_mapped = 0;
+    gboolean ok =
+        sim_sweep_run(path, (const char *const *)overrides, base, (const SimSweepAxis *)axes->data,
+                      n_axes, out, &n_failed, &n_mapped, &error);
     if (o.out != NULL) {
         int rc = fclose(out);
         PP_ASSERT(rc == 0); /* a memory stream fails only when allocation fails */
@@ -342,6 +343,11 @@ static int sim_main_sweep(int argc, char **argv) {
     }
     if (!ok)
         return sim_main_fail(o.out != NULL ? o.out : "stdout", error);
+    if (n_mapped > 0)
+        fprintf(stderr,
+                "pacer-sim: %s: %d sweep points of an accumulating schedule (paci) ran "
+                "pipeline.accumulation = pipeline.microbatches: its updates count a, not m\n",
+                path, n_mapped);
     if (n_failed > 0)
         fprintf(stderr, "pacer-sim: %s: %d of %lld sweep points failed (see the error column)\n",
                 path, n_failed,
