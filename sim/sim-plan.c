@@ -40,6 +40,7 @@ void sim_plan_free(SimPlan *plan) {
     if (plan == NULL)
         return;
     g_free(plan->scenario);
+    g_strfreev(plan->overrides);
     if (plan->rows != NULL)
         g_array_unref(plan->rows);
     g_free(plan->first_error);
@@ -204,6 +205,8 @@ static void sim_plan_try(SimPlan *plan, const PpScenario *base, const SimPlanCan
         .chunks = c->chunks,
         .microbatch_size = c->microbatch_size,
         .microbatches = c->microbatches,
+        .accumulation = job->scenario->pipeline.accumulation,
+        .steps = job->scenario->training.steps,
         .recompute = g_strdup(pp_recompute_name(c->recompute)),
         .tokens_per_s = res->throughput_tokens_per_s,
         .step_time_ns = res->step_time_ns,
@@ -263,6 +266,7 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
     int32_t global_batch = o->global_batch > 0 ? o->global_batch : base->training.global_batch;
     g_autoptr(SimPlan) plan = g_new0(SimPlan, 1);
     plan->scenario = g_strdup(path);
+    plan->overrides = g_strdupv((char **)overrides);
     plan->gpus = o->gpus;
     plan->global_batch = global_batch;
     plan->memory_bytes = base->hardware.memory_bytes;
@@ -287,6 +291,132 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
     }
     sim_plan_sort(plan->rows);
     return g_steal_pointer(&plan);
+}
+
+/* --- a row's overrides --- */
+
+/* One key a row sets, typed for JSON. */
+typedef struct {
+    const char *key;
+    enum { SIM_PLAN_NUMBER, SIM_PLAN_BOOL, SIM_PLAN_TEXT } type;
+    int64_t     number; /* SIM_PLAN_NUMBER; SIM_PLAN_BOOL: 0 or 1 */
+    const char *text;   /* SIM_PLAN_TEXT */
+} SimPlanSetting;
+
+#define SIM_PLAN_N_SETTINGS 14
+
+/* Fills @out with every key the search set for @r (the same values sim_plan_delta() gave). */
+static void sim_plan_row_settings(const SimPlan *plan, const SimPlanRow *r,
+                                  SimPlanSetting out[SIM_PLAN_N_SETTINGS]) {
+    const SimPlanSetting settings[SIM_PLAN_N_SETTINGS] = {
+        {"pipeline.schedule", SIM_PLAN_TEXT, 0, r->schedule},
+        {"pipeline.stages", SIM_PLAN_NUMBER, r->stages, NULL},
+        {"pipeline.chunks", SIM_PLAN_NUMBER, r->chunks, NULL},
+        {"pipeline.microbatches", SIM_PLAN_NUMBER, r->microbatches, NULL},
+        {"pipeline.accumulation", SIM_PLAN_NUMBER, r->accumulation, NULL},
+        {"pipeline.microbatch_size", SIM_PLAN_NUMBER, r->microbatch_size, NULL},
+        {"pipeline.mode", SIM_PLAN_TEXT, 0, "static"},
+        {"training.global_batch", SIM_PLAN_NUMBER, plan->global_batch, NULL},
+        {"training.steps", SIM_PLAN_NUMBER, r->steps, NULL},
+        {"parallel.data", SIM_PLAN_NUMBER, r->data, NULL},
+        {"parallel.tensor", SIM_PLAN_NUMBER, r->tensor, NULL},
+        {"parallel.sequence_parallel", SIM_PLAN_BOOL, r->tensor > 1, NULL},
+        {"model.recompute", SIM_PLAN_TEXT, 0, r->recompute},
+        {"hardware.devices", SIM_PLAN_NUMBER, plan->gpus, NULL},
+    };
+    memcpy(out, settings, sizeof settings);
+}
+
+/* The "section.key" of override @o, stripped. Returns: (transfer full). */
+static char *sim_plan_override_key(const char *o) {
+    const char *eq = strchr(o, '=');
+    PP_ASSERT(eq != NULL); /* the scenario loaded with it */
+    return g_strstrip(g_strndup(o, (gsize)(eq - o)));
+}
+
+/* Whether @key is one of @settings'. */
+static gboolean sim_plan_sets(const SimPlanSetting *settings, const char *key) {
+    for (size_t i = 0; i < SIM_PLAN_N_SETTINGS; i++) {
+        if (strcmp(settings[i].key, key) == 0)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* The "section.key=value" overrides of sim_plan_row_command(). Returns: (transfer full)
+ * NULL-terminated. */
+static GStrv sim_plan_row_overrides(const SimPlan *plan, const SimPlanRow *row) {
+    SimPlanSetting settings[SIM_PLAN_N_SETTINGS];
+    sim_plan_row_settings(plan, row, settings);
+    g_autoptr(GStrvBuilder) b = g_strv_builder_new();
+    for (size_t i = 0; plan->overrides != NULL && plan->overrides[i] != NULL; i++) {
+        g_autofree char *key = sim_plan_override_key(plan->overrides[i]);
+        if (!sim_plan_sets(settings, key))
+            g_strv_builder_add(b, plan->overrides[i]);
+    }
+    for (size_t i = 0; i < SIM_PLAN_N_SETTINGS; i++) {
+        const SimPlanSetting *st = &settings[i];
+        g_autofree char      *o = st->type == SIM_PLAN_NUMBER
+                                      ? g_strdup_printf("%s=%" G_GINT64_FORMAT, st->key, st->number)
+                                      : g_strdup_printf("%s=%s", st->key,
+                                                   st->type == SIM_PLAN_TEXT ? st->text
+                                                        : st->number              ? "true"
+                                                                                  : "false");
+        g_strv_builder_add(b, o);
+    }
+    return g_strv_builder_end(b);
+}
+
+/* @text, single-quoted for a POSIX shell when it holds anything but [A-Za-z0-9._/=,:+-].
+ * Returns: (transfer full). */
+static char *sim_plan_shell_word(const char *text) {
+    for (const char *c = text; *c; c++) {
+        if (!g_ascii_isalnum(*c) && strchr("._/=,:+-", *c) == NULL)
+            return g_shell_quote(text);
+    }
+    return g_strdup(text);
+}
+
+char *sim_plan_row_command(const SimPlan *plan, const SimPlanRow *row) {
+    g_auto(GStrv) overrides = sim_plan_row_overrides(plan, row);
+    g_autofree char *path = sim_plan_shell_word(plan->scenario);
+    GString         *cmd = g_string_new("pacer-sim ");
+    g_string_append(cmd, path);
+    for (size_t i = 0; overrides[i] != NULL; i++) {
+        g_autofree char *word = sim_plan_shell_word(overrides[i]);
+        g_string_append_printf(cmd, " --set %s", word);
+    }
+    return g_string_free(cmd, FALSE);
+}
+
+/* Adds @row's overrides to @b as the object "set" (the user's values as text, the search's
+ * typed) and its command line as "command". */
+static void sim_plan_json_set(JsonBuilder *b, const SimPlan *plan, const SimPlanRow *row) {
+    SimPlanSetting settings[SIM_PLAN_N_SETTINGS];
+    sim_plan_row_settings(plan, row, settings);
+    json_builder_set_member_name(b, "set");
+    json_builder_begin_object(b);
+    for (size_t i = 0; plan->overrides != NULL && plan->overrides[i] != NULL; i++) {
+        g_autofree char *key = sim_plan_override_key(plan->overrides[i]);
+        if (sim_plan_sets(settings, key))
+            continue;
+        g_autofree char *value = g_strstrip(g_strdup(strchr(plan->overrides[i], '=') + 1));
+        json_builder_set_member_name(b, key);
+        json_builder_add_string_value(b, value);
+    }
+    for (size_t i = 0; i < SIM_PLAN_N_SETTINGS; i++) {
+        json_builder_set_member_name(b, settings[i].key);
+        if (settings[i].type == SIM_PLAN_NUMBER)
+            json_builder_add_int_value(b, settings[i].number);
+        else if (settings[i].type == SIM_PLAN_BOOL)
+            json_builder_add_boolean_value(b, settings[i].number != 0);
+        else
+            json_builder_add_string_value(b, settings[i].text);
+    }
+    json_builder_end_object(b);
+    g_autofree char *command = sim_plan_row_command(plan, row);
+    json_builder_set_member_name(b, "command");
+    json_builder_add_string_value(b, command);
 }
 
 char *sim_plan_format(const SimPlan *plan, int32_t top) {
@@ -315,6 +445,11 @@ char *sim_plan_format(const SimPlan *plan, int32_t top) {
                                r->microbatch_size, r->microbatches, r->recompute, r->tokens_per_s,
                                r->mfu, (double)r->step_time_ns / 1e6,
                                (double)r->peak_memory_bytes / SIM_PLAN_GIB, r->delta_max);
+    }
+    if (plan->rows->len > 0 && top > 0) {
+        g_autofree char *command =
+            sim_plan_row_command(plan, &g_array_index(plan->rows, SimPlanRow, 0));
+        g_string_append_printf(out, "\nrank 1 alone: %s\n", command);
     }
     return g_string_free(out, FALSE);
 }
@@ -373,6 +508,7 @@ JsonNode *sim_plan_build_json(const SimPlan *plan, int32_t top) {
         json_builder_add_double_value(b, r->tokens_per_s);
         json_builder_set_member_name(b, "mfu");
         json_builder_add_double_value(b, r->mfu);
+        sim_plan_json_set(b, plan, r);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

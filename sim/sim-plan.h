@@ -26,6 +26,8 @@ typedef struct {
     char   *schedule;
     int32_t data, tensor, stages, chunks;
     int32_t microbatch_size, microbatches; /* microbatches: per step (a for paci) */
+    int32_t accumulation;                  /* pipeline.accumulation it ran */
+    int32_t steps;                         /* optimizer steps simulated */
     char   *recompute;
     double  tokens_per_s; /* whole job */
     int64_t step_time_ns;
@@ -35,7 +37,8 @@ typedef struct {
 } SimPlanRow;
 
 typedef struct {
-    char   *scenario; /* the file */
+    char   *scenario;  /* the file */
+    GStrv   overrides; /* the user's "section.key=value" (--set), applied before a row's */
     int32_t gpus, global_batch;
     int64_t memory_bytes; /* one device */
     GArray *rows;         /* (SimPlanRow) fitting layouts, best throughput first */
@@ -57,9 +60,16 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
 void     sim_plan_free(SimPlan *plan);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimPlan, sim_plan_free)
 
-/* The best @top rows as a table, with the counts. Returns: (transfer full). */
+/* The pacer-sim command line that simulates @row alone: @plan's scenario file with the
+ * user's --set overrides (those the row does not set) and then every key the search set for
+ * the row. Returns: (transfer full). */
+char *sim_plan_row_command(const SimPlan *plan, const SimPlanRow *row);
+
+/* The best @top rows as a table, with the counts and the best row's command line.
+ * Returns: (transfer full). */
 char *sim_plan_format(const SimPlan *plan, int32_t top);
-/* The same as one JSON object ("rows": the best @top). Returns: (transfer full). */
+/* The same as one JSON object ("rows": the best @top, each with its overrides as "set", an
+ * object of "section.key": value, and "command"). Returns: (transfer full). */
 JsonNode *sim_plan_build_json(const SimPlan *plan, int32_t top);
 
 G_END_DECLS
