@@ -16,10 +16,14 @@
 #include "sim-report.h"
 
 #define SIM_PLAN_GIB (1024.0 * 1024.0 * 1024.0)
-/* Optimizer steps simulated per candidate: one for flush schedules (every step is the same),
- * enough for the asynchronous step time's middle half otherwise. */
+/* Optimizer steps simulated per candidate: one for flush schedules (every step is the same).
+ * An asynchronous schedule on N stages with a micro-batches per update keeps about N / a
+ * updates in flight, so its pipeline fills (peak memory, Δmax) only after that many steps and
+ * the step time is the middle half's mean: it runs SIM_PLAN_ASYNC_FILLS x N / a steps (the
+ * middle half then starts after the fill), at least SIM_PLAN_ASYNC_STEPS. */
 #define SIM_PLAN_SYNC_STEPS  1
 #define SIM_PLAN_ASYNC_STEPS 8
+#define SIM_PLAN_ASYNC_FILLS 4
 /* Progress is redrawn every this many candidates. */
 #define SIM_PLAN_PROGRESS_EVERY 16
 
@@ -143,10 +147,18 @@ static GArray *sim_plan_candidates(const PpScenario *base, const SimPlanOptions 
     return out;
 }
 
+/* The optimizer steps candidate @c is simulated for (SIM_PLAN_ASYNC_FILLS). */
+static int32_t sim_plan_steps(const SimPlanCandidate *c) {
+    if (c->kind->sync != PP_SCHED_ASYNC)
+        return SIM_PLAN_SYNC_STEPS;
+    int32_t a = sim_plan_accumulation(c->kind, c->microbatches);
+    int32_t fill = (c->stages + a - 1) / a;
+    return MAX(SIM_PLAN_ASYNC_STEPS, SIM_PLAN_ASYNC_FILLS * fill);
+}
+
 /* The typed change that turns the scenario into candidate @c. */
 static PpScenarioDelta sim_plan_delta(const SimPlanCandidate *c, int32_t global_batch,
                                       int32_t gpus) {
-    gboolean sync = c->kind->sync != PP_SCHED_ASYNC;
     return (PpScenarioDelta){
         .kind = c->kind,
         .stages = c->stages,
@@ -155,7 +167,7 @@ static PpScenarioDelta sim_plan_delta(const SimPlanCandidate *c, int32_t global_
         .accumulation = sim_plan_accumulation(c->kind, c->microbatches),
         .microbatch_size = c->microbatch_size,
         .global_batch = global_batch,
-        .steps = sync ? SIM_PLAN_SYNC_STEPS : SIM_PLAN_ASYNC_STEPS,
+        .steps = sim_plan_steps(c),
         .data = c->data,
         .tensor = c->tensor,
         .set_sequence_parallel = TRUE,

@@ -132,6 +132,45 @@ START_TEST(test_plan_rows) {
 }
 END_TEST
 
+/* The ranked rows hold when simulated alone for twice the plan's steps (issue 21 §4): on the
+ * Llama-3-405B-like cluster at 16,384 GPUs, where paci on 64 stages with 4 to 16 micro-batches
+ * per update needs 16 to 64 steps to fill its pipeline, each of the top 10 still fits device
+ * memory, has the plan's Δmax and a step time within 2% of the plan's. */
+START_TEST(test_plan_rows_hold_alone) {
+    const char      *path = PP_SOURCE_ROOT "/scenarios/cluster/llama3-405b-like.ini";
+    const char      *args[] = {"plan", path, "--gpus", "16384", "--json", "--top", "10", NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_util_spawn(SIM_BIN, args, &out, &err), 0);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonArray *rows = json_object_get_array_member(parse_object(out, parser), "rows");
+    ck_assert_int_eq(json_array_get_length(rows), 10);
+    int32_t n_long = 0;
+    for (guint i = 0; i < json_array_get_length(rows); i++) {
+        JsonObject *row = json_array_get_object_element(rows, i);
+        int64_t     steps =
+            json_object_get_int_member(json_object_get_object_member(row, "set"), "training.steps");
+        int64_t stages = json_object_get_int_member(row, "stages");
+        int64_t a = json_object_get_int_member(json_object_get_object_member(row, "set"),
+                                               "pipeline.accumulation");
+        if (strcmp(json_object_get_string_member(row, "schedule"), "paci") == 0) {
+            /* at least four pipeline fills of N / a updates each */
+            ck_assert_int_ge(steps, 4 * ((stages + a - 1) / a));
+            n_long += steps > 8;
+        }
+        g_autoptr(JsonParser) p2 = json_parser_new();
+        JsonObject *alone = run_row_alone(path, row, 2 * steps, p2);
+        ck_assert_int_le(json_object_get_int_member(alone, "peak_memory_bytes"), (int64_t)80 << 30);
+        ck_assert_int_eq(json_object_get_int_member(alone, "delta_max"),
+                         json_object_get_int_member(row, "delta_max"));
+        double plan_ns = (double)json_object_get_int_member(row, "step_time_ns");
+        double alone_ns = (double)json_object_get_int_member(alone, "step_time_ns");
+        ck_assert_msg(fabs(alone_ns / plan_ns - 1.0) <= 0.02, "row %u: %.0f ns alone, %.0f in plan",
+                      i + 1, alone_ns, plan_ns);
+    }
+    ck_assert_int_ge(n_long, 3); /* rows that the old 8 steps did not fill */
+}
+END_TEST
+
 /* Every registered kind the planner can generate is planned from its record alone: it gets
  * layouts, none fails, and each row's chunks and micro-batches are ones its record allows. A
  * newly registered kind is covered without editing the test. */
@@ -265,6 +304,7 @@ int main(void) {
     TCase *tc = tcase_create("plan");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_plan_rows);
+    tcase_add_test(tc, test_plan_rows_hold_alone);
     int32_t n_kinds = 0;
     while (pp_sched_kinds()[n_kinds] != NULL)
         n_kinds++;
