@@ -83,7 +83,7 @@ static double sim_plan_static_bytes(const PpScenario *sc, int32_t data, int32_t 
 
 /* Lists every candidate (see sim/README.md for the rules). */
 static GArray *sim_plan_candidates(const PpScenario *base, const SimPlanOptions *o,
-                                   int32_t global_batch) {
+                                   int32_t global_batch, int64_t memory_bytes) {
     GArray       *out = g_array_new(FALSE, TRUE, sizeof(SimPlanCandidate));
     const int32_t g = o->gpus, layers = base->model.layers;
     for (int32_t t = 1; t <= MIN(g, base->hardware.gpus_per_node); t++) {
@@ -99,8 +99,7 @@ static GArray *sim_plan_candidates(const PpScenario *base, const SimPlanOptions 
             if (global_batch % d != 0)
                 continue;
             int32_t  per_replica = global_batch / d;
-            gboolean fits =
-                sim_plan_static_bytes(base, d, t, n) <= (double)base->hardware.memory_bytes;
+            gboolean fits = sim_plan_static_bytes(base, d, t, n) <= (double)memory_bytes;
             for (int32_t b = 1; b <= MIN(per_replica, o->max_microbatch); b++) {
                 if (per_replica % b != 0)
                     continue;
@@ -281,11 +280,20 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
     plan->overrides = g_strdupv((char **)overrides);
     plan->gpus = o->gpus;
     plan->global_batch = global_batch;
-    plan->memory_bytes = base->hardware.memory_bytes;
+    plan->headroom_bytes = o->headroom_bytes;
+    plan->memory_bytes = base->hardware.memory_bytes - o->headroom_bytes;
+    if (plan->memory_bytes <= 0) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: --headroom %.3f GiB leaves nothing of hardware.memory_gib = %.3f; give "
+                    "a headroom below the device memory",
+                    path, (double)o->headroom_bytes / SIM_PLAN_GIB,
+                    (double)base->hardware.memory_bytes / SIM_PLAN_GIB);
+        return NULL;
+    }
     plan->rows = g_array_new(FALSE, TRUE, sizeof(SimPlanRow));
     g_array_set_clear_func(plan->rows, sim_plan_row_clear);
 
-    g_autoptr(GArray) cands = sim_plan_candidates(base, o, global_batch);
+    g_autoptr(GArray) cands = sim_plan_candidates(base, o, global_batch, plan->memory_bytes);
     plan->n_layouts = cands->len;
     if (cands->len == 0) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
@@ -442,6 +450,10 @@ char *sim_plan_format(const SimPlan *plan, int32_t top) {
                            plan->scenario, plan->gpus, plan->global_batch, plan->n_layouts,
                            plan->n_static, plan->n_partition, plan->n_simulated,
                            plan->n_over_memory, plan->rows->len);
+    if (plan->headroom_bytes > 0)
+        g_string_append_printf(out, " within %.3f GiB per GPU (%.3f GiB headroom)",
+                               (double)plan->memory_bytes / SIM_PLAN_GIB,
+                               (double)plan->headroom_bytes / SIM_PLAN_GIB);
     if (plan->n_failed > 0)
         g_string_append_printf(out, ", %" G_GINT64_FORMAT " failed (first: %s)", plan->n_failed,
                                plan->first_error);
@@ -484,6 +496,8 @@ JsonNode *sim_plan_build_json(const SimPlan *plan, int32_t top) {
         {"over_memory", plan->n_over_memory},
         {"failed", plan->n_failed},
         {"fit", plan->rows->len},
+        {"memory_bytes", plan->memory_bytes},
+        {"headroom_bytes", plan->headroom_bytes},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(counts); i++) {
         json_builder_set_member_name(b, counts[i].name);

@@ -18,6 +18,7 @@ typedef struct {
     int32_t            global_batch;   /* sequences per step; <= 0: the scenario's */
     const char *const *schedules;      /* NULL-terminated registry names */
     int32_t            max_microbatch; /* largest micro-batch size tried (sequences) */
+    int64_t            headroom_bytes; /* device memory a row must leave free (>= 0) */
     gboolean           progress;       /* report progress on stderr (a terminal) */
 } SimPlanOptions;
 
@@ -40,11 +41,12 @@ typedef struct {
     char   *scenario;  /* the file */
     GStrv   overrides; /* the user's "section.key=value" (--set), applied before a row's */
     int32_t gpus, global_batch;
-    int64_t memory_bytes; /* one device */
-    GArray *rows;         /* (SimPlanRow) fitting layouts, best throughput first */
-    int64_t n_layouts;    /* candidates enumerated */
-    int64_t n_static;     /* dropped: parameters and optimizer state alone exceed memory */
-    int64_t n_partition;  /* dropped: no layer split fits memory (before simulating) */
+    int64_t memory_bytes;   /* one device's, less the headroom: what a row may use */
+    int64_t headroom_bytes; /* SimPlanOptions.headroom_bytes */
+    GArray *rows;           /* (SimPlanRow) fitting layouts, best throughput first */
+    int64_t n_layouts;      /* candidates enumerated */
+    int64_t n_static;       /* dropped: parameters and optimizer state alone exceed memory */
+    int64_t n_partition;    /* dropped: no layer split fits memory (before simulating) */
     int64_t n_simulated;
     int64_t n_over_memory; /* simulated, but the peak exceeded memory */
     int64_t n_failed;      /* any other error (its first message kept) */

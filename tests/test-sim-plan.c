@@ -171,6 +171,42 @@ START_TEST(test_plan_rows_hold_alone) {
 }
 END_TEST
 
+/* --headroom 60 on 80 GiB devices: every row leaves 60 GiB free, and the rows are exactly
+ * those of the plan without headroom whose peak is within 20 GiB, in the same order (what
+ * the static check drops has more than 20 GiB of state, so its peak would not fit either). */
+START_TEST(test_plan_headroom) {
+    const char *const extra[] = {"--headroom", "60", NULL};
+    g_autofree char  *with = run_plan(extra);
+    g_autofree char  *without = run_plan(NULL);
+    g_autoptr(JsonParser) p1 = json_parser_new();
+    g_autoptr(JsonParser) p2 = json_parser_new();
+    JsonObject   *h = parse_object(with, p1);
+    JsonObject   *all = parse_object(without, p2);
+    const int64_t limit = (int64_t)20 << 30;
+    ck_assert_int_eq(json_object_get_int_member(h, "memory_bytes"), limit);
+    ck_assert_int_eq(json_object_get_int_member(h, "headroom_bytes"), (int64_t)60 << 30);
+    ck_assert_int_eq(json_object_get_int_member(all, "memory_bytes"), (int64_t)80 << 30);
+    ck_assert_int_eq(json_object_get_int_member(all, "headroom_bytes"), 0);
+    JsonArray *rows = json_object_get_array_member(h, "rows");
+    JsonArray *every = json_object_get_array_member(all, "rows");
+    guint      k = 0;
+    for (guint i = 0; i < json_array_get_length(every); i++) {
+        JsonObject *r = json_array_get_object_element(every, i);
+        if (json_object_get_int_member(r, "peak_memory_bytes") > limit)
+            continue;
+        ck_assert_uint_lt(k, json_array_get_length(rows));
+        JsonObject *q = json_array_get_object_element(rows, k++);
+        ck_assert_str_eq(json_object_get_string_member(q, "command"),
+                         json_object_get_string_member(r, "command"));
+        ck_assert_int_eq(json_object_get_int_member(q, "step_time_ns"),
+                         json_object_get_int_member(r, "step_time_ns"));
+    }
+    ck_assert_uint_eq(k, json_array_get_length(rows));
+    ck_assert_uint_gt(k, 0);
+    ck_assert_uint_lt(k, json_array_get_length(every));
+}
+END_TEST
+
 /* Every registered kind the planner can generate is planned from its record alone: it gets
  * layouts, none fails, and each row's chunks and micro-batches are ones its record allows. A
  * newly registered kind is covered without editing the test. */
@@ -253,6 +289,8 @@ static const struct {
     {{"plan", CLUSTER, "--gpus", "8", "--schedules", "1f1b,,paci"}, 2, "empty schedule name"},
     {{"plan", CLUSTER, "--gpus", "1000003"}, 1, "no layout of 1000003 GPUs"},
     {{"plan", PP_SOURCE_ROOT "/tests/data/sim/1f1b.ini", "--gpus", "8"}, 1, "[hardware]"},
+    {{"plan", CLUSTER, "--gpus", "8", "--headroom", "-1"}, 2, "--headroom GIB in [0, 1e9]"},
+    {{"plan", CLUSTER, "--gpus", "8", "--headroom", "80"}, 1, "leaves nothing"},
 };
 
 START_TEST(test_plan_bad) {
@@ -305,6 +343,7 @@ int main(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_plan_rows);
     tcase_add_test(tc, test_plan_rows_hold_alone);
+    tcase_add_test(tc, test_plan_headroom);
     int32_t n_kinds = 0;
     while (pp_sched_kinds()[n_kinds] != NULL)
         n_kinds++;
