@@ -45,6 +45,7 @@ void sim_plan_free(SimPlan *plan) {
         return;
     g_free(plan->scenario);
     g_strfreev(plan->overrides);
+    g_strfreev(plan->schedules);
     if (plan->rows != NULL)
         g_array_unref(plan->rows);
     g_free(plan->first_error);
@@ -278,6 +279,7 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
     g_autoptr(SimPlan) plan = g_new0(SimPlan, 1);
     plan->scenario = g_strdup(path);
     plan->overrides = g_strdupv((char **)overrides);
+    plan->schedules = g_strdupv((char **)o->schedules);
     plan->gpus = o->gpus;
     plan->global_batch = global_batch;
     plan->headroom_bytes = o->headroom_bytes;
@@ -439,6 +441,15 @@ static void sim_plan_json_set(JsonBuilder *b, const SimPlan *plan, const SimPlan
     json_builder_add_string_value(b, command);
 }
 
+/* The index in the ranking of @schedule's best row, or -1 when none of its layouts fits. */
+static gint sim_plan_best_of(const SimPlan *plan, const char *schedule) {
+    for (guint i = 0; i < plan->rows->len; i++) {
+        if (strcmp(g_array_index(plan->rows, SimPlanRow, i).schedule, schedule) == 0)
+            return (gint)i;
+    }
+    return -1;
+}
+
 char *sim_plan_format(const SimPlan *plan, int32_t top) {
     GString *out = g_string_new(NULL);
     g_string_append_printf(out,
@@ -470,12 +481,58 @@ char *sim_plan_format(const SimPlan *plan, int32_t top) {
                                r->mfu, (double)r->step_time_ns / 1e6,
                                (double)r->peak_memory_bytes / SIM_PLAN_GIB, r->delta_max);
     }
+    g_string_append(out, "\nbest per schedule (rank in the whole ranking):\n");
+    for (size_t k = 0; plan->schedules[k] != NULL; k++) {
+        gint i = sim_plan_best_of(plan, plan->schedules[k]);
+        if (i < 0) {
+            g_string_append_printf(out, "  %-12s no layout fits\n", plan->schedules[k]);
+            continue;
+        }
+        const SimPlanRow *r = &g_array_index(plan->rows, SimPlanRow, i);
+        g_string_append_printf(out,
+                               "  %-12s rank %4d: D %d T %d N %d v %d b %d m %d %s, %.1f tokens/s, "
+                               "%.3f GiB\n",
+                               r->schedule, i + 1, r->data, r->tensor, r->stages, r->chunks,
+                               r->microbatch_size, r->microbatches, r->recompute, r->tokens_per_s,
+                               (double)r->peak_memory_bytes / SIM_PLAN_GIB);
+    }
     if (plan->rows->len > 0 && top > 0) {
         g_autofree char *command =
             sim_plan_row_command(plan, &g_array_index(plan->rows, SimPlanRow, 0));
         g_string_append_printf(out, "\nrank 1 alone: %s\n", command);
     }
     return g_string_free(out, FALSE);
+}
+
+/* Adds the members of row @r to the object being built in @b. */
+static void sim_plan_json_row(JsonBuilder *b, const SimPlan *plan, const SimPlanRow *r) {
+    json_builder_set_member_name(b, "schedule");
+    json_builder_add_string_value(b, r->schedule);
+    json_builder_set_member_name(b, "recompute");
+    json_builder_add_string_value(b, r->recompute);
+    const struct {
+        const char *name;
+        int64_t     value;
+    } ints[] = {
+        {"data", r->data},
+        {"tensor", r->tensor},
+        {"stages", r->stages},
+        {"chunks", r->chunks},
+        {"microbatch_size", r->microbatch_size},
+        {"microbatches", r->microbatches},
+        {"step_time_ns", r->step_time_ns},
+        {"peak_memory_bytes", r->peak_memory_bytes},
+        {"delta_max", r->delta_max},
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(ints); k++) {
+        json_builder_set_member_name(b, ints[k].name);
+        json_builder_add_int_value(b, ints[k].value);
+    }
+    json_builder_set_member_name(b, "throughput_tokens_per_s");
+    json_builder_add_double_value(b, r->tokens_per_s);
+    json_builder_set_member_name(b, "mfu");
+    json_builder_add_double_value(b, r->mfu);
+    sim_plan_json_set(b, plan, r);
 }
 
 JsonNode *sim_plan_build_json(const SimPlan *plan, int32_t top) {
@@ -506,35 +563,26 @@ JsonNode *sim_plan_build_json(const SimPlan *plan, int32_t top) {
     json_builder_set_member_name(b, "rows");
     json_builder_begin_array(b);
     for (guint i = 0; i < plan->rows->len && (int32_t)i < top; i++) {
-        const SimPlanRow *r = &g_array_index(plan->rows, SimPlanRow, i);
         json_builder_begin_object(b);
-        json_builder_set_member_name(b, "schedule");
-        json_builder_add_string_value(b, r->schedule);
-        json_builder_set_member_name(b, "recompute");
-        json_builder_add_string_value(b, r->recompute);
-        const struct {
-            const char *name;
-            int64_t     value;
-        } ints[] = {
-            {"data", r->data},
-            {"tensor", r->tensor},
-            {"stages", r->stages},
-            {"chunks", r->chunks},
-            {"microbatch_size", r->microbatch_size},
-            {"microbatches", r->microbatches},
-            {"step_time_ns", r->step_time_ns},
-            {"peak_memory_bytes", r->peak_memory_bytes},
-            {"delta_max", r->delta_max},
-        };
-        for (size_t k = 0; k < G_N_ELEMENTS(ints); k++) {
-            json_builder_set_member_name(b, ints[k].name);
-            json_builder_add_int_value(b, ints[k].value);
+        sim_plan_json_row(b, plan, &g_array_index(plan->rows, SimPlanRow, i));
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "best_per_schedule");
+    json_builder_begin_array(b);
+    for (size_t k = 0; plan->schedules[k] != NULL; k++) {
+        gint i = sim_plan_best_of(plan, plan->schedules[k]);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "fits");
+        json_builder_add_boolean_value(b, i >= 0);
+        if (i < 0) {
+            json_builder_set_member_name(b, "schedule");
+            json_builder_add_string_value(b, plan->schedules[k]);
+        } else {
+            json_builder_set_member_name(b, "rank");
+            json_builder_add_int_value(b, i + 1);
+            sim_plan_json_row(b, plan, &g_array_index(plan->rows, SimPlanRow, i));
         }
-        json_builder_set_member_name(b, "throughput_tokens_per_s");
-        json_builder_add_double_value(b, r->tokens_per_s);
-        json_builder_set_member_name(b, "mfu");
-        json_builder_add_double_value(b, r->mfu);
-        sim_plan_json_set(b, plan, r);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

@@ -40,6 +40,7 @@ typedef struct {
 typedef struct {
     char   *scenario;  /* the file */
     GStrv   overrides; /* the user's "section.key=value" (--set), applied before a row's */
+    GStrv   schedules; /* SimPlanOptions.schedules, in their order */
     int32_t gpus, global_batch;
     int64_t memory_bytes;   /* one device's, less the headroom: what a row may use */
     int64_t headroom_bytes; /* SimPlanOptions.headroom_bytes */
@@ -67,11 +68,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimPlan, sim_plan_free)
  * the row. Returns: (transfer full). */
 char *sim_plan_row_command(const SimPlan *plan, const SimPlanRow *row);
 
-/* The best @top rows as a table, with the counts and the best row's command line.
- * Returns: (transfer full). */
+/* The best @top rows as a table, with the counts, the best row of each schedule (its rank in
+ * the whole ranking) and the best row's command line. Returns: (transfer full). */
 char *sim_plan_format(const SimPlan *plan, int32_t top);
 /* The same as one JSON object ("rows": the best @top, each with its overrides as "set", an
- * object of "section.key": value, and "command"). Returns: (transfer full). */
+ * object of "section.key": value, and "command"; "best_per_schedule": one object per schedule,
+ * "fits" and, when it does, "rank" and the row's members). Returns: (transfer full). */
 JsonNode *sim_plan_build_json(const SimPlan *plan, int32_t top);
 
 G_END_DECLS

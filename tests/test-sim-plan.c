@@ -117,6 +117,26 @@ START_TEST(test_plan_rows) {
         ck_assert(tp <= prev);
         prev = tp;
     }
+    /* the best row of each schedule, in --schedules order: the first of its kind */
+    const char *const kinds[] = {"1f1b", "interleaved", "zb-v", "paci"};
+    JsonArray        *best_of = json_object_get_array_member(plan, "best_per_schedule");
+    ck_assert_uint_eq(json_array_get_length(best_of), G_N_ELEMENTS(kinds));
+    for (guint k = 0; k < G_N_ELEMENTS(kinds); k++) {
+        JsonObject *bo = json_array_get_object_element(best_of, k);
+        ck_assert(json_object_get_boolean_member(bo, "fits"));
+        ck_assert_str_eq(json_object_get_string_member(bo, "schedule"), kinds[k]);
+        int64_t rank = json_object_get_int_member(bo, "rank");
+        ck_assert_int_ge(rank, 1);
+        for (int64_t i = 0; i < rank; i++) {
+            JsonObject *r = json_array_get_object_element(rows, (guint)i);
+            ck_assert_int_eq(strcmp(json_object_get_string_member(r, "schedule"), kinds[k]) == 0,
+                             i == rank - 1);
+        }
+        JsonObject *r = json_array_get_object_element(rows, (guint)rank - 1);
+        ck_assert_str_eq(json_object_get_string_member(bo, "command"),
+                         json_object_get_string_member(r, "command"));
+    }
+
     /* the best row, simulated directly with its "set", gives the same figures */
     JsonObject *best = json_array_get_object_element(rows, 0);
     g_autoptr(JsonParser) p2 = json_parser_new();
@@ -204,6 +224,20 @@ START_TEST(test_plan_headroom) {
     ck_assert_uint_eq(k, json_array_get_length(rows));
     ck_assert_uint_gt(k, 0);
     ck_assert_uint_lt(k, json_array_get_length(every));
+
+    /* nothing fits 0.1 GiB: every schedule says so */
+    const char *const tight[] = {"--headroom", "79.9", NULL};
+    g_autofree char  *none = run_plan(tight);
+    g_autoptr(JsonParser) p3 = json_parser_new();
+    JsonObject *n = parse_object(none, p3);
+    ck_assert_int_eq(json_object_get_int_member(n, "fit"), 0);
+    JsonArray *best_of = json_object_get_array_member(n, "best_per_schedule");
+    ck_assert_uint_gt(json_array_get_length(best_of), 0);
+    for (guint i = 0; i < json_array_get_length(best_of); i++) {
+        JsonObject *bo = json_array_get_object_element(best_of, i);
+        ck_assert(!json_object_get_boolean_member(bo, "fits"));
+        ck_assert(!json_object_has_member(bo, "rank"));
+    }
 }
 END_TEST
 
