@@ -127,16 +127,12 @@ static PpSchedule *zb_build_params(PpSchedBuildFn build, const PpScheduleParams 
  * generators. Returns: (transfer full). */
 static PpSchedule *zb_build_frac(PpSchedBuildFn build, const ZbCase *c, int32_t steps,
                                  int64_t comm_ns, double w_frac) {
-    PpScheduleParams p = {.n_stages = c->n,
-                          .n_chunks = 1,
-                          .n_microbatches = c->m,
-                          .accumulation = 1,
-                          .n_steps = steps,
-                          .f_ns = c->f,
-                          .b_ns = c->b,
-                          .w_ns = c->w,
-                          .comm_ns = comm_ns,
-                          .mem_w_fraction = w_frac};
+    PpScheduleParams p = test_util_schedule_params(NULL, c->n, 1, c->m, 1, steps);
+    p.f_ns = c->f;
+    p.b_ns = c->b;
+    p.w_ns = c->w;
+    p.comm_ns = comm_ns;
+    p.mem_w_fraction = w_frac;
     return zb_build_params(build, &p);
 }
 

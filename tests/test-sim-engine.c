@@ -1065,7 +1065,7 @@ START_TEST(test_cost_layers_and_params) {
     }
     /* hop: 10 us + 4 MiB at 50 B/ns */
     ck_assert_int_eq(sim_cost_comm_ns(cost), 10000 + llround(4194304.0 / 50.0));
-    PpScheduleParams params = {.kind = "zb-1p", .n_stages = 4};
+    PpScheduleParams params = test_util_schedule_params("zb-1p", 4, 0, 0, 0, 0);
     sim_cost_schedule_params(cost, &params);
     ck_assert_int_eq(params.f_ns,
                      MAX(MAX(cost->f_ns[0], cost->f_ns[1]), MAX(cost->f_ns[2], cost->f_ns[3])));
