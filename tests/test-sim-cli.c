@@ -68,10 +68,7 @@ static SimResult *run_in_process(const char *path, SimCostModel **cost_out) {
     g_autoptr(GError) error = NULL;
     g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &error);
     ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
-    PpScheduleParams params;
-    pp_scenario_schedule_params(sc, &params);
-    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
-    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    g_autoptr(PpSchedule) sched = test_util_scenario_schedule_new(sc);
     g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
     ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
     SimResult *res = sim_engine_run(sched, cost, &error);
@@ -292,8 +289,7 @@ START_TEST(test_zb_fine_memory) {
     sim_cost_schedule_params(cost, &params);
     ck_assert_double_gt(params.mem_w_fraction, 0.0);
     ck_assert_double_lt(params.mem_w_fraction, 1.0);
-    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
-    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    g_autoptr(PpSchedule) sched = test_util_schedule_build(&params);
     g_autoptr(SimResult) res = sim_engine_run(sched, cost, &error);
     ck_assert_msg(res != NULL, "%s", error ? error->message : "");
 

@@ -347,9 +347,7 @@ START_TEST(test_cluster_json) {
     g_autoptr(GError) error = NULL;
     g_autoptr(PpScenario) sc = pp_scenario_load(CLUSTER, o, &error);
     ck_assert_ptr_nonnull(sc);
-    PpScheduleParams sp;
-    pp_scenario_schedule_params(sc, &sp);
-    g_autoptr(PpSchedule) sched = pp_schedule_new(&sp, &error);
+    g_autoptr(PpSchedule) sched = test_util_scenario_schedule_new(sc);
     g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
     ck_assert_ptr_nonnull(cost);
     g_autoptr(SimResult) res = sim_engine_run(sched, cost, &error);
