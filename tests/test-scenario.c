@@ -746,6 +746,37 @@ START_TEST(test_with_equals_overrides) {
 }
 END_TEST
 
+/* pp_scenario_load_deriving() derives the named keys as if absent; pp_scenario_key_given()
+ * says which derived keys the file gave. The base file gives microbatch_size = 2 and m = 8:
+ * global_batch is derived (16); giving global_batch = 64 and deriving microbatch_size gives
+ * 64 / 8 = 8 (and with data = 2 replicas 64 / (8 x 2) = 4). */
+START_TEST(test_load_deriving) {
+    g_autofree char *dir = test_util_tmp_dir_new("pp-scenario-XXXXXX");
+    g_autofree char *path = g_build_filename(dir, "base.ini", NULL);
+    ck_assert(g_file_set_contents(path, base_text, -1, NULL));
+    g_autoptr(PpScenario) plain = pp_scenario_load(path, NULL, NULL);
+    ck_assert_int_eq(plain->training.global_batch, 16);
+    ck_assert(pp_scenario_key_given(plain, "pipeline", "microbatch_size"));
+    ck_assert(!pp_scenario_key_given(plain, "training", "global_batch"));
+    ck_assert(!pp_scenario_key_given(plain, "hardware", "devices"));
+
+    const char *const gb[] = {"training.global_batch=64", NULL};
+    const char *const derive[] = {"pipeline.microbatch_size", NULL};
+    g_autoptr(GError) err = NULL;
+    ck_assert_ptr_null(pp_scenario_load(path, gb, &err)); /* 2 x 8 != 64 */
+    ck_assert(g_error_matches(err, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    g_autoptr(PpScenario) d = pp_scenario_load_deriving(path, gb, derive, NULL);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(d->pipeline.microbatch_size, 8);
+    ck_assert(!pp_scenario_key_given(d, "pipeline", "microbatch_size"));
+    ck_assert(pp_scenario_key_given(d, "training", "global_batch"));
+    const char *const gb2[] = {"training.global_batch=64", "parallel.data=2", NULL};
+    g_autoptr(PpScenario) d2 = pp_scenario_load_deriving(path, gb2, derive, NULL);
+    ck_assert_int_eq(d2->pipeline.microbatch_size, 4);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* [model] flash_attention and the [hardware] kernel-efficiency keys: table defaults (also
  * without a [hardware] section), file keys, --set overrides, and to_data round trips. */
 START_TEST(test_flash_and_kernel_eff) {
@@ -1338,6 +1369,7 @@ static Suite *scenario_suite(void) {
     tcase_add_test(values, test_layer_keys);
     tcase_add_test(values, test_overrides);
     tcase_add_test(values, test_with_equals_overrides);
+    tcase_add_test(values, test_load_deriving);
     tcase_add_test(values, test_flash_and_kernel_eff);
     tcase_add_test(values, test_run_devices_precision);
     suite_add_tcase(s, values);
