@@ -6,9 +6,11 @@
  *               [--overwrite] [--stop-at STEP] [--dynamic] [--quiet]
  *   pacer-train evaluate --checkpoint PATH --text FILE [--heads H] [--seq-len T] [--json]
  * Builds the token shards on first use, trains, and writes DIR/log.csv, ops.csv, scenario.ini
- * and DIR/checkpoints/step-NNNNNNNN.
+ * and DIR/checkpoints/step-NNNNNNNN. Ctrl-C (SIGINT) or SIGTERM in a single-process run stops
+ * it cleanly (exec-interrupt.h), prints the command that resumes it and exits 128 + signal.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +43,66 @@ static void train_print_error(const ExecComm *comm, const GError *error) {
         fprintf(stderr, "pacer-train: %s\n", error->message);
 }
 
+/* @arg as a shell word: as it is when it holds only characters no shell treats specially,
+ * else single-quoted. Returns: (transfer full). */
+static char *train_shell_word(const char *arg) {
+    gboolean plain = arg[0] != '\0';
+    for (const char *c = arg; *c && plain; c++)
+        plain = g_ascii_isalnum(*c) || strchr("_./=,:+@%-", *c) != NULL;
+    return plain ? g_strdup(arg) : g_shell_quote(arg);
+}
+
+/* The command of @argv (as it was given) without --overwrite and, when @resume is set,
+ * without its --resume and with --resume @resume at the end. Returns: (transfer full). */
+static char *train_command_with(const char *const *argv, const char *resume) {
+    GString *cmd = g_string_new(NULL);
+    for (int i = 0; argv[i]; i++) {
+        if (strcmp(argv[i], "--overwrite") == 0 ||
+            (resume && g_str_has_prefix(argv[i], "--resume="))) /* the value goes with it */
+            continue;
+        if (resume && strcmp(argv[i], "--resume") == 0) {
+            i += argv[i + 1] != NULL; /* and its value */
+            continue;
+        }
+        g_autofree char *word = train_shell_word(argv[i]);
+        g_string_append_printf(cmd, "%s%s", cmd->len ? " " : "", word);
+    }
+    if (resume) {
+        g_autofree char *word = train_shell_word(resume);
+        g_string_append_printf(cmd, " --resume %s", word);
+    }
+    return g_string_free(cmd, FALSE);
+}
+
+/* The one line after an interrupted run (@signum): the steps done, and the command that
+ * continues it: --resume of the --out folder when this run wrote a checkpoint there, the same
+ * command when it resumed one and wrote none, else the command that starts over. */
+static void train_print_interrupted(const char *const *argv, int signum, const char *out,
+                                    const char *resume, const ExecTrainSummary *sum,
+                                    int32_t total) {
+    const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
+    if (out && sum->saved_step > 0) {
+        g_autofree char *cmd = train_command_with(argv, out);
+        fprintf(stderr,
+                "pacer-train: interrupted by %s: log.csv holds %d of %d steps, ops.csv every op "
+                "that ran; resume from the checkpoint of step %d with: %s\n",
+                name, sum->steps, total, sum->saved_step, cmd);
+    } else if (resume) {
+        g_autofree char *cmd = train_command_with(argv, NULL);
+        fprintf(stderr,
+                "pacer-train: interrupted by %s: log.csv holds %d of %d steps, no new "
+                "checkpoint written; resume as before with: %s\n",
+                name, sum->steps, total, cmd);
+    } else {
+        g_autofree char *cmd = train_command_with(argv, NULL);
+        fprintf(stderr,
+                "pacer-train: interrupted by %s: log.csv holds %d of %d steps, no checkpoint "
+                "written (run.checkpoint_every = N writes one every N steps); start over with: "
+                "%s%s\n",
+                name, sum->steps, total, cmd, out ? " --overwrite" : "");
+    }
+}
+
 /* Under an MPI launcher with several processes, starts the process group (one process per
  * pipeline stage) into *@comm; leaves it NULL for one process. @timeout_s is the deadline of
  * MPI's start-up and of every wait until training sets the agreed scenario's. */
@@ -66,7 +128,10 @@ static gboolean train_comm_start(int *argc, char ***argv, double timeout_s, Exec
  * 0, or 1 with @error set (2: a usage error, @error set as well). In a multi-process run
  * every rank runs it, and every failure before training is agreed on (exec_comm_agree()), so
  * that all ranks stop together. */
-static int train_run(ExecComm **comm, int argc, char **argv, GError **error) {
+static int train_run(ExecComm **comm, ExecInterrupt *interrupt, int argc, char **argv,
+                     GError **error) {
+    /* the command as given, for the line after an interrupt (parsing removes the options) */
+    g_auto(GStrv) command = g_strdupv(argv);
     g_auto(GStrv) sets = NULL;
     g_autofree char *out = NULL, *resume = NULL;
     gboolean         dynamic = FALSE, quiet = FALSE, overwrite = FALSE;
@@ -157,10 +222,19 @@ static int train_run(ExecComm **comm, int argc, char **argv, GError **error) {
         .dynamic = dynamic || g_strcmp0(scenario->pipeline.mode, "dynamic") == 0,
         .progress = exec_progress_mode_detect(stdout, quiet),
         .comm = *comm,
+        /* Under mpirun the launcher handles the signals and ends the job. */
+        .interrupt = *comm ? NULL : interrupt,
     };
-    ExecTrainSummary sum;
-    if (!exec_train_run(&params, &sum, error))
-        return 1;
+    ExecTrainSummary sum = {0};
+    if (!exec_train_run(&params, &sum, error)) {
+        int signum = exec_interrupt_signal(interrupt);
+        if (signum == 0 || !g_error_matches(*error, EXEC_ERROR, EXEC_ERROR_INTERRUPTED))
+            return 1;
+        train_print_interrupted((const char *const *)command, signum, out, resume, &sum,
+                                scenario->training.steps);
+        g_clear_error(error); /* said above, in its place */
+        return 128 + signum;
+    }
     if (!root)
         return 0;
     printf("pacer-train: %s, %d steps, %" G_GINT64_FORMAT " tokens, train loss %.4f, "
@@ -178,7 +252,8 @@ static int train_run(ExecComm **comm, int argc, char **argv, GError **error) {
 static int train_main(int argc, char **argv) {
     ExecComm *comm = NULL;
     GError   *error = NULL;
-    int       status = train_run(&comm, argc, argv, &error);
+    g_autoptr(ExecInterrupt) interrupt = exec_interrupt_new();
+    int status = train_run(&comm, interrupt, argc, argv, &error);
     if (error && (status != 2 || comm))
         train_print_error(comm, error);
     /* Ends the process group: a failure the ranks did not agree on aborts the job. */
