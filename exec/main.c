@@ -4,10 +4,11 @@
  * several (mpirun -np N).
  *   pacer-train SCENARIO [--set section.key=value]... [--out DIR] [--resume DIR]
  *               [--overwrite] [--stop-at STEP] [--dynamic] [--quiet]
- *   pacer-train evaluate --checkpoint PATH --text FILE [--heads H] [--seq-len T] [--json]
- * Builds the token shards on first use, trains, and writes DIR/log.csv, ops.csv, scenario.ini
- * and DIR/checkpoints/step-NNNNNNNN. Ctrl-C (SIGINT) or SIGTERM in a single-process run stops
- * it cleanly (exec-interrupt.h), prints the command that resumes it and exits 128 + signal.
+ *   pacer-train evaluate --checkpoint PATH [--text FILE] [--heads H] [--seq-len T] [--json]
+ * (without --text: the run's validation split, the windows training validates on). Builds the token
+ * shards on first use, trains, and writes DIR/log.csv, ops.csv, scenario.ini and
+ * DIR/checkpoints/step-NNNNNNNN. Ctrl-C (SIGINT) or SIGTERM in a single-process run stops it
+ * cleanly (exec-interrupt.h), prints the command that resumes it and exits 128 + signal.
  */
 #include <math.h>
 #include <signal.h>
@@ -160,7 +161,7 @@ static int train_run(ExecComm **comm, ExecInterrupt *interrupt, int argc, char *
     g_autoptr(GOptionContext) ctx = g_option_context_new(
         "SCENARIO - train GPT-2 with a pipeline schedule (run.backend: CPU threads or CUDA), or "
         "one process per stage under mpirun\n"
-        "       pacer-train evaluate --checkpoint PATH --text FILE [--heads H] [--seq-len T] "
+        "       pacer-train evaluate --checkpoint PATH [--text FILE] [--heads H] [--seq-len T] "
         "[--json]");
     g_option_context_add_main_entries(ctx, entries, NULL);
     int status = 2;
@@ -271,7 +272,10 @@ static int evaluate_main(int argc, char **argv) {
              "Safetensors file (pacer's or Hugging Face GPT-2's), checkpoint folder "
                  "(RUN/checkpoints/step-NNNNNNNN) or run folder (its newest complete checkpoint)",
              "PATH"},
-            {"text", 't', 0, G_OPTION_ARG_FILENAME, &text, "Text file to evaluate on", "FILE"},
+            {"text", 't', 0, G_OPTION_ARG_FILENAME, &text,
+             "Text file to evaluate on (default: the run's validation split, the windows "
+                 "training validates on; needs the checkpoint's run folder)",
+             "FILE"},
             {"heads", 0, 0, G_OPTION_ARG_INT, &heads,
              "Attention heads (default: the checkpoint's n_head)", "H"},
             {"seq-len", 0, 0, G_OPTION_ARG_INT, &seq_len,
@@ -280,21 +284,33 @@ static int evaluate_main(int argc, char **argv) {
             {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) ctx =
-        g_option_context_new("- mean next-token loss of a checkpoint on a text");
+        g_option_context_new("- mean next-token loss of a checkpoint on a text or on its run's "
+                             "validation split");
     g_option_context_add_main_entries(ctx, entries, NULL);
     g_autoptr(GError) error = NULL;
     if (!g_option_context_parse(ctx, &argc, &argv, &error))
         return train_usage_error(ctx, error->message);
-    if (argc != 1 || !checkpoint || !text || heads < 0 || seq_len < 0)
-        return train_usage_error(ctx, "evaluate needs --checkpoint PATH and --text FILE");
+    if (argc != 1 || !checkpoint || heads < 0 || seq_len < 0)
+        return train_usage_error(ctx, "evaluate needs --checkpoint PATH (and optionally --text "
+                                      "FILE; --heads and --seq-len >= 0)");
     /* Which unit and why others were skipped go to stderr: stdout may be --json. */
     g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
     g_autofree char *model = exec_evaluate_resolve(checkpoint, notes, &error);
     for (guint i = 0; i < notes->len; i++)
         fprintf(stderr, "pacer-train: %s\n", (const char *)g_ptr_array_index(notes, i));
-    double  loss;
-    int64_t tokens;
-    if (!model || !exec_evaluate(model, text, heads, seq_len, &loss, &tokens, &error)) {
+    double           loss;
+    int64_t          tokens;
+    g_autofree char *scenario = NULL, *what = NULL;
+    gboolean         ok = model != NULL;
+    if (ok && text)
+        ok = exec_evaluate(model, text, heads, seq_len, &loss, &tokens, &error);
+    else if (ok) {
+        ok = (scenario = exec_evaluate_run_scenario(checkpoint, &error)) != NULL &&
+             exec_evaluate_val(model, scenario, heads, seq_len, &loss, &tokens, &what, &error);
+        if (what)
+            fprintf(stderr, "pacer-train: on %s\n", what);
+    }
+    if (!ok) {
         fprintf(stderr, "pacer-train: %s\n", error->message);
         return 1;
     }

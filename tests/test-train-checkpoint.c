@@ -317,6 +317,54 @@ START_TEST(test_train_interrupted_resumes_exactly) {
 }
 END_TEST
 
+/* --- evaluate --- */
+
+/* evaluate without --text takes the run's validation split, the windows training validates
+ * on: its loss equals the log's last val_loss (another code path: the whole-model CPU slice,
+ * so within float rounding), from the run folder, a unit, or the unit's model file. Outside a
+ * run folder it asks for --text naming where it looked. */
+START_TEST(test_train_evaluate_val_split) {
+    g_autofree char *log_path = g_build_filename(tt.ref, "log.csv", NULL);
+    g_autofree char *log = test_util_read_file(log_path, NULL);
+    g_auto(GStrv) rows = g_strsplit(g_strchomp(log), "\n", -1);
+    g_auto(GStrv) last = g_strsplit(rows[g_strv_length(rows) - 1], ",", -1);
+    double val_loss = g_ascii_strtod(last[3], NULL); /* step,tokens,train_loss,val_loss */
+    ck_assert_msg(val_loss > 0, "no val_loss in %s", rows[g_strv_length(rows) - 1]);
+    g_autofree char *unit = g_build_filename(tt.ref, "checkpoints", "step-00000003", NULL);
+    g_autofree char *model = g_build_filename(unit, "model.safetensors", NULL);
+    const char      *checkpoints[] = {tt.ref, unit, model};
+    for (size_t i = 0; i < G_N_ELEMENTS(checkpoints); i++) {
+        const char      *args[] = {"evaluate", "--checkpoint", checkpoints[i], "--json", NULL};
+        g_autofree char *out = NULL, *err = NULL;
+        int              code = test_util_spawn(TT_TRAIN, args, &out, &err);
+        ck_assert_msg(code == 0, "evaluate %s: %s", checkpoints[i], err);
+        test_util_assert_json(out);
+        ck_assert_msg(strstr(err, "the validation split of ") != NULL &&
+                          strstr(err, "the first 1 windows of 8 tokens") != NULL,
+                      "%s", err);
+        g_autoptr(JsonParser) parser = json_parser_new();
+        ck_assert(json_parser_load_from_data(parser, out, -1, NULL));
+        JsonObject *obj = json_node_get_object(json_parser_get_root(parser));
+        ck_assert_int_eq(json_object_get_int_member(obj, "tokens"), 8);
+        double loss = json_object_get_double_member(obj, "loss");
+        ck_assert_msg(fabs(loss - val_loss) < 2e-5, "%s: evaluate %.9f, training's %.6f",
+                      checkpoints[i], loss, val_loss);
+    }
+    /* a model file outside a run folder */
+    g_autofree char *alone = g_build_filename(tt.root, "alone.safetensors", NULL);
+    const char      *cp[] = {model, alone, NULL};
+    ck_assert_int_eq(test_util_spawn("/bin/cp", cp, NULL, NULL), 0);
+    const char      *args[] = {"evaluate", "--checkpoint", alone, NULL};
+    g_autofree char *err = NULL;
+    ck_assert_int_eq(test_util_spawn(TT_TRAIN, args, NULL, &err), 1);
+    g_autofree char *said = g_strdup_printf(
+        "--checkpoint %s: no scenario.ini of a pacer-train run at %s/scenario.ini or ", alone,
+        alone);
+    ck_assert_msg(strstr(err, said) != NULL && strstr(err, "give --text FILE") != NULL,
+                  "no \"%s\" in: %s", said, err);
+}
+END_TEST
+
 /* --- damaged units --- */
 
 typedef enum {
@@ -820,6 +868,7 @@ int main(void) {
     test_util_data_add(&data, out, test_train_fresh_run_refused, 0, 1);
     test_util_data_add(&data, out, test_train_overwrite, 0, 1);
     test_util_data_add(&data, out, test_train_nothing_left, 0, 1);
+    test_util_data_add(&data, out, test_train_evaluate_val_split, 0, 1);
     suite_add_tcase(s, out);
     return test_util_data_run(&data, s);
 }
