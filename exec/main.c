@@ -223,8 +223,7 @@ static int train_run(ExecComm **comm, ExecInterrupt *interrupt, int argc, char *
         .dynamic = dynamic || g_strcmp0(scenario->pipeline.mode, "dynamic") == 0,
         .progress = exec_progress_mode_detect(stdout, quiet),
         .comm = *comm,
-        /* Under mpirun the launcher handles the signals and ends the job. */
-        .interrupt = *comm ? NULL : interrupt,
+        .interrupt = interrupt, /* NULL under an MPI launcher */
     };
     ExecTrainSummary sum = {0};
     if (!exec_train_run(&params, &sum, error)) {
@@ -253,7 +252,9 @@ static int train_run(ExecComm **comm, ExecInterrupt *interrupt, int argc, char *
 static int train_main(int argc, char **argv) {
     ExecComm *comm = NULL;
     GError   *error = NULL;
-    g_autoptr(ExecInterrupt) interrupt = exec_interrupt_new();
+    /* Under an MPI launcher the launcher handles the signals and ends the job, as before. */
+    g_autoptr(ExecInterrupt) interrupt =
+        exec_comm_launched_size() < 2 ? exec_interrupt_new() : NULL;
     int status = train_run(&comm, interrupt, argc, argv, &error);
     if (error && (status != 2 || comm))
         train_print_error(comm, error);
