@@ -198,6 +198,43 @@ START_TEST(test_json_matches_engine) {
 }
 END_TEST
 
+/* The summary labels whose figure each is: the schedule bubble of the busiest stage's step
+ * and the utilisation of all stages over the run (README: 0.0051 next to 0.7379 for PACI on
+ * the default scenario), with the JSON's values; efficiency = sum of busy / (N x makespan). */
+START_TEST(test_summary_labels) {
+    const char      *text_args[] = {DEFAULT_INI, "--set", "pipeline.schedule=paci", NULL};
+    const char      *json_args[] = {DEFAULT_INI, "--set", "pipeline.schedule=paci", "--json", NULL};
+    g_autofree char *text = NULL, *json = NULL;
+    ck_assert_int_eq(run_cli(text_args, &text, NULL), 0);
+    ck_assert_int_eq(run_cli(json_args, &json, NULL), 0);
+    g_autoptr(JsonNode) root = parse_json(json);
+    JsonObject *obj = json_node_get_object(root);
+    double      bubble = json_object_get_double_member(obj, "bubble_fraction");
+    double      efficiency = json_object_get_double_member(obj, "efficiency");
+    JsonArray  *stages = json_object_get_array_member(obj, "stages");
+    int64_t     busy_ns = 0;
+    for (guint s = 0; s < json_array_get_length(stages); s++)
+        busy_ns += json_int(json_array_get_object_element(stages, s), "busy_ns");
+    ck_assert_double_eq_tol(
+        efficiency,
+        (double)busy_ns / ((double)json_array_get_length(stages) * json_int(obj, "makespan_ns")),
+        1e-12);
+    g_autofree char *bubble_line = g_strdup_printf(
+        "\nbubble      %.4f (schedule bubble: idle share of the busiest stage's step, "
+        "(C - m(F+B+W))/C)\n",
+        bubble);
+    g_autofree char *efficiency_line = g_strdup_printf(
+        "\nefficiency  %.4f (mean stage utilisation over the whole run, fill, drain and lighter "
+        "stages included: busy / (N x makespan))\n",
+        efficiency);
+    ck_assert_msg(strstr(text, bubble_line) != NULL, "no \"%s\" in:\n%s", bubble_line, text);
+    ck_assert_msg(strstr(text, efficiency_line) != NULL, "no \"%s\" in:\n%s", efficiency_line,
+                  text);
+    ck_assert_ptr_nonnull(strstr(bubble_line, "0.0051"));
+    ck_assert_ptr_nonnull(strstr(efficiency_line, "0.7379"));
+}
+END_TEST
+
 /* --- --set and --steps reach the run: closed forms with comm and update costs zeroed --- */
 
 typedef struct {
@@ -1222,6 +1259,7 @@ static Suite *sim_cli_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_out_deterministic, 0, G_N_ELEMENTS(scenario_names));
     tcase_add_loop_test(tc, test_json_matches_engine, 0, G_N_ELEMENTS(scenario_names));
+    tcase_add_test(tc, test_summary_labels);
     tcase_add_loop_test(tc, test_perfetto_consistent, 0, G_N_ELEMENTS(scenario_names));
     tcase_add_loop_test(tc, test_closed_form, 0, G_N_ELEMENTS(closed_forms));
     tcase_add_test(tc, test_dynamic_mode);
