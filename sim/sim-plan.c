@@ -263,9 +263,51 @@ static void sim_plan_progress(const SimPlan *plan, guint done, guint total) {
     fflush(stderr);
 }
 
+/* The base scenario of a plan: the model and hardware of @path with @overrides. Plan chooses
+ * every layout key itself, so -b and -g take precedence over the file's layout: the file is
+ * read on a neutral one-GPU layout (one stage, one micro-batch, one replica, no tensor
+ * parallelism, the job's @o->gpus as hardware.devices) with the micro-batch size derived
+ * from the global batch, and the user's @overrides after it. The global batch is -b, else
+ * the file's training.global_batch; a file that gives neither has its batch only in its own
+ * layout, which is then read as given. */
+static PpScenario *sim_plan_load_base(const char *path, const char *const *overrides,
+                                      const SimPlanOptions *o, GError **error) {
+    g_autoptr(GPtrArray) neutral = g_ptr_array_new_with_free_func(g_free);
+    const char *const layout[] = {"pipeline.schedule=1f1b", "pipeline.mode=static",
+                                  "pipeline.stages=1",      "pipeline.chunks=1",
+                                  "pipeline.microbatches=1", "pipeline.accumulation=1",
+                                  "parallel.data=1",        "parallel.tensor=1"};
+    for (size_t i = 0; i < G_N_ELEMENTS(layout); i++)
+        g_ptr_array_add(neutral, g_strdup(layout[i]));
+    g_ptr_array_add(neutral, g_strdup_printf("hardware.devices=%d", o->gpus));
+    if (o->global_batch > 0)
+        g_ptr_array_add(neutral, g_strdup_printf("training.global_batch=%d", o->global_batch));
+    for (const char *const *ov = overrides; ov && *ov; ov++)
+        g_ptr_array_add(neutral, g_strdup(*ov));
+    g_ptr_array_add(neutral, NULL);
+    const char *const derive[] = {"pipeline.microbatch_size", NULL};
+    g_autoptr(PpScenario) base =
+        pp_scenario_load_deriving(path, (const char *const *)neutral->pdata, derive, NULL);
+    if (base != NULL && (o->global_batch > 0 || pp_scenario_key_given(base, "training",
+                                                                        "global_batch")))
+        return g_steal_pointer(&base);
+    /* No global batch outside the file's layout, or a base that does not load on the neutral
+     * layout either: the file as given (its own message, if it fails). */
+    g_autoptr(GError) as_given = NULL;
+    PpScenario *given = pp_scenario_load(path, overrides, &as_given);
+    if (given == NULL && o->global_batch <= 0)
+        g_set_error(error, as_given->domain, as_given->code,
+                    "%s; plan sets every layout key itself, so with -b B (the global batch) "
+                    "it reads no layout key of the file",
+                    as_given->message);
+    else if (given == NULL)
+        g_propagate_error(error, g_steal_pointer(&as_given));
+    return given;
+}
+
 SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimPlanOptions *o,
                       GError **error) {
-    g_autoptr(PpScenario) base = pp_scenario_load(path, overrides, error);
+    g_autoptr(PpScenario) base = sim_plan_load_base(path, overrides, o, error);
     if (base == NULL)
         return NULL;
     if (!base->hardware.set || base->costs.set) {

@@ -313,6 +313,51 @@ START_TEST(test_plan_memory) {
 }
 END_TEST
 
+/* -b takes precedence over the file's layout keys: CLUSTER with an inconsistent layout (3
+ * interleaved stages cannot hold 8 micro-batches) plans exactly as CLUSTER with -b 64, its
+ * own batch; without -b its batch lives only in that layout, and the error says to give -b. */
+START_TEST(test_plan_layout_precedence) {
+    g_autofree char *text = test_util_read_file(CLUSTER, NULL);
+    char            *at = strstr(text, "stages = 4");
+    ck_assert_ptr_nonnull(at);
+    at[9] = '3';
+    TestUtilTmp tmp;
+    test_util_tmp_init(&tmp, "plan-layout-XXXXXX", "bad-layout.ini");
+    ck_assert(g_file_set_contents(tmp.path, text, -1, NULL));
+
+    const char *const bad_args[] = {"plan", tmp.path,   "--gpus", G_STRINGIFY(N_GPUS), "--json",
+                                    "--top", "1000", "-b",     G_STRINGIFY(GB_TOTAL), NULL};
+    g_autofree char  *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_util_spawn(SIM_BIN, bad_args, &out, &err), 0);
+    const char *const b_extra[] = {"-b", G_STRINGIFY(GB_TOTAL), NULL};
+    g_autofree char  *good = run_plan(b_extra);
+    g_autoptr(JsonParser) p1 = json_parser_new();
+    g_autoptr(JsonParser) p2 = json_parser_new();
+    JsonArray *bad_rows = json_object_get_array_member(parse_object(out, p1), "rows");
+    JsonArray *rows = json_object_get_array_member(parse_object(good, p2), "rows");
+    ck_assert_uint_gt(json_array_get_length(rows), 0);
+    ck_assert_uint_eq(json_array_get_length(bad_rows), json_array_get_length(rows));
+    for (guint i = 0; i < json_array_get_length(rows); i++) {
+        JsonObject *a = json_array_get_object_element(bad_rows, i);
+        JsonObject *b = json_array_get_object_element(rows, i);
+        ck_assert_str_eq(json_object_get_string_member(a, "schedule"),
+                         json_object_get_string_member(b, "schedule"));
+        ck_assert_int_eq(json_object_get_int_member(a, "step_time_ns"),
+                         json_object_get_int_member(b, "step_time_ns"));
+        ck_assert_int_eq(json_object_get_int_member(a, "peak_memory_bytes"),
+                         json_object_get_int_member(b, "peak_memory_bytes"));
+    }
+
+    const char *const no_b[] = {"plan", tmp.path, "--gpus", G_STRINGIFY(N_GPUS), NULL};
+    g_free(out), g_free(err);
+    out = err = NULL;
+    ck_assert_int_eq(test_util_spawn(SIM_BIN, no_b, &out, &err), 1);
+    ck_assert_msg(strstr(err, "stages = 3") && strstr(err, "with -b B (the global batch)"), "%s",
+                  err);
+    test_util_tmp_clear(&tmp);
+}
+END_TEST
+
 static const struct {
     const char *args[8];
     int         status;
@@ -376,6 +421,7 @@ int main(void) {
     tcase_add_test(tc, test_plan_rows);
     tcase_add_test(tc, test_plan_rows_hold_alone);
     tcase_add_test(tc, test_plan_headroom);
+    tcase_add_test(tc, test_plan_layout_precedence);
     int32_t n_kinds = 0;
     while (pp_sched_kinds()[n_kinds] != NULL)
         n_kinds++;
