@@ -273,10 +273,10 @@ static void sim_plan_progress(const SimPlan *plan, guint done, guint total) {
 static PpScenario *sim_plan_load_base(const char *path, const char *const *overrides,
                                       const SimPlanOptions *o, GError **error) {
     g_autoptr(GPtrArray) neutral = g_ptr_array_new_with_free_func(g_free);
-    const char *const layout[] = {"pipeline.schedule=1f1b", "pipeline.mode=static",
-                                  "pipeline.stages=1",      "pipeline.chunks=1",
+    const char *const layout[] = {"pipeline.schedule=1f1b",  "pipeline.mode=static",
+                                  "pipeline.stages=1",       "pipeline.chunks=1",
                                   "pipeline.microbatches=1", "pipeline.accumulation=1",
-                                  "parallel.data=1",        "parallel.tensor=1"};
+                                  "parallel.data=1",         "parallel.tensor=1"};
     for (size_t i = 0; i < G_N_ELEMENTS(layout); i++)
         g_ptr_array_add(neutral, g_strdup(layout[i]));
     g_ptr_array_add(neutral, g_strdup_printf("hardware.devices=%d", o->gpus));
@@ -288,8 +288,8 @@ static PpScenario *sim_plan_load_base(const char *path, const char *const *overr
     const char *const derive[] = {"pipeline.microbatch_size", NULL};
     g_autoptr(PpScenario) base =
         pp_scenario_load_deriving(path, (const char *const *)neutral->pdata, derive, NULL);
-    if (base != NULL && (o->global_batch > 0 || pp_scenario_key_given(base, "training",
-                                                                        "global_batch")))
+    if (base != NULL &&
+        (o->global_batch > 0 || pp_scenario_key_given(base, "training", "global_batch")))
         return g_steal_pointer(&base);
     /* No global batch outside the file's layout, or a base that does not load on the neutral
      * layout either: the file as given (its own message, if it fails). */

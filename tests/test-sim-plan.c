@@ -325,8 +325,8 @@ START_TEST(test_plan_layout_precedence) {
     test_util_tmp_init(&tmp, "plan-layout-XXXXXX", "bad-layout.ini");
     ck_assert(g_file_set_contents(tmp.path, text, -1, NULL));
 
-    const char *const bad_args[] = {"plan", tmp.path,   "--gpus", G_STRINGIFY(N_GPUS), "--json",
-                                    "--top", "1000", "-b",     G_STRINGIFY(GB_TOTAL), NULL};
+    const char *const bad_args[] = {"plan",  tmp.path, "--gpus", G_STRINGIFY(N_GPUS),   "--json",
+                                    "--top", "1000",   "-b",     G_STRINGIFY(GB_TOTAL), NULL};
     g_autofree char  *out = NULL, *err = NULL;
     ck_assert_int_eq(test_util_spawn(SIM_BIN, bad_args, &out, &err), 0);
     const char *const b_extra[] = {"-b", G_STRINGIFY(GB_TOTAL), NULL};
