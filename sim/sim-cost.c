@@ -153,19 +153,42 @@ static gboolean sim_cost_check_dim(const PpScenario *scenario, const char *key, 
     return FALSE;
 }
 
+/* What the analytic model charges for one block (dense or MoE), per micro-batch and per GPU
+ * (FLOPs before the tensor split). */
+typedef struct {
+    double flops;                 /* forward FLOPs (model FLOPs: active parameters) */
+    double time_flops;            /* the same, fp8 matrix products counted at the bf16 rate:
+                                     block time = this / (bf16 peak x eff); the partition's cost */
+    double  recompute_flops;      /* what the backward reruns (sim_layout_recompute_flops()) */
+    double  recompute_time_flops; /* the same at the bf16 rate */
+    double  static_bytes;         /* weights + grads + optimizer state */
+    double  act_bytes;            /* activations per live micro-batch */
+    int64_t comm_f_ns;            /* collectives in the forward: tensor, expert all-to-alls */
+    int64_t comm_b_ns;            /* ... and in the input-gradient backward */
+} SimCostBlock;
+
 /* What the analytic model charges per layer and for the embeddings and head, per
  * micro-batch and per GPU: the inputs of the layer partition. */
 typedef struct {
-    double layer_flops;        /* forward FLOPs of one block (model FLOPs) */
-    double layer_time_flops;   /* the same, fp8 matrix products counted at the bf16 rate:
-                                  layer time = this / (bf16 peak x eff); the partition's cost */
-    double head_flops;         /* forward FLOPs of the LM head (last virtual stage) */
-    double layer_static_bytes; /* weights + grads + optimizer state of one block */
-    double layer_act_bytes;    /* activations of one block per live micro-batch */
-    double embed_static_bytes; /* embeddings' state (virtual stage 0) */
-    double head_static_bytes;  /* final LayerNorm + head state (last virtual stage) */
-    double logits_bytes;       /* fp32 logits per live micro-batch (last virtual stage) */
+    SimCostBlock dense;              /* blocks before first_moe_layer */
+    SimCostBlock moe;                /* blocks from first_moe_layer on (pp-memory.h) */
+    int32_t      first_moe_layer;    /* G_MAXINT32: a dense model */
+    double       head_flops;         /* forward FLOPs of the LM head (last virtual stage) */
+    double       embed_static_bytes; /* embeddings' state (virtual stage 0) */
+    double       head_static_bytes;  /* final LayerNorm + head state (last virtual stage) */
+    double       logits_bytes;       /* fp32 logits per live micro-batch (last virtual stage) */
 } SimCostSplit;
+
+/* The cost of block @layer: dense before split->first_moe_layer, MoE from it on. */
+static const SimCostBlock *sim_cost_block(const SimCostSplit *split, int32_t layer) {
+    return layer < split->first_moe_layer ? &split->dense : &split->moe;
+}
+
+/* @n_dense blocks of @dense plus @n_moe of @moe (the MoE term only when there is one, so
+ * that a dense model's figures are the plain product). */
+static double sim_cost_blocks(int32_t n_dense, double dense, int32_t n_moe, double moe) {
+    return n_moe > 0 ? n_dense * dense + n_moe * moe : n_dense * dense;
+}
 
 /* Checks that every integer the analytic model derives stays within PP_CHECKED_MAX, so that
  * the partition's sums and the engine's totals can be checked in int64: the whole model's
@@ -178,8 +201,10 @@ static gboolean sim_cost_check_magnitudes(const PpScenario *scenario, const SimC
     const PpModelParams    *m = &scenario->model;
     const PpHardwareParams *hw = &scenario->hardware;
     const double            max = (double)PP_CHECKED_MAX, L = m->layers;
-    const double flops = L * MAX(split->layer_flops, split->layer_time_flops) + split->head_flops;
-    const double bytes = L * (split->layer_static_bytes + split->layer_act_bytes) +
+    const SimCostBlock     *big = split->first_moe_layer < m->layers ? &split->moe : &split->dense;
+    const double            flops = L * MAX(big->flops, big->time_flops) + split->head_flops;
+    const double            bytes = L * (MAX(split->dense.static_bytes, split->moe.static_bytes) +
+                              MAX(split->dense.act_bytes, split->moe.act_bytes)) +
                          split->embed_static_bytes + split->head_static_bytes + split->logits_bytes;
     if (!(flops <= max) || !(bytes <= max)) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
@@ -250,7 +275,7 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
     const PpPlacement   placement = pp_sched_kind_placement(scenario->pipeline.schedule);
     g_autofree int64_t *layer_cost = g_new(int64_t, n_layers);
     for (int32_t i = 0; i < n_layers; i++)
-        layer_cost[i] = llround(split->layer_time_flops);
+        layer_cost[i] = llround(sim_cost_block(split, i)->time_flops);
     PpPartitionParams pp = {
         .n_layers = n_layers,
         .n_vstages = n_vstages,
@@ -272,8 +297,8 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
         layer_static = g_new(int64_t, n_layers);
         layer_act = g_new(int64_t, n_layers);
         for (int32_t i = 0; i < n_layers; i++) {
-            layer_static[i] = llround(split->layer_static_bytes);
-            layer_act[i] = llround(split->layer_act_bytes);
+            layer_static[i] = llround(sim_cost_block(split, i)->static_bytes);
+            layer_act[i] = llround(sim_cost_block(split, i)->act_bytes);
         }
         live = g_new(int32_t, n_vstages);
         for (int32_t vs = 0; vs < n_vstages; vs++) {
@@ -388,6 +413,29 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
     return TRUE;
 }
 
+/* The FLOPs of one block whose matrix products hold @matrix_params weights (active ones for
+ * an MoE block) and whose attention costs @attention_flops, per micro-batch before the tensor
+ * split: model FLOPs, their time at the bf16 rate (model.precision = fp8 runs the matrix
+ * products at the fp8 rate; the attention scores, the LM head and the embeddings stay in bf16,
+ * as in DeepSeek-V3's fp8 training, report §3.3: time-FLOPs count the fp8 ones at the bf16
+ * rate, so every op time stays time-FLOPs / (peak_tflops x eff)) and what the backward
+ * recomputes. */
+static void sim_cost_fill_block(const PpScenario *scenario, double matrix_params,
+                                double attention_flops, gboolean times, SimCostBlock *block) {
+    const PpHardwareParams *hw = &scenario->hardware;
+    const double            matrix_flops =
+        2.0 * scenario->pipeline.microbatch_size * (double)scenario->model.seq_len * matrix_params;
+    block->flops = matrix_flops + attention_flops;
+    block->recompute_flops = sim_layout_recompute_flops(scenario, block->flops, attention_flops);
+    const double matrix_time_flops = pp_scenario_precision_fp8(scenario) && times
+                                         ? matrix_flops * (hw->peak_flops / hw->peak_fp8_flops)
+                                         : matrix_flops;
+    block->time_flops = matrix_time_flops + attention_flops;
+    block->recompute_time_flops = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL
+                                      ? block->time_flops
+                                      : block->recompute_flops;
+}
+
 /* Fills the analytic durations, link and memory model of @cost from @scenario. Layers are
  * split over the virtual stages by sim_cost_partition(); virtual stage vs runs on the device
  * of the schedule's placement. Stage 0's first chunk holds the embeddings, the last virtual
@@ -435,27 +483,14 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     pp_scenario_memory_shape(scenario, &shape);
     pp_memory_model(&shape, &mem);
     /* FLOPs of one micro-batch's forward before sharding: per layer 2bs per weight of its
-     * matrix products (QKV, projection, FFN: 24bsh^2 for GPT-2's layer) + 4bs^2 * ad (scores
-     * and weighted sum, a query heads of width d; half of it with model.attention_flops =
+     * matrix products (QKV, projection, FFN: 24bsh^2 for GPT-2's layer; an MoE layer's active
+     * ones: router and K + S experts) + 2bs^2 * a(d_qk + d_v) (scores and weighted sum, a
+     * query heads: 4bs^2 ad for multi-head attention; half of it with model.attention_flops =
      * causal); LM head 2bshV. Backward = 2 x forward, half B (input gradient), half W (weight
      * gradient); B also reruns what model.recompute dropped. */
     const double causal = pp_scenario_attention_causal(scenario) ? 0.5 : 1.0;
-    const double matrix_flops = 2.0 * b * s * pp_memory_layer_matrix_params(&shape);
-    const double attention_flops = 4.0 * b * s * s * pp_memory_attention_width(&shape) * causal;
-    const double layer_flops = matrix_flops + attention_flops;
+    const double attention_flops = 2.0 * b * s * s * pp_memory_attention_width(&shape) * causal;
     const double head_flops = 2.0 * b * s * h * V;
-    const double recompute_flops =
-        sim_layout_recompute_flops(scenario, layer_flops, attention_flops);
-    /* Time: model.precision = fp8 runs the layers' matrix products at the fp8 rate; the
-     * attention scores, the LM head and the embeddings stay in bf16 (as in DeepSeek-V3's fp8
-     * training, report §3.3). Time-FLOPs count the fp8 ones at the bf16 rate, so every op time
-     * stays time-FLOPs / (peak_tflops x eff). */
-    const gboolean fp8 = pp_scenario_precision_fp8(scenario);
-    const double   matrix_time_flops =
-        fp8 && times ? matrix_flops * (hw->peak_flops / hw->peak_fp8_flops) : matrix_flops;
-    const double layer_time_flops = matrix_time_flops + attention_flops;
-    const double recompute_time_flops =
-        pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? layer_time_flops : recompute_flops;
     const double rate =
         times ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens, h) : 0.0; /* FLOP/s */
     /* Tensor parallelism: SIM_LAYOUT_TP_COLLECTIVES_PER_PASS collectives of the layer's full
@@ -466,26 +501,43 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         sim_layout_allreduce_ns(scenario->parallel.tensor, b * s * h * SIM_COST_MSG_BYTES_PER_ELEM,
                                 tp_intra ? layout.intra_bytes_per_ns : layout.inter_bytes_per_ns,
                                 tp_intra ? layout.intra_latency_ns : layout.inter_latency_ns);
-    const int64_t layer_tp_f_ns = SIM_LAYOUT_TP_COLLECTIVES_PER_PASS * tp_ns;
-    const int64_t layer_tp_b_ns =
-        layer_tp_f_ns * (pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? 2 : 1);
-
-    SimCostSplit split = {
-        .layer_flops = layer_flops,
-        .layer_time_flops = layer_time_flops,
-        .head_flops = head_flops,
-        .layer_static_bytes = mem.layer_params * mem.state_bpp,
-        .layer_act_bytes = mem.layer_act_bytes,
-        .embed_static_bytes = mem.embed_params * mem.state_bpp,
-        .head_static_bytes = mem.head_params * mem.state_bpp,
-        .logits_bytes = mem.logits_bytes,
+    const int32_t passes_b = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? 2 : 1;
+    SimCostSplit  split = {
+         .first_moe_layer = mem.first_moe_layer,
+         .head_flops = head_flops,
+         .embed_static_bytes = mem.embed_params * mem.state_bpp,
+         .head_static_bytes = mem.head_params * mem.state_bpp,
+         .logits_bytes = mem.logits_bytes,
     };
+    sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), attention_flops, times,
+                        &split.dense);
+    split.dense.static_bytes = mem.layer_params * mem.state_bpp;
+    split.dense.act_bytes = mem.layer_act_bytes;
+    split.dense.comm_f_ns = SIM_LAYOUT_TP_COLLECTIVES_PER_PASS * tp_ns;
+    split.dense.comm_b_ns = split.dense.comm_f_ns * passes_b;
+    if (mem.first_moe_layer < model->layers) {
+        /* Expert parallelism: a dispatch and a combine all-to-all per MoE layer in the
+         * forward, and their two gradients in the input-gradient backward (and two more per
+         * recomputed forward), each moving the K routed copies of this GPU's bs/T tokens
+         * (2h bytes each), on the compute stream as Megatron's all-to-all dispatcher runs
+         * them: nothing overlaps them. */
+        const double routed_bytes =
+            b * s / t * scenario->model.experts_per_token * h * SIM_COST_MSG_BYTES_PER_ELEM;
+        const int64_t a2a_ns = sim_layout_alltoall_ns(
+            &layout, scenario->parallel.expert, scenario->parallel.expert_tensor, routed_bytes);
+        sim_cost_fill_block(scenario, pp_memory_moe_layer_matrix_params(&shape, TRUE),
+                            attention_flops, times, &split.moe);
+        split.moe.static_bytes = mem.moe_layer_params * mem.state_bpp;
+        split.moe.act_bytes = mem.moe_layer_act_bytes;
+        split.moe.comm_f_ns = split.dense.comm_f_ns + 2 * a2a_ns;
+        split.moe.comm_b_ns = split.dense.comm_b_ns + 2 * a2a_ns * passes_b;
+    }
     /* One activation or gradient message between stages: each of the T GPUs sends its 1/T
      * of the bf16 activation 2bsh (sequence parallelism shards it; without it, Megatron's
      * scatter/gather optimisation does, and the intra-node all-gather after it is not
      * charged). */
     const double msg_bytes = b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / t;
-    const double all_params = model->layers * mem.layer_params + mem.embed_params + mem.head_params;
+    const double all_params = pp_memory_vstage_params(&mem, 0, model->layers, TRUE, TRUE);
     if (!sim_cost_check_magnitudes(scenario, &split, all_params, rate, msg_bytes, times, error))
         return FALSE;
     g_autoptr(PpPartition) part = sim_cost_partition(scenario, &split, times, error);
@@ -496,27 +548,34 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     g_autofree double  *unit_params = g_new0(double, n_vstages);  /* per GPU */
     g_autofree int32_t *unit_layers = g_new0(int32_t, n_vstages); /* by unit */
     double              total_flops = 0.0, total_hw_flops = 0.0;
+    const SimCostBlock *D = &split.dense, *M = &split.moe;
     for (int32_t vs = 0; vs < n_vstages; vs++) {
         int32_t stage, chunk;
         pp_placement_vstage(placement, n_stages, vs, &stage, &chunk);
         int32_t  unit = stage * n_chunks + chunk;
-        int32_t  layers = part->layer_end[vs] - part->layer_begin[vs];
+        int32_t  begin = part->layer_begin[vs], layers = part->layer_end[vs] - begin;
+        int32_t  n_moe = pp_memory_moe_layers(&mem, begin, layers), n_dense = layers - n_moe;
         gboolean first = vs == 0, last = vs == n_vstages - 1;
 
-        double flops = layers * layer_flops + (last ? head_flops : 0.0);
-        double time_flops = layers * layer_time_flops + (last ? head_flops : 0.0);
-        double params = pp_memory_vstage_params(&mem, layers, first, last);
+        double flops =
+            sim_cost_blocks(n_dense, D->flops, n_moe, M->flops) + (last ? head_flops : 0.0);
+        double time_flops = sim_cost_blocks(n_dense, D->time_flops, n_moe, M->time_flops) +
+                            (last ? head_flops : 0.0);
+        double params = pp_memory_vstage_params(&mem, begin, layers, first, last);
         total_flops += 3.0 * flops;
-        total_hw_flops += 3.0 * flops + layers * recompute_flops;
+        total_hw_flops +=
+            3.0 * flops + sim_cost_blocks(n_dense, D->recompute_flops, n_moe, M->recompute_flops);
         unit_params[unit] = params;
         unit_layers[unit] = layers;
         if (times) {
             /* ns of this GPU's share of the unit's forward FLOPs */
             double compute_ns = time_flops / t / rate * 1e9;
-            cost->f_ns[unit] = llround(compute_ns) + layers * layer_tp_f_ns;
+            double recompute_ns =
+                sim_cost_blocks(n_dense, D->recompute_time_flops, n_moe, M->recompute_time_flops) /
+                t / rate * 1e9;
+            cost->f_ns[unit] = llround(compute_ns) + n_dense * D->comm_f_ns + n_moe * M->comm_f_ns;
             cost->b_ns[unit] =
-                llround(compute_ns + layers * recompute_time_flops / t / rate * 1e9) +
-                layers * layer_tp_b_ns;
+                llround(compute_ns + recompute_ns) + n_dense * D->comm_b_ns + n_moe * M->comm_b_ns;
             cost->w_ns[unit] = llround(compute_ns);
         }
         int64_t weights = llround(params * mem.weights_bpp);
@@ -531,8 +590,8 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
             cost->u_ns[stage] +=
                 llround(params / (zero ? d : 1.0) * SIM_COST_UPDATE_BYTES_PER_PARAM /
                         hw->mem_bw_bytes_per_s * 1e9);
-        cost->act_bytes[unit] = llround(pp_memory_unit_act_bytes(&mem, layers, last));
-        cost->act_b_bytes[unit] = llround(pp_memory_unit_act_b_bytes(&mem, layers, last));
+        cost->act_bytes[unit] = llround(pp_memory_unit_act_bytes(&mem, begin, layers, last));
+        cost->act_b_bytes[unit] = llround(pp_memory_unit_act_b_bytes(&mem, begin, layers, last));
     }
 
     cost->act_msg_bytes = llround(msg_bytes);
@@ -547,7 +606,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     cost->flops_per_mb = total_flops;
     cost->hw_flops_per_mb = total_hw_flops;
     /* MFU against the peak of the precision the matrix products run at (fp8's under fp8) */
-    cost->peak_flops = fp8 ? hw->peak_fp8_flops : hw->peak_flops;
+    cost->peak_flops = pp_scenario_precision_fp8(scenario) ? hw->peak_fp8_flops : hw->peak_flops;
     return TRUE;
 }
 

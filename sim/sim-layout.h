@@ -45,6 +45,15 @@ gboolean sim_layout_tensor_intra(const SimLayout *layout);
 int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns,
                                 int64_t latency_ns);
 
+/* One all-to-all of an expert-parallel group: every GPU sends @bytes in all, 1/@ep of it to
+ * each of the @ep ranks (its own share stays). The group's ranks are @expert_tensor apart
+ * (Megatron's expert layout: expert tensor innermost), so it spans expert_tensor x ep
+ * consecutive ranks, inside a node when that fits in one (<= G and dividing it); else
+ * min(ep, G / expert_tensor) of them share a node. The intra- and inter-node shares travel at
+ * once: latency of the slowest link used + the larger of the two shares' transfer times. */
+int64_t sim_layout_alltoall_ns(const SimLayout *layout, int32_t ep, int32_t expert_tensor,
+                               double bytes);
+
 /* FLOPs the backward of one layer spends recomputing the forward, per micro-batch, before
  * tensor-parallel sharding: 0 (none; selective with flash attention), @attention_flops
  * (selective: QK^T and attention over V, 4bs^2h for GPT-2's layer with all scores counted)
