@@ -85,7 +85,7 @@ static GArray *sim_plan_candidates(const PpScenario *base, const SimPlanOptions 
     GArray       *out = g_array_new(FALSE, TRUE, sizeof(SimPlanCandidate));
     const int32_t g = o->gpus, layers = base->model.layers;
     for (int32_t t = 1; t <= MIN(g, base->hardware.gpus_per_node); t++) {
-        /* the scenario's own rule (pp-scenario.c): T divides the heads, the key/value heads,
+        /* the scenario's own rule (pp-scenario-check.c): T divides the heads, the key/value heads,
          * the hidden and the FFN widths */
         if (g % t != 0 || base->model.heads % t != 0 || base->model.kv_heads % t != 0 ||
             base->model.hidden % t != 0 || base->model.ffn_hidden % t != 0)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * test-scenario.c: scenario parsing (common/pp-scenario.c) and presets (common/pp-presets.c).
+ * test-scenario.c: scenario parsing (common/pp-scenario*.c) and presets (common/pp-presets.c).
  * Every file under scenarios/ parses and round-trips through pp_scenario_to_data; spot
  * checks compare parsed values with what the files say; each bad input gives its exact
  * PP_SCENARIO_ERROR code and a message naming the offending key or value.

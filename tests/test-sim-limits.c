@@ -77,7 +77,7 @@ static gboolean run(const Base *base, const char *const *ov, const char *what, G
     return TRUE;
 }
 
-/* "[section] key = 'value': " starts the range error of the key (pp-scenario.c). */
+/* "[section] key = 'value': " starts the range error of the key (pp-scenario-keys.c). */
 static char *range_error_prefix(const PpScenarioKeyInfo *k, const char *value) {
     return g_strdup_printf("[%s] %s = '%s': ", k->section, k->key, value);
 }
