@@ -17,8 +17,7 @@ const PpSchedKindInfo *pp_scenario_kind(const PpScenario *sc) {
     return info;
 }
 
-static gboolean G_GNUC_PRINTF(3, 4)
-    pp_scenario_inconsistent(const PpScenario *sc, GError **error, const char *fmt, ...) {
+gboolean pp_scenario_inconsistent(const PpScenario *sc, GError **error, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     g_autofree char *msg = g_strdup_vprintf(fmt, ap);
@@ -252,7 +251,7 @@ gboolean pp_scenario_check(PpScenario *sc, GError **error) {
     PpPipelineParams      *p = &sc->pipeline;
     const PpSchedKindInfo *kind = pp_scenario_kind(sc);
 
-    if (!pp_scenario_derive_layer(sc, error))
+    if (!pp_scenario_derive_layer(sc, error) || !pp_scenario_check_blocks(sc, error))
         return FALSE;
     if (p->stages > m->layers)
         return pp_scenario_inconsistent(sc, error,

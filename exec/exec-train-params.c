@@ -67,6 +67,14 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
                     4 * m->hidden);
         return FALSE;
     }
+    if (pp_scenario_attention_mla(sc) || m->experts > 0) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: model.attention=%s, experts=%d: pacer-train trains GPT-2's dense "
+                    "multi-head layer; latent attention and mixtures of experts are the "
+                    "simulator's (use attention = mha, experts = 0)",
+                    sc->path, m->attention, m->experts);
+        return FALSE;
+    }
     return TRUE;
 }
 
