@@ -519,6 +519,19 @@ static void pp_scenario_apply_model_preset(PpScenario *sc, const PpModelPreset *
     sc->model.ffn_hidden = p->ffn_hidden > 0 ? p->ffn_hidden : -1;
     g_free(sc->model.ffn);
     sc->model.ffn = g_strdup(pp_ffn_choices[p->ffn_gated ? 1 : 0]);
+    sc->model.head_dim = p->head_dim > 0 ? p->head_dim : -1;
+    g_free(sc->model.attention);
+    sc->model.attention = g_strdup(pp_attention_choices[p->kv_lora_rank > 0 ? 1 : 0]);
+    sc->model.q_lora_rank = p->q_lora_rank;
+    sc->model.kv_lora_rank = p->kv_lora_rank;
+    sc->model.qk_nope_head_dim = p->qk_nope_head_dim;
+    sc->model.qk_rope_head_dim = p->qk_rope_head_dim;
+    sc->model.v_head_dim = p->v_head_dim;
+    sc->model.experts = p->experts;
+    sc->model.experts_per_token = p->experts_per_token;
+    sc->model.shared_experts = p->shared_experts;
+    sc->model.expert_ffn_hidden = p->expert_ffn_hidden > 0 ? p->expert_ffn_hidden : -1;
+    sc->model.dense_layers = p->dense_layers;
 }
 
 static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePreset *p) {

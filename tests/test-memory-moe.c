@@ -5,12 +5,15 @@
  * qk_rope_head_dim 64, v_head_dim 128, 61 layers of which the first 3 dense with FFN 18432,
  * 256 routed experts of 2048, 8 per token, 1 shared; vocab 129280): attention weights and
  * widths, total and active parameters against the report's 671B / 37B, per-GPU parameters
- * under expert parallelism, activation bytes and the dense/MoE split of a stage's layers.
+ * under expert parallelism, activation bytes and the dense/MoE split of a stage's layers;
+ * every mixture-of-experts preset's total and active parameters against its publisher's.
  */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "pp-memory.h"
+#include "pp-scenario.h"
 
 static const PpMemoryShape deepseek_v3 = {.microbatch_size = 1,
                                           .seq_len = 4096,
@@ -131,6 +134,63 @@ START_TEST(test_moe_activations) {
 }
 END_TEST
 
+/* The presets' parameters as the publishers count them (pp-presets.c cites each): total, and
+ * active with (Mistral, Qwen) or without (DeepSeek, OpenAI) the input embedding table, which
+ * runs no matrix product. The memory model's GPT-2-style biases, LayerNorm shifts and learned
+ * positions add < 0.5%. */
+START_TEST(test_moe_presets) {
+    static const struct {
+        const char *preset;
+        double      total, active;
+        gboolean    active_embedding; /* the publisher's active count includes it */
+        double      tol;
+    } presets[] = {
+        /* the paper: 46.7B, 12.9B */
+        {"mixtral-8x7b", 46.7e9, 12.9e9, TRUE, 0.01},
+        /* Mistral AI: 141B, 39B; the model's learned positions (65536 x 6144, 0.40B, which
+         * Mixtral has not) make its active count 1.4% higher */
+        {"mixtral-8x22b", 141e9, 39e9, TRUE, 0.02},
+        /* the Qwen3 report: 30.5B, 3.3B (a rounded figure: 3.35B counted here) */
+        {"qwen3-30b-a3b", 30.5e9, 3.3e9, TRUE, 0.02},
+        /* 235B, 22B */
+        {"qwen3-235b-a22b", 235e9, 22e9, TRUE, 0.01},
+        /* the report: 671B, 37B (README_WEIGHTS: 36.6B with the head, without the embedding) */
+        {"deepseek-v3", 671e9, 37e9, FALSE, 0.02},
+        /* the model card: 116.83B, 5.13B active without the embedding */
+        {"gpt-oss-120b", 116.8e9, 5.1e9, FALSE, 0.01},
+    };
+    const PpModelParams *m;
+    for (size_t i = 0; i < G_N_ELEMENTS(presets); i++) {
+        g_autofree char *text = g_strdup_printf("[model]\npreset = %s\n[pipeline]\nschedule = "
+                                                "1f1b\nstages = 2\nmicrobatch_size = 1\n",
+                                                presets[i].preset);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(PpScenario) sc = pp_scenario_load_data(text, "preset.ini", NULL, &err);
+        ck_assert_msg(sc != NULL, "%s: %s", presets[i].preset, err ? err->message : "");
+        m = &sc->model;
+        PpMemoryShape shape;
+        pp_scenario_memory_shape(sc, &shape);
+        double total = pp_memory_model_params(&shape, m->layers, FALSE);
+        double active = pp_memory_model_params(&shape, m->layers, TRUE);
+        if (!presets[i].active_embedding)
+            active -= (double)m->vocab * m->hidden + (double)m->seq_len * m->hidden;
+        ck_assert_msg(fabs(total / presets[i].total - 1.0) <= 0.01, "%s: total %.4g vs %.4g",
+                      presets[i].preset, total, presets[i].total);
+        ck_assert_msg(fabs(active / presets[i].active - 1.0) <= presets[i].tol,
+                      "%s: active %.4g vs %.4g", presets[i].preset, active, presets[i].active);
+    }
+    /* llama3-405b's FFN width is the released config's intermediate_size */
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) llama = pp_scenario_load_data(
+        "[model]\npreset = llama3-405b\n[pipeline]\nschedule = 1f1b\nstages = 2\n"
+        "microbatch_size = 1\n",
+        "llama.ini", NULL, &err);
+    ck_assert_msg(llama != NULL, "%s", err ? err->message : "");
+    ck_assert_int_eq(llama->model.ffn_hidden, 53248);
+    ck_assert_int_eq(llama->model.experts, 0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("memory-moe");
     TCase *tc = tcase_create("memory-moe");
@@ -138,6 +198,7 @@ int main(void) {
     tcase_add_test(tc, test_moe_params);
     tcase_add_test(tc, test_moe_per_gpu);
     tcase_add_test(tc, test_moe_activations);
+    tcase_add_test(tc, test_moe_presets);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -154,12 +154,28 @@ START_TEST(test_moe_cost) {
 }
 END_TEST
 
+/* When no split fits, the advice names expert parallelism with the experts it would spread. */
+START_TEST(test_moe_memory_advice) {
+    const char *small[] = {"pipeline.partition=balanced", "hardware.memory_gib=0.001",
+                           "parallel.expert=2", NULL};
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) sc = load(small, &err);
+    ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &err);
+    ck_assert_ptr_null(cost);
+    ck_assert_msg(strstr(err->message, "more parallel.expert (now 2: fewer of the 8 routed "
+                                       "experts per device)") != NULL,
+                  "%s", err->message);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("scenario-moe");
     TCase *tc = tcase_create("scenario-moe");
     tcase_add_test(tc, test_moe_keys_defaults);
     tcase_add_loop_test(tc, test_moe_keys_bad, 0, (int)G_N_ELEMENTS(bad_cases));
     tcase_add_test(tc, test_moe_cost);
+    tcase_add_test(tc, test_moe_memory_advice);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
