@@ -74,6 +74,12 @@ double pp_memory_moe_layer_matrix_params(const PpMemoryShape *shape, gboolean ac
            (routed + shape->shared_experts) * dm.n_ffn * h * shape->expert_ffn_hidden;
 }
 
+double pp_memory_kv_width(const PpMemoryShape *shape) {
+    PpMemoryDims dm;
+    pp_memory_dims(shape, &dm);
+    return shape->mla ? dm.a * (dm.d_qk + dm.d_v) : 2.0 * dm.k * dm.d;
+}
+
 double pp_memory_attention_width(const PpMemoryShape *shape) {
     PpMemoryDims dm;
     pp_memory_dims(shape, &dm);
@@ -130,7 +136,8 @@ static void pp_memory_block_act(const PpMemoryShape *shape, const PpMemoryDims *
                                 double t, double *act_bytes, double *act_b_bytes) {
     double per_sbh, w_share;
     pp_memory_layer_act(shape, dm, ffn_acts, t, &per_sbh, &w_share);
-    *act_bytes = shape->seq_len * shape->microbatch_size * shape->hidden * per_sbh;
+    const double c = shape->context > 1.0 ? shape->context : 1.0;
+    *act_bytes = shape->seq_len * shape->microbatch_size * shape->hidden * per_sbh / c;
     *act_b_bytes = *act_bytes - *act_bytes * w_share;
 }
 
@@ -168,7 +175,8 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
     const double ffn_acts = (shape->ffn_gated ? 6.0 : 4.0) * dm.f; /* per token */
     pp_memory_block_act(shape, &dm, ffn_acts, t, &model->layer_act_bytes,
                         &model->layer_act_b_bytes);
-    model->logits_bytes = b * s * V * PP_MEMORY_LOGIT_BYTES / t; /* vocab-parallel head */
+    const double c = shape->context > 1.0 ? shape->context : 1.0;
+    model->logits_bytes = b * s * V * PP_MEMORY_LOGIT_BYTES / t / c; /* vocab-parallel head */
     model->first_moe_layer = G_MAXINT32;
     model->moe_layer_params = model->moe_layer_act_bytes = model->moe_layer_act_b_bytes = 0.0;
     if (!(shape->experts > 0.0))

@@ -70,6 +70,8 @@ typedef struct {
     int32_t dense_layers;      /* leading dense layers */
     double  expert;            /* EP ranks sharing the routed experts (0 or 1: none) */
     double  expert_tensor;     /* ranks splitting each routed expert (0 or 1: none) */
+    double  context;           /* C context-parallel ranks, each holding s/C tokens of every
+                                  sequence: activations and logits / C (0 or 1: none) */
 } PpMemoryShape;
 
 /* Per-part quantities of the model on one GPU (parameters, bytes per live micro-batch): with
@@ -118,6 +120,9 @@ double pp_memory_moe_layer_matrix_params(const PpMemoryShape *shape, gboolean ac
  * d; MLA d_qk = d_nope + d_rope): the attention scores and the weighted sum cost
  * 2bs^2 a(d_qk + d_v) FLOPs in the forward, all scores counted. */
 double pp_memory_attention_width(const PpMemoryShape *shape);
+/* Key plus value width per token that ring attention passes between context-parallel ranks:
+ * 2kd (MLA: the a heads' materialised keys and values, a(d_qk + d_v)). */
+double pp_memory_kv_width(const PpMemoryShape *shape);
 /* The whole model's parameters as the memory model counts them (embeddings, blocks with their
  * small terms, final LayerNorm and untied head, unsplit) for @n_layers blocks: every one
  * (@active FALSE) or those one token runs through (@active TRUE: K + S experts per MoE

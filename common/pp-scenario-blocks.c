@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * pp-scenario-blocks.c: the [model] keys of multi-head latent attention and mixtures of
- * experts and the [parallel] expert keys, checked against each other and the layout
- * (sim/README.md, "Model shapes" and "Expert parallelism"); derives expert_ffn_hidden and
- * parallel.expert_tensor when absent.
+ * experts and the [parallel] expert and context keys, checked against each other and the
+ * layout (sim/README.md, "Multi-head latent attention and mixtures of experts", "Context
+ * parallelism"); derives expert_ffn_hidden and parallel.expert_tensor when absent.
  */
 #include "pp-error.h"
 #include "pp-scenario-private.h"
@@ -96,18 +96,33 @@ static gboolean pp_scenario_check_expert_layout(PpScenario *sc, GError **error) 
             "(routed experts) or tensor = %d (shared experts); choose divisors of it",
             m->expert_ffn_hidden, par->expert_tensor, par->tensor);
     int64_t span = (int64_t)par->expert * par->expert_tensor;
-    int64_t ranks = (int64_t)par->tensor * par->data;
+    int64_t ranks = (int64_t)par->tensor * par->context * par->data;
     if (ranks % span != 0)
         return pp_scenario_inconsistent(
             sc, error,
             "[parallel] expert = %d times expert_tensor = %d (%" G_GINT64_FORMAT " ranks) does "
-            "not divide tensor = %d times data = %d (%" G_GINT64_FORMAT " ranks per stage): the "
-            "expert groups are carved out of a stage's ranks; choose a divisor",
-            par->expert, par->expert_tensor, span, par->tensor, par->data, ranks);
+            "not divide tensor = %d times context = %d times data = %d (%" G_GINT64_FORMAT
+            " ranks per stage): the expert groups are carved out of a stage's ranks; choose a "
+            "divisor",
+            par->expert, par->expert_tensor, span, par->tensor, par->context, par->data, ranks);
+    return TRUE;
+}
+
+/* Context parallelism with causal load balancing cuts every sequence into 2C chunks (rank i
+ * holds chunks i and 2C - 1 - i), so 2C must divide seq_len. */
+static gboolean pp_scenario_check_context(const PpScenario *sc, GError **error) {
+    const int32_t C = sc->parallel.context;
+    if (C > 1 && sc->model.seq_len % (2 * C) != 0)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[model] seq_len = %d is not a multiple of 2 x [parallel] context = %d: causal "
+            "load balancing gives each context-parallel rank two of 2 x context equal chunks of "
+            "every sequence; choose a context that divides seq_len / 2",
+            sc->model.seq_len, C);
     return TRUE;
 }
 
 gboolean pp_scenario_check_blocks(PpScenario *sc, GError **error) {
     return pp_scenario_check_mla(sc, error) && pp_scenario_check_experts(sc, error) &&
-           pp_scenario_check_expert_layout(sc, error);
+           pp_scenario_check_expert_layout(sc, error) && pp_scenario_check_context(sc, error);
 }

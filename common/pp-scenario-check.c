@@ -192,18 +192,19 @@ static gboolean pp_scenario_check_layout(PpScenario *sc, GError **error) {
     if (gpus > G_MAXINT32)
         return pp_scenario_inconsistent(
             sc, error,
-            "[parallel] data = %d times tensor = %d times [pipeline] "
+            "[parallel] data = %d times tensor = %d times context = %d times [pipeline] "
             "stages = %d is %" G_GINT64_FORMAT " GPUs, more than %d; lower one of them",
-            par->data, par->tensor, sc->pipeline.stages, gpus, G_MAXINT32);
+            par->data, par->tensor, par->context, sc->pipeline.stages, gpus, G_MAXINT32);
     if (hw->devices < 0)
         hw->devices = (int32_t)gpus;
     if (hw->devices < gpus)
         return pp_scenario_inconsistent(
             sc, error,
             "[hardware] devices = %d is fewer than the %" G_GINT64_FORMAT
-            " GPUs of the layout ([parallel] data = %d x tensor = %d x [pipeline] stages = %d); "
-            "each stage of each replica needs its own devices; raise devices or omit it",
-            hw->devices, gpus, par->data, par->tensor, sc->pipeline.stages);
+            " GPUs of the layout ([parallel] data = %d x tensor = %d x context = %d x "
+            "[pipeline] stages = %d); each stage of each replica needs its own devices; raise "
+            "devices or omit it",
+            hw->devices, gpus, par->data, par->tensor, par->context, sc->pipeline.stages);
     if (hw->gpus_per_node < 0)
         hw->gpus_per_node = hw->devices; /* one node */
     if (hw->internode_bw_bytes_per_s < 0.0)

@@ -205,6 +205,9 @@ const PpScenarioKey pp_scenario_keys[] = {
             "false", 0,
             "ZeRO-1: fp32 master weights and Adam moments sharded over the data replicas "
             "(simulator)"),
+    PP_INT("parallel", "context", parallel.context, "1", 1, PP_TENSOR_MAX, 0,
+           "context-parallel ranks C, each holding 1/C of every sequence; ring attention "
+           "passes key/value blocks between them (simulator)"),
     PP_INT("parallel", "expert", parallel.expert, "1", 1, PP_REPLICAS_MAX, 0,
            "expert-parallel ranks EP sharing each MoE layer's routed experts, out of tensor x "
            "data (simulator)"),

@@ -278,7 +278,8 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .tensor = par->tensor,
                              .sequence_parallel = par->sequence_parallel,
                              .recompute = pp_scenario_recompute(scenario),
-                             .zero_shards = par->distributed_optimizer ? par->data : 1,
+                             .zero_shards =
+                                 par->distributed_optimizer ? (double)par->data * par->context : 1,
                              .kv_heads = scenario->model.kv_heads,
                              .head_dim = scenario->model.head_dim,
                              .ffn_hidden = scenario->model.ffn_hidden,
@@ -295,7 +296,8 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .expert_ffn_hidden = scenario->model.expert_ffn_hidden,
                              .dense_layers = scenario->model.dense_layers,
                              .expert = par->expert,
-                             .expert_tensor = par->expert_tensor};
+                             .expert_tensor = par->expert_tensor,
+                             .context = par->context};
 }
 
 gboolean pp_scenario_attention_mla(const PpScenario *scenario) {
@@ -316,7 +318,8 @@ gboolean pp_scenario_attention_causal(const PpScenario *scenario) {
 
 int64_t pp_scenario_gpus(const PpScenario *scenario) {
     /* each factor <= 2^20 or < 2^31 (key ranges): the product fits int64_t */
-    return (int64_t)scenario->parallel.data * scenario->parallel.tensor * scenario->pipeline.stages;
+    return (int64_t)scenario->parallel.data * scenario->parallel.tensor *
+           scenario->parallel.context * scenario->pipeline.stages;
 }
 
 /* Entry @stage of a list of @n values (its only one when @n is 1), or @fallback when absent. */

@@ -104,6 +104,8 @@ typedef struct {
                                        over the D replicas */
     gboolean overlap_grad_reduce;   /* the gradient all-reduce starts layer by layer during
                                        the last backward instead of after it */
+    int32_t context;                /* C: context-parallel ranks, each holding 1/C of every
+                                       sequence (ring attention; sim/README.md) */
     int32_t expert;                 /* EP: ranks sharing an MoE layer's routed experts, carved
                                        out of tensor x data (sim/README.md) */
     int32_t expert_tensor;          /* ranks splitting each routed expert (default tensor) */
@@ -268,8 +270,8 @@ gboolean pp_scenario_attention_mla(const PpScenario *scenario);
 gboolean pp_scenario_attention_causal(const PpScenario *scenario);
 /* model.recompute as a PpRecompute. */
 PpRecompute pp_scenario_recompute(const PpScenario *scenario);
-/* GPUs of the whole job: parallel.data * parallel.tensor * pipeline.stages (checked to fit
- * int32_t when the scenario loads). */
+/* GPUs of the whole job: parallel.data * parallel.tensor * parallel.context *
+ * pipeline.stages (checked to fit int32_t when the scenario loads). */
 int64_t pp_scenario_gpus(const PpScenario *scenario);
 /* pipeline.partition as a PpPartitionMode. */
 PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario);

@@ -51,6 +51,7 @@ static SimCostModel *sim_cost_alloc(int32_t n_stages, int32_t n_chunks) {
     cost->act_b_bytes = g_new0(int64_t, n_units);
     cost->data_parallel = 1;
     cost->tensor_parallel = 1;
+    cost->context_parallel = 1;
     return cost;
 }
 
@@ -374,6 +375,7 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
     const int32_t n_stages = cost->n_stages, n_units = cost->n_stages * cost->n_chunks;
     cost->data_parallel = scenario->parallel.data;
     cost->tensor_parallel = scenario->parallel.tensor;
+    cost->context_parallel = layout->context;
     if (scenario->parallel.data > 1 && !scenario->hardware.set) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
                     "%s: parallel.data = %d: the gradient all-reduce across replicas needs a "
@@ -392,7 +394,8 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
         cost->comm_inter_latency_ns = layout->inter_latency_ns;
         cost->comm_inter_bytes_per_ns = layout->inter_bytes_per_ns;
     }
-    if (layout->data > 1) {
+    const int32_t replicas = layout->data * layout->context; /* share every stage's weights */
+    if (replicas > 1) {
         cost->dp_sync_ns = g_new(int64_t, n_units);
         cost->dp_pieces = g_new(int32_t, n_units);
         cost->dp_overlap = scenario->parallel.overlap_grad_reduce;
@@ -403,8 +406,7 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
             gboolean intra = node >= 0;
             double   bytes = unit_params[u] * PP_MEMORY_GRADS_BYTES_PER_PARAM;
             cost->dp_sync_ns[u] = sim_layout_allreduce_ns(
-                layout->data, bytes,
-                intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns,
+                replicas, bytes, intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns,
                 intra ? layout->intra_latency_ns : layout->inter_latency_ns);
             cost->dp_pieces[u] = MAX(unit_layers[u], 1);
         }
@@ -434,6 +436,48 @@ static void sim_cost_fill_block(const PpScenario *scenario, double matrix_params
     block->recompute_time_flops = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL
                                       ? block->time_flops
                                       : block->recompute_flops;
+}
+
+/* Context parallelism's ring attention in one layer (Liu et al. 2023; Megatron's
+ * implementation): each of the C ranks holds s/C of every sequence (two of 2C chunks, causal
+ * load balancing: equal attention work per rank); the forward runs C attention steps, and
+ * between them C - 1 steps pass this rank's key/value block, b (s/C) (2kd, MLA a(d_qk + d_v))
+ * bf16 values split over T, to the next rank while the current block's attention runs. A step
+ * takes the longer of the two; what exceeds the attention (@attention_ns: this GPU's whole
+ * attention forward time) is exposed: @ring_f_ns = (C - 1) max(0, hop - attention / C). The
+ * backward passes keys, values and their gradients (2 hops' bytes) beside twice the attention
+ * work: @ring_b_ns = (C - 1) max(0, 2 hop - 2 attention / C). The ring uses the intra-node
+ * link when it fits in a node (sim_layout_context_intra()), else the inter-node one. */
+static void sim_cost_ring_ns(const PpScenario *scenario, const SimLayout *layout,
+                             const PpMemoryShape *shape, double attention_ns, int64_t *ring_f_ns,
+                             int64_t *ring_b_ns) {
+    const double C = layout->context;
+    const double bytes = scenario->pipeline.microbatch_size * (scenario->model.seq_len / C) *
+                         pp_memory_kv_width(shape) * SIM_COST_MSG_BYTES_PER_ELEM /
+                         scenario->parallel.tensor;
+    const gboolean intra = sim_layout_context_intra(layout);
+    const double   bw = intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns;
+    const double   hop_ns = (double)(intra ? layout->intra_latency_ns : layout->inter_latency_ns) +
+                          (bw > 0.0 ? bytes / bw : 0.0);
+    const double step_ns = attention_ns / C;
+    *ring_f_ns = llround((C - 1.0) * MAX(0.0, hop_ns - step_ns));
+    *ring_b_ns = llround((C - 1.0) * MAX(0.0, 2.0 * hop_ns - 2.0 * step_ns));
+}
+
+/* Checks one layer's collective time @ns (@what: which) so that the layers' sums stay within
+ * the simulator's clock: at most PP_CHECKED_MAX / (layers + 1), and not an overflowed round. */
+static gboolean sim_cost_check_layer_ns(const PpScenario *scenario, const char *what, int64_t ns,
+                                        GError **error) {
+    if (ns >= 0 && ns <= PP_CHECKED_MAX / ((int64_t)scenario->model.layers + 1))
+        return TRUE;
+    g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                "%s: one layer's %s would take beyond the simulator's clock of 2^62 ns over "
+                "model.layers = %d; raise hardware.link_gbps = %g or internode_gbps = %g, or "
+                "shrink the model",
+                scenario->path, what, scenario->model.layers,
+                scenario->hardware.link_bw_bytes_per_s / 1e9,
+                scenario->hardware.internode_bw_bytes_per_s / 1e9);
+    return FALSE;
 }
 
 /* Fills the analytic durations, link and memory model of @cost from @scenario. Layers are
@@ -472,6 +516,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     const double  b = scenario->pipeline.microbatch_size, s = model->seq_len;
     const double  h = model->hidden, V = model->vocab;
     const double  t = scenario->parallel.tensor, d = scenario->parallel.data;
+    const double  c = layout.context; /* each context rank: s/c tokens of every sequence */
     const int64_t tokens = (int64_t)scenario->pipeline.microbatch_size * model->seq_len;
 
     /* Parameters, bytes per parameter and activation bytes on one GPU: the memory model of
@@ -492,15 +537,16 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     const double attention_flops = 2.0 * b * s * s * pp_memory_attention_width(&shape) * causal;
     const double head_flops = 2.0 * b * s * h * V;
     const double rate =
-        times ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens, h) : 0.0; /* FLOP/s */
+        times ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens / layout.context, h)
+              : 0.0; /* FLOP/s */
     /* Tensor parallelism: SIM_LAYOUT_TP_COLLECTIVES_PER_PASS collectives of the layer's full
      * bf16 activation 2bsh per forward and per input-gradient backward (and per recomputed
      * forward), on the intra-node link when the group fits in a node. */
     const gboolean tp_intra = sim_layout_tensor_intra(&layout);
-    const int64_t  tp_ns =
-        sim_layout_allreduce_ns(scenario->parallel.tensor, b * s * h * SIM_COST_MSG_BYTES_PER_ELEM,
-                                tp_intra ? layout.intra_bytes_per_ns : layout.inter_bytes_per_ns,
-                                tp_intra ? layout.intra_latency_ns : layout.inter_latency_ns);
+    const int64_t  tp_ns = sim_layout_allreduce_ns(
+         scenario->parallel.tensor, b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / c,
+        tp_intra ? layout.intra_bytes_per_ns : layout.inter_bytes_per_ns,
+        tp_intra ? layout.intra_latency_ns : layout.inter_latency_ns);
     const int32_t passes_b = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? 2 : 1;
     SimCostSplit  split = {
          .first_moe_layer = mem.first_moe_layer,
@@ -515,6 +561,15 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     split.dense.act_bytes = mem.layer_act_bytes;
     split.dense.comm_f_ns = SIM_LAYOUT_TP_COLLECTIVES_PER_PASS * tp_ns;
     split.dense.comm_b_ns = split.dense.comm_f_ns * passes_b;
+    if (layout.context > 1) {
+        int64_t ring_f_ns, ring_b_ns;
+        sim_cost_ring_ns(scenario, &layout, &shape, attention_flops / t / c / rate * 1e9,
+                         &ring_f_ns, &ring_b_ns);
+        if (!sim_cost_check_layer_ns(scenario, "ring attention hops", ring_b_ns, error))
+            return FALSE;
+        split.dense.comm_f_ns += ring_f_ns;
+        split.dense.comm_b_ns += ring_b_ns * passes_b;
+    }
     if (mem.first_moe_layer < model->layers) {
         /* Expert parallelism: a dispatch and a combine all-to-all per MoE layer in the
          * forward, and their two gradients in the input-gradient backward (and two more per
@@ -525,10 +580,13 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
             b * s / t * scenario->model.experts_per_token * h * SIM_COST_MSG_BYTES_PER_ELEM;
         const int64_t a2a_ns = sim_layout_alltoall_ns(
             &layout, scenario->parallel.expert, scenario->parallel.expert_tensor, routed_bytes);
+        if (!sim_cost_check_layer_ns(scenario, "expert all-to-all", a2a_ns, error))
+            return FALSE;
         sim_cost_fill_block(scenario, pp_memory_moe_layer_matrix_params(&shape, TRUE),
                             attention_flops, times, &split.moe);
         split.moe.static_bytes = mem.moe_layer_params * mem.state_bpp;
         split.moe.act_bytes = mem.moe_layer_act_bytes;
+        /* the same attention (and ring) as a dense block, other collectives added */
         split.moe.comm_f_ns = split.dense.comm_f_ns + 2 * a2a_ns;
         split.moe.comm_b_ns = split.dense.comm_b_ns + 2 * a2a_ns * passes_b;
     }
@@ -536,7 +594,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
      * of the bf16 activation 2bsh (sequence parallelism shards it; without it, Megatron's
      * scatter/gather optimisation does, and the intra-node all-gather after it is not
      * charged). */
-    const double msg_bytes = b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / t;
+    const double msg_bytes = b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / t / c;
     const double all_params = pp_memory_vstage_params(&mem, 0, model->layers, TRUE, TRUE);
     if (!sim_cost_check_magnitudes(scenario, &split, all_params, rate, msg_bytes, times, error))
         return FALSE;
@@ -569,10 +627,10 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         unit_layers[unit] = layers;
         if (times) {
             /* ns of this GPU's share of the unit's forward FLOPs */
-            double compute_ns = time_flops / t / rate * 1e9;
+            double compute_ns = time_flops / t / c / rate * 1e9;
             double recompute_ns =
                 sim_cost_blocks(n_dense, D->recompute_time_flops, n_moe, M->recompute_time_flops) /
-                t / rate * 1e9;
+                t / c / rate * 1e9;
             cost->f_ns[unit] = llround(compute_ns) + n_dense * D->comm_f_ns + n_moe * M->comm_f_ns;
             cost->b_ns[unit] =
                 llround(compute_ns + recompute_ns) + n_dense * D->comm_b_ns + n_moe * M->comm_b_ns;
@@ -588,7 +646,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         cost->weight_copy_bytes[stage] += llround(params * PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM);
         if (times && hw->mem_bw_bytes_per_s > 0.0)
             cost->u_ns[stage] +=
-                llround(params / (zero ? d : 1.0) * SIM_COST_UPDATE_BYTES_PER_PARAM /
+                llround(params / (zero ? d * c : 1.0) * SIM_COST_UPDATE_BYTES_PER_PARAM /
                         hw->mem_bw_bytes_per_s * 1e9);
         cost->act_bytes[unit] = llround(pp_memory_unit_act_bytes(&mem, begin, layers, last));
         cost->act_b_bytes[unit] = llround(pp_memory_unit_act_b_bytes(&mem, begin, layers, last));

@@ -14,6 +14,7 @@ void sim_layout_init(SimLayout *layout, const PpScenario *scenario) {
         .n_stages = scenario->pipeline.stages,
         .data = scenario->parallel.data,
         .tensor = scenario->parallel.tensor,
+        .context = MAX(scenario->parallel.context, 1),
         .gpus_per_node = MAX(hw->gpus_per_node, 1),
         .intra_bytes_per_ns = MAX(hw->link_bw_bytes_per_s, 0.0) / 1e9,
         .intra_latency_ns = MAX(hw->link_latency_ns, 0),
@@ -24,7 +25,7 @@ void sim_layout_init(SimLayout *layout, const PpScenario *scenario) {
 
 int64_t sim_layout_stage_node(const SimLayout *layout, int32_t stage) {
     PP_ASSERT(stage >= 0 && stage < layout->n_stages);
-    int64_t block = (int64_t)layout->tensor * layout->data; /* GPUs of one stage */
+    int64_t block = (int64_t)layout->tensor * layout->context * layout->data; /* one stage */
     int64_t first = block * stage, last = first + block - 1;
     int64_t node = first / layout->gpus_per_node;
     return last / layout->gpus_per_node == node ? node : -1;
@@ -32,6 +33,11 @@ int64_t sim_layout_stage_node(const SimLayout *layout, int32_t stage) {
 
 gboolean sim_layout_tensor_intra(const SimLayout *layout) {
     return layout->tensor <= layout->gpus_per_node && layout->gpus_per_node % layout->tensor == 0;
+}
+
+gboolean sim_layout_context_intra(const SimLayout *layout) {
+    int64_t span = (int64_t)layout->tensor * layout->context;
+    return span <= layout->gpus_per_node && layout->gpus_per_node % span == 0;
 }
 
 int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns,

@@ -14,12 +14,14 @@
 
 G_BEGIN_DECLS
 
-/* Ranks are numbered tensor innermost, then data replica, then pipeline stage: GPU (t, d, s)
- * is rank t + T (d + D s), and rank r sits on node r / gpus_per_node. */
+/* Ranks are numbered tensor innermost, then context, then data replica, then pipeline stage
+ * (Megatron's order): GPU (t, c, d, s) is rank t + T (c + C (d + D s)), and rank r sits on
+ * node r / gpus_per_node. */
 typedef struct {
     int32_t n_stages;           /* N */
     int32_t data;               /* D */
     int32_t tensor;             /* T */
+    int32_t context;            /* C */
     int64_t gpus_per_node;      /* G */
     double  intra_bytes_per_ns; /* link inside a node; 0: latency only */
     int64_t intra_latency_ns;
@@ -30,13 +32,16 @@ typedef struct {
 /* Fills @layout from the scenario's [parallel] and [hardware] (links 0 without [hardware]). */
 void sim_layout_init(SimLayout *layout, const PpScenario *scenario);
 
-/* Node that holds every GPU of @stage (ranks [T D s, T D (s + 1))), or -1 when they span
+/* Node that holds every GPU of @stage (ranks [T C D s, T C D (s + 1))), or -1 when they span
  * nodes. A hop between stages a and b stays inside a node exactly when both return the same
  * node >= 0. */
 int64_t sim_layout_stage_node(const SimLayout *layout, int32_t stage);
 
 /* TRUE when every tensor group sits inside one node (T <= G and T divides G). */
 gboolean sim_layout_tensor_intra(const SimLayout *layout);
+/* TRUE when every context-parallel ring (C ranks T apart) sits inside one node (T C <= G and
+ * T C divides G); else its hops cross nodes. */
+gboolean sim_layout_context_intra(const SimLayout *layout);
 
 /* Ring all-reduce of @bytes over @ranks ranks on a link of @bytes_per_ns and @latency_ns:
  * 2 (ranks - 1) steps of latency + bytes / (ranks bw), rounded to the nearest ns; 0 for one

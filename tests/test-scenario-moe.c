@@ -151,6 +151,13 @@ START_TEST(test_moe_cost) {
     ck_assert_msg(cost4 != NULL, "%s", err ? err->message : "");
     const int64_t a2a4 = 1000 + llround(bytes * 3 / 4 / 100.0);
     ck_assert_int_eq(cost->f_ns[1] - cost4->f_ns[1], 4 * (a2a - a2a4));
+    /* an all-to-all too slow for the clock is refused, not wrapped around */
+    const char *slow[] = {"hardware.internode_gbps=1e-15", NULL};
+    g_autoptr(PpScenario) sc_slow = load(slow, &err);
+    ck_assert_msg(sc_slow != NULL, "%s", err ? err->message : "");
+    g_autoptr(SimCostModel) none = sim_cost_new_from_scenario(sc_slow, &err);
+    ck_assert_ptr_null(none);
+    ck_assert_msg(strstr(err->message, "expert all-to-all") != NULL, "%s", err->message);
 }
 END_TEST
 
