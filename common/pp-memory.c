@@ -168,10 +168,12 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
     model->layer_params = (pp_memory_layer_matrix_params(shape) + small) / t;
     model->embed_params = (V * h + s * h) / t;
     model->head_params = (V * h + 2.0 * h) / t;
+    const double fsdp = shape->fsdp_shards > 1.0 ? shape->fsdp_shards : 1.0;
     model->weights_bpp =
-        PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM + PP_MEMORY_MASTER_BYTES_PER_PARAM / zero;
+        PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM / fsdp + PP_MEMORY_MASTER_BYTES_PER_PARAM / zero;
+    model->grads_bpp = PP_MEMORY_GRADS_BYTES_PER_PARAM / fsdp;
     model->optim_bpp = PP_MEMORY_OPTIM_BYTES_PER_PARAM / zero;
-    model->state_bpp = model->weights_bpp + PP_MEMORY_GRADS_BYTES_PER_PARAM + model->optim_bpp;
+    model->state_bpp = model->weights_bpp + model->grads_bpp + model->optim_bpp;
     const double ffn_acts = (shape->ffn_gated ? 6.0 : 4.0) * dm.f; /* per token */
     pp_memory_block_act(shape, &dm, ffn_acts, t, &model->layer_act_bytes,
                         &model->layer_act_b_bytes);
@@ -179,6 +181,8 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
     model->logits_bytes = b * s * V * PP_MEMORY_LOGIT_BYTES / t / c; /* vocab-parallel head */
     model->first_moe_layer = G_MAXINT32;
     model->moe_layer_params = model->moe_layer_act_bytes = model->moe_layer_act_b_bytes = 0.0;
+    model->fsdp_buffer_bytes =
+        fsdp > 1.0 ? 3.0 * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM * model->layer_params : 0.0;
     if (!(shape->experts > 0.0))
         return;
     /* An MoE block on one GPU: attention, LayerNorms and shared experts over T, the router
@@ -192,6 +196,9 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
         h * shape->experts + shape->experts * expert / (ep * etp);
     pp_memory_block_act(shape, &dm, pp_memory_moe_ffn_acts(shape), t, &model->moe_layer_act_bytes,
                         &model->moe_layer_act_b_bytes);
+    if (fsdp > 1.0)
+        model->fsdp_buffer_bytes = 3.0 * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM *
+                                   MAX(model->layer_params, model->moe_layer_params);
 }
 
 double pp_memory_model_params(const PpMemoryShape *shape, int32_t n_layers, gboolean active) {
@@ -253,8 +260,7 @@ void pp_memory_vstage_bytes(const PpMemoryModel *model, int32_t layer_begin, int
                             int32_t extra_versions, PpMemoryBytes *bytes) {
     double params = pp_memory_vstage_params(model, layer_begin, n_layers, first, last);
     bytes->static_bytes = llround(params * model->weights_bpp) +
-                          llround(params * PP_MEMORY_GRADS_BYTES_PER_PARAM) +
-                          llround(params * model->optim_bpp);
+                          llround(params * model->grads_bpp) + llround(params * model->optim_bpp);
     bytes->stash_bytes =
         (int64_t)extra_versions * llround(params * PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM);
     bytes->act_bytes =

@@ -70,7 +70,9 @@ typedef struct {
     int32_t dense_layers;      /* leading dense layers */
     double  expert;            /* EP ranks sharing the routed experts (0 or 1: none) */
     double  expert_tensor;     /* ranks splitting each routed expert (0 or 1: none) */
-    double  context;           /* C context-parallel ranks, each holding s/C tokens of every
+    double  fsdp_shards;       /* ZeRO-3: ranks sharding the bf16 weights and gradients too
+                                  (with the master weights and moments; 0 or 1: none) */
+    double context;            /* C context-parallel ranks, each holding s/C tokens of every
                                   sequence: activations and logits / C (0 or 1: none) */
 } PpMemoryShape;
 
@@ -82,9 +84,15 @@ typedef struct {
                                  + (a + 2k)d + 2h + (f or 2f) + 4h, all over T */
     double embed_params;      /* (V h + s h) / T (virtual stage 0) */
     double head_params;       /* final LayerNorm + untied head: (V h + 2h) / T (last vstage) */
-    double weights_bpp;       /* bytes per parameter: bf16 copy + master (sharded by ZeRO-1) */
+    double weights_bpp;       /* bytes per parameter: bf16 copy + master (sharded by ZeRO-1;
+                                 both by ZeRO-3) */
+    double grads_bpp;         /* bf16 gradients (sharded by ZeRO-3) */
     double optim_bpp;         /* Adam moments (sharded by ZeRO-1) */
     double state_bpp;         /* weights + gradients + optimizer */
+    double fsdp_buffer_bytes; /* ZeRO-3 (fsdp_shards > 1): per device, the gathered bf16
+                                 weights of the current and the prefetched block and one
+                                 block's gradients before their reduce-scatter, 3 x 2 bytes x
+                                 the largest block's unsharded parameters; else 0 */
     double layer_act_bytes;   /* activations of one block per live micro-batch, M_F: without
                                  T, recomputation or flash sb(34h + 5as) for GPT-2's layer,
                                  sb(10h + 4(ad + kd) + 4f (gelu) or 6f (swiglu) + 5as) in

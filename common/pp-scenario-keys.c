@@ -205,6 +205,11 @@ const PpScenarioKey pp_scenario_keys[] = {
             "false", 0,
             "ZeRO-1: fp32 master weights and Adam moments sharded over the data replicas "
             "(simulator)"),
+    PP_TEXT("parallel", "fsdp", PP_KEY_BOOL, parallel.fsdp, "false", 0,
+            "fully sharded data parallelism (ZeRO-3, simulator): weights, gradients and Adam's "
+            "state sharded over data x context; each layer's weights are all-gathered for its "
+            "forward and backward and its gradients reduce-scattered, overlapped with the "
+            "neighbouring layers' compute"),
     PP_INT("parallel", "context", parallel.context, "1", 1, PP_TENSOR_MAX, 0,
            "context-parallel ranks C, each holding 1/C of every sequence; ring attention "
            "passes key/value blocks between them (simulator)"),

@@ -278,8 +278,9 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .tensor = par->tensor,
                              .sequence_parallel = par->sequence_parallel,
                              .recompute = pp_scenario_recompute(scenario),
-                             .zero_shards =
-                                 par->distributed_optimizer ? (double)par->data * par->context : 1,
+                             .zero_shards = par->distributed_optimizer || par->fsdp
+                                                ? (double)par->data * par->context
+                                                : 1,
                              .kv_heads = scenario->model.kv_heads,
                              .head_dim = scenario->model.head_dim,
                              .ffn_hidden = scenario->model.ffn_hidden,
@@ -297,6 +298,7 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .dense_layers = scenario->model.dense_layers,
                              .expert = par->expert,
                              .expert_tensor = par->expert_tensor,
+                             .fsdp_shards = par->fsdp ? (double)par->data * par->context : 1,
                              .context = par->context};
 }
 

@@ -104,6 +104,8 @@ typedef struct {
                                        over the D replicas */
     gboolean overlap_grad_reduce;   /* the gradient all-reduce starts layer by layer during
                                        the last backward instead of after it */
+    gboolean fsdp;                  /* ZeRO-3: weights, gradients and optimizer state sharded
+                                       over data x context, each layer gathered per pass */
     int32_t context;                /* C: context-parallel ranks, each holding 1/C of every
                                        sequence (ring attention; sim/README.md) */
     int32_t expert;                 /* EP: ranks sharing an MoE layer's routed experts, carved

@@ -45,12 +45,15 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
                     sc->training.steps, sc->optimizer.warmup_steps);
         return FALSE;
     }
-    if (sc->parallel.data != 1 || sc->parallel.tensor != 1) {
+    if (sc->parallel.data != 1 || sc->parallel.tensor != 1 || sc->parallel.context != 1 ||
+        sc->parallel.fsdp) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
-                    "%s: parallel.data=%d, parallel.tensor=%d: pacer-train runs one pipeline "
-                    "with one device per stage; data and tensor parallelism are the "
-                    "simulator's (set both to 1)",
-                    sc->path, sc->parallel.data, sc->parallel.tensor);
+                    "%s: parallel.data=%d, parallel.tensor=%d, parallel.context=%d, "
+                    "parallel.fsdp=%s: pacer-train runs one pipeline with one device per stage; "
+                    "data, tensor and context parallelism and fsdp are the simulator's (set "
+                    "the three to 1 and fsdp to false)",
+                    sc->path, sc->parallel.data, sc->parallel.tensor, sc->parallel.context,
+                    sc->parallel.fsdp ? "true" : "false");
         return FALSE;
     }
     /* The kernels are GPT-2's: multi-head attention of hidden / heads per head and a GELU MLP

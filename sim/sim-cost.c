@@ -166,6 +166,7 @@ typedef struct {
     double  act_bytes;            /* activations per live micro-batch */
     int64_t comm_f_ns;            /* collectives in the forward: tensor, expert all-to-alls */
     int64_t comm_b_ns;            /* ... and in the input-gradient backward */
+    int64_t comm_w_ns;            /* ... and in the weight-gradient pass (fsdp) */
 } SimCostBlock;
 
 /* What the analytic model charges per layer and for the embeddings and head, per
@@ -178,6 +179,7 @@ typedef struct {
     double       embed_static_bytes; /* embeddings' state (virtual stage 0) */
     double       head_static_bytes;  /* final LayerNorm + head state (last virtual stage) */
     double       logits_bytes;       /* fp32 logits per live micro-batch (last virtual stage) */
+    double       device_bytes;       /* per device besides its stages' (fsdp's gather buffers) */
 } SimCostSplit;
 
 /* The cost of block @layer: dense before split->first_moe_layer, MoE from it on. */
@@ -309,6 +311,8 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
             live[vs] = (peak + n_chunks - 1) / n_chunks;
         }
         pp.mem_limit_bytes = hw->memory_bytes / n_chunks;
+        if (split->device_bytes > 0.0)
+            pp.mem_limit_bytes = (hw->memory_bytes - llround(split->device_bytes)) / n_chunks;
         pp.layer_static_bytes = layer_static;
         pp.layer_act_bytes = layer_act;
         pp.live_units = live;
@@ -395,7 +399,7 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
         cost->comm_inter_bytes_per_ns = layout->inter_bytes_per_ns;
     }
     const int32_t replicas = layout->data * layout->context; /* share every stage's weights */
-    if (replicas > 1) {
+    if (replicas > 1 && !scenario->parallel.fsdp) {          /* fsdp reduce-scatters per layer */
         cost->dp_sync_ns = g_new(int64_t, n_units);
         cost->dp_pieces = g_new(int32_t, n_units);
         cost->dp_overlap = scenario->parallel.overlap_grad_reduce;
@@ -464,6 +468,33 @@ static void sim_cost_ring_ns(const PpScenario *scenario, const SimLayout *layout
     *ring_b_ns = llround((C - 1.0) * MAX(0.0, 2.0 * hop_ns - 2.0 * step_ns));
 }
 
+/* Fully sharded data parallelism (ZeRO-3, as PyTorch FSDP and Megatron's FSDP run it): a
+ * block's @params bf16 weights (per GPU of its tensor group) are all-gathered over the D x C
+ * replicas before its forward and again before its backward, and its gradients
+ * reduce-scattered after its weight-gradient pass; each collective is prefetched behind the
+ * neighbouring block's compute, so only its excess over this block's compute is charged:
+ * F += max(0, gather - forward), B += max(0, gather - input-gradient compute), W +=
+ * max(0, reduce-scatter - weight-gradient compute). A ring all-gather or reduce-scatter of
+ * Z ranks takes (Z - 1)(latency + bytes / (Z bw)), on the intra-node link when a stage's
+ * ranks fit a node. */
+static void sim_cost_add_fsdp(const SimLayout *layout, double params, double ns_per_flop,
+                              SimCostBlock *block) {
+    const int32_t  Z = layout->data * layout->context;
+    const gboolean intra = sim_layout_stage_node(layout, 0) >= 0;
+    const double   bw = intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns;
+    const double   bytes = params * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM; /* gathered block */
+    if (Z < 2)
+        return;
+    const double gather_ns =
+        (Z - 1.0) * ((double)(intra ? layout->intra_latency_ns : layout->inter_latency_ns) +
+                     (bw > 0.0 ? bytes / Z / bw : 0.0));
+    const double f_ns = block->time_flops * ns_per_flop;
+    const double b_ns = f_ns + block->recompute_time_flops * ns_per_flop;
+    block->comm_f_ns += llround(MAX(0.0, gather_ns - f_ns));
+    block->comm_b_ns += llround(MAX(0.0, gather_ns - b_ns));
+    block->comm_w_ns += llround(MAX(0.0, gather_ns - f_ns));
+}
+
 /* Checks one layer's collective time @ns (@what: which) so that the layers' sums stay within
  * the simulator's clock: at most PP_CHECKED_MAX / (layers + 1), and not an overflowed round. */
 static gboolean sim_cost_check_layer_ns(const PpScenario *scenario, const char *what, int64_t ns,
@@ -522,7 +553,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     /* Parameters, bytes per parameter and activation bytes on one GPU: the memory model of
      * docs/design.md §4.5 with the layout's T, sequence parallelism, recomputation and ZeRO-1
      * (pp-memory.h). */
-    const gboolean zero = scenario->parallel.distributed_optimizer;
+    const gboolean zero = scenario->parallel.distributed_optimizer || scenario->parallel.fsdp;
     PpMemoryShape  shape;
     PpMemoryModel  mem;
     pp_scenario_memory_shape(scenario, &shape);
@@ -590,6 +621,13 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         split.moe.comm_f_ns = split.dense.comm_f_ns + 2 * a2a_ns;
         split.moe.comm_b_ns = split.dense.comm_b_ns + 2 * a2a_ns * passes_b;
     }
+    if (scenario->parallel.fsdp && times) {
+        const double ns_per_flop = 1e9 / (t * c * rate);
+        sim_cost_add_fsdp(&layout, mem.layer_params, ns_per_flop, &split.dense);
+        if (mem.first_moe_layer < model->layers)
+            sim_cost_add_fsdp(&layout, mem.moe_layer_params, ns_per_flop, &split.moe);
+    }
+    split.device_bytes = mem.fsdp_buffer_bytes;
     /* One activation or gradient message between stages: each of the T GPUs sends its 1/T
      * of the bf16 activation 2bsh (sequence parallelism shards it; without it, Megatron's
      * scatter/gather optimisation does, and the intra-node all-gather after it is not
@@ -634,10 +672,10 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
             cost->f_ns[unit] = llround(compute_ns) + n_dense * D->comm_f_ns + n_moe * M->comm_f_ns;
             cost->b_ns[unit] =
                 llround(compute_ns + recompute_ns) + n_dense * D->comm_b_ns + n_moe * M->comm_b_ns;
-            cost->w_ns[unit] = llround(compute_ns);
+            cost->w_ns[unit] = llround(compute_ns) + n_dense * D->comm_w_ns + n_moe * M->comm_w_ns;
         }
         int64_t weights = llround(params * mem.weights_bpp);
-        int64_t grads = llround(params * PP_MEMORY_GRADS_BYTES_PER_PARAM);
+        int64_t grads = llround(params * mem.grads_bpp);
         int64_t optim = llround(params * mem.optim_bpp);
         cost->weights_bytes[stage] += weights;
         cost->grads_bytes[stage] += grads;
@@ -652,6 +690,10 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         cost->act_b_bytes[unit] = llround(pp_memory_unit_act_b_bytes(&mem, begin, layers, last));
     }
 
+    for (int32_t stage = 0; split.device_bytes > 0.0 && stage < n_stages; stage++) {
+        cost->weights_bytes[stage] += llround(split.device_bytes); /* fsdp's gathered blocks */
+        cost->static_bytes[stage] += llround(split.device_bytes);
+    }
     cost->act_msg_bytes = llround(msg_bytes);
     if (times) {
         cost->comm_latency_ns = hw->link_latency_ns;
