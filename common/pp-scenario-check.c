@@ -10,13 +10,6 @@
 
 /* --- derived values and consistency --- */
 
-/* The registry entry of the scenario's schedule (the key parser accepted only its names). */
-const PpSchedKindInfo *pp_scenario_kind(const PpScenario *sc) {
-    const PpSchedKindInfo *info = pp_sched_kind_lookup(sc->pipeline.schedule);
-    PP_ASSERT(info != NULL);
-    return info;
-}
-
 gboolean pp_scenario_inconsistent(const PpScenario *sc, GError **error, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -31,9 +24,9 @@ gboolean pp_scenario_inconsistent(const PpScenario *sc, GError **error, const ch
 static gboolean pp_scenario_derive_batch(PpScenario *sc, GError **error) {
     PpPipelineParams      *p = &sc->pipeline;
     int32_t               *gb = &sc->training.global_batch;
-    const PpSchedKindInfo *info = pp_scenario_kind(sc);
+    const PpSchedKindInfo *info = p->kind;
     const char            *count_key = "microbatches";
-    int32_t count = pp_sched_kind_mb_per_step(info, p->microbatches, p->accumulation);
+    int32_t                count = p->mb_per_step;
     switch (info->batch) {
     case PP_BATCH_MICROBATCHES:
         break;
@@ -139,7 +132,7 @@ static gboolean pp_scenario_derive_costs(PpScenario *sc, GError **error) {
  * PP_SCENARIO_ERROR_INCONSISTENT. */
 static gboolean pp_scenario_check_order(const PpScenario *sc, GError **error) {
     const PpPipelineParams *p = &sc->pipeline;
-    const PpSchedKindInfo  *kind = pp_scenario_kind(sc);
+    const PpSchedKindInfo  *kind = p->kind;
     PpScheduleParams        params = {.kind = kind->name, .order_file = p->order_file};
     g_autoptr(GError) local = NULL;
     g_autoptr(PpSchedule) order = kind->build(&params, &local);
@@ -248,9 +241,14 @@ static gboolean pp_scenario_derive_layer(PpScenario *sc, GError **error) {
 }
 
 gboolean pp_scenario_check(PpScenario *sc, GError **error) {
-    const PpModelParams   *m = &sc->model;
-    PpPipelineParams      *p = &sc->pipeline;
-    const PpSchedKindInfo *kind = pp_scenario_kind(sc);
+    const PpModelParams *m = &sc->model;
+    PpPipelineParams    *p = &sc->pipeline;
+    /* the kind and its micro-batches per step, resolved once (the key parser accepted only
+     * registry names) */
+    p->kind = pp_sched_kind_lookup(p->schedule);
+    PP_ASSERT(p->kind != NULL);
+    p->mb_per_step = pp_sched_kind_mb_per_step(p->kind, p->microbatches, p->accumulation);
+    const PpSchedKindInfo *kind = p->kind;
 
     if (!pp_scenario_derive_layer(sc, error) || !pp_scenario_check_blocks(sc, error))
         return FALSE;
@@ -275,9 +273,7 @@ gboolean pp_scenario_check(PpScenario *sc, GError **error) {
             "[model] layers = %d; every chunk needs a layer, lower stages or chunks",
             p->stages, p->chunks, m->layers);
     g_autoptr(GError) rule = NULL;
-    if (!pp_sched_kind_check_microbatches(
-            kind, p->stages, pp_sched_kind_mb_per_step(kind, p->microbatches, p->accumulation),
-            &rule))
+    if (!pp_sched_kind_check_microbatches(kind, p->stages, p->mb_per_step, &rule))
         return pp_scenario_inconsistent(sc, error,
                                         "[pipeline] microbatches = %d, stages = %d: %s; change "
                                         "[pipeline] microbatches or stages",

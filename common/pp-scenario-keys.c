@@ -801,6 +801,11 @@ PpRecompute pp_scenario_recompute(const PpScenario *scenario) {
     PP_UNREACHABLE(); /* the key table accepts only the choices */
 }
 
+const char *pp_recompute_name(PpRecompute recompute) {
+    PP_ASSERT(recompute >= PP_RECOMPUTE_NONE && recompute <= PP_RECOMPUTE_FULL);
+    return pp_recompute_choices[recompute];
+}
+
 size_t pp_scenario_n_keys(void) {
     return G_N_ELEMENTS(pp_scenario_keys);
 }

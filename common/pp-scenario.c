@@ -186,16 +186,170 @@ static gboolean pp_scenario_check_duplicates(const char *text, const char *name,
     return TRUE;
 }
 
+/* The field of DERIVED key @k as a number; -1 while it is absent (not yet derived). */
+static gboolean pp_scenario_key_absent(const PpScenario *sc, const PpScenarioKey *k) {
+    switch (k->type) {
+    case PP_KEY_INT32:
+        return *PP_CFIELD(sc, k, int32_t) < 0;
+    case PP_KEY_DOUBLE:
+        return *PP_CFIELD(sc, k, double) < 0.0;
+    case PP_KEY_SCALED_INT64:
+        return *PP_CFIELD(sc, k, int64_t) < 0;
+    default:
+        PP_UNREACHABLE(); /* the table's DERIVED keys are numbers */
+    }
+}
+
+static void pp_scenario_key_set_absent(PpScenario *sc, const PpScenarioKey *k) {
+    switch (k->type) {
+    case PP_KEY_INT32:
+        *PP_FIELD(sc, k, int32_t) = -1;
+        return;
+    case PP_KEY_DOUBLE:
+        *PP_FIELD(sc, k, double) = -1.0;
+        return;
+    case PP_KEY_SCALED_INT64:
+        *PP_FIELD(sc, k, int64_t) = -1;
+        return;
+    default:
+        PP_UNREACHABLE();
+    }
+}
+
+/* Records in sc->derived_keys which DERIVED keys the parsed file left absent. */
+static void pp_scenario_note_derived(PpScenario *sc) {
+    sc->derived_keys = 0;
+    uint32_t bit = 1;
+    for (size_t i = 0; i < pp_scenario_n_keys(); i++) {
+        const PpScenarioKey *k = &pp_scenario_keys[i];
+        if (!(k->flags & PP_KEY_DERIVED))
+            continue;
+        PP_ASSERT(bit != 0); /* at most 32 DERIVED keys */
+        if (pp_scenario_key_absent(sc, k))
+            sc->derived_keys |= bit;
+        bit <<= 1;
+    }
+}
+
+gboolean pp_scenario_key_given(const PpScenario *scenario, const char *section, const char *key) {
+    uint32_t bit = 1;
+    for (size_t i = 0; i < pp_scenario_n_keys(); i++) {
+        const PpScenarioKey *k = &pp_scenario_keys[i];
+        if (!(k->flags & PP_KEY_DERIVED))
+            continue;
+        if (strcmp(k->section, section) == 0 && strcmp(k->key, key) == 0)
+            return !(scenario->derived_keys & bit);
+        bit <<= 1;
+    }
+    PP_ABORT("[%s] %s is not a key derived when absent", section, key);
+}
+
+/* Marks absent again every DERIVED key that sc->derived_keys says was derived. */
+static void pp_scenario_reset_derived(PpScenario *sc) {
+    uint32_t bit = 1;
+    for (size_t i = 0; i < pp_scenario_n_keys(); i++) {
+        const PpScenarioKey *k = &pp_scenario_keys[i];
+        if (!(k->flags & PP_KEY_DERIVED))
+            continue;
+        if (sc->derived_keys & bit)
+            pp_scenario_key_set_absent(sc, k);
+        bit <<= 1;
+    }
+}
+
+/* A deep copy of @base: every text and list of the table is duplicated.
+ * Returns: (transfer full). */
+static PpScenario *pp_scenario_copy(const PpScenario *base) {
+    PpScenario *sc = g_memdup2(base, sizeof *base);
+    sc->path = g_strdup(base->path);
+    for (size_t i = 0; i < pp_scenario_n_keys(); i++) {
+        const PpScenarioKey *k = &pp_scenario_keys[i];
+        int32_t n = k->count_offset ? *(const int32_t *)((const char *)base + k->count_offset) : 0;
+        if (pp_key_is_text(k->type))
+            *PP_FIELD(sc, k, char *) = g_strdup(*PP_CFIELD(base, k, char *));
+        else if (k->type == PP_KEY_INT32_LIST)
+            *PP_FIELD(sc, k, int32_t *) =
+                g_memdup2(*PP_CFIELD(base, k, int32_t *), sizeof(int32_t) * (size_t)n);
+        else if (k->type == PP_KEY_SCALED_LIST)
+            *PP_FIELD(sc, k, int64_t *) =
+                g_memdup2(*PP_CFIELD(base, k, int64_t *), sizeof(int64_t) * (size_t)n);
+        else if (k->type == PP_KEY_STRING_LIST)
+            *PP_FIELD(sc, k, char **) = g_strdupv((char **)*PP_CFIELD(base, k, char **));
+    }
+    return sc;
+}
+
+/* Replaces the text field @field with a copy of @value. */
+static void pp_scenario_set_text(char **field, const char *value) {
+    g_free(*field);
+    *field = g_strdup(value);
+}
+
+PpScenario *pp_scenario_with(const PpScenario *base, const PpScenarioDelta *delta, GError **error) {
+    g_autoptr(PpScenario) sc = pp_scenario_copy(base);
+    pp_scenario_reset_derived(sc);
+    PpPipelineParams *p = &sc->pipeline;
+    if (delta->kind != NULL)
+        pp_scenario_set_text(&p->schedule, delta->kind->name);
+    const struct {
+        const char *section, *key;
+        int32_t     value;
+    } counts[] = {
+        {"pipeline", "stages", delta->stages},
+        {"pipeline", "chunks", delta->chunks},
+        {"pipeline", "microbatches", delta->microbatches},
+        {"pipeline", "accumulation", delta->accumulation},
+        {"pipeline", "microbatch_size", delta->microbatch_size},
+        {"training", "global_batch", delta->global_batch},
+        {"training", "steps", delta->steps},
+        {"parallel", "data", delta->data},
+        {"parallel", "tensor", delta->tensor},
+        {"hardware", "devices", delta->devices},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(counts); i++) {
+        const PpScenarioKey *k = pp_scenario_key_find(counts[i].section, counts[i].key);
+        PP_ASSERT(k != NULL && k->type == PP_KEY_INT32 && counts[i].value >= 0);
+        if (counts[i].value == 0)
+            continue;
+        if (counts[i].value < k->min || counts[i].value > k->max) {
+            g_autofree char *expected = pp_scenario_key_expected(k);
+            g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                        "%s: [%s] %s = %d: out of range; expected %s", sc->path, k->section, k->key,
+                        counts[i].value, expected);
+            return NULL;
+        }
+        *PP_FIELD(sc, k, int32_t) = counts[i].value;
+    }
+    if (delta->set_recompute)
+        pp_scenario_set_text(&sc->model.recompute, pp_recompute_name(delta->recompute));
+    if (delta->set_sequence_parallel)
+        sc->parallel.sequence_parallel = delta->sequence_parallel;
+    if (delta->static_mode)
+        pp_scenario_set_text(&p->mode, "static");
+    if (!pp_scenario_check(sc, error))
+        return NULL;
+    return g_steal_pointer(&sc);
+}
+
 static PpScenario *pp_scenario_from_key_file(GKeyFile *kf, const char *name, const char *base_dir,
-                                             const char *const *overrides, GError **error) {
+                                             const char *const *overrides,
+                                             const char *const *derive, GError **error) {
     if (!pp_scenario_check_names(kf, name, error))
         return NULL;
     g_autoptr(GHashTable) origins = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     if (!pp_scenario_apply_overrides(kf, overrides, origins, error))
         return NULL;
+    for (const char *const *d = derive; d && *d; d++) {
+        const char          *dot = strchr(*d, '.');
+        g_autofree char     *section = dot ? g_strndup(*d, (gsize)(dot - *d)) : NULL;
+        const PpScenarioKey *k = dot ? pp_scenario_key_find(section, dot + 1) : NULL;
+        PP_ASSERT(k != NULL && (k->flags & PP_KEY_DERIVED)); /* callers name derived keys */
+        g_key_file_remove_key(kf, k->section, k->key, NULL);
+    }
     g_autoptr(PpScenario) sc = pp_scenario_new_defaults(name);
     if (!pp_scenario_parse_keys(sc, kf, origins, base_dir, error))
         return NULL;
+    pp_scenario_note_derived(sc);
     if (!pp_scenario_check(sc, error))
         return NULL;
     return g_steal_pointer(&sc);
@@ -218,6 +372,11 @@ static GKeyFile *pp_scenario_parse_text(const char *data, gsize len, const char 
 }
 
 PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GError **error) {
+    return pp_scenario_load_deriving(path, overrides, NULL, error);
+}
+
+PpScenario *pp_scenario_load_deriving(const char *path, const char *const *overrides,
+                                      const char *const *derive, GError **error) {
     g_autofree char *text = NULL;
     gsize            len = 0;
     g_autoptr(GError) err = NULL;
@@ -231,7 +390,7 @@ PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GEr
         return NULL;
     g_autofree char *dir = g_path_get_dirname(path);
     g_autofree char *base_dir = g_canonicalize_filename(dir, NULL);
-    return pp_scenario_from_key_file(kf, path, base_dir, overrides, error);
+    return pp_scenario_from_key_file(kf, path, base_dir, overrides, derive, error);
 }
 
 PpScenario *pp_scenario_load_data(const char *data, const char *name, const char *const *overrides,
@@ -239,7 +398,7 @@ PpScenario *pp_scenario_load_data(const char *data, const char *name, const char
     g_autoptr(GKeyFile) kf = pp_scenario_parse_text(data, strlen(data), name, error);
     if (kf == NULL)
         return NULL;
-    return pp_scenario_from_key_file(kf, name, NULL, overrides, error);
+    return pp_scenario_from_key_file(kf, name, NULL, overrides, NULL, error);
 }
 
 void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *params) {
@@ -260,11 +419,6 @@ void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *p
         params->w_ns = c->weight_ns / p->chunks;
         params->comm_ns = c->comm_ns;
     }
-}
-
-int32_t pp_scenario_mb_per_step(const PpScenario *scenario) {
-    return pp_sched_kind_mb_per_step(pp_scenario_kind(scenario), scenario->pipeline.microbatches,
-                                     scenario->pipeline.accumulation);
 }
 
 void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) {

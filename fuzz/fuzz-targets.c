@@ -73,7 +73,7 @@ static gboolean fuzz_run_scenario(const char *dir, const uint8_t *data, size_t s
         PP_ABORT("a scenario's text changes when reloaded:\n%s\n---\n%s", saved, saved_again);
     PpScheduleParams params;
     pp_scenario_schedule_params(sc, &params);
-    PP_ASSERT(pp_scenario_mb_per_step(sc) >= 1);
+    PP_ASSERT(sc->pipeline.mb_per_step >= 1);
     return TRUE;
 }
 

@@ -117,7 +117,7 @@ char *sim_report_format_summary(const SimJob *job) {
                            "schedule    %s (%s), N=%d, v=%d, m/a=%d (micro-batches per "
                            "update)\n",
                            job->schedule->kind, sc->pipeline.mode, job->schedule->n_stages,
-                           job->schedule->n_chunks, pp_scenario_mb_per_step(sc));
+                           job->schedule->n_chunks, sc->pipeline.mb_per_step);
     g_autofree char *context = sc->parallel.context > 1
                                    ? g_strdup_printf("context %d x ", sc->parallel.context)
                                    : g_strdup("");

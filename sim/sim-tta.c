@@ -131,7 +131,7 @@ static gboolean sim_tta_run_load(SimTtaRun *r, const char *scenario_path, SimTta
     if (sched == NULL)
         return FALSE;
     r->schedule = g_strdup(sc->pipeline.schedule);
-    r->mb_per_step = pp_scenario_mb_per_step(sc);
+    r->mb_per_step = sc->pipeline.mb_per_step;
     r->flush = sched->synchronous;
     r->tokens_per_update = (int64_t)sc->training.global_batch * sc->model.seq_len;
 
@@ -194,13 +194,14 @@ static gboolean sim_tta_measured_step(SimTtaRun *r, GArray *tps, int32_t skip, G
 /* The step time of @r's schedule, m and a on @target. */
 static gboolean sim_tta_target_step(SimTtaRun *r, const char *target, const PpScenario *own,
                                     GError **error) {
-    g_autofree char *kind = g_strdup_printf("pipeline.schedule=%s", own->pipeline.schedule);
-    g_autofree char *m = g_strdup_printf("pipeline.microbatches=%d", own->pipeline.microbatches);
-    g_autofree char *a = g_strdup_printf("pipeline.accumulation=%d", own->pipeline.accumulation);
-    g_autofree char *v = g_strdup_printf("pipeline.chunks=%d", own->pipeline.chunks);
-    const char      *overrides[] = {kind, m, a, v, NULL};
+    const PpScenarioDelta delta = {.kind = own->pipeline.kind,
+                                   .microbatches = own->pipeline.microbatches,
+                                   .accumulation = own->pipeline.accumulation,
+                                   .chunks = own->pipeline.chunks};
     g_autoptr(GError) local = NULL;
-    g_autoptr(SimJob) job = sim_job_new(target, overrides, FALSE, &local);
+    g_autoptr(PpScenario) base = pp_scenario_load(target, NULL, &local);
+    PpScenario *sc = base != NULL ? pp_scenario_with(base, &delta, &local) : NULL;
+    g_autoptr(SimJob) job = sc != NULL ? sim_job_new_from_scenario(sc, FALSE, &local) : NULL;
     if (job == NULL) {
         g_set_error(error, local->domain, local->code,
                     "run %s (%s, m = %d, a = %d) on the target: %s", r->name,

@@ -199,7 +199,7 @@ static int64_t run_units(const Base *base, const char *const *ov) {
     g_autoptr(PpScenario) sc = pp_scenario_load(base->file, ov, NULL);
     if (sc == NULL)
         return 0;
-    return (int64_t)pp_scenario_mb_per_step(sc) * sc->training.steps * sc->pipeline.stages *
+    return (int64_t)sc->pipeline.mb_per_step * sc->training.steps * sc->pipeline.stages *
            sc->pipeline.chunks;
 }
 
