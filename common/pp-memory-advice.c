@@ -30,6 +30,15 @@ char *pp_memory_advice(const PpScenario *sc) {
     g_string_append_printf(out, "more pipeline.stages (now %d: fewer layers per device); ",
                            sc->pipeline.stages);
     g_string_append_printf(out, "more parallel.tensor (now %d); ", sc->parallel.tensor);
+    g_string_append_printf(out,
+                           "more parallel.context (now %d: each rank holds seq_len / context "
+                           "tokens' activations); ",
+                           sc->parallel.context);
+    if (sc->model.experts > sc->parallel.expert)
+        g_string_append_printf(out,
+                               "more parallel.expert (now %d: fewer of the %d routed experts per "
+                               "device); ",
+                               sc->parallel.expert, sc->model.experts);
     if (!sc->parallel.distributed_optimizer && sc->parallel.data > 1)
         g_string_append_printf(out,
                                "parallel.distributed_optimizer = true (shards the master weights "

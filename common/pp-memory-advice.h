@@ -13,7 +13,9 @@
 G_BEGIN_DECLS
 
 /* "what lowers it: KEY (now VALUE) ...; ..." for @scenario: smaller micro-batches,
- * recomputation, flash attention, more stages, more tensor parallelism, the distributed
+ * recomputation, flash attention, more stages, more tensor parallelism, more context
+ * parallelism, more expert
+ * parallelism (with experts), the distributed
  * optimizer (with data parallelism), each left out where it is already at its most frugal
  * setting; then a larger device (hardware.memory_gib).
  * Returns: (transfer full). */

@@ -9,8 +9,15 @@
 
 /* The layer's dimensions with GPT-2's defaults filled in (pp-memory.h). */
 typedef struct {
-    double a, k, d, f; /* heads, key/value heads, head width, FFN width */
-    double n_ffn;      /* h x f matrices in the FFN: 2 (gelu) or 3 (swiglu) */
+    double a, k, d, f;  /* heads, key/value heads, head width, FFN width */
+    double n_ffn;       /* h x f matrices in the FFN: 2 (gelu) or 3 (swiglu) */
+    double d_qk, d_v;   /* per-head query/key and value widths: d, d (MLA: nope + rope, v) */
+    double attn_matrix; /* attention weights, pp_memory_attention_matrix_params() */
+    double attn_small;  /* attention biases or latent norms: (a + 2k)d + h; MLA r_q + r_kv + h */
+    double attn_acts;   /* attention activation bytes per token split over T: Q, K, V and the
+                           projection's input, 2 bytes each: 4(ad + kd); MLA 4a(d_qk + d_v) */
+    double latent_acts; /* MLA's latents per token, replicated over T: each latent's norm and
+                           up-projection inputs 2(2r_q + 2r_kv) + the rotary key 2d_rope */
 } PpMemoryDims;
 
 static void pp_memory_dims(const PpMemoryShape *shape, PpMemoryDims *dims) {
@@ -20,52 +27,95 @@ static void pp_memory_dims(const PpMemoryShape *shape, PpMemoryDims *dims) {
     dims->d = shape->head_dim > 0.0 ? shape->head_dim : h / a;
     dims->f = shape->ffn_hidden > 0.0 ? shape->ffn_hidden : 4.0 * h;
     dims->n_ffn = shape->ffn_gated ? 3.0 : 2.0;
+    if (!shape->mla) {
+        dims->d_qk = dims->d_v = dims->d;
+        dims->attn_matrix = h * (dims->a + 2.0 * dims->k) * dims->d + dims->a * dims->d * h;
+        dims->attn_small = (dims->a + 2.0 * dims->k) * dims->d + h;
+        dims->attn_acts = 4.0 * (dims->a * dims->d + dims->k * dims->d);
+        dims->latent_acts = 0.0;
+        return;
+    }
+    const double rq = shape->q_lora_rank, rkv = shape->kv_lora_rank;
+    const double rope = shape->qk_rope_head_dim;
+    dims->d_qk = shape->qk_nope_head_dim + rope;
+    dims->d_v = shape->v_head_dim;
+    const double q = rq > 0.0 ? h * rq + rq * a * dims->d_qk : h * a * dims->d_qk;
+    dims->attn_matrix =
+        q + h * (rkv + rope) + rkv * a * (shape->qk_nope_head_dim + dims->d_v) + a * dims->d_v * h;
+    dims->attn_small = rq + rkv + h;
+    dims->attn_acts = 4.0 * a * (dims->d_qk + dims->d_v);
+    dims->latent_acts = 4.0 * rq + 4.0 * rkv + 2.0 * rope;
+}
+
+/* One expert's weights: n_ffn h f_e matrices and GPT-2-style biases (n_ffn - 1)f_e + h. */
+static double pp_memory_expert_params(const PpMemoryShape *shape, const PpMemoryDims *dm) {
+    const double h = shape->hidden, fe = shape->expert_ffn_hidden;
+    return dm->n_ffn * h * fe + (dm->n_ffn - 1.0) * fe + h;
+}
+
+double pp_memory_attention_matrix_params(const PpMemoryShape *shape) {
+    PpMemoryDims dm;
+    pp_memory_dims(shape, &dm);
+    return dm.attn_matrix;
 }
 
 double pp_memory_layer_matrix_params(const PpMemoryShape *shape) {
     PpMemoryDims dm;
     pp_memory_dims(shape, &dm);
+    return dm.attn_matrix + dm.n_ffn * shape->hidden * dm.f;
+}
+
+double pp_memory_moe_layer_matrix_params(const PpMemoryShape *shape, gboolean active) {
+    PpMemoryDims dm;
+    pp_memory_dims(shape, &dm);
     const double h = shape->hidden;
-    return h * (dm.a + 2.0 * dm.k) * dm.d + dm.a * dm.d * h + dm.n_ffn * h * dm.f;
+    const double routed = active ? shape->experts_per_token : shape->experts;
+    return dm.attn_matrix + h * shape->experts +
+           (routed + shape->shared_experts) * dm.n_ffn * h * shape->expert_ffn_hidden;
+}
+
+double pp_memory_kv_width(const PpMemoryShape *shape) {
+    PpMemoryDims dm;
+    pp_memory_dims(shape, &dm);
+    return shape->mla ? dm.a * (dm.d_qk + dm.d_v) : 2.0 * dm.k * dm.d;
 }
 
 double pp_memory_attention_width(const PpMemoryShape *shape) {
     PpMemoryDims dm;
     pp_memory_dims(shape, &dm);
-    return dm.a * dm.d;
+    return dm.a * dm.d_qk + dm.a * dm.d_v;
 }
 
 /* Activation bytes per sbh of one block (Korthikanti et al. 2022, §4.1 and Table 2) and the
- * share of them that only W frees. Korthikanti's 34sbh + 5as^2b, term by term in bf16: the
- * attention block keeps its input (2sbh), Q, K, V (2sb each of ad, kd, kd), the projection's
- * input (2sb ad) and a dropout mask (sbh); the FFN its input (2sbh), the activation's input
- * and output (2sbf each; SwiGLU: gate, up and their product, 6sbf) and a dropout mask (sbh);
- * the two LayerNorms their inputs (4sbh). In sbh units: 10 + X with
- * X = (4(ad + kd) + 4f or 6f) / h, which is 24 for GPT-2's layer (ad = kd = h, f = 4h).
- * Without recomputation sbh(10 + X/T + 5as/(hT)): LayerNorm inputs, the two h-wide GEMM
- * inputs and dropout masks (10sbh) are replicated across the tensor group unless sequence
- * parallelism splits them; the 5as/h term is the attention scores, softmax and dropout mask
- * (a query heads: grouped-query attention shares K and V, not the scores), which flash
- * attention and selective recomputation never store. Full recomputation keeps the layer input
- * alone, 2sbh (split over T with sequence parallelism). */
-static void pp_memory_layer_act(const PpMemoryShape *shape, double t, double *per_sbh,
-                                double *w_share) {
-    PpMemoryDims dm;
-    pp_memory_dims(shape, &dm);
+ * share of them that only W frees, for an FFN (or MoE) part of @ffn_acts bytes per token.
+ * Korthikanti's 34sbh + 5as^2b, term by term in bf16: the attention block keeps its input
+ * (2sbh), Q, K, V (2sb each of ad, kd, kd), the projection's input (2sb ad) and a dropout mask
+ * (sbh); the FFN its input (2sbh), the activation's input and output (2sbf each; SwiGLU: gate,
+ * up and their product, 6sbf) and a dropout mask (sbh); the two LayerNorms their inputs
+ * (4sbh). In sbh units: 10 + X with X = (4(ad + kd) + 4f or 6f) / h, which is 24 for GPT-2's
+ * layer (ad = kd = h, f = 4h). MLA adds its latents (replicated over T) and keeps a-head Q, K,
+ * V of widths d_qk, d_qk, d_v. Without recomputation sbh(10 + X/T + 5as/(hT)): LayerNorm
+ * inputs, the two h-wide GEMM inputs and dropout masks (10sbh) are replicated across the
+ * tensor group unless sequence parallelism splits them; the 5as/h term is the attention
+ * scores, softmax and dropout mask (a query heads: grouped-query attention shares K and V, not
+ * the scores), which flash attention and selective recomputation never store. Full
+ * recomputation keeps the layer input alone, 2sbh (split over T with sequence parallelism). */
+static void pp_memory_layer_act(const PpMemoryShape *shape, const PpMemoryDims *dm, double ffn_acts,
+                                double t, double *per_sbh, double *w_share) {
     const double   s = shape->seq_len, h = shape->hidden, a = shape->heads;
     const double   scores = shape->flash_attention ? 0.0 : 5.0 * a * s / h;
-    const double   ffn_acts = shape->ffn_gated ? 6.0 : 4.0; /* per sbf */
-    const double   sharded = (4.0 * (dm.a * dm.d + dm.k * dm.d) + ffn_acts * dm.f) / h;
+    const double   sharded = (dm->attn_acts + ffn_acts) / h;
+    const double   base = 10.0 + dm->latent_acts / h; /* replicated without sequence parallel */
     const gboolean sp = shape->sequence_parallel;
     double         kept = 0.0; /* the scores' share still stored */
     *per_sbh = 0.0;
     switch (shape->recompute) {
     case PP_RECOMPUTE_NONE:
-        *per_sbh = sp ? (10.0 + sharded + scores) / t : 10.0 + sharded / t + scores / t;
+        *per_sbh = sp ? (base + sharded + scores) / t : base + sharded / t + scores / t;
         kept = scores;
         break;
     case PP_RECOMPUTE_SELECTIVE:
-        *per_sbh = sp ? (10.0 + sharded) / t : 10.0 + sharded / t;
+        *per_sbh = sp ? (base + sharded) / t : base + sharded / t;
         break;
     case PP_RECOMPUTE_FULL:
         *per_sbh = sp ? 2.0 / t : 2.0;
@@ -76,8 +126,30 @@ static void pp_memory_layer_act(const PpMemoryShape *shape, double t, double *pe
      * M_W), (8 + X)sbh in general: the same share of the sharded bytes. With full
      * recomputation the split backward keeps the layer input until W (the recomputed tensors
      * of one layer are transient). */
-    *w_share =
-        shape->recompute == PP_RECOMPUTE_FULL ? 1.0 : (8.0 + sharded) / (10.0 + sharded + kept);
+    *w_share = shape->recompute == PP_RECOMPUTE_FULL
+                   ? 1.0
+                   : (base - 2.0 + sharded) / (base + sharded + kept);
+}
+
+/* Stores one block's activation bytes and the part B frees, for @ffn_acts FFN bytes/token. */
+static void pp_memory_block_act(const PpMemoryShape *shape, const PpMemoryDims *dm, double ffn_acts,
+                                double t, double *act_bytes, double *act_b_bytes) {
+    double per_sbh, w_share;
+    pp_memory_layer_act(shape, dm, ffn_acts, t, &per_sbh, &w_share);
+    const double c = shape->context > 1.0 ? shape->context : 1.0;
+    *act_bytes = shape->seq_len * shape->microbatch_size * shape->hidden * per_sbh / c;
+    *act_b_bytes = *act_bytes - *act_bytes * w_share;
+}
+
+/* An MoE block's FFN activation bytes per token: the K + S experts' activation inputs and
+ * outputs (2f_e each, SwiGLU 3), the K dispatched copies of the token (2h, the experts' GEMM
+ * input) and of the experts' outputs (2h, for the routing weights' gradient), and the fp32
+ * router probabilities 4E. */
+static double pp_memory_moe_ffn_acts(const PpMemoryShape *shape) {
+    const double ffn_acts = shape->ffn_gated ? 6.0 : 4.0; /* per token and f_e */
+    const double k = shape->experts_per_token;
+    return (k + shape->shared_experts) * ffn_acts * shape->expert_ffn_hidden +
+           4.0 * k * shape->hidden + 4.0 * shape->experts;
 }
 
 void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
@@ -92,45 +164,106 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
      * block). */
     PpMemoryDims dm;
     pp_memory_dims(shape, &dm);
-    const double small = (dm.a + 2.0 * dm.k) * dm.d + h + (dm.n_ffn - 1.0) * dm.f + h + 4.0 * h;
+    const double small = dm.attn_small + (dm.n_ffn - 1.0) * dm.f + h + 4.0 * h;
     model->layer_params = (pp_memory_layer_matrix_params(shape) + small) / t;
     model->embed_params = (V * h + s * h) / t;
     model->head_params = (V * h + 2.0 * h) / t;
+    const double fsdp = shape->fsdp_shards > 1.0 ? shape->fsdp_shards : 1.0;
     model->weights_bpp =
-        PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM + PP_MEMORY_MASTER_BYTES_PER_PARAM / zero;
+        PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM / fsdp + PP_MEMORY_MASTER_BYTES_PER_PARAM / zero;
+    model->grads_bpp = PP_MEMORY_GRADS_BYTES_PER_PARAM / fsdp;
     model->optim_bpp = PP_MEMORY_OPTIM_BYTES_PER_PARAM / zero;
-    model->state_bpp = model->weights_bpp + PP_MEMORY_GRADS_BYTES_PER_PARAM + model->optim_bpp;
-    double per_sbh, w_share;
-    pp_memory_layer_act(shape, t, &per_sbh, &w_share);
-    model->layer_act_bytes = s * b * h * per_sbh;
-    model->layer_act_b_bytes = model->layer_act_bytes - model->layer_act_bytes * w_share;
-    model->logits_bytes = b * s * V * PP_MEMORY_LOGIT_BYTES / t; /* vocab-parallel head */
+    model->state_bpp = model->weights_bpp + model->grads_bpp + model->optim_bpp;
+    const double ffn_acts = (shape->ffn_gated ? 6.0 : 4.0) * dm.f; /* per token */
+    pp_memory_block_act(shape, &dm, ffn_acts, t, &model->layer_act_bytes,
+                        &model->layer_act_b_bytes);
+    const double c = shape->context > 1.0 ? shape->context : 1.0;
+    model->logits_bytes = b * s * V * PP_MEMORY_LOGIT_BYTES / t / c; /* vocab-parallel head */
+    model->first_moe_layer = G_MAXINT32;
+    model->moe_layer_params = model->moe_layer_act_bytes = model->moe_layer_act_b_bytes = 0.0;
+    model->fsdp_buffer_bytes =
+        fsdp > 1.0 ? 3.0 * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM * model->layer_params : 0.0;
+    if (!(shape->experts > 0.0))
+        return;
+    /* An MoE block on one GPU: attention, LayerNorms and shared experts over T, the router
+     * replicated, the routed experts over expert x expert_tensor ranks. */
+    const double ep = shape->expert > 1.0 ? shape->expert : 1.0;
+    const double etp = shape->expert_tensor > 1.0 ? shape->expert_tensor : 1.0;
+    const double expert = pp_memory_expert_params(shape, &dm);
+    model->first_moe_layer = MAX(shape->dense_layers, 0);
+    model->moe_layer_params =
+        (dm.attn_matrix + dm.attn_small + 4.0 * h + shape->shared_experts * expert) / t +
+        h * shape->experts + shape->experts * expert / (ep * etp);
+    pp_memory_block_act(shape, &dm, pp_memory_moe_ffn_acts(shape), t, &model->moe_layer_act_bytes,
+                        &model->moe_layer_act_b_bytes);
+    if (fsdp > 1.0)
+        model->fsdp_buffer_bytes = 3.0 * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM *
+                                   MAX(model->layer_params, model->moe_layer_params);
 }
 
-double pp_memory_vstage_params(const PpMemoryModel *model, int32_t n_layers, gboolean first,
-                               gboolean last) {
-    return n_layers * model->layer_params + (first ? model->embed_params : 0.0) +
-           (last ? model->head_params : 0.0);
+double pp_memory_model_params(const PpMemoryShape *shape, int32_t n_layers, gboolean active) {
+    PpMemoryDims dm;
+    pp_memory_dims(shape, &dm);
+    const double h = shape->hidden, V = shape->vocab, s = shape->seq_len;
+    const double dense_block = pp_memory_layer_matrix_params(shape) + dm.attn_small +
+                               (dm.n_ffn - 1.0) * dm.f + h + 4.0 * h;
+    double n_dense = n_layers, params = V * h + s * h + V * h + 2.0 * h;
+    if (shape->experts > 0.0) {
+        n_dense = MIN(MAX(shape->dense_layers, 0), n_layers);
+        const double routed = active ? shape->experts_per_token : shape->experts;
+        const double moe_block =
+            dm.attn_matrix + dm.attn_small + 4.0 * h + h * shape->experts +
+            (routed + shape->shared_experts) * pp_memory_expert_params(shape, &dm);
+        params += (n_layers - n_dense) * moe_block;
+    }
+    return params + n_dense * dense_block;
 }
 
-double pp_memory_unit_act_bytes(const PpMemoryModel *model, int32_t n_layers, gboolean last) {
-    return n_layers * model->layer_act_bytes + (last ? model->logits_bytes : 0.0);
+int32_t pp_memory_moe_layers(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers) {
+    int64_t end = (int64_t)layer_begin + n_layers;
+    int64_t first = MAX((int64_t)layer_begin, (int64_t)model->first_moe_layer);
+    return end > first ? (int32_t)(end - first) : 0;
 }
 
-double pp_memory_unit_act_b_bytes(const PpMemoryModel *model, int32_t n_layers, gboolean last) {
-    return n_layers * model->layer_act_b_bytes + (last ? model->logits_bytes : 0.0);
+/* @dense_value per dense block plus @moe_value per MoE block of the span (the MoE term
+ * only when there is one, so that a dense model's sums are the plain product). */
+static double pp_memory_span(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
+                             double dense_value, double moe_value) {
+    int32_t n_moe = pp_memory_moe_layers(model, layer_begin, n_layers);
+    double  sum = (n_layers - n_moe) * dense_value;
+    return n_moe > 0 ? sum + n_moe * moe_value : sum;
 }
 
-void pp_memory_vstage_bytes(const PpMemoryModel *model, int32_t n_layers, gboolean first,
-                            gboolean last, int32_t live_units, int32_t extra_versions,
-                            PpMemoryBytes *bytes) {
-    double params = pp_memory_vstage_params(model, n_layers, first, last);
+double pp_memory_vstage_params(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
+                               gboolean first, gboolean last) {
+    return pp_memory_span(model, layer_begin, n_layers, model->layer_params,
+                          model->moe_layer_params) +
+           (first ? model->embed_params : 0.0) + (last ? model->head_params : 0.0);
+}
+
+double pp_memory_unit_act_bytes(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
+                                gboolean last) {
+    return pp_memory_span(model, layer_begin, n_layers, model->layer_act_bytes,
+                          model->moe_layer_act_bytes) +
+           (last ? model->logits_bytes : 0.0);
+}
+
+double pp_memory_unit_act_b_bytes(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
+                                  gboolean last) {
+    return pp_memory_span(model, layer_begin, n_layers, model->layer_act_b_bytes,
+                          model->moe_layer_act_b_bytes) +
+           (last ? model->logits_bytes : 0.0);
+}
+
+void pp_memory_vstage_bytes(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
+                            gboolean first, gboolean last, int32_t live_units,
+                            int32_t extra_versions, PpMemoryBytes *bytes) {
+    double params = pp_memory_vstage_params(model, layer_begin, n_layers, first, last);
     bytes->static_bytes = llround(params * model->weights_bpp) +
-                          llround(params * PP_MEMORY_GRADS_BYTES_PER_PARAM) +
-                          llround(params * model->optim_bpp);
+                          llround(params * model->grads_bpp) + llround(params * model->optim_bpp);
     bytes->stash_bytes =
         (int64_t)extra_versions * llround(params * PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM);
     bytes->act_bytes =
-        (int64_t)live_units * llround(pp_memory_unit_act_bytes(model, n_layers, last));
+        (int64_t)live_units * llround(pp_memory_unit_act_bytes(model, layer_begin, n_layers, last));
     bytes->total_bytes = bytes->static_bytes + bytes->stash_bytes + bytes->act_bytes;
 }

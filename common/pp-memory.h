@@ -52,6 +52,28 @@ typedef struct {
     double   head_dim;   /* d; 0: hidden / heads */
     double   ffn_hidden; /* f; 0: 4 * hidden */
     gboolean ffn_gated;  /* SwiGLU: three h x f matrices (gate, up, down) instead of two */
+    /* Multi-head latent attention (DeepSeek-V2/V3, [model] attention = mla): queries and
+     * keys/values pass through low-rank latents; kv_heads and head_dim are then unused. */
+    gboolean mla;
+    double   q_lora_rank;      /* r_q: query latent width; 0: queries straight from h */
+    double   kv_lora_rank;     /* r_kv: key/value latent width */
+    double   qk_nope_head_dim; /* per-head query/key width without rotary embedding */
+    double   qk_rope_head_dim; /* per-head rotary width (the rotary key is shared by heads) */
+    double   v_head_dim;       /* per-head value width */
+    /* Mixture of experts ([model] experts > 0): every layer from dense_layers on replaces its
+     * FFN by a router of E logits, E routed experts (each token goes to K of them) and S
+     * shared experts, all gelu or swiglu of width expert_ffn_hidden. */
+    double  experts;           /* E; 0: dense model */
+    double  experts_per_token; /* K */
+    double  shared_experts;    /* S */
+    double  expert_ffn_hidden; /* f_e */
+    int32_t dense_layers;      /* leading dense layers */
+    double  expert;            /* EP ranks sharing the routed experts (0 or 1: none) */
+    double  expert_tensor;     /* ranks splitting each routed expert (0 or 1: none) */
+    double  fsdp_shards;       /* ZeRO-3: ranks sharding the bf16 weights and gradients too
+                                  (with the master weights and moments; 0 or 1: none) */
+    double context;            /* C context-parallel ranks, each holding s/C tokens of every
+                                  sequence: activations and logits / C (0 or 1: none) */
 } PpMemoryShape;
 
 /* Per-part quantities of the model on one GPU (parameters, bytes per live micro-batch): with
@@ -62,9 +84,15 @@ typedef struct {
                                  + (a + 2k)d + 2h + (f or 2f) + 4h, all over T */
     double embed_params;      /* (V h + s h) / T (virtual stage 0) */
     double head_params;       /* final LayerNorm + untied head: (V h + 2h) / T (last vstage) */
-    double weights_bpp;       /* bytes per parameter: bf16 copy + master (sharded by ZeRO-1) */
+    double weights_bpp;       /* bytes per parameter: bf16 copy + master (sharded by ZeRO-1;
+                                 both by ZeRO-3) */
+    double grads_bpp;         /* bf16 gradients (sharded by ZeRO-3) */
     double optim_bpp;         /* Adam moments (sharded by ZeRO-1) */
     double state_bpp;         /* weights + gradients + optimizer */
+    double fsdp_buffer_bytes; /* ZeRO-3 (fsdp_shards > 1): per device, the gathered bf16
+                                 weights of the current and the prefetched block and one
+                                 block's gradients before their reduce-scatter, 3 x 2 bytes x
+                                 the largest block's unsharded parameters; else 0 */
     double layer_act_bytes;   /* activations of one block per live micro-batch, M_F: without
                                  T, recomputation or flash sb(34h + 5as) for GPT-2's layer,
                                  sb(10h + 4(ad + kd) + 4f (gelu) or 6f (swiglu) + 5as) in
@@ -72,25 +100,54 @@ typedef struct {
     double layer_act_b_bytes; /* the part a split backward frees at B, M_B: sb(2h + 5as) in the
                                  plain case; W frees the rest */
     double logits_bytes;      /* fp32 logits per live micro-batch, 4bsV / T (last vstage) */
+    /* An MoE block (layers >= first_moe_layer; G_MAXINT32 for a dense model): attention, S
+     * shared experts and LayerNorms over T, the router replicated, the E routed experts over
+     * expert x expert_tensor ranks; activations as a dense block's with the FFN's replaced by
+     * K + S experts' and the routed tokens' copies (pp-memory.c). */
+    int32_t first_moe_layer;
+    double  moe_layer_params;
+    double  moe_layer_act_bytes;
+    double  moe_layer_act_b_bytes;
 } PpMemoryModel;
 
 void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model);
 
-/* Weights of one block's matrix products, the whole layer (not split over T):
- * QKV h(a + 2k)d + output projection adh + FFN 2hf (gelu) or 3hf (swiglu); 12h^2 for GPT-2's
- * layer. A forward pass costs 2 FLOPs per such weight and token. */
+/* Weights of one dense block's matrix products, the whole layer (not split over T):
+ * attention (pp_memory_attention_matrix_params()) + FFN 2hf (gelu) or 3hf (swiglu); 12h^2 for
+ * GPT-2's layer. A forward pass costs 2 FLOPs per such weight and token. */
 double pp_memory_layer_matrix_params(const PpMemoryShape *shape);
-/* Query width a * d of one block (h for GPT-2's layer): the attention scores and the weighted
- * sum cost 2bs^2 * ad FLOPs each in the forward. */
+/* Weights of one block's attention matrices: multi-head or grouped-query QKV h(a + 2k)d +
+ * output projection adh; MLA h r_q + r_q a(d_nope + d_rope) (or h a(d_nope + d_rope) without
+ * a query latent) + h(r_kv + d_rope) + r_kv a(d_nope + d_v) + a d_v h. */
+double pp_memory_attention_matrix_params(const PpMemoryShape *shape);
+/* Weights of one MoE block's matrix products: attention + router hE + (E + S) experts of
+ * n_ffn h f_e (@active FALSE, the total) or K + S of them (@active TRUE, what one token
+ * runs through: a forward costs 2 FLOPs per active weight and token). */
+double pp_memory_moe_layer_matrix_params(const PpMemoryShape *shape, gboolean active);
+/* Query/key plus value width a(d_qk + d_v) of one block (2h for GPT-2's layer, d_qk = d_v =
+ * d; MLA d_qk = d_nope + d_rope): the attention scores and the weighted sum cost
+ * 2bs^2 a(d_qk + d_v) FLOPs in the forward, all scores counted. */
 double pp_memory_attention_width(const PpMemoryShape *shape);
+/* Key plus value width per token that ring attention passes between context-parallel ranks:
+ * 2kd (MLA: the a heads' materialised keys and values, a(d_qk + d_v)). */
+double pp_memory_kv_width(const PpMemoryShape *shape);
+/* The whole model's parameters as the memory model counts them (embeddings, blocks with their
+ * small terms, final LayerNorm and untied head, unsplit) for @n_layers blocks: every one
+ * (@active FALSE) or those one token runs through (@active TRUE: K + S experts per MoE
+ * block). */
+double pp_memory_model_params(const PpMemoryShape *shape, int32_t n_layers, gboolean active);
 
-/* Parameters of a virtual stage of @n_layers blocks (+ embeddings when @first, + head when
- * @last). */
-double pp_memory_vstage_params(const PpMemoryModel *model, int32_t n_layers, gboolean first,
-                               gboolean last);
+/* Parameters of a virtual stage of @n_layers blocks from block @layer_begin (+ embeddings when
+ * @first, + head when @last). */
+double pp_memory_vstage_params(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
+                               gboolean first, gboolean last);
 /* Activation bytes of one live (micro-batch, virtual stage) unit, and the part B frees. */
-double pp_memory_unit_act_bytes(const PpMemoryModel *model, int32_t n_layers, gboolean last);
-double pp_memory_unit_act_b_bytes(const PpMemoryModel *model, int32_t n_layers, gboolean last);
+double pp_memory_unit_act_bytes(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
+                                gboolean last);
+double pp_memory_unit_act_b_bytes(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
+                                  gboolean last);
+/* How many of the @n_layers blocks from @layer_begin are MoE blocks. */
+int32_t pp_memory_moe_layers(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers);
 
 /* A virtual stage's predicted peak bytes by category. */
 typedef struct {
@@ -100,11 +157,12 @@ typedef struct {
     int64_t total_bytes;  /* the sum */
 } PpMemoryBytes;
 
-/* The predicted peak of a virtual stage holding @n_layers blocks (+ the ends) with @live_units
- * micro-batches' activations alive at once and @extra_versions stashed weight versions beyond
- * the current one: each category rounded to whole bytes as the simulator rounds it. */
-void pp_memory_vstage_bytes(const PpMemoryModel *model, int32_t n_layers, gboolean first,
-                            gboolean last, int32_t live_units, int32_t extra_versions,
-                            PpMemoryBytes *bytes);
+/* The predicted peak of a virtual stage holding @n_layers blocks from @layer_begin (+ the
+ * ends) with @live_units micro-batches' activations alive at once and @extra_versions stashed
+ * weight versions beyond the current one: each category rounded to whole bytes as the
+ * simulator rounds it. */
+void pp_memory_vstage_bytes(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
+                            gboolean first, gboolean last, int32_t live_units,
+                            int32_t extra_versions, PpMemoryBytes *bytes);
 
 G_END_DECLS

@@ -12,34 +12,151 @@
 
 #define PP_GIB ((int64_t)1 << 30)
 
-/* Columns: name, layers, hidden, heads, seq_len, vocab[, kv_heads, ffn_hidden, ffn_gated]. */
+/* A dense multi-head or grouped-query shape: name, layers, hidden, heads, seq_len, vocab,
+ * kv_heads, ffn_hidden, ffn_gated (0, 0, FALSE: GPT-2's layer); the fields it leaves out are
+ * 0. The mixtures of experts below name every field they set. */
+#define PP_DENSE(n, L, h, a, s, V, k, f, gated)                                                    \
+    {                                                                                              \
+        .name = n, .layers = L, .hidden = h, .heads = a, .seq_len = s, .vocab = V, .kv_heads = k,  \
+        .ffn_hidden = f, .ffn_gated = gated                                                        \
+    }
+
 static const PpModelPreset pp_model_presets[] = {
     /* HF "gpt2" config.json: n_layer, n_embd, n_head, n_positions, vocab_size */
-    {"gpt2", 12, 768, 12, 1024, 50257, 0, 0, FALSE},
+    PP_DENSE("gpt2", 12, 768, 12, 1024, 50257, 0, 0, FALSE),
     /* HF "gpt2-medium" config: same fields; the PACI paper's model (docs/design.md §6.1) */
-    {"gpt2-medium", 24, 1024, 16, 1024, 50257, 0, 0, FALSE},
+    PP_DENSE("gpt2-medium", 24, 1024, 16, 1024, 50257, 0, 0, FALSE),
     /* HF "gpt2-large" config: same fields as above */
-    {"gpt2-large", 36, 1280, 20, 1024, 50257, 0, 0, FALSE},
+    PP_DENSE("gpt2-large", 36, 1280, 20, 1024, 50257, 0, 0, FALSE),
     /* HF "gpt2-xl" config: same fields as above */
-    {"gpt2-xl", 48, 1600, 25, 1024, 50257, 0, 0, FALSE},
+    PP_DENSE("gpt2-xl", 48, 1600, 25, 1024, 50257, 0, 0, FALSE),
     /* zero-bubble paper 1.5B (docs/design.md §6.2): layers, hidden, heads, seq 1024; GPT-2 vocab */
-    {"zb-1.5b", 24, 2304, 24, 1024, 50257, 0, 0, FALSE},
+    PP_DENSE("zb-1.5b", 24, 2304, 24, 1024, 50257, 0, 0, FALSE),
     /* zero-bubble paper 6.2B: as above */
-    {"zb-6.2b", 32, 4096, 32, 1024, 50257, 0, 0, FALSE},
+    PP_DENSE("zb-6.2b", 32, 4096, 32, 1024, 50257, 0, 0, FALSE),
     /* zero-bubble paper 14.6B: as above */
-    {"zb-14.6b", 48, 5120, 40, 1024, 50257, 0, 0, FALSE},
+    PP_DENSE("zb-14.6b", 48, 5120, 40, 1024, 50257, 0, 0, FALSE),
     /* zero-bubble paper 28.3B: as above */
-    {"zb-28.3b", 64, 6144, 48, 1024, 50257, 0, 0, FALSE},
+    PP_DENSE("zb-28.3b", 64, 6144, 48, 1024, 50257, 0, 0, FALSE),
     /* Llama 3 (Meta, "The Llama 3 Herd of Models", 2024, Table 3: layers, model dimension,
      * FFN dimension, attention heads, key/value heads; SwiGLU) with the released model
      * configs' vocab_size 128256 (the paper's 128K tokens plus special tokens) and the
      * pre-training sequence length of 8192 tokens (§3.4.1, after a first stretch at 4096);
      * head width 128 = hidden / heads. */
-    {"llama3-8b", 32, 4096, 32, 8192, 128256, 8, 14336, TRUE},
+    PP_DENSE("llama3-8b", 32, 4096, 32, 8192, 128256, 8, 14336, TRUE),
     /* Llama 3 70B: as above */
-    {"llama3-70b", 80, 8192, 64, 8192, 128256, 8, 28672, TRUE},
-    /* Llama 3 405B: as above */
-    {"llama3-405b", 126, 16384, 128, 8192, 128256, 8, 53248, TRUE},
+    PP_DENSE("llama3-70b", 80, 8192, 64, 8192, 128256, 8, 28672, TRUE),
+    /* Llama 3 405B: as above (the released config's intermediate_size is the same 53248) */
+    PP_DENSE("llama3-405b", 126, 16384, 128, 8192, 128256, 8, 53248, TRUE),
+    /* Mixtral 8x7B (Jiang et al., "Mixtral of Experts", 2024, Table 1; HF
+     * mistralai/Mixtral-8x7B-v0.1 config.json: num_hidden_layers 32, hidden_size 4096,
+     * num_attention_heads 32, num_key_value_heads 8, head_dim 128, intermediate_size 14336,
+     * num_local_experts 8, num_experts_per_tok 2, vocab_size 32000, the paper's context
+     * 32768); 46.7B parameters, 12.9B active (the paper's figures) */
+    {.name = "mixtral-8x7b",
+     .layers = 32,
+     .hidden = 4096,
+     .heads = 32,
+     .seq_len = 32768,
+     .vocab = 32000,
+     .kv_heads = 8,
+     .ffn_hidden = 14336,
+     .ffn_gated = TRUE,
+     .head_dim = 128,
+     .experts = 8,
+     .experts_per_token = 2},
+    /* Mixtral 8x22B (Mistral AI's release; HF mistral-community/Mixtral-8x22B-v0.1 config:
+     * 56 layers, hidden_size 6144, 48 heads, 8 key/value heads, intermediate_size 16384, 8
+     * experts of which 2 per token, vocab_size 32000, context 65536); 141B total, 39B active */
+    {.name = "mixtral-8x22b",
+     .layers = 56,
+     .hidden = 6144,
+     .heads = 48,
+     .seq_len = 65536,
+     .vocab = 32000,
+     .kv_heads = 8,
+     .ffn_hidden = 16384,
+     .ffn_gated = TRUE,
+     .head_dim = 128,
+     .experts = 8,
+     .experts_per_token = 2},
+    /* Qwen3-30B-A3B (Qwen3 Technical Report, 2025, Table 2; HF Qwen/Qwen3-30B-A3B config:
+     * num_hidden_layers 48, hidden_size 2048, num_attention_heads 32, num_key_value_heads 4,
+     * head_dim 128, 128 experts (num_experts) of moe_intermediate_size 768, 8 per token, no
+     * shared expert, vocab_size 151936, untied head; pre-training sequence 4096, report
+     * §3.1); 30.5B total, 3.3B active */
+    {.name = "qwen3-30b-a3b",
+     .layers = 48,
+     .hidden = 2048,
+     .heads = 32,
+     .seq_len = 4096,
+     .vocab = 151936,
+     .kv_heads = 4,
+     .ffn_hidden = 6144,
+     .ffn_gated = TRUE,
+     .head_dim = 128,
+     .experts = 128,
+     .experts_per_token = 8,
+     .expert_ffn_hidden = 768},
+    /* Qwen3-235B-A22B (as above; HF Qwen/Qwen3-235B-A22B config: 94 layers, hidden 4096, 64
+     * heads, 4 key/value heads, head_dim 128, 128 experts of 1536, 8 per token); 235B total,
+     * 22B active */
+    {.name = "qwen3-235b-a22b",
+     .layers = 94,
+     .hidden = 4096,
+     .heads = 64,
+     .seq_len = 4096,
+     .vocab = 151936,
+     .kv_heads = 4,
+     .ffn_hidden = 12288,
+     .ffn_gated = TRUE,
+     .head_dim = 128,
+     .experts = 128,
+     .experts_per_token = 8,
+     .expert_ffn_hidden = 1536},
+    /* DeepSeek-V3 (DeepSeek-V3 Technical Report, 2024, §4.2; HF deepseek-ai/DeepSeek-V3
+     * config.json: num_hidden_layers 61, hidden_size 7168, num_attention_heads 128,
+     * q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64,
+     * v_head_dim 128, first_k_dense_replace 3 with intermediate_size 18432, n_routed_experts
+     * 256 of moe_intermediate_size 2048, num_experts_per_tok 8, n_shared_experts 1,
+     * vocab_size 129280; pre-training sequence 4096, §4.2); 671B total, 37B active, without
+     * the multi-token-prediction module */
+    {.name = "deepseek-v3",
+     .layers = 61,
+     .hidden = 7168,
+     .heads = 128,
+     .seq_len = 4096,
+     .vocab = 129280,
+     .ffn_hidden = 18432,
+     .ffn_gated = TRUE,
+     .q_lora_rank = 1536,
+     .kv_lora_rank = 512,
+     .qk_nope_head_dim = 128,
+     .qk_rope_head_dim = 64,
+     .v_head_dim = 128,
+     .experts = 256,
+     .experts_per_token = 8,
+     .shared_experts = 1,
+     .expert_ffn_hidden = 2048,
+     .dense_layers = 3},
+    /* gpt-oss-120b (OpenAI, "gpt-oss-120b & gpt-oss-20b Model Card", 2025; HF
+     * openai/gpt-oss-120b config.json: num_hidden_layers 36, hidden_size 2880,
+     * num_attention_heads 64, num_key_value_heads 8, head_dim 64, num_local_experts 128 of
+     * intermediate_size 2880, experts_per_token 4, vocab_size 201088, initial_context_length
+     * 4096); 116.8B total, 5.1B active (without the embedding table). Its alternating banded
+     * attention (window 128) is counted as full attention. */
+    {.name = "gpt-oss-120b",
+     .layers = 36,
+     .hidden = 2880,
+     .heads = 64,
+     .seq_len = 4096,
+     .vocab = 201088,
+     .kv_heads = 8,
+     .ffn_hidden = 2880,
+     .ffn_gated = TRUE,
+     .head_dim = 64,
+     .experts = 128,
+     .experts_per_token = 4},
 };
 
 static const PpHardwarePreset pp_hardware_presets[] = {

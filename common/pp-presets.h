@@ -10,8 +10,10 @@
 
 G_BEGIN_DECLS
 
-/* A decoder shape (the fields of [model]). The last three are 0 (FALSE) for GPT-2's layer:
- * the scenario then derives kv_heads = heads and ffn_hidden = 4 * hidden, with ffn = gelu. */
+/* A decoder shape (the fields of [model]). The fields after vocab are 0 (FALSE) for GPT-2's
+ * layer: the scenario then derives kv_heads = heads, head_dim = hidden / heads and ffn_hidden =
+ * 4 * hidden, with ffn = gelu, attention = mha and no experts. kv_lora_rank > 0 selects
+ * attention = mla; experts > 0 a mixture of experts (expert_ffn_hidden 0: ffn_hidden). */
 typedef struct {
     const char *name;
     int32_t     layers;     /* transformer blocks L */
@@ -22,6 +24,9 @@ typedef struct {
     int32_t     kv_heads;   /* key/value heads (grouped-query attention); 0: heads */
     int32_t     ffn_hidden; /* FFN inner width; 0: 4 * hidden */
     gboolean    ffn_gated;  /* TRUE: SwiGLU (ffn = swiglu) */
+    int32_t     head_dim;   /* width of one head; 0: hidden / heads */
+    int32_t     q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+    int32_t     experts, experts_per_token, shared_experts, expert_ffn_hidden, dense_layers;
 } PpModelPreset;
 
 /* One accelerator, its node and its two link classes (the fields of [hardware] except

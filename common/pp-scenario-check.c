@@ -10,8 +10,7 @@
 
 /* --- derived values and consistency --- */
 
-static gboolean G_GNUC_PRINTF(3, 4)
-    pp_scenario_inconsistent(const PpScenario *sc, GError **error, const char *fmt, ...) {
+gboolean pp_scenario_inconsistent(const PpScenario *sc, GError **error, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     g_autofree char *msg = g_strdup_vprintf(fmt, ap);
@@ -186,18 +185,19 @@ static gboolean pp_scenario_check_layout(PpScenario *sc, GError **error) {
     if (gpus > G_MAXINT32)
         return pp_scenario_inconsistent(
             sc, error,
-            "[parallel] data = %d times tensor = %d times [pipeline] "
+            "[parallel] data = %d times tensor = %d times context = %d times [pipeline] "
             "stages = %d is %" G_GINT64_FORMAT " GPUs, more than %d; lower one of them",
-            par->data, par->tensor, sc->pipeline.stages, gpus, G_MAXINT32);
+            par->data, par->tensor, par->context, sc->pipeline.stages, gpus, G_MAXINT32);
     if (hw->devices < 0)
         hw->devices = (int32_t)gpus;
     if (hw->devices < gpus)
         return pp_scenario_inconsistent(
             sc, error,
             "[hardware] devices = %d is fewer than the %" G_GINT64_FORMAT
-            " GPUs of the layout ([parallel] data = %d x tensor = %d x [pipeline] stages = %d); "
-            "each stage of each replica needs its own devices; raise devices or omit it",
-            hw->devices, gpus, par->data, par->tensor, sc->pipeline.stages);
+            " GPUs of the layout ([parallel] data = %d x tensor = %d x context = %d x "
+            "[pipeline] stages = %d); each stage of each replica needs its own devices; raise "
+            "devices or omit it",
+            hw->devices, gpus, par->data, par->tensor, par->context, sc->pipeline.stages);
     if (hw->gpus_per_node < 0)
         hw->gpus_per_node = hw->devices; /* one node */
     if (hw->internode_bw_bytes_per_s < 0.0)
@@ -250,7 +250,7 @@ gboolean pp_scenario_check(PpScenario *sc, GError **error) {
     p->mb_per_step = pp_sched_kind_mb_per_step(p->kind, p->microbatches, p->accumulation);
     const PpSchedKindInfo *kind = p->kind;
 
-    if (!pp_scenario_derive_layer(sc, error))
+    if (!pp_scenario_derive_layer(sc, error) || !pp_scenario_check_blocks(sc, error))
         return FALSE;
     if (p->stages > m->layers)
         return pp_scenario_inconsistent(sc, error,

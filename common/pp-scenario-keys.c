@@ -30,6 +30,7 @@ static const char *const pp_precision_choices[] = {"fp32", "bf16", NULL};
 static const char *const pp_ffn_choices[] = {"gelu", "swiglu", NULL};
 static const char *const pp_model_precision_choices[] = {"bf16", "fp8", NULL};
 static const char *const pp_attention_flops_choices[] = {"full", "causal", NULL};
+static const char *const pp_attention_choices[] = {"mha", "mla", NULL};
 
 #define PP_OFF(field) offsetof(PpScenario, field)
 
@@ -104,6 +105,31 @@ const PpScenarioKey pp_scenario_keys[] = {
             "attention score FLOPs (simulator): full counts and computes all s x s scores "
             "(Megatron's convention), causal half of them (a causal kernel skips the masked "
             "half)"),
+    PP_ENUM("model", "attention", model.attention, "mha", pp_attention_choices,
+            "attention block: mha (multi-head or grouped-query: kv_heads, head_dim) or mla "
+            "(DeepSeek's multi-head latent attention: the five keys below)"),
+    PP_INT("model", "q_lora_rank", model.q_lora_rank, "0", 0, PP_DIM_MAX, 0,
+           "mla: query latent width; 0: queries projected straight from hidden"),
+    PP_INT("model", "kv_lora_rank", model.kv_lora_rank, "0", 0, PP_DIM_MAX, 0,
+           "mla: key/value latent width (> 0 with mla)"),
+    PP_INT("model", "qk_nope_head_dim", model.qk_nope_head_dim, "0", 0, PP_DIM_MAX, 0,
+           "mla: per-head query/key width without rotary embedding (> 0 with mla)"),
+    PP_INT("model", "qk_rope_head_dim", model.qk_rope_head_dim, "0", 0, PP_DIM_MAX, 0,
+           "mla: per-head rotary query/key width, the rotary key shared by all heads"),
+    PP_INT("model", "v_head_dim", model.v_head_dim, "0", 0, PP_DIM_MAX, 0,
+           "mla: per-head value width (> 0 with mla)"),
+    PP_INT("model", "experts", model.experts, "0", 0, PP_DIM_MAX, 0,
+           "routed experts per mixture-of-experts layer; 0: a dense model"),
+    PP_INT("model", "experts_per_token", model.experts_per_token, "0", 0, PP_DIM_MAX, 0,
+           "routed experts each token runs through, 1..experts (with experts > 0)"),
+    PP_INT("model", "shared_experts", model.shared_experts, "0", 0, PP_DIM_MAX, 0,
+           "experts every token runs through besides the routed ones"),
+    PP_INT("model", "expert_ffn_hidden", model.expert_ffn_hidden, NULL, 1, PP_FFN_MAX,
+           PP_KEY_DERIVED,
+           "one expert's FFN inner width (ffn and its gating apply); absent: "
+           "ffn_hidden"),
+    PP_INT("model", "dense_layers", model.dense_layers, "0", 0, PP_PARTITION_MAX_LAYERS, 0,
+           "leading dense layers (FFN of ffn_hidden) before the mixture-of-experts layers"),
 
     PP_TEXT("hardware", "preset", PP_KEY_HARDWARE_PRESET, hardware.preset, NULL, PP_KEY_OPTIONAL,
             "named device that fills this section; the keys below override it"),
@@ -179,6 +205,21 @@ const PpScenarioKey pp_scenario_keys[] = {
             "false", 0,
             "ZeRO-1: fp32 master weights and Adam moments sharded over the data replicas "
             "(simulator)"),
+    PP_TEXT("parallel", "fsdp", PP_KEY_BOOL, parallel.fsdp, "false", 0,
+            "fully sharded data parallelism (ZeRO-3, simulator): weights, gradients and Adam's "
+            "state sharded over data x context; each layer's weights are all-gathered for its "
+            "forward and backward and its gradients reduce-scattered, overlapped with the "
+            "neighbouring layers' compute"),
+    PP_INT("parallel", "context", parallel.context, "1", 1, PP_TENSOR_MAX, 0,
+           "context-parallel ranks C, each holding 1/C of every sequence; ring attention "
+           "passes key/value blocks between them (simulator)"),
+    PP_INT("parallel", "expert", parallel.expert, "1", 1, PP_REPLICAS_MAX, 0,
+           "expert-parallel ranks EP sharing each MoE layer's routed experts, out of tensor x "
+           "data (simulator)"),
+    PP_INT("parallel", "expert_tensor", parallel.expert_tensor, NULL, 1, PP_TENSOR_MAX,
+           PP_KEY_DERIVED,
+           "ranks splitting each routed expert's FFN; expert x expert_tensor divides tensor x "
+           "data (simulator); absent: tensor"),
     PP_TEXT("parallel", "overlap_grad_reduce", PP_KEY_BOOL, parallel.overlap_grad_reduce, "false",
             0,
             "the data-parallel gradient all-reduce starts layer by layer during a chunk's last "
@@ -486,6 +527,19 @@ static void pp_scenario_apply_model_preset(PpScenario *sc, const PpModelPreset *
     sc->model.ffn_hidden = p->ffn_hidden > 0 ? p->ffn_hidden : -1;
     g_free(sc->model.ffn);
     sc->model.ffn = g_strdup(pp_ffn_choices[p->ffn_gated ? 1 : 0]);
+    sc->model.head_dim = p->head_dim > 0 ? p->head_dim : -1;
+    g_free(sc->model.attention);
+    sc->model.attention = g_strdup(pp_attention_choices[p->kv_lora_rank > 0 ? 1 : 0]);
+    sc->model.q_lora_rank = p->q_lora_rank;
+    sc->model.kv_lora_rank = p->kv_lora_rank;
+    sc->model.qk_nope_head_dim = p->qk_nope_head_dim;
+    sc->model.qk_rope_head_dim = p->qk_rope_head_dim;
+    sc->model.v_head_dim = p->v_head_dim;
+    sc->model.experts = p->experts;
+    sc->model.experts_per_token = p->experts_per_token;
+    sc->model.shared_experts = p->shared_experts;
+    sc->model.expert_ffn_hidden = p->expert_ffn_hidden > 0 ? p->expert_ffn_hidden : -1;
+    sc->model.dense_layers = p->dense_layers;
 }
 
 static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePreset *p) {

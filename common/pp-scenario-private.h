@@ -121,6 +121,12 @@ char *pp_scenario_key_expected(const PpScenarioKey *k);
 gboolean pp_scenario_parse_value(PpScenario *sc, const PpScenarioKey *k, const char *value,
                                  const char *origin, const char *base_dir, GError **error);
 
+/* Sets @error to PP_SCENARIO_ERROR_INCONSISTENT, "PATH: message"; returns FALSE. */
+gboolean G_GNUC_PRINTF(3, 4)
+    pp_scenario_inconsistent(const PpScenario *sc, GError **error, const char *fmt, ...);
+/* The attention and mixture-of-experts keys against each other and the layout
+ * (pp-scenario-blocks.c); derives expert_ffn_hidden and parallel.expert_tensor. */
+gboolean pp_scenario_check_blocks(PpScenario *sc, GError **error);
 /* Resolves pipeline.kind and mb_per_step, derives the absent values and checks the keys against
  * each other (PP_SCENARIO_ERROR_*). */
 gboolean pp_scenario_check(PpScenario *sc, GError **error);

@@ -432,11 +432,32 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .tensor = par->tensor,
                              .sequence_parallel = par->sequence_parallel,
                              .recompute = pp_scenario_recompute(scenario),
-                             .zero_shards = par->distributed_optimizer ? par->data : 1,
+                             .zero_shards = par->distributed_optimizer || par->fsdp
+                                                ? (double)par->data * par->context
+                                                : 1,
                              .kv_heads = scenario->model.kv_heads,
                              .head_dim = scenario->model.head_dim,
                              .ffn_hidden = scenario->model.ffn_hidden,
-                             .ffn_gated = pp_scenario_ffn_gated(scenario)};
+                             .ffn_gated = pp_scenario_ffn_gated(scenario),
+                             .mla = pp_scenario_attention_mla(scenario),
+                             .q_lora_rank = scenario->model.q_lora_rank,
+                             .kv_lora_rank = scenario->model.kv_lora_rank,
+                             .qk_nope_head_dim = scenario->model.qk_nope_head_dim,
+                             .qk_rope_head_dim = scenario->model.qk_rope_head_dim,
+                             .v_head_dim = scenario->model.v_head_dim,
+                             .experts = scenario->model.experts,
+                             .experts_per_token = scenario->model.experts_per_token,
+                             .shared_experts = scenario->model.shared_experts,
+                             .expert_ffn_hidden = scenario->model.expert_ffn_hidden,
+                             .dense_layers = scenario->model.dense_layers,
+                             .expert = par->expert,
+                             .expert_tensor = par->expert_tensor,
+                             .fsdp_shards = par->fsdp ? (double)par->data * par->context : 1,
+                             .context = par->context};
+}
+
+gboolean pp_scenario_attention_mla(const PpScenario *scenario) {
+    return g_strcmp0(scenario->model.attention, "mla") == 0;
 }
 
 gboolean pp_scenario_ffn_gated(const PpScenario *scenario) {
@@ -453,7 +474,8 @@ gboolean pp_scenario_attention_causal(const PpScenario *scenario) {
 
 int64_t pp_scenario_gpus(const PpScenario *scenario) {
     /* each factor <= 2^20 or < 2^31 (key ranges): the product fits int64_t */
-    return (int64_t)scenario->parallel.data * scenario->parallel.tensor * scenario->pipeline.stages;
+    return (int64_t)scenario->parallel.data * scenario->parallel.tensor *
+           scenario->parallel.context * scenario->pipeline.stages;
 }
 
 /* Entry @stage of a list of @n values (its only one when @n is 1), or @fallback when absent. */

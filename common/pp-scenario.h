@@ -35,6 +35,19 @@ typedef struct {
     int32_t ffn_hidden;      /* FFN inner width (default 4 * hidden) */
     char   *precision;       /* "bf16" or "fp8": the layers' matrix products (simulator) */
     char   *attention_flops; /* "full" (every s x s score counted) or "causal" (half) */
+    /* Multi-head latent attention (DeepSeek-V3's names; sim/README.md, "Model shapes"). */
+    char   *attention;        /* "mha" (multi-head or grouped-query) or "mla" */
+    int32_t q_lora_rank;      /* query latent width; 0: queries straight from hidden */
+    int32_t kv_lora_rank;     /* key/value latent width */
+    int32_t qk_nope_head_dim; /* per-head query/key width without rotary embedding */
+    int32_t qk_rope_head_dim; /* per-head rotary width */
+    int32_t v_head_dim;       /* per-head value width */
+    /* Mixture of experts (experts 0: dense). */
+    int32_t experts;           /* routed experts per MoE layer */
+    int32_t experts_per_token; /* routed experts each token runs through */
+    int32_t shared_experts;    /* experts every token runs through */
+    int32_t expert_ffn_hidden; /* one expert's FFN inner width */
+    int32_t dense_layers;      /* leading dense layers before the MoE layers */
 } PpModelParams;
 
 typedef struct {
@@ -96,6 +109,13 @@ typedef struct {
                                        over the D replicas */
     gboolean overlap_grad_reduce;   /* the gradient all-reduce starts layer by layer during
                                        the last backward instead of after it */
+    gboolean fsdp;                  /* ZeRO-3: weights, gradients and optimizer state sharded
+                                       over data x context, each layer gathered per pass */
+    int32_t context;                /* C: context-parallel ranks, each holding 1/C of every
+                                       sequence (ring attention; sim/README.md) */
+    int32_t expert;                 /* EP: ranks sharing an MoE layer's routed experts, carved
+                                       out of tensor x data (sim/README.md) */
+    int32_t expert_tensor;          /* ranks splitting each routed expert (default tensor) */
 } PpParallelParams;
 
 typedef struct {
@@ -295,14 +315,16 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape);
 gboolean pp_scenario_ffn_gated(const PpScenario *scenario);
 /* TRUE when model.precision is fp8. */
 gboolean pp_scenario_precision_fp8(const PpScenario *scenario);
+/* TRUE when model.attention is mla (multi-head latent attention). */
+gboolean pp_scenario_attention_mla(const PpScenario *scenario);
 /* TRUE when model.attention_flops is causal (half the s x s score FLOPs). */
 gboolean pp_scenario_attention_causal(const PpScenario *scenario);
 /* model.recompute as a PpRecompute. */
 PpRecompute pp_scenario_recompute(const PpScenario *scenario);
 /* The model.recompute value of @recompute: "none", "selective" or "full" (static). */
 const char *pp_recompute_name(PpRecompute recompute);
-/* GPUs of the whole job: parallel.data * parallel.tensor * pipeline.stages (checked to fit
- * int32_t when the scenario loads). */
+/* GPUs of the whole job: parallel.data * parallel.tensor * parallel.context *
+ * pipeline.stages (checked to fit int32_t when the scenario loads). */
 int64_t pp_scenario_gpus(const PpScenario *scenario);
 /* pipeline.partition as a PpPartitionMode. */
 PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario);

@@ -44,12 +44,15 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
                     sc->training.steps, sc->optimizer.warmup_steps);
         return FALSE;
     }
-    if (sc->parallel.data != 1 || sc->parallel.tensor != 1) {
+    if (sc->parallel.data != 1 || sc->parallel.tensor != 1 || sc->parallel.context != 1 ||
+        sc->parallel.fsdp) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
-                    "%s: parallel.data=%d, parallel.tensor=%d: pacer-train runs one pipeline "
-                    "with one device per stage; data and tensor parallelism are the "
-                    "simulator's (set both to 1)",
-                    sc->path, sc->parallel.data, sc->parallel.tensor);
+                    "%s: parallel.data=%d, parallel.tensor=%d, parallel.context=%d, "
+                    "parallel.fsdp=%s: pacer-train runs one pipeline with one device per stage; "
+                    "data, tensor and context parallelism and fsdp are the simulator's (set "
+                    "the three to 1 and fsdp to false)",
+                    sc->path, sc->parallel.data, sc->parallel.tensor, sc->parallel.context,
+                    sc->parallel.fsdp ? "true" : "false");
         return FALSE;
     }
     /* The kernels are GPT-2's: multi-head attention of hidden / heads per head and a GELU MLP
@@ -64,6 +67,14 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
                     "simulator's (omit those keys)",
                     sc->path, m->kv_heads, m->head_dim, m->ffn, m->ffn_hidden, m->heads,
                     4 * m->hidden);
+        return FALSE;
+    }
+    if (pp_scenario_attention_mla(sc) || m->experts > 0) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: model.attention=%s, experts=%d: pacer-train trains GPT-2's dense "
+                    "multi-head layer; latent attention and mixtures of experts are the "
+                    "simulator's (use attention = mha, experts = 0)",
+                    sc->path, m->attention, m->experts);
         return FALSE;
     }
     return TRUE;

@@ -34,8 +34,9 @@ static PpMemoryBytes *exec_pipeline_predict_memory(const ExecPipelineParams *par
         int32_t        stage = shape->vstage_stage[vs];
         PpMemoryBytes  b;
         PpMemoryBytes *sum = &stages[stage];
-        pp_memory_vstage_bytes(&model, partition->layer_end[vs] - partition->layer_begin[vs],
-                               vs == 0, vs == shape->n_vstages - 1, act_slots[vs],
+        pp_memory_vstage_bytes(&model, partition->layer_begin[vs],
+                               partition->layer_end[vs] - partition->layer_begin[vs], vs == 0,
+                               vs == shape->n_vstages - 1, act_slots[vs],
                                MAX(versions[stage] - 1, 0), &b);
         sum->static_bytes += b.static_bytes;
         sum->stash_bytes += b.stash_bytes;

@@ -51,6 +51,7 @@ static SimCostModel *sim_cost_alloc(int32_t n_stages, int32_t n_chunks) {
     cost->act_b_bytes = g_new0(int64_t, n_units);
     cost->data_parallel = 1;
     cost->tensor_parallel = 1;
+    cost->context_parallel = 1;
     return cost;
 }
 
@@ -153,19 +154,44 @@ static gboolean sim_cost_check_dim(const PpScenario *scenario, const char *key, 
     return FALSE;
 }
 
+/* What the analytic model charges for one block (dense or MoE), per micro-batch and per GPU
+ * (FLOPs before the tensor split). */
+typedef struct {
+    double flops;                 /* forward FLOPs (model FLOPs: active parameters) */
+    double time_flops;            /* the same, fp8 matrix products counted at the bf16 rate:
+                                     block time = this / (bf16 peak x eff); the partition's cost */
+    double  recompute_flops;      /* what the backward reruns (sim_layout_recompute_flops()) */
+    double  recompute_time_flops; /* the same at the bf16 rate */
+    double  static_bytes;         /* weights + grads + optimizer state */
+    double  act_bytes;            /* activations per live micro-batch */
+    int64_t comm_f_ns;            /* collectives in the forward: tensor, expert all-to-alls */
+    int64_t comm_b_ns;            /* ... and in the input-gradient backward */
+    int64_t comm_w_ns;            /* ... and in the weight-gradient pass (fsdp) */
+} SimCostBlock;
+
 /* What the analytic model charges per layer and for the embeddings and head, per
  * micro-batch and per GPU: the inputs of the layer partition. */
 typedef struct {
-    double layer_flops;        /* forward FLOPs of one block (model FLOPs) */
-    double layer_time_flops;   /* the same, fp8 matrix products counted at the bf16 rate:
-                                  layer time = this / (bf16 peak x eff); the partition's cost */
-    double head_flops;         /* forward FLOPs of the LM head (last virtual stage) */
-    double layer_static_bytes; /* weights + grads + optimizer state of one block */
-    double layer_act_bytes;    /* activations of one block per live micro-batch */
-    double embed_static_bytes; /* embeddings' state (virtual stage 0) */
-    double head_static_bytes;  /* final LayerNorm + head state (last virtual stage) */
-    double logits_bytes;       /* fp32 logits per live micro-batch (last virtual stage) */
+    SimCostBlock dense;              /* blocks before first_moe_layer */
+    SimCostBlock moe;                /* blocks from first_moe_layer on (pp-memory.h) */
+    int32_t      first_moe_layer;    /* G_MAXINT32: a dense model */
+    double       head_flops;         /* forward FLOPs of the LM head (last virtual stage) */
+    double       embed_static_bytes; /* embeddings' state (virtual stage 0) */
+    double       head_static_bytes;  /* final LayerNorm + head state (last virtual stage) */
+    double       logits_bytes;       /* fp32 logits per live micro-batch (last virtual stage) */
+    double       device_bytes;       /* per device besides its stages' (fsdp's gather buffers) */
 } SimCostSplit;
+
+/* The cost of block @layer: dense before split->first_moe_layer, MoE from it on. */
+static const SimCostBlock *sim_cost_block(const SimCostSplit *split, int32_t layer) {
+    return layer < split->first_moe_layer ? &split->dense : &split->moe;
+}
+
+/* @n_dense blocks of @dense plus @n_moe of @moe (the MoE term only when there is one, so
+ * that a dense model's figures are the plain product). */
+static double sim_cost_blocks(int32_t n_dense, double dense, int32_t n_moe, double moe) {
+    return n_moe > 0 ? n_dense * dense + n_moe * moe : n_dense * dense;
+}
 
 /* Checks that every integer the analytic model derives stays within PP_CHECKED_MAX, so that
  * the partition's sums and the engine's totals can be checked in int64: the whole model's
@@ -178,8 +204,10 @@ static gboolean sim_cost_check_magnitudes(const PpScenario *scenario, const SimC
     const PpModelParams    *m = &scenario->model;
     const PpHardwareParams *hw = &scenario->hardware;
     const double            max = (double)PP_CHECKED_MAX, L = m->layers;
-    const double flops = L * MAX(split->layer_flops, split->layer_time_flops) + split->head_flops;
-    const double bytes = L * (split->layer_static_bytes + split->layer_act_bytes) +
+    const SimCostBlock     *big = split->first_moe_layer < m->layers ? &split->moe : &split->dense;
+    const double            flops = L * MAX(big->flops, big->time_flops) + split->head_flops;
+    const double            bytes = L * (MAX(split->dense.static_bytes, split->moe.static_bytes) +
+                              MAX(split->dense.act_bytes, split->moe.act_bytes)) +
                          split->embed_static_bytes + split->head_static_bytes + split->logits_bytes;
     if (!(flops <= max) || !(bytes <= max)) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
@@ -250,7 +278,7 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
     const PpPlacement   placement = pp_sched_kind_placement(scenario->pipeline.schedule);
     g_autofree int64_t *layer_cost = g_new(int64_t, n_layers);
     for (int32_t i = 0; i < n_layers; i++)
-        layer_cost[i] = llround(split->layer_time_flops);
+        layer_cost[i] = llround(sim_cost_block(split, i)->time_flops);
     PpPartitionParams pp = {
         .n_layers = n_layers,
         .n_vstages = n_vstages,
@@ -272,8 +300,8 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
         layer_static = g_new(int64_t, n_layers);
         layer_act = g_new(int64_t, n_layers);
         for (int32_t i = 0; i < n_layers; i++) {
-            layer_static[i] = llround(split->layer_static_bytes);
-            layer_act[i] = llround(split->layer_act_bytes);
+            layer_static[i] = llround(sim_cost_block(split, i)->static_bytes);
+            layer_act[i] = llround(sim_cost_block(split, i)->act_bytes);
         }
         live = g_new(int32_t, n_vstages);
         for (int32_t vs = 0; vs < n_vstages; vs++) {
@@ -283,6 +311,8 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
             live[vs] = (peak + n_chunks - 1) / n_chunks;
         }
         pp.mem_limit_bytes = hw->memory_bytes / n_chunks;
+        if (split->device_bytes > 0.0)
+            pp.mem_limit_bytes = (hw->memory_bytes - llround(split->device_bytes)) / n_chunks;
         pp.layer_static_bytes = layer_static;
         pp.layer_act_bytes = layer_act;
         pp.live_units = live;
@@ -349,6 +379,7 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
     const int32_t n_stages = cost->n_stages, n_units = cost->n_stages * cost->n_chunks;
     cost->data_parallel = scenario->parallel.data;
     cost->tensor_parallel = scenario->parallel.tensor;
+    cost->context_parallel = layout->context;
     if (scenario->parallel.data > 1 && !scenario->hardware.set) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
                     "%s: parallel.data = %d: the gradient all-reduce across replicas needs a "
@@ -367,7 +398,8 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
         cost->comm_inter_latency_ns = layout->inter_latency_ns;
         cost->comm_inter_bytes_per_ns = layout->inter_bytes_per_ns;
     }
-    if (layout->data > 1) {
+    const int32_t replicas = layout->data * layout->context; /* share every stage's weights */
+    if (replicas > 1 && !scenario->parallel.fsdp) {          /* fsdp reduce-scatters per layer */
         cost->dp_sync_ns = g_new(int64_t, n_units);
         cost->dp_pieces = g_new(int32_t, n_units);
         cost->dp_overlap = scenario->parallel.overlap_grad_reduce;
@@ -378,14 +410,105 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
             gboolean intra = node >= 0;
             double   bytes = unit_params[u] * PP_MEMORY_GRADS_BYTES_PER_PARAM;
             cost->dp_sync_ns[u] = sim_layout_allreduce_ns(
-                layout->data, bytes,
-                intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns,
+                replicas, bytes, intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns,
                 intra ? layout->intra_latency_ns : layout->inter_latency_ns);
             cost->dp_pieces[u] = MAX(unit_layers[u], 1);
         }
     }
     g_free(stage_node);
     return TRUE;
+}
+
+/* The FLOPs of one block whose matrix products hold @matrix_params weights (active ones for
+ * an MoE block) and whose attention costs @attention_flops, per micro-batch before the tensor
+ * split: model FLOPs, their time at the bf16 rate (model.precision = fp8 runs the matrix
+ * products at the fp8 rate; the attention scores, the LM head and the embeddings stay in bf16,
+ * as in DeepSeek-V3's fp8 training, report §3.3: time-FLOPs count the fp8 ones at the bf16
+ * rate, so every op time stays time-FLOPs / (peak_tflops x eff)) and what the backward
+ * recomputes. */
+static void sim_cost_fill_block(const PpScenario *scenario, double matrix_params,
+                                double attention_flops, gboolean times, SimCostBlock *block) {
+    const PpHardwareParams *hw = &scenario->hardware;
+    const double            matrix_flops =
+        2.0 * scenario->pipeline.microbatch_size * (double)scenario->model.seq_len * matrix_params;
+    block->flops = matrix_flops + attention_flops;
+    block->recompute_flops = sim_layout_recompute_flops(scenario, block->flops, attention_flops);
+    const double matrix_time_flops = pp_scenario_precision_fp8(scenario) && times
+                                         ? matrix_flops * (hw->peak_flops / hw->peak_fp8_flops)
+                                         : matrix_flops;
+    block->time_flops = matrix_time_flops + attention_flops;
+    block->recompute_time_flops = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL
+                                      ? block->time_flops
+                                      : block->recompute_flops;
+}
+
+/* Context parallelism's ring attention in one layer (Liu et al. 2023; Megatron's
+ * implementation): each of the C ranks holds s/C of every sequence (two of 2C chunks, causal
+ * load balancing: equal attention work per rank); the forward runs C attention steps, and
+ * between them C - 1 steps pass this rank's key/value block, b (s/C) (2kd, MLA a(d_qk + d_v))
+ * bf16 values split over T, to the next rank while the current block's attention runs. A step
+ * takes the longer of the two; what exceeds the attention (@attention_ns: this GPU's whole
+ * attention forward time) is exposed: @ring_f_ns = (C - 1) max(0, hop - attention / C). The
+ * backward passes keys, values and their gradients (2 hops' bytes) beside twice the attention
+ * work: @ring_b_ns = (C - 1) max(0, 2 hop - 2 attention / C). The ring uses the intra-node
+ * link when it fits in a node (sim_layout_context_intra()), else the inter-node one. */
+static void sim_cost_ring_ns(const PpScenario *scenario, const SimLayout *layout,
+                             const PpMemoryShape *shape, double attention_ns, int64_t *ring_f_ns,
+                             int64_t *ring_b_ns) {
+    const double C = layout->context;
+    const double bytes = scenario->pipeline.microbatch_size * (scenario->model.seq_len / C) *
+                         pp_memory_kv_width(shape) * SIM_COST_MSG_BYTES_PER_ELEM /
+                         scenario->parallel.tensor;
+    const gboolean intra = sim_layout_context_intra(layout);
+    const double   bw = intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns;
+    const double   hop_ns = (double)(intra ? layout->intra_latency_ns : layout->inter_latency_ns) +
+                          (bw > 0.0 ? bytes / bw : 0.0);
+    const double step_ns = attention_ns / C;
+    *ring_f_ns = llround((C - 1.0) * MAX(0.0, hop_ns - step_ns));
+    *ring_b_ns = llround((C - 1.0) * MAX(0.0, 2.0 * hop_ns - 2.0 * step_ns));
+}
+
+/* Fully sharded data parallelism (ZeRO-3, as PyTorch FSDP and Megatron's FSDP run it): a
+ * block's @params bf16 weights (per GPU of its tensor group) are all-gathered over the D x C
+ * replicas before its forward and again before its backward, and its gradients
+ * reduce-scattered after its weight-gradient pass; each collective is prefetched behind the
+ * neighbouring block's compute, so only its excess over this block's compute is charged:
+ * F += max(0, gather - forward), B += max(0, gather - input-gradient compute), W +=
+ * max(0, reduce-scatter - weight-gradient compute). A ring all-gather or reduce-scatter of
+ * Z ranks takes (Z - 1)(latency + bytes / (Z bw)), on the intra-node link when a stage's
+ * ranks fit a node. */
+static void sim_cost_add_fsdp(const SimLayout *layout, double params, double ns_per_flop,
+                              SimCostBlock *block) {
+    const int32_t  Z = layout->data * layout->context;
+    const gboolean intra = sim_layout_stage_node(layout, 0) >= 0;
+    const double   bw = intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns;
+    const double   bytes = params * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM; /* gathered block */
+    if (Z < 2)
+        return;
+    const double gather_ns =
+        (Z - 1.0) * ((double)(intra ? layout->intra_latency_ns : layout->inter_latency_ns) +
+                     (bw > 0.0 ? bytes / Z / bw : 0.0));
+    const double f_ns = block->time_flops * ns_per_flop;
+    const double b_ns = f_ns + block->recompute_time_flops * ns_per_flop;
+    block->comm_f_ns += llround(MAX(0.0, gather_ns - f_ns));
+    block->comm_b_ns += llround(MAX(0.0, gather_ns - b_ns));
+    block->comm_w_ns += llround(MAX(0.0, gather_ns - f_ns));
+}
+
+/* Checks one layer's collective time @ns (@what: which) so that the layers' sums stay within
+ * the simulator's clock: at most PP_CHECKED_MAX / (layers + 1), and not an overflowed round. */
+static gboolean sim_cost_check_layer_ns(const PpScenario *scenario, const char *what, int64_t ns,
+                                        GError **error) {
+    if (ns >= 0 && ns <= PP_CHECKED_MAX / ((int64_t)scenario->model.layers + 1))
+        return TRUE;
+    g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                "%s: one layer's %s would take beyond the simulator's clock of 2^62 ns over "
+                "model.layers = %d; raise hardware.link_gbps = %g or internode_gbps = %g, or "
+                "shrink the model",
+                scenario->path, what, scenario->model.layers,
+                scenario->hardware.link_bw_bytes_per_s / 1e9,
+                scenario->hardware.internode_bw_bytes_per_s / 1e9);
+    return FALSE;
 }
 
 /* Fills the analytic durations, link and memory model of @cost from @scenario. Layers are
@@ -424,68 +547,93 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     const double  b = scenario->pipeline.microbatch_size, s = model->seq_len;
     const double  h = model->hidden, V = model->vocab;
     const double  t = scenario->parallel.tensor, d = scenario->parallel.data;
+    const double  c = layout.context; /* each context rank: s/c tokens of every sequence */
     const int64_t tokens = (int64_t)scenario->pipeline.microbatch_size * model->seq_len;
 
     /* Parameters, bytes per parameter and activation bytes on one GPU: the memory model of
      * docs/design.md §4.5 with the layout's T, sequence parallelism, recomputation and ZeRO-1
      * (pp-memory.h). */
-    const gboolean zero = scenario->parallel.distributed_optimizer;
+    const gboolean zero = scenario->parallel.distributed_optimizer || scenario->parallel.fsdp;
     PpMemoryShape  shape;
     PpMemoryModel  mem;
     pp_scenario_memory_shape(scenario, &shape);
     pp_memory_model(&shape, &mem);
     /* FLOPs of one micro-batch's forward before sharding: per layer 2bs per weight of its
-     * matrix products (QKV, projection, FFN: 24bsh^2 for GPT-2's layer) + 4bs^2 * ad (scores
-     * and weighted sum, a query heads of width d; half of it with model.attention_flops =
+     * matrix products (QKV, projection, FFN: 24bsh^2 for GPT-2's layer; an MoE layer's active
+     * ones: router and K + S experts) + 2bs^2 * a(d_qk + d_v) (scores and weighted sum, a
+     * query heads: 4bs^2 ad for multi-head attention; half of it with model.attention_flops =
      * causal); LM head 2bshV. Backward = 2 x forward, half B (input gradient), half W (weight
      * gradient); B also reruns what model.recompute dropped. */
     const double causal = pp_scenario_attention_causal(scenario) ? 0.5 : 1.0;
-    const double matrix_flops = 2.0 * b * s * pp_memory_layer_matrix_params(&shape);
-    const double attention_flops = 4.0 * b * s * s * pp_memory_attention_width(&shape) * causal;
-    const double layer_flops = matrix_flops + attention_flops;
+    const double attention_flops = 2.0 * b * s * s * pp_memory_attention_width(&shape) * causal;
     const double head_flops = 2.0 * b * s * h * V;
-    const double recompute_flops =
-        sim_layout_recompute_flops(scenario, layer_flops, attention_flops);
-    /* Time: model.precision = fp8 runs the layers' matrix products at the fp8 rate; the
-     * attention scores, the LM head and the embeddings stay in bf16 (as in DeepSeek-V3's fp8
-     * training, report §3.3). Time-FLOPs count the fp8 ones at the bf16 rate, so every op time
-     * stays time-FLOPs / (peak_tflops x eff). */
-    const gboolean fp8 = pp_scenario_precision_fp8(scenario);
-    const double   matrix_time_flops =
-        fp8 && times ? matrix_flops * (hw->peak_flops / hw->peak_fp8_flops) : matrix_flops;
-    const double layer_time_flops = matrix_time_flops + attention_flops;
-    const double recompute_time_flops =
-        pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? layer_time_flops : recompute_flops;
     const double rate =
-        times ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens, h) : 0.0; /* FLOP/s */
+        times ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens / layout.context, h)
+              : 0.0; /* FLOP/s */
     /* Tensor parallelism: SIM_LAYOUT_TP_COLLECTIVES_PER_PASS collectives of the layer's full
      * bf16 activation 2bsh per forward and per input-gradient backward (and per recomputed
      * forward), on the intra-node link when the group fits in a node. */
     const gboolean tp_intra = sim_layout_tensor_intra(&layout);
-    const int64_t  tp_ns =
-        sim_layout_allreduce_ns(scenario->parallel.tensor, b * s * h * SIM_COST_MSG_BYTES_PER_ELEM,
-                                tp_intra ? layout.intra_bytes_per_ns : layout.inter_bytes_per_ns,
-                                tp_intra ? layout.intra_latency_ns : layout.inter_latency_ns);
-    const int64_t layer_tp_f_ns = SIM_LAYOUT_TP_COLLECTIVES_PER_PASS * tp_ns;
-    const int64_t layer_tp_b_ns =
-        layer_tp_f_ns * (pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? 2 : 1);
-
-    SimCostSplit split = {
-        .layer_flops = layer_flops,
-        .layer_time_flops = layer_time_flops,
-        .head_flops = head_flops,
-        .layer_static_bytes = mem.layer_params * mem.state_bpp,
-        .layer_act_bytes = mem.layer_act_bytes,
-        .embed_static_bytes = mem.embed_params * mem.state_bpp,
-        .head_static_bytes = mem.head_params * mem.state_bpp,
-        .logits_bytes = mem.logits_bytes,
+    const int64_t  tp_ns = sim_layout_allreduce_ns(
+         scenario->parallel.tensor, b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / c,
+        tp_intra ? layout.intra_bytes_per_ns : layout.inter_bytes_per_ns,
+        tp_intra ? layout.intra_latency_ns : layout.inter_latency_ns);
+    const int32_t passes_b = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? 2 : 1;
+    SimCostSplit  split = {
+         .first_moe_layer = mem.first_moe_layer,
+         .head_flops = head_flops,
+         .embed_static_bytes = mem.embed_params * mem.state_bpp,
+         .head_static_bytes = mem.head_params * mem.state_bpp,
+         .logits_bytes = mem.logits_bytes,
     };
+    sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), attention_flops, times,
+                        &split.dense);
+    split.dense.static_bytes = mem.layer_params * mem.state_bpp;
+    split.dense.act_bytes = mem.layer_act_bytes;
+    split.dense.comm_f_ns = SIM_LAYOUT_TP_COLLECTIVES_PER_PASS * tp_ns;
+    split.dense.comm_b_ns = split.dense.comm_f_ns * passes_b;
+    if (layout.context > 1) {
+        int64_t ring_f_ns, ring_b_ns;
+        sim_cost_ring_ns(scenario, &layout, &shape, attention_flops / t / c / rate * 1e9,
+                         &ring_f_ns, &ring_b_ns);
+        if (!sim_cost_check_layer_ns(scenario, "ring attention hops", ring_b_ns, error))
+            return FALSE;
+        split.dense.comm_f_ns += ring_f_ns;
+        split.dense.comm_b_ns += ring_b_ns * passes_b;
+    }
+    if (mem.first_moe_layer < model->layers) {
+        /* Expert parallelism: a dispatch and a combine all-to-all per MoE layer in the
+         * forward, and their two gradients in the input-gradient backward (and two more per
+         * recomputed forward), each moving the K routed copies of this GPU's bs/T tokens
+         * (2h bytes each), on the compute stream as Megatron's all-to-all dispatcher runs
+         * them: nothing overlaps them. */
+        const double routed_bytes =
+            b * s / t * scenario->model.experts_per_token * h * SIM_COST_MSG_BYTES_PER_ELEM;
+        const int64_t a2a_ns = sim_layout_alltoall_ns(
+            &layout, scenario->parallel.expert, scenario->parallel.expert_tensor, routed_bytes);
+        if (!sim_cost_check_layer_ns(scenario, "expert all-to-all", a2a_ns, error))
+            return FALSE;
+        sim_cost_fill_block(scenario, pp_memory_moe_layer_matrix_params(&shape, TRUE),
+                            attention_flops, times, &split.moe);
+        split.moe.static_bytes = mem.moe_layer_params * mem.state_bpp;
+        split.moe.act_bytes = mem.moe_layer_act_bytes;
+        /* the same attention (and ring) as a dense block, other collectives added */
+        split.moe.comm_f_ns = split.dense.comm_f_ns + 2 * a2a_ns;
+        split.moe.comm_b_ns = split.dense.comm_b_ns + 2 * a2a_ns * passes_b;
+    }
+    if (scenario->parallel.fsdp && times) {
+        const double ns_per_flop = 1e9 / (t * c * rate);
+        sim_cost_add_fsdp(&layout, mem.layer_params, ns_per_flop, &split.dense);
+        if (mem.first_moe_layer < model->layers)
+            sim_cost_add_fsdp(&layout, mem.moe_layer_params, ns_per_flop, &split.moe);
+    }
+    split.device_bytes = mem.fsdp_buffer_bytes;
     /* One activation or gradient message between stages: each of the T GPUs sends its 1/T
      * of the bf16 activation 2bsh (sequence parallelism shards it; without it, Megatron's
      * scatter/gather optimisation does, and the intra-node all-gather after it is not
      * charged). */
-    const double msg_bytes = b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / t;
-    const double all_params = model->layers * mem.layer_params + mem.embed_params + mem.head_params;
+    const double msg_bytes = b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / t / c;
+    const double all_params = pp_memory_vstage_params(&mem, 0, model->layers, TRUE, TRUE);
     if (!sim_cost_check_magnitudes(scenario, &split, all_params, rate, msg_bytes, times, error))
         return FALSE;
     g_autoptr(PpPartition) part = sim_cost_partition(scenario, &split, times, error);
@@ -496,31 +644,38 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     g_autofree double  *unit_params = g_new0(double, n_vstages);  /* per GPU */
     g_autofree int32_t *unit_layers = g_new0(int32_t, n_vstages); /* by unit */
     double              total_flops = 0.0, total_hw_flops = 0.0;
+    const SimCostBlock *D = &split.dense, *M = &split.moe;
     for (int32_t vs = 0; vs < n_vstages; vs++) {
         int32_t stage, chunk;
         pp_placement_vstage(placement, n_stages, vs, &stage, &chunk);
         int32_t  unit = stage * n_chunks + chunk;
-        int32_t  layers = part->layer_end[vs] - part->layer_begin[vs];
+        int32_t  begin = part->layer_begin[vs], layers = part->layer_end[vs] - begin;
+        int32_t  n_moe = pp_memory_moe_layers(&mem, begin, layers), n_dense = layers - n_moe;
         gboolean first = vs == 0, last = vs == n_vstages - 1;
 
-        double flops = layers * layer_flops + (last ? head_flops : 0.0);
-        double time_flops = layers * layer_time_flops + (last ? head_flops : 0.0);
-        double params = pp_memory_vstage_params(&mem, layers, first, last);
+        double flops =
+            sim_cost_blocks(n_dense, D->flops, n_moe, M->flops) + (last ? head_flops : 0.0);
+        double time_flops = sim_cost_blocks(n_dense, D->time_flops, n_moe, M->time_flops) +
+                            (last ? head_flops : 0.0);
+        double params = pp_memory_vstage_params(&mem, begin, layers, first, last);
         total_flops += 3.0 * flops;
-        total_hw_flops += 3.0 * flops + layers * recompute_flops;
+        total_hw_flops +=
+            3.0 * flops + sim_cost_blocks(n_dense, D->recompute_flops, n_moe, M->recompute_flops);
         unit_params[unit] = params;
         unit_layers[unit] = layers;
         if (times) {
             /* ns of this GPU's share of the unit's forward FLOPs */
-            double compute_ns = time_flops / t / rate * 1e9;
-            cost->f_ns[unit] = llround(compute_ns) + layers * layer_tp_f_ns;
+            double compute_ns = time_flops / t / c / rate * 1e9;
+            double recompute_ns =
+                sim_cost_blocks(n_dense, D->recompute_time_flops, n_moe, M->recompute_time_flops) /
+                t / c / rate * 1e9;
+            cost->f_ns[unit] = llround(compute_ns) + n_dense * D->comm_f_ns + n_moe * M->comm_f_ns;
             cost->b_ns[unit] =
-                llround(compute_ns + layers * recompute_time_flops / t / rate * 1e9) +
-                layers * layer_tp_b_ns;
-            cost->w_ns[unit] = llround(compute_ns);
+                llround(compute_ns + recompute_ns) + n_dense * D->comm_b_ns + n_moe * M->comm_b_ns;
+            cost->w_ns[unit] = llround(compute_ns) + n_dense * D->comm_w_ns + n_moe * M->comm_w_ns;
         }
         int64_t weights = llround(params * mem.weights_bpp);
-        int64_t grads = llround(params * PP_MEMORY_GRADS_BYTES_PER_PARAM);
+        int64_t grads = llround(params * mem.grads_bpp);
         int64_t optim = llround(params * mem.optim_bpp);
         cost->weights_bytes[stage] += weights;
         cost->grads_bytes[stage] += grads;
@@ -529,12 +684,16 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         cost->weight_copy_bytes[stage] += llround(params * PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM);
         if (times && hw->mem_bw_bytes_per_s > 0.0)
             cost->u_ns[stage] +=
-                llround(params / (zero ? d : 1.0) * SIM_COST_UPDATE_BYTES_PER_PARAM /
+                llround(params / (zero ? d * c : 1.0) * SIM_COST_UPDATE_BYTES_PER_PARAM /
                         hw->mem_bw_bytes_per_s * 1e9);
-        cost->act_bytes[unit] = llround(pp_memory_unit_act_bytes(&mem, layers, last));
-        cost->act_b_bytes[unit] = llround(pp_memory_unit_act_b_bytes(&mem, layers, last));
+        cost->act_bytes[unit] = llround(pp_memory_unit_act_bytes(&mem, begin, layers, last));
+        cost->act_b_bytes[unit] = llround(pp_memory_unit_act_b_bytes(&mem, begin, layers, last));
     }
 
+    for (int32_t stage = 0; split.device_bytes > 0.0 && stage < n_stages; stage++) {
+        cost->weights_bytes[stage] += llround(split.device_bytes); /* fsdp's gathered blocks */
+        cost->static_bytes[stage] += llround(split.device_bytes);
+    }
     cost->act_msg_bytes = llround(msg_bytes);
     if (times) {
         cost->comm_latency_ns = hw->link_latency_ns;
@@ -547,7 +706,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     cost->flops_per_mb = total_flops;
     cost->hw_flops_per_mb = total_hw_flops;
     /* MFU against the peak of the precision the matrix products run at (fp8's under fp8) */
-    cost->peak_flops = fp8 ? hw->peak_fp8_flops : hw->peak_flops;
+    cost->peak_flops = pp_scenario_precision_fp8(scenario) ? hw->peak_fp8_flops : hw->peak_flops;
     return TRUE;
 }
 

@@ -38,8 +38,9 @@ typedef struct {
     int64_t  comm_inter_latency_ns;   /* per hop between nodes */
     double   comm_inter_bytes_per_ns; /* 0 = latency only */
     /* The layout around this pipeline: D identical replicas of T GPUs per stage. */
-    int32_t data_parallel;   /* D >= 1; throughputs count all replicas */
-    int32_t tensor_parallel; /* T >= 1; MFU divides by N * T GPUs per replica */
+    int32_t data_parallel;    /* D >= 1; throughputs count all replicas */
+    int32_t tensor_parallel;  /* T >= 1; MFU divides by N * T * C GPUs per replica */
+    int32_t context_parallel; /* C >= 1 context-parallel ranks of every stage */
     /* Data-parallel gradient synchronisation (sim-engine.c): before each U of stage s, the
      * gradients of each of its chunks are all-reduced across the D replicas, one chunk after
      * another on the stage's own communication channel. */

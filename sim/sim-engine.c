@@ -122,15 +122,32 @@ static inline int32_t sim_run_forward_of(const SimRun *run, const PpOp *op, int3
 
 /* --- bounds: every clock and byte count of a run fits int64 --- */
 
-/* One hop (sim_cost_comm_ns) when it stays within PP_CHECKED_MAX; FALSE otherwise. */
-static gboolean sim_bound_hop(const SimCostModel *cost, int64_t *hop_ns) {
-    if (cost->comm_bytes_per_ns <= 0.0 || cost->act_msg_bytes == 0) {
-        *hop_ns = cost->comm_latency_ns;
-        return cost->comm_latency_ns <= PP_CHECKED_MAX;
+/* One hop of @latency_ns on a link of @bytes_per_ns when it stays within PP_CHECKED_MAX;
+ * FALSE otherwise. */
+static gboolean sim_bound_link(const SimCostModel *cost, int64_t latency_ns, double bytes_per_ns,
+                               int64_t *hop_ns) {
+    if (bytes_per_ns <= 0.0 || cost->act_msg_bytes == 0) {
+        *hop_ns = latency_ns;
+        return latency_ns <= PP_CHECKED_MAX;
     }
     int64_t transfer_ns;
-    return pp_checked_round((double)cost->act_msg_bytes / cost->comm_bytes_per_ns, &transfer_ns) &&
-           pp_checked_add(cost->comm_latency_ns, transfer_ns, hop_ns);
+    return pp_checked_round((double)cost->act_msg_bytes / bytes_per_ns, &transfer_ns) &&
+           pp_checked_add(latency_ns, transfer_ns, hop_ns);
+}
+
+/* The longest hop (sim_cost_comm_ns, and the inter-node one when stages sit on nodes) when it
+ * stays within PP_CHECKED_MAX; FALSE otherwise. */
+static gboolean sim_bound_hop(const SimCostModel *cost, int64_t *hop_ns) {
+    if (!sim_bound_link(cost, cost->comm_latency_ns, cost->comm_bytes_per_ns, hop_ns))
+        return FALSE;
+    int64_t inter_ns;
+    if (cost->stage_node == NULL)
+        return TRUE;
+    if (!sim_bound_link(cost, cost->comm_inter_latency_ns, cost->comm_inter_bytes_per_ns,
+                        &inter_ns))
+        return FALSE;
+    *hop_ns = MAX(*hop_ns, inter_ns);
+    return TRUE;
 }
 
 static gboolean sim_bound_time_error(double total_ns, int64_t n_ops, GError **error) {
@@ -559,8 +576,9 @@ static void sim_run_report(SimRun *run) {
     /* The D replicas run the same pipeline in lockstep: the job does D times its work in the
      * same step time on D times its GPUs. */
     const int32_t replicas = cost->data_parallel;
-    const double  gpus_per_replica = (double)n_stages * cost->tensor_parallel;
-    res->gpus = (int64_t)n_stages * cost->tensor_parallel * replicas;
+    const double  gpus_per_replica =
+        (double)n_stages * cost->tensor_parallel * cost->context_parallel;
+    res->gpus = (int64_t)n_stages * cost->tensor_parallel * cost->context_parallel * replicas;
     if (res->step_time_ns > 0) {
         double steps_per_s = 1e9 / (double)res->step_time_ns;
         res->throughput_tokens_per_s =

@@ -14,6 +14,7 @@ void sim_layout_init(SimLayout *layout, const PpScenario *scenario) {
         .n_stages = scenario->pipeline.stages,
         .data = scenario->parallel.data,
         .tensor = scenario->parallel.tensor,
+        .context = MAX(scenario->parallel.context, 1),
         .gpus_per_node = MAX(hw->gpus_per_node, 1),
         .intra_bytes_per_ns = MAX(hw->link_bw_bytes_per_s, 0.0) / 1e9,
         .intra_latency_ns = MAX(hw->link_latency_ns, 0),
@@ -24,7 +25,7 @@ void sim_layout_init(SimLayout *layout, const PpScenario *scenario) {
 
 int64_t sim_layout_stage_node(const SimLayout *layout, int32_t stage) {
     PP_ASSERT(stage >= 0 && stage < layout->n_stages);
-    int64_t block = (int64_t)layout->tensor * layout->data; /* GPUs of one stage */
+    int64_t block = (int64_t)layout->tensor * layout->context * layout->data; /* one stage */
     int64_t first = block * stage, last = first + block - 1;
     int64_t node = first / layout->gpus_per_node;
     return last / layout->gpus_per_node == node ? node : -1;
@@ -32,6 +33,11 @@ int64_t sim_layout_stage_node(const SimLayout *layout, int32_t stage) {
 
 gboolean sim_layout_tensor_intra(const SimLayout *layout) {
     return layout->tensor <= layout->gpus_per_node && layout->gpus_per_node % layout->tensor == 0;
+}
+
+gboolean sim_layout_context_intra(const SimLayout *layout) {
+    int64_t span = (int64_t)layout->tensor * layout->context;
+    return span <= layout->gpus_per_node && layout->gpus_per_node % span == 0;
 }
 
 int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns,
@@ -44,6 +50,27 @@ int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns
     if (bytes_per_ns > 0.0)
         step_ns += bytes / ranks / bytes_per_ns;
     return llround(steps * step_ns);
+}
+
+int64_t sim_layout_alltoall_ns(const SimLayout *layout, int32_t ep, int32_t expert_tensor,
+                               double bytes) {
+    PP_ASSERT(ep >= 1 && expert_tensor >= 1 && bytes >= 0.0);
+    if (ep == 1)
+        return 0;
+    const int64_t span = (int64_t)ep * expert_tensor, G = layout->gpus_per_node;
+    int64_t       in_node = ep; /* ranks of the group on this GPU's node, itself included */
+    if (span > G || G % span != 0)
+        in_node = MIN((int64_t)ep, MAX(G / expert_tensor, 1));
+    double  intra_ns = 0.0, inter_ns = 0.0;
+    int64_t latency_ns = layout->intra_latency_ns;
+    if (layout->intra_bytes_per_ns > 0.0)
+        intra_ns = bytes * (double)(in_node - 1) / ep / layout->intra_bytes_per_ns;
+    if (in_node < ep) {
+        latency_ns = MAX(latency_ns, layout->inter_latency_ns);
+        if (layout->inter_bytes_per_ns > 0.0)
+            inter_ns = bytes * (double)(ep - in_node) / ep / layout->inter_bytes_per_ns;
+    }
+    return latency_ns + llround(MAX(intra_ns, inter_ns));
 }
 
 double sim_layout_recompute_flops(const PpScenario *scenario, double layer_flops,

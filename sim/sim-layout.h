@@ -14,12 +14,14 @@
 
 G_BEGIN_DECLS
 
-/* Ranks are numbered tensor innermost, then data replica, then pipeline stage: GPU (t, d, s)
- * is rank t + T (d + D s), and rank r sits on node r / gpus_per_node. */
+/* Ranks are numbered tensor innermost, then context, then data replica, then pipeline stage
+ * (Megatron's order): GPU (t, c, d, s) is rank t + T (c + C (d + D s)), and rank r sits on
+ * node r / gpus_per_node. */
 typedef struct {
     int32_t n_stages;           /* N */
     int32_t data;               /* D */
     int32_t tensor;             /* T */
+    int32_t context;            /* C */
     int64_t gpus_per_node;      /* G */
     double  intra_bytes_per_ns; /* link inside a node; 0: latency only */
     int64_t intra_latency_ns;
@@ -30,13 +32,16 @@ typedef struct {
 /* Fills @layout from the scenario's [parallel] and [hardware] (links 0 without [hardware]). */
 void sim_layout_init(SimLayout *layout, const PpScenario *scenario);
 
-/* Node that holds every GPU of @stage (ranks [T D s, T D (s + 1))), or -1 when they span
+/* Node that holds every GPU of @stage (ranks [T C D s, T C D (s + 1))), or -1 when they span
  * nodes. A hop between stages a and b stays inside a node exactly when both return the same
  * node >= 0. */
 int64_t sim_layout_stage_node(const SimLayout *layout, int32_t stage);
 
 /* TRUE when every tensor group sits inside one node (T <= G and T divides G). */
 gboolean sim_layout_tensor_intra(const SimLayout *layout);
+/* TRUE when every context-parallel ring (C ranks T apart) sits inside one node (T C <= G and
+ * T C divides G); else its hops cross nodes. */
+gboolean sim_layout_context_intra(const SimLayout *layout);
 
 /* Ring all-reduce of @bytes over @ranks ranks on a link of @bytes_per_ns and @latency_ns:
  * 2 (ranks - 1) steps of latency + bytes / (ranks bw), rounded to the nearest ns; 0 for one
@@ -44,6 +49,15 @@ gboolean sim_layout_tensor_intra(const SimLayout *layout);
  * bytes in the same steps and costs the same. */
 int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns,
                                 int64_t latency_ns);
+
+/* One all-to-all of an expert-parallel group: every GPU sends @bytes in all, 1/@ep of it to
+ * each of the @ep ranks (its own share stays). The group's ranks are @expert_tensor apart
+ * (Megatron's expert layout: expert tensor innermost), so it spans expert_tensor x ep
+ * consecutive ranks, inside a node when that fits in one (<= G and dividing it); else
+ * min(ep, G / expert_tensor) of them share a node. The intra- and inter-node shares travel at
+ * once: latency of the slowest link used + the larger of the two shares' transfer times. */
+int64_t sim_layout_alltoall_ns(const SimLayout *layout, int32_t ep, int32_t expert_tensor,
+                               double bytes);
 
 /* FLOPs the backward of one layer spends recomputing the forward, per micro-batch, before
  * tensor-parallel sharding: 0 (none; selective with flash attention), @attention_flops

@@ -118,11 +118,14 @@ char *sim_report_format_summary(const SimJob *job) {
                            "update)\n",
                            job->schedule->kind, sc->pipeline.mode, job->schedule->n_stages,
                            job->schedule->n_chunks, sc->pipeline.mb_per_step);
+    g_autofree char *context = sc->parallel.context > 1
+                                   ? g_strdup_printf("context %d x ", sc->parallel.context)
+                                   : g_strdup("");
     g_string_append_printf(out,
                            "layout      %" G_GINT64_FORMAT " GPUs = data %d x tensor %d x "
-                           "stages %d; sequence parallel %s, recompute %s, distributed "
+                           "%sstages %d; sequence parallel %s, recompute %s, distributed "
                            "optimizer %s\n",
-                           res->gpus, sc->parallel.data, sc->parallel.tensor,
+                           res->gpus, sc->parallel.data, sc->parallel.tensor, context,
                            job->schedule->n_stages, sc->parallel.sequence_parallel ? "on" : "off",
                            sc->model.recompute, sc->parallel.distributed_optimizer ? "on" : "off");
     g_string_append_printf(out,

@@ -752,18 +752,25 @@ START_TEST(test_train_resume_bitwise) {
 }
 END_TEST
 
-/* pacer-train runs one pipeline of one device per stage with GPT-2's layer: data or tensor
- * parallelism, grouped-query attention, another head width, SwiGLU or another FFN width (the
- * simulator's keys) is an error naming them, before any step. */
+/* pacer-train runs one pipeline of one device per stage with GPT-2's layer: data, tensor or
+ * context parallelism, fsdp, grouped-query or latent attention, another head width, SwiGLU,
+ * another FFN width or experts (the simulator's keys) is an error naming them, before any
+ * step. */
 START_TEST(test_train_refuses_layout) {
     TestExecTrain f;
     test_exec_train_init(&f);
     static const struct {
-        const char *set[2];
+        const char *set[5];
         const char *needle;
     } cases[] = {
         {{"parallel.data=2", NULL}, "pacer-train runs one pipeline"},
         {{"parallel.tensor=2", NULL}, "pacer-train runs one pipeline"},
+        {{"parallel.context=2", NULL}, "pacer-train runs one pipeline"},
+        {{"parallel.fsdp=true", NULL}, "pacer-train runs one pipeline"},
+        {{"model.experts=2", "model.experts_per_token=1", NULL}, "mixtures of experts"},
+        {{"model.attention=mla", "model.kv_lora_rank=8", "model.qk_nope_head_dim=8",
+          "model.v_head_dim=8", NULL},
+         "latent attention"},
         {{"model.kv_heads=1", NULL}, "pacer-train trains GPT-2's layer"},
         {{"model.head_dim=8", NULL}, "pacer-train trains GPT-2's layer"},
         {{"model.ffn=swiglu", NULL}, "pacer-train trains GPT-2's layer"},

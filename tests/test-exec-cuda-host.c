@@ -159,7 +159,8 @@ START_TEST(test_plan_bytes_bf16) {
         pp_memory_model(&shape, &model);
         PpMemoryBytes predicted;
         int32_t       layers = f.partition->layer_end[s] - f.partition->layer_begin[s];
-        pp_memory_vstage_bytes(&model, layers, s == 0, s == 3, f.act_slots[s], 0, &predicted);
+        pp_memory_vstage_bytes(&model, f.partition->layer_begin[s], layers, s == 0, s == 3,
+                               f.act_slots[s], 0, &predicted);
         /* The model counts V vocabulary rows, the slices Vp (padded). */
         int64_t pad = s == 3 || s == 0 ? (int64_t)(tiny.Vp - tiny.V) * tiny.C : 0;
         ck_assert_int_eq(predicted.static_bytes, 16 * ((int64_t)n - pad));

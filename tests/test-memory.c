@@ -21,7 +21,7 @@ START_TEST(test_memory_gpt2_params) {
     pp_memory_model(&gpt2_124m, &m);
     ck_assert_double_eq(m.layer_params, 7087872.0);
     /* GPT-2 124M counts the tied head once: untied, the head adds V h = 38597376. */
-    double whole = pp_memory_vstage_params(&m, 12, TRUE, TRUE);
+    double whole = pp_memory_vstage_params(&m, 0, 12, TRUE, TRUE);
     ck_assert_double_eq(whole - 50257.0 * 768.0, 124439808.0);
     /* sb(34h + 5as) and sb(2h + 5as) per block; 34sbh and 2sbh with flash attention. */
     ck_assert_double_eq(m.layer_act_bytes, 1024.0 * 4 * (34.0 * 768 + 5.0 * 12 * 1024));
@@ -33,7 +33,7 @@ START_TEST(test_memory_gpt2_params) {
     ck_assert_double_eq(m.layer_act_bytes, 34.0 * 1024 * 4 * 768);
     ck_assert_double_eq(m.layer_act_b_bytes, 2.0 * 1024 * 4 * 768);
     PpMemoryBytes bytes;
-    pp_memory_vstage_bytes(&m, 3, FALSE, FALSE, 2, 1, &bytes);
+    pp_memory_vstage_bytes(&m, 3, 3, FALSE, FALSE, 2, 1, &bytes);
     ck_assert_int_eq(bytes.static_bytes, 16 * 3 * 7087872);
     ck_assert_int_eq(bytes.stash_bytes, 2 * 3 * 7087872);
     ck_assert_int_eq(bytes.act_bytes, 2 * 3 * 34 * 1024 * 4 * 768);
@@ -57,9 +57,9 @@ START_TEST(test_memory_matches_simulator) {
     PpMemoryModel m;
     pp_memory_model(&gpt2_124m, &m);
     const int32_t layers[] = {2, 4, 3, 3};
-    for (int32_t s = 0; s < 4; s++) {
+    for (int32_t s = 0, begin = 0; s < 4; begin += layers[s], s++) {
         PpMemoryBytes bytes;
-        pp_memory_vstage_bytes(&m, layers[s], s == 0, s == 3, 1, 1, &bytes);
+        pp_memory_vstage_bytes(&m, begin, layers[s], s == 0, s == 3, 1, 1, &bytes);
         ck_assert_int_eq(bytes.static_bytes, cost->static_bytes[s]);
         ck_assert_int_eq(bytes.act_bytes, cost->act_bytes[s]);
         ck_assert_int_eq(bytes.stash_bytes, cost->weight_copy_bytes[s]);
@@ -83,7 +83,7 @@ START_TEST(test_memory_llama3_8b) {
     const double h = 4096, s = 8192, V = 128256, sbh = s * h;
     /* matrices: QKV h(32 + 16)128, projection 4096 x 4096, three 4096 x 14336 */
     ck_assert_double_eq(pp_memory_layer_matrix_params(&llama3_8b), 218103808.0);
-    ck_assert_double_eq(pp_memory_attention_width(&llama3_8b), 4096.0);
+    ck_assert_double_eq(pp_memory_attention_width(&llama3_8b), 2 * 4096.0);
     /* the released model: matrices + two RMSNorm scales per layer, untied embeddings and head
      * and the final norm, 8,030,261,248 parameters */
     ck_assert_double_eq(32 * (pp_memory_layer_matrix_params(&llama3_8b) + 2 * h) + 2 * V * h + h,
@@ -93,7 +93,7 @@ START_TEST(test_memory_llama3_8b) {
     PpMemoryModel m;
     pp_memory_model(&llama3_8b, &m);
     ck_assert_double_eq(m.layer_params, 218103808.0 + 6144 + 4096 + 2 * 14336 + 4096 + 4 * 4096);
-    double whole = pp_memory_vstage_params(&m, 32, TRUE, TRUE);
+    double whole = pp_memory_vstage_params(&m, 0, 32, TRUE, TRUE);
     ck_assert_double_eq(whole, 8065458176.0);
     ck_assert_double_eq(whole - 8030261248.0,
                         s * h + 32 * (6144 + 4096 + 2 * 14336 + 4096 + 2 * h) + h);

@@ -530,7 +530,9 @@ START_TEST(test_presets) {
     ck_assert_ptr_null(pp_preset_hardware_lookup("v100"));
     g_autofree char *models_list = pp_preset_model_names();
     ck_assert_str_eq(models_list, "gpt2, gpt2-medium, gpt2-large, gpt2-xl, zb-1.5b, zb-6.2b, "
-                                  "zb-14.6b, zb-28.3b, llama3-8b, llama3-70b, llama3-405b");
+                                  "zb-14.6b, zb-28.3b, llama3-8b, llama3-70b, llama3-405b, "
+                                  "mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b, qwen3-235b-a22b, "
+                                  "deepseek-v3, gpt-oss-120b");
     g_autofree char *hw_list = pp_preset_hardware_names();
     ck_assert_str_eq(hw_list,
                      "a100-sxm, h100-sxm, h200-sxm, h800, b200, gb200, rtx-pro-6000, l40s");

@@ -90,6 +90,7 @@ START_TEST(test_stage_node) {
     SimLayout                        layout = {.n_stages = c->n_stages,
                                                .data = c->data,
                                                .tensor = c->tensor,
+                                               .context = 1,
                                                .gpus_per_node = c->gpus_per_node};
     for (int32_t s = 0; s < c->n_stages; s++)
         ck_assert_int_eq(sim_layout_stage_node(&layout, s), c->node[s]);
