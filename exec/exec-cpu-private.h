@@ -9,19 +9,9 @@
 #include "exec-backend.h"
 #include "exec-comm.h"
 #include "exec-slots.h"
+#include "exec-transport.h"
 
 G_BEGIN_DECLS
-
-typedef enum {
-    EXEC_MSG_ACT,   /* activation (B, T, C) for F(mb, vstage) */
-    EXEC_MSG_GRAD,  /* gradient (B, T, C) of the x_out of vstage, for B/BW(mb, vstage) */
-    EXEC_MSG_ABORT, /* wake-up: the run was aborted */
-} ExecMsgKind;
-
-typedef struct {
-    gint64 key;  /* exec_cpu_msg_key(kind, mb, vstage): the pending table's key */
-    float *data; /* (B, T, C) owned by the message */
-} ExecMsg;
 
 /* A stashed weight copy (PipeDream, 2BW) and the micro-batches still needing it. */
 typedef struct {
@@ -45,20 +35,18 @@ typedef struct {
 enum { EXEC_CPU_REF_M = 256, EXEC_CPU_REF_N = 512, EXEC_CPU_REF_K = 512 };
 
 typedef struct {
-    GAsyncQueue *inbox;   /* ExecMsg* */
-    GHashTable  *pending; /* &msg->key -> ExecMsg* */
-    gboolean     aborted;
-    ExecMsg     *input;     /* taken by wait_for(), consumed by run_op() */
-    float       *output;    /* (B, T, C) produced by run_op(), sent by record_done() */
-    int32_t     *tokens;    /* (B, T) */
-    int32_t     *targets;   /* (B, T) */
-    GArray      *reports;   /* ExecOpReport of the ops run since the last flush */
-    GArray      *flushed;   /* ExecOpReport handed out by the last flush */
-    float       *reference; /* the speed reference's operands, allocated on first use:
-                               A (EXEC_CPU_REF_M, EXEC_CPU_REF_K), B (EXEC_CPU_REF_K,
-                               EXEC_CPU_REF_N), C (EXEC_CPU_REF_M, EXEC_CPU_REF_N) */
-    float *tap;             /* (tap_floats) gradient tap copies; NULL without a tap */
-    size_t tap_floats;      /* largest tensor numel of the stage's virtual stages */
+    ExecTransportMsg *input;      /* taken by wait_for(), released by run_op() */
+    const float      *input_data; /* (B, T, C) the input's buffer */
+    ExecTransportMsg *output;     /* taken by run_op(), sent by record_done() */
+    int32_t          *tokens;     /* (B, T) */
+    int32_t          *targets;    /* (B, T) */
+    GArray           *reports;    /* ExecOpReport of the ops run since the last flush */
+    GArray           *flushed;    /* ExecOpReport handed out by the last flush */
+    float            *reference;  /* the speed reference's operands, allocated on first use:
+                                     A (EXEC_CPU_REF_M, EXEC_CPU_REF_K), B (EXEC_CPU_REF_K,
+                                     EXEC_CPU_REF_N), C (EXEC_CPU_REF_M, EXEC_CPU_REF_N) */
+    float *tap;                   /* (tap_floats) gradient tap copies; NULL without a tap */
+    size_t tap_floats;            /* largest tensor numel of the stage's virtual stages */
 } ExecCpuStage;
 
 typedef struct {
@@ -73,11 +61,14 @@ typedef struct {
     gpointer       data_user;
     ExecGradFn     on_grads;
     gpointer       on_grads_user;
-    ExecCpuVstage *vstages; /* (n_vstages) */
-    ExecCpuStage  *stages;  /* (n_stages) */
-    int64_t        t0_ns;   /* CLOCK_MONOTONIC at creation: the origin of the reports' times
-                               (taken by every rank together, after an agreement) */
-    ExecComm *comm;         /* (nullable) the process group; rank r holds stage r */
+    ExecCpuVstage *vstages;   /* (n_vstages) */
+    ExecCpuStage  *stages;    /* (n_stages) */
+    int64_t        t0_ns;     /* CLOCK_MONOTONIC at creation: the origin of the reports' times
+                                 (taken by every rank together, after an agreement) */
+    ExecComm      *comm;      /* (nullable) the process group; rank r holds stage r */
+    gboolean      *local;     /* (n_stages) the stages this process runs */
+    ExecTransport *transport; /* activations and gradients between stages (host queue) */
+    gint           aborted;   /* atomic: abort() since the last prepare() */
 } ExecCpuBackend;
 
 static inline ExecCpuBackend *exec_cpu(ExecBackend *backend) {
@@ -86,7 +77,7 @@ static inline ExecCpuBackend *exec_cpu(ExecBackend *backend) {
 
 /* Whether this process holds @stage. */
 static inline gboolean exec_cpu_stage_local(const ExecCpuBackend *cpu, int32_t stage) {
-    return cpu->comm == NULL || stage == exec_comm_rank(cpu->comm);
+    return cpu->local[stage];
 }
 
 /* Floats of one activation or gradient message: (B, T, C). */

@@ -1,15 +1,11 @@
 /* SPDX-License-Identifier: MIT
  * exec-cpu.c: the CPU backend, reference implementation and test double of exec-backend.h.
- * One GThread per local pipeline stage; each stage has an inbox (GAsyncQueue) and a pending
- * table keyed by (kind, mb, vstage) that holds messages arriving before the op that consumes
- * them. Model state per virtual stage: a Gpt2Slice, its KernOptim and the stashed weight
- * copies. Ops run on the worker's thread; their reports (host-clock times, losses, grad norms)
- * wait in a per-stage list for flush().
- * The transport is the one seam between one process and many: a message for a stage of this
- * process goes into its inbox; with a process group (exec-comm.h, one stage per rank) a
- * message for another rank is posted to the group with the tag of (mb, vstage, kind), and the
- * host thread, serving the group while the workers run, files arriving messages into the
- * inboxes. Waits then have the group's deadline.
+ * One GThread per local pipeline stage; activations and gradients travel through the
+ * host-queue transport (exec-transport.h: the stages' inboxes, and with a process group, one
+ * stage per rank, the group's data channel; waits then have the group's deadline). Model
+ * state per virtual stage: a Gpt2Slice, its KernOptim and the stashed weight copies. Ops run
+ * on the worker's thread; their reports (host-clock times, losses, grad norms) wait in a
+ * per-stage list for flush().
  */
 #include <math.h>
 #include <string.h>
@@ -24,12 +20,6 @@ static int64_t exec_cpu_now_ns(const ExecCpuBackend *cpu) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - cpu->t0_ns;
-}
-
-static void exec_cpu_msg_free(gpointer p) {
-    ExecMsg *msg = p;
-    g_free(msg->data);
-    g_free(msg);
 }
 
 /* --- activation slots and stashes --- */
@@ -57,15 +47,12 @@ static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, 
                                                cpu->vstage_stage, cpu->act_slots, error) ||
                   !exec_backend_check_tags(cpu->comm, cpu->n_vstages, sched, error)))
         return FALSE;
+    /* A previous replay that ended normally left nothing behind; an aborted one may leave
+     * messages, dropped here. */
+    cpu->transport->ops->reset(cpu->transport);
     for (int32_t s = 0; s < cpu->n_stages; s++) {
         ExecCpuStage *st = &cpu->stages[s];
         PP_ASSERT(st->input == NULL && st->output == NULL);
-        /* A previous replay that ended normally left nothing behind; an aborted one may
-         * leave messages, dropped here. */
-        g_hash_table_remove_all(st->pending);
-        for (ExecMsg *msg; (msg = g_async_queue_try_pop(st->inbox)) != NULL;)
-            exec_cpu_msg_free(msg);
-        st->aborted = FALSE;
         g_array_set_size(st->reports, 0);
         g_array_set_size(st->flushed, 0);
     }
@@ -74,6 +61,7 @@ static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, 
         exec_slots_reset(&v->slots);
         g_ptr_array_set_size(v->stashes, 0);
     }
+    g_atomic_int_set(&cpu->aborted, 0);
     return TRUE;
 }
 
@@ -122,100 +110,46 @@ static void exec_cpu_launch(ExecBackend *backend, ExecWorkerFn worker, gpointer 
     }
 }
 
-/* Kind, micro-batch and vstage of the message @args->op consumes; FALSE when it needs none. */
-static gboolean exec_cpu_input_key(const ExecCpuBackend *cpu, const ExecOpArgs *args, gint64 *key) {
-    const PpOp *op = args->op;
-    if (op->kind == PP_OP_FORWARD && args->vstage > 0) {
-        *key = exec_backend_msg_key(EXEC_MSG_ACT, op->mb, args->vstage);
+/* Kind of the message @args->op consumes; FALSE when it needs none. */
+static gboolean exec_cpu_input_kind(const ExecCpuBackend *cpu, const ExecOpArgs *args,
+                                    ExecMsgKind *kind) {
+    PpOpKind k = args->op->kind;
+    if (k == PP_OP_FORWARD && args->vstage > 0) {
+        *kind = EXEC_MSG_ACT;
         return TRUE;
     }
-    if ((op->kind == PP_OP_BACKWARD || op->kind == PP_OP_BACKWARD_FULL) &&
-        args->vstage < cpu->n_vstages - 1) {
-        *key = exec_backend_msg_key(EXEC_MSG_GRAD, op->mb, args->vstage);
+    if ((k == PP_OP_BACKWARD || k == PP_OP_BACKWARD_FULL) && args->vstage < cpu->n_vstages - 1) {
+        *kind = EXEC_MSG_GRAD;
         return TRUE;
     }
     return FALSE;
-}
-
-/* Files @msg in @st's pending table, or marks the stage aborted. */
-static void exec_cpu_file(ExecCpuStage *st, ExecMsg *msg) {
-    if (msg->key == exec_backend_msg_key(EXEC_MSG_ABORT, 0, 0)) {
-        exec_cpu_msg_free(msg);
-        st->aborted = TRUE;
-        return;
-    }
-    /* A message arrives once per (kind, mb, vstage): validation guarantees one producer. */
-    PP_ASSERT(!g_hash_table_contains(st->pending, &msg->key));
-    g_hash_table_insert(st->pending, &msg->key, msg);
-}
-
-/* What a wait that outlived the group's deadline reports: for wait_for() (@args), the op,
- * the message and the rank that should have sent it; for a blocking poll() of dynamic mode
- * (@args NULL), the stage and its neighbours. */
-static GError *exec_cpu_late_error(const ExecCpuBackend *cpu, int32_t stage,
-                                   const ExecOpArgs *args) {
-    if (args == NULL)
-        return exec_backend_late_poll(cpu->comm, stage, cpu->n_stages);
-    gboolean act = args->op->kind == PP_OP_FORWARD;
-    return exec_backend_late_input(cpu->comm, !act, pp_op_kind_name(args->op->kind), args->op->mb,
-                                   args->vstage, cpu->vstage_stage[args->vstage + (act ? -1 : 1)]);
-}
-
-/* The next message of @stage's inbox, for @args (NULL: dynamic mode's poll). With a process
- * group the wait has its deadline: past it the group records exec_cpu_late_error(), the
- * replay stops and NULL is returned. */
-static ExecMsg *exec_cpu_pop(ExecCpuBackend *cpu, int32_t stage, const ExecOpArgs *args) {
-    ExecCpuStage *st = &cpu->stages[stage];
-    if (cpu->comm == NULL)
-        return g_async_queue_pop(st->inbox);
-    ExecMsg *msg = g_async_queue_timeout_pop(
-        st->inbox, (guint64)(exec_comm_timeout(cpu->comm) * G_USEC_PER_SEC));
-    if (msg == NULL) {
-        exec_comm_fail(cpu->comm, exec_cpu_late_error(cpu, stage, args));
-        st->aborted = TRUE;
-    }
-    return msg;
 }
 
 static gboolean exec_cpu_wait_for(ExecBackend *backend, const ExecOpArgs *args) {
     ExecCpuBackend *cpu = exec_cpu(backend);
     ExecCpuStage   *st = &cpu->stages[args->op->stage];
-    gint64          key;
-    if (!exec_cpu_input_key(cpu, args, &key))
-        return !st->aborted;
-    while (!st->aborted) {
-        ExecMsg *msg = g_hash_table_lookup(st->pending, &key);
-        if (msg) {
-            g_hash_table_steal(st->pending, &key);
-            st->input = msg;
-            return TRUE;
-        }
-        msg = exec_cpu_pop(cpu, args->op->stage, args);
-        if (msg)
-            exec_cpu_file(st, msg);
-    }
-    return FALSE;
+    ExecMsgKind     kind;
+    if (!exec_cpu_input_kind(cpu, args, &kind))
+        return !g_atomic_int_get(&cpu->aborted);
+    PP_ASSERT(st->input == NULL);
+    const void *data = NULL;
+    gboolean ok = cpu->transport->ops->recv(cpu->transport, kind, pp_op_kind_name(args->op->kind),
+                                            args->op->mb, args->vstage, NULL, &st->input, &data);
+    st->input_data = data;
+    return ok;
 }
 
 static gboolean exec_cpu_poll(ExecBackend *backend, int32_t stage, gboolean block) {
     ExecCpuBackend *cpu = exec_cpu(backend);
-    ExecCpuStage   *st = &cpu->stages[stage];
-    if (block && !st->aborted) {
-        ExecMsg *msg = exec_cpu_pop(cpu, stage, NULL);
-        if (msg)
-            exec_cpu_file(st, msg);
-    }
-    for (ExecMsg *msg; !st->aborted && (msg = g_async_queue_try_pop(st->inbox)) != NULL;)
-        exec_cpu_file(st, msg);
-    return !st->aborted;
+    return cpu->transport->ops->poll(cpu->transport, stage, block);
 }
 
 static gboolean exec_cpu_has_input(ExecBackend *backend, const ExecOpArgs *args) {
     ExecCpuBackend *cpu = exec_cpu(backend);
-    gint64          key;
-    if (!exec_cpu_input_key(cpu, args, &key))
+    ExecMsgKind     kind;
+    if (!exec_cpu_input_kind(cpu, args, &kind))
         return TRUE;
-    return g_hash_table_contains(cpu->stages[args->op->stage].pending, &key);
+    return cpu->transport->ops->has(cpu->transport, kind, args->op->mb, args->vstage);
 }
 
 /* The gradient tap: a host copy of every gradient tensor of @v (virtual stage @vs) for the
@@ -296,11 +230,13 @@ static void exec_cpu_run_compute(ExecCpuBackend *cpu, const ExecOpArgs *args,
             }
             stash->refs++;
         }
+        float *x_out = NULL;
         if (!last)
-            st->output = g_new(float, exec_cpu_act_floats(cpu));
+            x_out = cpu->transport->ops->take(cpu->transport, EXEC_MSG_ACT, op->mb,
+                                              args->vstage + 1, NULL, &st->output);
         gpt2_slice_forward(v->slice, live, slot, first ? st->tokens : NULL,
-                           first ? NULL : st->input->data, last ? st->targets : NULL,
-                           last ? NULL : st->output, last ? &report->loss : NULL);
+                           first ? NULL : st->input_data, last ? st->targets : NULL, x_out,
+                           last ? &report->loss : NULL);
         break;
     }
     case PP_OP_BACKWARD:
@@ -313,15 +249,16 @@ static void exec_cpu_run_compute(ExecCpuBackend *cpu, const ExecOpArgs *args,
             PP_ASSERT(stash != NULL);
             params = stash->params;
         }
+        float *dx_in = NULL;
         if (!first)
-            st->output = g_new(float, exec_cpu_act_floats(cpu));
-        const float *dx_out = last ? NULL : st->input->data;
+            dx_in = cpu->transport->ops->take(cpu->transport, EXEC_MSG_GRAD, op->mb,
+                                              args->vstage - 1, NULL, &st->output);
+        const float *dx_out = last ? NULL : st->input_data;
         if (op->kind == PP_OP_BACKWARD) {
-            gpt2_slice_backward_input(v->slice, params, slot, dx_out, args->loss_scale,
-                                      first ? NULL : st->output);
+            gpt2_slice_backward_input(v->slice, params, slot, dx_out, args->loss_scale, dx_in);
         } else {
-            gpt2_slice_backward(v->slice, params, slot, dx_out, args->loss_scale,
-                                first ? NULL : st->output, gpt2_slice_grads(v->slice));
+            gpt2_slice_backward(v->slice, params, slot, dx_out, args->loss_scale, dx_in,
+                                gpt2_slice_grads(v->slice));
             exec_slots_release(&v->slots, slot);
         }
         /* An unreferenced copy stays until F needs a new version: the next F of this
@@ -342,8 +279,9 @@ static void exec_cpu_run_compute(ExecCpuBackend *cpu, const ExecOpArgs *args,
         PP_UNREACHABLE();
     }
     if (st->input) {
-        exec_cpu_msg_free(st->input);
+        cpu->transport->ops->release(cpu->transport, st->input, NULL);
         st->input = NULL;
+        st->input_data = NULL;
     }
 }
 
@@ -389,68 +327,20 @@ static void exec_cpu_reference(ExecBackend *backend, int32_t stage, int64_t *sta
     *end_ns = exec_cpu_now_ns(cpu);
 }
 
-/* Hands @data (transfer full) to the worker of @vstage: its inbox, or its rank. */
-static void exec_cpu_send(ExecCpuBackend *cpu, ExecMsgKind kind, int32_t mb, int32_t vstage,
-                          float *data) {
-    int32_t stage = cpu->vstage_stage[vstage];
-    if (exec_cpu_stage_local(cpu, stage)) {
-        ExecMsg *msg = g_new(ExecMsg, 1);
-        msg->key = exec_backend_msg_key(kind, mb, vstage);
-        msg->data = data;
-        g_async_queue_push(cpu->stages[stage].inbox, msg);
-        return;
-    }
-    int64_t tag = exec_backend_msg_tag(cpu->n_vstages, kind == EXEC_MSG_GRAD, mb, vstage);
-    if (tag > exec_comm_tag_max(cpu->comm)) {
-        /* Dynamic mode learns a replay's length only as it runs (prepare() checks programs). */
-        g_free(data);
-        exec_comm_fail(cpu->comm, exec_backend_tag_error(cpu->comm, cpu->n_vstages, mb));
-        return;
-    }
-    exec_comm_post(cpu->comm, EXEC_COMM_DATA, stage, (int32_t)tag, data,
-                   exec_cpu_act_floats(cpu) * sizeof(float));
-}
-
-/* The group's receiver of activations and gradients (host thread): into the inbox of the
- * local stage holding the message's virtual stage. */
-static void exec_cpu_receive(gpointer user_data, int32_t src, int32_t tag, void *data,
-                             size_t bytes) {
-    ExecCpuBackend *cpu = user_data;
-    (void)src;
-    gboolean grad;
-    int32_t  mb, vstage;
-    exec_backend_msg_untag(cpu->n_vstages, tag, &grad, &mb, &vstage);
-    /* Sent by exec_cpu_send() of the same program to this rank. */
-    PP_ASSERT(bytes == exec_cpu_act_floats(cpu) * sizeof(float));
-    PP_ASSERT(exec_cpu_stage_local(cpu, cpu->vstage_stage[vstage]));
-    ExecMsg *msg = g_new(ExecMsg, 1);
-    msg->key = exec_backend_msg_key(grad ? EXEC_MSG_GRAD : EXEC_MSG_ACT, mb, vstage);
-    msg->data = data;
-    g_async_queue_push(cpu->stages[cpu->vstage_stage[vstage]].inbox, msg);
-}
-
 static void exec_cpu_record_done(ExecBackend *backend, const ExecOpArgs *args) {
     ExecCpuBackend *cpu = exec_cpu(backend);
     ExecCpuStage   *st = &cpu->stages[args->op->stage];
     if (!st->output)
         return;
-    if (args->op->kind == PP_OP_FORWARD)
-        exec_cpu_send(cpu, EXEC_MSG_ACT, args->op->mb, args->vstage + 1, st->output);
-    else
-        exec_cpu_send(cpu, EXEC_MSG_GRAD, args->op->mb, args->vstage - 1, st->output);
+    cpu->transport->ops->send(cpu->transport, st->output, NULL);
     st->output = NULL;
 }
 
-/* Wakes every local worker: its next wait returns FALSE (also the group's stop handler). */
-static void exec_cpu_wake_all(gpointer user_data) {
+/* Wakes every local worker: their waits return FALSE (also the group's stop handler). */
+static void exec_cpu_stop(gpointer user_data) {
     ExecCpuBackend *cpu = user_data;
-    for (int32_t s = 0; s < cpu->n_stages; s++) {
-        if (!exec_cpu_stage_local(cpu, s))
-            continue;
-        ExecMsg *msg = g_new0(ExecMsg, 1);
-        msg->key = exec_backend_msg_key(EXEC_MSG_ABORT, 0, 0);
-        g_async_queue_push(cpu->stages[s].inbox, msg);
-    }
+    g_atomic_int_set(&cpu->aborted, 1);
+    cpu->transport->ops->abort(cpu->transport);
 }
 
 static void exec_cpu_abort(ExecBackend *backend) {
@@ -459,7 +349,7 @@ static void exec_cpu_abort(ExecBackend *backend) {
     if (cpu->comm)
         exec_comm_stop(cpu->comm);
     else
-        exec_cpu_wake_all(cpu);
+        exec_cpu_stop(cpu);
 }
 
 static gboolean exec_cpu_is_local(ExecBackend *backend, int32_t stage) {
@@ -468,10 +358,10 @@ static gboolean exec_cpu_is_local(ExecBackend *backend, int32_t stage) {
 
 static void exec_cpu_free(ExecBackend *backend) {
     ExecCpuBackend *cpu = exec_cpu(backend);
-    if (cpu->comm) {
-        exec_comm_set_receiver(cpu->comm, EXEC_COMM_DATA, NULL, NULL);
+    if (cpu->comm)
         exec_comm_set_stop_handler(cpu->comm, NULL, NULL);
-    }
+    if (cpu->transport)
+        cpu->transport->ops->free(cpu->transport);
     for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
         ExecCpuVstage *v = &cpu->vstages[vs];
         gpt2_slice_free(v->slice);
@@ -482,11 +372,6 @@ static void exec_cpu_free(ExecBackend *backend) {
     }
     for (int32_t s = 0; s < cpu->n_stages; s++) {
         ExecCpuStage *st = &cpu->stages[s];
-        g_hash_table_unref(st->pending);
-        g_async_queue_unref(st->inbox);
-        if (st->input)
-            exec_cpu_msg_free(st->input);
-        g_free(st->output);
         g_free(st->tokens);
         g_free(st->targets);
         g_array_unref(st->reports);
@@ -499,6 +384,7 @@ static void exec_cpu_free(ExecBackend *backend) {
     g_free(cpu->vstage_stage);
     g_free(cpu->weight_versions);
     g_free(cpu->act_slots);
+    g_free(cpu->local);
     g_free(cpu);
 }
 
@@ -561,6 +447,9 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
     cpu->on_grads = setup->on_grads;
     cpu->on_grads_user = setup->on_grads_user;
     cpu->comm = setup->comm;
+    cpu->local = g_new(gboolean, cpu->n_stages);
+    for (int32_t s = 0; s < cpu->n_stages; s++)
+        cpu->local[s] = cpu->comm == NULL || s == exec_comm_rank(cpu->comm);
     PP_ASSERT(setup->partition->n_vstages == cpu->n_vstages);
     cpu->vstages = g_new0(ExecCpuVstage, cpu->n_vstages);
     for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
@@ -593,8 +482,6 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
     size_t bt = (size_t)cpu->B * cpu->model.T;
     for (int32_t s = 0; s < cpu->n_stages; s++) {
         ExecCpuStage *st = &cpu->stages[s];
-        st->inbox = g_async_queue_new_full(exec_cpu_msg_free);
-        st->pending = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, exec_cpu_msg_free);
         st->tokens = g_new(int32_t, bt);
         st->targets = g_new(int32_t, bt);
         st->reports = g_array_new(FALSE, FALSE, sizeof(ExecOpReport));
@@ -617,9 +504,11 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
     }
     cpu->t0_ns = 0;
     cpu->t0_ns = exec_cpu_now_ns(cpu);
+    cpu->transport =
+        exec_transport_queue_new(cpu->n_stages, cpu->n_vstages, cpu->vstage_stage, cpu->local,
+                                 exec_cpu_act_floats(cpu) * sizeof(float), cpu->comm);
     if (cpu->comm) {
-        exec_comm_set_receiver(cpu->comm, EXEC_COMM_DATA, exec_cpu_receive, cpu);
-        exec_comm_set_stop_handler(cpu->comm, exec_cpu_wake_all, cpu);
+        exec_comm_set_stop_handler(cpu->comm, exec_cpu_stop, cpu);
         /* One timeline for every rank's op times: rank 0's origin, read on each rank's clock
          * through the offset between the clocks. */
         int64_t offset = 0;

@@ -46,16 +46,16 @@ typedef struct {
 } ExecCudaVstage;
 
 typedef struct {
-    int32_t      device;
-    cudaStream_t stream;             /* the compute stream: every op of the stage */
-    KernCudaCtx *ctx;                /* on stream */
-    char        *scalars;            /* device (EXEC_CUDA_STAGE_SCALARS_BYTES) */
-    void        *eval_in, *eval_out; /* device (B, T, C) of the dtype: evaluate()'s messages */
-    ExecCudaMsg *input;              /* taken by wait_for(), released by run_op() */
-    const void  *input_data;
-    ExecCudaMsg *output;  /* taken by run_op(), sent by record_done() */
-    int32_t     *tokens;  /* host (B, T) */
-    int32_t     *targets; /* host (B, T) */
+    int32_t           device;
+    cudaStream_t      stream;             /* the compute stream: every op of the stage */
+    KernCudaCtx      *ctx;                /* on stream */
+    char             *scalars;            /* device (EXEC_CUDA_STAGE_SCALARS_BYTES) */
+    void             *eval_in, *eval_out; /* device (B, T, C) of the dtype: evaluate()'s messages */
+    ExecTransportMsg *input;              /* taken by wait_for(), released by run_op() */
+    const void       *input_data;
+    ExecTransportMsg *output;  /* taken by run_op(), sent by record_done() */
+    int32_t          *tokens;  /* host (B, T) */
+    int32_t          *targets; /* host (B, T) */
     /* Op times: two timing events per op of the window; the anchor is the last event read,
      * at anchor_ns (ns since the backend's creation). */
     int32_t            n_window; /* ops recorded since the window was last read */
@@ -71,23 +71,23 @@ typedef struct {
 } ExecCudaStage;
 
 typedef struct {
-    ExecBackend        base;
-    ExecCudaPlan      *plan;
-    Gpt2Config         model;
-    int32_t            B;
-    int32_t            n_stages, n_chunks, n_vstages;
-    int32_t           *vstage_stage; /* (n_vstages) */
-    ExecDataFn         data;
-    gpointer           data_user;
-    ExecGradFn         on_grads;
-    gpointer           on_grads_user;
-    ExecComm          *comm;      /* (nullable) the process group: stage r on rank r */
-    gboolean          *local;     /* (n_stages) the stages this process runs */
-    ExecCudaVstage    *vstages;   /* (n_vstages) */
-    ExecCudaStage     *stages;    /* (n_stages); another rank's stage has no stream */
-    ExecCudaTransport *transport; /* activations and gradients between stages */
-    gint               aborted;   /* atomic: abort() since the last prepare() */
-    int64_t            t0_ns;     /* CLOCK_MONOTONIC at creation: the reports' origin */
+    ExecBackend     base;
+    ExecCudaPlan   *plan;
+    Gpt2Config      model;
+    int32_t         B;
+    int32_t         n_stages, n_chunks, n_vstages;
+    int32_t        *vstage_stage; /* (n_vstages) */
+    ExecDataFn      data;
+    gpointer        data_user;
+    ExecGradFn      on_grads;
+    gpointer        on_grads_user;
+    ExecComm       *comm;      /* (nullable) the process group: stage r on rank r */
+    gboolean       *local;     /* (n_stages) the stages this process runs */
+    ExecCudaVstage *vstages;   /* (n_vstages) */
+    ExecCudaStage  *stages;    /* (n_stages); another rank's stage has no stream */
+    ExecTransport  *transport; /* activations and gradients between stages */
+    gint            aborted;   /* atomic: abort() since the last prepare() */
+    int64_t         t0_ns;     /* CLOCK_MONOTONIC at creation: the reports' origin */
 } ExecCudaBackend;
 
 static inline ExecCudaBackend *exec_cuda(ExecBackend *backend) {

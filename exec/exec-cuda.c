@@ -192,14 +192,14 @@ static void exec_cuda_launch(ExecBackend *backend, ExecWorkerFn worker, gpointer
 
 /* Kind of the message @args->op consumes; FALSE when it needs none. */
 static gboolean exec_cuda_input_kind(const ExecCudaBackend *cuda, const ExecOpArgs *args,
-                                     ExecCudaMsgKind *kind) {
+                                     ExecMsgKind *kind) {
     PpOpKind k = args->op->kind;
     if (k == PP_OP_FORWARD && args->vstage > 0) {
-        *kind = EXEC_CUDA_MSG_ACT;
+        *kind = EXEC_MSG_ACT;
         return TRUE;
     }
     if ((k == PP_OP_BACKWARD || k == PP_OP_BACKWARD_FULL) && args->vstage < cuda->n_vstages - 1) {
-        *kind = EXEC_CUDA_MSG_GRAD;
+        *kind = EXEC_MSG_GRAD;
         return TRUE;
     }
     return FALSE;
@@ -208,7 +208,7 @@ static gboolean exec_cuda_input_kind(const ExecCudaBackend *cuda, const ExecOpAr
 static gboolean exec_cuda_wait_for(ExecBackend *backend, const ExecOpArgs *args) {
     ExecCudaBackend *cuda = exec_cuda(backend);
     ExecCudaStage   *st = &cuda->stages[args->op->stage];
-    ExecCudaMsgKind  kind;
+    ExecMsgKind      kind;
     if (!exec_cuda_input_kind(cuda, args, &kind))
         return !g_atomic_int_get(&cuda->aborted);
     PP_ASSERT(st->input == NULL);
@@ -224,7 +224,7 @@ static gboolean exec_cuda_poll(ExecBackend *backend, int32_t stage, gboolean blo
 
 static gboolean exec_cuda_has_input(ExecBackend *backend, const ExecOpArgs *args) {
     ExecCudaBackend *cuda = exec_cuda(backend);
-    ExecCudaMsgKind  kind;
+    ExecMsgKind      kind;
     if (!exec_cuda_input_kind(cuda, args, &kind))
         return TRUE;
     return cuda->transport->ops->has(cuda->transport, kind, args->op->mb, args->vstage);
@@ -335,8 +335,8 @@ static gboolean exec_cuda_run_forward(ExecCudaBackend *cuda, ExecCudaStage *st,
     }
     void *x_out = NULL;
     if (!last)
-        x_out = cuda->transport->ops->take(cuda->transport, EXEC_CUDA_MSG_ACT, op->mb,
-                                           args->vstage + 1, st->stream, &st->output);
+        x_out = cuda->transport->ops->take(cuda->transport, EXEC_MSG_ACT, op->mb, args->vstage + 1,
+                                           st->stream, &st->output);
     gpt2_cuda_slice_forward(v->slice, gpt2_cuda_slice_compute_params(v->slice), slot,
                             first ? st->tokens : NULL, first ? NULL : st->input_data,
                             last ? st->targets : NULL, x_out, last ? exec_cuda_loss(st) : NULL,
@@ -369,8 +369,8 @@ static void exec_cuda_run_backward(ExecCudaBackend *cuda, ExecCudaStage *st, con
     }
     void *dx_in = NULL;
     if (!first)
-        dx_in = cuda->transport->ops->take(cuda->transport, EXEC_CUDA_MSG_GRAD, op->mb,
-                                           args->vstage - 1, st->stream, &st->output);
+        dx_in = cuda->transport->ops->take(cuda->transport, EXEC_MSG_GRAD, op->mb, args->vstage - 1,
+                                           st->stream, &st->output);
     const void *dx_out = last ? NULL : st->input_data;
     if (op->kind == PP_OP_BACKWARD) {
         gpt2_cuda_slice_backward_input(v->slice, params, slot, dx_out, args->loss_scale, dx_in,
