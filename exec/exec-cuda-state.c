@@ -13,13 +13,15 @@
 #include "pp-error.h"
 
 static ExecCudaVstage *exec_cuda_vstage(ExecCudaBackend *cuda, int32_t vstage) {
-    PP_ASSERT(vstage >= 0 && vstage < cuda->n_vstages);
+    PP_ASSERT(vstage >= 0 && vstage < cuda->skel.n_vstages);
     return &cuda->vstages[vstage];
 }
 
 int exec_cuda_n_tensors(ExecBackend *backend, int32_t vstage) {
-    ExecCudaVstage *v = exec_cuda_vstage(exec_cuda(backend), vstage);
-    return v->slice ? gpt2_table_n_tensors(gpt2_cuda_slice_table(v->slice)) : v->remote.n;
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    ExecCudaVstage  *v = exec_cuda_vstage(cuda, vstage);
+    return v->slice ? gpt2_table_n_tensors(gpt2_cuda_slice_table(v->slice))
+                    : cuda->skel.vstages[vstage].remote.n;
 }
 
 /* The roles tensor @i of @v has, and (nullable out) @role's data on the device: the tensor's
@@ -39,12 +41,14 @@ static guint exec_cuda_roles(ExecCudaVstage *v, int i, ExecTensorRole role, floa
 }
 
 const Gpt2Tensor *exec_cuda_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles) {
-    ExecCudaVstage *v = exec_cuda_vstage(exec_cuda(backend), vstage);
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    ExecCudaVstage  *v = exec_cuda_vstage(cuda, vstage);
     if (v->slice == NULL) {
-        PP_ASSERT(i >= 0 && i < v->remote.n);
+        const ExecRemoteTable *remote = &cuda->skel.vstages[vstage].remote;
+        PP_ASSERT(i >= 0 && i < remote->n);
         if (roles)
-            *roles = v->remote.roles[i];
-        return &v->remote.tensors[i];
+            *roles = remote->roles[i];
+        return &remote->tensors[i];
     }
     const Gpt2Table *table = gpt2_cuda_slice_table(v->slice);
     PP_ASSERT(i >= 0 && i < gpt2_table_n_tensors(table));
@@ -59,7 +63,7 @@ static ExecCudaVstage *exec_cuda_local_vstage(ExecCudaBackend *cuda, int32_t vst
     ExecCudaVstage *v = exec_cuda_vstage(cuda, vstage);
     if (v->slice)
         return v;
-    exec_backend_set_not_local(error, cuda->comm, vstage, v->stage);
+    exec_backend_set_not_local(error, cuda->skel.comm, vstage, cuda->skel.vstage_stage[vstage]);
     return NULL;
 }
 
@@ -144,8 +148,8 @@ static gboolean exec_cuda_eval_recv(ExecCudaBackend *cuda, ExecCudaStage *st, in
                                     void *host, GError **error) {
     g_autofree char *what =
         g_strdup_printf("the activation of virtual stage %d for validation", vs);
-    if (!exec_comm_recv(cuda->comm, cuda->vstage_stage[vs - 1], vs, host, cuda->plan->msg_bytes,
-                        what, error))
+    if (!exec_comm_recv(cuda->skel.comm, cuda->skel.vstage_stage[vs - 1], vs, host,
+                        cuda->plan->msg_bytes, what, error))
         return FALSE;
     exec_cuda_copy(st, st->eval_in, host, cuda->plan->msg_bytes, cudaMemcpyHostToDevice);
     return TRUE;
@@ -156,7 +160,7 @@ static gboolean exec_cuda_eval_send(ExecCudaBackend *cuda, ExecCudaStage *st, in
     g_autofree char *what =
         g_strdup_printf("the activation of virtual stage %d for validation", vs + 1);
     exec_cuda_copy(st, host, st->eval_out, cuda->plan->msg_bytes, cudaMemcpyDeviceToHost);
-    return exec_comm_send(cuda->comm, cuda->vstage_stage[vs + 1], vs + 1, host,
+    return exec_comm_send(cuda->skel.comm, cuda->skel.vstage_stage[vs + 1], vs + 1, host,
                           cuda->plan->msg_bytes, what, error);
 }
 
@@ -164,14 +168,14 @@ gboolean exec_cuda_evaluate(ExecBackend *backend, const int32_t *tokens, const i
                             float *loss, GError **error) {
     ExecCudaBackend *cuda = exec_cuda(backend);
     /* (msg_bytes) the activation between ranks; with a group only */
-    g_autofree void *host = cuda->comm ? g_malloc(cuda->plan->msg_bytes) : NULL;
-    for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
+    g_autofree void *host = cuda->skel.comm ? g_malloc(cuda->plan->msg_bytes) : NULL;
+    for (int32_t vs = 0; vs < cuda->skel.n_vstages; vs++) {
         ExecCudaVstage *v = &cuda->vstages[vs];
-        gboolean        first = vs == 0, last = vs == cuda->n_vstages - 1;
+        gboolean        first = vs == 0, last = vs == cuda->skel.n_vstages - 1;
         if (!v->slice)
             continue; /* another rank's */
         ExecCudaStage *st = exec_cuda_stage_enter(cuda, vs);
-        if (!first && !cuda->local[cuda->vstage_stage[vs - 1]] &&
+        if (!first && !cuda->skel.local[cuda->skel.vstage_stage[vs - 1]] &&
             !exec_cuda_eval_recv(cuda, st, vs, host, error))
             return FALSE;
         /* Slot 0 is free: the pipeline is drained between replays. */
@@ -184,18 +188,18 @@ gboolean exec_cuda_evaluate(ExecBackend *backend, const int32_t *tokens, const i
                            cudaMemcpyDeviceToHost);
             break;
         }
-        if (!cuda->local[cuda->vstage_stage[vs + 1]]) {
+        if (!cuda->skel.local[cuda->skel.vstage_stage[vs + 1]]) {
             if (!exec_cuda_eval_send(cuda, st, vs, host, error))
                 return FALSE;
             continue;
         }
         /* The next virtual stage's input, on its device; waited for before it starts. */
-        ExecCudaStage *next = &cuda->stages[cuda->vstage_stage[vs + 1]];
+        ExecCudaStage *next = &cuda->stages[cuda->skel.vstage_stage[vs + 1]];
         KERN_CUDA_CHECK(cudaMemcpyPeerAsync(next->eval_in, next->device, st->eval_out, st->device,
                                             cuda->plan->msg_bytes, st->stream));
         KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
     }
     /* The loss, from the rank of the last virtual stage to every rank. */
-    return exec_comm_bcast(cuda->comm, cuda->vstage_stage[cuda->n_vstages - 1], loss, sizeof *loss,
-                           "the validation loss", error);
+    return exec_comm_bcast(cuda->skel.comm, cuda->skel.vstage_stage[cuda->skel.n_vstages - 1], loss,
+                           sizeof *loss, "the validation loss", error);
 }
