@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "exec-backend.h"
+#include "exec-backend-impl.h"
 #include "pp-error.h"
 
 int64_t exec_backend_msg_tag(int32_t n_vstages, gboolean grad, int32_t mb, int32_t vstage) {

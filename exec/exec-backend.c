@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * exec-backend.c: the backend registry (run.backend names -> constructors) and the contract's
- * shared helpers (exec-backend.h). A backend is registered here when the build has it: CUDA
+ * shared helpers (exec-backend-impl.h). A backend is registered here when the build has it: CUDA
  * and MPI backends get their row, guarded by PP_HAVE_CUDA / their own flag, in this table.
  */
-#include "exec-backend.h"
+#include "exec-backend-impl.h"
 
 #include <string.h>
 

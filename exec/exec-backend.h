@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT
- * exec-backend.h: the contract between the replay loop (exec.c) and a backend, the part of the
- * executor that owns devices. A backend holds the model state of its virtual stages (weights,
- * stashed versions, gradients, optimizer state, activation slots), runs one host worker per
- * local pipeline stage and carries activations and gradients between stages. exec.c decides
- * what each op does (weight version, loss scale, learning rate) and keeps the books (versions,
- * Δ checks, losses, skipped updates, the trace); the backend does the math and the messaging.
- * exec/README.md describes the contract for backend authors.
+ * exec-backend.h: the public contract of a backend, what the pipeline's users (pacer-train,
+ * the training loop, the tests) see: the setup a backend is built from (model shape,
+ * partition, slots, optimizer, data source, process group, devices, precision), the roles of
+ * the tensors its state holds, its memory by category, and the registry that builds one by
+ * name. A backend itself is opaque here: the pipeline (exec.c) drives it through the backend
+ * author's interface, exec-backend-impl.h. exec/README.md describes both.
  */
 #pragma once
 
@@ -17,36 +16,8 @@
 #include "gpt2-slice.h"
 #include "optim-cpu.h"
 #include "pp-partition.h"
-#include "pp-schedule.h"
 
 G_BEGIN_DECLS
-
-/* How the members are called (exec/README.md has the whole story):
- *
- * Threads. The caller's thread ("host") calls prepare, is_local, launch, the state members
- * (n_tensors .. evaluate) and free, never while launch runs. launch starts one worker per
- * local stage; the worker of stage s calls wait_for, poll, has_input, run_op, record_done
- * and flush with ops of stage s only, so a backend keeps per-stage state without locks.
- * abort may come from any thread at any time.
- *
- * Order on a worker, per op of its program: wait_for -> run_op -> record_done; after every
- * U, and once when the worker stops (end of program or abort), flush. Dynamic mode adds
- * poll and has_input before picking an op.
- *
- * Synchronisation. Nothing between two flushes may wait for the device: run_op and
- * record_done only enqueue work (CPU: they run it), wait_for only orders the stage's queue
- * after the producer's (a stream waiting on an event) unless the input comes from another
- * process, and the backend measures op times itself (host clock on CPU, events on a GPU).
- * flush is the one point where a device synchronises: once per optimizer step of the stage,
- * to read the op times and the scalars (losses, grad norm, applied) since the last flush.
- * The state members copy between host and device and may synchronise: they run between
- * replays, on a drained pipeline.
- *
- * Processes. A backend that runs one process per stage (MPI) holds only its local stages'
- * state: is_local says which stages those are, launch starts workers for them only,
- * wait_for/record_done exchange messages across processes, and the state members answer for
- * local virtual stages (EXEC_ERROR_NOT_LOCAL for others); evaluate forwards across ranks and
- * returns the loss on every rank. */
 
 /* Fills the tokens and targets of global micro-batch @mb: a pure function of (@mb, the
  * source's seed), so runs are deterministic and resumable. Called from worker threads
@@ -98,43 +69,6 @@ typedef struct {
                                       backend has them (refused where it cannot run them) */
 } ExecBackendSetup;
 
-/* What the replay loop asks of one op. */
-typedef struct {
-    const PpOp *op;
-    int32_t     vstage;    /* F/B/W/BW: virtual stage; -1 for U */
-    int64_t     global_mb; /* F/B/W/BW: micro-batch index over the whole run (data position) */
-    int32_t     version;   /* absolute weight version the op computes with (U: the update's
-                              index on its stage) */
-    gboolean stash;        /* F: keep a copy of the current weights (version @version) for
-                              the micro-batch's backward; B/BW: compute with that copy and
-                              release it (PipeDream, 2BW weight stashing) */
-    float    loss_scale;   /* B/BW on the last virtual stage: the micro-batch's share */
-    float    lr;           /* U: learning rate */
-    float    grad_clip;    /* U: per-stage L2 clipping threshold, 0 = off */
-    gboolean poison;       /* U: test hook, treat the gradients as non-finite */
-} ExecOpArgs;
-
-/* What a backend reports about one op it ran, at its stage's next flush. */
-typedef struct {
-    PpOp     op;        /* the op as run_op() received it */
-    int32_t  vstage;    /* F/B/W/BW: its virtual stage; -1 for U */
-    int64_t  start_ns;  /* when its compute started and ended: ns since the backend was */
-    int64_t  end_ns;    /* created (CPU: host clock around the kernels; GPU: stream events) */
-    float    loss;      /* F on the last virtual stage: mean cross-entropy (nats); else 0 */
-    double   grad_norm; /* U: L2 norm of the stage's gradients before clipping */
-    gboolean applied;   /* U: FALSE when the gradients were not finite (or poisoned) and the
-                           update was skipped (gradients discarded all the same) */
-    gboolean copied;    /* F with stash: the op copied the stage's weights (a version no kept
-                           copy held) */
-} ExecOpReport;
-
-/* The ops a stage ran since its previous flush, in run order. */
-typedef struct {
-    const ExecOpReport *ops; /* (n_ops) (transfer none): valid until the stage's next run_op,
-                                flush or prepare */
-    int32_t n_ops;
-} ExecStageReport;
-
 /* The memory a backend holds for one stage's state, by category, in bytes (device memory on a
  * GPU), as allocated at creation: nothing is allocated afterwards. */
 typedef struct {
@@ -169,127 +103,9 @@ typedef enum {
 /* "params", "grads", "adam_m", "adam_v", "muon_momentum", "prev_update". */
 const char *exec_tensor_role_name(ExecTensorRole role);
 
-/* Where one tensor's data lives in a backend (host or device pointers, each the tensor's numel
- * floats; NULL where the tensor has none): for the backends' tensor_get()/tensor_set(). */
-typedef struct {
-    float   *params;
-    float   *grads;
-    float   *first;  /* the optimizer's first state array (AdamW m, Muon momentum), or NULL */
-    float   *second; /* AdamW v, or NULL */
-    gboolean muon;   /* @first is Muon's momentum */
-    float   *prev_update;
-} ExecTensorArrays;
+typedef struct _ExecBackend ExecBackend;
 
-/* The EXEC_TENSOR_ROLE_BIT()s of the roles @arrays has and, in *@data (nullable), @role's
- * array (NULL when the tensor lacks the role). */
-guint exec_tensor_arrays_roles(const ExecTensorArrays *arrays, ExecTensorRole role, float **data);
-
-/* The end of a backend's tensor lookup by name: @data (tensor @t's @role array, NULL when it
- * lacks the role) when @t holds @n floats; otherwise NULL and an EXEC_ERROR_TENSOR naming
- * virtual stage @vstage, @name and what differs (@t NULL: the stage holds no such tensor). */
-float *exec_tensor_checked(int32_t vstage, const char *name, const Gpt2Tensor *t,
-                           ExecTensorRole role, float *data, size_t n, GError **error);
-
-typedef struct _ExecBackend    ExecBackend;
-typedef struct _ExecBackendOps ExecBackendOps;
-
-/* Runs the replay of one pipeline stage; the backend calls it on that stage's worker. */
-typedef void (*ExecWorkerFn)(gpointer user_data, int32_t stage);
-
-struct _ExecBackendOps {
-    const char *name;
-
-    /* --- replay control (host thread, no worker running) --- */
-
-    /* Checks that @sched fits the model state (stage/chunk counts, activation slots) and
-     * resets the transport and the reports for a new replay; @sched is NULL in dynamic mode
-     * (nothing to check). Returns FALSE and sets @error (EXEC_ERROR_SHAPE) otherwise. */
-    gboolean (*prepare)(ExecBackend *backend, const PpSchedule *sched, GError **error);
-    /* Whether this process runs @stage's worker and holds its virtual stages' state. */
-    gboolean (*is_local)(ExecBackend *backend, int32_t stage);
-    /* Runs @worker(@user_data, stage) once for every local stage, concurrently (a host thread
-     * each), and returns when all have returned. */
-    void (*launch)(ExecBackend *backend, ExecWorkerFn worker, gpointer user_data);
-
-    /* --- ops (the worker of args->op->stage, or of @stage) --- */
-
-    /* Makes the input message of @args->op available to the stage (activation for F on a
-     * vstage > 0, gradient for B/BW below the last vstage; other ops return at once): blocks
-     * the worker until the producer has handed it over (CPU: the data arrived; GPU: the
-     * producer's event is recorded and the stage's stream waits on it, no host sync).
-     * Returns FALSE when the run was aborted. */
-    gboolean (*wait_for)(ExecBackend *backend, const ExecOpArgs *args);
-    /* Dynamic mode: moves the messages that reached @stage into its pending set; with @block,
-     * first waits until at least one arrives. Returns FALSE when the run was aborted. */
-    gboolean (*poll)(ExecBackend *backend, int32_t stage, gboolean block);
-    /* Dynamic mode: whether the input message of @args->op is pending (after poll()); TRUE
-     * for ops that need none. */
-    gboolean (*has_input)(ExecBackend *backend, const ExecOpArgs *args);
-    /* Runs (CPU) or enqueues (GPU) the op and records its report for the next flush. U
-     * computes the stage's gradient norm, skips the update when it is not finite (or
-     * @args->poison), clips to @args->grad_clip, steps the optimizer with @args->lr and zeroes
-     * the gradients; the tap, when installed, sees the gradients first. */
-    void (*run_op)(ExecBackend *backend, const ExecOpArgs *args);
-    /* Sends the op's output (activation of F, input gradient of B/BW) to the worker of the
-     * consuming virtual stage (GPU: after an event that orders it behind the op). */
-    void (*record_done)(ExecBackend *backend, const ExecOpArgs *args);
-    /* Waits for the stage's work so far (the one device synchronisation of a step) and hands
-     * over the reports of the ops run since the previous flush, in run order. */
-    void (*flush)(ExecBackend *backend, int32_t stage, ExecStageReport *report);
-    /* (nullable) The speed reference (run.speed_reference): runs a fixed kernel on the
-     * stage's device, the same work in every run, schedule and model, waits for it and
-     * returns its span in *@start_ns, *@end_ns (the reports' clock). A run's reference times
-     * say how fast the stage's device was then, apart from what the schedule did. */
-    void (*reference)(ExecBackend *backend, int32_t stage, int64_t *start_ns, int64_t *end_ns);
-
-    /* --- any thread --- */
-
-    /* Wakes every waiting worker: their wait_for()/poll() return FALSE from now on until the
-     * next prepare(). */
-    void (*abort)(ExecBackend *backend);
-
-    /* --- state (host thread, between replays: the pipeline is drained) --- */
-
-    /* Number of parameter tensors of virtual stage @vstage (every vstage, local or not). */
-    int (*n_tensors)(ExecBackend *backend, int32_t vstage);
-    /* Tensor @i of @vstage's table (plain host data: Hugging Face name, shape, kind; the
-     * offset is the backend's own layout) and, in *@roles, the EXEC_TENSOR_ROLE_BIT()s it has.
-     * Returns: (transfer none): valid until free(). */
-    const Gpt2Tensor *(*tensor)(ExecBackend *backend, int32_t vstage, int i, guint *roles);
-    /* Copies the @role data of tensor @name of @vstage into @dst (@n floats, its numel).
-     * Returns FALSE with EXEC_ERROR_TENSOR (no such tensor or role, @n differs) or
-     * EXEC_ERROR_NOT_LOCAL. */
-    gboolean (*tensor_get)(ExecBackend *backend, int32_t vstage, const char *name,
-                           ExecTensorRole role, float *dst, size_t n, GError **error);
-    /* Copies @src (@n floats) into the @role data of tensor @name of @vstage. Errors as
-     * tensor_get(). */
-    gboolean (*tensor_set)(ExecBackend *backend, int32_t vstage, const char *name,
-                           ExecTensorRole role, const float *src, size_t n, GError **error);
-    /* The optimizer's step count t of @vstage (skipped updates do not advance it), and
-     * setting it (resume). Errors: EXEC_ERROR_NOT_LOCAL. */
-    gboolean (*get_optim_steps)(ExecBackend *backend, int32_t vstage, int64_t *n_steps,
-                                GError **error);
-    gboolean (*set_optim_steps)(ExecBackend *backend, int32_t vstage, int64_t n_steps,
-                                GError **error);
-    /* Forward of one micro-batch through every virtual stage with the current weights, no
-     * gradients: *@loss = its mean cross-entropy (nats).
-     *   @tokens  (B, T) ids in [0, V)
-     *   @targets (B, T) ids in [0, V) */
-    gboolean (*evaluate)(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
-                         float *loss, GError **error);
-    /* (optional: NULL for a backend whose memory is not arenas of its own) The memory the
-     * backend allocated for local @stage's state. */
-    void (*memory)(ExecBackend *backend, int32_t stage, ExecMemoryBytes *bytes);
-
-    void (*free)(ExecBackend *backend);
-};
-
-/* Base of every backend; a backend's context struct starts with it. */
-struct _ExecBackend {
-    const ExecBackendOps *ops;
-};
-
-/* --- the backend registry (exec-backend-registry.c) --- */
+/* --- the backend registry (exec-backend.c) --- */
 
 /* Builds a backend from @setup. Returns: (transfer full), or NULL with @error set
  * (EXEC_ERROR_BACKEND: no device, ...). */
@@ -313,76 +129,5 @@ char *exec_backend_names(void);
 
 void exec_backend_free(ExecBackend *backend);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecBackend, exec_backend_free)
-
-/* The key of message (@kind, @mb, @vstage) in a backend's pending tables: @kind (a backend's
- * own message kinds, 0..127) in the top byte, @mb (0 <= mb < 2^36) and @vstage (< 2^20) below. */
-gint64 exec_backend_msg_key(int kind, int32_t mb, int32_t vstage);
-
-/* prepare()'s check, for every backend: @sched has @n_stages x @n_chunks, places every
- * virtual stage on the stage @vstage_stage (n_vstages) says, and keeps no more micro-batches
- * in flight on a virtual stage than its @act_slots (n_vstages) (pp_schedule_vstage_peak_inflight).
- * Returns FALSE with EXEC_ERROR_SHAPE naming the first mismatch otherwise. */
-gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, int32_t n_chunks,
-                                     const int32_t *vstage_stage, const int32_t *act_slots,
-                                     GError **error);
-
-/* --- backends across processes (exec-backend-comm.c) --- */
-
-/* The wire tag of an activation (@grad FALSE) or gradient (@grad TRUE) for @vstage of
- * micro-batch @mb: (mb * n_vstages + vstage) * 2 + grad (int64: it may exceed the group's
- * largest tag, which exec_backend_check_tags() and senders check), and back. */
-int64_t exec_backend_msg_tag(int32_t n_vstages, gboolean grad, int32_t mb, int32_t vstage);
-void    exec_backend_msg_untag(int32_t n_vstages, int32_t tag, gboolean *grad, int32_t *mb,
-                               int32_t *vstage);
-/* EXEC_ERROR_SHAPE: micro-batch @mb of a replay needs a tag past @comm's largest (the message
- * says how to cut the run into shorter segments). */
-GError *exec_backend_tag_error(const ExecComm *comm, int32_t n_vstages, int32_t mb);
-/* prepare()'s check with a group: FALSE with exec_backend_tag_error() when @sched's last
- * message needs a tag past the group's largest. TRUE without a group. */
-gboolean exec_backend_check_tags(const ExecComm *comm, int32_t n_vstages, const PpSchedule *sched,
-                                 GError **error);
-/* EXEC_ERROR_COMM for an input that missed the group's deadline: the activation or gradient
- * for op @op (nullable: the op is not known) of micro-batch @mb on @vstage, from rank
- * @producer; and for dynamic mode's blocking poll of @stage (its neighbours named). */
-GError *exec_backend_late_input(const ExecComm *comm, gboolean grad, const char *op, int32_t mb,
-                                int32_t vstage, int32_t producer);
-GError *exec_backend_late_poll(const ExecComm *comm, int32_t stage, int32_t n_stages);
-
-/* EXEC_ERROR_NOT_LOCAL into @error: @vstage lives on stage (and rank) @stage, not here. */
-void exec_backend_set_not_local(GError **error, const ExecComm *comm, int32_t vstage,
-                                int32_t stage);
-
-/* The tensor table of a virtual stage another process holds: plain host data, no arenas. */
-typedef struct {
-    int         n;
-    Gpt2Tensor *tensors; /* (n) names point into @names */
-    guint      *roles;   /* (n) EXEC_TENSOR_ROLE_BIT mask of each tensor */
-    char       *names;   /* the names, NUL-separated */
-} ExecRemoteTable;
-
-/* Fills @table with the tensors and optimizer roles of the slice @sp describes under @optim
- * (the same on every backend); exec_remote_table_clear() frees it. */
-void exec_remote_table_build(ExecRemoteTable *table, const Gpt2SliceParams *sp,
-                             const KernOptimParams *optim);
-void exec_remote_table_clear(ExecRemoteTable *table);
-
-/* --- backends --- */
-
-/* The CPU backend: one GThread per local stage, GAsyncQueue inboxes, Gpt2Slice + KernOptim
- * per local virtual stage (exec-cpu.c); with setup->comm, stage r on rank r and messages
- * between ranks through the group. Fails (EXEC_ERROR_BACKEND) for setup->devices or bf16 and
- * when the group's size is not the stage count, EXEC_ERROR_COMM when a peer does not answer
- * (it is collective with a group: the ranks agree on one time origin). Returns: (transfer
- * full). */
-ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error);
-
-/* The CUDA backend (exec-cuda.c): per stage a device, a compute stream, a host worker and
- * device arenas sized at creation; with setup->comm, stage r on rank r (on run.devices[r] or
- * the rank's place on its node modulo the devices it sees) and messages staged through host
- * memory and the group. Fails (EXEC_ERROR_BACKEND) without a CUDA device, for a device id the
- * process does not see, a precision or flash attention the model's shape cannot run, when the
- * device memory is too small, or when the group's size is not the stage count; with a group
- * it is collective, like the CPU backend's. Returns: (transfer full). */
-ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error);
 
 G_END_DECLS

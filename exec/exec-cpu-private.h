@@ -11,17 +11,11 @@
 
 G_BEGIN_DECLS
 
-/* A stashed weight copy (PipeDream, 2BW) and the micro-batches still needing it. */
 typedef struct {
-    int32_t version;
-    int32_t refs;
-    float  *params; /* (n_params) */
-} ExecStash;
-
-typedef struct {
-    Gpt2Slice *slice;   /* NULL when another process holds the virtual stage */
-    KernOptim *optim;   /* NULL likewise */
-    GPtrArray *stashes; /* ExecStash*, at most the stage's weight versions */
+    Gpt2Slice *slice; /* NULL when another process holds the virtual stage */
+    KernOptim *optim; /* NULL likewise */
+    float    **stash; /* (stashes.n) stashed weight copies (n_params each), allocated when
+                         first filled; the skeleton's ExecStashes says which version each holds */
 } ExecCpuVstage;
 
 /* The speed reference: C = A @ B of these sizes, 134 MFLOP (about 1.5 ms on one core of the
@@ -50,7 +44,7 @@ static inline size_t exec_cpu_act_floats(const ExecCpuBackend *cpu) {
     return (size_t)cpu->skel.B * cpu->skel.model.T * cpu->skel.model.C;
 }
 
-/* --- state members of the vtable (exec-cpu-state.c; exec-backend.h documents them) --- */
+/* --- state members of the vtable (exec-cpu-state.c; exec-backend-impl.h documents them) --- */
 
 int               exec_cpu_n_tensors(ExecBackend *backend, int32_t vstage);
 const Gpt2Tensor *exec_cpu_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles);

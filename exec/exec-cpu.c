@@ -17,32 +17,11 @@ static int64_t exec_cpu_now_ns(const ExecCpuBackend *cpu) {
     return exec_skeleton_clock_ns() - cpu->skel.t0_ns;
 }
 
-/* --- activation slots and stashes --- */
-
-static ExecStash *exec_cpu_stash_find(ExecCpuVstage *v, int32_t version) {
-    for (guint i = 0; i < v->stashes->len; i++) {
-        ExecStash *st = g_ptr_array_index(v->stashes, i);
-        if (st->version == version)
-            return st;
-    }
-    return NULL;
-}
-
-static void exec_cpu_stash_free(gpointer p) {
-    ExecStash *st = p;
-    g_free(st->params);
-    g_free(st);
-}
-
 /* --- vtable --- */
 
 static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, GError **error) {
-    ExecCpuBackend *cpu = exec_cpu(backend);
-    if (!exec_skeleton_prepare(&cpu->skel, sched, error))
-        return FALSE;
-    for (int32_t vs = 0; vs < cpu->skel.n_vstages; vs++)
-        g_ptr_array_set_size(cpu->vstages[vs].stashes, 0);
-    return TRUE;
+    /* The stashed copies stay allocated; the skeleton empties their bookkeeping. */
+    return exec_skeleton_prepare(&exec_cpu(backend)->skel, sched, error);
 }
 
 /* The gradient tap: a host copy of every gradient tensor of @v (virtual stage @vs) for the
@@ -88,7 +67,8 @@ static void exec_cpu_run_update(ExecCpuBackend *cpu, const ExecOpArgs *args, Exe
 }
 
 /* F with the live weights, stashing them first when the schedule does and no copy holds this
- * version yet. Returns whether it copied the weights. */
+ * version yet (a copy no micro-batch needs takes it; allocated when first filled). Returns
+ * whether it copied the weights. */
 static gboolean exec_cpu_run_forward(ExecCpuBackend *cpu, const ExecOpArgs *args,
                                      ExecOpReport *report) {
     const PpOp        *op = args->op;
@@ -102,26 +82,13 @@ static gboolean exec_cpu_run_forward(ExecCpuBackend *cpu, const ExecOpArgs *args
     int32_t            slot = exec_slots_take(slots, op->mb);
     exec_skeleton_load_batch(&cpu->skel, args);
     if (args->stash) {
-        ExecStash *stash = exec_cpu_stash_find(v, args->version);
-        if (!stash) {
-            /* A new version: a copy no micro-batch needs any more takes it (no new
-             * allocation, no page faults); else a new copy. */
-            for (guint i = 0; i < v->stashes->len && !stash; i++)
-                if (((ExecStash *)g_ptr_array_index(v->stashes, i))->refs == 0)
-                    stash = g_ptr_array_index(v->stashes, i);
-            if (stash) {
-                memcpy(stash->params, live, n_params * sizeof(float));
-            } else {
-                stash = g_new0(ExecStash, 1);
-                stash->params = g_memdup2(live, n_params * sizeof(float));
-                g_ptr_array_add(v->stashes, stash);
-            }
-            stash->version = args->version;
-            copied = TRUE;
-            /* The schedule declares how many weight copies a stage keeps. */
-            PP_ASSERT((int32_t)v->stashes->len <= cpu->skel.weight_versions[op->stage]);
+        int32_t i =
+            exec_stashes_acquire(&cpu->skel.vstages[args->vstage].stashes, args->version, &copied);
+        if (copied) {
+            if (v->stash[i] == NULL)
+                v->stash[i] = g_new(float, n_params);
+            memcpy(v->stash[i], live, n_params * sizeof(float));
         }
-        stash->refs++;
     }
     gpt2_slice_forward(v->slice, live, slot, first ? st->tokens : NULL,
                        first ? NULL : st->input_data, last ? st->targets : NULL,
@@ -143,13 +110,9 @@ static void exec_cpu_run_backward(ExecCpuBackend *cpu, const ExecOpArgs *args) {
         exec_slots_release(slots, slot);
         return;
     }
-    ExecStash   *stash = NULL;
-    const float *params = gpt2_slice_params(v->slice);
-    if (args->stash) {
-        stash = exec_cpu_stash_find(v, args->version);
-        PP_ASSERT(stash != NULL);
-        params = stash->params;
-    }
+    ExecStashes *stashes = &cpu->skel.vstages[args->vstage].stashes;
+    int32_t      stash = args->stash ? exec_stashes_find(stashes, args->version) : -1;
+    const float *params = stash >= 0 ? v->stash[stash] : gpt2_slice_params(v->slice);
     float       *dx_in = exec_skeleton_take_output(&cpu->skel, args);
     const float *dx_out = last ? NULL : st->input_data;
     if (op->kind == PP_OP_BACKWARD) {
@@ -161,8 +124,8 @@ static void exec_cpu_run_backward(ExecCpuBackend *cpu, const ExecOpArgs *args) {
     }
     /* An unreferenced copy stays until F needs a new version: the next F of this version (the
      * current one in 1F1B's steady state) reuses it instead of copying the weights again. */
-    if (stash)
-        stash->refs--;
+    if (stash >= 0)
+        exec_stashes_release(stashes, stash);
 }
 
 static void exec_cpu_run_op(ExecBackend *backend, const ExecOpArgs *args) {
@@ -218,7 +181,9 @@ static void exec_cpu_free(ExecBackend *backend) {
         ExecCpuVstage *v = &cpu->vstages[vs];
         gpt2_slice_free(v->slice);
         kern_optim_free(v->optim);
-        g_ptr_array_unref(v->stashes);
+        for (int32_t i = 0; v->stash && i < cpu->skel.vstages[vs].stashes.n; i++)
+            g_free(v->stash[i]);
+        g_free(v->stash);
     }
     for (int32_t s = 0; cpu->stages && s < cpu->skel.n_stages; s++)
         g_free(cpu->stages[s].reference);
@@ -297,7 +262,7 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
             for (int i = 0; skel->on_grads && i < gpt2_slice_n_tensors(v->slice); i++)
                 exec_skeleton_tap_fit(skel, stage, gpt2_slice_tensor(v->slice, i)->numel);
         }
-        v->stashes = g_ptr_array_new_with_free_func(exec_cpu_stash_free);
+        v->stash = g_new0(float *, MAX(skel->vstages[vs].stashes.n, 1));
     }
     cpu->stages = g_new0(ExecCpuStage, skel->n_stages);
     skel->transport =

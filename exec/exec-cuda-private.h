@@ -33,12 +33,11 @@ typedef struct {
 } ExecCudaOpScalars;
 
 typedef struct {
-    Gpt2CudaSlice *slice;         /* NULL when another process holds the virtual stage */
-    KernCudaOptim *optim;         /* NULL likewise */
-    int32_t        n_stashes;     /* stashed weight copies (the stage's weight versions) */
-    void          *stash_arena;   /* (n_stashes, n_params) elements of the dtype, or NULL */
-    int32_t       *stash_version; /* (n_stashes) version held (kept when released), -1 none */
-    int32_t       *stash_refs;    /* (n_stashes) micro-batches still needing it */
+    Gpt2CudaSlice *slice;       /* NULL when another process holds the virtual stage */
+    KernCudaOptim *optim;       /* NULL likewise */
+    void          *stash_arena; /* (plan->stashes[vs], n_params) elements of the dtype, or
+                                   NULL; the skeleton's ExecStashes says which version each
+                                   copy holds */
 } ExecCudaVstage;
 
 /* A stage's device part (its messages in hand, data and reports are the skeleton's). */
@@ -72,7 +71,7 @@ static inline ExecCudaBackend *exec_cuda(ExecBackend *backend) {
 /* The stage of local @vstage with its device made current on the calling thread. */
 ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage);
 
-/* --- state members of the vtable (exec-cuda-state.c; exec-backend.h documents them) --- */
+/* --- state members of the vtable (exec-cuda-state.c; exec-backend-impl.h documents them) --- */
 
 int               exec_cuda_n_tensors(ExecBackend *backend, int32_t vstage);
 const Gpt2Tensor *exec_cuda_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles);

@@ -21,7 +21,7 @@
  */
 #include <string.h>
 
-#include "exec-backend.h"
+#include "exec-backend-impl.h"
 #include "exec-cuda-transport.h"
 #include "exec-inbox.h"
 #include "kern-check.h"

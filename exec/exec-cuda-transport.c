@@ -10,7 +10,7 @@
  */
 #include "exec-cuda-transport.h"
 
-#include "exec-backend.h"
+#include "exec-backend-impl.h"
 #include "exec-inbox.h"
 
 #include "kern-check.h"

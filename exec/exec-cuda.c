@@ -31,26 +31,11 @@ static float *exec_cuda_loss(ExecCudaStage *st) {
     return (float *)(void *)(st->scalars + EXEC_CUDA_LOSS_OFFSET);
 }
 
-/* --- activation slots and stashes (host bookkeeping, as exec-cpu.c) --- */
+/* --- stashes (the skeleton's ExecStashes says which version each copy holds) --- */
 
 static void *exec_cuda_stash_data(const ExecCudaBackend *cuda, const ExecCudaVstage *v, int32_t i) {
     size_t bytes = gpt2_cuda_slice_n_params(v->slice) * kern_dtype_size(cuda->plan->dtype);
     return (char *)v->stash_arena + (size_t)i * bytes;
-}
-
-static int32_t exec_cuda_stash_find(const ExecCudaVstage *v, int32_t version) {
-    for (int32_t i = 0; i < v->n_stashes; i++)
-        if (v->stash_version[i] == version)
-            return i;
-    return -1;
-}
-
-/* A stash no micro-batch needs (never used, or released by its last backward), or -1. */
-static int32_t exec_cuda_stash_unused(const ExecCudaVstage *v) {
-    for (int32_t i = 0; i < v->n_stashes; i++)
-        if (v->stash_refs[i] == 0)
-            return i;
-    return -1;
 }
 
 /* --- op times and scalars --- */
@@ -104,13 +89,6 @@ static gboolean exec_cuda_prepare(ExecBackend *backend, const PpSchedule *sched,
         return FALSE;
     for (int32_t s = 0; s < cuda->skel.n_stages; s++)
         PP_ASSERT(!cuda->skel.local[s] || cuda->stages[s].n_window == 0);
-    for (int32_t vs = 0; vs < cuda->skel.n_vstages; vs++) {
-        ExecCudaVstage *v = &cuda->vstages[vs];
-        for (int32_t i = 0; i < v->n_stashes; i++) {
-            v->stash_version[i] = -1;
-            v->stash_refs[i] = 0;
-        }
-    }
     return TRUE;
 }
 
@@ -186,18 +164,12 @@ static gboolean exec_cuda_run_forward(ExecCudaBackend *cuda, ExecCudaStage *st,
     int32_t            slot = exec_slots_take(&cuda->skel.vstages[args->vstage].slots, op->mb);
     exec_skeleton_load_batch(&cuda->skel, args);
     if (args->stash) {
-        int32_t i = exec_cuda_stash_find(v, args->version);
-        if (i < 0) {
-            i = exec_cuda_stash_unused(v);
-            /* The schedule declares how many weight copies a stage keeps. */
-            PP_ASSERT(i >= 0);
-            v->stash_version[i] = args->version;
-            /* On the stage's stream: after every backward that used the copy before. */
+        int32_t i =
+            exec_stashes_acquire(&cuda->skel.vstages[args->vstage].stashes, args->version, &copied);
+        /* On the stage's stream: after every backward that used the copy before. */
+        if (copied)
             gpt2_cuda_slice_cast_params(v->slice, exec_cuda_stash_data(cuda, v, i),
                                         gpt2_cuda_slice_params(v->slice), st->ctx);
-            copied = TRUE;
-        }
-        v->stash_refs[i]++;
     }
     void *x_out = exec_skeleton_take_output(&cuda->skel, args);
     gpt2_cuda_slice_forward(v->slice, gpt2_cuda_slice_compute_params(v->slice), slot,
@@ -224,15 +196,12 @@ static void exec_cuda_run_backward(ExecCudaBackend *cuda, ExecCudaStage *st, con
         exec_slots_release(slots, slot);
         return;
     }
-    int32_t     stash = -1;
-    const void *params = gpt2_cuda_slice_compute_params(v->slice);
-    if (args->stash) {
-        stash = exec_cuda_stash_find(v, args->version);
-        PP_ASSERT(stash >= 0); /* its F stashed this version */
-        params = exec_cuda_stash_data(cuda, v, stash);
-    }
-    void       *dx_in = exec_skeleton_take_output(&cuda->skel, args);
-    const void *dx_out = last ? NULL : cuda->skel.stages[op->stage].input_data;
+    ExecStashes *stashes = &cuda->skel.vstages[args->vstage].stashes;
+    int32_t      stash = args->stash ? exec_stashes_find(stashes, args->version) : -1;
+    const void  *params = stash >= 0 ? exec_cuda_stash_data(cuda, v, stash)
+                                     : gpt2_cuda_slice_compute_params(v->slice);
+    void        *dx_in = exec_skeleton_take_output(&cuda->skel, args);
+    const void  *dx_out = last ? NULL : cuda->skel.stages[op->stage].input_data;
     if (op->kind == PP_OP_BACKWARD) {
         gpt2_cuda_slice_backward_input(v->slice, params, slot, dx_out, args->loss_scale, dx_in,
                                        st->ctx);
@@ -244,7 +213,7 @@ static void exec_cuda_run_backward(ExecCudaBackend *cuda, ExecCudaStage *st, con
     /* Released at zero, the stash keeps its version for the next F of it; an F of a new
      * version overwrites it on the same stream, after this op. */
     if (stash >= 0)
-        v->stash_refs[stash]--;
+        exec_stashes_release(stashes, stash);
 }
 
 static void exec_cuda_run_op(ExecBackend *backend, const ExecOpArgs *args) {
@@ -326,8 +295,6 @@ static void exec_cuda_free(ExecBackend *backend) {
         gpt2_cuda_slice_free(v->slice);
         kern_cuda_optim_free(v->optim);
         KERN_CUDA_CHECK(cudaFree(v->stash_arena));
-        g_free(v->stash_version);
-        g_free(v->stash_refs);
     }
     for (int32_t s = 0; cuda->stages && s < cuda->skel.n_stages; s++)
         exec_cuda_free_stage(&cuda->stages[s]);
@@ -416,16 +383,15 @@ static gboolean exec_cuda_vstage_new(ExecCudaBackend *cuda, const ExecBackendSet
                                      int32_t vs) {
     ExecCudaVstage *v = &cuda->vstages[vs];
     ExecCudaStage  *st = &cuda->stages[cuda->skel.vstage_stage[vs]];
-    v->n_stashes = cuda->plan->stashes[vs];
-    v->stash_version = g_new0(int32_t, MAX(v->n_stashes, 1));
-    v->stash_refs = g_new0(int32_t, MAX(v->n_stashes, 1));
     v->slice = gpt2_cuda_slice_new(&cuda->plan->slice[vs]);
     if (!v->slice)
         return FALSE;
     v->optim = kern_cuda_optim_new(&setup->optim, gpt2_cuda_slice_table(v->slice));
     if (!v->optim)
         return FALSE;
-    size_t stash_bytes = (size_t)v->n_stashes * gpt2_cuda_slice_n_params(v->slice) *
+    /* The skeleton's bookkeeping has as many copies as the plan: the stage's weight versions. */
+    PP_ASSERT(cuda->skel.vstages[vs].stashes.n == cuda->plan->stashes[vs]);
+    size_t stash_bytes = (size_t)cuda->plan->stashes[vs] * gpt2_cuda_slice_n_params(v->slice) *
                          kern_dtype_size(cuda->plan->dtype);
     if (stash_bytes > 0 && !exec_cuda_malloc(&v->stash_arena, stash_bytes))
         return FALSE;

@@ -58,6 +58,8 @@ gboolean exec_skeleton_init(ExecSkeleton *skel, const ExecBackendOps *ops, const
     for (int32_t vs = 0; vs < skel->n_vstages; vs++) {
         skel->vstages[vs].stage = skel->vstage_stage[vs];
         exec_slots_init(&skel->vstages[vs].slots, skel->act_slots[vs]);
+        exec_stashes_init(&skel->vstages[vs].stashes,
+                          skel->weight_versions[skel->vstage_stage[vs]]);
     }
     return TRUE;
 }
@@ -71,6 +73,7 @@ void exec_skeleton_clear(ExecSkeleton *skel) {
     for (int32_t vs = 0; skel->vstages && vs < skel->n_vstages; vs++) {
         exec_remote_table_clear(&skel->vstages[vs].remote);
         exec_slots_clear(&skel->vstages[vs].slots);
+        exec_stashes_clear(&skel->vstages[vs].stashes);
     }
     for (int32_t s = 0; skel->stages && s < skel->n_stages; s++) {
         ExecSkeletonStage *st = &skel->stages[s];
@@ -136,8 +139,10 @@ gboolean exec_skeleton_prepare(ExecSkeleton *skel, const PpSchedule *sched, GErr
         g_array_set_size(st->reports, 0);
         g_array_set_size(st->flushed, 0);
     }
-    for (int32_t vs = 0; vs < skel->n_vstages; vs++)
+    for (int32_t vs = 0; vs < skel->n_vstages; vs++) {
         exec_slots_reset(&skel->vstages[vs].slots);
+        exec_stashes_reset(&skel->vstages[vs].stashes);
+    }
     g_atomic_int_set(&skel->aborted, 0);
     return TRUE;
 }

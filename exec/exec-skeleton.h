@@ -3,17 +3,18 @@
  * context starts with an ExecSkeleton, which holds the pipeline's shape, the stages this
  * process runs, the workers, message routing through the transport (exec-transport.h), each
  * stage's messages in hand, data buffers and report lists, each virtual stage's activation
- * slots and (for another process's virtual stage) tensor table, the abort flag and the time
- * origin shared by the ranks. The skeleton's members below go straight into a backend's
- * ExecBackendOps (is_local, launch, wait_for, poll, has_input, record_done, abort); the device
- * part supplies the rest (run_op, flush's device synchronisation, the state members) and the
+ * slots, stash bookkeeping and (for another process's virtual stage) tensor table, the abort flag
+ * and the time origin shared by the ranks. The skeleton's members below go straight into a
+ * backend's ExecBackendOps (is_local, launch, wait_for, poll, has_input, record_done, abort); the
+ * device part supplies the rest (run_op, flush's device synchronisation, the state members) and the
  * transport. Built and tested on the CPU. Internal to libppexec.
  */
 #pragma once
 
-#include "exec-backend.h"
+#include "exec-backend-impl.h"
 #include "exec-comm.h"
 #include "exec-slots.h"
+#include "exec-stash.h"
 #include "exec-transport.h"
 
 G_BEGIN_DECLS
@@ -34,8 +35,10 @@ typedef struct {
 
 /* A virtual stage's device-independent part. */
 typedef struct {
-    int32_t         stage;  /* the stage (and with a group, the rank) that runs it */
-    ExecSlots       slots;  /* which micro-batch holds each activation slot */
+    int32_t     stage;      /* the stage (and with a group, the rank) that runs it */
+    ExecSlots   slots;      /* which micro-batch holds each activation slot */
+    ExecStashes stashes;    /* which version each stashed weight copy holds (the stage's
+                               weight versions; the copies are the device part's) */
     ExecRemoteTable remote; /* its tensor table when another process holds it (else empty) */
 } ExecSkeletonVstage;
 
@@ -90,10 +93,10 @@ void exec_skeleton_tap_fit(ExecSkeleton *skel, int32_t stage, size_t numel);
 
 /* prepare()'s device-independent part: checks @sched (NULL in dynamic mode) against the
  * shape, the activation slots and the group's tags, resets the transport, messages in hand,
- * reports and slots and clears the abort flag. */
+ * reports, slots and stashes and clears the abort flag. */
 gboolean exec_skeleton_prepare(ExecSkeleton *skel, const PpSchedule *sched, GError **error);
 
-/* --- members of ExecBackendOps (exec-backend.h documents them) --- */
+/* --- members of ExecBackendOps (exec-backend-impl.h documents them) --- */
 
 gboolean exec_skeleton_is_local(ExecBackend *backend, int32_t stage);
 void     exec_skeleton_launch(ExecBackend *backend, ExecWorkerFn worker, gpointer user_data);

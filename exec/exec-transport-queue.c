@@ -8,7 +8,7 @@
  */
 #include "exec-transport.h"
 
-#include "exec-backend.h"
+#include "exec-backend-impl.h"
 #include "exec-inbox.h"
 #include "pp-error.h"
 

@@ -8,7 +8,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "exec-backend.h"
+#include "exec-backend-impl.h"
 #include "exec-inbox.h"
 #include "exec-transport.h"
 
