@@ -11,6 +11,7 @@
 #pragma once
 
 #include "exec-backend.h"
+#include "exec-transport.h"
 #include "pp-schedule.h"
 
 G_BEGIN_DECLS
@@ -198,10 +199,6 @@ struct _ExecBackend {
     const ExecBackendOps *ops;
 };
 
-/* The key of message (@kind, @mb, @vstage) in a backend's pending tables: @kind (a backend's
- * own message kinds, 0..127) in the top byte, @mb (0 <= mb < 2^36) and @vstage (< 2^20) below. */
-gint64 exec_backend_msg_key(int kind, int32_t mb, int32_t vstage);
-
 /* prepare()'s check, for every backend: @sched has @n_stages x @n_chunks, places every
  * virtual stage on the stage @vstage_stage (n_vstages) says, and keeps no more micro-batches
  * in flight on a virtual stage than its @act_slots (n_vstages) (pp_schedule_vstage_peak_inflight).
@@ -212,26 +209,10 @@ gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, 
 
 /* --- backends across processes (exec-backend-comm.c) --- */
 
-/* The wire tag of an activation (@grad FALSE) or gradient (@grad TRUE) for @vstage of
- * micro-batch @mb: (mb * n_vstages + vstage) * 2 + grad (int64: it may exceed the group's
- * largest tag, which exec_backend_check_tags() and senders check), and back. */
-int64_t exec_backend_msg_tag(int32_t n_vstages, gboolean grad, int32_t mb, int32_t vstage);
-void    exec_backend_msg_untag(int32_t n_vstages, int32_t tag, gboolean *grad, int32_t *mb,
-                               int32_t *vstage);
-/* EXEC_ERROR_SHAPE: micro-batch @mb of a replay needs a tag past @comm's largest (the message
- * says how to cut the run into shorter segments). */
-GError *exec_backend_tag_error(const ExecComm *comm, int32_t n_vstages, int32_t mb);
-/* prepare()'s check with a group: FALSE with exec_backend_tag_error() when @sched's last
+/* prepare()'s check with a group: FALSE with exec_msg_tag_error() when @sched's last
  * message needs a tag past the group's largest. TRUE without a group. */
 gboolean exec_backend_check_tags(const ExecComm *comm, int32_t n_vstages, const PpSchedule *sched,
                                  GError **error);
-/* EXEC_ERROR_COMM for an input that missed the group's deadline: the activation or gradient
- * for op @op (nullable: the op is not known) of micro-batch @mb on @vstage, from rank
- * @producer; and for dynamic mode's blocking poll of @stage (its neighbours named). */
-GError *exec_backend_late_input(const ExecComm *comm, gboolean grad, const char *op, int32_t mb,
-                                int32_t vstage, int32_t producer);
-GError *exec_backend_late_poll(const ExecComm *comm, int32_t stage, int32_t n_stages);
-
 /* EXEC_ERROR_NOT_LOCAL into @error: @vstage lives on stage (and rank) @stage, not here. */
 void exec_backend_set_not_local(GError **error, const ExecComm *comm, int32_t vstage,
                                 int32_t stage);

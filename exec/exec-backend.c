@@ -103,11 +103,6 @@ float *exec_tensor_checked(int32_t vstage, const char *name, const Gpt2Tensor *t
     return NULL;
 }
 
-gint64 exec_backend_msg_key(int kind, int32_t mb, int32_t vstage) {
-    PP_ASSERT(kind >= 0 && kind < 128 && mb >= 0 && vstage >= 0 && vstage < (1 << 20));
-    return ((gint64)kind << 56) | ((gint64)mb << 20) | (gint64)vstage;
-}
-
 gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, int32_t n_chunks,
                                      const int32_t *vstage_stage, const int32_t *act_slots,
                                      GError **error) {

@@ -8,7 +8,7 @@
  * message needs no slot of its own:
  *   send: a device-to-host copy of the producer's buffer into the pinned out buffer, then a
  *     host function that copies it into a new host buffer and posts that to the consumer's
- *     rank (exec_comm_post(), tag exec_backend_msg_tag());
+ *     rank (exec_comm_post(), tag exec_msg_tag());
  *   arrival (host thread, inside exec_comm_serve()): the message is queued in the consuming
  *     stage's inbox;
  *   recv: a host function copies the message into the pinned in buffer (and frees it), then a
@@ -21,7 +21,6 @@
  */
 #include <string.h>
 
-#include "exec-backend-impl.h"
 #include "exec-cuda-transport.h"
 #include "exec-inbox.h"
 #include "kern-check.h"
@@ -91,10 +90,8 @@ static void *exec_cuda_host_take(ExecTransport *t, ExecMsgKind kind, int32_t mb,
     int32_t            producer = kind == EXEC_MSG_ACT ? vstage - 1 : vstage + 1;
     ExecCudaHostStage *st = exec_cuda_host_stage(h, producer);
     PP_ASSERT(h->vstage_stage[vstage] != st->stage); /* one stage per rank */
-    st->out = (ExecTransportMsg){.head.key = exec_backend_msg_key(kind, mb, vstage),
-                                 .kind = kind,
-                                 .mb = mb,
-                                 .vstage = vstage};
+    st->out = (ExecTransportMsg){
+        .head.key = exec_msg_key(kind, mb, vstage), .kind = kind, .mb = mb, .vstage = vstage};
     *msg = &st->out;
     return st->dev_out;
 }
@@ -113,10 +110,10 @@ static void exec_cuda_host_send(ExecTransport *t, ExecTransportMsg *m, ExecQueue
     ExecCudaHostStage *st =
         exec_cuda_host_stage(h, m->kind == EXEC_MSG_ACT ? m->vstage - 1 : m->vstage + 1);
     PP_ASSERT(m == &st->out);
-    int64_t tag = exec_backend_msg_tag(h->n_vstages, m->kind == EXEC_MSG_GRAD, m->mb, m->vstage);
+    int64_t tag = exec_msg_tag(h->n_vstages, m->kind == EXEC_MSG_GRAD, m->mb, m->vstage);
     if (tag > exec_comm_tag_max(h->comm)) {
         /* Dynamic mode learns a replay's length only as it runs (prepare() checks programs). */
-        exec_comm_fail(h->comm, exec_backend_tag_error(h->comm, h->n_vstages, m->mb));
+        exec_comm_fail(h->comm, exec_msg_tag_error(h->comm, h->n_vstages, m->mb));
         return;
     }
     ExecCudaHostCopy *c = g_new(ExecCudaHostCopy, 1);
@@ -137,12 +134,12 @@ static void exec_cuda_host_receive(gpointer user_data, int32_t src, int32_t tag,
     (void)src;
     gboolean grad;
     int32_t  mb, vstage;
-    exec_backend_msg_untag(h->n_vstages, tag, &grad, &mb, &vstage);
+    exec_msg_untag(h->n_vstages, tag, &grad, &mb, &vstage);
     /* Sent by exec_cuda_host_send() of the same program to this rank. */
     PP_ASSERT(bytes == h->msg_bytes);
     ExecMsgKind       kind = grad ? EXEC_MSG_GRAD : EXEC_MSG_ACT;
     ExecTransportMsg *m = g_new(ExecTransportMsg, 1);
-    *m = (ExecTransportMsg){.head.key = exec_backend_msg_key(kind, mb, vstage),
+    *m = (ExecTransportMsg){.head.key = exec_msg_key(kind, mb, vstage),
                             .kind = kind,
                             .mb = mb,
                             .vstage = vstage,
@@ -172,10 +169,10 @@ static gboolean exec_cuda_host_recv(ExecTransport *t, ExecMsgKind kind, const ch
     int32_t            producer = h->vstage_stage[exec_msg_producer(kind, vstage)];
     gboolean           late = FALSE;
     ExecTransportMsg  *m = (ExecTransportMsg *)exec_inbox_take(
-         &st->inbox, exec_backend_msg_key(kind, mb, vstage), exec_cuda_host_timeout_us(h), &late);
+         &st->inbox, exec_msg_key(kind, mb, vstage), exec_cuda_host_timeout_us(h), &late);
     if (late)
-        exec_comm_fail(h->comm, exec_backend_late_input(h->comm, kind == EXEC_MSG_GRAD, op, mb,
-                                                        vstage, producer));
+        exec_comm_fail(
+            h->comm, exec_msg_late_input(h->comm, kind == EXEC_MSG_GRAD, op, mb, vstage, producer));
     if (m == NULL)
         return FALSE;
     ExecCudaHostCopy *c = g_new(ExecCudaHostCopy, 1);
@@ -206,14 +203,13 @@ static gboolean exec_cuda_host_poll(ExecTransport *t, int32_t stage, gboolean bl
     PP_ASSERT(exec_inbox_is_open(&st->inbox));
     gboolean ok = exec_inbox_poll(&st->inbox, block, exec_cuda_host_timeout_us(h), &late);
     if (late)
-        exec_comm_fail(h->comm, exec_backend_late_poll(h->comm, stage, h->n_stages));
+        exec_comm_fail(h->comm, exec_msg_late_poll(h->comm, stage, h->n_stages));
     return ok;
 }
 
 static gboolean exec_cuda_host_has(ExecTransport *t, ExecMsgKind kind, int32_t mb, int32_t vstage) {
     ExecCudaHost *h = exec_cuda_host(t);
-    return exec_inbox_has(&exec_cuda_host_stage(h, vstage)->inbox,
-                          exec_backend_msg_key(kind, mb, vstage));
+    return exec_inbox_has(&exec_cuda_host_stage(h, vstage)->inbox, exec_msg_key(kind, mb, vstage));
 }
 
 static void exec_cuda_host_abort(ExecTransport *t) {

@@ -10,7 +10,6 @@
  */
 #include "exec-cuda-transport.h"
 
-#include "exec-backend-impl.h"
 #include "exec-inbox.h"
 
 #include "kern-check.h"
@@ -70,7 +69,7 @@ static void *exec_cuda_local_take(ExecTransport *t, ExecMsgKind kind, int32_t mb
     PP_ASSERT(pool->n_free > 0);
     ExecTransportMsg *m = pool->free[--pool->n_free];
     g_mutex_unlock(&pool->lock);
-    m->head.key = exec_backend_msg_key(kind, mb, vstage);
+    m->head.key = exec_msg_key(kind, mb, vstage);
     *msg = m;
     if (m->staging) {
         /* The previous copy out of the staging slot must have read it. */
@@ -108,7 +107,7 @@ static gboolean exec_cuda_local_recv(ExecTransport *t, ExecMsgKind kind, const c
     (void)op; /* one process: no deadline, so no error to name it in */
     ExecCudaLocal    *l = exec_cuda_local(t);
     ExecTransportMsg *m = (ExecTransportMsg *)exec_inbox_take(
-        &l->inboxes[l->vstage_stage[vstage]], exec_backend_msg_key(kind, mb, vstage), -1, NULL);
+        &l->inboxes[l->vstage_stage[vstage]], exec_msg_key(kind, mb, vstage), -1, NULL);
     if (m == NULL)
         return FALSE;
     KERN_CUDA_CHECK(cudaStreamWaitEvent(stream, m->ready, 0));
@@ -135,8 +134,7 @@ static gboolean exec_cuda_local_poll(ExecTransport *t, int32_t stage, gboolean b
 static gboolean exec_cuda_local_has(ExecTransport *t, ExecMsgKind kind, int32_t mb,
                                     int32_t vstage) {
     ExecCudaLocal *l = exec_cuda_local(t);
-    return exec_inbox_has(&l->inboxes[l->vstage_stage[vstage]],
-                          exec_backend_msg_key(kind, mb, vstage));
+    return exec_inbox_has(&l->inboxes[l->vstage_stage[vstage]], exec_msg_key(kind, mb, vstage));
 }
 
 static void exec_cuda_local_abort(ExecTransport *t) {

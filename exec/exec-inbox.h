@@ -2,7 +2,7 @@
  * exec-inbox.h: the host mailbox of one pipeline stage, shared by every transport
  * (exec-transport.h). Producers (other workers, or the host thread serving the process group)
  * push messages into it from any thread; the stage's worker files them in a pending table keyed
- * by (kind, mb, vstage) (exec_backend_msg_key()) and takes the one its op consumes, in
+ * by (kind, mb, vstage) (exec_msg_key()) and takes the one its op consumes, in
  * whatever order they arrived. A message is the transport's own record: it starts with an
  * ExecInboxMsg. Internal to libppexec.
  */
@@ -14,7 +14,7 @@ G_BEGIN_DECLS
 
 /* The first member of every message an inbox carries. */
 typedef struct {
-    gint64 key; /* exec_backend_msg_key(kind, mb, vstage) */
+    gint64 key; /* exec_msg_key(kind, mb, vstage) */
 } ExecInboxMsg;
 
 typedef struct {

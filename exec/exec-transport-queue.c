@@ -8,7 +8,6 @@
  */
 #include "exec-transport.h"
 
-#include "exec-backend-impl.h"
 #include "exec-inbox.h"
 #include "pp-error.h"
 
@@ -41,7 +40,7 @@ static void exec_transport_queue_msg_free(gpointer p) {
 static ExecTransportMsg *exec_transport_queue_msg_new(ExecMsgKind kind, int32_t mb, int32_t vstage,
                                                       void *data) {
     ExecTransportMsg *m = g_new(ExecTransportMsg, 1);
-    *m = (ExecTransportMsg){.head.key = exec_backend_msg_key(kind, mb, vstage),
+    *m = (ExecTransportMsg){.head.key = exec_msg_key(kind, mb, vstage),
                             .kind = kind,
                             .mb = mb,
                             .vstage = vstage,
@@ -78,10 +77,10 @@ static void exec_transport_queue_send(ExecTransport *t, ExecTransportMsg *m, Exe
         exec_inbox_push(&q->inboxes[stage], &m->head);
         return;
     }
-    int64_t tag = exec_backend_msg_tag(q->n_vstages, m->kind == EXEC_MSG_GRAD, m->mb, m->vstage);
+    int64_t tag = exec_msg_tag(q->n_vstages, m->kind == EXEC_MSG_GRAD, m->mb, m->vstage);
     if (tag > exec_comm_tag_max(q->comm)) {
         /* Dynamic mode learns a replay's length only as it runs (prepare() checks programs). */
-        exec_comm_fail(q->comm, exec_backend_tag_error(q->comm, q->n_vstages, m->mb));
+        exec_comm_fail(q->comm, exec_msg_tag_error(q->comm, q->n_vstages, m->mb));
         exec_transport_queue_msg_free(m);
         return;
     }
@@ -97,7 +96,7 @@ static void exec_transport_queue_receive(gpointer user_data, int32_t src, int32_
     (void)src;
     gboolean grad;
     int32_t  mb, vstage;
-    exec_backend_msg_untag(q->n_vstages, tag, &grad, &mb, &vstage);
+    exec_msg_untag(q->n_vstages, tag, &grad, &mb, &vstage);
     /* Sent by exec_transport_queue_send() of the same program to this rank. */
     PP_ASSERT(bytes == q->msg_bytes);
     ExecTransportMsg *m =
@@ -111,13 +110,13 @@ static gboolean exec_transport_queue_recv(ExecTransport *t, ExecMsgKind kind, co
     (void)queue;
     ExecTransportQueue *q = exec_transport_queue(t);
     gboolean            late = FALSE;
-    ExecInboxMsg       *head = exec_inbox_take(exec_transport_queue_inbox(q, vstage),
-                                               exec_backend_msg_key(kind, mb, vstage),
-                                               exec_transport_queue_timeout_us(q), &late);
+    ExecInboxMsg       *head =
+        exec_inbox_take(exec_transport_queue_inbox(q, vstage), exec_msg_key(kind, mb, vstage),
+                        exec_transport_queue_timeout_us(q), &late);
     if (late) {
         int32_t producer = q->vstage_stage[exec_msg_producer(kind, vstage)];
-        exec_comm_fail(q->comm, exec_backend_late_input(q->comm, kind == EXEC_MSG_GRAD, op, mb,
-                                                        vstage, producer));
+        exec_comm_fail(
+            q->comm, exec_msg_late_input(q->comm, kind == EXEC_MSG_GRAD, op, mb, vstage, producer));
     }
     if (head == NULL)
         return FALSE;
@@ -138,15 +137,14 @@ static gboolean exec_transport_queue_poll(ExecTransport *t, int32_t stage, gbool
     gboolean ok =
         exec_inbox_poll(&q->inboxes[stage], block, exec_transport_queue_timeout_us(q), &late);
     if (late)
-        exec_comm_fail(q->comm, exec_backend_late_poll(q->comm, stage, q->n_stages));
+        exec_comm_fail(q->comm, exec_msg_late_poll(q->comm, stage, q->n_stages));
     return ok;
 }
 
 static gboolean exec_transport_queue_has(ExecTransport *t, ExecMsgKind kind, int32_t mb,
                                          int32_t vstage) {
     ExecTransportQueue *q = exec_transport_queue(t);
-    return exec_inbox_has(exec_transport_queue_inbox(q, vstage),
-                          exec_backend_msg_key(kind, mb, vstage));
+    return exec_inbox_has(exec_transport_queue_inbox(q, vstage), exec_msg_key(kind, mb, vstage));
 }
 
 static void exec_transport_queue_abort(ExecTransport *t) {

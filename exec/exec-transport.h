@@ -82,10 +82,31 @@ static inline int32_t exec_msg_producer(ExecMsgKind kind, int32_t vstage) {
     return kind == EXEC_MSG_ACT ? vstage - 1 : vstage + 1;
 }
 
+/* --- message names and wire errors (exec-transport-wire.c) --- */
+
+/* The key of message (@kind, @mb, @vstage) in a stage's pending table (exec-inbox.h): @kind (an
+ * ExecMsgKind, 0..127) in the top byte, @mb (0 <= mb < 2^36) and @vstage (< 2^20) below. */
+gint64 exec_msg_key(int kind, int32_t mb, int32_t vstage);
+
+/* The wire tag of an activation (@grad FALSE) or gradient (@grad TRUE) for @vstage of
+ * micro-batch @mb: (mb * n_vstages + vstage) * 2 + grad (int64: it may exceed the group's
+ * largest tag, which exec_backend_check_tags() and senders check), and back. */
+int64_t exec_msg_tag(int32_t n_vstages, gboolean grad, int32_t mb, int32_t vstage);
+void exec_msg_untag(int32_t n_vstages, int32_t tag, gboolean *grad, int32_t *mb, int32_t *vstage);
+/* EXEC_ERROR_SHAPE: micro-batch @mb of a replay needs a tag past @comm's largest (the message
+ * says how to cut the run into shorter segments). */
+GError *exec_msg_tag_error(const ExecComm *comm, int32_t n_vstages, int32_t mb);
+/* EXEC_ERROR_COMM for an input that missed the group's deadline: the activation or gradient
+ * for op @op (nullable: the op is not known) of micro-batch @mb on @vstage, from rank
+ * @producer; and for dynamic mode's blocking poll of @stage (its neighbours named). */
+GError *exec_msg_late_input(const ExecComm *comm, gboolean grad, const char *op, int32_t mb,
+                            int32_t vstage, int32_t producer);
+GError *exec_msg_late_poll(const ExecComm *comm, int32_t stage, int32_t n_stages);
+
 /* The host-queue transport (exec-transport-queue.c): messages of @msg_bytes in host memory.
  * A message for a stage this process runs (@local, (n_stages), borrowed for the call) goes into
  * the stage's inbox; with @comm (nullable; one stage per rank), one for another rank is posted
- * to the group (tag exec_backend_msg_tag(), channel EXEC_COMM_DATA), and the transport installs
+ * to the group (tag exec_msg_tag(), channel EXEC_COMM_DATA), and the transport installs
  * itself as @comm's EXEC_COMM_DATA receiver (until free()): the host thread files arrivals
  * into the inboxes. Waits then have the group's deadline. @vstage_stage: (n_vstages) borrowed.
  * Returns: (transfer full). */

@@ -8,7 +8,6 @@
 #include <check.h>
 #include <string.h>
 
-#include "exec-backend-impl.h"
 #include "exec-inbox.h"
 #include "exec-transport.h"
 
@@ -27,7 +26,7 @@ static void test_msg_drop(gpointer p) {
 
 static TestMsg *test_msg_new(ExecMsgKind kind, int32_t mb, int32_t vstage) {
     TestMsg *m = g_new(TestMsg, 1);
-    m->head.key = exec_backend_msg_key(kind, mb, vstage);
+    m->head.key = exec_msg_key(kind, mb, vstage);
     m->value = mb * 100 + vstage * 10 + kind;
     return m;
 }
@@ -41,13 +40,13 @@ START_TEST(test_inbox_any_order) {
     for (int32_t mb = 0; mb < 8; mb++) {
         gboolean late = FALSE;
         TestMsg *m =
-            (TestMsg *)exec_inbox_take(&box, exec_backend_msg_key(EXEC_MSG_GRAD, mb, 3), -1, &late);
+            (TestMsg *)exec_inbox_take(&box, exec_msg_key(EXEC_MSG_GRAD, mb, 3), -1, &late);
         ck_assert_ptr_nonnull(m);
         ck_assert_int_eq(m->value, mb * 100 + 31);
         ck_assert(!late);
         g_free(m);
     }
-    ck_assert(!exec_inbox_has(&box, exec_backend_msg_key(EXEC_MSG_GRAD, 0, 3)));
+    ck_assert(!exec_inbox_has(&box, exec_msg_key(EXEC_MSG_GRAD, 0, 3)));
     exec_inbox_clear(&box);
     exec_inbox_clear(&box); /* twice: a no-op */
 }
@@ -79,13 +78,13 @@ START_TEST(test_inbox_abort_poll_reset) {
     ExecInbox box;
     exec_inbox_init(&box, test_msg_drop);
     exec_inbox_push(&box, &test_msg_new(EXEC_MSG_ACT, 2, 1)->head);
-    ck_assert(!exec_inbox_has(&box, exec_backend_msg_key(EXEC_MSG_ACT, 2, 1)));
+    ck_assert(!exec_inbox_has(&box, exec_msg_key(EXEC_MSG_ACT, 2, 1)));
     ck_assert(exec_inbox_poll(&box, FALSE, -1, NULL));
-    ck_assert(exec_inbox_has(&box, exec_backend_msg_key(EXEC_MSG_ACT, 2, 1)));
+    ck_assert(exec_inbox_has(&box, exec_msg_key(EXEC_MSG_ACT, 2, 1)));
     exec_inbox_push(&box, &test_msg_new(EXEC_MSG_ACT, 3, 1)->head);
     exec_inbox_abort(&box);
     exec_inbox_push(&box, &test_msg_new(EXEC_MSG_ACT, 4, 1)->head);
-    ck_assert_ptr_null(exec_inbox_take(&box, exec_backend_msg_key(EXEC_MSG_ACT, 9, 1), -1, NULL));
+    ck_assert_ptr_null(exec_inbox_take(&box, exec_msg_key(EXEC_MSG_ACT, 9, 1), -1, NULL));
     ck_assert(!exec_inbox_poll(&box, TRUE, -1, NULL));
     n_dropped = 0;
     exec_inbox_reset(&box);
