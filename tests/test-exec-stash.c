@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * test-exec-stash.c: the stashed weight copies' bookkeeping every backend shares
- * (exec/exec-stash.h): one fill per weight version while a copy holds it, a released copy keeps
- * its version (the next F of it fills nothing), a new version takes the lowest copy nobody
+ * (exec/backend/exec-stash.h): one fill per weight version while a copy holds it, a released copy
+ * keeps its version (the next F of it fills nothing), a new version takes the lowest copy nobody
  * needs, reset empties every copy, and a stage that runs out of copies or asks for a version no
  * copy holds aborts.
  */

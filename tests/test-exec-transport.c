@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
- * test-exec-transport.c: the stage inbox (exec/exec-inbox.h) and the host-queue transport
- * (exec/exec-transport.h) in one process: messages taken in any arrival order by key, a
+ * test-exec-transport.c: the stage inbox (exec/transport/exec-inbox.h) and the host-queue transport
+ * (exec/transport/exec-transport.h) in one process: messages taken in any arrival order by key, a
  * deadline that marks the inbox late, abort and reset, dynamic mode's poll and has, and a
  * transport round trip between two worker threads that carries every byte of every message
  * once (mb x vstage x kind) and drops an aborted replay's leftovers.
