@@ -147,6 +147,40 @@ gboolean exec_skeleton_prepare(ExecSkeleton *skel, const PpSchedule *sched, GErr
     return TRUE;
 }
 
+gboolean exec_skeleton_evaluate(ExecSkeleton *skel, size_t msg_bytes, ExecSkeletonEvalFn step,
+                                const int32_t *tokens, const int32_t *targets, float *loss,
+                                GError **error) {
+    /* (msg_bytes) the activation in from and out to another rank; with a group only */
+    g_autofree void *in = skel->comm ? g_malloc(msg_bytes) : NULL;
+    g_autofree void *out = skel->comm ? g_malloc(msg_bytes) : NULL;
+    for (int32_t vs = 0; vs < skel->n_vstages; vs++) {
+        gboolean first = vs == 0, last = vs == skel->n_vstages - 1;
+        if (!skel->local[skel->vstage_stage[vs]])
+            continue; /* another rank's */
+        gboolean from_rank = !first && !skel->local[skel->vstage_stage[vs - 1]];
+        gboolean to_rank = !last && !skel->local[skel->vstage_stage[vs + 1]];
+        if (from_rank) {
+            g_autofree char *what =
+                g_strdup_printf("the activation of virtual stage %d for validation", vs);
+            if (!exec_comm_recv(skel->comm, skel->vstage_stage[vs - 1], vs, in, msg_bytes, what,
+                                error))
+                return FALSE;
+        }
+        step(skel, vs, tokens, targets, from_rank ? in : NULL, to_rank ? out : NULL,
+             last ? loss : NULL);
+        if (to_rank) {
+            g_autofree char *what =
+                g_strdup_printf("the activation of virtual stage %d for validation", vs + 1);
+            if (!exec_comm_send(skel->comm, skel->vstage_stage[vs + 1], vs + 1, out, msg_bytes,
+                                what, error))
+                return FALSE;
+        }
+    }
+    /* The loss, from the rank of the last virtual stage to every rank. */
+    return exec_comm_bcast(skel->comm, skel->vstage_stage[skel->n_vstages - 1], loss, sizeof *loss,
+                           "the validation loss", error);
+}
+
 /* --- workers --- */
 
 gboolean exec_skeleton_is_local(ExecBackend *backend, int32_t stage) {

@@ -3,11 +3,12 @@
  * context starts with an ExecSkeleton, which holds the pipeline's shape, the stages this
  * process runs, the workers, message routing through the transport (exec-transport.h), each
  * stage's messages in hand, data buffers and report lists, each virtual stage's activation
- * slots, stash bookkeeping and (for another process's virtual stage) tensor table, the abort flag
- * and the time origin shared by the ranks. The skeleton's members below go straight into a
- * backend's ExecBackendOps (is_local, launch, wait_for, poll, has_input, record_done, abort); the
- * device part supplies the rest (run_op, flush's device synchronisation, the state members) and the
- * transport. Built and tested on the CPU. Internal to libppexec.
+ * slots, stash bookkeeping and (for another process's virtual stage) tensor table, the abort
+ * flag, the time origin shared by the ranks, and evaluation across ranks. The skeleton's
+ * members below go straight into a backend's ExecBackendOps (is_local, launch, wait_for, poll,
+ * has_input, record_done, abort); the device part supplies the rest (run_op, flush's device
+ * synchronisation, the state members, evaluate's step) and the transport. Built and tested on
+ * the CPU. Internal to libppexec.
  */
 #pragma once
 
@@ -90,6 +91,24 @@ gboolean exec_skeleton_start(ExecSkeleton *skel, GError **error);
 int64_t exec_skeleton_clock_ns(void);
 /* Grows local @stage's gradient tap buffer to hold @numel floats. */
 void exec_skeleton_tap_fit(ExecSkeleton *skel, int32_t stage, size_t numel);
+
+/* One step of evaluate() for the device part: local virtual stage @vs forwards one
+ * micro-batch over activation slot 0 with the current weights, no gradients. Its input:
+ * @tokens (B, T) when @vs is 0, else @in (host, (B, T, C) of the backend's element type: the
+ * activation from another rank) or, when @in is NULL, the output the device part kept from
+ * local @vs - 1. Its output: into @out (host, the same shape: for another rank) when @out is not
+ * NULL, else kept for local @vs + 1; on the last virtual stage, *@loss (mean cross-entropy
+ * against @targets (B, T)) instead. */
+typedef void (*ExecSkeletonEvalFn)(ExecSkeleton *skel, int32_t vs, const int32_t *tokens,
+                                   const int32_t *targets, const void *in, void *out, float *loss);
+/* evaluate() for every backend: each process steps its local virtual stages in order
+ * (@step), receiving the activation from the previous virtual stage's rank and sending its
+ * output on to the next one's (host point-to-point, @msg_bytes each, tag: the virtual stage it
+ * is for), and the last virtual stage's rank broadcasts the loss: *@loss on every rank.
+ * Collective with a group; FALSE with EXEC_ERROR_COMM when a peer does not answer. */
+gboolean exec_skeleton_evaluate(ExecSkeleton *skel, size_t msg_bytes, ExecSkeletonEvalFn step,
+                                const int32_t *tokens, const int32_t *targets, float *loss,
+                                GError **error);
 
 /* prepare()'s device-independent part: checks @sched (NULL in dynamic mode) against the
  * shape, the activation slots and the group's tags, resets the transport, messages in hand,

@@ -33,6 +33,8 @@ typedef struct {
     ExecSkeleton   skel;    /* first: workers, messages, reports, slots */
     ExecCpuVstage *vstages; /* (n_vstages) */
     ExecCpuStage  *stages;  /* (n_stages) */
+    float         *eval[2]; /* (B, T, C) each: evaluate()'s activations between local virtual
+                               stages, allocated at its first call */
 } ExecCpuBackend;
 
 static inline ExecCpuBackend *exec_cpu(ExecBackend *backend) {

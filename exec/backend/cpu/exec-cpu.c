@@ -188,6 +188,8 @@ static void exec_cpu_free(ExecBackend *backend) {
     for (int32_t s = 0; cpu->stages && s < cpu->skel.n_stages; s++)
         g_free(cpu->stages[s].reference);
     exec_skeleton_clear(&cpu->skel);
+    g_free(cpu->eval[0]);
+    g_free(cpu->eval[1]);
     g_free(cpu->vstages);
     g_free(cpu->stages);
     g_free(cpu);
