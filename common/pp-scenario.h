@@ -79,6 +79,11 @@ typedef struct {
     char   *mode;            /* "static" (replay the program) or "dynamic" (run the policy) */
     char   *partition;       /* "balanced" (by cost, within hardware.memory_gib) or "even" layers
                                 per virtual stage; run.layers_per_stage overrides both */
+    /* Resolved once when the scenario loads (pp_scenario_load(), pp_scenario_with()): */
+    const PpSchedKindInfo *kind; /* the registry record of schedule */
+    int32_t mb_per_step; /* micro-batches one stage processes per optimizer step, by the kind's
+                            batch rule: microbatches (flush, 2bw, custom), accumulation (paci,
+                            async-1f1b) or 1 (pipedream) */
 } PpPipelineParams;
 
 /* The parallel layout around the simulated pipeline ([parallel]). GPUs = data * tensor *
@@ -179,6 +184,9 @@ struct _PpScenario {
     PpDataParams      data;
     PpOptimizerParams optimizer;
     PpRunParams       run;
+    /* Private to pp-scenario.c: bit j set when the j-th DERIVED key of the table was absent
+     * (derived), so that pp_scenario_with() derives it again for the changed scenario. */
+    uint32_t derived_keys;
 };
 
 /* Loads @path and applies @overrides ("section.key=value", NULL-terminated, nullable), then
@@ -192,18 +200,59 @@ struct _PpScenario {
  * custom): global_batch = microbatch_size * microbatches; each times parallel.data.
  * Returns: (transfer full), or NULL with @error set. */
 PpScenario *pp_scenario_load(const char *path, const char *const *overrides, GError **error);
-/* Same, from an in-memory key file text (tests); @name is used in messages and as
- * scenario->path; relative order_file paths start at the current directory. */
+/* Same, and the keys named in @derive ("section.key", NULL-terminated, nullable; keys derived
+ * when absent: microbatch_size, global_batch, ...) are derived as if the file and @overrides
+ * did not give them (a sweep point that keeps the global batch re-derives the micro-batch
+ * size). */
+PpScenario *pp_scenario_load_deriving(const char *path, const char *const *overrides,
+                                      const char *const *derive, GError **error);
+/* Same as pp_scenario_load(), from an in-memory key file text (tests); @name is used in messages
+ * and as scenario->path; relative order_file paths start at the current directory. */
 PpScenario *pp_scenario_load_data(const char *data, const char *name, const char *const *overrides,
                                   GError **error);
 void        pp_scenario_free(PpScenario *scenario);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpScenario, pp_scenario_free)
+
+/* A typed change to a loaded scenario (pp_scenario_with()): plan rows, compare rows and tta
+ * targets are variants of one scenario. A field left 0 (NULL, FALSE) keeps the scenario's
+ * value; the counts take the key table's ranges. */
+typedef struct {
+    const PpSchedKindInfo *kind;            /* pipeline.schedule */
+    int32_t                stages;          /* pipeline.stages */
+    int32_t                chunks;          /* pipeline.chunks */
+    int32_t                microbatches;    /* pipeline.microbatches */
+    int32_t                accumulation;    /* pipeline.accumulation */
+    int32_t                microbatch_size; /* pipeline.microbatch_size */
+    int32_t                global_batch;    /* training.global_batch */
+    int32_t                steps;           /* training.steps */
+    int32_t                data;            /* parallel.data */
+    int32_t                tensor;          /* parallel.tensor */
+    int32_t                devices;         /* hardware.devices */
+    gboolean               set_recompute;   /* TRUE: model.recompute = recompute */
+    PpRecompute            recompute;
+    gboolean               set_sequence_parallel; /* TRUE: parallel.sequence_parallel = ... */
+    gboolean               sequence_parallel;
+    gboolean               static_mode; /* TRUE: pipeline.mode = static */
+} PpScenarioDelta;
+
+/* @base changed by @delta, then checked and derived as pp_scenario_load() does: the values
+ * @base derived (absent from its file, e.g. microbatch_size from global_batch) are derived
+ * again, so the result equals loading @base's file with the same values given as
+ * "section.key=value" overrides. Errors are those of pp_scenario_load()'s checks
+ * (PP_SCENARIO_ERROR_INCONSISTENT, MISSING_KEY, NOT_FOUND, or the order file's).
+ * Returns: (transfer full), or NULL with @error set. */
+PpScenario *pp_scenario_with(const PpScenario *base, const PpScenarioDelta *delta, GError **error);
 
 /* The effective scenario as key-file text: every key of every section (presets resolved,
  * derived values filled in, durations in us, order_file absolute), each with its
  * description as a comment; [hardware] and [costs] only when set. Loading the text gives
  * the same scenario. Returns: (transfer full). */
 char *pp_scenario_to_data(const PpScenario *scenario);
+
+/* TRUE when the file or an override gave @section.@key, FALSE when the scenario derived it.
+ * The key must be one that is derived when absent
+ * (microbatch_size, global_batch, devices, ...; another aborts). */
+gboolean pp_scenario_key_given(const PpScenario *scenario, const char *section, const char *key);
 
 /* The value of @section.@key as pp_scenario_to_data() writes it (file units). The key must be
  * one of the table's (an unknown one aborts). Returns: (transfer full) (nullable): NULL when
@@ -250,13 +299,12 @@ gboolean pp_scenario_precision_fp8(const PpScenario *scenario);
 gboolean pp_scenario_attention_causal(const PpScenario *scenario);
 /* model.recompute as a PpRecompute. */
 PpRecompute pp_scenario_recompute(const PpScenario *scenario);
+/* The model.recompute value of @recompute: "none", "selective" or "full" (static). */
+const char *pp_recompute_name(PpRecompute recompute);
 /* GPUs of the whole job: parallel.data * parallel.tensor * pipeline.stages (checked to fit
  * int32_t when the scenario loads). */
 int64_t pp_scenario_gpus(const PpScenario *scenario);
 /* pipeline.partition as a PpPartitionMode. */
 PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario);
-/* Micro-batches one stage processes per optimizer step: m for flush, 2bw and custom, a for
- * paci and async-1f1b, 1 for pipedream. */
-int32_t pp_scenario_mb_per_step(const PpScenario *scenario);
 
 G_END_DECLS

@@ -73,7 +73,7 @@ static gboolean fuzz_run_scenario(const char *dir, const uint8_t *data, size_t s
         PP_ABORT("a scenario's text changes when reloaded:\n%s\n---\n%s", saved, saved_again);
     PpScheduleParams params;
     pp_scenario_schedule_params(sc, &params);
-    PP_ASSERT(pp_scenario_mb_per_step(sc) >= 1);
+    PP_ASSERT(sc->pipeline.mb_per_step >= 1);
     return TRUE;
 }
 
@@ -269,7 +269,7 @@ static gboolean fuzz_run_bpe(const char *dir, const uint8_t *data, size_t size, 
 /* --- registry --- */
 
 static const FuzzTarget fuzz_target_table[] = {
-    {"scenario", fuzz_run_scenario, "scenario key files (common/pp-scenario.c)"},
+    {"scenario", fuzz_run_scenario, "scenario key files (common/pp-scenario*.c)"},
     {"custom-order", fuzz_run_custom_order, "custom order CSV files (common/pp-sched-custom.c)"},
     {"safetensors", fuzz_run_safetensors, "safetensors checkpoints + .state (exec-checkpoint.c)"},
     {"shard", fuzz_run_shard, "token shards (data-shard.c)"},

@@ -5,6 +5,7 @@
  * input (one line on stderr "pacer-sim: FILE: message"), 2 usage errors.
  */
 #include <locale.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@ typedef struct {
     gint     global_batch;   /* plan --global-batch B (0: the scenario's) */
     gint     top;            /* plan --top K */
     gint     max_microbatch; /* plan --max-microbatch b */
+    gdouble  headroom_gib;   /* plan --headroom GIB */
 } SimMainOptions;
 
 static void sim_main_options_clear(SimMainOptions *o) {
@@ -331,9 +333,10 @@ static int sim_main_sweep(int argc, char **argv) {
     size_t len = 0;
     FILE  *out = o.out != NULL ? open_memstream(&buf, &len) : stdout;
     PP_ASSERT(out != NULL);
-    int32_t  n_failed = 0;
-    gboolean ok = sim_sweep_run(path, (const char *const *)overrides,
-                                (const SimSweepAxis *)axes->data, n_axes, out, &n_failed, &error);
+    int32_t  n_failed = 0, n_mapped = 0;
+    gboolean ok =
+        sim_sweep_run(path, (const char *const *)overrides, base, (const SimSweepAxis *)axes->data,
+                      n_axes, out, &n_failed, &n_mapped, &error);
     if (o.out != NULL) {
         int rc = fclose(out);
         PP_ASSERT(rc == 0); /* a memory stream fails only when allocation fails */
@@ -342,6 +345,11 @@ static int sim_main_sweep(int argc, char **argv) {
     }
     if (!ok)
         return sim_main_fail(o.out != NULL ? o.out : "stdout", error);
+    if (n_mapped > 0)
+        fprintf(stderr,
+                "pacer-sim: %s: %d sweep points of an accumulating schedule (paci) ran "
+                "pipeline.accumulation = pipeline.microbatches: its updates count a, not m\n",
+                path, n_mapped);
     if (n_failed > 0)
         fprintf(stderr, "pacer-sim: %s: %d of %lld sweep points failed (see the error column)\n",
                 path, n_failed,
@@ -423,6 +431,8 @@ static int sim_main_plan(int argc, char **argv) {
         {"top", 't', 0, G_OPTION_ARG_INT, &o.top, "Rows to print (default 10)", "K"},
         {"max-microbatch", 'M', 0, G_OPTION_ARG_INT, &o.max_microbatch,
          "Largest micro-batch size tried, in sequences (default 8)", "b"},
+        {"headroom", 'H', 0, G_OPTION_ARG_DOUBLE, &o.headroom_gib,
+         "Device memory in GiB every row leaves free (default 0)", "GIB"},
         SIM_MAIN_OPTION_SET(&o.sets),
         {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the plan as JSON", NULL},
         SIM_MAIN_OPTION_END,
@@ -442,11 +452,13 @@ static int sim_main_plan(int argc, char **argv) {
     g_auto(GStrv) overrides = sim_main_scenario_args(argc, argv, &o, &path, &error);
     if (overrides == NULL)
         return sim_main_fail(NULL, error);
-    if (o.gpus < 1 || o.global_batch < 0 || o.top < 1 || o.max_microbatch < 1) {
+    if (o.gpus < 1 || o.global_batch < 0 || o.top < 1 || o.max_microbatch < 1 ||
+        !(o.headroom_gib >= 0.0 && o.headroom_gib <= 1e9)) {
         g_set_error(&error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                     "plan needs --gpus G >= 1 (got %d), --global-batch B >= 1 when given (got "
-                    "%d), --top K >= 1 (got %d) and --max-microbatch b >= 1 (got %d)",
-                    o.gpus, o.global_batch, o.top, o.max_microbatch);
+                    "%d), --top K >= 1 (got %d), --max-microbatch b >= 1 (got %d) and "
+                    "--headroom GIB in [0, 1e9] (got %g)",
+                    o.gpus, o.global_batch, o.top, o.max_microbatch, o.headroom_gib);
         return sim_main_fail(NULL, error);
     }
     g_auto(GStrv) kinds =
@@ -468,6 +480,7 @@ static int sim_main_plan(int argc, char **argv) {
                          .global_batch = o.global_batch,
                          .schedules = (const char *const *)kinds,
                          .max_microbatch = o.max_microbatch,
+                         .headroom_bytes = llround(o.headroom_gib * 1073741824.0),
                          .progress = isatty(STDERR_FILENO)};
     g_autoptr(SimPlan) plan = sim_plan_run(path, (const char *const *)overrides, &po, &error);
     if (plan == NULL)

@@ -698,7 +698,7 @@ static gboolean sim_cal_make_scenario(SimCalibration *cal, const SimCalFit *fit,
         sim_cal_set_list(&c->fused_stage_ns, &c->n_fused_stage, bw, n);
     c->comm_ns = cal->comm_ns;
     sc->pipeline.microbatch_size = cal->microbatch_size;
-    sc->training.global_batch = cal->microbatch_size * pp_scenario_mb_per_step(sc);
+    sc->training.global_batch = cal->microbatch_size * sc->pipeline.mb_per_step;
 
     /* The executor's split (pp-partition's FLOP counts), so that memory follows it. */
     if (sc->run.layers_per_stage == NULL) {

@@ -89,9 +89,9 @@ static inline int64_t sim_cost_bw_ns(const SimCostModel *cost, int32_t unit) {
  *       * hidden / (hidden + kernel_eff_half_hidden)   (the last factor is 1 when that key is 0).
  * Small micro-batches run small GEMMs far from peak, and narrow models spend more of a layer's
  * time in memory-bound work (LayerNorm, dropout, softmax: ~sbh bytes against 24sbh^2 FLOPs); by
- * default ([hardware] keys, defaults in pp-scenario.c's key table) the curve saturates at 60% of
- * peak and reaches half of that at 2048 tokens, with no width term; the calibrated hardware presets
- * carry their own fit (sim/README.md); calibrate the keys against measurements. */
+ * default ([hardware] keys, defaults in pp-scenario-keys.c's key table) the curve saturates at 60%
+ * of peak and reaches half of that at 2048 tokens, with no width term; the calibrated hardware
+ * presets carry their own fit (sim/README.md); calibrate the keys against measurements. */
 double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens, double hidden);
 
 /* Uniform costs for tests: every (stage, chunk) has the same f/b/w, comm is latency only,

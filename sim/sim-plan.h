@@ -18,6 +18,7 @@ typedef struct {
     int32_t            global_batch;   /* sequences per step; <= 0: the scenario's */
     const char *const *schedules;      /* NULL-terminated registry names */
     int32_t            max_microbatch; /* largest micro-batch size tried (sequences) */
+    int64_t            headroom_bytes; /* device memory a row must leave free (>= 0) */
     gboolean           progress;       /* report progress on stderr (a terminal) */
 } SimPlanOptions;
 
@@ -26,6 +27,8 @@ typedef struct {
     char   *schedule;
     int32_t data, tensor, stages, chunks;
     int32_t microbatch_size, microbatches; /* microbatches: per step (a for paci) */
+    int32_t accumulation;                  /* pipeline.accumulation it ran */
+    int32_t steps;                         /* optimizer steps simulated */
     char   *recompute;
     double  tokens_per_s; /* whole job */
     int64_t step_time_ns;
@@ -35,13 +38,16 @@ typedef struct {
 } SimPlanRow;
 
 typedef struct {
-    char   *scenario; /* the file */
+    char   *scenario;  /* the file */
+    GStrv   overrides; /* the user's "section.key=value" (--set), applied before a row's */
+    GStrv   schedules; /* SimPlanOptions.schedules, in their order */
     int32_t gpus, global_batch;
-    int64_t memory_bytes; /* one device */
-    GArray *rows;         /* (SimPlanRow) fitting layouts, best throughput first */
-    int64_t n_layouts;    /* candidates enumerated */
-    int64_t n_static;     /* dropped: parameters and optimizer state alone exceed memory */
-    int64_t n_partition;  /* dropped: no layer split fits memory (before simulating) */
+    int64_t memory_bytes;   /* one device's, less the headroom: what a row may use */
+    int64_t headroom_bytes; /* SimPlanOptions.headroom_bytes */
+    GArray *rows;           /* (SimPlanRow) fitting layouts, best throughput first */
+    int64_t n_layouts;      /* candidates enumerated */
+    int64_t n_static;       /* dropped: parameters and optimizer state alone exceed memory */
+    int64_t n_partition;    /* dropped: no layer split fits memory (before simulating) */
     int64_t n_simulated;
     int64_t n_over_memory; /* simulated, but the peak exceeded memory */
     int64_t n_failed;      /* any other error (its first message kept) */
@@ -57,9 +63,17 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
 void     sim_plan_free(SimPlan *plan);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimPlan, sim_plan_free)
 
-/* The best @top rows as a table, with the counts. Returns: (transfer full). */
+/* The pacer-sim command line that simulates @row alone: @plan's scenario file with the
+ * user's --set overrides (those the row does not set) and then every key the search set for
+ * the row. Returns: (transfer full). */
+char *sim_plan_row_command(const SimPlan *plan, const SimPlanRow *row);
+
+/* The best @top rows as a table, with the counts, the best row of each schedule (its rank in
+ * the whole ranking) and the best row's command line. Returns: (transfer full). */
 char *sim_plan_format(const SimPlan *plan, int32_t top);
-/* The same as one JSON object ("rows": the best @top). Returns: (transfer full). */
+/* The same as one JSON object ("rows": the best @top, each with its overrides as "set", an
+ * object of "section.key": value, and "command"; "best_per_schedule": one object per schedule,
+ * "fits" and, when it does, "rank" and the row's members). Returns: (transfer full). */
 JsonNode *sim_plan_build_json(const SimPlan *plan, int32_t top);
 
 G_END_DECLS

@@ -117,7 +117,7 @@ char *sim_report_format_summary(const SimJob *job) {
                            "schedule    %s (%s), N=%d, v=%d, m/a=%d (micro-batches per "
                            "update)\n",
                            job->schedule->kind, sc->pipeline.mode, job->schedule->n_stages,
-                           job->schedule->n_chunks, pp_scenario_mb_per_step(sc));
+                           job->schedule->n_chunks, sc->pipeline.mb_per_step);
     g_string_append_printf(out,
                            "layout      %" G_GINT64_FORMAT " GPUs = data %d x tensor %d x "
                            "stages %d; sequence parallel %s, recompute %s, distributed "
@@ -136,9 +136,16 @@ char *sim_report_format_summary(const SimJob *job) {
                            sim_report_format_ms(ms2, sizeof ms2, res->makespan_ns));
     g_string_append_printf(out, "throughput  %.1f tokens/s, %.3f samples/s\n",
                            res->throughput_tokens_per_s, res->throughput_samples_per_s);
-    g_string_append_printf(out, "bubble      %.4f (zero-bubble definition)\n",
+    /* Two different figures (sim/README.md, "The summary"): the bottleneck stage's idle share
+     * of one steady step, and every stage's busy share of the whole run. */
+    g_string_append_printf(out,
+                           "bubble      %.4f (schedule bubble: idle share of the busiest "
+                           "stage's step, (C - m(F+B+W))/C)\n",
                            res->bubble_fraction);
-    g_string_append_printf(out, "efficiency  %.4f (busy / (N x makespan))\n", res->efficiency);
+    g_string_append_printf(out,
+                           "efficiency  %.4f (mean stage utilisation over the whole run, fill, "
+                           "drain and lighter stages included: busy / (N x makespan))\n",
+                           res->efficiency);
     if (res->mfu > 0.0)
         g_string_append_printf(out, "MFU         %.4f (HFU %.4f, %.1f model TFLOP/s per GPU)\n",
                                res->mfu, res->hfu, res->tflops_per_gpu);

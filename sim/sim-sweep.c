@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * sim-sweep.c: pacer-sim compare (several schedules, one scenario) and sweep (cartesian
- * product over scenario keys). Both express each run as extra "section.key=value" overrides
- * appended after the user's --set ones, so every run goes through the same scenario checks.
+ * product over scenario keys). Compare derives each row from the loaded scenario by a typed
+ * change (pp_scenario_with()); sweep appends each point's values, which the user gave as text,
+ * as "section.key=value" overrides after the --set ones. Either way every run goes through the
+ * same scenario checks.
  */
 #include "sim-sweep.h"
 
@@ -13,8 +15,8 @@
 
 #include "pp-error.h"
 
-/* A NULL-terminated override list: @base (nullable) then the printf-formatted extras that
- * the caller appends. Returns: (transfer full). */
+/* A NULL-terminated override list: @base (nullable) then the extras that the caller
+ * appends. Returns: (transfer full). */
 static GPtrArray *sim_sweep_overrides_new(const char *const *base) {
     GPtrArray *ov = g_ptr_array_new_with_free_func(g_free);
     for (size_t i = 0; base != NULL && base[i] != NULL; i++)
@@ -37,55 +39,64 @@ static void sim_sweep_compare_row_free(gpointer data) {
     g_free(row);
 }
 
-/* The overrides that run @kind under the comparison rule (sim-sweep.h), after @overrides.
- * Returns: (transfer full): NULL-terminated once sim_sweep_overrides_terminate() ran, or NULL
- * with @error set when @kind cannot keep the scenario's global batch. */
-static GPtrArray *sim_sweep_compare_overrides(const PpScenario *base, const char *const *overrides,
-                                              const char *kind, GError **error) {
-    g_autoptr(GPtrArray) ov = sim_sweep_overrides_new(overrides);
-    g_ptr_array_add(ov, g_strdup_printf("pipeline.schedule=%s", kind));
+/* The typed change that runs @kind under the comparison rule (sim-sweep.h). Returns FALSE
+ * with @error set when @kind is unknown or cannot keep the scenario's global batch. */
+static gboolean sim_sweep_compare_delta(const PpScenario *base, const char *kind,
+                                        PpScenarioDelta *delta, GError **error) {
     const PpSchedKindInfo *info = pp_sched_kind_lookup(kind);
     if (info == NULL) {
         g_autofree char *names = pp_sched_kind_names();
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
                     "unknown schedule '%s'; valid: %s", kind, names);
-        return NULL;
+        return FALSE;
     }
-    const PpSchedKindInfo *base_info = pp_sched_kind_lookup(base->pipeline.schedule);
+    const PpPipelineParams *p = &base->pipeline;
     /* Chunks: the scenario's within the kind's range; a multi-chunk kind (interleaved) run with
      * one chunk would be its one-chunk sibling, so it gets 2. */
-    int32_t chunks = CLAMP(base->pipeline.chunks, info->min_chunks, info->max_chunks);
+    int32_t chunks = CLAMP(p->chunks, info->min_chunks, info->max_chunks);
     if (chunks == 1 && info->max_chunks > 1)
         chunks = 2;
-    g_ptr_array_add(ov, g_strdup_printf("pipeline.chunks=%d", chunks));
     /* Accumulation: a kind that accumulates (paci) updates every m backwards, the
      * micro-batches of one flush step, unless the scenario's kind accumulates too; a fixed
      * accumulation (async-1f1b) wins. */
-    int32_t a = base->pipeline.accumulation;
-    if (info->batch == PP_BATCH_ACCUMULATION && base_info->batch != PP_BATCH_ACCUMULATION)
-        a = base->pipeline.microbatches;
+    int32_t accumulation = p->accumulation;
+    if (info->batch == PP_BATCH_ACCUMULATION && p->kind->batch != PP_BATCH_ACCUMULATION)
+        accumulation = p->microbatches;
     if (info->fixed_accumulation > 0)
-        a = info->fixed_accumulation;
-    g_ptr_array_add(ov, g_strdup_printf("pipeline.accumulation=%d", a));
-    int32_t per_update = pp_sched_kind_mb_per_step(info, base->pipeline.microbatches, a);
-    int32_t mbs = base->pipeline.microbatch_size;
+        accumulation = info->fixed_accumulation;
+    /* Every data replica runs the pipeline's micro-batches: a step holds per_update x data
+     * micro-batches (the scenario checked that the product fits int32_t for its own kind;
+     * per_update is the scenario's m or a here). */
+    int32_t per_update = pp_sched_kind_mb_per_step(info, p->microbatches, accumulation);
+    int64_t per_step = (int64_t)per_update * base->parallel.data;
+    int32_t mbs = p->microbatch_size;
     int32_t global_batch = base->training.global_batch;
     if (base->costs.set) {
         /* Explicit [costs] are the times of the scenario's micro-batch: keep its size. */
-        global_batch = mbs * per_update;
-    } else if (global_batch % per_update == 0) {
+        if ((int64_t)mbs * per_step > G_MAXINT32) {
+            g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                        "micro-batch size %d x %" G_GINT64_FORMAT
+                        " micro-batches per step of %s exceeds %d sequences",
+                        mbs, per_step, kind, G_MAXINT32);
+            return FALSE;
+        }
+        global_batch = (int32_t)(mbs * per_step);
+    } else if (global_batch % per_step == 0) {
         /* Analytic costs follow the micro-batch size: keep the global batch. */
-        mbs = global_batch / per_update;
+        mbs = (int32_t)(global_batch / per_step);
     } else {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                     "global batch %d is not a multiple of the %d micro-batches per update of "
-                    "%s; choose a global batch that is",
-                    global_batch, per_update, kind);
-        return NULL;
+                    "%s times parallel.data = %d replicas; choose a global batch that is",
+                    global_batch, per_update, kind, base->parallel.data);
+        return FALSE;
     }
-    g_ptr_array_add(ov, g_strdup_printf("pipeline.microbatch_size=%d", mbs));
-    g_ptr_array_add(ov, g_strdup_printf("training.global_batch=%d", global_batch));
-    return g_steal_pointer(&ov);
+    *delta = (PpScenarioDelta){.kind = info,
+                               .chunks = chunks,
+                               .accumulation = accumulation,
+                               .microbatch_size = mbs,
+                               .global_batch = global_batch};
+    return TRUE;
 }
 
 GPtrArray *sim_sweep_compare(const char *path, const char *const *overrides,
@@ -98,9 +109,12 @@ GPtrArray *sim_sweep_compare(const char *path, const char *const *overrides,
         SimCompareRow *row = g_new0(SimCompareRow, 1);
         g_autoptr(GError) local = NULL;
         row->schedule = g_strdup(kinds[k]);
-        g_autoptr(GPtrArray) ov = sim_sweep_compare_overrides(base, overrides, kinds[k], &local);
-        if (ov != NULL)
-            row->job = sim_job_new(path, sim_sweep_overrides_terminate(ov), FALSE, &local);
+        PpScenarioDelta delta;
+        if (sim_sweep_compare_delta(base, kinds[k], &delta, &local)) {
+            PpScenario *sc = pp_scenario_with(base, &delta, &local);
+            if (sc != NULL)
+                row->job = sim_job_new_from_scenario(sc, FALSE, &local);
+        }
         if (row->job == NULL)
             row->error = g_strdup(local->message);
         g_ptr_array_add(rows, row);
@@ -228,8 +242,52 @@ static void sim_sweep_csv_field(FILE *fp, const char *value) {
     csv_fwrite(fp, value, strlen(value));
 }
 
-gboolean sim_sweep_run(const char *path, const char *const *overrides, const SimSweepAxis *axes,
-                       int32_t n_axes, FILE *out, int32_t *n_failed, GError **error) {
+/* The index of the axis that sweeps @key, or -1. */
+static int32_t sim_sweep_axis_find(const SimSweepAxis *axes, int32_t n_axes, const char *key) {
+    for (int32_t k = 0; k < n_axes; k++) {
+        if (strcmp(axes[k].key, key) == 0)
+            return k;
+    }
+    return -1;
+}
+
+/* Appends to @ov the overrides, and sets *@derive to the key to derive (or NULL), that keep
+ * point @digit (one value index per axis) comparable (sim/README.md, sweep). A kind that
+ * accumulates (paci) counts its update's micro-batches in pipeline.accumulation: a sweep of
+ * pipeline.microbatches without an accumulation axis sets a = m for it. When @base gives both
+ * pipeline.microbatch_size and training.global_batch and no axis sets either, the point keeps the
+ * global batch (analytic costs) or the micro-batch size (explicit [costs], the times of that size)
+ * and derives the other from its own micro-batches per update and data replicas. Returns TRUE when
+ * it set a = m. */
+static gboolean sim_sweep_point_rules(const PpScenario *base, const SimSweepAxis *axes,
+                                      int32_t n_axes, const int32_t *digit, GPtrArray *ov,
+                                      const char **derive) {
+    *derive = NULL;
+    if (base == NULL)
+        return FALSE; /* the points are checked one by one */
+    int32_t m_axis = sim_sweep_axis_find(axes, n_axes, "pipeline.microbatches");
+    int32_t kind_axis = sim_sweep_axis_find(axes, n_axes, "pipeline.schedule");
+    if (sim_sweep_axis_find(axes, n_axes, "pipeline.microbatch_size") < 0 &&
+        sim_sweep_axis_find(axes, n_axes, "training.global_batch") < 0 &&
+        pp_scenario_key_given(base, "pipeline", "microbatch_size") &&
+        pp_scenario_key_given(base, "training", "global_batch"))
+        *derive = base->costs.set ? "training.global_batch" : "pipeline.microbatch_size";
+    if (m_axis < 0 || sim_sweep_axis_find(axes, n_axes, "pipeline.accumulation") >= 0)
+        return FALSE;
+    /* an unknown schedule name fails the point when it loads */
+    const PpSchedKindInfo *kind =
+        kind_axis >= 0 ? pp_sched_kind_lookup(axes[kind_axis].values[digit[kind_axis]])
+                       : base->pipeline.kind;
+    if (kind == NULL || kind->batch != PP_BATCH_ACCUMULATION || kind->fixed_accumulation > 0)
+        return FALSE;
+    g_ptr_array_add(
+        ov, g_strdup_printf("pipeline.accumulation=%s", axes[m_axis].values[digit[m_axis]]));
+    return TRUE;
+}
+
+gboolean sim_sweep_run(const char *path, const char *const *overrides, const PpScenario *base,
+                       const SimSweepAxis *axes, int32_t n_axes, FILE *out, int32_t *n_failed,
+                       int32_t *n_mapped, GError **error) {
     g_autofree int32_t *n_values = g_new0(int32_t, n_axes); /* (n_axes) */
     int64_t             n_points = sim_sweep_n_points(axes, n_axes);
     for (int32_t k = 0; k < n_axes; k++) {
@@ -247,6 +305,7 @@ gboolean sim_sweep_run(const char *path, const char *const *overrides, const Sim
     fflush(out);
 
     *n_failed = 0;
+    *n_mapped = 0;
     for (int64_t p = 0; p < n_points && !ferror(out); p++) {
         g_autoptr(GPtrArray) ov = sim_sweep_overrides_new(overrides);
         /* Mixed-radix digits of p, the last axis least significant. */
@@ -262,8 +321,13 @@ gboolean sim_sweep_run(const char *path, const char *const *overrides, const Sim
             sim_sweep_csv_field(out, value);
             fputc(',', out);
         }
+        const char *derive[2] = {NULL, NULL};
+        if (sim_sweep_point_rules(base, axes, n_axes, digit, ov, &derive[0]))
+            (*n_mapped)++;
         g_autoptr(GError) local = NULL;
-        g_autoptr(SimJob) job = sim_job_new(path, sim_sweep_overrides_terminate(ov), FALSE, &local);
+        PpScenario *sc =
+            pp_scenario_load_deriving(path, sim_sweep_overrides_terminate(ov), derive, &local);
+        g_autoptr(SimJob) job = sc != NULL ? sim_job_new_from_scenario(sc, FALSE, &local) : NULL;
         if (job == NULL) {
             (*n_failed)++;
             fputs(",,,,,,,", out);

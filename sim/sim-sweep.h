@@ -64,10 +64,14 @@ int64_t sim_sweep_n_points(const SimSweepAxis *axes, int32_t n_axes);
  * @path with @overrides and writes the CSV to @out: the swept keys, step_time_ns,
  * throughput_tokens_per_s, throughput_samples_per_s, bubble_fraction, efficiency, delta_max,
  * peak_memory_bytes, error. @out is flushed after the header and after every row, so the
- * rows of an interrupted sweep are out already. Sets *@n_failed to the number of points
- * with an error. Returns FALSE and sets @error (PP_IO_ERROR_WRITE) when writing @out fails;
+ * rows of an interrupted sweep are out already. @base is @path loaded with @overrides, or
+ * NULL when it does not load alone (then the points get no rules): each point's batch and
+ * accumulation follow sim_sweep_point_rules() (sim/README.md). Sets *@n_failed to the number
+ * of points with an error and *@n_mapped to the points of an accumulating schedule that ran
+ * a = m. Returns FALSE and sets @error (PP_IO_ERROR_WRITE) when writing @out fails;
  * the sweep stops there. */
-gboolean sim_sweep_run(const char *path, const char *const *overrides, const SimSweepAxis *axes,
-                       int32_t n_axes, FILE *out, int32_t *n_failed, GError **error);
+gboolean sim_sweep_run(const char *path, const char *const *overrides, const PpScenario *base,
+                       const SimSweepAxis *axes, int32_t n_axes, FILE *out, int32_t *n_failed,
+                       int32_t *n_mapped, GError **error);
 
 G_END_DECLS

@@ -131,7 +131,7 @@ static gboolean sim_tta_run_load(SimTtaRun *r, const char *scenario_path, SimTta
     if (sched == NULL)
         return FALSE;
     r->schedule = g_strdup(sc->pipeline.schedule);
-    r->mb_per_step = pp_scenario_mb_per_step(sc);
+    r->mb_per_step = sc->pipeline.mb_per_step;
     r->flush = sched->synchronous;
     r->tokens_per_update = (int64_t)sc->training.global_batch * sc->model.seq_len;
 
@@ -194,13 +194,14 @@ static gboolean sim_tta_measured_step(SimTtaRun *r, GArray *tps, int32_t skip, G
 /* The step time of @r's schedule, m and a on @target. */
 static gboolean sim_tta_target_step(SimTtaRun *r, const char *target, const PpScenario *own,
                                     GError **error) {
-    g_autofree char *kind = g_strdup_printf("pipeline.schedule=%s", own->pipeline.schedule);
-    g_autofree char *m = g_strdup_printf("pipeline.microbatches=%d", own->pipeline.microbatches);
-    g_autofree char *a = g_strdup_printf("pipeline.accumulation=%d", own->pipeline.accumulation);
-    g_autofree char *v = g_strdup_printf("pipeline.chunks=%d", own->pipeline.chunks);
-    const char      *overrides[] = {kind, m, a, v, NULL};
+    const PpScenarioDelta delta = {.kind = own->pipeline.kind,
+                                   .microbatches = own->pipeline.microbatches,
+                                   .accumulation = own->pipeline.accumulation,
+                                   .chunks = own->pipeline.chunks};
     g_autoptr(GError) local = NULL;
-    g_autoptr(SimJob) job = sim_job_new(target, overrides, FALSE, &local);
+    g_autoptr(PpScenario) base = pp_scenario_load(target, NULL, &local);
+    PpScenario *sc = base != NULL ? pp_scenario_with(base, &delta, &local) : NULL;
+    g_autoptr(SimJob) job = sc != NULL ? sim_job_new_from_scenario(sc, FALSE, &local) : NULL;
     if (job == NULL) {
         g_set_error(error, local->domain, local->code,
                     "run %s (%s, m = %d, a = %d) on the target: %s", r->name,
@@ -563,6 +564,51 @@ static gboolean sim_tta_write(const char *dir, const char *name, char *text, GEr
     return sim_report_write_atomic(path, owned, strlen(owned), error);
 }
 
+/* What makes a tta input, for the messages below. */
+#define SIM_TTA_MAKE_RUN                                                                           \
+    "a RUN is a pacer-train --out folder (log.csv with validation losses and scenario.ini); make " \
+    "one with: build/exec/pacer-train SCENARIO --set run.eval_every=N --out "
+
+/* Before anything is read: each RUN's PATH exists, and its folder holds log.csv and
+ * scenario.ini. Returns FALSE with a PP_IO_ERROR_OPEN naming the first path that is missing
+ * or wrong and the command that makes it. */
+static gboolean sim_tta_check_runs(const char *const *runs, GError **error) {
+    for (const char *const *spec = runs; *spec != NULL; spec++) {
+        const char *eq = strchr(*spec, '=');
+        const char *path = eq != NULL ? eq + 1 : *spec;
+        if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN,
+                        "RUN %s: no such folder or file; " SIM_TTA_MAKE_RUN "%s", path, path);
+            return FALSE;
+        }
+        gboolean         is_dir = g_file_test(path, G_FILE_TEST_IS_DIR);
+        g_autofree char *log = is_dir ? g_build_filename(path, "log.csv", NULL) : g_strdup(path);
+        g_autofree char *dir = g_path_get_dirname(log);
+        g_autofree char *scenario = g_build_filename(dir, "scenario.ini", NULL);
+        g_autofree char *sim_summary = g_build_filename(dir, "summary.csv", NULL);
+        const char      *sim_out = g_file_test(sim_summary, G_FILE_TEST_EXISTS)
+                                       ? " (its summary.csv says it is a pacer-sim --out folder: "
+                                         "tta needs training runs)"
+                                       : "";
+        if (is_dir && !g_file_test(log, G_FILE_TEST_IS_REGULAR)) {
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN,
+                        "%s: missing: %s is no pacer-train run folder%s; " SIM_TTA_MAKE_RUN "%s",
+                        log, path, sim_out, path);
+            return FALSE;
+        }
+        if (!g_file_test(scenario, G_FILE_TEST_IS_REGULAR)) {
+            g_set_error(
+                error, PP_IO_ERROR, PP_IO_ERROR_OPEN,
+                "%s: missing next to %s: tta reads the run's schedule, m, a and batch from "
+                "the scenario.ini that pacer-train --out writes beside log.csv; " SIM_TTA_MAKE_RUN
+                "%s",
+                scenario, log, dir);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
 int sim_tta_main(int argc, char **argv) {
     g_auto(SimTtaOptions) o = {.skip_steps = 1};
     const GOptionEntry entries[] = {
@@ -614,6 +660,8 @@ int sim_tta_main(int argc, char **argv) {
     if (o.axis != NULL && strcmp(o.axis, "tokens") == 0)
         axis = SIM_TTA_TOKENS;
 
+    if (!sim_tta_check_runs((const char *const *)argv + 1, &error))
+        return sim_main_fail(NULL, error);
     SimTtaParams params = {.runs = (const char *const *)argv + 1,
                            .step_ms = (const char *const *)o.step_ms,
                            .target = o.target,

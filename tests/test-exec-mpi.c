@@ -200,11 +200,7 @@ static PpSchedule *run_schedule(const char *dir) {
     g_autoptr(GError) error = NULL;
     g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &error);
     ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
-    PpScheduleParams params;
-    pp_scenario_schedule_params(sc, &params);
-    PpSchedule *sched = pp_schedule_new(&params, &error);
-    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
-    return sched;
+    return test_util_scenario_schedule_new(sc);
 }
 
 static int row_key_cmp(const void *pa, const void *pb) {

@@ -77,8 +77,7 @@ static void pub_simulate(PubRow *r) {
     PpScheduleParams params;
     pp_scenario_schedule_params(sc, &params);
     sim_cost_schedule_params(cost, &params);
-    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
-    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    g_autoptr(PpSchedule) sched = test_util_schedule_build(&params);
     SimRunOptions options = {.keep_trace = FALSE};
     g_autoptr(SimResult) res = sim_engine_run_with(sched, cost, &options, &error);
     ck_assert_msg(res != NULL, "%s", error ? error->message : "");

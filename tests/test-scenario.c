@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * test-scenario.c: scenario parsing (common/pp-scenario.c) and presets (common/pp-presets.c).
+ * test-scenario.c: scenario parsing (common/pp-scenario*.c) and presets (common/pp-presets.c).
  * Every file under scenarios/ parses and round-trips through pp_scenario_to_data; spot
  * checks compare parsed values with what the files say; each bad input gives its exact
  * PP_SCENARIO_ERROR code and a message naming the offending key or value.
@@ -11,6 +11,7 @@
 #include "pp-error.h"
 #include "pp-presets.h"
 #include "pp-scenario.h"
+#include "pp-sched-gen.h"
 #include "test-util.h"
 
 #define GIB        ((int64_t)1 << 30)
@@ -103,7 +104,7 @@ START_TEST(test_collection_parses_and_round_trips) {
         g_autofree char *text_again = pp_scenario_to_data(again);
         ck_assert_str_eq(text, text_again);
         ck_assert_int_eq(sc->training.global_batch, sc->pipeline.microbatch_size *
-                                                        pp_scenario_mb_per_step(sc) *
+                                                        sc->pipeline.mb_per_step *
                                                         sc->parallel.data);
     }
 }
@@ -131,7 +132,7 @@ START_TEST(test_default_ini) {
     ck_assert_int_eq(sc->pipeline.chunks, 1);
     ck_assert_int_eq(sc->pipeline.accumulation, 8);
     ck_assert_int_eq(sc->pipeline.microbatch_size, 16); /* derived: 128 / a */
-    ck_assert_int_eq(pp_scenario_mb_per_step(sc), 8);
+    ck_assert_int_eq(sc->pipeline.mb_per_step, 8);
     ck_assert_int_eq(sc->training.global_batch, 128);
     ck_assert_int_eq(sc->training.steps, 20);
     ck_assert(!sc->costs.set);
@@ -146,7 +147,7 @@ START_TEST(test_default_ini) {
     g_autoptr(PpScenario) sc1 = pp_scenario_load(path, flush, &err);
     ck_assert_msg(sc1 != NULL, "%s", err ? err->message : "");
     ck_assert_int_eq(sc1->pipeline.microbatch_size, 16);
-    ck_assert_int_eq(pp_scenario_mb_per_step(sc1), 8);
+    ck_assert_int_eq(sc1->pipeline.mb_per_step, 8);
 
     const char *const even[] = {"pipeline.partition=even", NULL};
     g_autoptr(PpScenario) sc2 = pp_scenario_load(path, even, &err);
@@ -216,7 +217,7 @@ START_TEST(test_paci_paper_files) {
     ck_assert_int_eq(paci->pipeline.accumulation, 8);
     ck_assert_int_eq(paci->pipeline.microbatch_size, 32);
     ck_assert_int_eq(paci->training.global_batch, 256);
-    ck_assert_int_eq(pp_scenario_mb_per_step(paci), 8);
+    ck_assert_int_eq(paci->pipeline.mb_per_step, 8);
 }
 END_TEST
 
@@ -413,20 +414,20 @@ START_TEST(test_derived_batch) {
     g_autoptr(PpScenario) b = pp_scenario_load_data(no_size, "b.ini", paci, &err);
     ck_assert_msg(b != NULL, "%s", err ? err->message : "");
     ck_assert_int_eq(b->pipeline.microbatch_size, 32);
-    ck_assert_int_eq(pp_scenario_mb_per_step(b), 2);
+    ck_assert_int_eq(b->pipeline.mb_per_step, 2);
 
     /* pipedream: one micro-batch per step */
     const char *const pd[] = {"pipeline.schedule=pipedream", NULL};
     g_autoptr(PpScenario) c = pp_scenario_load_data(no_size, "c.ini", pd, &err);
     ck_assert_msg(c != NULL, "%s", err ? err->message : "");
     ck_assert_int_eq(c->pipeline.microbatch_size, 64);
-    ck_assert_int_eq(pp_scenario_mb_per_step(c), 1);
+    ck_assert_int_eq(c->pipeline.mb_per_step, 1);
 
     /* global_batch from microbatch_size; 2bw and gpipe count micro-batches */
     const char *const bw[] = {"pipeline.schedule=2bw", NULL};
     g_autoptr(PpScenario) d = load_base(bw);
     ck_assert_int_eq(d->training.global_batch, 16);
-    ck_assert_int_eq(pp_scenario_mb_per_step(d), 8);
+    ck_assert_int_eq(d->pipeline.mb_per_step, 8);
 
     /* warmup_steps: 10% of steps, rounded down */
     const char *const steps[] = {"training.steps=95", NULL};
@@ -448,7 +449,7 @@ START_TEST(test_derived_batch) {
     const char *const dyn[] = {"pipeline.schedule=async-1f1b", "pipeline.mode=dynamic", NULL};
     g_autoptr(PpScenario) g = load_base(dyn);
     ck_assert_str_eq(g->pipeline.mode, "dynamic");
-    ck_assert_int_eq(pp_scenario_mb_per_step(g), 1);
+    ck_assert_int_eq(g->pipeline.mb_per_step, 1);
 }
 END_TEST
 
@@ -658,6 +659,121 @@ START_TEST(test_overrides) {
     ck_assert(c->costs.set);
     ck_assert_int_eq(c->costs.forward_ns, 3000);
     ck_assert_int_eq(c->costs.backward_ns, 6000);
+}
+END_TEST
+
+/* pp_scenario_with(): a typed change equals loading the file with the same values as
+ * overrides, on every shipped scenario: the same effective text (to_data), the same resolved
+ * kind and micro-batches per step, or the same error. The changes reach what the scenario
+ * derives (warmup from steps, devices from the layout, the micro-batch size or the global
+ * batch from the micro-batches). */
+typedef struct {
+    PpScenarioDelta   delta;
+    const char *const overrides[8];
+} WithCase;
+
+START_TEST(test_with_equals_overrides) {
+    const WithCase cases[] = {
+        {{.kind = &pp_sched_kind_paci, .accumulation = 4},
+         {"pipeline.schedule=paci", "pipeline.accumulation=4"}},
+        {{.stages = 2, .steps = 3}, {"pipeline.stages=2", "training.steps=3"}},
+        {{.microbatches = 4}, {"pipeline.microbatches=4"}},
+        {{.data = 2,
+          .tensor = 2,
+          .set_recompute = TRUE,
+          .recompute = PP_RECOMPUTE_FULL,
+          .set_sequence_parallel = TRUE,
+          .sequence_parallel = TRUE,
+          .static_mode = TRUE},
+         {"parallel.data=2", "parallel.tensor=2", "model.recompute=full",
+          "parallel.sequence_parallel=true", "pipeline.mode=static"}},
+        {{.kind = &pp_sched_kind_interleaved, .chunks = 2, .microbatches = 8, .global_batch = 64},
+         {"pipeline.schedule=interleaved", "pipeline.chunks=2", "pipeline.microbatches=8",
+          "training.global_batch=64"}},
+        {{.stages = 4096}, {"pipeline.stages=4096"}}, /* more stages than layers: an error */
+    };
+    g_autofree char *root = g_build_filename(PP_SOURCE_ROOT, "scenarios", NULL);
+    g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
+    test_util_collect_files(root, ".ini", files);
+    g_ptr_array_sort(files, compare_paths);
+    ck_assert_uint_ge(files->len, 23);
+    int n_equal[G_N_ELEMENTS(cases)] = {0};
+    for (guint i = 0; i < files->len; i++) {
+        const char *path = g_ptr_array_index(files, i);
+        g_autoptr(PpScenario) base = pp_scenario_load(path, NULL, NULL);
+        ck_assert_msg(base != NULL, "%s", path);
+        for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+            g_autoptr(GError) e1 = NULL;
+            g_autoptr(GError) e2 = NULL;
+            g_autoptr(PpScenario) typed = pp_scenario_with(base, &cases[c].delta, &e1);
+            g_autoptr(PpScenario) text = pp_scenario_load(path, cases[c].overrides, &e2);
+            if (text == NULL) {
+                ck_assert_msg(typed == NULL, "%s case %zu: typed loaded, text: %s", path, c,
+                              e2->message);
+                ck_assert_int_eq(e1->code, e2->code);
+                ck_assert_str_eq(e1->message, e2->message);
+                continue;
+            }
+            ck_assert_msg(typed != NULL, "%s case %zu: %s", path, c, e1->message);
+            g_autofree char *want = pp_scenario_to_data(text);
+            g_autofree char *got = pp_scenario_to_data(typed);
+            ck_assert_str_eq(got, want);
+            ck_assert_ptr_eq(typed->pipeline.kind, text->pipeline.kind);
+            ck_assert_ptr_eq(typed->pipeline.kind, pp_sched_kind_lookup(typed->pipeline.schedule));
+            ck_assert_int_eq(typed->pipeline.mb_per_step, text->pipeline.mb_per_step);
+            ck_assert_int_eq(typed->derived_keys, text->derived_keys);
+            n_equal[c]++;
+        }
+        /* the base is unchanged by the variants */
+        g_autoptr(PpScenario) again = pp_scenario_load(path, NULL, NULL);
+        g_autofree char *base_text_now = pp_scenario_to_data(base);
+        g_autofree char *again_text = pp_scenario_to_data(again);
+        ck_assert_str_eq(base_text_now, again_text);
+    }
+    /* both outcomes are exercised: every change but the last loads on some scenarios */
+    for (size_t c = 0; c + 1 < G_N_ELEMENTS(cases); c++)
+        ck_assert_msg(n_equal[c] >= 3, "case %zu loaded %d times", c, n_equal[c]);
+    ck_assert_int_eq(n_equal[G_N_ELEMENTS(cases) - 1], 0);
+
+    /* a count outside its key's range is refused like the override would be */
+    g_autoptr(PpScenario) base = load_base(NULL);
+    const PpScenarioDelta too_many = {.microbatches = 16777217};
+    g_autoptr(GError) err = NULL;
+    ck_assert_ptr_null(pp_scenario_with(base, &too_many, &err));
+    ck_assert(g_error_matches(err, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
+    ck_assert_ptr_nonnull(strstr(err->message, "[pipeline] microbatches = 16777217"));
+    ck_assert_ptr_nonnull(strstr(err->message, "out of range"));
+}
+END_TEST
+
+/* pp_scenario_load_deriving() derives the named keys as if absent; pp_scenario_key_given()
+ * says which derived keys the file gave. The base file gives microbatch_size = 2 and m = 8:
+ * global_batch is derived (16); giving global_batch = 64 and deriving microbatch_size gives
+ * 64 / 8 = 8 (and with data = 2 replicas 64 / (8 x 2) = 4). */
+START_TEST(test_load_deriving) {
+    g_autofree char *dir = test_util_tmp_dir_new("pp-scenario-XXXXXX");
+    g_autofree char *path = g_build_filename(dir, "base.ini", NULL);
+    ck_assert(g_file_set_contents(path, base_text, -1, NULL));
+    g_autoptr(PpScenario) plain = pp_scenario_load(path, NULL, NULL);
+    ck_assert_int_eq(plain->training.global_batch, 16);
+    ck_assert(pp_scenario_key_given(plain, "pipeline", "microbatch_size"));
+    ck_assert(!pp_scenario_key_given(plain, "training", "global_batch"));
+    ck_assert(!pp_scenario_key_given(plain, "hardware", "devices"));
+
+    const char *const gb[] = {"training.global_batch=64", NULL};
+    const char *const derive[] = {"pipeline.microbatch_size", NULL};
+    g_autoptr(GError) err = NULL;
+    ck_assert_ptr_null(pp_scenario_load(path, gb, &err)); /* 2 x 8 != 64 */
+    ck_assert(g_error_matches(err, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    g_autoptr(PpScenario) d = pp_scenario_load_deriving(path, gb, derive, NULL);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(d->pipeline.microbatch_size, 8);
+    ck_assert(!pp_scenario_key_given(d, "pipeline", "microbatch_size"));
+    ck_assert(pp_scenario_key_given(d, "training", "global_batch"));
+    const char *const gb2[] = {"training.global_batch=64", "parallel.data=2", NULL};
+    g_autoptr(PpScenario) d2 = pp_scenario_load_deriving(path, gb2, derive, NULL);
+    ck_assert_int_eq(d2->pipeline.microbatch_size, 4);
+    ck_assert(test_util_tmp_dir_remove(dir));
 }
 END_TEST
 
@@ -1252,6 +1368,8 @@ static Suite *scenario_suite(void) {
     tcase_add_test(values, test_presets);
     tcase_add_test(values, test_layer_keys);
     tcase_add_test(values, test_overrides);
+    tcase_add_test(values, test_with_equals_overrides);
+    tcase_add_test(values, test_load_deriving);
     tcase_add_test(values, test_flash_and_kernel_eff);
     tcase_add_test(values, test_run_devices_precision);
     suite_add_tcase(s, values);

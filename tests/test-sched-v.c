@@ -174,12 +174,7 @@ END_TEST
 
 START_TEST(test_v_errors) {
     g_autoptr(GError) error = NULL;
-    PpScheduleParams p = {.kind = "dualpipe-v",
-                          .n_stages = 4,
-                          .n_chunks = 2,
-                          .n_microbatches = 7,
-                          .accumulation = 1,
-                          .n_steps = 1};
+    PpScheduleParams p = test_util_schedule_params("dualpipe-v", 4, 2, 7, 1, 1);
     ck_assert_ptr_null(pp_schedule_new(&p, &error));
     ck_assert_ptr_nonnull(strstr(error->message, "n_microbatches = 7 is below 2 n_stages = 8"));
     g_clear_error(&error);

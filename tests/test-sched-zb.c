@@ -17,28 +17,83 @@
 #include "pp-schedule.h"
 #include "sim-cost.h"
 #include "sim-engine.h"
-
-/* The test grid: N x m x (F, B, W) in ns. */
-static const int32_t zb_stages[] = {2, 3, 4, 8};
-#define ZB_N_STAGES 4
-#define ZB_N_MB     3
-static const int64_t zb_costs[][3] = {
-    {1000, 1000, 1000}, {3000, 2000, 1000}, {5000, 5000, 2000}, {2000, 2000, 2000}};
-#define ZB_N_COSTS 4
-#define ZB_N_GRID  (ZB_N_STAGES * ZB_N_MB * ZB_N_COSTS)
+#include "test-util.h"
 
 typedef struct {
-    int32_t n, m;
-    int64_t f, b, w;
+    const char *name;
+    int32_t     n, m;
+    int64_t     f, b, w; /* ns */
 } ZbCase;
 
-/* Grid point @i: N slowest, then m in {N, 2N, 3N+1}, then the costs. */
-static ZbCase zb_case(int i) {
-    int32_t        n = zb_stages[i / (ZB_N_MB * ZB_N_COSTS)];
-    const int32_t  m[ZB_N_MB] = {n, 2 * n, 3 * n + 1};
-    const int64_t *c = zb_costs[i % ZB_N_COSTS];
-    return (ZbCase){.n = n, .m = m[(i / ZB_N_COSTS) % ZB_N_MB], .f = c[0], .b = c[1], .w = c[2]};
-}
+/* The test grid: N in {2, 3, 4, 8} (slowest), m in {N, 2N, 3N+1}, then the costs (F, B, W)
+ * in {(1, 1, 1), (3, 2, 1), (5, 5, 2), (2, 2, 2)} us. */
+static const ZbCase zb_grid[] = {
+    {"N=2 m=2 F=1 B=1 W=1 us", 2, 2, 1000, 1000, 1000},
+    {"N=2 m=2 F=3 B=2 W=1 us", 2, 2, 3000, 2000, 1000},
+    {"N=2 m=2 F=5 B=5 W=2 us", 2, 2, 5000, 5000, 2000},
+    {"N=2 m=2 F=2 B=2 W=2 us", 2, 2, 2000, 2000, 2000},
+    {"N=2 m=4 F=1 B=1 W=1 us", 2, 4, 1000, 1000, 1000},
+    {"N=2 m=4 F=3 B=2 W=1 us", 2, 4, 3000, 2000, 1000},
+    {"N=2 m=4 F=5 B=5 W=2 us", 2, 4, 5000, 5000, 2000},
+    {"N=2 m=4 F=2 B=2 W=2 us", 2, 4, 2000, 2000, 2000},
+    {"N=2 m=7 F=1 B=1 W=1 us", 2, 7, 1000, 1000, 1000},
+    {"N=2 m=7 F=3 B=2 W=1 us", 2, 7, 3000, 2000, 1000},
+    {"N=2 m=7 F=5 B=5 W=2 us", 2, 7, 5000, 5000, 2000},
+    {"N=2 m=7 F=2 B=2 W=2 us", 2, 7, 2000, 2000, 2000},
+    {"N=3 m=3 F=1 B=1 W=1 us", 3, 3, 1000, 1000, 1000},
+    {"N=3 m=3 F=3 B=2 W=1 us", 3, 3, 3000, 2000, 1000},
+    {"N=3 m=3 F=5 B=5 W=2 us", 3, 3, 5000, 5000, 2000},
+    {"N=3 m=3 F=2 B=2 W=2 us", 3, 3, 2000, 2000, 2000},
+    {"N=3 m=6 F=1 B=1 W=1 us", 3, 6, 1000, 1000, 1000},
+    {"N=3 m=6 F=3 B=2 W=1 us", 3, 6, 3000, 2000, 1000},
+    {"N=3 m=6 F=5 B=5 W=2 us", 3, 6, 5000, 5000, 2000},
+    {"N=3 m=6 F=2 B=2 W=2 us", 3, 6, 2000, 2000, 2000},
+    {"N=3 m=10 F=1 B=1 W=1 us", 3, 10, 1000, 1000, 1000},
+    {"N=3 m=10 F=3 B=2 W=1 us", 3, 10, 3000, 2000, 1000},
+    {"N=3 m=10 F=5 B=5 W=2 us", 3, 10, 5000, 5000, 2000},
+    {"N=3 m=10 F=2 B=2 W=2 us", 3, 10, 2000, 2000, 2000},
+    {"N=4 m=4 F=1 B=1 W=1 us", 4, 4, 1000, 1000, 1000},
+    {"N=4 m=4 F=3 B=2 W=1 us", 4, 4, 3000, 2000, 1000},
+    {"N=4 m=4 F=5 B=5 W=2 us", 4, 4, 5000, 5000, 2000},
+    {"N=4 m=4 F=2 B=2 W=2 us", 4, 4, 2000, 2000, 2000},
+    {"N=4 m=8 F=1 B=1 W=1 us", 4, 8, 1000, 1000, 1000},
+    {"N=4 m=8 F=3 B=2 W=1 us", 4, 8, 3000, 2000, 1000},
+    {"N=4 m=8 F=5 B=5 W=2 us", 4, 8, 5000, 5000, 2000},
+    {"N=4 m=8 F=2 B=2 W=2 us", 4, 8, 2000, 2000, 2000},
+    {"N=4 m=13 F=1 B=1 W=1 us", 4, 13, 1000, 1000, 1000},
+    {"N=4 m=13 F=3 B=2 W=1 us", 4, 13, 3000, 2000, 1000},
+    {"N=4 m=13 F=5 B=5 W=2 us", 4, 13, 5000, 5000, 2000},
+    {"N=4 m=13 F=2 B=2 W=2 us", 4, 13, 2000, 2000, 2000},
+    {"N=8 m=8 F=1 B=1 W=1 us", 8, 8, 1000, 1000, 1000},
+    {"N=8 m=8 F=3 B=2 W=1 us", 8, 8, 3000, 2000, 1000},
+    {"N=8 m=8 F=5 B=5 W=2 us", 8, 8, 5000, 5000, 2000},
+    {"N=8 m=8 F=2 B=2 W=2 us", 8, 8, 2000, 2000, 2000},
+    {"N=8 m=16 F=1 B=1 W=1 us", 8, 16, 1000, 1000, 1000},
+    {"N=8 m=16 F=3 B=2 W=1 us", 8, 16, 3000, 2000, 1000},
+    {"N=8 m=16 F=5 B=5 W=2 us", 8, 16, 5000, 5000, 2000},
+    {"N=8 m=16 F=2 B=2 W=2 us", 8, 16, 2000, 2000, 2000},
+    {"N=8 m=25 F=1 B=1 W=1 us", 8, 25, 1000, 1000, 1000},
+    {"N=8 m=25 F=3 B=2 W=1 us", 8, 25, 3000, 2000, 1000},
+    {"N=8 m=25 F=5 B=5 W=2 us", 8, 25, 5000, 5000, 2000},
+    {"N=8 m=25 F=2 B=2 W=2 us", 8, 25, 2000, 2000, 2000},
+};
+#define ZB_N_GRID ((int)G_N_ELEMENTS(zb_grid))
+
+/* The grid's (N, m) with F = B = W = 1 us. */
+static const ZbCase zb_unit_grid[] = {
+    {"N=2 m=2 F=1 B=1 W=1 us", 2, 2, 1000, 1000, 1000},
+    {"N=2 m=4 F=1 B=1 W=1 us", 2, 4, 1000, 1000, 1000},
+    {"N=2 m=7 F=1 B=1 W=1 us", 2, 7, 1000, 1000, 1000},
+    {"N=3 m=3 F=1 B=1 W=1 us", 3, 3, 1000, 1000, 1000},
+    {"N=3 m=6 F=1 B=1 W=1 us", 3, 6, 1000, 1000, 1000},
+    {"N=3 m=10 F=1 B=1 W=1 us", 3, 10, 1000, 1000, 1000},
+    {"N=4 m=4 F=1 B=1 W=1 us", 4, 4, 1000, 1000, 1000},
+    {"N=4 m=8 F=1 B=1 W=1 us", 4, 8, 1000, 1000, 1000},
+    {"N=4 m=13 F=1 B=1 W=1 us", 4, 13, 1000, 1000, 1000},
+    {"N=8 m=8 F=1 B=1 W=1 us", 8, 8, 1000, 1000, 1000},
+    {"N=8 m=16 F=1 B=1 W=1 us", 8, 16, 1000, 1000, 1000},
+    {"N=8 m=25 F=1 B=1 W=1 us", 8, 25, 1000, 1000, 1000},
+};
 
 static const PpSchedKindInfo *const zb_kinds[] = {
     &pp_sched_kind_zb_h1,
@@ -47,6 +102,16 @@ static const PpSchedKindInfo *const zb_kinds[] = {
     &pp_sched_kind_zb_2p,
 };
 #define ZB_N_KINDS 4
+
+/* The generators that search with the costs: zb-1p and zb-2p. */
+static const PpSchedKindInfo *const zb_searching[] = {&pp_sched_kind_zb_1p, &pp_sched_kind_zb_2p};
+
+/* A kind with a hop cost. */
+typedef struct {
+    const char            *name;
+    const PpSchedKindInfo *kind;
+    int64_t                comm_ns;
+} ZbKindComm;
 
 /* Builds and finishes (derives + validates) a schedule; fails the test on any error.
  * Returns: (transfer full). */
@@ -62,16 +127,12 @@ static PpSchedule *zb_build_params(PpSchedBuildFn build, const PpScheduleParams 
  * generators. Returns: (transfer full). */
 static PpSchedule *zb_build_frac(PpSchedBuildFn build, const ZbCase *c, int32_t steps,
                                  int64_t comm_ns, double w_frac) {
-    PpScheduleParams p = {.n_stages = c->n,
-                          .n_chunks = 1,
-                          .n_microbatches = c->m,
-                          .accumulation = 1,
-                          .n_steps = steps,
-                          .f_ns = c->f,
-                          .b_ns = c->b,
-                          .w_ns = c->w,
-                          .comm_ns = comm_ns,
-                          .mem_w_fraction = w_frac};
+    PpScheduleParams p = test_util_schedule_params(NULL, c->n, 1, c->m, 1, steps);
+    p.f_ns = c->f;
+    p.b_ns = c->b;
+    p.w_ns = c->w;
+    p.comm_ns = comm_ns;
+    p.mem_w_fraction = w_frac;
     return zb_build_params(build, &p);
 }
 
@@ -135,7 +196,8 @@ static void zb_check_peaks(const PpSchedule *sched, const SimResult *res, int32_
 /* zb-h1, comm 0, m >= N, B >= W: makespan = C = span of stage 0 = m(F+B+W) + (N-1)(F+B-W);
  * every stage holds exactly min(N, m) units. */
 START_TEST(test_zb_h1_closed_form) {
-    ZbCase c = zb_case(_i);
+    ZbCase c = zb_grid[_i];
+    test_util_case(c.name);
     ck_assert(c.m >= c.n && c.b >= c.w); // the closed form's conditions hold on the grid
     g_autoptr(PpSchedule) sched = zb_build(pp_sched_kind_zb_h1.build, &c, 1, 0);
     g_autoptr(SimResult) res = zb_sim(sched, &c, 0);
@@ -151,9 +213,8 @@ END_TEST
  * C = span of stage 0 = m(F+B+W) + (N-1)(F+B+2c-2W) and the makespan is
  * max(C, (N-1)(F+c) + m(F+B+W)), the last stage's start plus its work. For m < 2N-1 the
  * warmup cannot fill: C is then at most zb-h1's. Peak min(2N-1, m) units on every stage. */
-START_TEST(test_zb_h2_closed_form) {
-    ZbCase  c = zb_case(_i / 2);
-    int64_t comm = (_i % 2) * 100;
+static void zb_check_h2(ZbCase c, int64_t comm) {
+    test_util_case(c.name);
     g_autoptr(PpSchedule) sched = zb_build(pp_sched_kind_zb_h2.build, &c, 1, comm);
     g_autoptr(SimResult) res = zb_sim(sched, &c, comm);
     int64_t work = c.m * (c.f + c.b + c.w);
@@ -170,6 +231,17 @@ START_TEST(test_zb_h2_closed_form) {
     }
     zb_check_peaks(sched, res, MIN(2 * c.n - 1, c.m));
 }
+
+/* zb-h2 on the grid without a hop cost. */
+START_TEST(test_zb_h2_closed_form) {
+    zb_check_h2(zb_grid[_i], 0);
+}
+END_TEST
+
+/* zb-h2 on the grid with a hop of 100 ns. */
+START_TEST(test_zb_h2_closed_form_comm) {
+    zb_check_h2(zb_grid[_i], 100);
+}
 END_TEST
 
 /* Every kind, every grid point, 1 and 3 steps: valid; per stage one F, one B and one W of
@@ -177,7 +249,7 @@ END_TEST
 START_TEST(test_zb_programs_complete) {
     const PpSchedKindInfo *kind = zb_kinds[_i];
     for (int g = 0; g < ZB_N_GRID; g++) {
-        ZbCase c = zb_case(g);
+        ZbCase c = zb_grid[g];
         for (int32_t steps = 1; steps <= 3; steps += 2) {
             g_autoptr(PpSchedule) sched = zb_build(kind->build, &c, steps, 0);
             ck_assert_str_eq(sched->kind, kind->name);
@@ -219,12 +291,21 @@ END_TEST
  * the previous one shifted by C: makespan(3) = 2C + makespan(1); where moreover stage 0
  * ends last (C = makespan(1): zb-h1, zb-h2 with B + c >= 2W) that is 3 x makespan(1). In
  * every case the steps can only overlap: makespan(3) <= 3 x makespan(1). */
+static const ZbKindComm zb_steps_cases[] = {
+    {"zb-h1 comm 0", &pp_sched_kind_zb_h1, 0}, {"zb-h1 comm 100", &pp_sched_kind_zb_h1, 100},
+    {"zb-h2 comm 0", &pp_sched_kind_zb_h2, 0}, {"zb-h2 comm 100", &pp_sched_kind_zb_h2, 100},
+    {"zb-1p comm 0", &pp_sched_kind_zb_1p, 0}, {"zb-1p comm 100", &pp_sched_kind_zb_1p, 100},
+    {"zb-2p comm 0", &pp_sched_kind_zb_2p, 0}, {"zb-2p comm 100", &pp_sched_kind_zb_2p, 100},
+};
+
 START_TEST(test_zb_steps_repeat) {
-    const PpSchedKindInfo *kind = zb_kinds[_i / 2];
-    int64_t                comm = (_i % 2) * 100;
-    int                    n_shifted = 0;
+    test_util_case(zb_steps_cases[_i].name);
+    const PpSchedKindInfo *kind = zb_steps_cases[_i].kind;
+    int64_t                comm = zb_steps_cases[_i].comm_ns;
+    gboolean handcrafted = kind == &pp_sched_kind_zb_h1 || kind == &pp_sched_kind_zb_h2;
+    int      n_shifted = 0;
     for (int g = 0; g < ZB_N_GRID; g++) {
-        ZbCase c = zb_case(g);
+        ZbCase c = zb_grid[g];
         g_autoptr(PpSchedule) one = zb_build(kind->build, &c, 1, comm);
         g_autoptr(PpSchedule) three = zb_build(kind->build, &c, 3, comm);
         g_autoptr(SimResult) r1 = zb_sim(one, &c, comm);
@@ -235,14 +316,14 @@ START_TEST(test_zb_steps_repeat) {
             ck_assert_int_eq(r3->makespan_ns, 2 * c_ns + r1->makespan_ns);
             n_shifted++;
         }
-        gboolean h1 = _i / 2 == 0 && comm == 0;
-        gboolean h2 = _i / 2 == 1 && c.m >= 2 * c.n - 1 && c.b + comm >= 2 * c.w;
+        gboolean h1 = kind == &pp_sched_kind_zb_h1 && comm == 0;
+        gboolean h2 = kind == &pp_sched_kind_zb_h2 && c.m >= 2 * c.n - 1 && c.b + comm >= 2 * c.w;
         if (h1 || h2) {
             ck_assert_int_eq(r1->stages[0].span_ns, r1->makespan_ns);
             ck_assert_int_eq(r3->makespan_ns, 3 * r1->makespan_ns);
         }
     }
-    if (_i / 2 < 2) // the handcrafted schedules always end their steps on stage 0's span
+    if (handcrafted) // the handcrafted schedules always end their steps on stage 0's span
         ck_assert_int_eq(n_shifted, ZB_N_GRID);
 }
 END_TEST
@@ -253,18 +334,12 @@ END_TEST
  * it exactly. zb-2p may hold 2N >= 2N-1 units: for m >= 2N its bubble is 0; with m = N the
  * limit is m itself, as for zb-1p, and so is the bubble. Both stay within their limits. */
 START_TEST(test_zb_auto_unit_bubbles) {
-    ZbCase  c = zb_case(_i * ZB_N_COSTS); // (1, 1, 1) us at every (N, m)
+    ZbCase c = zb_unit_grid[_i];
+    test_util_case(c.name);
     int64_t work = c.m * (c.f + c.b + c.w);
 
-    PpScheduleParams p = {.kind = "1f1b",
-                          .n_stages = c.n,
-                          .n_chunks = 1,
-                          .n_microbatches = c.m,
-                          .accumulation = 1,
-                          .n_steps = 1};
-    g_autoptr(GError) err = NULL;
-    g_autoptr(PpSchedule) ref = pp_schedule_new(&p, &err);
-    ck_assert_msg(ref != NULL, "1f1b: %s", err ? err->message : "?");
+    PpScheduleParams p = test_util_schedule_params("1f1b", c.n, 1, c.m, 1, 1);
+    g_autoptr(PpSchedule) ref = test_util_schedule_build(&p);
     g_autoptr(SimResult) ref_res = zb_sim(ref, &c, 0);
     int64_t bubble_1f1b = ref_res->makespan_ns - work;
     ck_assert_int_eq(bubble_1f1b, (c.n - 1) * (c.f + c.b + c.w));
@@ -288,7 +363,8 @@ END_TEST
 /* Every grid cost, comm 0: the greedy is never worse than the handcrafted schedule of the
  * same memory (zb-1p vs zb-h1, zb-2p vs zb-h2) nor than 1F1B. */
 START_TEST(test_zb_auto_vs_handcrafted) {
-    ZbCase c = zb_case(_i);
+    ZbCase c = zb_grid[_i];
+    test_util_case(c.name);
     g_autoptr(PpSchedule) h1 = zb_build(pp_sched_kind_zb_h1.build, &c, 1, 0);
     g_autoptr(PpSchedule) h2 = zb_build(pp_sched_kind_zb_h2.build, &c, 1, 0);
     g_autoptr(PpSchedule) a1 = zb_build(pp_sched_kind_zb_1p.build, &c, 1, 0);
@@ -362,11 +438,19 @@ END_TEST
 
 /* mem_w_fraction 1 (W frees everything, B nothing) is whole units: the same programs and
  * declarations as 0, on the grid for zb-1p and zb-2p, comm 0 and 100. */
+static const ZbKindComm zb_fraction_one_cases[] = {
+    {"zb-1p comm 0", &pp_sched_kind_zb_1p, 0},
+    {"zb-1p comm 100", &pp_sched_kind_zb_1p, 100},
+    {"zb-2p comm 0", &pp_sched_kind_zb_2p, 0},
+    {"zb-2p comm 100", &pp_sched_kind_zb_2p, 100},
+};
+
 START_TEST(test_zb_fraction_one_is_whole) {
-    const PpSchedKindInfo *kind = zb_kinds[2 + _i / 2];
-    int64_t                comm = (_i % 2) * 100;
+    test_util_case(zb_fraction_one_cases[_i].name);
+    const PpSchedKindInfo *kind = zb_fraction_one_cases[_i].kind;
+    int64_t                comm = zb_fraction_one_cases[_i].comm_ns;
     for (int g = 0; g < ZB_N_GRID; g++) {
-        ZbCase c = zb_case(g);
+        ZbCase c = zb_grid[g];
         g_autoptr(PpSchedule) whole = zb_build(kind->build, &c, 1, comm);
         g_autoptr(PpSchedule) one = zb_build_frac(kind->build, &c, 1, comm, 1.0);
         for (int32_t s = 0; s < c.n; s++) {
@@ -384,12 +468,25 @@ END_TEST
 /* Fractions 0.25 and 0.6 on the grid, comm 100, 2 steps: every stage holds at most the limit
  * (min(N, m) for zb-1p, min(2N, m) for zb-2p) in units of M_F counted finely, declares
  * exactly its measured whole-unit peak, and the simulator agrees with it. */
+static const struct {
+    const char            *name;
+    const PpSchedKindInfo *kind;
+    double                 w_frac; /* M_W / M_F */
+    int32_t                mult;   /* the limit in units of N */
+} zb_fraction_limit_cases[] = {
+    {"zb-1p fraction 0.25", &pp_sched_kind_zb_1p, 0.25, 1},
+    {"zb-1p fraction 0.6", &pp_sched_kind_zb_1p, 0.6, 1},
+    {"zb-2p fraction 0.25", &pp_sched_kind_zb_2p, 0.25, 2},
+    {"zb-2p fraction 0.6", &pp_sched_kind_zb_2p, 0.6, 2},
+};
+
 START_TEST(test_zb_fraction_limits) {
-    const PpSchedKindInfo *kind = zb_kinds[2 + _i / 2];
-    const double           w_frac = _i % 2 == 0 ? 0.25 : 0.6;
-    const int32_t          mult = 1 + _i / 2;
+    test_util_case(zb_fraction_limit_cases[_i].name);
+    const PpSchedKindInfo *kind = zb_fraction_limit_cases[_i].kind;
+    const double           w_frac = zb_fraction_limit_cases[_i].w_frac;
+    const int32_t          mult = zb_fraction_limit_cases[_i].mult;
     for (int g = 0; g < ZB_N_GRID; g++) {
-        ZbCase c = zb_case(g);
+        ZbCase c = zb_grid[g];
         g_autoptr(PpSchedule) sched = zb_build_frac(kind->build, &c, 2, 100, w_frac);
         g_autoptr(SimResult) res = zb_sim(sched, &c, 100);
         int32_t limit = MIN(mult * c.n, c.m);
@@ -406,18 +503,14 @@ END_TEST
 START_TEST(test_zb_fraction_bad) {
     const double bad[] = {-0.1, 1.5, NAN};
     for (int k = 0; k < 3; k++) {
-        PpScheduleParams p = {.n_stages = 4,
-                              .n_chunks = 1,
-                              .n_microbatches = 8,
-                              .accumulation = 1,
-                              .n_steps = 1,
-                              .mem_w_fraction = bad[k]};
+        PpScheduleParams p = test_util_schedule_params(NULL, 4, 1, 8, 1, 1);
+        p.mem_w_fraction = bad[k];
         g_autoptr(GError) err = NULL;
-        g_autoptr(PpSchedule) sched = zb_kinds[2 + _i]->build(&p, &err);
+        g_autoptr(PpSchedule) sched = zb_searching[_i]->build(&p, &err);
         ck_assert_ptr_null(sched);
         ck_assert(g_error_matches(err, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
         ck_assert_msg(strstr(err->message, "mem_w_fraction") != NULL, "%s", err->message);
-        ck_assert_msg(strstr(err->message, zb_kinds[2 + _i]->name) != NULL, "%s", err->message);
+        ck_assert_msg(strstr(err->message, zb_searching[_i]->name) != NULL, "%s", err->message);
     }
 }
 END_TEST
@@ -442,14 +535,15 @@ END_TEST
  * holds N forwards in 1F1B's rhythm, so a limit of N units leaves no room for deferred W. */
 typedef struct {
     const char *file;
-    double      bubble_2p[2]; /* measured with the fraction: without, with flash attention */
+    gboolean    flash;     /* model.flash_attention */
+    double      bubble_2p; /* zb-2p's bubble measured with the fraction */
 } ZbScenarioCase;
 
 static const ZbScenarioCase zb_scenarios[] = {
-    {"zb-1.5b-p8-m24.ini", {0.0446, 0.1022}},
-    {"zb-6.2b-p8-m24.ini", {0.0025, 0.0615}},
-    {"zb-14.6b-p16-m48.ini", {0.0062, 0.0575}},
-    {"zb-28.3b-p32-m96.ini", {0.0066, 0.0541}},
+    {"zb-1.5b-p8-m24.ini", FALSE, 0.0446},   {"zb-1.5b-p8-m24.ini", TRUE, 0.1022},
+    {"zb-6.2b-p8-m24.ini", FALSE, 0.0025},   {"zb-6.2b-p8-m24.ini", TRUE, 0.0615},
+    {"zb-14.6b-p16-m48.ini", FALSE, 0.0062}, {"zb-14.6b-p16-m48.ini", TRUE, 0.0575},
+    {"zb-28.3b-p32-m96.ini", FALSE, 0.0066}, {"zb-28.3b-p32-m96.ini", TRUE, 0.0541},
 };
 
 /* Builds @kind with @params (mem_w_fraction replaced by @w_frac) and simulates it.
@@ -459,18 +553,20 @@ static SimResult *zb_scenario_run(const char *kind, const PpScheduleParams *para
     PpScheduleParams p = *params;
     p.kind = kind;
     p.mem_w_fraction = w_frac;
+    g_autoptr(PpSchedule) sched = test_util_schedule_build(&p);
     g_autoptr(GError) err = NULL;
-    g_autoptr(PpSchedule) sched = pp_schedule_new(&p, &err);
-    ck_assert_msg(sched != NULL, "%s: %s", kind, err ? err->message : "?");
     SimResult *res = sim_engine_run(sched, cost, &err);
     ck_assert_msg(res != NULL, "%s: %s", kind, err ? err->message : "?");
     return res;
 }
 
 START_TEST(test_zb_scenario_byte_limit) {
-    const ZbScenarioCase *sc_case = &zb_scenarios[_i / 2];
-    const gboolean        flash = _i % 2 == 1;
-    g_autofree char      *path =
+    const ZbScenarioCase *sc_case = &zb_scenarios[_i];
+    const gboolean        flash = sc_case->flash;
+    g_autofree char      *case_name =
+        g_strdup_printf("%s%s", sc_case->file, flash ? " flash attention" : "");
+    test_util_case(case_name);
+    g_autofree char *path =
         g_build_filename(PP_SOURCE_ROOT, "scenarios", "zb", sc_case->file, NULL);
     const char *overrides[] = {flash ? "model.flash_attention=true" : "model.flash_attention=false",
                                NULL};
@@ -510,8 +606,8 @@ START_TEST(test_zb_scenario_byte_limit) {
         ck_assert_double_le(bubble[1][1], bubble[1][0]);
     else
         ck_assert_double_lt(bubble[1][1], bubble[1][0]);
-    ck_assert_double_le(bubble[1][1], sc_case->bubble_2p[flash] + 0.001);
-    ck_assert_double_ge(bubble[1][1], sc_case->bubble_2p[flash] - 0.001);
+    ck_assert_double_le(bubble[1][1], sc_case->bubble_2p + 0.001);
+    ck_assert_double_ge(bubble[1][1], sc_case->bubble_2p - 0.001);
 }
 END_TEST
 
@@ -521,15 +617,8 @@ START_TEST(test_zb_registry) {
     const PpSchedKindInfo *info = pp_sched_kind_lookup(kind->name);
     ck_assert_ptr_nonnull(info);
     ck_assert(info->build == kind->build);
-    PpScheduleParams p = {.kind = kind->name,
-                          .n_stages = 4,
-                          .n_chunks = 1,
-                          .n_microbatches = 9,
-                          .accumulation = 1,
-                          .n_steps = 2};
-    g_autoptr(GError) err = NULL;
-    g_autoptr(PpSchedule) sched = pp_schedule_new(&p, &err);
-    ck_assert_msg(sched != NULL, "%s", err ? err->message : "?");
+    PpScheduleParams p = test_util_schedule_params(kind->name, 4, 1, 9, 1, 2);
+    g_autoptr(PpSchedule) sched = test_util_schedule_build(&p);
     ck_assert_str_eq(sched->kind, kind->name);
     ck_assert_int_eq(pp_schedule_n_ops_total(sched), 4 * 2 * (3 * 9 + 1));
 }
@@ -538,16 +627,10 @@ END_TEST
 /* Bad parameters are GErrors naming the parameter. */
 START_TEST(test_zb_bad_params) {
     const PpSchedKindInfo *kind = zb_kinds[_i];
-    const PpScheduleParams good = {.n_stages = 4,
-                                   .n_chunks = 1,
-                                   .n_microbatches = 8,
-                                   .accumulation = 1,
-                                   .n_steps = 1,
-                                   .f_ns = 1,
-                                   .b_ns = 1,
-                                   .w_ns = 1};
-    PpScheduleParams       bad[5];
-    const char *names[5] = {"n_stages", "n_microbatches", "n_steps", "n_chunks", "costs"};
+    PpScheduleParams       good = test_util_schedule_params(NULL, 4, 1, 8, 1, 1);
+    good.f_ns = good.b_ns = good.w_ns = 1;
+    PpScheduleParams bad[5];
+    const char      *names[5] = {"n_stages", "n_microbatches", "n_steps", "n_chunks", "costs"};
     for (int k = 0; k < 5; k++)
         bad[k] = good;
     bad[0].n_stages = 0;
@@ -555,7 +638,8 @@ START_TEST(test_zb_bad_params) {
     bad[2].n_steps = 0;
     bad[3].n_chunks = 2;
     bad[4].w_ns = -1;
-    int n_bad = _i >= 2 ? 5 : 4; // only the searching generators read the costs
+    // only the searching generators read the costs
+    int n_bad = kind == zb_searching[0] || kind == zb_searching[1] ? 5 : 4;
     for (int k = 0; k < n_bad; k++) {
         g_autoptr(GError) err = NULL;
         g_autoptr(PpSchedule) sched = kind->build(&bad[k], &err);
@@ -572,11 +656,12 @@ static Suite *zb_suite(void) {
     Suite *suite = suite_create("sched-zb");
     TCase *tc = tcase_create("handcrafted");
     tcase_add_loop_test(tc, test_zb_h1_closed_form, 0, ZB_N_GRID);
-    tcase_add_loop_test(tc, test_zb_h2_closed_form, 0, 2 * ZB_N_GRID);
+    tcase_add_loop_test(tc, test_zb_h2_closed_form, 0, ZB_N_GRID);
+    tcase_add_loop_test(tc, test_zb_h2_closed_form_comm, 0, ZB_N_GRID);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("automatic");
-    tcase_add_loop_test(tc, test_zb_auto_unit_bubbles, 0, ZB_N_STAGES * ZB_N_MB);
+    tcase_add_loop_test(tc, test_zb_auto_unit_bubbles, 0, G_N_ELEMENTS(zb_unit_grid));
     tcase_add_loop_test(tc, test_zb_auto_vs_handcrafted, 0, ZB_N_GRID);
     tcase_add_loop_test(tc, test_zb_paper_configs, 0, 4);
     tcase_add_test(tc, test_zb_auto_zero_costs_are_unit);
@@ -584,16 +669,16 @@ static Suite *zb_suite(void) {
 
     tc = tcase_create("fraction");
     tcase_set_timeout(tc, 30);
-    tcase_add_loop_test(tc, test_zb_fraction_one_is_whole, 0, 4);
-    tcase_add_loop_test(tc, test_zb_fraction_limits, 0, 4);
-    tcase_add_loop_test(tc, test_zb_fraction_bad, 0, 2);
-    tcase_add_loop_test(tc, test_zb_scenario_byte_limit, 0, 2 * G_N_ELEMENTS(zb_scenarios));
+    tcase_add_loop_test(tc, test_zb_fraction_one_is_whole, 0, G_N_ELEMENTS(zb_fraction_one_cases));
+    tcase_add_loop_test(tc, test_zb_fraction_limits, 0, G_N_ELEMENTS(zb_fraction_limit_cases));
+    tcase_add_loop_test(tc, test_zb_fraction_bad, 0, G_N_ELEMENTS(zb_searching));
+    tcase_add_loop_test(tc, test_zb_scenario_byte_limit, 0, G_N_ELEMENTS(zb_scenarios));
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("programs");
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_zb_programs_complete, 0, ZB_N_KINDS);
-    tcase_add_loop_test(tc, test_zb_steps_repeat, 0, 2 * ZB_N_KINDS);
+    tcase_add_loop_test(tc, test_zb_steps_repeat, 0, G_N_ELEMENTS(zb_steps_cases));
     tcase_add_loop_test(tc, test_zb_bad_params, 0, ZB_N_KINDS);
     tcase_add_loop_test(tc, test_zb_registry, 0, ZB_N_KINDS);
     suite_add_tcase(suite, tc);

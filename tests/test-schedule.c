@@ -17,19 +17,12 @@
 
 /* --- helpers --- */
 
+/* @kind with N, v, m, a and @steps, no costs (test_util_schedule_params()); fails the test
+ * when it does not build. Returns: (transfer full). */
 static PpSchedule *build(const char *kind, int32_t n, int32_t v, int32_t m, int32_t a,
                          int32_t steps) {
-    PpScheduleParams p = {.kind = kind,
-                          .n_stages = n,
-                          .n_chunks = v,
-                          .n_microbatches = m,
-                          .accumulation = a,
-                          .n_steps = steps};
-    g_autoptr(GError) error = NULL;
-    PpSchedule *sched = pp_schedule_new(&p, &error);
-    ck_assert_msg(sched != NULL, "%s N=%d v=%d m=%d a=%d steps=%d: %s", kind, n, v, m, a, steps,
-                  error ? error->message : "");
-    return sched;
+    PpScheduleParams p = test_util_schedule_params(kind, n, v, m, a, steps);
+    return test_util_schedule_build(&p);
 }
 
 static PpSchedule *build_custom(const char *path, GError **error) {
@@ -394,12 +387,7 @@ START_TEST(test_registry_records) {
             const int32_t k = pp_sched_kind_mb_per_step(info, m, a);
             g_autoptr(GError) rule = NULL;
             gboolean         takes = pp_sched_kind_check_microbatches(info, n, k, &rule);
-            PpScheduleParams p = {.kind = info->name,
-                                  .n_stages = n,
-                                  .n_chunks = v,
-                                  .n_microbatches = m,
-                                  .accumulation = a,
-                                  .n_steps = 3};
+            PpScheduleParams p = test_util_schedule_params(info->name, n, v, m, a, 3);
             g_autoptr(GError) error = NULL;
             g_autoptr(PpSchedule) sched = pp_schedule_new(&p, &error);
             ck_assert_msg((sched != NULL) == takes, "%s N=%d m=%d a=%d: rule %s, generator %s",
@@ -703,7 +691,7 @@ END_TEST
 /* --- bad parameters --- */
 
 START_TEST(test_unknown_kind) {
-    PpScheduleParams p = {.kind = "zigzag", .n_stages = 2, .n_microbatches = 2, .n_steps = 1};
+    PpScheduleParams p = test_util_schedule_params("zigzag", 2, 0, 2, 0, 1);
     g_autoptr(GError) error = NULL;
     ck_assert_ptr_null(pp_schedule_new(&p, &error));
     ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_UNKNOWN_KIND));
@@ -721,8 +709,7 @@ START_TEST(test_unknown_kind) {
 END_TEST
 
 START_TEST(test_interleaved_needs_multiple) {
-    PpScheduleParams p = {
-        .kind = "interleaved", .n_stages = 4, .n_chunks = 2, .n_microbatches = 6, .n_steps = 1};
+    PpScheduleParams p = test_util_schedule_params("interleaved", 4, 2, 6, 0, 1);
     g_autoptr(GError) error = NULL;
     ck_assert_ptr_null(pp_schedule_new(&p, &error));
     ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
@@ -749,12 +736,8 @@ START_TEST(test_bad_params) {
         {"paci", 4, 1, 1, 1 << 20, 1 << 10, "too large"},
     };
     for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
-        PpScheduleParams p = {.kind = cases[k].kind,
-                              .n_stages = cases[k].n,
-                              .n_chunks = cases[k].v,
-                              .n_microbatches = cases[k].m,
-                              .accumulation = cases[k].a,
-                              .n_steps = cases[k].steps};
+        PpScheduleParams p = test_util_schedule_params(cases[k].kind, cases[k].n, cases[k].v,
+                                                       cases[k].m, cases[k].a, cases[k].steps);
         g_autoptr(GError) error = NULL;
         ck_assert_ptr_null(pp_schedule_new(&p, &error));
         ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));

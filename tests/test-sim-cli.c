@@ -68,10 +68,7 @@ static SimResult *run_in_process(const char *path, SimCostModel **cost_out) {
     g_autoptr(GError) error = NULL;
     g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &error);
     ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
-    PpScheduleParams params;
-    pp_scenario_schedule_params(sc, &params);
-    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
-    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    g_autoptr(PpSchedule) sched = test_util_scenario_schedule_new(sc);
     g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
     ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
     SimResult *res = sim_engine_run(sched, cost, &error);
@@ -201,6 +198,43 @@ START_TEST(test_json_matches_engine) {
 }
 END_TEST
 
+/* The summary labels whose figure each is: the schedule bubble of the busiest stage's step
+ * and the utilisation of all stages over the run (README: 0.0051 next to 0.7379 for PACI on
+ * the default scenario), with the JSON's values; efficiency = sum of busy / (N x makespan). */
+START_TEST(test_summary_labels) {
+    const char      *text_args[] = {DEFAULT_INI, "--set", "pipeline.schedule=paci", NULL};
+    const char      *json_args[] = {DEFAULT_INI, "--set", "pipeline.schedule=paci", "--json", NULL};
+    g_autofree char *text = NULL, *json = NULL;
+    ck_assert_int_eq(run_cli(text_args, &text, NULL), 0);
+    ck_assert_int_eq(run_cli(json_args, &json, NULL), 0);
+    g_autoptr(JsonNode) root = parse_json(json);
+    JsonObject *obj = json_node_get_object(root);
+    double      bubble = json_object_get_double_member(obj, "bubble_fraction");
+    double      efficiency = json_object_get_double_member(obj, "efficiency");
+    JsonArray  *stages = json_object_get_array_member(obj, "stages");
+    int64_t     busy_ns = 0;
+    for (guint s = 0; s < json_array_get_length(stages); s++)
+        busy_ns += json_int(json_array_get_object_element(stages, s), "busy_ns");
+    ck_assert_double_eq_tol(
+        efficiency,
+        (double)busy_ns / ((double)json_array_get_length(stages) * json_int(obj, "makespan_ns")),
+        1e-12);
+    g_autofree char *bubble_line = g_strdup_printf(
+        "\nbubble      %.4f (schedule bubble: idle share of the busiest stage's step, "
+        "(C - m(F+B+W))/C)\n",
+        bubble);
+    g_autofree char *efficiency_line = g_strdup_printf(
+        "\nefficiency  %.4f (mean stage utilisation over the whole run, fill, drain and lighter "
+        "stages included: busy / (N x makespan))\n",
+        efficiency);
+    ck_assert_msg(strstr(text, bubble_line) != NULL, "no \"%s\" in:\n%s", bubble_line, text);
+    ck_assert_msg(strstr(text, efficiency_line) != NULL, "no \"%s\" in:\n%s", efficiency_line,
+                  text);
+    ck_assert_ptr_nonnull(strstr(bubble_line, "0.0051"));
+    ck_assert_ptr_nonnull(strstr(efficiency_line, "0.7379"));
+}
+END_TEST
+
 /* --- --set and --steps reach the run: closed forms with comm and update costs zeroed --- */
 
 typedef struct {
@@ -292,8 +326,7 @@ START_TEST(test_zb_fine_memory) {
     sim_cost_schedule_params(cost, &params);
     ck_assert_double_gt(params.mem_w_fraction, 0.0);
     ck_assert_double_lt(params.mem_w_fraction, 1.0);
-    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
-    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    g_autoptr(PpSchedule) sched = test_util_schedule_build(&params);
     g_autoptr(SimResult) res = sim_engine_run(sched, cost, &error);
     ck_assert_msg(res != NULL, "%s", error ? error->message : "");
 
@@ -763,6 +796,95 @@ START_TEST(test_sweep) {
 }
 END_TEST
 
+/* The step time of one run of @path with @sets (NULL-terminated "section.key=value"). */
+static int64_t run_step_ns(const char *path, const char *const *sets) {
+    const char *args[16] = {path, "--json"};
+    size_t      n = 2;
+    for (size_t i = 0; sets[i] != NULL; i++) {
+        ck_assert_uint_lt(n + 2, G_N_ELEMENTS(args));
+        args[n++] = "--set";
+        args[n++] = sets[i];
+    }
+    args[n] = NULL;
+    g_autofree char *out = NULL, *err = NULL;
+    ck_assert_msg(run_cli(args, &out, &err) == 0, "%s: %s", path, err);
+    g_autoptr(JsonNode) root = parse_json(out);
+    return json_int(json_node_get_object(root), "step_time_ns");
+}
+
+/* GPT-2 XL on 2 stages x 8 data-parallel replicas, global batch 512 = 8 x 16 x 4 (issue 21
+ * §5): every compare row runs with the scenario's 4 sequences per micro-batch, since each of
+ * the 8 replicas runs 16 micro-batches per update (m or, for paci, a): 512 / (16 x 8) = 4, and
+ * a row's step time is the plain run's with the same keys. */
+START_TEST(test_compare_data_parallel) {
+    g_autofree char *path = scenario_path("gpt2xl-dp8");
+    const char      *args[] = {"compare", path, "--schedules", "1f1b,zb-2p,paci", "--json", NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    ck_assert_msg(run_cli(args, &out, &err) == 0, "%s", err);
+    g_autoptr(JsonNode) root = parse_json(out);
+    JsonArray *rows = json_object_get_array_member(json_node_get_object(root), "schedules");
+    ck_assert_int_eq(json_array_get_length(rows), 3);
+    const char *const kinds[] = {"1f1b", "zb-2p", "paci"};
+    const int32_t     data = 8, per_update = 16, global_batch = 512;
+    for (guint i = 0; i < 3; i++) {
+        JsonObject *row = json_array_get_object_element(rows, i);
+        ck_assert_str_eq(json_object_get_string_member(row, "schedule"), kinds[i]);
+        ck_assert_msg(!json_object_has_member(row, "error"), "%s: %s", kinds[i],
+                      json_object_has_member(row, "error")
+                          ? json_object_get_string_member(row, "error")
+                          : "");
+        ck_assert_int_eq(json_int(row, "global_batch"), global_batch);
+        ck_assert_int_eq(json_int(row, "microbatch_size"), global_batch / (per_update * data));
+        ck_assert_int_eq(json_int(row, "microbatch_size") * per_update * data, global_batch);
+        ck_assert_int_eq(json_int(row, "accumulation"), i == 2 ? per_update : 1);
+        g_autofree char  *kind = g_strdup_printf("pipeline.schedule=%s", kinds[i]);
+        g_autofree char  *acc = g_strdup_printf("pipeline.accumulation=%" G_GINT64_FORMAT,
+                                                json_int(row, "accumulation"));
+        const char *const sets[] = {kind, acc, NULL};
+        ck_assert_int_eq(json_int(row, "step_time_ns"), run_step_ns(path, sets));
+    }
+}
+END_TEST
+
+/* Sweeping the micro-batches of the same scenario (which gives both the micro-batch size and
+ * the global batch) keeps the global batch and the 8 replicas: the size becomes 512 / (m x
+ * 8); paci's points run a = m (issue 17), so its rows follow m instead of staying flat. */
+START_TEST(test_sweep_data_parallel) {
+    g_autofree char *path = scenario_path("gpt2xl-dp8");
+    const char      *args[] = {"sweep",   path,
+                               "--sweep", "pipeline.schedule=1f1b,paci",
+                               "--sweep", "pipeline.microbatches=8,16,32",
+                               NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    ck_assert_int_eq(run_cli(args, &out, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "3 sweep points of an accumulating schedule (paci) ran "
+                                      "pipeline.accumulation = pipeline.microbatches"));
+    ck_assert_ptr_null(strstr(err, "failed"));
+    g_autoptr(GPtrArray) rows = parse_csv(out);
+    ck_assert_uint_eq(rows->len, 1 + 2 * 3);
+    const char *const kinds[] = {"1f1b", "paci"};
+    const int32_t     ms[] = {8, 16, 32};
+    int64_t           paci_ns[3];
+    for (guint i = 0; i < 6; i++) {
+        const char *kind = kinds[i / 3];
+        int32_t     m = ms[i % 3];
+        ck_assert_str_eq(field(rows, i + 1, 0), kind);
+        ck_assert_str_eq(field(rows, i + 1, 9), "");
+        g_autofree char  *k = g_strdup_printf("pipeline.schedule=%s", kind);
+        g_autofree char  *mb = g_strdup_printf("pipeline.microbatches=%d", m);
+        g_autofree char  *acc = g_strdup_printf("pipeline.accumulation=%d", i < 3 ? 1 : m);
+        g_autofree char  *size = g_strdup_printf("pipeline.microbatch_size=%d", 512 / (m * 8));
+        const char *const sets[] = {k, mb, acc, size, NULL};
+        g_autofree char  *want = g_strdup_printf("%" G_GINT64_FORMAT, run_step_ns(path, sets));
+        ck_assert_str_eq(field(rows, i + 1, 2), want);
+        if (i >= 3)
+            paci_ns[i - 3] = g_ascii_strtoll(want, NULL, 10);
+    }
+    /* not flat: a changes the step */
+    ck_assert(paci_ns[0] != paci_ns[1] && paci_ns[1] != paci_ns[2]);
+}
+END_TEST
+
 /* An interrupted sweep to stdout keeps the rows it computed (issue 6): each row is flushed as
  * it is done. The child is killed as soon as its first row arrives; what it printed must be
  * the header and whole rows, a prefix of the full sweep, and the kill must find it still
@@ -1137,6 +1259,7 @@ static Suite *sim_cli_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_out_deterministic, 0, G_N_ELEMENTS(scenario_names));
     tcase_add_loop_test(tc, test_json_matches_engine, 0, G_N_ELEMENTS(scenario_names));
+    tcase_add_test(tc, test_summary_labels);
     tcase_add_loop_test(tc, test_perfetto_consistent, 0, G_N_ELEMENTS(scenario_names));
     tcase_add_loop_test(tc, test_closed_form, 0, G_N_ELEMENTS(closed_forms));
     tcase_add_test(tc, test_dynamic_mode);
@@ -1150,6 +1273,8 @@ static Suite *sim_cli_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_compare, 0, G_N_ELEMENTS(compare_cases));
     tcase_add_test(tc, test_sweep);
+    tcase_add_test(tc, test_compare_data_parallel);
+    tcase_add_test(tc, test_sweep_data_parallel);
     tcase_add_test(tc, test_sweep_streams);
     tcase_add_test(tc, test_shipped_scenarios);
     tcase_add_test(tc, test_schedules);

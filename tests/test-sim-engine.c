@@ -45,12 +45,49 @@ static SimResult *test_run(const PpSchedule *sched, const SimCostModel *cost) {
 
 /* --- closed forms --- */
 
+/* A closed-form case: N stages, m micro-batches per step, v chunks and the full-stage F, B, W
+ * of test_costs[costs]. */
+typedef struct {
+    const char *name;
+    int32_t     n, m, v;
+    int         costs;
+} TestShapeCase;
+
+/* Every stage count with m in {N, 2N, 3N}, under each cost set. */
+static const TestShapeCase flush_cases[] = {
+    {"N=1 m=1 costs 0", 1, 1, 1, 0},   {"N=2 m=2 costs 0", 2, 2, 1, 0},
+    {"N=4 m=4 costs 0", 4, 4, 1, 0},   {"N=8 m=8 costs 0", 8, 8, 1, 0},
+    {"N=1 m=2 costs 0", 1, 2, 1, 0},   {"N=2 m=4 costs 0", 2, 4, 1, 0},
+    {"N=4 m=8 costs 0", 4, 8, 1, 0},   {"N=8 m=16 costs 0", 8, 16, 1, 0},
+    {"N=1 m=3 costs 0", 1, 3, 1, 0},   {"N=2 m=6 costs 0", 2, 6, 1, 0},
+    {"N=4 m=12 costs 0", 4, 12, 1, 0}, {"N=8 m=24 costs 0", 8, 24, 1, 0},
+    {"N=1 m=1 costs 1", 1, 1, 1, 1},   {"N=2 m=2 costs 1", 2, 2, 1, 1},
+    {"N=4 m=4 costs 1", 4, 4, 1, 1},   {"N=8 m=8 costs 1", 8, 8, 1, 1},
+    {"N=1 m=2 costs 1", 1, 2, 1, 1},   {"N=2 m=4 costs 1", 2, 4, 1, 1},
+    {"N=4 m=8 costs 1", 4, 8, 1, 1},   {"N=8 m=16 costs 1", 8, 16, 1, 1},
+    {"N=1 m=3 costs 1", 1, 3, 1, 1},   {"N=2 m=6 costs 1", 2, 6, 1, 1},
+    {"N=4 m=12 costs 1", 4, 12, 1, 1}, {"N=8 m=24 costs 1", 8, 24, 1, 1},
+    {"N=1 m=1 costs 2", 1, 1, 1, 2},   {"N=2 m=2 costs 2", 2, 2, 1, 2},
+    {"N=4 m=4 costs 2", 4, 4, 1, 2},   {"N=8 m=8 costs 2", 8, 8, 1, 2},
+    {"N=1 m=2 costs 2", 1, 2, 1, 2},   {"N=2 m=4 costs 2", 2, 4, 1, 2},
+    {"N=4 m=8 costs 2", 4, 8, 1, 2},   {"N=8 m=16 costs 2", 8, 16, 1, 2},
+    {"N=1 m=3 costs 2", 1, 3, 1, 2},   {"N=2 m=6 costs 2", 2, 6, 1, 2},
+    {"N=4 m=12 costs 2", 4, 12, 1, 2}, {"N=8 m=24 costs 2", 8, 24, 1, 2},
+    {"N=1 m=1 costs 3", 1, 1, 1, 3},   {"N=2 m=2 costs 3", 2, 2, 1, 3},
+    {"N=4 m=4 costs 3", 4, 4, 1, 3},   {"N=8 m=8 costs 3", 8, 8, 1, 3},
+    {"N=1 m=2 costs 3", 1, 2, 1, 3},   {"N=2 m=4 costs 3", 2, 4, 1, 3},
+    {"N=4 m=8 costs 3", 4, 8, 1, 3},   {"N=8 m=16 costs 3", 8, 16, 1, 3},
+    {"N=1 m=3 costs 3", 1, 3, 1, 3},   {"N=2 m=6 costs 3", 2, 6, 1, 3},
+    {"N=4 m=12 costs 3", 4, 12, 1, 3}, {"N=8 m=24 costs 3", 8, 24, 1, 3},
+};
+
 /* GPipe and 1F1B-flush: makespan (m+N-1)(F+B+W), bubble (N-1)/(m+N-1), peak in-flight m and
- * min(N-s, m). Loop index: (stage count, m multiple, cost set). */
+ * min(N-s, m). */
 START_TEST(test_flush_closed_form) {
-    int32_t        n = test_stage_counts[_i % 4];
-    int32_t        m = n * (1 + (_i / 4) % 3);
-    const int64_t *c = test_costs[_i / 12];
+    const TestShapeCase *t = &flush_cases[_i];
+    test_util_case(t->name);
+    int32_t        n = t->n, m = t->m;
+    const int64_t *c = test_costs[t->costs];
     int64_t        fbw = c[0] + c[1] + c[2];
     const char    *kinds[] = {"gpipe", "1f1b"};
     for (int k = 0; k < 2; k++) {
@@ -73,14 +110,65 @@ START_TEST(test_flush_closed_form) {
 }
 END_TEST
 
+/* The flush shapes with v in {2, 3}, under each cost set. */
+static const TestShapeCase interleaved_cases[] = {
+    {"N=1 m=1 v=2 costs 0", 1, 1, 2, 0},   {"N=2 m=2 v=2 costs 0", 2, 2, 2, 0},
+    {"N=4 m=4 v=2 costs 0", 4, 4, 2, 0},   {"N=8 m=8 v=2 costs 0", 8, 8, 2, 0},
+    {"N=1 m=2 v=2 costs 0", 1, 2, 2, 0},   {"N=2 m=4 v=2 costs 0", 2, 4, 2, 0},
+    {"N=4 m=8 v=2 costs 0", 4, 8, 2, 0},   {"N=8 m=16 v=2 costs 0", 8, 16, 2, 0},
+    {"N=1 m=3 v=2 costs 0", 1, 3, 2, 0},   {"N=2 m=6 v=2 costs 0", 2, 6, 2, 0},
+    {"N=4 m=12 v=2 costs 0", 4, 12, 2, 0}, {"N=8 m=24 v=2 costs 0", 8, 24, 2, 0},
+    {"N=1 m=1 v=3 costs 0", 1, 1, 3, 0},   {"N=2 m=2 v=3 costs 0", 2, 2, 3, 0},
+    {"N=4 m=4 v=3 costs 0", 4, 4, 3, 0},   {"N=8 m=8 v=3 costs 0", 8, 8, 3, 0},
+    {"N=1 m=2 v=3 costs 0", 1, 2, 3, 0},   {"N=2 m=4 v=3 costs 0", 2, 4, 3, 0},
+    {"N=4 m=8 v=3 costs 0", 4, 8, 3, 0},   {"N=8 m=16 v=3 costs 0", 8, 16, 3, 0},
+    {"N=1 m=3 v=3 costs 0", 1, 3, 3, 0},   {"N=2 m=6 v=3 costs 0", 2, 6, 3, 0},
+    {"N=4 m=12 v=3 costs 0", 4, 12, 3, 0}, {"N=8 m=24 v=3 costs 0", 8, 24, 3, 0},
+    {"N=1 m=1 v=2 costs 1", 1, 1, 2, 1},   {"N=2 m=2 v=2 costs 1", 2, 2, 2, 1},
+    {"N=4 m=4 v=2 costs 1", 4, 4, 2, 1},   {"N=8 m=8 v=2 costs 1", 8, 8, 2, 1},
+    {"N=1 m=2 v=2 costs 1", 1, 2, 2, 1},   {"N=2 m=4 v=2 costs 1", 2, 4, 2, 1},
+    {"N=4 m=8 v=2 costs 1", 4, 8, 2, 1},   {"N=8 m=16 v=2 costs 1", 8, 16, 2, 1},
+    {"N=1 m=3 v=2 costs 1", 1, 3, 2, 1},   {"N=2 m=6 v=2 costs 1", 2, 6, 2, 1},
+    {"N=4 m=12 v=2 costs 1", 4, 12, 2, 1}, {"N=8 m=24 v=2 costs 1", 8, 24, 2, 1},
+    {"N=1 m=1 v=3 costs 1", 1, 1, 3, 1},   {"N=2 m=2 v=3 costs 1", 2, 2, 3, 1},
+    {"N=4 m=4 v=3 costs 1", 4, 4, 3, 1},   {"N=8 m=8 v=3 costs 1", 8, 8, 3, 1},
+    {"N=1 m=2 v=3 costs 1", 1, 2, 3, 1},   {"N=2 m=4 v=3 costs 1", 2, 4, 3, 1},
+    {"N=4 m=8 v=3 costs 1", 4, 8, 3, 1},   {"N=8 m=16 v=3 costs 1", 8, 16, 3, 1},
+    {"N=1 m=3 v=3 costs 1", 1, 3, 3, 1},   {"N=2 m=6 v=3 costs 1", 2, 6, 3, 1},
+    {"N=4 m=12 v=3 costs 1", 4, 12, 3, 1}, {"N=8 m=24 v=3 costs 1", 8, 24, 3, 1},
+    {"N=1 m=1 v=2 costs 2", 1, 1, 2, 2},   {"N=2 m=2 v=2 costs 2", 2, 2, 2, 2},
+    {"N=4 m=4 v=2 costs 2", 4, 4, 2, 2},   {"N=8 m=8 v=2 costs 2", 8, 8, 2, 2},
+    {"N=1 m=2 v=2 costs 2", 1, 2, 2, 2},   {"N=2 m=4 v=2 costs 2", 2, 4, 2, 2},
+    {"N=4 m=8 v=2 costs 2", 4, 8, 2, 2},   {"N=8 m=16 v=2 costs 2", 8, 16, 2, 2},
+    {"N=1 m=3 v=2 costs 2", 1, 3, 2, 2},   {"N=2 m=6 v=2 costs 2", 2, 6, 2, 2},
+    {"N=4 m=12 v=2 costs 2", 4, 12, 2, 2}, {"N=8 m=24 v=2 costs 2", 8, 24, 2, 2},
+    {"N=1 m=1 v=3 costs 2", 1, 1, 3, 2},   {"N=2 m=2 v=3 costs 2", 2, 2, 3, 2},
+    {"N=4 m=4 v=3 costs 2", 4, 4, 3, 2},   {"N=8 m=8 v=3 costs 2", 8, 8, 3, 2},
+    {"N=1 m=2 v=3 costs 2", 1, 2, 3, 2},   {"N=2 m=4 v=3 costs 2", 2, 4, 3, 2},
+    {"N=4 m=8 v=3 costs 2", 4, 8, 3, 2},   {"N=8 m=16 v=3 costs 2", 8, 16, 3, 2},
+    {"N=1 m=3 v=3 costs 2", 1, 3, 3, 2},   {"N=2 m=6 v=3 costs 2", 2, 6, 3, 2},
+    {"N=4 m=12 v=3 costs 2", 4, 12, 3, 2}, {"N=8 m=24 v=3 costs 2", 8, 24, 3, 2},
+    {"N=1 m=1 v=2 costs 3", 1, 1, 2, 3},   {"N=2 m=2 v=2 costs 3", 2, 2, 2, 3},
+    {"N=4 m=4 v=2 costs 3", 4, 4, 2, 3},   {"N=8 m=8 v=2 costs 3", 8, 8, 2, 3},
+    {"N=1 m=2 v=2 costs 3", 1, 2, 2, 3},   {"N=2 m=4 v=2 costs 3", 2, 4, 2, 3},
+    {"N=4 m=8 v=2 costs 3", 4, 8, 2, 3},   {"N=8 m=16 v=2 costs 3", 8, 16, 2, 3},
+    {"N=1 m=3 v=2 costs 3", 1, 3, 2, 3},   {"N=2 m=6 v=2 costs 3", 2, 6, 2, 3},
+    {"N=4 m=12 v=2 costs 3", 4, 12, 2, 3}, {"N=8 m=24 v=2 costs 3", 8, 24, 2, 3},
+    {"N=1 m=1 v=3 costs 3", 1, 1, 3, 3},   {"N=2 m=2 v=3 costs 3", 2, 2, 3, 3},
+    {"N=4 m=4 v=3 costs 3", 4, 4, 3, 3},   {"N=8 m=8 v=3 costs 3", 8, 8, 3, 3},
+    {"N=1 m=2 v=3 costs 3", 1, 2, 3, 3},   {"N=2 m=4 v=3 costs 3", 2, 4, 3, 3},
+    {"N=4 m=8 v=3 costs 3", 4, 8, 3, 3},   {"N=8 m=16 v=3 costs 3", 8, 16, 3, 3},
+    {"N=1 m=3 v=3 costs 3", 1, 3, 3, 3},   {"N=2 m=6 v=3 costs 3", 2, 6, 3, 3},
+    {"N=4 m=12 v=3 costs 3", 4, 12, 3, 3}, {"N=8 m=24 v=3 costs 3", 8, 24, 3, 3},
+};
+
 /* Megatron interleaved with v chunks and per-chunk costs F/v, B/v, W/v: makespan
- * m(F+B+W) + (N-1)(F+B+W)/v; peak in-flight 2(N-s-1) + (v-1)N + 1 chunk units (at most m*v).
- * Loop index: (stage count, m multiple, v, cost set). */
+ * m(F+B+W) + (N-1)(F+B+W)/v; peak in-flight 2(N-s-1) + (v-1)N + 1 chunk units (at most m*v). */
 START_TEST(test_interleaved_closed_form) {
-    int32_t        n = test_stage_counts[_i % 4];
-    int32_t        m = n * (1 + (_i / 4) % 3);
-    int32_t        v = 2 + (_i / 12) % 2;
-    const int64_t *c = test_costs[_i / 24];
+    const TestShapeCase *t = &interleaved_cases[_i];
+    test_util_case(t->name);
+    int32_t        n = t->n, m = t->m, v = t->v;
+    const int64_t *c = test_costs[t->costs];
     int64_t        fbw = c[0] + c[1] + c[2];
     g_autoptr(PpSchedule) sched = test_util_schedule_new("interleaved", n, v, m, 1, 1);
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, v, c[0] / v, c[1] / v, c[2] / v, 0);
@@ -94,12 +182,24 @@ START_TEST(test_interleaved_closed_form) {
 }
 END_TEST
 
+/* Each synchronous kind at every stage count. */
+static const struct {
+    const char *name;
+    const char *kind;
+    int32_t     n;
+} multi_step_cases[] = {
+    {"gpipe N=1", "gpipe", 1}, {"1f1b N=1", "1f1b", 1}, {"interleaved N=1", "interleaved", 1},
+    {"gpipe N=2", "gpipe", 2}, {"1f1b N=2", "1f1b", 2}, {"interleaved N=2", "interleaved", 2},
+    {"gpipe N=4", "gpipe", 4}, {"1f1b N=4", "1f1b", 4}, {"interleaved N=4", "interleaved", 4},
+    {"gpipe N=8", "gpipe", 8}, {"1f1b N=8", "1f1b", 8}, {"interleaved N=8", "interleaved", 8},
+};
+
 /* Synchronous multi-step runs: steps are separated by a flush, so the makespan of s steps is
- * s times one step and the step time equals one step's makespan. Loop index: kind, N. */
+ * s times one step and the step time equals one step's makespan. */
 START_TEST(test_multi_step) {
-    const char *kinds[] = {"gpipe", "1f1b", "interleaved"};
-    const char *kind = kinds[_i % 3];
-    int32_t     n = test_stage_counts[_i / 3];
+    test_util_case(multi_step_cases[_i].name);
+    const char *kind = multi_step_cases[_i].kind;
+    int32_t     n = multi_step_cases[_i].n;
     int32_t     v = g_str_equal(kind, "interleaved") ? 2 : 1;
     int32_t     m = 2 * n;
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, v, 3000, 2000, 1000, 0);
@@ -308,13 +408,22 @@ END_TEST
 
 /* --- asynchronous schedules --- */
 
+/* PACI's cases: N in {4, 8}, a in {1, 2, 3, 4}. */
+static const struct {
+    const char *name;
+    int32_t     n, a;
+} paci_cases[] = {
+    {"N=4 a=1", 4, 1}, {"N=4 a=2", 4, 2}, {"N=4 a=3", 4, 3}, {"N=4 a=4", 4, 4},
+    {"N=8 a=1", 8, 1}, {"N=8 a=2", 8, 2}, {"N=8 a=3", 8, 3}, {"N=8 a=4", 8, 4},
+};
+
 /* PACI with uniform costs: drift per stage ceil((N-1-s)/a) (gradient delay the same, since
  * B uses the current weights), one weight version, in-flight and activation memory equal
- * to 1F1B's, and a bubble-free steady state: step time a(F+B+W). Loop index: N in {4, 8},
- * a in {1, 2, 3, 4}. */
+ * to 1F1B's, and a bubble-free steady state: step time a(F+B+W). */
 START_TEST(test_paci_uniform) {
-    int32_t       n = _i < 4 ? 4 : 8;
-    int32_t       a = 1 + _i % 4;
+    test_util_case(paci_cases[_i].name);
+    int32_t       n = paci_cases[_i].n;
+    int32_t       a = paci_cases[_i].a;
     const int64_t f = 3000, b = 2000, w = 1000;
     g_autoptr(PpSchedule) sched = test_util_schedule_new("paci", n, 1, 1, a, 4 * n);
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, f, b, w, 0);
@@ -349,14 +458,32 @@ START_TEST(test_paci_uniform) {
 }
 END_TEST
 
+/* N in {4, 8}, a in {1..4}, slow stage in {0, N/2, N-1}. */
+static const struct {
+    const char *name;
+    int32_t     n, a, slow;
+} paci_bottleneck_cases[] = {
+    {"N=4 a=1 slow stage 0", 4, 1, 0}, {"N=8 a=1 slow stage 0", 8, 1, 0},
+    {"N=4 a=2 slow stage 0", 4, 2, 0}, {"N=8 a=2 slow stage 0", 8, 2, 0},
+    {"N=4 a=3 slow stage 0", 4, 3, 0}, {"N=8 a=3 slow stage 0", 8, 3, 0},
+    {"N=4 a=4 slow stage 0", 4, 4, 0}, {"N=8 a=4 slow stage 0", 8, 4, 0},
+    {"N=4 a=1 slow stage 2", 4, 1, 2}, {"N=8 a=1 slow stage 4", 8, 1, 4},
+    {"N=4 a=2 slow stage 2", 4, 2, 2}, {"N=8 a=2 slow stage 4", 8, 2, 4},
+    {"N=4 a=3 slow stage 2", 4, 3, 2}, {"N=8 a=3 slow stage 4", 8, 3, 4},
+    {"N=4 a=4 slow stage 2", 4, 4, 2}, {"N=8 a=4 slow stage 4", 8, 4, 4},
+    {"N=4 a=1 slow stage 3", 4, 1, 3}, {"N=8 a=1 slow stage 7", 8, 1, 7},
+    {"N=4 a=2 slow stage 3", 4, 2, 3}, {"N=8 a=2 slow stage 7", 8, 2, 7},
+    {"N=4 a=3 slow stage 3", 4, 3, 3}, {"N=8 a=3 slow stage 7", 8, 3, 7},
+    {"N=4 a=4 slow stage 3", 4, 4, 3}, {"N=8 a=4 slow stage 7", 8, 4, 7},
+};
+
 /* PACI with one slow stage (costs x2): the steady state runs at the bottleneck's rate, one
- * update every a(F+B+W) of the slow stage, and the slow stage never idles. Loop index:
- * N in {4, 8}, a in {1..4}, slow stage in {0, N/2, N-1}. */
+ * update every a(F+B+W) of the slow stage, and the slow stage never idles. */
 START_TEST(test_paci_bottleneck) {
-    int32_t       n = _i % 2 == 0 ? 4 : 8;
-    int32_t       a = 1 + (_i / 2) % 4;
-    int32_t       slow_stages[] = {0, n / 2, n - 1};
-    int32_t       slow = slow_stages[_i / 8];
+    test_util_case(paci_bottleneck_cases[_i].name);
+    int32_t       n = paci_bottleneck_cases[_i].n;
+    int32_t       a = paci_bottleneck_cases[_i].a;
+    int32_t       slow = paci_bottleneck_cases[_i].slow;
     const int64_t f = 3000, b = 2000, w = 1000;
     g_autoptr(PpSchedule) sched = test_util_schedule_new("paci", n, 1, 1, a, 6 * n);
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, f, b, w, 0);
@@ -374,10 +501,11 @@ END_TEST
 /* PACI with a cross-device hop c: stage 0 admits N micro-batches per round trip, and a round
  * trip of N micro-batches takes N(F+B+W) of stage 0's work plus 2(N-1) hops that the window
  * cannot hide, so the steady state runs one micro-batch per F+B+W + 2(N-1)c/N, not at the
- * compute bound. Loop index: N in {4, 8}, a in {1..4}; c chosen so 2(N-1)c/N is whole. */
+ * compute bound. PACI's cases (paci_cases); c chosen so 2(N-1)c/N is whole. */
 START_TEST(test_paci_comm) {
-    int32_t       n = _i < 4 ? 4 : 8;
-    int32_t       a = 1 + _i % 4;
+    test_util_case(paci_cases[_i].name);
+    int32_t       n = paci_cases[_i].n;
+    int32_t       a = paci_cases[_i].a;
     const int64_t fbw = 3000 + 2000 + 1000, c = n == 4 ? 200 : 400;
     g_autoptr(PpSchedule) sched = test_util_schedule_new("paci", n, 1, 1, a, 8 * n);
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 3000, 2000, 1000, c);
@@ -429,23 +557,47 @@ END_TEST
 
 /* --- dynamic mode --- */
 
+/* paci with N in {1, 2, 4, 8}, a in {1..4}, then async-1f1b, PACI's policy with a = 1, with
+ * N in {1, 2, 4, 8}, asked for a = 3: its registry row fixes a = 1 whatever
+ * params.accumulation says. a is the accumulation the program has; params_a the one asked. */
+static const struct {
+    const char *name;
+    const char *kind;
+    int32_t     n, a, params_a;
+} policy_cases[] = {
+    {"paci N=1 a=1", "paci", 1, 1, 1},
+    {"paci N=2 a=1", "paci", 2, 1, 1},
+    {"paci N=4 a=1", "paci", 4, 1, 1},
+    {"paci N=8 a=1", "paci", 8, 1, 1},
+    {"paci N=1 a=2", "paci", 1, 2, 2},
+    {"paci N=2 a=2", "paci", 2, 2, 2},
+    {"paci N=4 a=2", "paci", 4, 2, 2},
+    {"paci N=8 a=2", "paci", 8, 2, 2},
+    {"paci N=1 a=3", "paci", 1, 3, 3},
+    {"paci N=2 a=3", "paci", 2, 3, 3},
+    {"paci N=4 a=3", "paci", 4, 3, 3},
+    {"paci N=8 a=3", "paci", 8, 3, 3},
+    {"paci N=1 a=4", "paci", 1, 4, 4},
+    {"paci N=2 a=4", "paci", 2, 4, 4},
+    {"paci N=4 a=4", "paci", 4, 4, 4},
+    {"paci N=8 a=4", "paci", 8, 4, 4},
+    {"async-1f1b N=1 a=1", "async-1f1b", 1, 1, 3},
+    {"async-1f1b N=2 a=1", "async-1f1b", 2, 1, 3},
+    {"async-1f1b N=4 a=1", "async-1f1b", 4, 1, 3},
+    {"async-1f1b N=8 a=1", "async-1f1b", 8, 1, 3},
+};
+
 /* The live policy with uniform costs (and comm) executes exactly the static program of its
- * kind and gives the same reports. Loop index: paci with N in {1, 2, 4, 8}, a in {1..4}
- * (0..15), then async-1f1b, PACI's policy with a = 1, with N in {1, 2, 4, 8} (16..19): its
- * registry row fixes a = 1 whatever params.accumulation says. */
+ * kind and gives the same reports. */
 START_TEST(test_policy_matches_static) {
-    gboolean      async = _i >= 16;
-    const char   *kind = async ? "async-1f1b" : "paci";
-    int32_t       n = test_stage_counts[_i % 4];
-    int32_t       a = async ? 1 : 1 + _i / 4;
+    test_util_case(policy_cases[_i].name);
+    const char   *kind = policy_cases[_i].kind;
+    int32_t       n = policy_cases[_i].n;
+    int32_t       a = policy_cases[_i].a;
     const int32_t steps = 3 * n;
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 3000, 2000, 1000, 0);
-    PpScheduleParams params = {.kind = kind,
-                               .n_stages = n,
-                               .n_chunks = 1,
-                               .n_microbatches = 1,
-                               .accumulation = async ? 3 : a,
-                               .n_steps = steps};
+    PpScheduleParams params =
+        test_util_schedule_params(kind, n, 1, 1, policy_cases[_i].params_a, steps);
     g_autoptr(GError) error = NULL;
     PpSchedule *program_raw = NULL;
     g_autoptr(SimResult) live = sim_engine_run_policy(&params, cost, &program_raw, &error);
@@ -470,21 +622,27 @@ START_TEST(test_policy_matches_static) {
 }
 END_TEST
 
+/* The slow stage of an 8-stage pipeline: first, middle, last. */
+static const struct {
+    const char *name;
+    int32_t     slow;
+} heterogeneous_cases[] = {
+    {"slow stage 0", 0},
+    {"slow stage 3", 3},
+    {"slow stage 7", 7},
+};
+
 /* With a slow stage and link latency the policy still respects backpressure (in-flight at
- * most N-s) and runs at the bottleneck's rate. Loop index: slow stage in {0, 3, 7}. */
+ * most N-s) and runs at the bottleneck's rate. */
 START_TEST(test_policy_heterogeneous) {
+    test_util_case(heterogeneous_cases[_i].name);
     const int32_t n = 8, a = 4;
-    int32_t       slow = _i == 0 ? 0 : (_i == 1 ? 3 : 7);
+    int32_t       slow = heterogeneous_cases[_i].slow;
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(n, 1, 3000, 2000, 1000, 100);
     cost->f_ns[slow] = 9000;
     cost->b_ns[slow] = 6000;
     cost->w_ns[slow] = 3000;
-    PpScheduleParams params = {.kind = "paci",
-                               .n_stages = n,
-                               .n_chunks = 1,
-                               .n_microbatches = 1,
-                               .accumulation = a,
-                               .n_steps = 40};
+    PpScheduleParams params = test_util_schedule_params("paci", n, 1, 1, a, 40);
     g_autoptr(GError) error = NULL;
     g_autoptr(SimResult) live = sim_engine_run_policy(&params, cost, NULL, &error);
     ck_assert_msg(live != NULL, "%s", error ? error->message : "");
@@ -498,12 +656,7 @@ END_TEST
 
 START_TEST(test_policy_errors) {
     g_autoptr(SimCostModel) cost = sim_cost_new_uniform(4, 1, 1, 1, 1, 0);
-    PpScheduleParams params = {.kind = "1f1b",
-                               .n_stages = 4,
-                               .n_chunks = 1,
-                               .n_microbatches = 4,
-                               .accumulation = 1,
-                               .n_steps = 1};
+    PpScheduleParams params = test_util_schedule_params("1f1b", 4, 1, 4, 1, 1);
     g_autoptr(GError) error = NULL;
     ck_assert_ptr_null(sim_engine_run_policy(&params, cost, NULL, &error));
     ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
@@ -647,8 +800,7 @@ START_TEST(test_engine_bounds) {
     g_clear_error(&error);
 
     /* The live policy is bounded before it runs. */
-    PpScheduleParams params = {
-        .kind = "paci", .n_stages = 4, .n_chunks = 1, .accumulation = 2, .n_steps = 4};
+    PpScheduleParams params = test_util_schedule_params("paci", 4, 1, 0, 2, 4);
     ck_assert_ptr_null(sim_engine_run_policy(&params, slow, NULL, &error));
     ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
     ck_assert_ptr_nonnull(strstr(error->message, "clock of 2^62 ns"));
@@ -844,10 +996,7 @@ START_TEST(test_cost_per_stage) {
         ck_assert_int_eq(cost->u_ns[st], u[st]);
         ck_assert_int_eq(sim_cost_bw_ns(cost, st), bw[st]);
     }
-    PpScheduleParams params;
-    pp_scenario_schedule_params(sc, &params);
-    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
-    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    g_autoptr(PpSchedule) sched = test_util_scenario_schedule_new(sc);
     g_autoptr(SimResult) res = test_run(sched, cost);
     for (int32_t st = 0; st < 2; st++)
         ck_assert_int_eq(res->stages[st].busy_ns, 2 * (4 * (f[st] + bw[st]) + u[st]));
@@ -876,10 +1025,7 @@ START_TEST(test_cost_stash_copy) {
         ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
         g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
         ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
-        PpScheduleParams params;
-        pp_scenario_schedule_params(sc, &params);
-        g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
-        ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+        g_autoptr(PpSchedule) sched = test_util_scenario_schedule_new(sc);
         g_autoptr(SimResult) res = test_run(sched, cost);
         gboolean stashed = sched->weight_mode == PP_WEIGHTS_STASHED;
         for (int32_t st = 0; st < 2; st++) {
@@ -919,7 +1065,7 @@ START_TEST(test_cost_layers_and_params) {
     }
     /* hop: 10 us + 4 MiB at 50 B/ns */
     ck_assert_int_eq(sim_cost_comm_ns(cost), 10000 + llround(4194304.0 / 50.0));
-    PpScheduleParams params = {.kind = "zb-1p", .n_stages = 4};
+    PpScheduleParams params = test_util_schedule_params("zb-1p", 4, 0, 0, 0, 0);
     sim_cost_schedule_params(cost, &params);
     ck_assert_int_eq(params.f_ns,
                      MAX(MAX(cost->f_ns[0], cost->f_ns[1]), MAX(cost->f_ns[2], cost->f_ns[3])));
@@ -979,8 +1125,7 @@ static SimResult *test_partition_run(const char *const *overrides, GError **erro
     PpScheduleParams params;
     pp_scenario_schedule_params(sc, &params);
     sim_cost_schedule_params(cost, &params);
-    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, error);
-    ck_assert_msg(sched != NULL, "%s", *error ? (*error)->message : "");
+    g_autoptr(PpSchedule) sched = test_util_schedule_build(&params);
     SimResult *res = sim_engine_run(sched, cost, error);
     ck_assert_msg(res != NULL, "%s", *error ? (*error)->message : "");
     return res;
@@ -1195,9 +1340,9 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("sim-engine");
     TCase *tc = tcase_create("closed-forms");
-    tcase_add_loop_test(tc, test_flush_closed_form, 0, 4 * 3 * 4);
-    tcase_add_loop_test(tc, test_interleaved_closed_form, 0, 4 * 3 * 2 * 4);
-    tcase_add_loop_test(tc, test_multi_step, 0, 3 * 4);
+    tcase_add_loop_test(tc, test_flush_closed_form, 0, G_N_ELEMENTS(flush_cases));
+    tcase_add_loop_test(tc, test_interleaved_closed_form, 0, G_N_ELEMENTS(interleaved_cases));
+    tcase_add_loop_test(tc, test_multi_step, 0, G_N_ELEMENTS(multi_step_cases));
     tcase_add_test(tc, test_gpipe_comm);
     tcase_add_test(tc, test_hand_built);
     tcase_add_test(tc, test_hand_built_split);
@@ -1205,15 +1350,15 @@ int main(void) {
     suite_add_tcase(s, tc);
 
     tc = tcase_create("async");
-    tcase_add_loop_test(tc, test_paci_uniform, 0, 8);
-    tcase_add_loop_test(tc, test_paci_bottleneck, 0, 2 * 4 * 3);
-    tcase_add_loop_test(tc, test_paci_comm, 0, 8);
+    tcase_add_loop_test(tc, test_paci_uniform, 0, G_N_ELEMENTS(paci_cases));
+    tcase_add_loop_test(tc, test_paci_bottleneck, 0, G_N_ELEMENTS(paci_bottleneck_cases));
+    tcase_add_loop_test(tc, test_paci_comm, 0, G_N_ELEMENTS(paci_cases));
     tcase_add_loop_test(tc, test_stashed_versions, 0, 4);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("policy");
-    tcase_add_loop_test(tc, test_policy_matches_static, 0, 20);
-    tcase_add_loop_test(tc, test_policy_heterogeneous, 0, 3);
+    tcase_add_loop_test(tc, test_policy_matches_static, 0, G_N_ELEMENTS(policy_cases));
+    tcase_add_loop_test(tc, test_policy_heterogeneous, 0, G_N_ELEMENTS(heterogeneous_cases));
     tcase_add_test(tc, test_policy_errors);
     suite_add_tcase(s, tc);
 

@@ -47,12 +47,7 @@ static SimCostModel *test_cost(const PpScenario *sc) {
 
 /* The scenario's own schedule (its analytic costs are not needed by the generators here). */
 static PpSchedule *test_schedule(const PpScenario *sc) {
-    PpScheduleParams sp;
-    pp_scenario_schedule_params(sc, &sp);
-    g_autoptr(GError) error = NULL;
-    PpSchedule *sched = pp_schedule_new(&sp, &error);
-    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
-    return sched;
+    return test_util_scenario_schedule_new(sc);
 }
 
 /* Sets a uniform all-reduce of @a_ns per (stage, chunk) over @pieces layers on @cost. */
@@ -532,7 +527,7 @@ START_TEST(test_dp_needs_hardware) {
     const char *const dyn[] = {"parallel.data=2", NULL};
     g_autoptr(PpScenario) hw = test_load(dyn);
     g_autoptr(SimCostModel) c = test_cost(hw);
-    PpScheduleParams params = {.kind = "paci", .n_stages = 4, .accumulation = 2, .n_steps = 2};
+    PpScheduleParams params = test_util_schedule_params("paci", 4, 0, 0, 2, 2);
     g_clear_error(&error);
     ck_assert_ptr_null(sim_engine_run_policy(&params, c, NULL, &error));
     ck_assert_ptr_nonnull(strstr(error->message, "data-parallel replicas"));

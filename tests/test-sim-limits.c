@@ -77,7 +77,7 @@ static gboolean run(const Base *base, const char *const *ov, const char *what, G
     return TRUE;
 }
 
-/* "[section] key = 'value': " starts the range error of the key (pp-scenario.c). */
+/* "[section] key = 'value': " starts the range error of the key (pp-scenario-keys.c). */
 static char *range_error_prefix(const PpScenarioKeyInfo *k, const char *value) {
     return g_strdup_printf("[%s] %s = '%s': ", k->section, k->key, value);
 }
@@ -199,7 +199,7 @@ static int64_t run_units(const Base *base, const char *const *ov) {
     g_autoptr(PpScenario) sc = pp_scenario_load(base->file, ov, NULL);
     if (sc == NULL)
         return 0;
-    return (int64_t)pp_scenario_mb_per_step(sc) * sc->training.steps * sc->pipeline.stages *
+    return (int64_t)sc->pipeline.mb_per_step * sc->training.steps * sc->pipeline.stages *
            sc->pipeline.chunks;
 }
 

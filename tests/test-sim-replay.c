@@ -275,10 +275,7 @@ START_TEST(test_replay_measured) {
     g_autoptr(GError) error = NULL;
     g_autoptr(PpScenario) sc = pp_scenario_load(scenario, NULL, &error);
     ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
-    PpScheduleParams params;
-    pp_scenario_schedule_params(sc, &params);
-    g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
-    ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
+    g_autoptr(PpSchedule) sched = test_util_scenario_schedule_new(sc);
     ck_assert_int_eq(measured->n_rows, pp_schedule_n_ops_total(sched));
 
     int64_t first_ns = G_MAXINT64;
@@ -416,8 +413,7 @@ START_TEST(test_engine_op_durations) {
     ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
     ck_assert_ptr_nonnull(strstr(error->message, "per-op durations"));
     g_clear_error(&error);
-    PpScheduleParams params = {
-        .kind = "paci", .n_stages = 4, .n_chunks = 1, .accumulation = 2, .n_steps = 2};
+    PpScheduleParams params = test_util_schedule_params("paci", 4, 1, 0, 2, 2);
     ck_assert_ptr_null(sim_engine_run_policy(&params, cost, NULL, &error));
     ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
 }

@@ -6,6 +6,7 @@
  * bad input.
  */
 #include <check.h>
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <stdlib.h>
@@ -240,6 +241,60 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
+/* A RUN that is not a pacer-train --out folder is refused before anything is read, naming the
+ * exact path that is missing and the command that makes a run folder (exit 1). */
+START_TEST(test_missing_inputs) {
+    g_autofree char *dir = test_util_tmp_dir_new("tta-missing-XXXXXX");
+    g_autofree char *absent = g_build_filename(dir, "flush-m4", NULL);
+    g_autofree char *empty = g_build_filename(dir, "empty", NULL);
+    g_autofree char *empty_log = g_build_filename(empty, "log.csv", NULL);
+    g_autofree char *sim_out = g_build_filename(dir, "sim", NULL);
+    g_autofree char *sim_summary = g_build_filename(sim_out, "summary.csv", NULL);
+    g_autofree char *sim_log = g_build_filename(sim_out, "log.csv", NULL);
+    g_autofree char *bare = g_build_filename(dir, "bare", NULL);
+    g_autofree char *bare_log = g_build_filename(bare, "log.csv", NULL);
+    g_autofree char *bare_ini = g_build_filename(bare, "scenario.ini", NULL);
+    g_autofree char *log_text = test_util_read_file(TTA_DIR "/f4/log.csv", NULL);
+    ck_assert_int_eq(g_mkdir(empty, 0755), 0);
+    ck_assert_int_eq(g_mkdir(sim_out, 0755), 0);
+    ck_assert_int_eq(g_mkdir(bare, 0755), 0);
+    ck_assert(g_file_set_contents(sim_summary, "schedule\n", -1, NULL));
+    ck_assert(g_file_set_contents(bare_log, log_text, -1, NULL));
+    const char *make = "a RUN is a pacer-train --out folder (log.csv with validation losses and "
+                       "scenario.ini); make one with: build/exec/pacer-train SCENARIO --set "
+                       "run.eval_every=N --out ";
+    g_autofree char *absent_msg =
+        g_strdup_printf("pacer-sim: RUN %s: no such folder or file; %s%s\n", absent, make, absent);
+    g_autofree char *empty_msg =
+        g_strdup_printf("pacer-sim: %s: missing: %s is no pacer-train run folder; %s%s\n",
+                        empty_log, empty, make, empty);
+    g_autofree char *sim_msg = g_strdup_printf(
+        "pacer-sim: %s: missing: %s is no pacer-train run folder (its summary.csv says it is a "
+        "pacer-sim --out folder: tta needs training runs); %s%s\n",
+        sim_log, sim_out, make, sim_out);
+    g_autofree char *bare_msg = g_strdup_printf(
+        "pacer-sim: %s: missing next to %s: tta reads the run's schedule, m, a and batch from the "
+        "scenario.ini that pacer-train --out writes beside log.csv; %s%s\n",
+        bare_ini, bare_log, make, bare);
+    const struct {
+        const char *run, *message;
+    } cases[] = {
+        {absent, absent_msg}, {empty, empty_msg},   {sim_out, sim_msg},
+        {bare, bare_msg},     {bare_log, bare_msg}, /* the log.csv itself, as RUN */
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        /* a sound run first: every RUN is checked before any is read */
+        const char      *args[] = {"tta", TTA_DIR "/f4", cases[i].run, "--threshold", "4", NULL};
+        g_autofree char *out = NULL, *err = NULL;
+        int              rc = test_util_spawn(SIM_BIN, args, &out, &err);
+        ck_assert_msg(rc == 1, "case %zu: exit %d: %s", i, rc, err);
+        ck_assert_str_eq(err, cases[i].message);
+        ck_assert_str_eq(out, "");
+    }
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 static Suite *tta_suite(void) {
     Suite *s = suite_create("sim-tta");
     TCase *tc = tcase_create("tta");
@@ -250,6 +305,7 @@ static Suite *tta_suite(void) {
     tcase_add_test(tc, test_target);
     tcase_add_test(tc, test_out_files);
     tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_missing_inputs);
     suite_add_tcase(s, tc);
     return s;
 }

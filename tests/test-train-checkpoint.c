@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec-checkpoint-unit.h"
 #include "exec-crc32c.h"
 #include "exec-train.h"
 #include "pp-scenario.h"
@@ -64,11 +65,11 @@ static void tt_write_text(const char *path, int n_words, uint64_t seed) {
 }
 
 /* Runs pacer-train on the scenario into @out with the arguments @extra (nullable,
- * NULL-terminated), resuming @resume (nullable), with PACER_TEST_KILL_AT = @kill_at
- * (nullable). Returns the wait status; @out_text, @err_text (nullable) receive stdout and
- * stderr. */
-static int tt_train_with(const char *out, const char *const *extra, const char *resume,
-                         const char *kill_at, char **out_text, char **err_text) {
+ * NULL-terminated), resuming @resume (nullable), with the environment variable @env
+ * ("NAME=VALUE", nullable: a test hook). Returns the wait status; @out_text, @err_text
+ * (nullable) receive stdout and stderr. */
+static int tt_train_env(const char *out, const char *const *extra, const char *resume,
+                        const char *env, char **out_text, char **err_text) {
     /* --quiet, as CI=true would: the unit resumed is then said on stderr */
     g_autoptr(GPtrArray) args = g_ptr_array_new();
     const char *const base[] = {tt.scenario, "--quiet", "--out", out};
@@ -81,10 +82,17 @@ static int tt_train_with(const char *out, const char *const *extra, const char *
         g_ptr_array_add(args, (gpointer)resume);
     }
     g_ptr_array_add(args, NULL);
-    g_autofree char *env = kill_at ? g_strconcat("PACER_TEST_KILL_AT=", kill_at, NULL) : NULL;
-    const char      *env_set[] = {env, NULL};
+    const char *env_set[] = {env, NULL};
     return test_util_spawn_status(TT_TRAIN, (const char *const *)args->pdata, env_set, out_text,
                                   err_text);
+}
+
+/* tt_train_env() with PACER_TEST_KILL_AT = @kill_at (nullable). */
+static int tt_train_with(const char *out, const char *const *extra, const char *resume,
+                         const char *kill_at, char **out_text, char **err_text) {
+    g_autofree char *env =
+        kill_at ? g_strconcat(EXEC_CHECKPOINT_KILL_ENV "=", kill_at, NULL) : NULL;
+    return tt_train_env(out, extra, resume, env, out_text, err_text);
 }
 
 static int tt_train(const char *out, const char *resume, const char *kill_at, char **out_text,
@@ -219,6 +227,141 @@ START_TEST(test_train_killed_resumes_exactly) {
     ck_assert_msg((strstr(stderr_text, removed) != NULL) == tt_kills[_i].tmp_left, "%s",
                   stderr_text);
     tt_assert_equals_ref(out);
+}
+END_TEST
+
+/* --- interrupts --- */
+
+/* The data rows of the CSV file @path. */
+static guint tt_csv_rows(const char *path) {
+    g_autofree char *text = test_util_read_file(path, NULL);
+    g_auto(GStrv) rows = g_strsplit(g_strchomp(text), "\n", -1);
+    return g_strv_length(rows) - 1;
+}
+
+/* The steps (column "step") of the data rows of the CSV file @path, in a set. */
+static GHashTable *tt_csv_steps(const char *path) {
+    g_autofree char *text = test_util_read_file(path, NULL);
+    g_auto(GStrv) rows = g_strsplit(g_strchomp(text), "\n", -1);
+    g_auto(GStrv) header = g_strsplit(rows[0], ",", -1);
+    int col = -1;
+    for (int c = 0; header[c]; c++)
+        if (strcmp(header[c], "step") == 0)
+            col = c;
+    ck_assert_msg(col >= 0, "%s has no step column", path);
+    GHashTable *steps = g_hash_table_new(g_direct_hash, g_direct_equal);
+    for (int r = 1; rows[r]; r++) {
+        g_auto(GStrv) cells = g_strsplit(rows[r], ",", -1);
+        ck_assert(g_strv_length(cells) > (guint)col);
+        g_hash_table_add(steps, GINT_TO_POINTER(atoi(cells[col])));
+    }
+    return steps;
+}
+
+/* Ctrl-C in the second step (the hook raises SIGINT in the process when step 1 has all its
+ * losses: stage 0 may still run step 1's segment, or the signal lands at the boundary and
+ * stops step 2's segment before its first op): the run stops with status 130 and one line
+ * giving the exact command that resumes it; log.csv holds the rows of the steps done, ops.csv
+ * every op of those steps' segments (one step each here: ops.csv's mb and step columns count
+ * within a segment) and, when step 1's segment was stopped, its ops that ran; nothing
+ * is half-written; and that command finishes the run bit for bit as the uninterrupted one. */
+START_TEST(test_train_interrupted_resumes_exactly) {
+    g_autofree char *out = g_build_filename(tt.root, "interrupted", NULL);
+    g_autofree char *err = NULL;
+    int              status = tt_train_env(out, NULL, NULL, EXEC_TRAIN_SIGINT_ENV "=1", NULL, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT, "status %d: %s", status,
+                  err);
+    g_autofree char *units = g_build_filename(out, "checkpoints", NULL);
+    g_autofree char *listing = test_util_list_dir(units);
+    /* the newest unit: the step the resume continues from */
+    const char *newest = strrchr(listing, ' ') ? strrchr(listing, ' ') + 1 : listing;
+    ck_assert_msg(g_str_has_prefix(newest, "step-0000000"), "units: %s", listing);
+    int saved = atoi(newest + strlen("step-"));
+    ck_assert_msg(saved == 1 || saved == 2, "units: %s", listing);
+    g_autofree char *hint = g_strdup_printf(
+        "pacer-train: interrupted by SIGINT: log.csv holds %d of 3 steps, ops.csv every op that "
+        "ran; resume from the checkpoint of step %d with: %s %s --quiet --out %s --resume %s\n",
+        saved, saved, TT_TRAIN, tt.scenario, out, out);
+    ck_assert_msg(strstr(err, hint) != NULL, "no \"%s\" in: %s", hint, err);
+    /* one line: the stop is said once, not also as an error */
+    const char *said = strstr(err, hint);
+    ck_assert_msg(strstr(err, "interrupted") == said + strlen("pacer-train: ") &&
+                      strstr(said + strlen(hint), "interrupted") == NULL,
+                  "%s", err);
+
+    g_autofree char *log_path = g_build_filename(out, "log.csv", NULL);
+    g_autofree char *ops_path = g_build_filename(out, "ops.csv", NULL);
+    g_autoptr(GHashTable) logged = tt_csv_steps(log_path);
+    ck_assert_uint_eq(g_hash_table_size(logged), (guint)saved);
+    for (int k = 0; k < saved; k++)
+        ck_assert(g_hash_table_contains(logged, GINT_TO_POINTER(k)));
+    g_autofree char *ref_ops = g_build_filename(tt.ref, "ops.csv", NULL);
+    guint            per_segment = tt_csv_rows(ref_ops) / 3, kept = tt_csv_rows(ops_path);
+    ck_assert_uint_gt(per_segment, 0);
+    if (saved == 2)
+        ck_assert_uint_eq(kept, 2 * per_segment);
+    else /* the first segment whole, and step 1's stopped segment's ops that ran (all of
+          * them when the signal came after its last op, before its end was booked) */
+        ck_assert_msg(kept > per_segment && kept <= 2 * per_segment, "%u ops, %u a segment", kept,
+                      per_segment);
+    /* nothing half-written: no temporary file or unit left */
+    g_autofree char *top = test_util_list_dir(out);
+    ck_assert_str_eq(top, "checkpoints log.csv ops.csv scenario.ini");
+    ck_assert_msg(strstr(listing, ".tmp") == NULL, "%s", listing);
+
+    /* The command the line gives (the same arguments tt_train passes) finishes the run. */
+    g_clear_pointer(&err, g_free);
+    status = tt_train(out, out, NULL, NULL, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "resume: %s", err);
+    tt_assert_equals_ref(out);
+}
+END_TEST
+
+/* --- evaluate --- */
+
+/* evaluate without --text takes the run's validation split, the windows training validates
+ * on: its loss equals the log's last val_loss (another code path: the whole-model CPU slice,
+ * so within float rounding), from the run folder, a unit, or the unit's model file. Outside a
+ * run folder it asks for --text naming where it looked. */
+START_TEST(test_train_evaluate_val_split) {
+    g_autofree char *log_path = g_build_filename(tt.ref, "log.csv", NULL);
+    g_autofree char *log = test_util_read_file(log_path, NULL);
+    g_auto(GStrv) rows = g_strsplit(g_strchomp(log), "\n", -1);
+    g_auto(GStrv) last = g_strsplit(rows[g_strv_length(rows) - 1], ",", -1);
+    double val_loss = g_ascii_strtod(last[3], NULL); /* step,tokens,train_loss,val_loss */
+    ck_assert_msg(val_loss > 0, "no val_loss in %s", rows[g_strv_length(rows) - 1]);
+    g_autofree char *unit = g_build_filename(tt.ref, "checkpoints", "step-00000003", NULL);
+    g_autofree char *model = g_build_filename(unit, "model.safetensors", NULL);
+    const char      *checkpoints[] = {tt.ref, unit, model};
+    for (size_t i = 0; i < G_N_ELEMENTS(checkpoints); i++) {
+        const char      *args[] = {"evaluate", "--checkpoint", checkpoints[i], "--json", NULL};
+        g_autofree char *out = NULL, *err = NULL;
+        int              code = test_util_spawn(TT_TRAIN, args, &out, &err);
+        ck_assert_msg(code == 0, "evaluate %s: %s", checkpoints[i], err);
+        test_util_assert_json(out);
+        ck_assert_msg(strstr(err, "the validation split of ") != NULL &&
+                          strstr(err, "the first 1 windows of 8 tokens") != NULL,
+                      "%s", err);
+        g_autoptr(JsonParser) parser = json_parser_new();
+        ck_assert(json_parser_load_from_data(parser, out, -1, NULL));
+        JsonObject *obj = json_node_get_object(json_parser_get_root(parser));
+        ck_assert_int_eq(json_object_get_int_member(obj, "tokens"), 8);
+        double loss = json_object_get_double_member(obj, "loss");
+        ck_assert_msg(fabs(loss - val_loss) < 2e-5, "%s: evaluate %.9f, training's %.6f",
+                      checkpoints[i], loss, val_loss);
+    }
+    /* a model file outside a run folder */
+    g_autofree char *alone = g_build_filename(tt.root, "alone.safetensors", NULL);
+    const char      *cp[] = {model, alone, NULL};
+    ck_assert_int_eq(test_util_spawn("/bin/cp", cp, NULL, NULL), 0);
+    const char      *args[] = {"evaluate", "--checkpoint", alone, NULL};
+    g_autofree char *err = NULL;
+    ck_assert_int_eq(test_util_spawn(TT_TRAIN, args, NULL, &err), 1);
+    g_autofree char *said = g_strdup_printf(
+        "--checkpoint %s: no scenario.ini of a pacer-train run at %s/scenario.ini or ", alone,
+        alone);
+    ck_assert_msg(strstr(err, said) != NULL && strstr(err, "give --text FILE") != NULL,
+                  "no \"%s\" in: %s", said, err);
 }
 END_TEST
 
@@ -629,6 +772,35 @@ START_TEST(test_train_fresh_run_refused) {
 }
 END_TEST
 
+/* Resuming a run that has trained all its training.steps says what to change: raise
+ * training.steps with --set (naming the checkpoint's step and the current value), or start a
+ * fresh run; the folder is left as it was. */
+START_TEST(test_train_nothing_left) {
+    g_autofree char *out = tt_copy_ref("nothing-left");
+    g_autofree char *before = test_util_snapshot(out);
+    g_autofree char *err = NULL;
+    int              status = tt_train(out, out, NULL, NULL, &err);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    g_autofree char *said = g_strdup_printf(
+        "%s: the checkpoint is at step 3 and training.steps = 3: nothing left to train. To "
+        "train on, raise training.steps above 3 (e.g. add --set training.steps=6 to this "
+        "command, --resume kept); for a fresh run use another --out or add --overwrite "
+        "(without --resume)",
+        out);
+    ck_assert_msg(strstr(err, said) != NULL, "no \"%s\" in: %s", said, err);
+    g_autofree char *after = test_util_snapshot(out);
+    ck_assert_str_eq(after, before);
+    /* and doing what it says trains on */
+    const char *const more[] = {"--set", "training.steps=4", NULL};
+    g_clear_pointer(&err, g_free);
+    status = tt_train_with(out, more, out, NULL, NULL, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+    g_autofree char *units = g_build_filename(out, "checkpoints", NULL);
+    g_autofree char *listing = test_util_list_dir(units);
+    ck_assert_str_eq(listing, "step-00000003 step-00000004");
+}
+END_TEST
+
 /* --overwrite starts over: the earlier run's files and units go (said on stderr), a file of
  * another tool in the folder and in checkpoints/ stays, and the new run's units and log are
  * all that is left of pacer-train's. */
@@ -676,6 +848,7 @@ int main(void) {
         tcase_add_unchecked_fixture(tc, tt_setup, tt_teardown);
     test_util_data_add(&data, tc, test_train_killed_resumes_exactly, 0, G_N_ELEMENTS(tt_kills));
     test_util_data_add(&data, tc, test_train_damaged_unit, 0, G_N_ELEMENTS(tt_damages));
+    test_util_data_add(&data, tc, test_train_interrupted_resumes_exactly, 0, 1);
     suite_add_tcase(s, tc);
     /* The same fixture, in cases of their own (CK_RUN_CASE=identity or out-folder). */
     TCase *identity = tcase_create("identity");
@@ -694,6 +867,8 @@ int main(void) {
         tcase_add_unchecked_fixture(out, tt_setup, tt_teardown);
     test_util_data_add(&data, out, test_train_fresh_run_refused, 0, 1);
     test_util_data_add(&data, out, test_train_overwrite, 0, 1);
+    test_util_data_add(&data, out, test_train_nothing_left, 0, 1);
+    test_util_data_add(&data, out, test_train_evaluate_val_split, 0, 1);
     suite_add_tcase(s, out);
     return test_util_data_run(&data, s);
 }

@@ -152,23 +152,40 @@ void test_util_collect_files(const char *dir, const char *suffix, GPtrArray *out
     }
 }
 
+PpScheduleParams test_util_schedule_params(const char *kind, int32_t n_stages, int32_t n_chunks,
+                                           int32_t m, int32_t a, int32_t n_steps) {
+    return (PpScheduleParams){.kind = kind,
+                              .n_stages = n_stages,
+                              .n_chunks = n_chunks,
+                              .n_microbatches = m,
+                              .accumulation = a,
+                              .n_steps = n_steps};
+}
+
+PpSchedule *test_util_schedule_build(const PpScheduleParams *params) {
+    g_autoptr(GError) error = NULL;
+    PpSchedule *sched = pp_schedule_new(params, &error);
+    ck_assert_msg(sched != NULL, "%s N=%d v=%d m=%d a=%d steps=%d: %s", params->kind,
+                  params->n_stages, params->n_chunks, params->n_microbatches, params->accumulation,
+                  params->n_steps, error ? error->message : "");
+    return sched;
+}
+
 PpSchedule *test_util_schedule_new(const char *kind, int32_t n_stages, int32_t n_chunks, int32_t m,
                                    int32_t a, int32_t n_steps) {
-    PpScheduleParams params = {.kind = kind,
-                               .n_stages = n_stages,
-                               .n_chunks = n_chunks,
-                               .n_microbatches = m,
-                               .accumulation = a,
-                               .n_steps = n_steps,
-                               .f_ns = 1000,
-                               .b_ns = 1000,
-                               .w_ns = 1000,
-                               .comm_ns = 0};
-    g_autoptr(GError) error = NULL;
-    PpSchedule *sched = pp_schedule_new(&params, &error);
-    ck_assert_msg(sched != NULL, "%s N=%d v=%d m=%d a=%d steps=%d: %s", kind, n_stages, n_chunks, m,
-                  a, n_steps, error ? error->message : "");
-    return sched;
+    PpScheduleParams params = test_util_schedule_params(kind, n_stages, n_chunks, m, a, n_steps);
+    params.f_ns = params.b_ns = params.w_ns = 1000;
+    return test_util_schedule_build(&params);
+}
+
+void test_util_case(const char *name) {
+    fprintf(stderr, "case %s\n", name);
+}
+
+PpSchedule *test_util_scenario_schedule_new(const PpScenario *sc) {
+    PpScheduleParams params;
+    pp_scenario_schedule_params(sc, &params);
+    return test_util_schedule_build(&params);
 }
 
 void test_util_program_versions(const PpSchedule *sched, const PpTraceRow *row, int32_t *version_f,

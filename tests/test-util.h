@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * test-util.h: helpers shared by the Check test programs: scratch folders, folder listings,
  * whole-file reads, finding files, running a built binary as a child process and building a
- * schedule from its parameters. Each one aborts the calling test (ck_abort) with a message naming
- * what failed.
+ * schedule from its parameters or from a scenario. Each one aborts the calling test (ck_abort) with
+ * a message naming what failed.
  */
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "pp-scenario.h"
 #include "pp-schedule.h"
 #include "pp-trace.h"
 
@@ -64,10 +65,31 @@ void test_util_collect_files(const char *dir, const char *suffix, GPtrArray *out
 int test_util_spawn_status(const char *program, const char *const *args, const char *const *env_set,
                            char **out, char **err);
 
+/* --- schedule fixtures --- */
+
+/* The generator parameters of @kind with N = @n_stages, v = @n_chunks, m, a and @n_steps; no
+ * costs (f_ns = b_ns = w_ns = comm_ns = 0), no order file, mem_w_fraction 0. Tests that expect
+ * an error start from these and change one field. */
+PpScheduleParams test_util_schedule_params(const char *kind, int32_t n_stages, int32_t n_chunks,
+                                           int32_t m, int32_t a, int32_t n_steps);
+
+/* pp_schedule_new(@params); aborts the test with the parameters and the error when it fails.
+ * Returns: (transfer full). */
+PpSchedule *test_util_schedule_build(const PpScheduleParams *params);
+
 /* pp_schedule_new() of @kind with N = @n_stages, v = @n_chunks, m, a, @n_steps and F = B = W
  * = 1000 ns, no communication cost. */
 PpSchedule *test_util_schedule_new(const char *kind, int32_t n_stages, int32_t n_chunks, int32_t m,
                                    int32_t a, int32_t n_steps);
+
+/* Writes "case @name" to stderr: a table-driven loop test calls it first, so that the log of a
+ * failing case names it (Check reports only the loop index). */
+void test_util_case(const char *name);
+
+/* The schedule of scenario @sc as the simulator builds it before its cost model fills the
+ * costs (pp_scenario_schedule_params() then test_util_schedule_build()). Returns: (transfer
+ * full). */
+PpSchedule *test_util_scenario_schedule_new(const PpScenario *sc);
 
 /* The weight versions @sched implies for the op of trace row @row (F, B, W or BW of a
  * one-segment run): those of its micro-batch's F and backward (B, or BW) on its virtual

@@ -34,4 +34,18 @@ gboolean exec_evaluate(const char *checkpoint, const char *text_path, int heads,
 gboolean exec_evaluate_ids(const char *checkpoint, const int32_t *ids, int64_t n_ids, int heads,
                            int seq_len, double *loss, int64_t *tokens, GError **error);
 
+/* The scenario.ini of the pacer-train run that @checkpoint belongs to: @checkpoint/scenario.ini
+ * for a run folder, RUN/scenario.ini for a unit RUN/checkpoints/step-NNNNNNNN or a file in one.
+ * Returns: (transfer full), or NULL with PP_IO_ERROR_OPEN naming both places looked at. */
+char *exec_evaluate_run_scenario(const char *checkpoint, GError **error);
+
+/* exec_evaluate_ids() of @model on the windows the run of @scenario_path validates on
+ * (exec_train_validate()): its data's val shard (built as training builds it when the cache
+ * lacks it), the first min(run.eval_batches x pipeline.microbatch_size, windows in the shard)
+ * windows of T tokens, T = @seq_len or else model.seq_len. @what: (out) (transfer full) the
+ * split and windows, in words. Returns FALSE with @error set (the scenario's, the data's, or
+ * PP_SCENARIO_ERROR_INVALID_VALUE when run.eval_batches is 0). */
+gboolean exec_evaluate_val(const char *model, const char *scenario_path, int heads, int seq_len,
+                           double *loss, int64_t *tokens, char **what, GError **error);
+
 G_END_DECLS

@@ -29,8 +29,9 @@ struct _ExecPipeline {
     int64_t           mb_offset;
     int32_t          *version_base; /* (n_stages) versions when the replay started */
     ExecRunResult    *result;
-    GArray          **rows;   /* (n_stages) PpTraceRow, per worker */
-    gint              failed; /* atomic: a worker stopped the replay */
+    GArray          **rows;        /* (n_stages) PpTraceRow, per worker */
+    gint              failed;      /* atomic: a worker stopped the replay */
+    gint              interrupted; /* atomic, never cleared: exec_pipeline_interrupt() */
     GMutex            error_lock;
     GError           *error; /* first failure, under error_lock */
 };

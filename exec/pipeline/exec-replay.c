@@ -22,6 +22,17 @@ static void exec_pipeline_fail(ExecPipeline *pipeline, GError *error) {
     pipeline->backend->ops->abort(pipeline->backend);
 }
 
+void exec_pipeline_interrupt(ExecPipeline *pipeline, const char *why) {
+    g_atomic_int_set(&pipeline->interrupted, 1);
+    exec_pipeline_fail(pipeline, g_error_new(EXEC_ERROR, EXEC_ERROR_INTERRUPTED, "%s", why));
+}
+
+/* Whether the worker must stop before its next op: another worker failed, or an interrupt
+ * (which may have come before this replay's prepare() re-armed the backend). */
+static gboolean exec_pipeline_stopping(ExecPipeline *pipeline) {
+    return g_atomic_int_get(&pipeline->failed) || g_atomic_int_get(&pipeline->interrupted);
+}
+
 /* Fills @args for @op: the weight version it computes with (current, or its F's when
  * stashing), its data position, loss scale and, for U, the learning rate. */
 static void exec_pipeline_op_args(ExecPipeline *pipeline, const PpOp *op, ExecOpArgs *args) {
@@ -155,7 +166,7 @@ static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, const ExecOpArgs *
 static void exec_pipeline_replay_program(ExecPipeline *pipeline, int32_t stage) {
     const PpSchedule *sched = pipeline->sched;
     for (int32_t i = 0; i < sched->n_ops[stage]; i++) {
-        if (g_atomic_int_get(&pipeline->failed))
+        if (exec_pipeline_stopping(pipeline))
             return;
         ExecOpArgs args;
         exec_pipeline_op_args(pipeline, &sched->programs[stage][i], &args);
@@ -186,7 +197,7 @@ static void exec_pipeline_run_policy(ExecPipeline *pipeline, int32_t stage) {
     pp_policy_state_init(&state, stage, pipeline->n_stages, pipeline->mb_per_step, n_mb);
     int32_t n_updates = 0;
     while (!pp_policy_state_done(&state)) {
-        if (g_atomic_int_get(&pipeline->failed) || !ops->poll(pipeline->backend, stage, FALSE))
+        if (exec_pipeline_stopping(pipeline) || !ops->poll(pipeline->backend, stage, FALSE))
             return;
         PpOp       probe = {.kind = PP_OP_FORWARD, .stage = stage, .mb = state.next_f_mb};
         ExecOpArgs probe_args = {.op = &probe, .vstage = stage};

@@ -153,6 +153,7 @@ void exec_pipeline_free(ExecPipeline *pipeline) {
     g_free(pipeline->vstage_stage);
     g_free(pipeline->version);
     g_free(pipeline->nonfinite);
+    g_clear_error(&pipeline->error); /* an interrupt after the last replay */
     g_mutex_clear(&pipeline->error_lock);
     g_free(pipeline);
 }

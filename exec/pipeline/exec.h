@@ -133,6 +133,14 @@ ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched
 ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedule *like,
                                          int64_t mb_offset, PpSchedule **program, GError **error);
 
+/* Stops the replay in progress as soon as possible, and every later one before its first op:
+ * the workers stop before their next op (waits are woken through the backend's abort), the
+ * rows of the ops that ran go into the trace as usual, and exec_pipeline_run() (or _dynamic)
+ * returns NULL with EXEC_ERROR_INTERRUPTED and the message @why. Any thread (pacer-train's
+ * signal watcher); not async-signal-safe. The pipeline's state is partial afterwards: only a
+ * checkpoint written before is sound. */
+void exec_pipeline_interrupt(ExecPipeline *pipeline, const char *why);
+
 /* --- state --- */
 
 /* Stages, virtual stages and the partition. (transfer none). */

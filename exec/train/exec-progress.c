@@ -44,8 +44,9 @@ void exec_progress_free(ExecProgress *progress) {
 }
 
 char *exec_progress_format(const ExecProgressStep *step) {
-    int32_t done = step->step + 1;
-    double  eta = step->elapsed_s / done * (step->total_steps - done);
+    int32_t done = step->step + 1, done_here = done - step->first_step;
+    PP_ASSERT(done_here >= 1);
+    double  eta = step->elapsed_s / done_here * (step->total_steps - done);
     int64_t eta_s = (int64_t)llround(eta > 0.0 ? eta : 0.0);
     return g_strdup_printf("step %d/%d | loss %.4f | lr %.2e | %.0f tok/s | ETA %" G_GINT64_FORMAT
                            "m%02" G_GINT64_FORMAT "s",

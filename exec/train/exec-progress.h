@@ -19,12 +19,13 @@ typedef enum {
 
 /* One step's numbers as shown. */
 typedef struct {
-    int32_t step; /* 0-based optimizer step just completed */
+    int32_t step;       /* 0-based optimizer step just completed */
+    int32_t first_step; /* 0-based first step this process ran (> 0 after a resume) */
     int32_t total_steps;
     double  loss; /* mean training loss of the step (nats) */
     double  lr;
     double  tokens_per_s;
-    double  elapsed_s; /* since training started */
+    double  elapsed_s; /* since this process started training (at first_step) */
 } ExecProgressStep;
 
 typedef struct _ExecProgress ExecProgress;
@@ -39,8 +40,9 @@ void          exec_progress_free(ExecProgress *progress);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecProgress, exec_progress_free)
 
 /* Formats "step 12/40 | loss 5.1234 | lr 6.00e-04 | 12345 tok/s | ETA 1m05s" into a newly
- * allocated string; ETA = elapsed / (step + 1) * (total - step - 1), rounded to seconds.
- * Returns: (transfer full). */
+ * allocated string; ETA = elapsed / (step + 1 - first_step) * (total - step - 1), rounded to
+ * seconds: the rate of the steps this process ran (steps a resumed checkpoint holds took no
+ * time here). Returns: (transfer full). */
 char *exec_progress_format(const ExecProgressStep *step);
 
 /* Shows a completed step according to the mode. */

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <time.h>
 
 #include "pp-error.h"
@@ -49,6 +50,7 @@ void exec_train_on_loss(gpointer user_data, int32_t mb, int32_t step, float loss
     live->t_last_s = now;
     ExecProgressStep show = {
         .step = live->step0 + step,
+        .first_step = live->first_step,
         .total_steps = live->total_steps,
         .loss = live->sum[step] / live->count[step],
         /* what stage 0 applies at its step-th update of the segment (as the log row) */
@@ -57,6 +59,8 @@ void exec_train_on_loss(gpointer user_data, int32_t mb, int32_t step, float loss
         .elapsed_s = now - live->t_start_s,
     };
     exec_progress_step(live->progress, &show);
+    if (show.step == live->sigint_at)
+        raise(SIGINT);
 }
 
 /* --- log.csv --- */

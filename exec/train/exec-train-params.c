@@ -30,8 +30,7 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
                     sc->path, backend_error->message);
         return FALSE;
     }
-    const PpSchedKindInfo *kind = pp_sched_kind_lookup(sc->pipeline.schedule);
-    if (params->dynamic && !kind->has_policy) {
+    if (params->dynamic && !sc->pipeline.kind->has_policy) {
         g_autofree char *policy_kinds = pp_sched_kind_policy_names();
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                     "%s: dynamic mode (--dynamic or pipeline.mode=dynamic) runs PACI's policy; "

@@ -87,6 +87,7 @@ typedef struct {
     ExecProgress       *progress;
     const ExecPipeline *pipeline;
     int32_t             total_steps;
+    int32_t             first_step; /* the step this invocation started from (resume) */
     int64_t             tokens_per_step;
     int32_t             mb_per_step;
     int32_t             step0;        /* first step of the segment */
@@ -97,6 +98,8 @@ typedef struct {
     double             *tokens_per_s; /* (seg) */
     double              t_start_s;    /* training start (this invocation) */
     double              t_last_s;     /* when the previous step completed */
+    int32_t             sigint_at;    /* test hook (EXEC_TRAIN_SIGINT_ENV): raise SIGINT when
+                                         this step completes; -1: off */
 } ExecTrainLive;
 
 /* Seconds on CLOCK_MONOTONIC. */

@@ -9,6 +9,7 @@
 #include "exec-train.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec-checkpoint-unit.h"
@@ -26,6 +27,7 @@ typedef struct {
     GString               *log;   /* log.csv so far */
     ExecProgress          *progress;
     int32_t                stop; /* last step of this invocation */
+    ExecTrainSummary      *summary;
 } ExecTrainRun;
 
 /* Rank 0 has written a file (@written: its error, transfer full, or NULL; NULL on the other
@@ -68,7 +70,29 @@ static gboolean exec_train_boundary(const ExecTrainRun *run, int32_t end, ExecTr
     if (!unit)
         return FALSE;
     exec_progress_note(run->progress, FALSE, "step %d | checkpoint written to %s", end, unit);
+    run->summary->saved_step = end;
     return TRUE;
+}
+
+/* After a segment stopped by an interrupt (EXEC_ERROR_INTERRUPTED in *@error): rank 0 keeps
+ * what ran, log.csv (the rows of the segments done) and ops.csv (every op of this invocation,
+ * the interrupted segment's included), each written to a temporary file and renamed; a file
+ * that cannot be written is added to the error's message. */
+static void exec_train_keep_interrupted(const ExecTrainRun *run, GError **error) {
+    const char *out_dir = run->params->out_dir;
+    if (!g_error_matches(*error, EXEC_ERROR, EXEC_ERROR_INTERRUPTED) || out_dir == NULL ||
+        exec_comm_rank(run->params->comm) != 0)
+        return;
+    GError *local = NULL;
+    if (exec_train_log_write(run->log, out_dir, &local))
+        exec_train_write_ops(run->pipeline, out_dir, &local);
+    if (local == NULL)
+        return;
+    GError *interrupted = *error;
+    *error = g_error_new(interrupted->domain, interrupted->code, "%s (and %s)",
+                         interrupted->message, local->message);
+    g_error_free(interrupted);
+    g_error_free(local);
 }
 
 /* Removes the temporary unit folders that interrupted checkpoint writes left in
@@ -109,10 +133,15 @@ static gboolean exec_train_resume(const ExecTrainParams *params, ExecPipeline *p
     }
     if (!ok || *start < sc->training.steps)
         return ok;
+    /* training.steps is no identity key: a resume may raise it (the cosine decay then
+     * stretches over the new total from the resumed step on). */
     g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
-                "%s: the checkpoint is at step %d and [training] steps = %d: nothing left "
-                "to train (resume a checkpoint from an earlier step)",
-                params->resume, *start, sc->training.steps);
+                "%s: the checkpoint is at step %d and training.steps = %d: nothing left to "
+                "train. To train on, raise training.steps above %d (e.g. add --set "
+                "training.steps=%d to this command, --resume kept); for a fresh run use "
+                "another --out or add --overwrite (without --resume); or resume an earlier "
+                "unit (--resume OUT/checkpoints/step-NNNNNNNN)",
+                params->resume, *start, sc->training.steps, *start, 2 * *start);
     return FALSE;
 }
 
@@ -145,7 +174,9 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     /* One process-wide count: each worker thread's kernels use that many threads. */
     kern_set_threads(exec_train_threads(sc));
 
+    const char        *sigint_at = g_getenv(EXEC_TRAIN_SIGINT_ENV);
     ExecTrainLive      live = {.total_steps = total,
+                               .sigint_at = sigint_at ? atoi(sigint_at) : -1,
                                .tokens_per_step = (int64_t)sc->training.global_batch * model.T,
                                .mb_per_step = shape->mb_per_step};
     ExecPipelineParams pp;
@@ -160,6 +191,9 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
         g_propagate_error(error, local);
         return FALSE;
     }
+    /* From here a signal stops the run cleanly (exec-interrupt.h). */
+    g_autoptr(ExecInterruptAttachment) attached =
+        exec_interrupt_attach(params->interrupt, pipeline);
     /* Progress on rank 0 only (it receives the last stage's losses). */
     g_autoptr(ExecProgress) progress = exec_progress_new(
         stdout, root ? params->progress : EXEC_PROGRESS_QUIET, MAX(sc->run.log_every, 1));
@@ -185,7 +219,8 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
                         .vocab = vocab,
                         .log = log,
                         .progress = progress,
-                        .stop = params->stop_at > 0 ? MIN(params->stop_at, total) : total};
+                        .stop = params->stop_at > 0 ? MIN(params->stop_at, total) : total,
+                        .summary = summary};
     memset(summary, 0, sizeof *summary);
     summary->val_loss = NAN;
     if (!exec_train_memory_report(pipeline, progress, root ? params->out_dir : NULL, summary,
@@ -193,6 +228,7 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
         return FALSE;
     summary->steps = start;
     summary->tokens = (int64_t)start * live.tokens_per_step;
+    live.first_step = start;
     live.t_start_s = live.t_last_s = exec_train_now_s();
     for (int32_t step = start; step < run.stop;) {
         int32_t                  seg = MIN(exec_train_next_boundary(sc, step), run.stop) - step;
@@ -203,8 +239,11 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
             return FALSE;
         }
         if (!exec_train_run_segment(pipeline, sched, params->dynamic, &live, step, seg, rows,
-                                    &summary->n_skipped, error) ||
-            !exec_train_boundary(&run, step + seg, rows, seg, summary, error))
+                                    &summary->n_skipped, error)) {
+            exec_train_keep_interrupted(&run, error);
+            return FALSE;
+        }
+        if (!exec_train_boundary(&run, step + seg, rows, seg, summary, error))
             return FALSE;
         step += seg;
         summary->steps = step;

@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "exec-comm.h"
+#include "exec-interrupt.h"
 #include "exec-progress.h"
 #include "pp-scenario.h"
 
@@ -69,7 +70,15 @@ typedef struct {
      * outputs (log.csv, ops.csv with every rank's ops, scenario.ini, the checkpoint gathered
      * from every rank) and shows progress. */
     ExecComm *comm;
+    /* (nullable) the SIGINT/SIGTERM watcher: the pipeline is attached to it while training,
+     * so that a signal stops the run with EXEC_ERROR_INTERRUPTED after writing log.csv (the
+     * rows of the steps done) and ops.csv (every op that ran, the interrupted segment's
+     * included). Test hook: the environment variable PACER_TEST_SIGINT_AT = STEP raises
+     * SIGINT when the 0-based step STEP has all its losses (the segment may still run). */
+    ExecInterrupt *interrupt;
 } ExecTrainParams;
+
+#define EXEC_TRAIN_SIGINT_ENV "PACER_TEST_SIGINT_AT"
 
 typedef struct {
     int32_t steps;        /* optimizer steps done (including resumed ones) */
@@ -82,6 +91,8 @@ typedef struct {
     int64_t predicted_bytes; /* the memory model's bytes over all stages (pp-memory.h) */
     int64_t actual_bytes;    /* device bytes the backend allocated over all stages; -1 when
                                 the backend does not account its memory (cpu) */
+    int32_t saved_step;      /* the newest checkpoint unit this invocation wrote to out_dir
+                                (0: none); also set when exec_train_run() fails */
 } ExecTrainSummary;
 
 /* Position of training sequence @seq (global micro-batch * B + row) in a shard of @n_tokens

@@ -4,11 +4,14 @@
  * several (mpirun -np N).
  *   pacer-train SCENARIO [--set section.key=value]... [--out DIR] [--resume DIR]
  *               [--overwrite] [--stop-at STEP] [--dynamic] [--quiet]
- *   pacer-train evaluate --checkpoint PATH --text FILE [--heads H] [--seq-len T] [--json]
- * Builds the token shards on first use, trains, and writes DIR/log.csv, ops.csv, scenario.ini
- * and DIR/checkpoints/step-NNNNNNNN.
+ *   pacer-train evaluate --checkpoint PATH [--text FILE] [--heads H] [--seq-len T] [--json]
+ * (without --text: the run's validation split, the windows training validates on). Builds the token
+ * shards on first use, trains, and writes DIR/log.csv, ops.csv, scenario.ini and
+ * DIR/checkpoints/step-NNNNNNNN. Ctrl-C (SIGINT) or SIGTERM in a single-process run stops it
+ * cleanly (exec-interrupt.h), prints the command that resumes it and exits 128 + signal.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +44,66 @@ static void train_print_error(const ExecComm *comm, const GError *error) {
         fprintf(stderr, "pacer-train: %s\n", error->message);
 }
 
+/* @arg as a shell word: as it is when it holds only characters no shell treats specially,
+ * else single-quoted. Returns: (transfer full). */
+static char *train_shell_word(const char *arg) {
+    gboolean plain = arg[0] != '\0';
+    for (const char *c = arg; *c && plain; c++)
+        plain = g_ascii_isalnum(*c) || strchr("_./=,:+@%-", *c) != NULL;
+    return plain ? g_strdup(arg) : g_shell_quote(arg);
+}
+
+/* The command of @argv (as it was given) without --overwrite and, when @resume is set,
+ * without its --resume and with --resume @resume at the end. Returns: (transfer full). */
+static char *train_command_with(const char *const *argv, const char *resume) {
+    GString *cmd = g_string_new(NULL);
+    for (int i = 0; argv[i]; i++) {
+        if (strcmp(argv[i], "--overwrite") == 0 ||
+            (resume && g_str_has_prefix(argv[i], "--resume="))) /* the value goes with it */
+            continue;
+        if (resume && strcmp(argv[i], "--resume") == 0) {
+            i += argv[i + 1] != NULL; /* and its value */
+            continue;
+        }
+        g_autofree char *word = train_shell_word(argv[i]);
+        g_string_append_printf(cmd, "%s%s", cmd->len ? " " : "", word);
+    }
+    if (resume) {
+        g_autofree char *word = train_shell_word(resume);
+        g_string_append_printf(cmd, " --resume %s", word);
+    }
+    return g_string_free(cmd, FALSE);
+}
+
+/* The one line after an interrupted run (@signum): the steps done, and the command that
+ * continues it: --resume of the --out folder when this run wrote a checkpoint there, the same
+ * command when it resumed one and wrote none, else the command that starts over. */
+static void train_print_interrupted(const char *const *argv, int signum, const char *out,
+                                    const char *resume, const ExecTrainSummary *sum,
+                                    int32_t total) {
+    const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
+    if (out && sum->saved_step > 0) {
+        g_autofree char *cmd = train_command_with(argv, out);
+        fprintf(stderr,
+                "pacer-train: interrupted by %s: log.csv holds %d of %d steps, ops.csv every op "
+                "that ran; resume from the checkpoint of step %d with: %s\n",
+                name, sum->steps, total, sum->saved_step, cmd);
+    } else if (resume) {
+        g_autofree char *cmd = train_command_with(argv, NULL);
+        fprintf(stderr,
+                "pacer-train: interrupted by %s: log.csv holds %d of %d steps, no new "
+                "checkpoint written; resume as before with: %s\n",
+                name, sum->steps, total, cmd);
+    } else {
+        g_autofree char *cmd = train_command_with(argv, NULL);
+        fprintf(stderr,
+                "pacer-train: interrupted by %s: log.csv holds %d of %d steps, no checkpoint "
+                "written (run.checkpoint_every = N writes one every N steps); start over with: "
+                "%s%s\n",
+                name, sum->steps, total, cmd, out ? " --overwrite" : "");
+    }
+}
+
 /* Under an MPI launcher with several processes, starts the process group (one process per
  * pipeline stage) into *@comm; leaves it NULL for one process. @timeout_s is the deadline of
  * MPI's start-up and of every wait until training sets the agreed scenario's. */
@@ -66,7 +129,10 @@ static gboolean train_comm_start(int *argc, char ***argv, double timeout_s, Exec
  * 0, or 1 with @error set (2: a usage error, @error set as well). In a multi-process run
  * every rank runs it, and every failure before training is agreed on (exec_comm_agree()), so
  * that all ranks stop together. */
-static int train_run(ExecComm **comm, int argc, char **argv, GError **error) {
+static int train_run(ExecComm **comm, ExecInterrupt *interrupt, int argc, char **argv,
+                     GError **error) {
+    /* the command as given, for the line after an interrupt (parsing removes the options) */
+    g_auto(GStrv) command = g_strdupv(argv);
     g_auto(GStrv) sets = NULL;
     g_autofree char *out = NULL, *resume = NULL;
     gboolean         dynamic = FALSE, quiet = FALSE, overwrite = FALSE;
@@ -95,7 +161,7 @@ static int train_run(ExecComm **comm, int argc, char **argv, GError **error) {
     g_autoptr(GOptionContext) ctx = g_option_context_new(
         "SCENARIO - train GPT-2 with a pipeline schedule (run.backend: CPU threads or CUDA), or "
         "one process per stage under mpirun\n"
-        "       pacer-train evaluate --checkpoint PATH --text FILE [--heads H] [--seq-len T] "
+        "       pacer-train evaluate --checkpoint PATH [--text FILE] [--heads H] [--seq-len T] "
         "[--json]");
     g_option_context_add_main_entries(ctx, entries, NULL);
     int status = 2;
@@ -157,10 +223,18 @@ static int train_run(ExecComm **comm, int argc, char **argv, GError **error) {
         .dynamic = dynamic || g_strcmp0(scenario->pipeline.mode, "dynamic") == 0,
         .progress = exec_progress_mode_detect(stdout, quiet),
         .comm = *comm,
+        .interrupt = interrupt, /* NULL under an MPI launcher */
     };
-    ExecTrainSummary sum;
-    if (!exec_train_run(&params, &sum, error))
-        return 1;
+    ExecTrainSummary sum = {0};
+    if (!exec_train_run(&params, &sum, error)) {
+        int signum = exec_interrupt_signal(interrupt);
+        if (signum == 0 || !g_error_matches(*error, EXEC_ERROR, EXEC_ERROR_INTERRUPTED))
+            return 1;
+        train_print_interrupted((const char *const *)command, signum, out, resume, &sum,
+                                scenario->training.steps);
+        g_clear_error(error); /* said above, in its place */
+        return 128 + signum;
+    }
     if (!root)
         return 0;
     printf("pacer-train: %s, %d steps, %" G_GINT64_FORMAT " tokens, train loss %.4f, "
@@ -178,7 +252,10 @@ static int train_run(ExecComm **comm, int argc, char **argv, GError **error) {
 static int train_main(int argc, char **argv) {
     ExecComm *comm = NULL;
     GError   *error = NULL;
-    int       status = train_run(&comm, argc, argv, &error);
+    /* Under an MPI launcher the launcher handles the signals and ends the job, as before. */
+    g_autoptr(ExecInterrupt) interrupt =
+        exec_comm_launched_size() < 2 ? exec_interrupt_new() : NULL;
+    int status = train_run(&comm, interrupt, argc, argv, &error);
     if (error && (status != 2 || comm))
         train_print_error(comm, error);
     /* Ends the process group: a failure the ranks did not agree on aborts the job. */
@@ -196,7 +273,10 @@ static int evaluate_main(int argc, char **argv) {
              "Safetensors file (pacer's or Hugging Face GPT-2's), checkpoint folder "
                  "(RUN/checkpoints/step-NNNNNNNN) or run folder (its newest complete checkpoint)",
              "PATH"},
-            {"text", 't', 0, G_OPTION_ARG_FILENAME, &text, "Text file to evaluate on", "FILE"},
+            {"text", 't', 0, G_OPTION_ARG_FILENAME, &text,
+             "Text file to evaluate on (default: the run's validation split, the windows "
+                 "training validates on; needs the checkpoint's run folder)",
+             "FILE"},
             {"heads", 0, 0, G_OPTION_ARG_INT, &heads,
              "Attention heads (default: the checkpoint's n_head)", "H"},
             {"seq-len", 0, 0, G_OPTION_ARG_INT, &seq_len,
@@ -205,21 +285,33 @@ static int evaluate_main(int argc, char **argv) {
             {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) ctx =
-        g_option_context_new("- mean next-token loss of a checkpoint on a text");
+        g_option_context_new("- mean next-token loss of a checkpoint on a text or on its run's "
+                             "validation split");
     g_option_context_add_main_entries(ctx, entries, NULL);
     g_autoptr(GError) error = NULL;
     if (!g_option_context_parse(ctx, &argc, &argv, &error))
         return train_usage_error(ctx, error->message);
-    if (argc != 1 || !checkpoint || !text || heads < 0 || seq_len < 0)
-        return train_usage_error(ctx, "evaluate needs --checkpoint PATH and --text FILE");
+    if (argc != 1 || !checkpoint || heads < 0 || seq_len < 0)
+        return train_usage_error(ctx, "evaluate needs --checkpoint PATH (and optionally --text "
+                                      "FILE; --heads and --seq-len >= 0)");
     /* Which unit and why others were skipped go to stderr: stdout may be --json. */
     g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
     g_autofree char *model = exec_evaluate_resolve(checkpoint, notes, &error);
     for (guint i = 0; i < notes->len; i++)
         fprintf(stderr, "pacer-train: %s\n", (const char *)g_ptr_array_index(notes, i));
-    double  loss;
-    int64_t tokens;
-    if (!model || !exec_evaluate(model, text, heads, seq_len, &loss, &tokens, &error)) {
+    double           loss;
+    int64_t          tokens;
+    g_autofree char *scenario = NULL, *what = NULL;
+    gboolean         ok = model != NULL;
+    if (ok && text)
+        ok = exec_evaluate(model, text, heads, seq_len, &loss, &tokens, &error);
+    else if (ok) {
+        ok = (scenario = exec_evaluate_run_scenario(checkpoint, &error)) != NULL &&
+             exec_evaluate_val(model, scenario, heads, seq_len, &loss, &tokens, &what, &error);
+        if (what)
+            fprintf(stderr, "pacer-train: on %s\n", what);
+    }
+    if (!ok) {
         fprintf(stderr, "pacer-train: %s\n", error->message);
         return 1;
     }
