@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * test-exec-comm.c: the process group over MPI (exec/exec-comm.h), run on three ranks by
+ * test-exec-comm.c: the process group over MPI (exec/comm/exec-comm.h), run on three ranks by
  * scripts/mpirun-local (an MPI program, so a plain one: Check's forks and report do not mix
  * with MPI; the exit status says it all). Agreement (the lowest failing rank's error reaches
  * every rank, domain, code and message), broadcast, gather and allgather of blobs of every

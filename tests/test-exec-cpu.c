@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * test-exec-cpu.c: the CPU executor (exec/exec.h) on tiny GPT-2 models fed by a synthetic
+ * test-exec-cpu.c: the CPU executor (exec/pipeline/exec.h) on tiny GPT-2 models fed by a synthetic
  * xorshift token source (no corpus needed): executed order == program, measured trace obeys
  * the dependencies, pipelined == unpipelined for synchronous schedules, weight versions and
  * drift equal the program's for asynchronous ones, stashing, non-finite gradient handling.

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * test-progress.c: pacer-train's progress line (exec/exec-progress.h): the ETA is the time
+ * test-progress.c: pacer-train's progress line (exec/train/exec-progress.h): the ETA is the time
  * per step of the steps this process ran times the steps left, also after a resume (where
  * the resumed steps took no time in this process).
  */

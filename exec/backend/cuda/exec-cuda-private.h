@@ -8,10 +8,9 @@
 
 #include <cuda_runtime_api.h>
 
-#include "exec-backend.h"
 #include "exec-cuda-plan.h"
 #include "exec-cuda-transport.h"
-#include "exec-slots.h"
+#include "exec-skeleton.h"
 #include "gpt2-slice-cuda.h"
 #include "kern-cuda.h"
 #include "optim-cuda.h"
@@ -34,60 +33,35 @@ typedef struct {
 } ExecCudaOpScalars;
 
 typedef struct {
-    Gpt2CudaSlice  *slice;  /* NULL when another process holds the virtual stage */
-    KernCudaOptim  *optim;  /* NULL likewise */
-    ExecRemoteTable remote; /* the table when slice is NULL */
-    int32_t         stage;
-    ExecSlots       slots;         /* which micro-batch holds each activation slot */
-    int32_t         n_stashes;     /* stashed weight copies (the stage's weight versions) */
-    void           *stash_arena;   /* (n_stashes, n_params) elements of the dtype, or NULL */
-    int32_t        *stash_version; /* (n_stashes) version held (kept when released), -1 none */
-    int32_t        *stash_refs;    /* (n_stashes) micro-batches still needing it */
+    Gpt2CudaSlice *slice;       /* NULL when another process holds the virtual stage */
+    KernCudaOptim *optim;       /* NULL likewise */
+    void          *stash_arena; /* (plan->stashes[vs], n_params) elements of the dtype, or
+                                   NULL; the skeleton's ExecStashes says which version each
+                                   copy holds */
 } ExecCudaVstage;
 
+/* A stage's device part (its messages in hand, data and reports are the skeleton's). */
 typedef struct {
     int32_t      device;
     cudaStream_t stream;             /* the compute stream: every op of the stage */
     KernCudaCtx *ctx;                /* on stream */
     char        *scalars;            /* device (EXEC_CUDA_STAGE_SCALARS_BYTES) */
     void        *eval_in, *eval_out; /* device (B, T, C) of the dtype: evaluate()'s messages */
-    ExecCudaMsg *input;              /* taken by wait_for(), released by run_op() */
-    const void  *input_data;
-    ExecCudaMsg *output;  /* taken by run_op(), sent by record_done() */
-    int32_t     *tokens;  /* host (B, T) */
-    int32_t     *targets; /* host (B, T) */
     /* Op times: two timing events per op of the window; the anchor is the last event read,
-     * at anchor_ns (ns since the backend's creation). */
+     * at anchor_ns (ns since the backend's time origin). */
     int32_t            n_window; /* ops recorded since the window was last read */
     cudaEvent_t        ev_start[EXEC_CUDA_WINDOW_OPS];
     cudaEvent_t        ev_end[EXEC_CUDA_WINDOW_OPS];
     cudaEvent_t        anchor;
     int64_t            anchor_ns;
     ExecCudaOpScalars *host_scalars; /* pinned (EXEC_CUDA_WINDOW_OPS) */
-    GArray            *reports;      /* ExecOpReport of the ops since the last flush */
-    GArray            *flushed;      /* ExecOpReport handed out by the last flush */
-    float             *tap;          /* host (tap_floats) gradient tap copies, or NULL */
-    size_t             tap_floats;
 } ExecCudaStage;
 
 typedef struct {
-    ExecBackend        base;
-    ExecCudaPlan      *plan;
-    Gpt2Config         model;
-    int32_t            B;
-    int32_t            n_stages, n_chunks, n_vstages;
-    int32_t           *vstage_stage; /* (n_vstages) */
-    ExecDataFn         data;
-    gpointer           data_user;
-    ExecGradFn         on_grads;
-    gpointer           on_grads_user;
-    ExecComm          *comm;      /* (nullable) the process group: stage r on rank r */
-    gboolean          *local;     /* (n_stages) the stages this process runs */
-    ExecCudaVstage    *vstages;   /* (n_vstages) */
-    ExecCudaStage     *stages;    /* (n_stages); another rank's stage has no stream */
-    ExecCudaTransport *transport; /* activations and gradients between stages */
-    gint               aborted;   /* atomic: abort() since the last prepare() */
-    int64_t            t0_ns;     /* CLOCK_MONOTONIC at creation: the reports' origin */
+    ExecSkeleton    skel; /* first: workers, messages, reports, slots */
+    ExecCudaPlan   *plan;
+    ExecCudaVstage *vstages; /* (n_vstages) */
+    ExecCudaStage  *stages;  /* (n_stages); another rank's stage has no stream */
 } ExecCudaBackend;
 
 static inline ExecCudaBackend *exec_cuda(ExecBackend *backend) {
@@ -97,7 +71,7 @@ static inline ExecCudaBackend *exec_cuda(ExecBackend *backend) {
 /* The stage of local @vstage with its device made current on the calling thread. */
 ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage);
 
-/* --- state members of the vtable (exec-cuda-state.c; exec-backend.h documents them) --- */
+/* --- state members of the vtable (exec-cuda-state.c; exec-backend-impl.h documents them) --- */
 
 int               exec_cuda_n_tensors(ExecBackend *backend, int32_t vstage);
 const Gpt2Tensor *exec_cuda_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles);

@@ -2,9 +2,9 @@
  * exec-cuda-state.c: the CUDA backend's state members: each virtual stage's tensor table and
  * the roles its tensors have, by-name copies between the caller's host buffers and the device
  * arenas of the slices and optimizers (on the stage's stream, synchronised), optimizer step
- * counts, and evaluation on the drained pipeline (across processes: each rank forwards its
- * virtual stages and passes the activation on through host memory). A virtual stage another
- * process holds has its tensor table (exec_remote_table_build()) and nothing else.
+ * counts, and evaluate()'s step on the drained pipeline (exec_skeleton_evaluate() walks the
+ * virtual stages and passes the activation between ranks through host memory). A virtual stage
+ * another process holds has its tensor table (exec_remote_table_build()) and nothing else.
  */
 #include <string.h>
 
@@ -13,13 +13,15 @@
 #include "pp-error.h"
 
 static ExecCudaVstage *exec_cuda_vstage(ExecCudaBackend *cuda, int32_t vstage) {
-    PP_ASSERT(vstage >= 0 && vstage < cuda->n_vstages);
+    PP_ASSERT(vstage >= 0 && vstage < cuda->skel.n_vstages);
     return &cuda->vstages[vstage];
 }
 
 int exec_cuda_n_tensors(ExecBackend *backend, int32_t vstage) {
-    ExecCudaVstage *v = exec_cuda_vstage(exec_cuda(backend), vstage);
-    return v->slice ? gpt2_table_n_tensors(gpt2_cuda_slice_table(v->slice)) : v->remote.n;
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    ExecCudaVstage  *v = exec_cuda_vstage(cuda, vstage);
+    return v->slice ? gpt2_table_n_tensors(gpt2_cuda_slice_table(v->slice))
+                    : cuda->skel.vstages[vstage].remote.n;
 }
 
 /* The roles tensor @i of @v has, and (nullable out) @role's data on the device: the tensor's
@@ -39,12 +41,14 @@ static guint exec_cuda_roles(ExecCudaVstage *v, int i, ExecTensorRole role, floa
 }
 
 const Gpt2Tensor *exec_cuda_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles) {
-    ExecCudaVstage *v = exec_cuda_vstage(exec_cuda(backend), vstage);
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    ExecCudaVstage  *v = exec_cuda_vstage(cuda, vstage);
     if (v->slice == NULL) {
-        PP_ASSERT(i >= 0 && i < v->remote.n);
+        const ExecRemoteTable *remote = &cuda->skel.vstages[vstage].remote;
+        PP_ASSERT(i >= 0 && i < remote->n);
         if (roles)
-            *roles = v->remote.roles[i];
-        return &v->remote.tensors[i];
+            *roles = remote->roles[i];
+        return &remote->tensors[i];
     }
     const Gpt2Table *table = gpt2_cuda_slice_table(v->slice);
     PP_ASSERT(i >= 0 && i < gpt2_table_n_tensors(table));
@@ -59,7 +63,7 @@ static ExecCudaVstage *exec_cuda_local_vstage(ExecCudaBackend *cuda, int32_t vst
     ExecCudaVstage *v = exec_cuda_vstage(cuda, vstage);
     if (v->slice)
         return v;
-    exec_backend_set_not_local(error, cuda->comm, vstage, v->stage);
+    exec_backend_set_not_local(error, cuda->skel.comm, vstage, cuda->skel.vstage_stage[vstage]);
     return NULL;
 }
 
@@ -138,64 +142,41 @@ gboolean exec_cuda_set_optim_steps(ExecBackend *backend, int32_t vstage, int64_t
     return TRUE;
 }
 
-/* Evaluation across processes: the activation into local @vs from the previous virtual
- * stage's rank (@in) and out to the next one's (@out), through @host (msg_bytes). */
-static gboolean exec_cuda_eval_recv(ExecCudaBackend *cuda, ExecCudaStage *st, int32_t vs,
-                                    void *host, GError **error) {
-    g_autofree char *what =
-        g_strdup_printf("the activation of virtual stage %d for validation", vs);
-    if (!exec_comm_recv(cuda->comm, cuda->vstage_stage[vs - 1], vs, host, cuda->plan->msg_bytes,
-                        what, error))
-        return FALSE;
-    exec_cuda_copy(st, st->eval_in, host, cuda->plan->msg_bytes, cudaMemcpyHostToDevice);
-    return TRUE;
-}
-
-static gboolean exec_cuda_eval_send(ExecCudaBackend *cuda, ExecCudaStage *st, int32_t vs,
-                                    void *host, GError **error) {
-    g_autofree char *what =
-        g_strdup_printf("the activation of virtual stage %d for validation", vs + 1);
-    exec_cuda_copy(st, host, st->eval_out, cuda->plan->msg_bytes, cudaMemcpyDeviceToHost);
-    return exec_comm_send(cuda->comm, cuda->vstage_stage[vs + 1], vs + 1, host,
-                          cuda->plan->msg_bytes, what, error);
+/* evaluate()'s step on CUDA (exec-skeleton.h): the stage's two evaluation buffers; between
+ * two local virtual stages the output is peer-copied into the next stage's input. */
+static void exec_cuda_eval_step(ExecSkeleton *skel, int32_t vs, const int32_t *tokens,
+                                const int32_t *targets, const void *in, void *out, float *loss) {
+    ExecCudaBackend *cuda = (ExecCudaBackend *)skel;
+    ExecCudaVstage  *v = &cuda->vstages[vs];
+    gboolean         first = vs == 0, last = vs == skel->n_vstages - 1;
+    size_t           bytes = cuda->plan->msg_bytes;
+    ExecCudaStage   *st = exec_cuda_stage_enter(cuda, vs);
+    if (in)
+        exec_cuda_copy(st, st->eval_in, in, bytes, cudaMemcpyHostToDevice);
+    /* Slot 0 is free: the pipeline is drained between replays. */
+    gpt2_cuda_slice_forward(
+        v->slice, gpt2_cuda_slice_compute_params(v->slice), 0, first ? tokens : NULL,
+        first ? NULL : st->eval_in, last ? targets : NULL, last ? NULL : st->eval_out,
+        last ? (float *)(void *)(st->scalars + EXEC_CUDA_LOSS_OFFSET) : NULL, st->ctx);
+    if (last) {
+        exec_cuda_copy(st, loss, st->scalars + EXEC_CUDA_LOSS_OFFSET, sizeof(float),
+                       cudaMemcpyDeviceToHost);
+        return;
+    }
+    if (out) {
+        exec_cuda_copy(st, out, st->eval_out, bytes, cudaMemcpyDeviceToHost);
+        return;
+    }
+    /* The next virtual stage's input, on its device; waited for before it starts. */
+    ExecCudaStage *next = &cuda->stages[skel->vstage_stage[vs + 1]];
+    KERN_CUDA_CHECK(cudaMemcpyPeerAsync(next->eval_in, next->device, st->eval_out, st->device,
+                                        bytes, st->stream));
+    KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
 }
 
 gboolean exec_cuda_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
                             float *loss, GError **error) {
     ExecCudaBackend *cuda = exec_cuda(backend);
-    /* (msg_bytes) the activation between ranks; with a group only */
-    g_autofree void *host = cuda->comm ? g_malloc(cuda->plan->msg_bytes) : NULL;
-    for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
-        ExecCudaVstage *v = &cuda->vstages[vs];
-        gboolean        first = vs == 0, last = vs == cuda->n_vstages - 1;
-        if (!v->slice)
-            continue; /* another rank's */
-        ExecCudaStage *st = exec_cuda_stage_enter(cuda, vs);
-        if (!first && !cuda->local[cuda->vstage_stage[vs - 1]] &&
-            !exec_cuda_eval_recv(cuda, st, vs, host, error))
-            return FALSE;
-        /* Slot 0 is free: the pipeline is drained between replays. */
-        gpt2_cuda_slice_forward(
-            v->slice, gpt2_cuda_slice_compute_params(v->slice), 0, first ? tokens : NULL,
-            first ? NULL : st->eval_in, last ? targets : NULL, last ? NULL : st->eval_out,
-            last ? (float *)(void *)(st->scalars + EXEC_CUDA_LOSS_OFFSET) : NULL, st->ctx);
-        if (last) {
-            exec_cuda_copy(st, loss, st->scalars + EXEC_CUDA_LOSS_OFFSET, sizeof(float),
-                           cudaMemcpyDeviceToHost);
-            break;
-        }
-        if (!cuda->local[cuda->vstage_stage[vs + 1]]) {
-            if (!exec_cuda_eval_send(cuda, st, vs, host, error))
-                return FALSE;
-            continue;
-        }
-        /* The next virtual stage's input, on its device; waited for before it starts. */
-        ExecCudaStage *next = &cuda->stages[cuda->vstage_stage[vs + 1]];
-        KERN_CUDA_CHECK(cudaMemcpyPeerAsync(next->eval_in, next->device, st->eval_out, st->device,
-                                            cuda->plan->msg_bytes, st->stream));
-        KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
-    }
-    /* The loss, from the rank of the last virtual stage to every rank. */
-    return exec_comm_bcast(cuda->comm, cuda->vstage_stage[cuda->n_vstages - 1], loss, sizeof *loss,
-                           "the validation loss", error);
+    return exec_skeleton_evaluate(&cuda->skel, cuda->plan->msg_bytes, exec_cuda_eval_step, tokens,
+                                  targets, loss, error);
 }

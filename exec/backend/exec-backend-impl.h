@@ -1,22 +1,17 @@
 /* SPDX-License-Identifier: MIT
- * exec-backend.h: the contract between the replay loop (exec.c) and a backend, the part of the
- * executor that owns devices. A backend holds the model state of its virtual stages (weights,
- * stashed versions, gradients, optimizer state, activation slots), runs one host worker per
- * local pipeline stage and carries activations and gradients between stages. exec.c decides
- * what each op does (weight version, loss scale, learning rate) and keeps the books (versions,
- * Δ checks, losses, skipped updates, the trace); the backend does the math and the messaging.
- * exec/README.md describes the contract for backend authors.
+ * exec-backend-impl.h: the backend author's interface (the public contract is exec-backend.h):
+ * the ops table the replay loop (exec.c, exec-replay.c) calls, what it asks of one op and what
+ * a backend reports back, and the helpers every backend shares (message keys, the schedule
+ * check, tensors by role, backends across processes). A backend is the skeleton
+ * (exec-skeleton.h) plus a device part; exec/README.md lists the files to touch to add one.
+ * The replay loop decides what each op does (weight version, loss scale, learning rate) and
+ * keeps the books (versions, Δ checks, losses, skipped updates, the trace); the backend does
+ * the math and the messaging. Internal to libppexec.
  */
 #pragma once
 
-#include <glib.h>
-#include <stdint.h>
-
-#include "exec-comm.h"
-#include "exec-error.h"
-#include "gpt2-slice.h"
-#include "optim-cpu.h"
-#include "pp-partition.h"
+#include "exec-backend.h"
+#include "exec-transport.h"
 #include "pp-schedule.h"
 
 G_BEGIN_DECLS
@@ -47,56 +42,6 @@ G_BEGIN_DECLS
  * wait_for/record_done exchange messages across processes, and the state members answer for
  * local virtual stages (EXEC_ERROR_NOT_LOCAL for others); evaluate forwards across ranks and
  * returns the loss on every rank. */
-
-/* Fills the tokens and targets of global micro-batch @mb: a pure function of (@mb, the
- * source's seed), so runs are deterministic and resumable. Called from worker threads
- * concurrently; must be thread-safe.
- *   @tokens  (B, T) ids in [0, V)
- *   @targets (B, T) ids in [0, V): the next token of each position */
-typedef void (*ExecDataFn)(gpointer user_data, int64_t mb, int32_t *tokens, int32_t *targets);
-
-/* Gradient tap (tests): at each U, before clipping, the backend copies the accumulated
- * gradients of every tensor of each of the stage's virtual stages to host memory and calls
- * this once per tensor from the stage's worker. @grads: (tensor->numel) floats in @tensor's
- * shape, valid during the call. A tap costs a device-to-host copy per U: tests only. */
-typedef void (*ExecGradFn)(gpointer user_data, int32_t vstage, const Gpt2Tensor *tensor,
-                           const float *grads);
-
-/* Element type of activations and compute weights (run.precision); master weights, gradients
- * and optimizer state are fp32 in every mode. */
-typedef enum {
-    EXEC_PRECISION_DEFAULT, /* the backend's own default (cpu: fp32, cuda: bf16) */
-    EXEC_PRECISION_FP32,
-    EXEC_PRECISION_BF16,
-} ExecPrecision;
-
-/* Everything a backend needs to build the model state; copied by the constructor except the
- * borrowed pointers. */
-typedef struct {
-    Gpt2Config         model;
-    int32_t            microbatch_size; /* B */
-    int32_t            n_stages;
-    int32_t            n_chunks;
-    const int32_t     *vstage_stage;    /* (n_vstages) borrowed for the call */
-    const int32_t     *act_slots;       /* (n_vstages) activation slots per virtual stage */
-    const int32_t     *weight_versions; /* (n_stages) stashed copies kept at most (0: none) */
-    const PpPartition *partition;       /* borrowed for the call */
-    uint64_t           seed;            /* parameter init */
-    KernOptimParams    optim;
-    ExecDataFn         data;
-    gpointer           data_user;
-    ExecGradFn         on_grads; /* (nullable) gradient tap */
-    gpointer           on_grads_user;
-    ExecComm          *comm; /* (nullable) the process group of a multi-process run, borrowed
-                                for the backend's life: this process runs the stages is_local
-                                names (the CPU backend: stage r on rank r) */
-    const int32_t *devices;  /* (nullable) (n_stages) device id of each stage (run.devices),
-                                borrowed for the call; NULL: the backend's placement. A
-                                backend without devices refuses it (EXEC_ERROR_BACKEND) */
-    ExecPrecision precision; /* a precision the backend lacks is refused (EXEC_ERROR_BACKEND) */
-    gboolean      flash_attention; /* model.flash_attention: fused attention kernels where the
-                                      backend has them (refused where it cannot run them) */
-} ExecBackendSetup;
 
 /* What the replay loop asks of one op. */
 typedef struct {
@@ -135,40 +80,6 @@ typedef struct {
     int32_t n_ops;
 } ExecStageReport;
 
-/* The memory a backend holds for one stage's state, by category, in bytes (device memory on a
- * GPU), as allocated at creation: nothing is allocated afterwards. */
-typedef struct {
-    int32_t device;          /* the stage's device id */
-    int64_t params_bytes;    /* fp32 master weights and their compute copy (bf16 mode) */
-    int64_t grads_bytes;     /* fp32 gradients */
-    int64_t optim_bytes;     /* optimizer state and its scratch */
-    int64_t stash_bytes;     /* stashed weight versions (pipedream, 2bw) */
-    int64_t act_bytes;       /* activation slots */
-    int64_t message_bytes;   /* buffers of the messages between stages */
-    int64_t workspace_bytes; /* per-stream contexts (GEMM workspace, reduction scratch), slice
-                                scratch, report buffers */
-    int64_t total_bytes;     /* the sum */
-} ExecMemoryBytes;
-
-/* Role of a tensor's data in tensor_get() / tensor_set(). Each role's data has the tensor's
- * own shape (Gpt2Tensor, pacer layout: matmul weights (OC, IC)). */
-typedef enum {
-    EXEC_TENSOR_PARAMS,        /* the weights */
-    EXEC_TENSOR_GRADS,         /* gradients accumulated since the stage's last U */
-    EXEC_TENSOR_ADAM_M,        /* AdamW first moment (AdamW-driven tensors) */
-    EXEC_TENSOR_ADAM_V,        /* AdamW second moment (AdamW-driven tensors) */
-    EXEC_TENSOR_MUON_MOMENTUM, /* Muon momentum (Muon-driven tensors) */
-    EXEC_TENSOR_PREV_UPDATE,   /* error feedback's previous update u_{t-1} (every tensor when
-                                  error feedback is on) */
-    EXEC_TENSOR_N_ROLES
-} ExecTensorRole;
-
-/* Bit of @role in a roles mask. */
-#define EXEC_TENSOR_ROLE_BIT(role) (1u << (role))
-
-/* "params", "grads", "adam_m", "adam_v", "muon_momentum", "prev_update". */
-const char *exec_tensor_role_name(ExecTensorRole role);
-
 /* Where one tensor's data lives in a backend (host or device pointers, each the tensor's numel
  * floats; NULL where the tensor has none): for the backends' tensor_get()/tensor_set(). */
 typedef struct {
@@ -190,7 +101,6 @@ guint exec_tensor_arrays_roles(const ExecTensorArrays *arrays, ExecTensorRole ro
 float *exec_tensor_checked(int32_t vstage, const char *name, const Gpt2Tensor *t,
                            ExecTensorRole role, float *data, size_t n, GError **error);
 
-typedef struct _ExecBackend    ExecBackend;
 typedef struct _ExecBackendOps ExecBackendOps;
 
 /* Runs the replay of one pipeline stage; the backend calls it on that stage's worker. */
@@ -289,35 +199,6 @@ struct _ExecBackend {
     const ExecBackendOps *ops;
 };
 
-/* --- the backend registry (exec-backend-registry.c) --- */
-
-/* Builds a backend from @setup. Returns: (transfer full), or NULL with @error set
- * (EXEC_ERROR_BACKEND: no device, ...). */
-typedef ExecBackend *(*ExecBackendNewFn)(const ExecBackendSetup *setup, GError **error);
-
-typedef struct {
-    const char      *name; /* run.backend value */
-    ExecBackendNewFn create;
-    const char      *summary;           /* one line for --help */
-    const char      *default_precision; /* run.precision when the key is absent */
-} ExecBackendInfo;
-
-/* Returns: (transfer none): the NULL-terminated table of the backends this build has. */
-const ExecBackendInfo *exec_backends(void);
-/* Returns: (transfer none): the backend called @name, or NULL with EXEC_ERROR_BACKEND set: a
- * message that names @name, says plainly when it is a backend this build lacks ("this build
- * has no CUDA backend") and lists the valid names. */
-const ExecBackendInfo *exec_backend_find(const char *name, GError **error);
-/* Returns: (transfer full): "cpu, ..." (the backends this build has). */
-char *exec_backend_names(void);
-
-void exec_backend_free(ExecBackend *backend);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecBackend, exec_backend_free)
-
-/* The key of message (@kind, @mb, @vstage) in a backend's pending tables: @kind (a backend's
- * own message kinds, 0..127) in the top byte, @mb (0 <= mb < 2^36) and @vstage (< 2^20) below. */
-gint64 exec_backend_msg_key(int kind, int32_t mb, int32_t vstage);
-
 /* prepare()'s check, for every backend: @sched has @n_stages x @n_chunks, places every
  * virtual stage on the stage @vstage_stage (n_vstages) says, and keeps no more micro-batches
  * in flight on a virtual stage than its @act_slots (n_vstages) (pp_schedule_vstage_peak_inflight).
@@ -328,26 +209,10 @@ gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, 
 
 /* --- backends across processes (exec-backend-comm.c) --- */
 
-/* The wire tag of an activation (@grad FALSE) or gradient (@grad TRUE) for @vstage of
- * micro-batch @mb: (mb * n_vstages + vstage) * 2 + grad (int64: it may exceed the group's
- * largest tag, which exec_backend_check_tags() and senders check), and back. */
-int64_t exec_backend_msg_tag(int32_t n_vstages, gboolean grad, int32_t mb, int32_t vstage);
-void    exec_backend_msg_untag(int32_t n_vstages, int32_t tag, gboolean *grad, int32_t *mb,
-                               int32_t *vstage);
-/* EXEC_ERROR_SHAPE: micro-batch @mb of a replay needs a tag past @comm's largest (the message
- * says how to cut the run into shorter segments). */
-GError *exec_backend_tag_error(const ExecComm *comm, int32_t n_vstages, int32_t mb);
-/* prepare()'s check with a group: FALSE with exec_backend_tag_error() when @sched's last
+/* prepare()'s check with a group: FALSE with exec_msg_tag_error() when @sched's last
  * message needs a tag past the group's largest. TRUE without a group. */
 gboolean exec_backend_check_tags(const ExecComm *comm, int32_t n_vstages, const PpSchedule *sched,
                                  GError **error);
-/* EXEC_ERROR_COMM for an input that missed the group's deadline: the activation or gradient
- * for op @op (nullable: the op is not known) of micro-batch @mb on @vstage, from rank
- * @producer; and for dynamic mode's blocking poll of @stage (its neighbours named). */
-GError *exec_backend_late_input(const ExecComm *comm, gboolean grad, const char *op, int32_t mb,
-                                int32_t vstage, int32_t producer);
-GError *exec_backend_late_poll(const ExecComm *comm, int32_t stage, int32_t n_stages);
-
 /* EXEC_ERROR_NOT_LOCAL into @error: @vstage lives on stage (and rank) @stage, not here. */
 void exec_backend_set_not_local(GError **error, const ExecComm *comm, int32_t vstage,
                                 int32_t stage);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * exec-backend.c: the backend registry (run.backend names -> constructors) and the contract's
- * shared helpers (exec-backend.h). A backend is registered here when the build has it: CUDA
+ * shared helpers (exec-backend-impl.h). A backend is registered here when the build has it: CUDA
  * and MPI backends get their row, guarded by PP_HAVE_CUDA / their own flag, in this table.
  */
-#include "exec-backend.h"
+#include "exec-backend-impl.h"
 
 #include <string.h>
 
@@ -101,11 +101,6 @@ float *exec_tensor_checked(int32_t vstage, const char *name, const Gpt2Tensor *t
                 "virtual stage %d: tensor %s has %zu floats and %s %s; the caller asked for %zu",
                 vstage, name, t->numel, data ? "role" : "no role", exec_tensor_role_name(role), n);
     return NULL;
-}
-
-gint64 exec_backend_msg_key(int kind, int32_t mb, int32_t vstage) {
-    PP_ASSERT(kind >= 0 && kind < 128 && mb >= 0 && vstage >= 0 && vstage < (1 << 20));
-    return ((gint64)kind << 56) | ((gint64)mb << 20) | (gint64)vstage;
 }
 
 gboolean exec_backend_check_schedule(const PpSchedule *sched, int32_t n_stages, int32_t n_chunks,

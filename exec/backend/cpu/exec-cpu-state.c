@@ -2,8 +2,8 @@
  * exec-cpu-state.c: the CPU backend's state members: each virtual stage's tensor table and
  * the roles its tensors have (also for virtual stages another process holds), by-name copies
  * between the caller's host buffers and the slices' and optimizers' arenas, optimizer step
- * counts, and evaluation on the drained pipeline (across processes: each rank forwards its
- * virtual stages and passes the activation on).
+ * counts, and evaluate()'s step on the drained pipeline (exec_skeleton_evaluate() walks the
+ * virtual stages and the ranks).
  */
 #include <string.h>
 
@@ -11,13 +11,14 @@
 #include "pp-error.h"
 
 static ExecCpuVstage *exec_cpu_vstage(ExecCpuBackend *cpu, int32_t vstage) {
-    PP_ASSERT(vstage >= 0 && vstage < cpu->n_vstages);
+    PP_ASSERT(vstage >= 0 && vstage < cpu->skel.n_vstages);
     return &cpu->vstages[vstage];
 }
 
 int exec_cpu_n_tensors(ExecBackend *backend, int32_t vstage) {
-    ExecCpuVstage *v = exec_cpu_vstage(exec_cpu(backend), vstage);
-    return v->slice ? gpt2_slice_n_tensors(v->slice) : v->remote.n;
+    ExecCpuBackend *cpu = exec_cpu(backend);
+    ExecCpuVstage  *v = exec_cpu_vstage(cpu, vstage);
+    return v->slice ? gpt2_slice_n_tensors(v->slice) : cpu->skel.vstages[vstage].remote.n;
 }
 
 /* The roles tensor @i of @v has, and (nullable outs) their data in the CPU arenas: @role's
@@ -37,12 +38,14 @@ static guint exec_cpu_roles(ExecCpuVstage *v, int i, ExecTensorRole role, float 
 }
 
 const Gpt2Tensor *exec_cpu_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles) {
-    ExecCpuVstage *v = exec_cpu_vstage(exec_cpu(backend), vstage);
+    ExecCpuBackend *cpu = exec_cpu(backend);
+    ExecCpuVstage  *v = exec_cpu_vstage(cpu, vstage);
     if (v->slice == NULL) {
-        PP_ASSERT(i >= 0 && i < v->remote.n);
+        const ExecRemoteTable *remote = &cpu->skel.vstages[vstage].remote;
+        PP_ASSERT(i >= 0 && i < remote->n);
         if (roles)
-            *roles = v->remote.roles[i];
-        return &v->remote.tensors[i];
+            *roles = remote->roles[i];
+        return &remote->tensors[i];
     }
     PP_ASSERT(i >= 0 && i < gpt2_slice_n_tensors(v->slice));
     if (roles)
@@ -55,7 +58,7 @@ static ExecCpuVstage *exec_cpu_local_vstage(ExecCpuBackend *cpu, int32_t vstage,
     ExecCpuVstage *v = exec_cpu_vstage(cpu, vstage);
     if (v->slice)
         return v;
-    exec_backend_set_not_local(error, cpu->comm, vstage, v->stage);
+    exec_backend_set_not_local(error, cpu->skel.comm, vstage, cpu->skel.vstage_stage[vstage]);
     return NULL;
 }
 
@@ -109,40 +112,32 @@ gboolean exec_cpu_set_optim_steps(ExecBackend *backend, int32_t vstage, int64_t 
     return v != NULL;
 }
 
+/* evaluate()'s step on the CPU (exec-skeleton.h): the activation between two local virtual
+ * stages stays in eval[0]. */
+static void exec_cpu_eval_step(ExecSkeleton *skel, int32_t vs, const int32_t *tokens,
+                               const int32_t *targets, const void *in, void *out, float *loss) {
+    ExecCpuBackend *cpu = (ExecCpuBackend *)skel;
+    Gpt2Slice      *slice = cpu->vstages[vs].slice;
+    gboolean        first = vs == 0, last = vs == skel->n_vstages - 1;
+    const float    *x = first ? NULL : in ? in : cpu->eval[0];
+    float          *y = last ? NULL : out ? out : cpu->eval[1];
+    /* Slot 0 is free: the pipeline is drained between replays. */
+    gpt2_slice_forward(slice, gpt2_slice_params(slice), 0, first ? tokens : NULL, x,
+                       last ? targets : NULL, y, loss);
+    if (y == cpu->eval[1]) {
+        float *swap = cpu->eval[0];
+        cpu->eval[0] = cpu->eval[1];
+        cpu->eval[1] = swap;
+    }
+}
+
 gboolean exec_cpu_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
                            float *loss, GError **error) {
-    ExecCpuBackend   *cpu = exec_cpu(backend);
-    size_t            floats = exec_cpu_act_floats(cpu), bytes = floats * sizeof(float);
-    g_autofree float *x = g_new(float, floats); /* (B, T, C) */
-    g_autofree float *y = g_new(float, floats); /* (B, T, C) */
-    for (int32_t vs = 0; vs < cpu->n_vstages; vs++) {
-        Gpt2Slice *slice = cpu->vstages[vs].slice;
-        gboolean   first = vs == 0, last = vs == cpu->n_vstages - 1;
-        if (slice == NULL)
-            continue; /* another rank's */
-        /* Across processes the activation comes from the previous virtual stage's rank (tag:
-         * the virtual stage it is for) and goes on to the next one's. */
-        int32_t          prev = first ? -1 : cpu->vstage_stage[vs - 1];
-        int32_t          next = last ? -1 : cpu->vstage_stage[vs + 1];
-        g_autofree char *in =
-            g_strdup_printf("the activation of virtual stage %d for validation", vs);
-        if (prev >= 0 && !exec_cpu_stage_local(cpu, prev) &&
-            !exec_comm_recv(cpu->comm, prev, vs, x, bytes, in, error))
-            return FALSE;
-        /* Slot 0 is free: the pipeline is drained between replays. */
-        gpt2_slice_forward(slice, gpt2_slice_params(slice), 0, first ? tokens : NULL,
-                           first ? NULL : x, last ? targets : NULL, last ? NULL : y,
-                           last ? loss : NULL);
-        g_autofree char *out =
-            g_strdup_printf("the activation of virtual stage %d for validation", vs + 1);
-        if (next >= 0 && !exec_cpu_stage_local(cpu, next) &&
-            !exec_comm_send(cpu->comm, next, vs + 1, y, bytes, out, error))
-            return FALSE;
-        float *swap = x;
-        x = y;
-        y = swap;
-    }
-    /* The loss, from the rank of the last virtual stage to every rank. */
-    return exec_comm_bcast(cpu->comm, cpu->vstage_stage[cpu->n_vstages - 1], loss, sizeof *loss,
-                           "the validation loss", error);
+    ExecCpuBackend *cpu = exec_cpu(backend);
+    size_t          floats = exec_cpu_act_floats(cpu);
+    for (int i = 0; i < 2; i++)
+        if (cpu->eval[i] == NULL)
+            cpu->eval[i] = g_new(float, floats);
+    return exec_skeleton_evaluate(&cpu->skel, floats * sizeof(float), exec_cpu_eval_step, tokens,
+                                  targets, loss, error);
 }

@@ -6,15 +6,17 @@
  * On one device the producer writes the slot itself after waiting for released; between
  * devices it writes a staging slot after waiting for ready (the previous copy out of it), and
  * its copy stream copies staging to slot after written and released. Hosts hand slots over
- * through per-stage GAsyncQueue inboxes and pending tables, as the CPU backend does.
+ * through the stages' inboxes (exec-inbox.h), as every transport does.
  */
 #include "exec-cuda-transport.h"
+
+#include "exec-inbox.h"
 
 #include "kern-check.h"
 #include "pp-error.h"
 
-struct _ExecCudaMsg {
-    gint64               key;      /* (kind, mb, vstage) while handed over */
+struct _ExecTransportMsg {
+    ExecInboxMsg         head;     /* (kind, mb, vstage) while handed over */
     struct ExecCudaPool *pool;     /* the pool the slot belongs to */
     void                *buf;      /* (msg_bytes) on the consumer's device */
     void                *staging;  /* (msg_bytes) on the producer's device; NULL on one device */
@@ -24,58 +26,50 @@ struct _ExecCudaMsg {
 };
 
 typedef struct ExecCudaPool {
-    int32_t       src_stage, dst_stage, src_device, dst_device;
-    int32_t       n_slots;
-    ExecCudaMsg  *slots;  /* (n_slots) */
-    ExecCudaMsg **free;   /* (n_slots) stack of free slots; n_free of them valid */
-    int32_t       n_free; /* under lock: producer takes, consumer releases */
-    GMutex        lock;
-    char         *arena;   /* (n_slots, msg_bytes) on the consumer's device */
-    char         *staging; /* (n_slots, msg_bytes) on the producer's device, or NULL */
+    int32_t            src_stage, dst_stage, src_device, dst_device;
+    int32_t            n_slots;
+    ExecTransportMsg  *slots;  /* (n_slots) */
+    ExecTransportMsg **free;   /* (n_slots) stack of free slots; n_free of them valid */
+    int32_t            n_free; /* under lock: producer takes, consumer releases */
+    GMutex             lock;
+    char              *arena;   /* (n_slots, msg_bytes) on the consumer's device */
+    char              *staging; /* (n_slots, msg_bytes) on the producer's device, or NULL */
 } ExecCudaPool;
 
 typedef struct {
-    GAsyncQueue *queue;   /* ExecCudaMsg*, or &exec_cuda_abort_marker */
-    GHashTable  *pending; /* &msg->key -> msg: handed over, not yet received */
-    gboolean     aborted;
-} ExecCudaInbox;
-
-typedef struct {
-    ExecCudaTransport base;
-    int32_t           n_stages, n_vstages;
-    int32_t          *vstage_stage; /* (n_vstages) */
-    int32_t          *device;       /* (n_stages) */
-    size_t            msg_bytes;
-    ExecCudaPool     *pools;   /* (n_vstages, EXEC_CUDA_MSG_N_KINDS) */
-    ExecCudaInbox    *inboxes; /* (n_stages) */
-    cudaStream_t     *copy;    /* (n_stages) the producer's copy stream, NULL when the stage
-                                  sends nothing to another device */
+    ExecTransport base;
+    int32_t       n_stages, n_vstages;
+    int32_t      *vstage_stage; /* (n_vstages) */
+    int32_t      *device;       /* (n_stages) */
+    size_t        msg_bytes;
+    ExecCudaPool *pools;   /* (n_vstages, EXEC_MSG_N_KINDS) */
+    ExecInbox    *inboxes; /* (n_stages) */
+    cudaStream_t *copy;    /* (n_stages) the producer's copy stream, NULL when the stage
+                              sends nothing to another device */
 } ExecCudaLocal;
 
-/* What abort() pushes into every inbox; never read or written. */
-static const ExecCudaMsg exec_cuda_abort_marker;
-
-static ExecCudaLocal *exec_cuda_local(ExecCudaTransport *t) {
+static ExecCudaLocal *exec_cuda_local(ExecTransport *t) {
     return (ExecCudaLocal *)t;
 }
 
-static ExecCudaPool *exec_cuda_pool(ExecCudaLocal *l, ExecCudaMsgKind kind, int32_t vstage) {
-    PP_ASSERT(vstage >= 0 && vstage < l->n_vstages && kind < EXEC_CUDA_MSG_N_KINDS);
-    return &l->pools[(size_t)vstage * EXEC_CUDA_MSG_N_KINDS + kind];
+static ExecCudaPool *exec_cuda_pool(ExecCudaLocal *l, ExecMsgKind kind, int32_t vstage) {
+    PP_ASSERT(vstage >= 0 && vstage < l->n_vstages && kind < EXEC_MSG_N_KINDS);
+    return &l->pools[(size_t)vstage * EXEC_MSG_N_KINDS + kind];
 }
 
 /* --- messages --- */
 
-static void *exec_cuda_local_take(ExecCudaTransport *t, ExecCudaMsgKind kind, int32_t mb,
-                                  int32_t vstage, cudaStream_t stream, ExecCudaMsg **msg) {
+static void *exec_cuda_local_take(ExecTransport *t, ExecMsgKind kind, int32_t mb, int32_t vstage,
+                                  ExecQueue queue, ExecTransportMsg **msg) {
+    cudaStream_t  stream = queue;
     ExecCudaPool *pool = exec_cuda_pool(exec_cuda_local(t), kind, vstage);
     g_mutex_lock(&pool->lock);
     /* Messages in flight into a vstage are bounded by activation slots that prepare() checked
      * against the schedule's peaks (exec-cuda-plan.c): a pool never runs dry. */
     PP_ASSERT(pool->n_free > 0);
-    ExecCudaMsg *m = pool->free[--pool->n_free];
+    ExecTransportMsg *m = pool->free[--pool->n_free];
     g_mutex_unlock(&pool->lock);
-    m->key = exec_backend_msg_key(kind, mb, vstage);
+    m->head.key = exec_msg_key(kind, mb, vstage);
     *msg = m;
     if (m->staging) {
         /* The previous copy out of the staging slot must have read it. */
@@ -86,7 +80,8 @@ static void *exec_cuda_local_take(ExecCudaTransport *t, ExecCudaMsgKind kind, in
     return m->buf;
 }
 
-static void exec_cuda_local_send(ExecCudaTransport *t, ExecCudaMsg *m, cudaStream_t stream) {
+static void exec_cuda_local_send(ExecTransport *t, ExecTransportMsg *m, ExecQueue queue) {
+    cudaStream_t   stream = queue;
     ExecCudaLocal *l = exec_cuda_local(t);
     ExecCudaPool  *pool = m->pool;
     if (m->staging) {
@@ -102,42 +97,27 @@ static void exec_cuda_local_send(ExecCudaTransport *t, ExecCudaMsg *m, cudaStrea
     } else {
         KERN_CUDA_CHECK(cudaEventRecord(m->ready, stream));
     }
-    g_async_queue_push(l->inboxes[pool->dst_stage].queue, m);
+    exec_inbox_push(&l->inboxes[pool->dst_stage], &m->head);
 }
 
-/* Files @m in @box's pending table, or marks the inbox aborted. */
-static void exec_cuda_local_file(ExecCudaInbox *box, ExecCudaMsg *m) {
-    if (m == &exec_cuda_abort_marker) {
-        box->aborted = TRUE;
-        return;
-    }
-    /* A message arrives once per (kind, mb, vstage): validation guarantees one producer. */
-    PP_ASSERT(!g_hash_table_contains(box->pending, &m->key));
-    g_hash_table_insert(box->pending, &m->key, m);
-}
-
-static gboolean exec_cuda_local_recv(ExecCudaTransport *t, ExecCudaMsgKind kind, const char *op,
-                                     int32_t mb, int32_t vstage, cudaStream_t stream,
-                                     ExecCudaMsg **msg, const void **data) {
+static gboolean exec_cuda_local_recv(ExecTransport *t, ExecMsgKind kind, const char *op, int32_t mb,
+                                     int32_t vstage, ExecQueue queue, ExecTransportMsg **msg,
+                                     const void **data) {
+    cudaStream_t stream = queue;
     (void)op; /* one process: no deadline, so no error to name it in */
-    ExecCudaLocal *l = exec_cuda_local(t);
-    ExecCudaInbox *box = &l->inboxes[l->vstage_stage[vstage]];
-    gint64         key = exec_backend_msg_key(kind, mb, vstage);
-    while (!box->aborted) {
-        ExecCudaMsg *m = g_hash_table_lookup(box->pending, &key);
-        if (m) {
-            g_hash_table_steal(box->pending, &key);
-            KERN_CUDA_CHECK(cudaStreamWaitEvent(stream, m->ready, 0));
-            *msg = m;
-            *data = m->buf;
-            return TRUE;
-        }
-        exec_cuda_local_file(box, g_async_queue_pop(box->queue));
-    }
-    return FALSE;
+    ExecCudaLocal    *l = exec_cuda_local(t);
+    ExecTransportMsg *m = (ExecTransportMsg *)exec_inbox_take(
+        &l->inboxes[l->vstage_stage[vstage]], exec_msg_key(kind, mb, vstage), -1, NULL);
+    if (m == NULL)
+        return FALSE;
+    KERN_CUDA_CHECK(cudaStreamWaitEvent(stream, m->ready, 0));
+    *msg = m;
+    *data = m->buf;
+    return TRUE;
 }
 
-static void exec_cuda_local_release(ExecCudaTransport *t, ExecCudaMsg *m, cudaStream_t stream) {
+static void exec_cuda_local_release(ExecTransport *t, ExecTransportMsg *m, ExecQueue queue) {
+    cudaStream_t stream = queue;
     (void)t;
     ExecCudaPool *pool = m->pool;
     KERN_CUDA_CHECK(cudaEventRecord(m->released, stream));
@@ -147,26 +127,20 @@ static void exec_cuda_local_release(ExecCudaTransport *t, ExecCudaMsg *m, cudaSt
     g_mutex_unlock(&pool->lock);
 }
 
-static gboolean exec_cuda_local_poll(ExecCudaTransport *t, int32_t stage, gboolean block) {
-    ExecCudaInbox *box = &exec_cuda_local(t)->inboxes[stage];
-    if (block && !box->aborted)
-        exec_cuda_local_file(box, g_async_queue_pop(box->queue));
-    for (ExecCudaMsg *m; !box->aborted && (m = g_async_queue_try_pop(box->queue)) != NULL;)
-        exec_cuda_local_file(box, m);
-    return !box->aborted;
+static gboolean exec_cuda_local_poll(ExecTransport *t, int32_t stage, gboolean block) {
+    return exec_inbox_poll(&exec_cuda_local(t)->inboxes[stage], block, -1, NULL);
 }
 
-static gboolean exec_cuda_local_has(ExecCudaTransport *t, ExecCudaMsgKind kind, int32_t mb,
+static gboolean exec_cuda_local_has(ExecTransport *t, ExecMsgKind kind, int32_t mb,
                                     int32_t vstage) {
     ExecCudaLocal *l = exec_cuda_local(t);
-    gint64         key = exec_backend_msg_key(kind, mb, vstage);
-    return g_hash_table_contains(l->inboxes[l->vstage_stage[vstage]].pending, &key);
+    return exec_inbox_has(&l->inboxes[l->vstage_stage[vstage]], exec_msg_key(kind, mb, vstage));
 }
 
-static void exec_cuda_local_abort(ExecCudaTransport *t) {
+static void exec_cuda_local_abort(ExecTransport *t) {
     ExecCudaLocal *l = exec_cuda_local(t);
     for (int32_t s = 0; s < l->n_stages; s++)
-        g_async_queue_push(l->inboxes[s].queue, (gpointer)&exec_cuda_abort_marker);
+        exec_inbox_abort(&l->inboxes[s]);
 }
 
 /* --- reset and teardown --- */
@@ -180,18 +154,13 @@ static void exec_cuda_local_sync_copies(ExecCudaLocal *l) {
     }
 }
 
-static void exec_cuda_local_reset(ExecCudaTransport *t) {
+static void exec_cuda_local_reset(ExecTransport *t) {
     ExecCudaLocal *l = exec_cuda_local(t);
     exec_cuda_local_sync_copies(l);
-    for (int32_t s = 0; s < l->n_stages; s++) {
-        ExecCudaInbox *box = &l->inboxes[s];
-        /* An aborted replay may leave messages behind; their slots become free below. */
-        g_hash_table_remove_all(box->pending);
-        while (g_async_queue_try_pop(box->queue) != NULL)
-            ;
-        box->aborted = FALSE;
-    }
-    for (int32_t i = 0; i < l->n_vstages * EXEC_CUDA_MSG_N_KINDS; i++) {
+    /* An aborted replay may leave messages behind; their slots become free below. */
+    for (int32_t s = 0; s < l->n_stages; s++)
+        exec_inbox_reset(&l->inboxes[s]);
+    for (int32_t i = 0; i < l->n_vstages * EXEC_MSG_N_KINDS; i++) {
         ExecCudaPool *pool = &l->pools[i];
         for (int32_t k = 0; k < pool->n_slots; k++)
             pool->free[k] = &pool->slots[pool->n_slots - 1 - k];
@@ -199,14 +168,14 @@ static void exec_cuda_local_reset(ExecCudaTransport *t) {
     }
 }
 
-static void exec_cuda_local_free(ExecCudaTransport *t) {
+static void exec_cuda_local_free(ExecTransport *t) {
     ExecCudaLocal *l = exec_cuda_local(t);
     exec_cuda_local_sync_copies(l);
-    for (int32_t i = 0; i < l->n_vstages * EXEC_CUDA_MSG_N_KINDS; i++) {
+    for (int32_t i = 0; i < l->n_vstages * EXEC_MSG_N_KINDS; i++) {
         ExecCudaPool *pool = &l->pools[i];
         /* A pool after the one whose allocation failed was never initialised. */
         for (int32_t k = 0; pool->slots && k < pool->n_slots; k++) {
-            ExecCudaMsg *m = &pool->slots[k];
+            ExecTransportMsg *m = &pool->slots[k];
             if (m->released) {
                 KERN_CUDA_CHECK(cudaSetDevice(pool->dst_device));
                 KERN_CUDA_CHECK(cudaEventDestroy(m->released));
@@ -230,8 +199,7 @@ static void exec_cuda_local_free(ExecCudaTransport *t) {
         g_mutex_clear(&pool->lock);
     }
     for (int32_t s = 0; s < l->n_stages; s++) {
-        g_hash_table_unref(l->inboxes[s].pending);
-        g_async_queue_unref(l->inboxes[s].queue);
+        exec_inbox_clear(&l->inboxes[s]);
         if (l->copy[s]) {
             KERN_CUDA_CHECK(cudaSetDevice(l->device[s]));
             KERN_CUDA_CHECK(cudaStreamDestroy(l->copy[s]));
@@ -245,7 +213,7 @@ static void exec_cuda_local_free(ExecCudaTransport *t) {
     g_free(l);
 }
 
-static const ExecCudaTransportOps exec_cuda_local_ops = {
+static const ExecTransportOps exec_cuda_local_ops = {
     .take = exec_cuda_local_take,
     .send = exec_cuda_local_send,
     .recv = exec_cuda_local_recv,
@@ -288,8 +256,8 @@ static void exec_cuda_local_peer(int32_t src, int32_t dst) {
 /* Allocates @pool's buffers and events (devices and slots set). Returns FALSE when device
  * memory runs out. */
 static gboolean exec_cuda_local_pool_init(ExecCudaLocal *l, ExecCudaPool *pool) {
-    pool->slots = g_new0(ExecCudaMsg, MAX(pool->n_slots, 1));
-    pool->free = g_new0(ExecCudaMsg *, MAX(pool->n_slots, 1));
+    pool->slots = g_new0(ExecTransportMsg, MAX(pool->n_slots, 1));
+    pool->free = g_new0(ExecTransportMsg *, MAX(pool->n_slots, 1));
     if (pool->n_slots == 0)
         return TRUE;
     gboolean cross = pool->src_device != pool->dst_device;
@@ -298,7 +266,7 @@ static gboolean exec_cuda_local_pool_init(ExecCudaLocal *l, ExecCudaPool *pool) 
     if (!exec_cuda_local_malloc(&pool->arena, bytes))
         return FALSE;
     for (int32_t k = 0; k < pool->n_slots; k++) {
-        ExecCudaMsg *m = &pool->slots[k];
+        ExecTransportMsg *m = &pool->slots[k];
         m->pool = pool;
         m->buf = pool->arena + (size_t)k * l->msg_bytes;
         KERN_CUDA_CHECK(cudaEventCreateWithFlags(&m->released, cudaEventDisableTiming));
@@ -307,7 +275,7 @@ static gboolean exec_cuda_local_pool_init(ExecCudaLocal *l, ExecCudaPool *pool) 
     if (cross && !exec_cuda_local_malloc(&pool->staging, bytes))
         return FALSE;
     for (int32_t k = 0; k < pool->n_slots; k++) {
-        ExecCudaMsg *m = &pool->slots[k];
+        ExecTransportMsg *m = &pool->slots[k];
         KERN_CUDA_CHECK(cudaEventCreateWithFlags(&m->ready, cudaEventDisableTiming));
         if (cross) {
             m->staging = pool->staging + (size_t)k * l->msg_bytes;
@@ -323,8 +291,8 @@ static gboolean exec_cuda_local_pool_init(ExecCudaLocal *l, ExecCudaPool *pool) 
     return TRUE;
 }
 
-ExecCudaTransport *exec_cuda_transport_local_new(const ExecCudaPlan *plan,
-                                                 const int32_t      *vstage_stage) {
+ExecTransport *exec_cuda_transport_local_new(const ExecCudaPlan *plan,
+                                             const int32_t      *vstage_stage) {
     ExecCudaLocal *l = g_new0(ExecCudaLocal, 1);
     l->base.ops = &exec_cuda_local_ops;
     l->n_stages = plan->n_stages;
@@ -333,20 +301,18 @@ ExecCudaTransport *exec_cuda_transport_local_new(const ExecCudaPlan *plan,
     l->device = g_memdup2(plan->device, (gsize)plan->n_stages * sizeof(int32_t));
     l->msg_bytes = plan->msg_bytes;
     l->copy = g_new0(cudaStream_t, plan->n_stages);
-    l->inboxes = g_new0(ExecCudaInbox, plan->n_stages);
-    for (int32_t s = 0; s < plan->n_stages; s++) {
-        l->inboxes[s].queue = g_async_queue_new();
-        l->inboxes[s].pending = g_hash_table_new(g_int64_hash, g_int64_equal);
-    }
-    l->pools = g_new0(ExecCudaPool, (size_t)plan->n_vstages * EXEC_CUDA_MSG_N_KINDS);
+    l->inboxes = g_new0(ExecInbox, plan->n_stages);
+    for (int32_t s = 0; s < plan->n_stages; s++)
+        exec_inbox_init(&l->inboxes[s], NULL); /* the pools own the messages */
+    l->pools = g_new0(ExecCudaPool, (size_t)plan->n_vstages * EXEC_MSG_N_KINDS);
     gboolean ok = TRUE;
     for (int32_t vs = 0; vs < plan->n_vstages; vs++) {
-        for (int kind = 0; kind < EXEC_CUDA_MSG_N_KINDS; kind++) {
+        for (int kind = 0; kind < EXEC_MSG_N_KINDS; kind++) {
             ExecCudaPool *pool = exec_cuda_pool(l, kind, vs);
             /* Activations come from vs - 1, gradients from vs + 1 (none into the ends). */
-            int32_t src = kind == EXEC_CUDA_MSG_ACT ? vs - 1 : vs + 1;
+            int32_t src = kind == EXEC_MSG_ACT ? vs - 1 : vs + 1;
             g_mutex_init(&pool->lock);
-            pool->n_slots = kind == EXEC_CUDA_MSG_ACT ? plan->act_inbox[vs] : plan->grad_inbox[vs];
+            pool->n_slots = kind == EXEC_MSG_ACT ? plan->act_inbox[vs] : plan->grad_inbox[vs];
             pool->dst_stage = vstage_stage[vs];
             pool->dst_device = plan->device[pool->dst_stage];
             pool->src_stage = pool->n_slots > 0 ? vstage_stage[src] : pool->dst_stage;

@@ -2,28 +2,23 @@
  * exec-cuda.c: the CUDA backend of exec-backend.h. Each stage has a device (the plan's,
  * exec-cuda-plan.h), a compute stream with its KernCudaCtx, and a host worker that enqueues
  * the stage's ops; each virtual stage a Gpt2CudaSlice, a KernCudaOptim and its stashed
- * weight copies. Messages go through the transport seam (exec-cuda-transport.h). Nothing
+ * weight copies: the device part over the skeleton (exec-skeleton.h: workers, messages through
+ * the transport (exec-cuda-transport.h), reports, slots). Nothing
  * waits for the device between two flushes: op times are pairs of timing events, losses and
  * the optimizer's gate are copied to pinned memory on the stream, and flush() synchronises
  * once and reads them. The semantics are the CPU backend's (exec-cpu.c), op for op.
  */
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "exec-cuda-private.h"
 #include "kern-check.h"
 #include "pp-error.h"
 
-static int64_t exec_cuda_host_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage) {
-    PP_ASSERT(vstage >= 0 && vstage < cuda->n_vstages && cuda->local[cuda->vstage_stage[vstage]]);
-    ExecCudaStage *st = &cuda->stages[cuda->vstage_stage[vstage]];
+    PP_ASSERT(vstage >= 0 && vstage < cuda->skel.n_vstages &&
+              cuda->skel.local[cuda->skel.vstage_stage[vstage]]);
+    ExecCudaStage *st = &cuda->stages[cuda->skel.vstage_stage[vstage]];
     KERN_CUDA_CHECK(cudaSetDevice(st->device));
     return st;
 }
@@ -36,26 +31,11 @@ static float *exec_cuda_loss(ExecCudaStage *st) {
     return (float *)(void *)(st->scalars + EXEC_CUDA_LOSS_OFFSET);
 }
 
-/* --- activation slots and stashes (host bookkeeping, as exec-cpu.c) --- */
+/* --- stashes (the skeleton's ExecStashes says which version each copy holds) --- */
 
 static void *exec_cuda_stash_data(const ExecCudaBackend *cuda, const ExecCudaVstage *v, int32_t i) {
     size_t bytes = gpt2_cuda_slice_n_params(v->slice) * kern_dtype_size(cuda->plan->dtype);
     return (char *)v->stash_arena + (size_t)i * bytes;
-}
-
-static int32_t exec_cuda_stash_find(const ExecCudaVstage *v, int32_t version) {
-    for (int32_t i = 0; i < v->n_stashes; i++)
-        if (v->stash_version[i] == version)
-            return i;
-    return -1;
-}
-
-/* A stash no micro-batch needs (never used, or released by its last backward), or -1. */
-static int32_t exec_cuda_stash_unused(const ExecCudaVstage *v) {
-    for (int32_t i = 0; i < v->n_stashes; i++)
-        if (v->stash_refs[i] == 0)
-            return i;
-    return -1;
 }
 
 /* --- op times and scalars --- */
@@ -70,14 +50,17 @@ static int64_t exec_cuda_event_ns(ExecCudaStage *st, cudaEvent_t ev) {
 /* Synchronises @st's stream and fills the reports of the ops recorded since the window was
  * last read: times from their events (relative to the anchor, which then moves to the last
  * end event, so elapsed times stay short and exact), losses and the optimizer's gate. */
-static void exec_cuda_read_window(ExecCudaStage *st, int32_t last_vstage) {
+static void exec_cuda_read_window(ExecCudaBackend *cuda, int32_t stage) {
+    ExecCudaStage *st = &cuda->stages[stage];
+    GArray        *list = cuda->skel.stages[stage].reports;
+    int32_t        last_vstage = cuda->skel.n_vstages - 1;
     KERN_CUDA_CHECK(cudaSetDevice(st->device));
     KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
     int32_t n = st->n_window;
     if (n == 0)
         return;
-    PP_ASSERT((int32_t)st->reports->len >= n);
-    ExecOpReport *reports = &g_array_index(st->reports, ExecOpReport, st->reports->len - n);
+    PP_ASSERT((int32_t)list->len >= n);
+    ExecOpReport *reports = &g_array_index(list, ExecOpReport, list->len - n);
     for (int32_t k = 0; k < n; k++) {
         ExecOpReport            *r = &reports[k];
         const ExecCudaOpScalars *sc = &st->host_scalars[k];
@@ -101,158 +84,18 @@ static void exec_cuda_read_window(ExecCudaStage *st, int32_t last_vstage) {
 /* --- vtable: replay control --- */
 
 static gboolean exec_cuda_prepare(ExecBackend *backend, const PpSchedule *sched, GError **error) {
-    ExecCudaBackend    *cuda = exec_cuda(backend);
-    g_autofree int32_t *slots = g_new(int32_t, cuda->n_vstages);
-    for (int32_t vs = 0; vs < cuda->n_vstages; vs++)
-        slots[vs] = cuda->vstages[vs].slots.n;
-    if (sched && (!exec_backend_check_schedule(sched, cuda->n_stages, cuda->n_chunks,
-                                               cuda->vstage_stage, slots, error) ||
-                  !exec_backend_check_tags(cuda->comm, cuda->n_vstages, sched, error)))
+    ExecCudaBackend *cuda = exec_cuda(backend);
+    if (!exec_skeleton_prepare(&cuda->skel, sched, error))
         return FALSE;
-    cuda->transport->ops->reset(cuda->transport);
-    for (int32_t s = 0; s < cuda->n_stages; s++) {
-        ExecCudaStage *st = &cuda->stages[s];
-        if (!cuda->local[s])
-            continue;
-        /* An aborted replay stopped its workers after their final flush; what they had taken
-         * is dropped with the transport's messages. */
-        st->input = NULL;
-        st->output = NULL;
-        PP_ASSERT(st->n_window == 0);
-        g_array_set_size(st->reports, 0);
-        g_array_set_size(st->flushed, 0);
-    }
-    for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
-        ExecCudaVstage *v = &cuda->vstages[vs];
-        exec_slots_reset(&v->slots);
-        for (int32_t i = 0; i < v->n_stashes; i++) {
-            v->stash_version[i] = -1;
-            v->stash_refs[i] = 0;
-        }
-    }
-    g_atomic_int_set(&cuda->aborted, 0);
+    for (int32_t s = 0; s < cuda->skel.n_stages; s++)
+        PP_ASSERT(!cuda->skel.local[s] || cuda->stages[s].n_window == 0);
     return TRUE;
 }
 
-static gboolean exec_cuda_is_local(ExecBackend *backend, int32_t stage) {
-    ExecCudaBackend *cuda = exec_cuda(backend);
-    PP_ASSERT(stage >= 0 && stage < cuda->n_stages);
-    return cuda->local[stage];
-}
-
-typedef struct {
-    ExecWorkerFn     worker;
-    gpointer         user_data;
-    int32_t          stage;
-    ExecCudaBackend *cuda;
-    gint            *running; /* workers still running (atomic) */
-} ExecCudaThread;
-
-static gpointer exec_cuda_thread_main(gpointer p) {
-    ExecCudaThread *t = p;
-    /* The current device is per host thread: the stage's streams, contexts and buffers live
-     * on its device. */
-    KERN_CUDA_CHECK(cudaSetDevice(t->cuda->stages[t->stage].device));
-    t->worker(t->user_data, t->stage);
-    g_atomic_int_dec_and_test(t->running);
-    if (t->cuda->comm)
-        exec_comm_wake(t->cuda->comm);
-    return NULL;
-}
-
-static void exec_cuda_launch(ExecBackend *backend, ExecWorkerFn worker, gpointer user_data) {
-    ExecCudaBackend           *cuda = exec_cuda(backend);
-    g_autofree ExecCudaThread *threads = g_new(ExecCudaThread, cuda->n_stages);
-    g_autofree GThread       **handles = g_new0(GThread *, cuda->n_stages);
-    gint                       running = 0;
-    for (int32_t s = 0; s < cuda->n_stages; s++)
-        running += cuda->local[s];
-    for (int32_t s = 0; s < cuda->n_stages; s++) {
-        if (!cuda->local[s])
-            continue;
-        threads[s] = (ExecCudaThread){.worker = worker,
-                                      .user_data = user_data,
-                                      .stage = s,
-                                      .cuda = cuda,
-                                      .running = &running};
-        char name[32];
-        g_snprintf(name, sizeof name, "pp-cuda-%d", s);
-        handles[s] = g_thread_new(name, exec_cuda_thread_main, &threads[s]);
-    }
-    /* The host thread moves messages between processes while the workers enqueue. */
-    if (cuda->comm)
-        exec_comm_serve(cuda->comm, &running);
-    for (int32_t s = 0; s < cuda->n_stages; s++) {
-        if (handles[s])
-            g_thread_join(handles[s]);
-    }
-}
-
-/* --- vtable: messages --- */
-
-/* Kind of the message @args->op consumes; FALSE when it needs none. */
-static gboolean exec_cuda_input_kind(const ExecCudaBackend *cuda, const ExecOpArgs *args,
-                                     ExecCudaMsgKind *kind) {
-    PpOpKind k = args->op->kind;
-    if (k == PP_OP_FORWARD && args->vstage > 0) {
-        *kind = EXEC_CUDA_MSG_ACT;
-        return TRUE;
-    }
-    if ((k == PP_OP_BACKWARD || k == PP_OP_BACKWARD_FULL) && args->vstage < cuda->n_vstages - 1) {
-        *kind = EXEC_CUDA_MSG_GRAD;
-        return TRUE;
-    }
-    return FALSE;
-}
-
-static gboolean exec_cuda_wait_for(ExecBackend *backend, const ExecOpArgs *args) {
-    ExecCudaBackend *cuda = exec_cuda(backend);
-    ExecCudaStage   *st = &cuda->stages[args->op->stage];
-    ExecCudaMsgKind  kind;
-    if (!exec_cuda_input_kind(cuda, args, &kind))
-        return !g_atomic_int_get(&cuda->aborted);
-    PP_ASSERT(st->input == NULL);
-    return cuda->transport->ops->recv(cuda->transport, kind, pp_op_kind_name(args->op->kind),
-                                      args->op->mb, args->vstage, st->stream, &st->input,
-                                      &st->input_data);
-}
-
-static gboolean exec_cuda_poll(ExecBackend *backend, int32_t stage, gboolean block) {
-    ExecCudaBackend *cuda = exec_cuda(backend);
-    return cuda->transport->ops->poll(cuda->transport, stage, block);
-}
-
-static gboolean exec_cuda_has_input(ExecBackend *backend, const ExecOpArgs *args) {
-    ExecCudaBackend *cuda = exec_cuda(backend);
-    ExecCudaMsgKind  kind;
-    if (!exec_cuda_input_kind(cuda, args, &kind))
-        return TRUE;
-    return cuda->transport->ops->has(cuda->transport, kind, args->op->mb, args->vstage);
-}
-
-static void exec_cuda_record_done(ExecBackend *backend, const ExecOpArgs *args) {
-    ExecCudaBackend *cuda = exec_cuda(backend);
-    ExecCudaStage   *st = &cuda->stages[args->op->stage];
-    if (!st->output)
-        return;
-    cuda->transport->ops->send(cuda->transport, st->output, st->stream);
-    st->output = NULL;
-}
-
-/* Wakes every local worker: their waits return FALSE (also the group's stop handler). */
-static void exec_cuda_stop(gpointer user_data) {
-    ExecCudaBackend *cuda = user_data;
-    g_atomic_int_set(&cuda->aborted, 1);
-    cuda->transport->ops->abort(cuda->transport);
-}
-
-static void exec_cuda_abort(ExecBackend *backend) {
-    ExecCudaBackend *cuda = exec_cuda(backend);
-    /* With a group, every rank stops (the stop handler wakes this rank's workers). */
-    if (cuda->comm)
-        exec_comm_stop(cuda->comm);
-    else
-        exec_cuda_stop(cuda);
+/* The skeleton's hook on a worker thread: the current device is per host thread, and the
+ * stage's streams, contexts and buffers live on its device. */
+static void exec_cuda_enter(ExecSkeleton *skel, int32_t stage) {
+    KERN_CUDA_CHECK(cudaSetDevice(((ExecCudaBackend *)skel)->stages[stage].device));
 }
 
 /* --- vtable: ops --- */
@@ -260,13 +103,14 @@ static void exec_cuda_abort(ExecBackend *backend) {
 /* The gradient tap: host copies of every gradient tensor of @v (virtual stage @vs). */
 static void exec_cuda_tap(ExecCudaBackend *cuda, ExecCudaStage *st, int32_t vs, ExecCudaVstage *v) {
     const Gpt2Table *table = gpt2_cuda_slice_table(v->slice);
+    float           *tap = cuda->skel.stages[cuda->skel.vstage_stage[vs]].tap;
     for (int i = 0; i < gpt2_table_n_tensors(table); i++) {
         const Gpt2Tensor *t = gpt2_table_tensor(table, i);
         /* Synchronises the stream: the tap is a test hook. */
         int found =
-            gpt2_cuda_slice_tensor_to_host(v->slice, GPT2_CUDA_GRADS, t->name, st->tap, st->ctx);
+            gpt2_cuda_slice_tensor_to_host(v->slice, GPT2_CUDA_GRADS, t->name, tap, st->ctx);
         PP_ASSERT(found);
-        cuda->on_grads(cuda->on_grads_user, vs, t, st->tap);
+        cuda->skel.on_grads(cuda->skel.on_grads_user, vs, t, tap);
     }
 }
 
@@ -279,20 +123,20 @@ static void exec_cuda_run_update(ExecCudaBackend *cuda, ExecCudaStage *st, const
     int32_t stage = args->op->stage;
     double *sq = exec_cuda_sq_norm(st);
     KERN_CUDA_CHECK(cudaMemsetAsync(sq, 0, sizeof *sq, st->stream));
-    for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
+    for (int32_t vs = 0; vs < cuda->skel.n_vstages; vs++) {
         ExecCudaVstage *v = &cuda->vstages[vs];
-        if (v->stage != stage)
+        if (cuda->skel.vstage_stage[vs] != stage)
             continue;
-        if (cuda->on_grads)
+        if (cuda->skel.on_grads)
             exec_cuda_tap(cuda, st, vs, v);
         kern_cuda_sq_norm_acc(sq, gpt2_cuda_slice_grads(v->slice),
                               gpt2_cuda_slice_n_params(v->slice), st->ctx);
     }
     KernCudaStepGate gate = {.sq_norm = sq, .grad_clip = args->grad_clip, .poison = args->poison};
     const KernCudaOptim *reporter = NULL;
-    for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
+    for (int32_t vs = 0; vs < cuda->skel.n_vstages; vs++) {
         ExecCudaVstage *v = &cuda->vstages[vs];
-        if (v->stage != stage)
+        if (cuda->skel.vstage_stage[vs] != stage)
             continue;
         kern_cuda_optim_step(v->optim, gpt2_cuda_slice_params(v->slice),
                              gpt2_cuda_slice_grads(v->slice), args->lr, &gate, st->ctx);
@@ -313,33 +157,24 @@ static void exec_cuda_run_update(ExecCudaBackend *cuda, ExecCudaStage *st, const
  * goes into a message buffer for vstage + 1. Returns whether it copied the weights. */
 static gboolean exec_cuda_run_forward(ExecCudaBackend *cuda, ExecCudaStage *st,
                                       const ExecOpArgs *args, ExecCudaVstage *v, int32_t k) {
-    const PpOp *op = args->op;
-    gboolean    first = args->vstage == 0, last = args->vstage == cuda->n_vstages - 1;
-    gboolean    copied = FALSE;
-    int32_t     slot = exec_slots_take(&v->slots, op->mb);
-    if (first || last)
-        cuda->data(cuda->data_user, args->global_mb, st->tokens, st->targets);
+    const PpOp        *op = args->op;
+    ExecSkeletonStage *io = &cuda->skel.stages[op->stage];
+    gboolean           first = args->vstage == 0, last = args->vstage == cuda->skel.n_vstages - 1;
+    gboolean           copied = FALSE;
+    int32_t            slot = exec_slots_take(&cuda->skel.vstages[args->vstage].slots, op->mb);
+    exec_skeleton_load_batch(&cuda->skel, args);
     if (args->stash) {
-        int32_t i = exec_cuda_stash_find(v, args->version);
-        if (i < 0) {
-            i = exec_cuda_stash_unused(v);
-            /* The schedule declares how many weight copies a stage keeps. */
-            PP_ASSERT(i >= 0);
-            v->stash_version[i] = args->version;
-            /* On the stage's stream: after every backward that used the copy before. */
+        int32_t i =
+            exec_stashes_acquire(&cuda->skel.vstages[args->vstage].stashes, args->version, &copied);
+        /* On the stage's stream: after every backward that used the copy before. */
+        if (copied)
             gpt2_cuda_slice_cast_params(v->slice, exec_cuda_stash_data(cuda, v, i),
                                         gpt2_cuda_slice_params(v->slice), st->ctx);
-            copied = TRUE;
-        }
-        v->stash_refs[i]++;
     }
-    void *x_out = NULL;
-    if (!last)
-        x_out = cuda->transport->ops->take(cuda->transport, EXEC_CUDA_MSG_ACT, op->mb,
-                                           args->vstage + 1, st->stream, &st->output);
+    void *x_out = exec_skeleton_take_output(&cuda->skel, args);
     gpt2_cuda_slice_forward(v->slice, gpt2_cuda_slice_compute_params(v->slice), slot,
-                            first ? st->tokens : NULL, first ? NULL : st->input_data,
-                            last ? st->targets : NULL, x_out, last ? exec_cuda_loss(st) : NULL,
+                            first ? io->tokens : NULL, first ? NULL : io->input_data,
+                            last ? io->targets : NULL, x_out, last ? exec_cuda_loss(st) : NULL,
                             st->ctx);
     if (last)
         KERN_CUDA_CHECK(cudaMemcpyAsync(&st->host_scalars[k].loss, exec_cuda_loss(st),
@@ -352,56 +187,49 @@ static gboolean exec_cuda_run_forward(ExecCudaBackend *cuda, ExecCudaStage *st,
 static void exec_cuda_run_backward(ExecCudaBackend *cuda, ExecCudaStage *st, const ExecOpArgs *args,
                                    ExecCudaVstage *v) {
     const PpOp *op = args->op;
-    gboolean    first = args->vstage == 0, last = args->vstage == cuda->n_vstages - 1;
-    int32_t     slot = exec_slots_find(&v->slots, op->mb);
+    gboolean    last = args->vstage == cuda->skel.n_vstages - 1;
+    ExecSlots  *slots = &cuda->skel.vstages[args->vstage].slots;
+    int32_t     slot = exec_slots_find(slots, op->mb);
     float      *grads = gpt2_cuda_slice_grads(v->slice);
     if (op->kind == PP_OP_WEIGHT) {
         gpt2_cuda_slice_backward_weight(v->slice, slot, grads, st->ctx);
-        exec_slots_release(&v->slots, slot);
+        exec_slots_release(slots, slot);
         return;
     }
-    int32_t     stash = -1;
-    const void *params = gpt2_cuda_slice_compute_params(v->slice);
-    if (args->stash) {
-        stash = exec_cuda_stash_find(v, args->version);
-        PP_ASSERT(stash >= 0); /* its F stashed this version */
-        params = exec_cuda_stash_data(cuda, v, stash);
-    }
-    void *dx_in = NULL;
-    if (!first)
-        dx_in = cuda->transport->ops->take(cuda->transport, EXEC_CUDA_MSG_GRAD, op->mb,
-                                           args->vstage - 1, st->stream, &st->output);
-    const void *dx_out = last ? NULL : st->input_data;
+    ExecStashes *stashes = &cuda->skel.vstages[args->vstage].stashes;
+    int32_t      stash = args->stash ? exec_stashes_find(stashes, args->version) : -1;
+    const void  *params = stash >= 0 ? exec_cuda_stash_data(cuda, v, stash)
+                                     : gpt2_cuda_slice_compute_params(v->slice);
+    void        *dx_in = exec_skeleton_take_output(&cuda->skel, args);
+    const void  *dx_out = last ? NULL : cuda->skel.stages[op->stage].input_data;
     if (op->kind == PP_OP_BACKWARD) {
         gpt2_cuda_slice_backward_input(v->slice, params, slot, dx_out, args->loss_scale, dx_in,
                                        st->ctx);
     } else {
         gpt2_cuda_slice_backward(v->slice, params, slot, dx_out, args->loss_scale, dx_in, grads,
                                  st->ctx);
-        exec_slots_release(&v->slots, slot);
+        exec_slots_release(slots, slot);
     }
     /* Released at zero, the stash keeps its version for the next F of it; an F of a new
      * version overwrites it on the same stream, after this op. */
     if (stash >= 0)
-        v->stash_refs[stash]--;
+        exec_stashes_release(stashes, stash);
 }
 
 static void exec_cuda_run_op(ExecBackend *backend, const ExecOpArgs *args) {
     ExecCudaBackend *cuda = exec_cuda(backend);
     ExecCudaStage   *st = &cuda->stages[args->op->stage];
     if (st->n_window == EXEC_CUDA_WINDOW_OPS)
-        exec_cuda_read_window(st, cuda->n_vstages - 1);
-    int32_t      k = st->n_window++;
-    ExecOpReport report = {.op = *args->op, .vstage = args->vstage};
-    g_array_append_val(st->reports, report);
+        exec_cuda_read_window(cuda, args->op->stage);
+    int32_t       k = st->n_window++;
+    ExecOpReport *report = exec_skeleton_report(&cuda->skel, args);
     KERN_CUDA_CHECK(cudaEventRecord(st->ev_start[k], st->stream));
     switch (args->op->kind) {
     case PP_OP_UPDATE:
         exec_cuda_run_update(cuda, st, args, k);
         break;
     case PP_OP_FORWARD:
-        g_array_index(st->reports, ExecOpReport, st->reports->len - 1).copied =
-            exec_cuda_run_forward(cuda, st, args, &cuda->vstages[args->vstage], k);
+        report->copied = exec_cuda_run_forward(cuda, st, args, &cuda->vstages[args->vstage], k);
         break;
     case PP_OP_BACKWARD:
     case PP_OP_BACKWARD_FULL:
@@ -412,29 +240,19 @@ static void exec_cuda_run_op(ExecBackend *backend, const ExecOpArgs *args) {
         PP_UNREACHABLE();
     }
     KERN_CUDA_CHECK(cudaEventRecord(st->ev_end[k], st->stream));
-    if (st->input) {
-        cuda->transport->ops->release(cuda->transport, st->input, st->stream);
-        st->input = NULL;
-        st->input_data = NULL;
-    }
+    exec_skeleton_release_input(&cuda->skel, args->op->stage);
 }
 
 static void exec_cuda_flush(ExecBackend *backend, int32_t stage, ExecStageReport *report) {
     ExecCudaBackend *cuda = exec_cuda(backend);
-    ExecCudaStage   *st = &cuda->stages[stage];
     /* The one synchronisation of the step: the stream's work so far. */
-    exec_cuda_read_window(st, cuda->n_vstages - 1);
-    GArray *swap = st->flushed;
-    st->flushed = st->reports;
-    st->reports = swap;
-    g_array_set_size(st->reports, 0);
-    report->ops = (const ExecOpReport *)(const void *)st->flushed->data;
-    report->n_ops = (int32_t)st->flushed->len;
+    exec_cuda_read_window(cuda, stage);
+    exec_skeleton_flush(&cuda->skel, stage, report);
 }
 
 static void exec_cuda_memory(ExecBackend *backend, int32_t stage, ExecMemoryBytes *bytes) {
     ExecCudaBackend *cuda = exec_cuda(backend);
-    PP_ASSERT(stage >= 0 && stage < cuda->n_stages);
+    PP_ASSERT(stage >= 0 && stage < cuda->skel.n_stages);
     *bytes = cuda->plan->memory[stage];
 }
 
@@ -464,38 +282,25 @@ static void exec_cuda_free_stage(ExecCudaStage *st) {
 
 static void exec_cuda_free(ExecBackend *backend) {
     ExecCudaBackend *cuda = exec_cuda(backend);
-    if (cuda->comm)
-        exec_comm_set_stop_handler(cuda->comm, NULL, NULL);
-    if (cuda->transport)
-        cuda->transport->ops->free(cuda->transport);
-    for (int32_t vs = 0; cuda->vstages && vs < cuda->n_vstages; vs++) {
+    /* The transport first: it waits for its copy streams, and the host-staged one for the
+     * host functions on the stages' streams. */
+    if (cuda->skel.transport)
+        cuda->skel.transport->ops->free(cuda->skel.transport);
+    cuda->skel.transport = NULL;
+    for (int32_t vs = 0; cuda->vstages && vs < cuda->skel.n_vstages; vs++) {
         ExecCudaVstage *v = &cuda->vstages[vs];
-        exec_remote_table_clear(&v->remote);
-        exec_slots_clear(&v->slots);
-        if (!cuda->local[cuda->vstage_stage[vs]])
+        if (!cuda->skel.local[cuda->skel.vstage_stage[vs]])
             continue;
-        KERN_CUDA_CHECK(cudaSetDevice(cuda->plan->device[cuda->vstage_stage[vs]]));
+        KERN_CUDA_CHECK(cudaSetDevice(cuda->plan->device[cuda->skel.vstage_stage[vs]]));
         gpt2_cuda_slice_free(v->slice);
         kern_cuda_optim_free(v->optim);
         KERN_CUDA_CHECK(cudaFree(v->stash_arena));
-        g_free(v->stash_version);
-        g_free(v->stash_refs);
     }
-    for (int32_t s = 0; cuda->stages && s < cuda->n_stages; s++) {
-        ExecCudaStage *st = &cuda->stages[s];
-        exec_cuda_free_stage(st);
-        g_free(st->tokens);
-        g_free(st->targets);
-        g_free(st->tap);
-        if (st->reports)
-            g_array_unref(st->reports);
-        if (st->flushed)
-            g_array_unref(st->flushed);
-    }
+    for (int32_t s = 0; cuda->stages && s < cuda->skel.n_stages; s++)
+        exec_cuda_free_stage(&cuda->stages[s]);
+    exec_skeleton_clear(&cuda->skel);
     g_free(cuda->vstages);
     g_free(cuda->stages);
-    g_free(cuda->vstage_stage);
-    g_free(cuda->local);
     exec_cuda_plan_free(cuda->plan);
     g_free(cuda);
 }
@@ -503,16 +308,16 @@ static void exec_cuda_free(ExecBackend *backend) {
 static const ExecBackendOps exec_cuda_ops = {
     .name = "cuda",
     .prepare = exec_cuda_prepare,
-    .is_local = exec_cuda_is_local,
-    .launch = exec_cuda_launch,
-    .wait_for = exec_cuda_wait_for,
-    .poll = exec_cuda_poll,
-    .has_input = exec_cuda_has_input,
+    .is_local = exec_skeleton_is_local,
+    .launch = exec_skeleton_launch,
+    .wait_for = exec_skeleton_wait_for,
+    .poll = exec_skeleton_poll,
+    .has_input = exec_skeleton_has_input,
     .run_op = exec_cuda_run_op,
-    .record_done = exec_cuda_record_done,
+    .record_done = exec_skeleton_record_done,
     .flush = exec_cuda_flush,
     .reference = NULL, /* none yet: exec_pipeline_new() refuses run.speed_reference */
-    .abort = exec_cuda_abort,
+    .abort = exec_skeleton_abort,
     .n_tensors = exec_cuda_n_tensors,
     .tensor = exec_cuda_tensor,
     .tensor_get = exec_cuda_tensor_get,
@@ -577,19 +382,16 @@ static gboolean exec_cuda_check_fit(const ExecCudaPlan *plan, const gboolean *lo
 static gboolean exec_cuda_vstage_new(ExecCudaBackend *cuda, const ExecBackendSetup *setup,
                                      int32_t vs) {
     ExecCudaVstage *v = &cuda->vstages[vs];
-    ExecCudaStage  *st = &cuda->stages[cuda->vstage_stage[vs]];
-    v->stage = cuda->vstage_stage[vs];
-    exec_slots_init(&v->slots, setup->act_slots[vs]);
-    v->n_stashes = cuda->plan->stashes[vs];
-    v->stash_version = g_new0(int32_t, MAX(v->n_stashes, 1));
-    v->stash_refs = g_new0(int32_t, MAX(v->n_stashes, 1));
+    ExecCudaStage  *st = &cuda->stages[cuda->skel.vstage_stage[vs]];
     v->slice = gpt2_cuda_slice_new(&cuda->plan->slice[vs]);
     if (!v->slice)
         return FALSE;
     v->optim = kern_cuda_optim_new(&setup->optim, gpt2_cuda_slice_table(v->slice));
     if (!v->optim)
         return FALSE;
-    size_t stash_bytes = (size_t)v->n_stashes * gpt2_cuda_slice_n_params(v->slice) *
+    /* The skeleton's bookkeeping has as many copies as the plan: the stage's weight versions. */
+    PP_ASSERT(cuda->skel.vstages[vs].stashes.n == cuda->plan->stashes[vs]);
+    size_t stash_bytes = (size_t)cuda->plan->stashes[vs] * gpt2_cuda_slice_n_params(v->slice) *
                          kern_dtype_size(cuda->plan->dtype);
     if (stash_bytes > 0 && !exec_cuda_malloc(&v->stash_arena, stash_bytes))
         return FALSE;
@@ -601,14 +403,10 @@ static gboolean exec_cuda_vstage_new(ExecCudaBackend *cuda, const ExecBackendSet
 /* Builds stage @s on its device: stream, context, scalars, evaluation buffers, events. */
 static gboolean exec_cuda_stage_new(ExecCudaBackend *cuda, int32_t s) {
     ExecCudaStage *st = &cuda->stages[s];
-    size_t         bt = (size_t)cuda->B * cuda->model.T;
     st->device = cuda->plan->device[s];
-    st->tokens = g_new(int32_t, bt);
-    st->targets = g_new(int32_t, bt);
-    st->reports = g_array_new(FALSE, FALSE, sizeof(ExecOpReport));
-    st->flushed = g_array_new(FALSE, FALSE, sizeof(ExecOpReport));
     KERN_CUDA_CHECK(cudaSetDevice(st->device));
     KERN_CUDA_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
+    cuda->skel.stages[s].queue = st->stream;
     for (int k = 0; k < EXEC_CUDA_WINDOW_OPS; k++) {
         KERN_CUDA_CHECK(cudaEventCreate(&st->ev_start[k]));
         KERN_CUDA_CHECK(cudaEventCreate(&st->ev_end[k]));
@@ -632,19 +430,19 @@ static gboolean exec_cuda_stage_new(ExecCudaBackend *cuda, int32_t s) {
  * is idle, so the event completes at once); the others on that device are placed from it by
  * their elapsed time, so the stages of one device share one clock exactly. */
 static void exec_cuda_anchor(ExecCudaBackend *cuda) {
-    for (int32_t s = 0; s < cuda->n_stages; s++) {
+    for (int32_t s = 0; s < cuda->skel.n_stages; s++) {
         ExecCudaStage *st = &cuda->stages[s];
-        if (!cuda->local[s])
+        if (!cuda->skel.local[s])
             continue;
         KERN_CUDA_CHECK(cudaSetDevice(st->device));
         KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
         KERN_CUDA_CHECK(cudaEventRecord(st->anchor, st->stream));
         KERN_CUDA_CHECK(cudaEventSynchronize(st->anchor));
         int32_t ref = 0;
-        while (!cuda->local[ref] || cuda->stages[ref].device != st->device)
+        while (!cuda->skel.local[ref] || cuda->stages[ref].device != st->device)
             ref++;
         if (ref == s) {
-            st->anchor_ns = exec_cuda_host_ns() - cuda->t0_ns;
+            st->anchor_ns = exec_skeleton_clock_ns() - cuda->skel.t0_ns;
             continue;
         }
         float ms = 0.0f;
@@ -726,73 +524,52 @@ static ExecCudaPlan *exec_cuda_plan_for(const ExecBackendSetup *setup, GError **
 }
 
 ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error) {
-    int64_t t0 = exec_cuda_host_ns();
-    if (setup->comm && exec_comm_size(setup->comm) != setup->n_stages) {
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
-                    "the CUDA backend runs one pipeline stage per process: %d stages need %d "
-                    "processes, the job has %d",
-                    setup->n_stages, setup->n_stages, exec_comm_size(setup->comm));
+    ExecCudaBackend *cuda = g_new0(ExecCudaBackend, 1);
+    ExecSkeleton    *skel = &cuda->skel;
+    if (!exec_skeleton_init(skel, &exec_cuda_ops, "the CUDA backend", setup, error)) {
+        exec_cuda_free(&skel->base);
         return NULL;
     }
-    PP_ASSERT(setup->partition->n_vstages == setup->n_stages * setup->n_chunks);
-    ExecCudaPlan *plan = exec_cuda_plan_for(setup, error);
-    if (!plan)
+    skel->enter = exec_cuda_enter;
+    cuda->plan = exec_cuda_plan_for(setup, error);
+    if (!cuda->plan) {
+        exec_cuda_free(&skel->base);
         return NULL;
-    g_autofree gboolean *local = g_new(gboolean, setup->n_stages);
-    for (int32_t s = 0; s < setup->n_stages; s++)
-        local[s] = setup->comm == NULL || s == exec_comm_rank(setup->comm);
+    }
+    ExecCudaPlan *plan = cuda->plan;
     /* With a group a rank whose device is short of memory tells the others (they agree). */
     GError *no_fit = NULL;
-    exec_cuda_check_fit(plan, local, &no_fit);
-    if (!exec_comm_agree(setup->comm, "checking the devices' free memory", &no_fit)) {
+    exec_cuda_check_fit(plan, skel->local, &no_fit);
+    if (!exec_comm_agree(skel->comm, "checking the devices' free memory", &no_fit)) {
         g_propagate_error(error, no_fit);
-        exec_cuda_plan_free(plan);
+        exec_cuda_free(&skel->base);
         return NULL;
     }
-    ExecCudaBackend *cuda = g_new0(ExecCudaBackend, 1);
-    cuda->base.ops = &exec_cuda_ops;
-    cuda->plan = plan;
-    cuda->t0_ns = t0;
-    cuda->model = setup->model;
-    cuda->B = setup->microbatch_size;
-    cuda->n_stages = setup->n_stages;
-    cuda->n_chunks = setup->n_chunks;
-    cuda->n_vstages = plan->n_vstages;
-    cuda->vstage_stage = g_memdup2(setup->vstage_stage, (gsize)cuda->n_vstages * sizeof(int32_t));
-    cuda->data = setup->data;
-    cuda->data_user = setup->data_user;
-    cuda->on_grads = setup->on_grads;
-    cuda->on_grads_user = setup->on_grads_user;
-    cuda->comm = setup->comm;
-    cuda->local = g_steal_pointer(&local);
-    cuda->stages = g_new0(ExecCudaStage, cuda->n_stages);
-    cuda->vstages = g_new0(ExecCudaVstage, cuda->n_vstages);
+    cuda->stages = g_new0(ExecCudaStage, skel->n_stages);
+    cuda->vstages = g_new0(ExecCudaVstage, skel->n_vstages);
     gboolean ok = TRUE;
-    for (int32_t s = 0; ok && s < cuda->n_stages; s++)
-        ok = !cuda->local[s] || exec_cuda_stage_new(cuda, s);
-    for (int32_t vs = 0; ok && vs < cuda->n_vstages; vs++) {
-        ExecCudaVstage *v = &cuda->vstages[vs];
-        v->stage = cuda->vstage_stage[vs];
-        if (!cuda->local[v->stage]) {
-            /* prepare() checks every virtual stage's slots against the schedule. */
-            exec_slots_init(&v->slots, setup->act_slots[vs]);
-            exec_remote_table_build(&v->remote, &plan->slice[vs].slice, &setup->optim);
+    for (int32_t s = 0; ok && s < skel->n_stages; s++)
+        ok = !skel->local[s] || exec_cuda_stage_new(cuda, s);
+    for (int32_t vs = 0; ok && vs < skel->n_vstages; vs++) {
+        if (!skel->local[skel->vstage_stage[vs]]) {
+            exec_remote_table_build(&skel->vstages[vs].remote, &plan->slice[vs].slice,
+                                    &setup->optim);
             continue;
         }
         exec_cuda_stage_enter(cuda, vs);
         ok = exec_cuda_vstage_new(cuda, setup, vs);
     }
     if (ok) {
-        cuda->transport = cuda->comm ? exec_cuda_transport_host_new(plan, cuda->vstage_stage,
-                                                                    cuda->comm, cuda->local)
-                                     : exec_cuda_transport_local_new(plan, cuda->vstage_stage);
-        ok = cuda->transport != NULL;
+        skel->transport = skel->comm ? exec_cuda_transport_host_new(plan, skel->vstage_stage,
+                                                                    skel->comm, skel->local)
+                                     : exec_cuda_transport_local_new(plan, skel->vstage_stage);
+        ok = skel->transport != NULL;
     }
     GError *short_of_memory = NULL;
     if (!ok) {
         int64_t planned = 0;
         for (int32_t s = 0; s < plan->n_stages; s++)
-            planned += cuda->local[s] ? plan->memory[s].total_bytes : 0;
+            planned += skel->local[s] ? plan->memory[s].total_bytes : 0;
         g_set_error(&short_of_memory, EXEC_ERROR, EXEC_ERROR_BACKEND,
                     "run.backend = cuda: device memory ran out while allocating the pipeline's "
                     "arenas (%.3f GiB planned over this process's stages); lower "
@@ -801,37 +578,24 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
                     (double)planned / (1 << 30));
     }
     /* With a group every rank learns of a failure, so none waits for the collectives below. */
-    if (!exec_comm_agree(cuda->comm, "allocating the pipeline on the devices", &short_of_memory)) {
+    if (!exec_comm_agree(skel->comm, "allocating the pipeline on the devices", &short_of_memory)) {
         g_propagate_error(error, short_of_memory);
-        exec_cuda_free(&cuda->base);
+        exec_cuda_free(&skel->base);
         return NULL;
     }
-    if (cuda->on_grads) {
-        for (int32_t vs = 0; vs < cuda->n_vstages; vs++) {
-            if (!cuda->vstages[vs].slice)
-                continue;
-            const Gpt2Table *table = gpt2_cuda_slice_table(cuda->vstages[vs].slice);
-            ExecCudaStage   *st = &cuda->stages[cuda->vstage_stage[vs]];
-            for (int i = 0; i < gpt2_table_n_tensors(table); i++)
-                st->tap_floats = MAX(st->tap_floats, gpt2_table_tensor(table, i)->numel);
-        }
-        for (int32_t s = 0; s < cuda->n_stages; s++)
-            cuda->stages[s].tap = g_new(float, MAX(cuda->stages[s].tap_floats, 1));
+    for (int32_t vs = 0; skel->on_grads && vs < skel->n_vstages; vs++) {
+        if (!cuda->vstages[vs].slice)
+            continue;
+        const Gpt2Table *table = gpt2_cuda_slice_table(cuda->vstages[vs].slice);
+        for (int i = 0; i < gpt2_table_n_tensors(table); i++)
+            exec_skeleton_tap_fit(skel, skel->vstage_stage[vs], gpt2_table_tensor(table, i)->numel);
     }
-    if (cuda->comm) {
-        exec_comm_set_stop_handler(cuda->comm, exec_cuda_stop, cuda);
-        /* One timeline for every rank's op times: rank 0's origin, read on each rank's clock
-         * through the offset between the clocks (before the anchors, which read t0_ns). */
-        int64_t offset = 0;
-        if (!exec_comm_clock_offset(cuda->comm, &offset, NULL, error) ||
-            !exec_comm_bcast(cuda->comm, 0, &cuda->t0_ns, sizeof cuda->t0_ns,
-                             "rank 0's time origin", error)) {
-            exec_cuda_free(&cuda->base);
-            return NULL;
-        }
-        cuda->t0_ns -= offset;
+    /* The time origin (agreed by the ranks) before the anchors, which read it. */
+    if (!exec_skeleton_start(skel, error)) {
+        exec_cuda_free(&skel->base);
+        return NULL;
     }
     exec_cuda_anchor(cuda);
-    exec_cuda_prepare(&cuda->base, NULL, NULL);
-    return &cuda->base;
+    exec_cuda_prepare(&skel->base, NULL, NULL);
+    return &skel->base;
 }

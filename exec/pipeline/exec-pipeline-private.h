@@ -5,6 +5,7 @@
  */
 #pragma once
 
+#include "exec-backend-impl.h"
 #include "exec.h"
 
 G_BEGIN_DECLS

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT
+ * exec-cpu-private.h: the CPU backend's context, shared by its replay side (exec-cpu.c: ops,
+ * stashes, the speed reference) and its state side (exec-cpu-state.c: by-name tensor copies,
+ * optimizer step counts, evaluation). Workers, messages, reports and activation slots are the
+ * skeleton's (exec-skeleton.h). One process holds every stage, or (with a process group,
+ * exec-comm.h) the one stage of its rank. Internal to libppexec.
+ */
+#pragma once
+
+#include "exec-skeleton.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+    Gpt2Slice *slice; /* NULL when another process holds the virtual stage */
+    KernOptim *optim; /* NULL likewise */
+    float    **stash; /* (stashes.n) stashed weight copies (n_params each), allocated when
+                         first filled; the skeleton's ExecStashes says which version each holds */
+} ExecCpuVstage;
+
+/* The speed reference: C = A @ B of these sizes, 134 MFLOP (about 1.5 ms on one core of the
+ * development machine). A few MB, so that it sees the core and its caches rather than
+ * memory bandwidth shared with the other stages. */
+enum { EXEC_CPU_REF_M = 256, EXEC_CPU_REF_N = 512, EXEC_CPU_REF_K = 512 };
+
+typedef struct {
+    float *reference; /* the speed reference's operands, allocated on first use:
+                         A (EXEC_CPU_REF_M, EXEC_CPU_REF_K), B (EXEC_CPU_REF_K,
+                         EXEC_CPU_REF_N), C (EXEC_CPU_REF_M, EXEC_CPU_REF_N) */
+} ExecCpuStage;
+
+typedef struct {
+    ExecSkeleton   skel;    /* first: workers, messages, reports, slots */
+    ExecCpuVstage *vstages; /* (n_vstages) */
+    ExecCpuStage  *stages;  /* (n_stages) */
+    float         *eval[2]; /* (B, T, C) each: evaluate()'s activations between local virtual
+                               stages, allocated at its first call */
+} ExecCpuBackend;
+
+static inline ExecCpuBackend *exec_cpu(ExecBackend *backend) {
+    return (ExecCpuBackend *)backend;
+}
+
+/* Floats of one activation or gradient message: (B, T, C). */
+static inline size_t exec_cpu_act_floats(const ExecCpuBackend *cpu) {
+    return (size_t)cpu->skel.B * cpu->skel.model.T * cpu->skel.model.C;
+}
+
+/* --- state members of the vtable (exec-cpu-state.c; exec-backend-impl.h documents them) --- */
+
+int               exec_cpu_n_tensors(ExecBackend *backend, int32_t vstage);
+const Gpt2Tensor *exec_cpu_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles);
+gboolean          exec_cpu_tensor_get(ExecBackend *backend, int32_t vstage, const char *name,
+                                      ExecTensorRole role, float *dst, size_t n, GError **error);
+gboolean          exec_cpu_tensor_set(ExecBackend *backend, int32_t vstage, const char *name,
+                                      ExecTensorRole role, const float *src, size_t n, GError **error);
+gboolean          exec_cpu_get_optim_steps(ExecBackend *backend, int32_t vstage, int64_t *n_steps,
+                                           GError **error);
+gboolean          exec_cpu_set_optim_steps(ExecBackend *backend, int32_t vstage, int64_t n_steps,
+                                           GError **error);
+gboolean exec_cpu_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
+                           float *loss, GError **error);
+
+G_END_DECLS

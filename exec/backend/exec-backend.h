@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT
+ * exec-backend.h: the public contract of a backend, what the pipeline's users (pacer-train,
+ * the training loop, the tests) see: the setup a backend is built from (model shape,
+ * partition, slots, optimizer, data source, process group, devices, precision), the roles of
+ * the tensors its state holds, its memory by category, and the registry that builds one by
+ * name. A backend itself is opaque here: the pipeline (exec.c) drives it through the backend
+ * author's interface, exec-backend-impl.h. exec/README.md describes both.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "exec-comm.h"
+#include "exec-error.h"
+#include "gpt2-slice.h"
+#include "optim-cpu.h"
+#include "pp-partition.h"
+
+G_BEGIN_DECLS
+
+/* Fills the tokens and targets of global micro-batch @mb: a pure function of (@mb, the
+ * source's seed), so runs are deterministic and resumable. Called from worker threads
+ * concurrently; must be thread-safe.
+ *   @tokens  (B, T) ids in [0, V)
+ *   @targets (B, T) ids in [0, V): the next token of each position */
+typedef void (*ExecDataFn)(gpointer user_data, int64_t mb, int32_t *tokens, int32_t *targets);
+
+/* Gradient tap (tests): at each U, before clipping, the backend copies the accumulated
+ * gradients of every tensor of each of the stage's virtual stages to host memory and calls
+ * this once per tensor from the stage's worker. @grads: (tensor->numel) floats in @tensor's
+ * shape, valid during the call. A tap costs a device-to-host copy per U: tests only. */
+typedef void (*ExecGradFn)(gpointer user_data, int32_t vstage, const Gpt2Tensor *tensor,
+                           const float *grads);
+
+/* Element type of activations and compute weights (run.precision); master weights, gradients
+ * and optimizer state are fp32 in every mode. */
+typedef enum {
+    EXEC_PRECISION_DEFAULT, /* the backend's own default (cpu: fp32, cuda: bf16) */
+    EXEC_PRECISION_FP32,
+    EXEC_PRECISION_BF16,
+} ExecPrecision;
+
+/* Everything a backend needs to build the model state; copied by the constructor except the
+ * borrowed pointers. */
+typedef struct {
+    Gpt2Config         model;
+    int32_t            microbatch_size; /* B */
+    int32_t            n_stages;
+    int32_t            n_chunks;
+    const int32_t     *vstage_stage;    /* (n_vstages) borrowed for the call */
+    const int32_t     *act_slots;       /* (n_vstages) activation slots per virtual stage */
+    const int32_t     *weight_versions; /* (n_stages) stashed copies kept at most (0: none) */
+    const PpPartition *partition;       /* borrowed for the call */
+    uint64_t           seed;            /* parameter init */
+    KernOptimParams    optim;
+    ExecDataFn         data;
+    gpointer           data_user;
+    ExecGradFn         on_grads; /* (nullable) gradient tap */
+    gpointer           on_grads_user;
+    ExecComm          *comm; /* (nullable) the process group of a multi-process run, borrowed
+                                for the backend's life: this process runs the stages is_local
+                                names (the CPU backend: stage r on rank r) */
+    const int32_t *devices;  /* (nullable) (n_stages) device id of each stage (run.devices),
+                                borrowed for the call; NULL: the backend's placement. A
+                                backend without devices refuses it (EXEC_ERROR_BACKEND) */
+    ExecPrecision precision; /* a precision the backend lacks is refused (EXEC_ERROR_BACKEND) */
+    gboolean      flash_attention; /* model.flash_attention: fused attention kernels where the
+                                      backend has them (refused where it cannot run them) */
+} ExecBackendSetup;
+
+/* The memory a backend holds for one stage's state, by category, in bytes (device memory on a
+ * GPU), as allocated at creation: nothing is allocated afterwards. */
+typedef struct {
+    int32_t device;          /* the stage's device id */
+    int64_t params_bytes;    /* fp32 master weights and their compute copy (bf16 mode) */
+    int64_t grads_bytes;     /* fp32 gradients */
+    int64_t optim_bytes;     /* optimizer state and its scratch */
+    int64_t stash_bytes;     /* stashed weight versions (pipedream, 2bw) */
+    int64_t act_bytes;       /* activation slots */
+    int64_t message_bytes;   /* buffers of the messages between stages */
+    int64_t workspace_bytes; /* per-stream contexts (GEMM workspace, reduction scratch), slice
+                                scratch, report buffers */
+    int64_t total_bytes;     /* the sum */
+} ExecMemoryBytes;
+
+/* Role of a tensor's data in tensor_get() / tensor_set(). Each role's data has the tensor's
+ * own shape (Gpt2Tensor, pacer layout: matmul weights (OC, IC)). */
+typedef enum {
+    EXEC_TENSOR_PARAMS,        /* the weights */
+    EXEC_TENSOR_GRADS,         /* gradients accumulated since the stage's last U */
+    EXEC_TENSOR_ADAM_M,        /* AdamW first moment (AdamW-driven tensors) */
+    EXEC_TENSOR_ADAM_V,        /* AdamW second moment (AdamW-driven tensors) */
+    EXEC_TENSOR_MUON_MOMENTUM, /* Muon momentum (Muon-driven tensors) */
+    EXEC_TENSOR_PREV_UPDATE,   /* error feedback's previous update u_{t-1} (every tensor when
+                                  error feedback is on) */
+    EXEC_TENSOR_N_ROLES
+} ExecTensorRole;
+
+/* Bit of @role in a roles mask. */
+#define EXEC_TENSOR_ROLE_BIT(role) (1u << (role))
+
+/* "params", "grads", "adam_m", "adam_v", "muon_momentum", "prev_update". */
+const char *exec_tensor_role_name(ExecTensorRole role);
+
+typedef struct _ExecBackend ExecBackend;
+
+/* --- the backend registry (exec-backend.c) --- */
+
+/* Builds a backend from @setup. Returns: (transfer full), or NULL with @error set
+ * (EXEC_ERROR_BACKEND: no device, ...). */
+typedef ExecBackend *(*ExecBackendNewFn)(const ExecBackendSetup *setup, GError **error);
+
+typedef struct {
+    const char      *name; /* run.backend value */
+    ExecBackendNewFn create;
+    const char      *summary;           /* one line for --help */
+    const char      *default_precision; /* run.precision when the key is absent */
+} ExecBackendInfo;
+
+/* Returns: (transfer none): the NULL-terminated table of the backends this build has. */
+const ExecBackendInfo *exec_backends(void);
+/* Returns: (transfer none): the backend called @name, or NULL with EXEC_ERROR_BACKEND set: a
+ * message that names @name, says plainly when it is a backend this build lacks ("this build
+ * has no CUDA backend") and lists the valid names. */
+const ExecBackendInfo *exec_backend_find(const char *name, GError **error);
+/* Returns: (transfer full): "cpu, ..." (the backends this build has). */
+char *exec_backend_names(void);
+
+void exec_backend_free(ExecBackend *backend);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecBackend, exec_backend_free)
+
+G_END_DECLS

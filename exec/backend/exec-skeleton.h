@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT
+ * exec-skeleton.h: the part of every backend that does not depend on the device. A backend's
+ * context starts with an ExecSkeleton, which holds the pipeline's shape, the stages this
+ * process runs, the workers, message routing through the transport (exec-transport.h), each
+ * stage's messages in hand, data buffers and report lists, each virtual stage's activation
+ * slots, stash bookkeeping and (for another process's virtual stage) tensor table, the abort
+ * flag, the time origin shared by the ranks, and evaluation across ranks. The skeleton's
+ * members below go straight into a backend's ExecBackendOps (is_local, launch, wait_for, poll,
+ * has_input, record_done, abort); the device part supplies the rest (run_op, flush's device
+ * synchronisation, the state members, evaluate's step) and the transport. Built and tested on
+ * the CPU. Internal to libppexec.
+ */
+#pragma once
+
+#include "exec-backend-impl.h"
+#include "exec-comm.h"
+#include "exec-slots.h"
+#include "exec-stash.h"
+#include "exec-transport.h"
+
+G_BEGIN_DECLS
+
+/* A stage's messages in hand, data and reports (the worker of the stage only). */
+typedef struct {
+    ExecQueue         queue;      /* the stage's device queue (set by the device part), or NULL */
+    ExecTransportMsg *input;      /* taken by wait_for(), released after run_op() */
+    const void       *input_data; /* (B, T, C) of the backend's element type: the input */
+    ExecTransportMsg *output;     /* taken by run_op(), sent by record_done() */
+    int32_t          *tokens;     /* host (B, T) */
+    int32_t          *targets;    /* host (B, T) */
+    GArray           *reports;    /* ExecOpReport of the ops run since the last flush */
+    GArray           *flushed;    /* ExecOpReport handed out by the last flush */
+    float            *tap;        /* host (tap_floats) gradient tap copies; NULL without a tap */
+    size_t            tap_floats;
+} ExecSkeletonStage;
+
+/* A virtual stage's device-independent part. */
+typedef struct {
+    int32_t     stage;      /* the stage (and with a group, the rank) that runs it */
+    ExecSlots   slots;      /* which micro-batch holds each activation slot */
+    ExecStashes stashes;    /* which version each stashed weight copy holds (the stage's
+                               weight versions; the copies are the device part's) */
+    ExecRemoteTable remote; /* its tensor table when another process holds it (else empty) */
+} ExecSkeletonVstage;
+
+typedef struct _ExecSkeleton ExecSkeleton;
+
+struct _ExecSkeleton {
+    ExecBackend base;
+    /* (nullable) Called on a stage's worker thread before its first op: makes the stage's
+     * device current (CUDA: cudaSetDevice). */
+    void (*enter)(ExecSkeleton *skel, int32_t stage);
+    Gpt2Config          model;
+    int32_t             B;
+    int32_t             n_stages, n_chunks, n_vstages;
+    int32_t            *vstage_stage;    /* (n_vstages) */
+    int32_t            *weight_versions; /* (n_stages) weight copies a stage keeps */
+    int32_t            *act_slots;       /* (n_vstages) */
+    ExecDataFn          data;
+    gpointer            data_user;
+    ExecGradFn          on_grads;
+    gpointer            on_grads_user;
+    ExecComm           *comm;      /* (nullable) the process group; stage r on rank r */
+    gboolean           *local;     /* (n_stages) the stages this process runs */
+    ExecTransport      *transport; /* set by the device part before the first prepare() */
+    gint                aborted;   /* atomic: abort() since the last prepare() */
+    int64_t             t0_ns;     /* CLOCK_MONOTONIC origin of the reports' times */
+    ExecSkeletonStage  *stages;    /* (n_stages) */
+    ExecSkeletonVstage *vstages;   /* (n_vstages) */
+};
+
+static inline ExecSkeleton *exec_skeleton(ExecBackend *backend) {
+    return (ExecSkeleton *)backend;
+}
+
+/* Fills @skel from @setup for the backend @ops (named @what in errors, e.g. "the CPU
+ * backend"): the shape, local stages, per-stage lists and buffers, per-vstage slots. Refuses
+ * (EXEC_ERROR_BACKEND) a group whose size is not the stage count. The device part then sets
+ * transport (and enter), builds its own state and calls exec_skeleton_start(). Free with
+ * exec_skeleton_clear(), also after a failure. */
+gboolean exec_skeleton_init(ExecSkeleton *skel, const ExecBackendOps *ops, const char *what,
+                            const ExecBackendSetup *setup, GError **error);
+/* Frees what the skeleton holds (the transport included); a cleared skeleton may be cleared
+ * again. */
+void exec_skeleton_clear(ExecSkeleton *skel);
+/* The end of construction: with a group, installs the stop handler and agrees on rank 0's
+ * time origin (t0_ns, read on this rank's clock); then prepares for a first replay. Collective
+ * with a group. Returns FALSE with EXEC_ERROR_COMM when a peer does not answer. */
+gboolean exec_skeleton_start(ExecSkeleton *skel, GError **error);
+/* CLOCK_MONOTONIC in ns (the reports' clock before t0_ns is subtracted). */
+int64_t exec_skeleton_clock_ns(void);
+/* Grows local @stage's gradient tap buffer to hold @numel floats. */
+void exec_skeleton_tap_fit(ExecSkeleton *skel, int32_t stage, size_t numel);
+
+/* One step of evaluate() for the device part: local virtual stage @vs forwards one
+ * micro-batch over activation slot 0 with the current weights, no gradients. Its input:
+ * @tokens (B, T) when @vs is 0, else @in (host, (B, T, C) of the backend's element type: the
+ * activation from another rank) or, when @in is NULL, the output the device part kept from
+ * local @vs - 1. Its output: into @out (host, the same shape: for another rank) when @out is not
+ * NULL, else kept for local @vs + 1; on the last virtual stage, *@loss (mean cross-entropy
+ * against @targets (B, T)) instead. */
+typedef void (*ExecSkeletonEvalFn)(ExecSkeleton *skel, int32_t vs, const int32_t *tokens,
+                                   const int32_t *targets, const void *in, void *out, float *loss);
+/* evaluate() for every backend: each process steps its local virtual stages in order
+ * (@step), receiving the activation from the previous virtual stage's rank and sending its
+ * output on to the next one's (host point-to-point, @msg_bytes each, tag: the virtual stage it
+ * is for), and the last virtual stage's rank broadcasts the loss: *@loss on every rank.
+ * Collective with a group; FALSE with EXEC_ERROR_COMM when a peer does not answer. */
+gboolean exec_skeleton_evaluate(ExecSkeleton *skel, size_t msg_bytes, ExecSkeletonEvalFn step,
+                                const int32_t *tokens, const int32_t *targets, float *loss,
+                                GError **error);
+
+/* prepare()'s device-independent part: checks @sched (NULL in dynamic mode) against the
+ * shape, the activation slots and the group's tags, resets the transport, messages in hand,
+ * reports, slots and stashes and clears the abort flag. */
+gboolean exec_skeleton_prepare(ExecSkeleton *skel, const PpSchedule *sched, GError **error);
+
+/* --- members of ExecBackendOps (exec-backend-impl.h documents them) --- */
+
+gboolean exec_skeleton_is_local(ExecBackend *backend, int32_t stage);
+void     exec_skeleton_launch(ExecBackend *backend, ExecWorkerFn worker, gpointer user_data);
+gboolean exec_skeleton_wait_for(ExecBackend *backend, const ExecOpArgs *args);
+gboolean exec_skeleton_poll(ExecBackend *backend, int32_t stage, gboolean block);
+gboolean exec_skeleton_has_input(ExecBackend *backend, const ExecOpArgs *args);
+void     exec_skeleton_record_done(ExecBackend *backend, const ExecOpArgs *args);
+void     exec_skeleton_abort(ExecBackend *backend);
+
+/* --- for the device part's run_op and flush (the stage's worker) --- */
+
+/* A new report of @args's op, appended to its stage's list: valid until the next one. */
+ExecOpReport *exec_skeleton_report(ExecSkeleton *skel, const ExecOpArgs *args);
+/* For F on the first or last virtual stage: the stage's tokens and targets of the op's
+ * micro-batch from the data source. */
+void exec_skeleton_load_batch(ExecSkeleton *skel, const ExecOpArgs *args);
+/* The buffer the op's output goes into (F: the activation for vstage + 1; B/BW: the input
+ * gradient for vstage - 1), taken from the transport on the stage's queue; NULL when the op
+ * sends nothing (W, U, F on the last vstage, B/BW on the first). */
+void *exec_skeleton_take_output(ExecSkeleton *skel, const ExecOpArgs *args);
+/* After the op's last read of its input (enqueued on the stage's queue): gives it back. */
+void exec_skeleton_release_input(ExecSkeleton *skel, int32_t stage);
+/* flush()'s hand-over, after the device part has completed the reports: the stage's reports
+ * since the last flush, in run order. */
+void exec_skeleton_flush(ExecSkeleton *skel, int32_t stage, ExecStageReport *report);
+
+G_END_DECLS

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT
+ * exec-transport-wire.c: how every transport names a message (exec-transport.h): its key in a
+ * stage's pending table, its wire tag between ranks, and the errors of a tag past the group's
+ * largest and of an input that missed the group's deadline.
+ */
+#include "exec-transport.h"
+
+#include "pp-error.h"
+
+gint64 exec_msg_key(int kind, int32_t mb, int32_t vstage) {
+    PP_ASSERT(kind >= 0 && kind < 128 && mb >= 0 && vstage >= 0 && vstage < (1 << 20));
+    return ((gint64)kind << 56) | ((gint64)mb << 20) | (gint64)vstage;
+}
+
+int64_t exec_msg_tag(int32_t n_vstages, gboolean grad, int32_t mb, int32_t vstage) {
+    PP_ASSERT(mb >= 0 && vstage >= 0 && vstage < n_vstages);
+    return ((int64_t)mb * n_vstages + vstage) * 2 + (grad ? 1 : 0);
+}
+
+void exec_msg_untag(int32_t n_vstages, int32_t tag, gboolean *grad, int32_t *mb, int32_t *vstage) {
+    PP_ASSERT(tag >= 0);
+    *grad = tag % 2 == 1;
+    *vstage = tag / 2 % n_vstages;
+    *mb = tag / 2 / n_vstages;
+}
+
+GError *exec_msg_tag_error(const ExecComm *comm, int32_t n_vstages, int32_t mb) {
+    int64_t most = ((int64_t)exec_comm_tag_max(comm) + 1) / ((int64_t)n_vstages * 2);
+    return g_error_new(EXEC_ERROR, EXEC_ERROR_SHAPE,
+                       "micro-batch %d of a replay needs MPI tag %" G_GINT64_FORMAT
+                       " and this MPI allows at most %d (MPI_TAG_UB): a segment may hold at "
+                       "most %" G_GINT64_FORMAT " micro-batches on %d virtual stages; set "
+                       "run.eval_every or run.checkpoint_every to cut the run into shorter "
+                       "segments",
+                       mb, exec_msg_tag(n_vstages, TRUE, mb, n_vstages - 1),
+                       exec_comm_tag_max(comm), most, n_vstages);
+}
+
+GError *exec_msg_late_input(const ExecComm *comm, gboolean grad, const char *op, int32_t mb,
+                            int32_t vstage, int32_t producer) {
+    g_autofree char *for_what =
+        op ? g_strdup_printf("%s(mb=%d)", op, mb) : g_strdup_printf("micro-batch %d", mb);
+    return g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
+                       "the %s for %s of virtual stage %d from rank %d did not arrive within %g s "
+                       "(run.comm_timeout_s); rank %d may have died or hung",
+                       grad ? "gradient" : "activation", for_what, vstage, producer,
+                       exec_comm_timeout(comm), producer);
+}
+
+GError *exec_msg_late_poll(const ExecComm *comm, int32_t stage, int32_t n_stages) {
+    /* Dynamic mode has one chunk per stage: inputs come from stage - 1 and + 1. */
+    g_autofree char *peers = stage == 0 ? g_strdup_printf("rank %d", stage + 1)
+                             : stage == n_stages - 1
+                                 ? g_strdup_printf("rank %d", stage - 1)
+                                 : g_strdup_printf("rank %d or %d", stage - 1, stage + 1);
+    return g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
+                       "no activation or gradient reached stage %d within %g s "
+                       "(run.comm_timeout_s) while PACI's policy waited for its next input; %s "
+                       "may have died or hung",
+                       stage, exec_comm_timeout(comm), peers);
+}
