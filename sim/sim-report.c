@@ -404,7 +404,7 @@ static gboolean sim_report_write_summary_csv(const SimJob *job, const char *path
 }
 
 gboolean sim_report_check_out_dir(const char *dir, GError **error) {
-    /* What pacer-train writes and pacer-sim never does (exec/exec-train-out.c). */
+    /* What pacer-train writes and pacer-sim never does (exec/train/exec-train-out.c). */
     static const char *const train_marks[] = {"log.csv", "checkpoints"};
     for (size_t i = 0; i < G_N_ELEMENTS(train_marks); i++) {
         g_autofree char *path = g_build_filename(dir, train_marks[i], NULL);
