@@ -53,6 +53,7 @@ void exec_comm_init(ExecComm *comm, const ExecCommOps *ops, int32_t rank, int32_
     comm->rank = rank;
     comm->size = size;
     comm->tag_max = tag_max;
+    comm->replicas = 1;
     comm->timeout_us = (int64_t)(EXEC_COMM_TIMEOUT_DEFAULT_S * G_USEC_PER_SEC);
     comm->outbox = g_async_queue_new();
     comm->pending = g_ptr_array_new();
@@ -303,7 +304,8 @@ static gboolean exec_comm_wait_take(ExecComm *comm, ExecCommChannel channel, int
 
 void exec_comm_set_receiver(ExecComm *comm, ExecCommChannel channel, ExecCommRecvFn fn,
                             gpointer user_data) {
-    PP_ASSERT(channel == EXEC_COMM_DATA || channel == EXEC_COMM_REPORT);
+    PP_ASSERT(channel == EXEC_COMM_DATA || channel == EXEC_COMM_REPORT ||
+              channel == EXEC_COMM_REDUCE);
     comm->receivers[channel] = fn;
     comm->receiver_data[channel] = user_data;
 }
@@ -459,6 +461,7 @@ static gboolean exec_comm_pump(ExecComm *comm) {
     exec_comm_answer_probes(comm);
     busy |= exec_comm_receive(comm, EXEC_COMM_DATA, -1);
     busy |= exec_comm_receive(comm, EXEC_COMM_REPORT, -1);
+    busy |= exec_comm_receive(comm, EXEC_COMM_REDUCE, -1);
     busy |= exec_comm_reap(comm, FALSE);
     return busy;
 }
