@@ -531,10 +531,12 @@ START_TEST(test_mpi_data_dynamic) {
 }
 END_TEST
 
-/* A world size that is not parallel.data x pipeline.stages: every rank says so. Rank 3
- * (stage 1 of replica 1) stopped mid-run: the job ends within the deadline, and every rank
- * that reports a missed deadline names rank 3 (its pipeline neighbour waits for its gradient,
- * its replica peer for its part of the reduction). */
+/* A world size that is not parallel.data x pipeline.stages: every rank says so. A learning
+ * rate that makes every gradient non-finite: the replicas of a stage skip together (they
+ * share the reduced gradients), and every rank reports the same error, without an abort of
+ * the job. Rank 3 (stage 1 of replica 1) stopped mid-run: the job ends within the deadline,
+ * and every rank that reports a missed deadline names rank 3 (its pipeline neighbour waits
+ * for its gradient, its replica peer for its part of the reduction). */
 START_TEST(test_mpi_data_failures) {
     const char *const sets[] = {"pipeline.stages=2",      "parallel.data=2",
                                 "pipeline.schedule=1f1b", "pipeline.microbatches=4",
@@ -546,6 +548,15 @@ START_TEST(test_mpi_data_failures) {
     const char *say = "parallel.data = 2 replicas of pipeline.stages = 2, but the job has 2 "
                       "processes";
     ck_assert_msg(count_lines(size.err, say) == 2, "%s", size.err);
+    const char *const storm[] = {
+        "pipeline.stages=2", "parallel.data=2",       "pipeline.schedule=1f1b", "training.steps=8",
+        "optimizer.lr=1e30", "optimizer.min_lr=1e30", "optimizer.grad_clip=0",  NULL};
+    Run nan;
+    run_train(&nan, 4, dir, storm, NULL, NULL);
+    ck_assert_int_ne(nan.status, 0);
+    const char *nonfinite = "consecutive updates (up to update 3) had non-finite gradients";
+    ck_assert_msg(count_lines(nan.err, nonfinite) == 4 && strstr(nan.err, "MPI_ABORT") == NULL,
+                  "%s", nan.err);
     const char *const overwrite[] = {"--overwrite", NULL};
     int64_t           start = g_get_monotonic_time();
     run_train(&stopped, 4, dir, sets, overwrite, "PACER_TEST_FAULT=stop:3:3");
@@ -557,6 +568,7 @@ START_TEST(test_mpi_data_failures) {
                       count_lines(stopped.err, "rank 3 may have died or hung") == reports,
                   "stderr:\n%s", stopped.err);
     run_clear(&size);
+    run_clear(&nan);
     run_clear(&stopped);
     ck_assert(test_util_tmp_dir_remove(dir));
 }

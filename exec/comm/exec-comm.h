@@ -62,7 +62,8 @@ double exec_comm_timeout(const ExecComm *comm);
 
 /* Ends the group (host thread) after the run. With @error NULL or an error that every rank
  * received from exec_comm_agree(), every process shuts the transport down and returns its
- * exit status (0 without an error, 1 with one). Any other error (a peer that did not answer,
+ * exit status (0 without an error, 1 with one; with an error it first takes and drops, for a
+ * moment, what a stopped replay's peers had sent it). Any other error (a peer that did not answer,
  * a failure only this rank saw) aborts the whole job: this process and every peer exit
  * non-zero, and this call does not return. Frees @comm; NULL: returns the status at once. */
 int exec_comm_finish(ExecComm *comm, const GError *error);
