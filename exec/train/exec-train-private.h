@@ -47,10 +47,14 @@ typedef struct {
     uint64_t        n_tokens;
     int32_t         B, T;
     uint64_t        seed;
+    /* Data parallelism: this process runs replica @replica of @replicas, each running
+     * @mb_per_step micro-batches per step (1, 0 and any without). */
+    int32_t replicas, replica, mb_per_step;
 } ExecTrainData;
 
-/* ExecDataFn over an ExecTrainData (@user_data): sequence b of global micro-batch @mb is the
- * window exec_train_window(seed, mb * B + b). */
+/* ExecDataFn over an ExecTrainData (@user_data): sequence b of the replica's micro-batch @mb
+ * is the window exec_train_window(seed, g * B + b), g its global micro-batch
+ * (exec_train_global_mb()). */
 void exec_train_fill(gpointer user_data, int64_t mb, int32_t *tokens, int32_t *targets);
 
 /* Opens the train and val shards of @params: both built with params->vocab_fingerprint when

@@ -65,6 +65,23 @@ int32_t exec_train_next_boundary(const PpScenario *sc, int32_t step) {
     return end;
 }
 
+/* The mean loss of the micro-batches of every replica that step @k of @res consumed, summed
+ * in the order of their global micro-batches (replica, then micro-batch: one pipeline running
+ * D times the micro-batches sums the same losses in the same order); NAN when none ran. */
+static double exec_train_step_loss(const ExecRunResult *res, int32_t k) {
+    double  sum = 0.0;
+    int32_t count = 0;
+    for (int32_t d = 0; d < res->n_replicas; d++) {
+        for (int32_t mb = 0; mb < res->n_mb; mb++) {
+            if (res->mb_step[mb] != k)
+                continue;
+            sum += res->losses[(size_t)d * res->n_mb + mb];
+            count++;
+        }
+    }
+    return count > 0 ? sum / count : NAN;
+}
+
 /* Fills the log columns of @rows (seg) from the segment's result @res of program @ran. */
 static void exec_train_segment_rows(const ExecTrainLive *live, const PpSchedule *ran,
                                     const ExecRunResult *res, ExecTrainRow *rows) {
@@ -85,7 +102,7 @@ static void exec_train_segment_rows(const ExecTrainLive *live, const PpSchedule 
         rows[k] = (ExecTrainRow){
             .step = step,
             .tokens = (int64_t)(step + 1) * live->tokens_per_step,
-            .train_loss = live->count[k] > 0 ? live->sum[k] / live->count[k] : NAN,
+            .train_loss = exec_train_step_loss(res, k),
             .val_loss = NAN,
             /* the lr stage 0 applied at its k-th update of the segment */
             .lr = k < res->n_updates[0] ? res->lr[0][k] : NAN,

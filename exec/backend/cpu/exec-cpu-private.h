@@ -61,4 +61,8 @@ gboolean          exec_cpu_set_optim_steps(ExecBackend *backend, int32_t vstage,
 gboolean exec_cpu_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
                            float *loss, GError **error);
 
+/* --- data parallelism (exec-cpu-grads.c) --- */
+
+float *exec_cpu_grads(ExecBackend *backend, int32_t vstage, size_t *n);
+
 G_END_DECLS

@@ -207,6 +207,7 @@ static const ExecBackendOps exec_cpu_ops = {
     .record_done = exec_skeleton_record_done,
     .flush = exec_cpu_flush,
     .reference = exec_cpu_reference,
+    .grads = exec_cpu_grads,
     .abort = exec_skeleton_abort,
     .n_tensors = exec_cpu_n_tensors,
     .tensor = exec_cpu_tensor,
