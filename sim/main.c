@@ -514,6 +514,7 @@ static int sim_main_plan(int argc, char **argv) {
                          .global_batch = o.global_batch,
                          .schedules = (const char *const *)kinds,
                          .max_microbatch = o.max_microbatch,
+                         .top = o.top,
                          .headroom_bytes = llround(o.headroom_gib * 1073741824.0),
                          .progress = isatty(STDERR_FILENO)};
     if (!sim_main_zero_list(o.zero != NULL ? o.zero : SIM_MAIN_PLAN_ZERO, &po, &error))

@@ -7,6 +7,7 @@
  */
 #include "sim-plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "pp-error.h"
 #include "pp-memory.h"
 #include "pp-scenario.h"
+#include "sim-cost.h"
 #include "sim-report.h"
 
 #define SIM_PLAN_GIB (1024.0 * 1024.0 * 1024.0)
@@ -293,20 +295,101 @@ static PpScenarioDelta sim_plan_delta(const SimPlanCandidate *c, int32_t global_
     };
 }
 
-/* Simulates candidate @c; appends its row when it fits, and counts the outcome. */
-static void sim_plan_try(SimPlan *plan, const PpScenario *base, const SimPlanCandidate *c) {
+/* What a simulated candidate must beat to be printed: the best SimPlanOptions.top rows so
+ * far and the best row of each schedule so far. */
+typedef struct {
+    const SimPlanOptions *options;
+    GArray               *best;      /* (double) tokens/s, descending, at most top of them */
+    double               *kind_best; /* (schedules) tokens/s of each schedule's best; 0: none */
+} SimPlanBound;
+
+/* The index of @kind in @o->schedules. */
+static size_t sim_plan_kind_index(const SimPlanOptions *o, const PpSchedKindInfo *kind) {
+    for (size_t k = 0; o->schedules[k] != NULL; k++) {
+        if (strcmp(o->schedules[k], kind->name) == 0)
+            return k;
+    }
+    PP_UNREACHABLE();
+}
+
+/* An upper bound on candidate @c's whole-job tokens/s from its cost model: the step takes at
+ * least its busiest device's compute for one update, every micro-batch's F, B and W of each
+ * of its chunks for a flush schedule (all of them run inside the step), the B and W of the
+ * a backwards an update accumulates for an asynchronous one (their forwards may fall in an
+ * earlier interval); no bubble, hop or update counted. */
+static double sim_plan_tokens_ceiling(const SimPlanCandidate *c, const SimCostModel *cost) {
+    const gboolean async = c->kind->sync == PP_SCHED_ASYNC;
+    int64_t        busiest_ns = 0; /* one micro-batch's ops on the busiest device */
+    for (int32_t stage = 0; stage < cost->n_stages; stage++) {
+        int64_t sum = 0;
+        for (int32_t chunk = 0; chunk < cost->n_chunks; chunk++) {
+            int32_t unit = stage * cost->n_chunks + chunk;
+            sum += sim_cost_bw_ns(cost, unit) + (async ? 0 : cost->f_ns[unit]);
+        }
+        busiest_ns = MAX(busiest_ns, sum);
+    }
+    if (busiest_ns <= 0)
+        return INFINITY;
+    /* tokens of an update's micro-batches over D replicas, over at least that many times
+     * busiest_ns */
+    return (double)cost->tokens_per_mb * cost->data_parallel * 1e9 / (double)busiest_ns;
+}
+
+/* Whether a candidate of @kind whose tokens/s cannot exceed @ceiling would be printed
+ * neither among the best top rows nor as its schedule's best (strictly below both, with a
+ * margin for rounding). */
+static gboolean sim_plan_out_of_reach(const SimPlanBound *bound, const PpSchedKindInfo *kind,
+                                      double ceiling) {
+    const double margin = 1.0 - 1e-9;
+    const size_t top = (size_t)bound->options->top;
+    if (bound->best->len < top || !(ceiling < g_array_index(bound->best, double, top - 1) * margin))
+        return FALSE;
+    double kind_best = bound->kind_best[sim_plan_kind_index(bound->options, kind)];
+    return kind_best > 0.0 && ceiling < kind_best * margin;
+}
+
+/* Records a fitting row of @kind at @tokens_per_s in @bound. */
+static void sim_plan_bound_add(SimPlanBound *bound, const PpSchedKindInfo *kind,
+                               double tokens_per_s) {
+    guint at = 0;
+    while (at < bound->best->len && g_array_index(bound->best, double, at) >= tokens_per_s)
+        at++;
+    if (at < (guint)bound->options->top) {
+        g_array_insert_val(bound->best, at, tokens_per_s);
+        if (bound->best->len > (guint)bound->options->top)
+            g_array_set_size(bound->best, (guint)bound->options->top);
+    }
+    double *kb = &bound->kind_best[sim_plan_kind_index(bound->options, kind)];
+    *kb = MAX(*kb, tokens_per_s);
+}
+
+/* Builds candidate @c's cost model, drops it when sim_plan_out_of_reach(), else simulates it;
+ * appends its row when it fits, and counts the outcome. */
+static void sim_plan_try(SimPlan *plan, SimPlanBound *bound, const PpScenario *base,
+                         const SimPlanCandidate *c) {
     if (!c->floor_fits) {
         plan->n_static++;
         return;
     }
     PpScenarioDelta delta = sim_plan_delta(c, plan->global_batch, plan->gpus);
     g_autoptr(GError) error = NULL;
-    PpScenario *sc = pp_scenario_with(base, &delta, &error);
-    g_autoptr(SimJob) job = sc != NULL ? sim_job_new_from_scenario(sc, FALSE, &error) : NULL;
+    PpScenario   *sc = pp_scenario_with(base, &delta, &error);
+    SimCostModel *cost = sc != NULL ? sim_cost_new_from_scenario(sc, &error) : NULL;
+    if (cost != NULL && sim_plan_out_of_reach(bound, c->kind, sim_plan_tokens_ceiling(c, cost))) {
+        plan->n_bound++;
+        sim_cost_free(cost);
+        pp_scenario_free(sc);
+        return;
+    }
+    g_autoptr(SimJob) job = NULL;
+    if (cost != NULL)
+        job = sim_job_new_from_cost(sc, cost, FALSE, &error);
+    else
+        pp_scenario_free(sc);
     if (job == NULL) {
         /* A scenario that loads but has no layer split within memory fails in the partition,
          * before the engine runs. */
-        if (sc != NULL &&
+        if (sc != NULL && cost == NULL &&
             g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT)) {
             plan->n_partition++;
         } else {
@@ -344,6 +427,7 @@ static void sim_plan_try(SimPlan *plan, const PpScenario *base, const SimPlanCan
         .delta_max = res->delta_max,
     };
     g_array_append_val(plan->rows, row);
+    sim_plan_bound_add(bound, c->kind, row.tokens_per_s);
 }
 
 /* Best throughput first; ties: less memory, then enumeration order (the append index is the
@@ -466,8 +550,12 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
                     path, o->gpus, global_batch, base->hardware.gpus_per_node, base->model.layers);
         return NULL;
     }
+    size_t n_schedules = g_strv_length((char **)o->schedules);
+    g_autoptr(GArray) best = g_array_new(FALSE, FALSE, sizeof(double));
+    g_autofree double *kind_best = g_new0(double, n_schedules);
+    SimPlanBound       bound = {.options = o, .best = best, .kind_best = kind_best};
     for (guint i = 0; i < cands->len; i++) {
-        sim_plan_try(plan, base, &g_array_index(cands, SimPlanCandidate, i));
+        sim_plan_try(plan, &bound, base, &g_array_index(cands, SimPlanCandidate, i));
         if (o->progress && ((i + 1) % SIM_PLAN_PROGRESS_EVERY == 0 || i + 1 == cands->len))
             sim_plan_progress(plan, i + 1, cands->len);
     }
@@ -622,9 +710,10 @@ char *sim_plan_format(const SimPlan *plan, int32_t top) {
                            "layouts     %" G_GINT64_FORMAT " enumerated: %" G_GINT64_FORMAT
                            " dropped by the memory floor, %" G_GINT64_FORMAT
                            " by the memory-constrained partition, %" G_GINT64_FORMAT
+                           " by the throughput bound, %" G_GINT64_FORMAT
                            " simulated (%" G_GINT64_FORMAT " over memory), %u fit",
                            plan->scenario, plan->gpus, plan->global_batch, plan->n_layouts,
-                           plan->n_static, plan->n_partition, plan->n_simulated,
+                           plan->n_static, plan->n_partition, plan->n_bound, plan->n_simulated,
                            plan->n_over_memory, plan->rows->len);
     if (plan->headroom_bytes > 0)
         g_string_append_printf(out, " within %.3f GiB per GPU (%.3f GiB headroom)",
@@ -720,6 +809,7 @@ JsonNode *sim_plan_build_json(const SimPlan *plan, int32_t top) {
         {"layouts", plan->n_layouts},
         {"dropped_static", plan->n_static},
         {"dropped_partition", plan->n_partition},
+        {"dropped_bound", plan->n_bound},
         {"simulated", plan->n_simulated},
         {"over_memory", plan->n_over_memory},
         {"failed", plan->n_failed},

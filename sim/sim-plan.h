@@ -19,14 +19,16 @@ G_BEGIN_DECLS
 #define SIM_PLAN_MAX_ZERO 3
 
 typedef struct {
-    int32_t            gpus;                    /* G = D T C N */
-    int32_t            global_batch;            /* sequences per step; <= 0: the scenario's */
-    const char *const *schedules;               /* NULL-terminated registry names */
-    int32_t            max_microbatch;          /* largest micro-batch size tried (sequences) */
-    int64_t            headroom_bytes;          /* device memory a row must leave free (>= 0) */
-    int32_t            zero[SIM_PLAN_MAX_ZERO]; /* ZeRO stages tried, in order: 0, 1 or 3 */
-    size_t             n_zero;                  /* 1..SIM_PLAN_MAX_ZERO */
-    gboolean           progress;                /* report progress on stderr (a terminal) */
+    int32_t            gpus;           /* G = D T C N */
+    int32_t            global_batch;   /* sequences per step; <= 0: the scenario's */
+    const char *const *schedules;      /* NULL-terminated registry names */
+    int32_t            max_microbatch; /* largest micro-batch size tried (sequences) */
+    int32_t            top;  /* rows printed (>= 1): a candidate that can reach neither these
+                                nor its schedule's best is not simulated */
+    int64_t  headroom_bytes; /* device memory a row must leave free (>= 0) */
+    int32_t  zero[SIM_PLAN_MAX_ZERO]; /* ZeRO stages tried, in order: 0, 1 or 3 */
+    size_t   n_zero;                  /* 1..SIM_PLAN_MAX_ZERO */
+    gboolean progress;                /* report progress on stderr (a terminal) */
 } SimPlanOptions;
 
 /* One simulated layout that fits. */
@@ -58,6 +60,8 @@ typedef struct {
     int64_t n_static;       /* dropped: the memory floor (training state plus one micro-batch's
                                activations, over the stages) exceeds memory */
     int64_t n_partition;    /* dropped: no layer split fits memory (before simulating) */
+    int64_t n_bound;        /* dropped: its throughput bound reaches neither the best top rows
+                               nor its schedule's best so far (before simulating) */
     int64_t n_simulated;
     int64_t n_over_memory; /* simulated, but the peak exceeded memory */
     int64_t n_failed;      /* any other error (its first message kept) */

@@ -94,6 +94,7 @@ START_TEST(test_plan_rows) {
     int64_t     layouts = json_object_get_int_member(plan, "layouts");
     int64_t     simulated = json_object_get_int_member(plan, "simulated");
     ck_assert_int_eq(json_object_get_int_member(plan, "failed"), 0);
+    ck_assert_int_eq(json_object_get_int_member(plan, "dropped_bound"), 0); /* --top 100000 */
     ck_assert_int_eq(layouts, json_object_get_int_member(plan, "dropped_static") +
                                   json_object_get_int_member(plan, "dropped_partition") +
                                   simulated);
@@ -256,6 +257,49 @@ START_TEST(test_plan_moe_axes) {
                             json_object_get_double_member(picks[k], "throughput_tokens_per_s"));
         ck_assert_int_eq(json_object_get_int_member(alone, "peak_memory_bytes"),
                          json_object_get_int_member(picks[k], "peak_memory_bytes"));
+    }
+}
+END_TEST
+
+/* The throughput bound drops candidates that can reach neither the printed rows nor their
+ * schedule's best, and changes neither: with --top 5 the rows are the first 5 of the whole
+ * ranking and each schedule's best is the same layout with the same figures. */
+START_TEST(test_plan_bound) {
+    const char *const top5[] = {"--top", "5", NULL};
+    g_autofree char  *bounded = run_plan(top5);
+    g_autofree char  *whole = run_plan(NULL);
+    g_autoptr(JsonParser) p1 = json_parser_new();
+    g_autoptr(JsonParser) p2 = json_parser_new();
+    JsonObject *b = parse_object(bounded, p1), *w = parse_object(whole, p2);
+    ck_assert_int_gt(json_object_get_int_member(b, "dropped_bound"), 0);
+    ck_assert_int_eq(json_object_get_int_member(b, "simulated") +
+                         json_object_get_int_member(b, "dropped_bound"),
+                     json_object_get_int_member(w, "simulated"));
+    JsonArray *rows = json_object_get_array_member(b, "rows");
+    JsonArray *all = json_object_get_array_member(w, "rows");
+    ck_assert_uint_eq(json_array_get_length(rows), 5);
+    for (guint i = 0; i < 5; i++) {
+        JsonObject *x = json_array_get_object_element(rows, i);
+        JsonObject *y = json_array_get_object_element(all, i);
+        ck_assert_str_eq(json_object_get_string_member(x, "command"),
+                         json_object_get_string_member(y, "command"));
+        ck_assert_int_eq(json_object_get_int_member(x, "step_time_ns"),
+                         json_object_get_int_member(y, "step_time_ns"));
+    }
+    JsonArray *bb = json_object_get_array_member(b, "best_per_schedule");
+    JsonArray *wb = json_object_get_array_member(w, "best_per_schedule");
+    ck_assert_uint_eq(json_array_get_length(bb), json_array_get_length(wb));
+    for (guint k = 0; k < json_array_get_length(bb); k++) {
+        JsonObject *x = json_array_get_object_element(bb, k);
+        JsonObject *y = json_array_get_object_element(wb, k);
+        ck_assert(json_object_get_boolean_member(x, "fits") ==
+                  json_object_get_boolean_member(y, "fits"));
+        if (!json_object_get_boolean_member(x, "fits"))
+            continue;
+        ck_assert_str_eq(json_object_get_string_member(x, "command"),
+                         json_object_get_string_member(y, "command"));
+        ck_assert_double_eq(json_object_get_double_member(x, "throughput_tokens_per_s"),
+                            json_object_get_double_member(y, "throughput_tokens_per_s"));
     }
 }
 END_TEST
@@ -494,6 +538,7 @@ int main(void) {
     tcase_add_test(tc, test_plan_rows);
     tcase_add_test(tc, test_plan_rows_hold_alone);
     tcase_add_test(tc, test_plan_moe_axes);
+    tcase_add_test(tc, test_plan_bound);
     tcase_add_test(tc, test_plan_headroom);
     tcase_add_test(tc, test_plan_layout_precedence);
     int32_t n_kinds = 0;
