@@ -44,6 +44,12 @@ char *pp_memory_advice(const PpScenario *sc) {
                                "parallel.distributed_optimizer = true (shards the master weights "
                                "and Adam's moments over the %d data replicas); ",
                                sc->parallel.data);
+    if (!sc->parallel.fsdp && (int64_t)sc->parallel.data * sc->parallel.context > 1)
+        g_string_append_printf(out,
+                               "parallel.fsdp = true (ZeRO-3: shards the bf16 weights and "
+                               "gradients too over the %" G_GINT64_FORMAT " data x context "
+                               "replicas); ",
+                               (int64_t)sc->parallel.data * sc->parallel.context);
     g_string_append(out, "or a larger device (hardware.memory_gib)");
     return g_string_free(out, FALSE);
 }

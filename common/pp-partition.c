@@ -9,6 +9,7 @@
 #include "pp-partition.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "pp-checked.h"
 #include "pp-error.h"
@@ -37,6 +38,7 @@ typedef struct {
     int64_t                 *cost;       /* (n_layers + 1) */
     int64_t                 *static_sum; /* (n_layers + 1), mem_on only */
     int64_t                 *act_sum;    /* (n_layers + 1), mem_on only */
+    const int64_t           *cap;        /* (n_vstages) bytes each virtual stage may hold */
 } PpPartitionSums;
 
 typedef enum { PP_PARTITION_METRIC_COST, PP_PARTITION_METRIC_MEM } PpPartitionMetric;
@@ -65,10 +67,10 @@ static int64_t pp_partition_stage_mem(const PpPartitionSums *s, int32_t vs, int3
     return stat + (int64_t)p->live_units[vs] * act;
 }
 
-/* Stage @vs holding blocks [a, b) is allowed: always, or within the memory limit. */
+/* Stage @vs holding blocks [a, b) is allowed: always, or within its memory cap. */
 static gboolean pp_partition_fits(const PpPartitionSums *s, gboolean limited, int32_t vs, int32_t a,
                                   int32_t b) {
-    return !limited || pp_partition_stage_mem(s, vs, a, b) <= s->p->mem_limit_bytes;
+    return !limited || pp_partition_stage_mem(s, vs, a, b) <= s->cap[vs];
 }
 
 static int64_t pp_partition_metric(const PpPartitionSums *s, PpPartitionMetric metric, int32_t vs,
@@ -102,37 +104,27 @@ static void pp_partition_suffix(const PpPartitionSums *s, PpPartitionMetric metr
     }
 }
 
-/* Fills block counts @n (n_vstages) balanced by cost within the memory limit. Returns FALSE
- * with @error set when no partition fits the limit. */
-static gboolean pp_partition_balance(const PpPartitionSums *s, int32_t *n, GError **error) {
+/* Fills block counts @n (n_vstages) that minimise the largest stage @metric, each virtual
+ * stage within its cap when @limited. Returns that largest value, or INT64_MAX (@n untouched)
+ * when no partition fits the caps. */
+static int64_t pp_partition_balance_caps(const PpPartitionSums *s, PpPartitionMetric metric,
+                                         gboolean limited, int32_t *n) {
     const PpPartitionParams *p = s->p;
     int32_t                  V = p->n_vstages, L = p->n_layers;
     g_autofree int64_t      *rest = g_new(int64_t, (size_t)(V + 1) * (L + 1));
-    pp_partition_suffix(s, PP_PARTITION_METRIC_COST, s->mem_on, rest);
+    pp_partition_suffix(s, metric, limited, rest);
     int64_t bound = rest[0];
-    if (bound == INT64_MAX) {
-        pp_partition_suffix(s, PP_PARTITION_METRIC_MEM, FALSE, rest);
-        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
-                    "partition: no split of %d blocks over %d virtual stages fits the device "
-                    "memory limit: the best split needs %.3f GiB (%" G_GINT64_FORMAT " bytes) "
-                    "on its fullest virtual stage, %.3f GiB over the limit of %.3f GiB "
-                    "(%" G_GINT64_FORMAT " bytes) per virtual stage (hardware.memory_gib over the "
-                    "chunks per device)%s%s",
-                    L, V, (double)rest[0] / (1 << 30), rest[0],
-                    (double)(rest[0] - p->mem_limit_bytes) / (1 << 30),
-                    (double)p->mem_limit_bytes / (1 << 30), p->mem_limit_bytes,
-                    p->mem_advice != NULL ? "; " : "", p->mem_advice != NULL ? p->mem_advice : "");
-        return FALSE;
-    }
+    if (bound == INT64_MAX)
+        return INT64_MAX;
     int32_t used = 0;
     for (int32_t k = 0; k < V; k++) {
-        /* Among the counts that keep this stage within the bound (and the memory limit) and
-         * leave a suffix that reaches it, take the one nearest the even share. */
+        /* Among the counts that keep this stage within the bound (and its cap) and leave a
+         * suffix that reaches it, take the one nearest the even share. */
         int32_t share = (L - used + (V - k) - 1) / (V - k);
         int32_t pick = 0;
         for (int32_t take = 1; used + take <= L; take++) {
-            if (pp_partition_stage_cost(s, k, used, used + take) > bound ||
-                !pp_partition_fits(s, s->mem_on, k, used, used + take) ||
+            if (pp_partition_metric(s, metric, k, used, used + take) > bound ||
+                !pp_partition_fits(s, limited, k, used, used + take) ||
                 rest[(size_t)(k + 1) * (L + 1) + used + take] > bound)
                 continue;
             if (pick == 0 || abs(take - share) <= abs(pick - share))
@@ -143,7 +135,134 @@ static gboolean pp_partition_balance(const PpPartitionSums *s, int32_t *n, GErro
         used += pick;
     }
     PP_ASSERT(used == L);
-    return TRUE;
+    return bound;
+}
+
+/* The device of virtual stage @vs, and the number of devices (pp-partition.h). */
+static int32_t pp_partition_device(const PpPartitionParams *p, int32_t vs) {
+    return p->vstage_device != NULL ? p->vstage_device[vs] : vs;
+}
+
+static int32_t pp_partition_n_devices(const PpPartitionParams *p) {
+    return p->vstage_device != NULL ? p->n_devices : p->n_vstages;
+}
+
+/* The memory split @n puts on its fullest device, into *@device (nullable). */
+static int64_t pp_partition_fullest(const PpPartitionSums *s, const int32_t *n, int32_t *device) {
+    const PpPartitionParams *p = s->p;
+    const int32_t            n_devices = pp_partition_n_devices(p);
+    g_autofree int64_t      *mem = g_new0(int64_t, n_devices);
+    for (int32_t vs = 0, begin = 0; vs < p->n_vstages; begin += n[vs], vs++)
+        mem[pp_partition_device(p, vs)] += pp_partition_stage_mem(s, vs, begin, begin + n[vs]);
+    int32_t fullest = 0;
+    for (int32_t d = 1; d < n_devices; d++)
+        fullest = mem[d] > mem[fullest] ? d : fullest;
+    if (device != NULL)
+        *device = fullest;
+    return mem[fullest];
+}
+
+/* Try @which's memory caps (pp_partition_new()) into @cap (n_vstages), for the device limit
+ * M: 0 the relaxation, M each (its devices are checked after); 1 equal shares, M over the
+ * virtual stages on the device (@per_device); 2 shares of M in proportion to the stage
+ * memories of split @basis on each device, never below the stage's own memory when the
+ * device fits (then @basis itself fits the caps). */
+static void pp_partition_caps(const PpPartitionSums *s, int32_t which, const int32_t *basis,
+                              const int32_t *per_device, int64_t *cap) {
+    const PpPartitionParams *p = s->p;
+    const int64_t            M = p->mem_limit_bytes;
+    const int32_t            n_devices = pp_partition_n_devices(p);
+    g_autofree int64_t      *device_mem = g_new0(int64_t, n_devices);
+    for (int32_t vs = 0, begin = 0; which == 2 && vs < p->n_vstages; begin += basis[vs], vs++)
+        device_mem[pp_partition_device(p, vs)] +=
+            pp_partition_stage_mem(s, vs, begin, begin + basis[vs]);
+    for (int32_t vs = 0, begin = 0; vs < p->n_vstages; vs++) {
+        int32_t d = pp_partition_device(p, vs);
+        if (which == 0) {
+            cap[vs] = M;
+        } else if (which == 1 || device_mem[d] <= 0) {
+            cap[vs] = M / per_device[d];
+        } else {
+            int64_t mem = pp_partition_stage_mem(s, vs, begin, begin + basis[vs]);
+            cap[vs] = (int64_t)((double)M * ((double)mem / (double)device_mem[d]));
+            if (device_mem[d] <= M)
+                cap[vs] = MAX(cap[vs], mem); /* rounding must not exclude the basis */
+            begin += basis[vs];
+        }
+    }
+}
+
+/* Fills block counts @n (n_vstages) balanced by cost with every device within the memory limit
+ * (pp_partition_new()). Returns FALSE with @error set when no split is found. */
+static gboolean pp_partition_balance(PpPartitionSums *s, int32_t *n, GError **error) {
+    const PpPartitionParams *p = s->p;
+    const int32_t            V = p->n_vstages, n_devices = pp_partition_n_devices(p);
+    if (!s->mem_on) {
+        int64_t bound = pp_partition_balance_caps(s, PP_PARTITION_METRIC_COST, FALSE, n);
+        PP_ASSERT(bound != INT64_MAX); /* every virtual stage can take one block */
+        return TRUE;
+    }
+    g_autofree int32_t *per_device = g_new0(int32_t, n_devices);
+    g_autofree int64_t *cap = g_new(int64_t, V);
+    g_autofree int32_t *n0 = g_new(int32_t, V);
+    g_autofree int32_t *tried = g_new(int32_t, V);
+    g_autofree int32_t *n_frugal = g_new(int32_t, V);
+    gboolean            shared = FALSE;
+    for (int32_t vs = 0; vs < V; vs++) {
+        int32_t d = pp_partition_device(p, vs);
+        PP_ASSERT(d >= 0 && d < n_devices);
+        per_device[d]++;
+        shared = shared || per_device[d] > 1;
+    }
+    s->cap = cap;
+    /* The relaxation first: its split is a basis of proportional caps. With one virtual stage
+     * per device its caps are the limit and it is exact. */
+    pp_partition_caps(s, 0, NULL, per_device, cap);
+    int64_t  relaxed = pp_partition_balance_caps(s, PP_PARTITION_METRIC_COST, TRUE, n0);
+    gboolean relaxed_fits =
+        relaxed != INT64_MAX && pp_partition_fullest(s, n0, NULL) <= p->mem_limit_bytes;
+    int64_t best = INT64_MAX;
+    if (!shared && relaxed_fits) {
+        best = relaxed;
+        memcpy(n, n0, sizeof(int32_t) * (size_t)V);
+    }
+    /* The split whose fullest virtual stage is smallest: the other basis, and the error's. */
+    int64_t frugal = pp_partition_balance_caps(s, PP_PARTITION_METRIC_MEM, FALSE, n_frugal);
+    PP_ASSERT(frugal != INT64_MAX); /* every virtual stage can take one block */
+    /* Then equal shares, shares of the relaxed and of the frugal split, and the relaxed split
+     * itself when its devices fit; a later try must be strictly better (ties keep the
+     * earlier). */
+    for (int32_t k = 0; shared && k < 4; k++) {
+        int64_t bound = INT64_MAX;
+        if (k == 3 && relaxed_fits) {
+            bound = relaxed;
+            memcpy(tried, n0, sizeof(int32_t) * (size_t)V);
+        } else if (k == 0 || (k == 1 && relaxed != INT64_MAX) || k == 2) {
+            pp_partition_caps(s, k == 0 ? 1 : 2, k == 1 ? n0 : n_frugal, per_device, cap);
+            bound = pp_partition_balance_caps(s, PP_PARTITION_METRIC_COST, TRUE, tried);
+        }
+        if (bound >= best)
+            continue;
+        best = bound;
+        memcpy(n, tried, sizeof(int32_t) * (size_t)V);
+    }
+    if (best != INT64_MAX)
+        return TRUE;
+    /* Nothing found: the frugal split's devices do not fit either (try 2 would hold it). */
+    int32_t device;
+    int64_t need = pp_partition_fullest(s, n_frugal, &device);
+    g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                "partition: no split of %d blocks over %d virtual stages on %d devices fits the "
+                "device memory limit: the split with the smallest fullest virtual stage needs "
+                "%.3f GiB (%" G_GINT64_FORMAT " bytes) on its fullest device (%d), %.3f GiB over "
+                "the limit of %.3f GiB (%" G_GINT64_FORMAT
+                " bytes) per device (hardware.memory_gib, "
+                "less FSDP's gather buffers)%s%s",
+                p->n_layers, V, n_devices, (double)need / (1 << 30), need, device,
+                (double)(need - p->mem_limit_bytes) / (1 << 30),
+                (double)p->mem_limit_bytes / (1 << 30), p->mem_limit_bytes,
+                p->mem_advice != NULL ? "; " : "", p->mem_advice != NULL ? p->mem_advice : "");
+    return FALSE;
 }
 
 /* Checks the sizes, the cost and memory inputs. */

@@ -33,8 +33,11 @@ typedef struct {
     int64_t        first_cost;         /* extra on virtual stage 0 (embeddings), >= 0 */
     int64_t        last_cost;          /* extra on the last virtual stage (head, loss), >= 0 */
     /* Memory constraint (balanced mode only): on when mem_limit_bytes > 0; then the three
-     * arrays are required. */
-    int64_t        mem_limit_bytes;    /* per virtual stage; 0 = unconstrained */
+     * arrays are required. What must fit is a device: the sum of its virtual stages. */
+    int64_t        mem_limit_bytes;    /* per device; 0 = unconstrained */
+    const int32_t *vstage_device;      /* (nullable) (n_vstages) the device, 0..n_devices-1,
+                                          each virtual stage runs on; NULL: each its own */
+    int32_t        n_devices;          /* devices with vstage_device; else ignored */
     const int64_t *layer_static_bytes; /* (n_layers) weights + grads + optimizer state */
     const int64_t *layer_act_bytes;    /* (n_layers) activations of one live unit */
     const int32_t *live_units;         /* (n_vstages) peak live (mb, chunk) units, >= 0 */
@@ -79,13 +82,22 @@ int64_t pp_partition_head_flops(int32_t hidden, int32_t seq_len, int32_t vocab);
  * nearest to ceil(remaining blocks / remaining stages) (ties: the larger) among those that
  * keep the optimum reachable (equal costs, no memory limit: an even split with the remainder
  * to the first stages).
+ * With several virtual stages on one device (vstage_device) the limit holds for their sum:
+ * the program then caps each virtual stage's memory so that a device's caps add up to the
+ * limit, trying equal shares, shares in proportion to the stage memories of the split
+ * balanced with each virtual stage allowed the whole limit, shares in proportion to those of
+ * the split whose fullest virtual stage is smallest (which fits its own caps whenever its
+ * devices fit), and the first of those splits itself when its devices fit, and keeps the
+ * smallest maximum cost (ties: that order). It finds a split whenever the frugal one fits,
+ * but may miss the one of smallest cost.
  * Returns: (transfer full), or NULL with @error set: PP_SCENARIO_ERROR_INVALID_VALUE naming
  * run.layers_per_stage when an explicit count is < 1 or they do not sum to model.layers, and
  * model.layers when L > PP_PARTITION_MAX_LAYERS; PP_SCENARIO_ERROR_INCONSISTENT when
  * n_vstages > L or a size is < 1, when the whole model's cost, or (memory limit on) its
  * static bytes plus a stage's live units times its activation bytes, exceed PP_CHECKED_MAX,
- * or when no partition fits the memory limit (the message names the smallest peak stage
- * memory any partition needs and the limit). */
+ * or when no partition fits the memory limit (the message names the fullest device of the
+ * split whose fullest virtual stage is smallest, by how much it exceeds the limit, and
+ * mem_advice). */
 PpPartition *pp_partition_new(const PpPartitionParams *params, GError **error);
 void         pp_partition_free(PpPartition *partition);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpPartition, pp_partition_free)

@@ -304,6 +304,9 @@ PpScenario *pp_scenario_with(const PpScenario *base, const PpScenarioDelta *delt
         {"training", "steps", delta->steps},
         {"parallel", "data", delta->data},
         {"parallel", "tensor", delta->tensor},
+        {"parallel", "context", delta->context},
+        {"parallel", "expert", delta->expert},
+        {"parallel", "expert_tensor", delta->expert_tensor},
         {"hardware", "devices", delta->devices},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(counts); i++) {
@@ -324,6 +327,10 @@ PpScenario *pp_scenario_with(const PpScenario *base, const PpScenarioDelta *delt
         pp_scenario_set_text(&sc->model.recompute, pp_recompute_name(delta->recompute));
     if (delta->set_sequence_parallel)
         sc->parallel.sequence_parallel = delta->sequence_parallel;
+    if (delta->set_sharding) {
+        sc->parallel.distributed_optimizer = delta->distributed_optimizer;
+        sc->parallel.fsdp = delta->fsdp;
+    }
     if (delta->static_mode)
         pp_scenario_set_text(&p->mode, "static");
     if (!pp_scenario_check(sc, error))

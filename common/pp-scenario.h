@@ -247,11 +247,17 @@ typedef struct {
     int32_t                steps;           /* training.steps */
     int32_t                data;            /* parallel.data */
     int32_t                tensor;          /* parallel.tensor */
+    int32_t                context;         /* parallel.context */
+    int32_t                expert;          /* parallel.expert */
+    int32_t                expert_tensor;   /* parallel.expert_tensor */
     int32_t                devices;         /* hardware.devices */
     gboolean               set_recompute;   /* TRUE: model.recompute = recompute */
     PpRecompute            recompute;
     gboolean               set_sequence_parallel; /* TRUE: parallel.sequence_parallel = ... */
     gboolean               sequence_parallel;
+    gboolean               set_sharding; /* TRUE: parallel.distributed_optimizer and fsdp */
+    gboolean               distributed_optimizer;
+    gboolean               fsdp;
     gboolean               static_mode; /* TRUE: pipeline.mode = static */
 } PpScenarioDelta;
 

@@ -24,6 +24,7 @@
 
 #define SIM_MAIN_DEFAULT_SCHEDULES "1f1b,interleaved,zb-2p,paci"
 #define SIM_MAIN_PLAN_SCHEDULES    "1f1b,interleaved,zb-v,dualpipe-v,paci"
+#define SIM_MAIN_PLAN_ZERO         "1,3"
 
 /* --steps was not given (GOption leaves the initial value alone). */
 #define SIM_MAIN_STEPS_UNSET G_MININT
@@ -42,6 +43,7 @@ typedef struct {
     gint     top;            /* plan --top K */
     gint     max_microbatch; /* plan --max-microbatch b */
     gdouble  headroom_gib;   /* plan --headroom GIB */
+    char    *zero;           /* plan --zero 0,1,3 */
 } SimMainOptions;
 
 static void sim_main_options_clear(SimMainOptions *o) {
@@ -50,6 +52,7 @@ static void sim_main_options_clear(SimMainOptions *o) {
     g_free(o->schedules);
     g_strfreev(o->sweeps);
     g_free(o->trace);
+    g_free(o->zero);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SimMainOptions, sim_main_options_clear)
 
@@ -419,11 +422,37 @@ static int sim_main_replay(int argc, char **argv) {
 
 /* --- pacer-sim plan --- */
 
+/* Parses plan's --zero @text, distinct ZeRO stages among 0, 1 and 3, into @o. */
+static gboolean sim_main_zero_list(const char *text, SimPlanOptions *o, GError **error) {
+    g_auto(GStrv) items = g_strsplit(text, ",", -1);
+    o->n_zero = 0;
+    for (size_t i = 0; items[i] != NULL; i++) {
+        const char *item = g_strstrip(items[i]);
+        int32_t     z = g_strcmp0(item, "0") == 0   ? 0
+                        : g_strcmp0(item, "1") == 0 ? 1
+                        : g_strcmp0(item, "3") == 0 ? 3
+                                                    : -1;
+        gboolean    repeated = FALSE;
+        for (size_t k = 0; k < o->n_zero; k++)
+            repeated = repeated || o->zero[k] == z;
+        if (z < 0 || repeated) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "--zero '%s': '%s' is %s; give distinct ZeRO stages among 0 (replicated "
+                        "state), 1 (parallel.distributed_optimizer) and 3 (parallel.fsdp)",
+                        text, item, z < 0 ? "not a ZeRO stage" : "repeated");
+            return FALSE;
+        }
+        PP_ASSERT(o->n_zero < SIM_PLAN_MAX_ZERO); /* three distinct stages at most */
+        o->zero[o->n_zero++] = z;
+    }
+    return TRUE;
+}
+
 static int sim_main_plan(int argc, char **argv) {
     g_auto(SimMainOptions) o = {.steps = SIM_MAIN_STEPS_UNSET, .top = 10, .max_microbatch = 8};
     const GOptionEntry entries[] = {
-        {"gpus", 'g', 0, G_OPTION_ARG_INT, &o.gpus, "GPUs of the job (data x tensor x stages)",
-         "G"},
+        {"gpus", 'g', 0, G_OPTION_ARG_INT, &o.gpus,
+         "GPUs of the job (data x tensor x context x stages)", "G"},
         {"global-batch", 'b', 0, G_OPTION_ARG_INT, &o.global_batch,
          "Sequences per optimizer step (default: the scenario's training.global_batch)", "B"},
         {"schedules", 'S', 0, G_OPTION_ARG_STRING, &o.schedules,
@@ -433,14 +462,19 @@ static int sim_main_plan(int argc, char **argv) {
          "Largest micro-batch size tried, in sequences (default 8)", "b"},
         {"headroom", 'H', 0, G_OPTION_ARG_DOUBLE, &o.headroom_gib,
          "Device memory in GiB every row leaves free (default 0)", "GIB"},
+        {"zero", 'Z', 0, G_OPTION_ARG_STRING, &o.zero,
+         "ZeRO stages tried: 0 replicated, 1 distributed optimizer, 3 FSDP "
+         "(default " SIM_MAIN_PLAN_ZERO ")",
+         "Z,..."},
         SIM_MAIN_OPTION_SET(&o.sets),
         {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the plan as JSON", NULL},
         SIM_MAIN_OPTION_END,
     };
     g_autoptr(GError) error = NULL;
     if (!sim_main_parse(&argc, &argv, "SCENARIO - search the parallel layouts of G GPUs",
-                        "Enumerate data x tensor x pipeline layouts, schedules, chunks, "
-                        "micro-batch sizes and recomputation for G GPUs, drop those that "
+                        "Enumerate data x tensor x context x pipeline layouts, expert layouts "
+                        "(MoE models), ZeRO stages, schedules, chunks, micro-batch sizes and "
+                        "recomputation for G GPUs, drop those that "
                         "cannot fit in device memory, simulate the rest and rank them by the "
                         "job's tokens/s.",
                         "The scenario gives the model and the hardware ([hardware] required,\n"
@@ -480,8 +514,11 @@ static int sim_main_plan(int argc, char **argv) {
                          .global_batch = o.global_batch,
                          .schedules = (const char *const *)kinds,
                          .max_microbatch = o.max_microbatch,
+                         .top = o.top,
                          .headroom_bytes = llround(o.headroom_gib * 1073741824.0),
                          .progress = isatty(STDERR_FILENO)};
+    if (!sim_main_zero_list(o.zero != NULL ? o.zero : SIM_MAIN_PLAN_ZERO, &po, &error))
+        return sim_main_fail(NULL, error);
     g_autoptr(SimPlan) plan = sim_plan_run(path, (const char *const *)overrides, &po, &error);
     if (plan == NULL)
         return sim_main_fail(path, error);

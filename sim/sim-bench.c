@@ -4,7 +4,8 @@
  * without a trace, and the engine with the sorted trace, and prints one table row per run:
  * simulated ops per second on one core. End-to-end rows time what one simulation costs a
  * user (setup + engine without the trace) as the median of a few runs. A last table times
- * pacer-sim plan for 16,384 GPUs, run as a child process.
+ * pacer-sim plan, run as a child process, on the 16,384-GPU dense job (the mixture of
+ * experts' plan takes minutes: sim/README.md, Speed).
  */
 #include <json-glib/json-glib.h>
 #include <stdio.h>
@@ -47,6 +48,9 @@ typedef struct {
 
 /* The 16,384-GPU Llama-3-405B-like job: data 128 x tensor 8 x 16 interleaved stages. */
 #define SIM_BENCH_LLAMA "scenarios/cluster/llama3-405b-like.ini"
+/* The DeepSeek-V3-like mixture of experts, on 16,384 GPUs with data 1024 (the file lays out
+ * 2,048: data 128 x 16 stages, 64-way expert parallelism). */
+#define SIM_BENCH_DEEPSEEK "scenarios/cluster/deepseek-v3-like.ini"
 
 static const SimBenchCase sim_bench_cases[] = {
     {"paci N=32 a=8 uniform", NULL, NULL, SIM_BENCH_SPLIT, "paci", 32, 1, 8, 1000, 1000, 1000},
@@ -59,18 +63,27 @@ static const SimBenchCase sim_bench_cases[] = {
      0, 0, 0, 0, 0, 0},
     {"llama3-405b-like 16384 GPUs", SIM_BENCH_LLAMA, "pipeline.mode=static", SIM_BENCH_END_TO_END,
      NULL, 0, 0, 0, 0, 0, 0},
+    {"deepseek-v3-like 16384 GPUs", SIM_BENCH_DEEPSEEK, "parallel.data=1024;pipeline.mode=static",
+     SIM_BENCH_END_TO_END, NULL, 0, 0, 0, 0, 0, 0},
 };
 
-/* pacer-sim plan on the Llama-3-405B-like scenario for 16,384 GPUs, as a user runs it: the
- * child's CPU seconds (user + system) and the wall seconds, with the plan's counts. */
-static gboolean sim_bench_plan(GError **error) {
-    const char   *args[] = {PP_BUILD_ROOT "/sim/pacer-sim",
-                            "plan",
-                            PP_SOURCE_ROOT "/" SIM_BENCH_LLAMA,
-                            "--gpus",
-                            "16384",
-                            "--json",
-                            NULL};
+/* One pacer-sim plan the benchmark times. */
+typedef struct {
+    const char *name;
+    const char *scenario; /* relative to the source root */
+    const char *gpus;
+} SimBenchPlan;
+
+static const SimBenchPlan sim_bench_plans[] = {
+    {"llama3-405b-like 16384 GPUs", SIM_BENCH_LLAMA, "16384"},
+};
+
+/* pacer-sim plan @bp as a user runs it: the child's CPU seconds (user + system) and the wall
+ * seconds, with the plan's counts, as one table row. */
+static gboolean sim_bench_plan(const SimBenchPlan *bp, GError **error) {
+    g_autofree char *path = g_build_filename(PP_SOURCE_ROOT, bp->scenario, NULL);
+    const char      *args[] = {
+             PP_BUILD_ROOT "/sim/pacer-sim", "plan", path, "--gpus", bp->gpus, "--json", NULL};
     struct rusage before, after;
     PP_ASSERT(getrusage(RUSAGE_CHILDREN, &before) == 0);
     gint64           t0 = g_get_monotonic_time();
@@ -91,9 +104,8 @@ static gboolean sim_bench_plan(GError **error) {
     if (!json_parser_load_from_data(parser, out, -1, error))
         return FALSE;
     JsonObject *plan = json_node_get_object(json_parser_get_root(parser));
-    printf("\n%-30s %8s %9s %8s %8s\n", "plan", "layouts", "simulated", "cpu_s", "wall_s");
-    printf("%-30s %8" G_GINT64_FORMAT " %9" G_GINT64_FORMAT " %8.3f %8.3f\n",
-           "llama3-405b-like 16384 GPUs", json_object_get_int_member(plan, "layouts"),
+    printf("%-30s %8" G_GINT64_FORMAT " %9" G_GINT64_FORMAT " %8.3f %8.3f\n", bp->name,
+           json_object_get_int_member(plan, "layouts"),
            json_object_get_int_member(plan, "simulated"), cpu_s, wall_s);
     return TRUE;
 }
@@ -290,9 +302,13 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    if (!sim_bench_plan(&error)) {
-        fprintf(stderr, "pacer-sim-bench: plan: %s\n", error->message);
-        return 1;
+    printf("\n%-30s %8s %9s %8s %8s\n", "plan", "layouts", "simulated", "cpu_s", "wall_s");
+    for (size_t i = 0; i < G_N_ELEMENTS(sim_bench_plans); i++) {
+        if (!sim_bench_plan(&sim_bench_plans[i], &error)) {
+            fprintf(stderr, "pacer-sim-bench: plan %s: %s\n", sim_bench_plans[i].name,
+                    error->message);
+            return 1;
+        }
     }
     return 0;
 }

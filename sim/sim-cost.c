@@ -255,21 +255,14 @@ static gboolean sim_cost_check_magnitudes(const PpScenario *scenario, const SimC
     return TRUE;
 }
 
-/* The layers of every virtual stage vs = chunk * n_stages + stage: run.layers_per_stage when
- * given; else with [costs] (@times FALSE: the times are full-stage, only memory follows the
- * split) or pipeline.partition = even an even split, remainder to the first; else balanced by
- * forward FLOPs, and with [hardware] memory each stage must hold its state plus the schedule's
- * peak in-flight units of activations (pp_schedule_peak_inflight); with v chunks a device's
- * memory and its peak units are shared evenly by its chunks (an approximation: the DP sees
- * each virtual stage alone). Returns: (transfer full), or NULL with @error set. */
 /* The layers of every virtual stage vs (on the device the schedule's placement gives it,
  * pp_placement_vstage()): run.layers_per_stage when given; else with [costs] (@times FALSE:
  * the times are full-stage, only memory follows the split) or pipeline.partition = even an
  * even split, remainder to the first; else balanced by forward FLOPs, and with [hardware]
- * memory each stage must hold its state plus the schedule's peak in-flight units of
- * activations (pp_schedule_peak_inflight); with v chunks a device's memory and its peak units
- * are shared evenly by its chunks (an approximation: the DP sees each virtual stage alone).
- * Returns: (transfer full), or NULL with @error set. */
+ * memory each device must hold its virtual stages' state plus the schedule's peak in-flight
+ * units of activations (pp_schedule_peak_inflight), shared evenly by its chunks (an
+ * approximation: which chunk's units are live at the peak is not tracked), within the device's
+ * memory less FSDP's gather buffers. Returns: (transfer full), or NULL with @error set. */
 static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCostSplit *split,
                                        gboolean times, GError **error) {
     const int32_t       n_stages = scenario->pipeline.stages, n_chunks = scenario->pipeline.chunks;
@@ -289,7 +282,7 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
     };
     const PpHardwareParams *hw = &scenario->hardware;
     g_autofree int64_t     *layer_static = NULL, *layer_act = NULL;
-    g_autofree int32_t     *live = NULL;
+    g_autofree int32_t     *live = NULL, *device = NULL;
     if (pp.mode == PP_PARTITION_BALANCED && pp.layers_per_vstage == NULL && hw->set &&
         hw->memory_bytes > 0) {
         PpScheduleParams sp;
@@ -304,15 +297,18 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
             layer_act[i] = llround(sim_cost_block(split, i)->act_bytes);
         }
         live = g_new(int32_t, n_vstages);
+        device = g_new(int32_t, n_vstages);
         for (int32_t vs = 0; vs < n_vstages; vs++) {
             int32_t stage, chunk;
             pp_placement_vstage(placement, n_stages, vs, &stage, &chunk);
             int32_t peak = pp_schedule_peak_inflight(sched, stage);
             live[vs] = (peak + n_chunks - 1) / n_chunks;
+            device[vs] = stage;
         }
-        pp.mem_limit_bytes = hw->memory_bytes / n_chunks;
-        if (split->device_bytes > 0.0)
-            pp.mem_limit_bytes = (hw->memory_bytes - llround(split->device_bytes)) / n_chunks;
+        /* at least 1 byte: buffers beyond the device leave nothing, which no split fits */
+        pp.mem_limit_bytes = MAX(hw->memory_bytes - llround(split->device_bytes), 1);
+        pp.vstage_device = device;
+        pp.n_devices = n_stages;
         pp.layer_static_bytes = layer_static;
         pp.layer_act_bytes = layer_act;
         pp.live_units = live;

@@ -1,18 +1,21 @@
 /* SPDX-License-Identifier: MIT
  * sim-plan.c: the layout search behind pacer-sim plan (sim-plan.h). Candidates are listed
- * first (so progress can show a total), then each is checked against device memory by its
- * static bytes, built (the memory-constrained partition drops what cannot fit), simulated
+ * first (so progress can show a total), then each is checked against device memory by a
+ * memory floor, built (the memory-constrained partition drops what cannot fit), simulated
  * and kept when its simulated peak fits. Everything is deterministic: the same input gives
  * the same ranking.
  */
 #include "sim-plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pp-error.h"
+#include "pp-memory.h"
 #include "pp-scenario.h"
+#include "sim-cost.h"
 #include "sim-report.h"
 
 #define SIM_PLAN_GIB (1024.0 * 1024.0 * 1024.0)
@@ -24,14 +27,18 @@
 #define SIM_PLAN_SYNC_STEPS  1
 #define SIM_PLAN_ASYNC_STEPS 8
 #define SIM_PLAN_ASYNC_FILLS 4
+/* Context parallelism is searched down to this many tokens of a sequence per rank. */
+#define SIM_PLAN_MIN_CONTEXT_TOKENS 1024
 /* Progress is redrawn every this many candidates. */
 #define SIM_PLAN_PROGRESS_EVERY 16
 
 typedef struct {
     const PpSchedKindInfo *kind;
-    int32_t                data, tensor, stages, chunks, microbatch_size, microbatches;
+    int32_t                data, tensor, context, stages, chunks, microbatch_size, microbatches;
+    int32_t                expert, expert_tensor; /* EP, ranks splitting each routed expert */
+    int32_t                zero;                  /* ZeRO stage: 0, 1 or 3 (SimPlanOptions) */
     PpRecompute            recompute;
-    gboolean               static_fits;
+    gboolean               floor_fits; /* sim_plan_memory_floor() within memory */
 } SimPlanCandidate;
 
 static void sim_plan_row_clear(gpointer data) {
@@ -69,17 +76,144 @@ static gboolean sim_plan_kind_takes(const PpSchedKindInfo *info, int32_t n, int3
            pp_sched_kind_check_microbatches(info, n, m, NULL);
 }
 
-/* Parameters and optimizer state of the whole model on one GPU of a T x N grid, averaged
- * over the stages: a lower bound on the largest stage's static bytes (max >= mean). */
-static double sim_plan_static_bytes(const PpScenario *sc, int32_t data, int32_t tensor,
-                                    int32_t stages) {
-    const double h = sc->model.hidden, V = sc->model.vocab, s = sc->model.seq_len;
-    const double params =
-        sc->model.layers * (12.0 * h * h + 13.0 * h) + (V * h + s * h) + (V * h + 2.0 * h);
-    const double shard = sc->parallel.distributed_optimizer ? data : 1.0;
-    /* bf16 weights 2 + gradients 2, fp32 master 4 and Adam moments 8 (sim-cost.c) */
-    const double bytes_per_param = 4.0 + 12.0 / shard;
-    return params / ((double)tensor * stages) * bytes_per_param;
+/* A lower bound on candidate @c's largest stage peak (bytes): the whole model's training
+ * state on one GPU of its layout (pp-memory.h: T, EP x expert_tensor, ZeRO-1 or FSDP over
+ * D x C) plus one live micro-batch's activations of every layer and the logits, averaged over
+ * the N stages (every stage holds its state and at least one micro-batch's activations at its
+ * peak, and the largest is at least the mean), plus FSDP's gather buffers, which every device
+ * holds. */
+static double sim_plan_memory_floor(const PpScenario *base, const SimPlanCandidate *c) {
+    PpMemoryShape shape;
+    PpMemoryModel mem;
+    pp_scenario_memory_shape(base, &shape);
+    const double replicas = (double)c->data * c->context; /* share every stage's weights */
+    shape.microbatch_size = c->microbatch_size;
+    shape.tensor = c->tensor;
+    shape.sequence_parallel = c->tensor > 1;
+    shape.recompute = c->recompute;
+    shape.zero_shards = c->zero >= 1 ? replicas : 1.0;
+    shape.fsdp_shards = c->zero == 3 ? replicas : 1.0;
+    shape.expert = c->expert;
+    shape.expert_tensor = c->expert_tensor;
+    shape.context = c->context;
+    pp_memory_model(&shape, &mem);
+    const int32_t L = base->model.layers;
+    const double  state = pp_memory_vstage_params(&mem, 0, L, TRUE, TRUE) * mem.state_bpp;
+    const double  act = pp_memory_unit_act_bytes(&mem, 0, L, TRUE);
+    return (state + act) / c->stages + mem.fsdp_buffer_bytes;
+}
+
+/* Whether tensor parallelism @t is a layout of the scenario's model (pp-scenario-check.c): T
+ * divides the heads, the key/value heads, the hidden and the FFN widths (a shared expert's
+ * too) and stays inside a node. */
+static gboolean sim_plan_tensor_ok(const PpScenario *base, int32_t g, int32_t t) {
+    const PpModelParams *m = &base->model;
+    return t <= base->hardware.gpus_per_node && g % t == 0 && m->heads % t == 0 &&
+           m->kv_heads % t == 0 && m->hidden % t == 0 && m->ffn_hidden % t == 0 &&
+           (m->experts == 0 || m->shared_experts == 0 || m->expert_ffn_hidden % t == 0);
+}
+
+/* Whether context parallelism @c is searched for sequences of @seq_len tokens: C = 1, or 2C
+ * dividing seq_len (causal load balancing) with at least SIM_PLAN_MIN_CONTEXT_TOKENS tokens
+ * per rank. */
+static gboolean sim_plan_context_ok(int32_t seq_len, int32_t c) {
+    return c == 1 || (seq_len % (2 * c) == 0 && seq_len / c >= SIM_PLAN_MIN_CONTEXT_TOKENS);
+}
+
+/* One expert layout of a stage. */
+typedef struct {
+    int32_t expert, expert_tensor;
+} SimPlanExperts;
+
+static gint sim_plan_int_cmp(gconstpointer a, gconstpointer b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The expert layouts of a stage of @ranks = T x C x D GPUs, in search order. A dense model has
+ * one, EP = 1 and expert_tensor = 1 (ignored). An MoE model tries every EP dividing both
+ * model.experts and the stage's ranks, ascending, each with expert_tensor 1 and, when T > 1
+ * divides expert_ffn_hidden, T; EP x expert_tensor must divide the stage's ranks
+ * (pp-scenario-blocks.c). Returns: (transfer full) (SimPlanExperts). */
+static GArray *sim_plan_expert_layouts(const PpScenario *base, int32_t t, int64_t ranks) {
+    const PpModelParams *m = &base->model;
+    GArray              *out = g_array_new(FALSE, FALSE, sizeof(SimPlanExperts));
+    if (m->experts == 0) {
+        SimPlanExperts one = {1, 1};
+        g_array_append_val(out, one);
+        return out;
+    }
+    int64_t common = m->experts, r = ranks; /* gcd(experts, ranks) */
+    while (r != 0) {
+        int64_t next = common % r;
+        common = r;
+        r = next;
+    }
+    g_autoptr(GArray) eps = g_array_new(FALSE, FALSE, sizeof(int32_t));
+    for (int32_t e = 1; (int64_t)e * e <= common; e++) {
+        if (common % e != 0)
+            continue;
+        int32_t pair = (int32_t)(common / e);
+        g_array_append_val(eps, e);
+        if (pair != e)
+            g_array_append_val(eps, pair);
+    }
+    g_array_sort(eps, sim_plan_int_cmp);
+    for (guint i = 0; i < eps->len; i++) {
+        const int32_t e = g_array_index(eps, int32_t, i), splits[2] = {1, t};
+        for (size_t k = 0; k < (t > 1 ? 2u : 1u); k++) {
+            if (m->expert_ffn_hidden % splits[k] != 0 || ranks % ((int64_t)e * splits[k]) != 0)
+                continue;
+            SimPlanExperts layout = {e, splits[k]};
+            g_array_append_val(out, layout);
+        }
+    }
+    return out;
+}
+
+/* Appends candidate @proto with every micro-batch size, schedule, chunk count and
+ * recomputation of the search (see sim/README.md for the rules), each checked against
+ * sim_plan_memory_floor(). */
+static void sim_plan_add_batches(GArray *out, const PpScenario *base, const SimPlanOptions *o,
+                                 int32_t global_batch, int64_t memory_bytes,
+                                 const SimPlanCandidate *proto) {
+    const int32_t n = proto->stages, layers = base->model.layers;
+    const int32_t per_replica = global_batch / proto->data;
+    for (int32_t b = 1; b <= MIN(per_replica, o->max_microbatch); b++) {
+        if (per_replica % b != 0)
+            continue;
+        int32_t m = per_replica / b;
+        for (size_t k = 0; o->schedules[k] != NULL; k++) {
+            const PpSchedKindInfo *kind = pp_sched_kind_lookup(o->schedules[k]);
+            PP_ASSERT(kind != NULL);
+            if (!sim_plan_kind_takes(kind, n, m))
+                continue;
+            /* the record's chunk choices (each needs N v <= layers); several chunks on one
+             * stage are a one-chunk schedule with extra work: skipped */
+            for (size_t c = 0; c < PP_SCHED_PLAN_CHUNKS; c++) {
+                int32_t v = kind->plan_chunks[c] > 0 ? kind->plan_chunks[c]
+                            : c == 0                 ? kind->min_chunks
+                                                     : 0;
+                if (v == 0)
+                    break;
+                if (!((v == 1 || n > 1) && (int64_t)n * v <= layers))
+                    continue;
+                for (PpRecompute r = PP_RECOMPUTE_NONE; r <= PP_RECOMPUTE_FULL; r++) {
+                    /* flash attention already drops what selective would recompute */
+                    if (r == PP_RECOMPUTE_SELECTIVE && base->model.flash_attention)
+                        continue;
+                    SimPlanCandidate cand = *proto;
+                    cand.kind = kind;
+                    cand.chunks = v;
+                    cand.microbatch_size = b;
+                    cand.microbatches = m;
+                    cand.recompute = r;
+                    cand.floor_fits = sim_plan_memory_floor(base, &cand) <= (double)memory_bytes;
+                    g_array_append_val(out, cand);
+                }
+            }
+        }
+    }
 }
 
 /* Lists every candidate (see sim/README.md for the rules). */
@@ -88,57 +222,32 @@ static GArray *sim_plan_candidates(const PpScenario *base, const SimPlanOptions 
     GArray       *out = g_array_new(FALSE, TRUE, sizeof(SimPlanCandidate));
     const int32_t g = o->gpus, layers = base->model.layers;
     for (int32_t t = 1; t <= MIN(g, base->hardware.gpus_per_node); t++) {
-        /* the scenario's own rule (pp-scenario-check.c): T divides the heads, the key/value heads,
-         * the hidden and the FFN widths */
-        if (g % t != 0 || base->model.heads % t != 0 || base->model.kv_heads % t != 0 ||
-            base->model.hidden % t != 0 || base->model.ffn_hidden % t != 0)
+        if (!sim_plan_tensor_ok(base, g, t))
             continue;
-        for (int32_t n = 1; n <= MIN(g / t, layers); n++) {
-            if ((g / t) % n != 0)
+        for (int32_t c = 1; c <= g / t; c++) {
+            if ((g / t) % c != 0 || !sim_plan_context_ok(base->model.seq_len, c))
                 continue;
-            int32_t d = g / t / n;
-            if (global_batch % d != 0)
-                continue;
-            int32_t  per_replica = global_batch / d;
-            gboolean fits = sim_plan_static_bytes(base, d, t, n) <= (double)memory_bytes;
-            for (int32_t b = 1; b <= MIN(per_replica, o->max_microbatch); b++) {
-                if (per_replica % b != 0)
+            for (int32_t n = 1; n <= MIN(g / t / c, layers); n++) {
+                if ((g / t / c) % n != 0)
                     continue;
-                int32_t m = per_replica / b;
-                for (size_t k = 0; o->schedules[k] != NULL; k++) {
-                    const PpSchedKindInfo *kind = pp_sched_kind_lookup(o->schedules[k]);
-                    PP_ASSERT(kind != NULL);
-                    if (!sim_plan_kind_takes(kind, n, m))
-                        continue;
-                    /* the record's chunk choices (each needs N v <= layers); several chunks on
-                     * one stage are a one-chunk schedule with extra work: skipped */
-                    int32_t chunks[PP_SCHED_PLAN_CHUNKS];
-                    size_t  n_chunks = 0;
-                    for (size_t c = 0; c < PP_SCHED_PLAN_CHUNKS; c++) {
-                        int32_t v = kind->plan_chunks[c] > 0 ? kind->plan_chunks[c]
-                                    : c == 0                 ? kind->min_chunks
-                                                             : 0;
-                        if (v == 0)
+                int32_t d = g / t / c / n;
+                if (global_batch % d != 0)
+                    continue;
+                g_autoptr(GArray) experts = sim_plan_expert_layouts(base, t, (int64_t)t * c * d);
+                for (guint e = 0; e < experts->len; e++) {
+                    const SimPlanExperts *x = &g_array_index(experts, SimPlanExperts, e);
+                    for (size_t z = 0; z < o->n_zero; z++) {
+                        /* one replica (D C = 1) shards nothing: every stage is the same */
+                        if (z > 0 && (int64_t)d * c == 1)
                             break;
-                        if ((v == 1 || n > 1) && (int64_t)n * v <= layers)
-                            chunks[n_chunks++] = v;
-                    }
-                    for (size_t c = 0; c < n_chunks; c++) {
-                        for (PpRecompute r = PP_RECOMPUTE_NONE; r <= PP_RECOMPUTE_FULL; r++) {
-                            /* flash attention already drops what selective would recompute */
-                            if (r == PP_RECOMPUTE_SELECTIVE && base->model.flash_attention)
-                                continue;
-                            SimPlanCandidate cand = {.kind = kind,
-                                                     .data = d,
-                                                     .tensor = t,
-                                                     .stages = n,
-                                                     .chunks = chunks[c],
-                                                     .microbatch_size = b,
-                                                     .microbatches = m,
-                                                     .recompute = r,
-                                                     .static_fits = fits};
-                            g_array_append_val(out, cand);
-                        }
+                        SimPlanCandidate proto = {.data = d,
+                                                  .tensor = t,
+                                                  .context = c,
+                                                  .stages = n,
+                                                  .expert = x->expert,
+                                                  .expert_tensor = x->expert_tensor,
+                                                  .zero = o->zero[z]};
+                        sim_plan_add_batches(out, base, o, global_batch, memory_bytes, &proto);
                     }
                 }
             }
@@ -170,30 +279,117 @@ static PpScenarioDelta sim_plan_delta(const SimPlanCandidate *c, int32_t global_
         .steps = sim_plan_steps(c),
         .data = c->data,
         .tensor = c->tensor,
+        .context = c->context,
+        .expert = c->expert,
+        .expert_tensor = c->expert_tensor,
         .set_sequence_parallel = TRUE,
         .sequence_parallel = c->tensor > 1,
         .set_recompute = TRUE,
         .recompute = c->recompute,
+        .set_sharding = TRUE,
+        .distributed_optimizer = c->zero >= 1,
+        .fsdp = c->zero == 3,
         .devices = gpus,
         /* the plan sets the mode: the static program */
         .static_mode = TRUE,
     };
 }
 
-/* Simulates candidate @c; appends its row when it fits, and counts the outcome. */
-static void sim_plan_try(SimPlan *plan, const PpScenario *base, const SimPlanCandidate *c) {
-    if (!c->static_fits) {
+/* What a simulated candidate must beat to be printed: the best SimPlanOptions.top rows so
+ * far and the best row of each schedule so far. */
+typedef struct {
+    const SimPlanOptions *options;
+    GArray               *best;      /* (double) tokens/s, descending, at most top of them */
+    double               *kind_best; /* (schedules) tokens/s of each schedule's best; 0: none */
+} SimPlanBound;
+
+/* The index of @kind in @o->schedules. */
+static size_t sim_plan_kind_index(const SimPlanOptions *o, const PpSchedKindInfo *kind) {
+    for (size_t k = 0; o->schedules[k] != NULL; k++) {
+        if (strcmp(o->schedules[k], kind->name) == 0)
+            return k;
+    }
+    PP_UNREACHABLE();
+}
+
+/* An upper bound on candidate @c's whole-job tokens/s from its cost model: the step takes at
+ * least its busiest device's compute for one update, every micro-batch's F, B and W of each
+ * of its chunks for a flush schedule (all of them run inside the step), the B and W of the
+ * a backwards an update accumulates for an asynchronous one (their forwards may fall in an
+ * earlier interval); no bubble, hop or update counted. */
+static double sim_plan_tokens_ceiling(const SimPlanCandidate *c, const SimCostModel *cost) {
+    const gboolean async = c->kind->sync == PP_SCHED_ASYNC;
+    int64_t        busiest_ns = 0; /* one micro-batch's ops on the busiest device */
+    for (int32_t stage = 0; stage < cost->n_stages; stage++) {
+        int64_t sum = 0;
+        for (int32_t chunk = 0; chunk < cost->n_chunks; chunk++) {
+            int32_t unit = stage * cost->n_chunks + chunk;
+            sum += sim_cost_bw_ns(cost, unit) + (async ? 0 : cost->f_ns[unit]);
+        }
+        busiest_ns = MAX(busiest_ns, sum);
+    }
+    if (busiest_ns <= 0)
+        return INFINITY;
+    /* tokens of an update's micro-batches over D replicas, over at least that many times
+     * busiest_ns */
+    return (double)cost->tokens_per_mb * cost->data_parallel * 1e9 / (double)busiest_ns;
+}
+
+/* Whether a candidate of @kind whose tokens/s cannot exceed @ceiling would be printed
+ * neither among the best top rows nor as its schedule's best (strictly below both, with a
+ * margin for rounding). */
+static gboolean sim_plan_out_of_reach(const SimPlanBound *bound, const PpSchedKindInfo *kind,
+                                      double ceiling) {
+    const double margin = 1.0 - 1e-9;
+    const size_t top = (size_t)bound->options->top;
+    if (bound->best->len < top || !(ceiling < g_array_index(bound->best, double, top - 1) * margin))
+        return FALSE;
+    double kind_best = bound->kind_best[sim_plan_kind_index(bound->options, kind)];
+    return kind_best > 0.0 && ceiling < kind_best * margin;
+}
+
+/* Records a fitting row of @kind at @tokens_per_s in @bound. */
+static void sim_plan_bound_add(SimPlanBound *bound, const PpSchedKindInfo *kind,
+                               double tokens_per_s) {
+    guint at = 0;
+    while (at < bound->best->len && g_array_index(bound->best, double, at) >= tokens_per_s)
+        at++;
+    if (at < (guint)bound->options->top) {
+        g_array_insert_val(bound->best, at, tokens_per_s);
+        if (bound->best->len > (guint)bound->options->top)
+            g_array_set_size(bound->best, (guint)bound->options->top);
+    }
+    double *kb = &bound->kind_best[sim_plan_kind_index(bound->options, kind)];
+    *kb = MAX(*kb, tokens_per_s);
+}
+
+/* Builds candidate @c's cost model, drops it when sim_plan_out_of_reach(), else simulates it;
+ * appends its row when it fits, and counts the outcome. */
+static void sim_plan_try(SimPlan *plan, SimPlanBound *bound, const PpScenario *base,
+                         const SimPlanCandidate *c) {
+    if (!c->floor_fits) {
         plan->n_static++;
         return;
     }
     PpScenarioDelta delta = sim_plan_delta(c, plan->global_batch, plan->gpus);
     g_autoptr(GError) error = NULL;
-    PpScenario *sc = pp_scenario_with(base, &delta, &error);
-    g_autoptr(SimJob) job = sc != NULL ? sim_job_new_from_scenario(sc, FALSE, &error) : NULL;
+    PpScenario   *sc = pp_scenario_with(base, &delta, &error);
+    SimCostModel *cost = sc != NULL ? sim_cost_new_from_scenario(sc, &error) : NULL;
+    if (cost != NULL && sim_plan_out_of_reach(bound, c->kind, sim_plan_tokens_ceiling(c, cost))) {
+        plan->n_bound++;
+        sim_cost_free(cost);
+        pp_scenario_free(sc);
+        return;
+    }
+    g_autoptr(SimJob) job = NULL;
+    if (cost != NULL)
+        job = sim_job_new_from_cost(sc, cost, FALSE, &error);
+    else
+        pp_scenario_free(sc);
     if (job == NULL) {
         /* A scenario that loads but has no layer split within memory fails in the partition,
          * before the engine runs. */
-        if (sc != NULL &&
+        if (sc != NULL && cost == NULL &&
             g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT)) {
             plan->n_partition++;
         } else {
@@ -213,6 +409,10 @@ static void sim_plan_try(SimPlan *plan, const PpScenario *base, const SimPlanCan
         .schedule = g_strdup(c->kind->name),
         .data = c->data,
         .tensor = c->tensor,
+        .context = c->context,
+        .expert = c->expert,
+        .expert_tensor = c->expert_tensor,
+        .zero = c->zero,
         .stages = c->stages,
         .chunks = c->chunks,
         .microbatch_size = c->microbatch_size,
@@ -227,6 +427,7 @@ static void sim_plan_try(SimPlan *plan, const PpScenario *base, const SimPlanCan
         .delta_max = res->delta_max,
     };
     g_array_append_val(plan->rows, row);
+    sim_plan_bound_add(bound, c->kind, row.tokens_per_s);
 }
 
 /* Best throughput first; ties: less memory, then enumeration order (the append index is the
@@ -265,18 +466,19 @@ static void sim_plan_progress(const SimPlan *plan, guint done, guint total) {
 
 /* The base scenario of a plan: the model and hardware of @path with @overrides. Plan chooses
  * every layout key itself, so -b and -g take precedence over the file's layout: the file is
- * read on a neutral one-GPU layout (one stage, one micro-batch, one replica, no tensor
- * parallelism, the job's @o->gpus as hardware.devices) with the micro-batch size derived
- * from the global batch, and the user's @overrides after it. The global batch is -b, else
+ * read on a neutral one-GPU layout (one stage, one micro-batch, one replica, no tensor,
+ * context or expert parallelism, the job's @o->gpus as hardware.devices) with the micro-batch size
+ * derived from the global batch, and the user's @overrides after it. The global batch is -b, else
  * the file's training.global_batch; a file that gives neither has its batch only in its own
  * layout, which is then read as given. */
 static PpScenario *sim_plan_load_base(const char *path, const char *const *overrides,
                                       const SimPlanOptions *o, GError **error) {
     g_autoptr(GPtrArray) neutral = g_ptr_array_new_with_free_func(g_free);
-    const char *const layout[] = {"pipeline.schedule=1f1b",  "pipeline.mode=static",
-                                  "pipeline.stages=1",       "pipeline.chunks=1",
-                                  "pipeline.microbatches=1", "pipeline.accumulation=1",
-                                  "parallel.data=1",         "parallel.tensor=1"};
+    const char *const layout[] = {
+        "pipeline.schedule=1f1b", "pipeline.mode=static",    "pipeline.stages=1",
+        "pipeline.chunks=1",      "pipeline.microbatches=1", "pipeline.accumulation=1",
+        "parallel.data=1",        "parallel.tensor=1",       "parallel.context=1",
+        "parallel.expert=1",      "parallel.expert_tensor=1"};
     for (size_t i = 0; i < G_N_ELEMENTS(layout); i++)
         g_ptr_array_add(neutral, g_strdup(layout[i]));
     g_ptr_array_add(neutral, g_strdup_printf("hardware.devices=%d", o->gpus));
@@ -341,15 +543,19 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
     plan->n_layouts = cands->len;
     if (cands->len == 0) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
-                    "%s: no layout of %d GPUs with global batch %d: data x tensor x stages "
-                    "must equal the GPUs, tensor divide model.heads, kv_heads, hidden and "
+                    "%s: no layout of %d GPUs with global batch %d: data x tensor x context x "
+                    "stages must equal the GPUs, tensor divide model.heads, kv_heads, hidden and "
                     "ffn_hidden and be at most hardware.gpus_per_node = %d, stages be at most "
                     "model.layers = %d, and the data replicas divide the global batch",
                     path, o->gpus, global_batch, base->hardware.gpus_per_node, base->model.layers);
         return NULL;
     }
+    size_t n_schedules = g_strv_length((char **)o->schedules);
+    g_autoptr(GArray) best = g_array_new(FALSE, FALSE, sizeof(double));
+    g_autofree double *kind_best = g_new0(double, n_schedules);
+    SimPlanBound       bound = {.options = o, .best = best, .kind_best = kind_best};
     for (guint i = 0; i < cands->len; i++) {
-        sim_plan_try(plan, base, &g_array_index(cands, SimPlanCandidate, i));
+        sim_plan_try(plan, &bound, base, &g_array_index(cands, SimPlanCandidate, i));
         if (o->progress && ((i + 1) % SIM_PLAN_PROGRESS_EVERY == 0 || i + 1 == cands->len))
             sim_plan_progress(plan, i + 1, cands->len);
     }
@@ -367,7 +573,7 @@ typedef struct {
     const char *text;   /* SIM_PLAN_TEXT */
 } SimPlanSetting;
 
-#define SIM_PLAN_N_SETTINGS 14
+#define SIM_PLAN_N_SETTINGS 19
 
 /* Fills @out with every key the search set for @r (the same values sim_plan_delta() gave). */
 static void sim_plan_row_settings(const SimPlan *plan, const SimPlanRow *r,
@@ -385,6 +591,11 @@ static void sim_plan_row_settings(const SimPlan *plan, const SimPlanRow *r,
         {"parallel.data", SIM_PLAN_NUMBER, r->data, NULL},
         {"parallel.tensor", SIM_PLAN_NUMBER, r->tensor, NULL},
         {"parallel.sequence_parallel", SIM_PLAN_BOOL, r->tensor > 1, NULL},
+        {"parallel.context", SIM_PLAN_NUMBER, r->context, NULL},
+        {"parallel.expert", SIM_PLAN_NUMBER, r->expert, NULL},
+        {"parallel.expert_tensor", SIM_PLAN_NUMBER, r->expert_tensor, NULL},
+        {"parallel.distributed_optimizer", SIM_PLAN_BOOL, r->zero >= 1, NULL},
+        {"parallel.fsdp", SIM_PLAN_BOOL, r->zero == 3, NULL},
         {"model.recompute", SIM_PLAN_TEXT, 0, r->recompute},
         {"hardware.devices", SIM_PLAN_NUMBER, plan->gpus, NULL},
     };
@@ -497,11 +708,12 @@ char *sim_plan_format(const SimPlan *plan, int32_t top) {
     g_string_append_printf(out,
                            "plan        %s: %d GPUs, global batch %d sequences\n"
                            "layouts     %" G_GINT64_FORMAT " enumerated: %" G_GINT64_FORMAT
-                           " dropped by static memory, %" G_GINT64_FORMAT
+                           " dropped by the memory floor, %" G_GINT64_FORMAT
                            " by the memory-constrained partition, %" G_GINT64_FORMAT
+                           " by the throughput bound, %" G_GINT64_FORMAT
                            " simulated (%" G_GINT64_FORMAT " over memory), %u fit",
                            plan->scenario, plan->gpus, plan->global_batch, plan->n_layouts,
-                           plan->n_static, plan->n_partition, plan->n_simulated,
+                           plan->n_static, plan->n_partition, plan->n_bound, plan->n_simulated,
                            plan->n_over_memory, plan->rows->len);
     if (plan->headroom_bytes > 0)
         g_string_append_printf(out, " within %.3f GiB per GPU (%.3f GiB headroom)",
@@ -511,16 +723,17 @@ char *sim_plan_format(const SimPlan *plan, int32_t top) {
         g_string_append_printf(out, ", %" G_GINT64_FORMAT " failed (first: %s)", plan->n_failed,
                                plan->first_error);
     g_string_append(out, "\n\n");
-    g_string_append(out, "rank  schedule       D    T    N   v   b     m  recompute       "
-                         "tokens/s     MFU     step ms  peak GiB  \xce\x94max\n");
+    g_string_append(out, "rank  schedule       D    T    C    N   v   EP  ET  Z   b     m  "
+                         "recompute       tokens/s     MFU     step ms  peak GiB  \xce\x94max\n");
     for (guint i = 0; i < plan->rows->len && (int32_t)i < top; i++) {
         const SimPlanRow *r = &g_array_index(plan->rows, SimPlanRow, i);
         g_string_append_printf(out,
-                               "%4u  %-12s %4d %4d %4d %3d %3d %5d  %-9s %14.1f %7.4f %11.3f "
-                               "%9.3f %5d\n",
-                               i + 1, r->schedule, r->data, r->tensor, r->stages, r->chunks,
-                               r->microbatch_size, r->microbatches, r->recompute, r->tokens_per_s,
-                               r->mfu, (double)r->step_time_ns / 1e6,
+                               "%4u  %-12s %4d %4d %4d %4d %3d %4d %3d %2d %3d %5d  %-9s %14.1f "
+                               "%7.4f %11.3f %9.3f %5d\n",
+                               i + 1, r->schedule, r->data, r->tensor, r->context, r->stages,
+                               r->chunks, r->expert, r->expert_tensor, r->zero, r->microbatch_size,
+                               r->microbatches, r->recompute, r->tokens_per_s, r->mfu,
+                               (double)r->step_time_ns / 1e6,
                                (double)r->peak_memory_bytes / SIM_PLAN_GIB, r->delta_max);
     }
     g_string_append(out, "\nbest per schedule (rank in the whole ranking):\n");
@@ -531,12 +744,13 @@ char *sim_plan_format(const SimPlan *plan, int32_t top) {
             continue;
         }
         const SimPlanRow *r = &g_array_index(plan->rows, SimPlanRow, i);
-        g_string_append_printf(out,
-                               "  %-12s rank %4d: D %d T %d N %d v %d b %d m %d %s, %.1f tokens/s, "
-                               "%.3f GiB\n",
-                               r->schedule, i + 1, r->data, r->tensor, r->stages, r->chunks,
-                               r->microbatch_size, r->microbatches, r->recompute, r->tokens_per_s,
-                               (double)r->peak_memory_bytes / SIM_PLAN_GIB);
+        g_string_append_printf(
+            out,
+            "  %-12s rank %4d: D %d T %d C %d N %d v %d EP %d ET %d ZeRO %d b %d "
+            "m %d %s, %.1f tokens/s, %.3f GiB\n",
+            r->schedule, i + 1, r->data, r->tensor, r->context, r->stages, r->chunks, r->expert,
+            r->expert_tensor, r->zero, r->microbatch_size, r->microbatches, r->recompute,
+            r->tokens_per_s, (double)r->peak_memory_bytes / SIM_PLAN_GIB);
     }
     if (plan->rows->len > 0 && top > 0) {
         g_autofree char *command =
@@ -558,7 +772,11 @@ static void sim_plan_json_row(JsonBuilder *b, const SimPlan *plan, const SimPlan
     } ints[] = {
         {"data", r->data},
         {"tensor", r->tensor},
+        {"context", r->context},
         {"stages", r->stages},
+        {"expert", r->expert},
+        {"expert_tensor", r->expert_tensor},
+        {"zero", r->zero},
         {"chunks", r->chunks},
         {"microbatch_size", r->microbatch_size},
         {"microbatches", r->microbatches},
@@ -591,6 +809,7 @@ JsonNode *sim_plan_build_json(const SimPlan *plan, int32_t top) {
         {"layouts", plan->n_layouts},
         {"dropped_static", plan->n_static},
         {"dropped_partition", plan->n_partition},
+        {"dropped_bound", plan->n_bound},
         {"simulated", plan->n_simulated},
         {"over_memory", plan->n_over_memory},
         {"failed", plan->n_failed},

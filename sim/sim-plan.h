@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT
  * sim-plan.h: pacer-sim plan, the layout search. For a GPU count and a global batch it
- * enumerates data x tensor x pipeline layouts, schedules, chunks, micro-batch sizes and
- * recomputation, drops what cannot fit in device memory before simulating (static bytes,
- * then the memory-constrained layer partition), simulates the rest and ranks them by the
- * whole job's throughput. sim/README.md states the enumeration rules.
+ * enumerates data x tensor x context x pipeline layouts, expert layouts of MoE models, ZeRO
+ * stages, schedules, chunks, micro-batch sizes and recomputation, drops what cannot fit in
+ * device memory before simulating (a memory floor, then the memory-constrained layer
+ * partition), simulates the rest and ranks them by the whole job's throughput. sim/README.md
+ * states the enumeration rules.
  */
 #pragma once
 
@@ -13,19 +14,29 @@
 
 G_BEGIN_DECLS
 
+/* The ZeRO stages plan knows: 0 replicated training state, 1 parallel.distributed_optimizer,
+ * 3 parallel.fsdp. */
+#define SIM_PLAN_MAX_ZERO 3
+
 typedef struct {
-    int32_t            gpus;           /* G = D T N */
+    int32_t            gpus;           /* G = D T C N */
     int32_t            global_batch;   /* sequences per step; <= 0: the scenario's */
     const char *const *schedules;      /* NULL-terminated registry names */
     int32_t            max_microbatch; /* largest micro-batch size tried (sequences) */
-    int64_t            headroom_bytes; /* device memory a row must leave free (>= 0) */
-    gboolean           progress;       /* report progress on stderr (a terminal) */
+    int32_t            top;  /* rows printed (>= 1): a candidate that can reach neither these
+                                nor its schedule's best is not simulated */
+    int64_t  headroom_bytes; /* device memory a row must leave free (>= 0) */
+    int32_t  zero[SIM_PLAN_MAX_ZERO]; /* ZeRO stages tried, in order: 0, 1 or 3 */
+    size_t   n_zero;                  /* 1..SIM_PLAN_MAX_ZERO */
+    gboolean progress;                /* report progress on stderr (a terminal) */
 } SimPlanOptions;
 
 /* One simulated layout that fits. */
 typedef struct {
     char   *schedule;
-    int32_t data, tensor, stages, chunks;
+    int32_t data, tensor, context, stages, chunks;
+    int32_t expert, expert_tensor; /* parallel.expert, expert_tensor (1, 1 for a dense model) */
+    int32_t zero;                  /* ZeRO stage 0, 1 or 3 */
     int32_t microbatch_size, microbatches; /* microbatches: per step (a for paci) */
     int32_t accumulation;                  /* pipeline.accumulation it ran */
     int32_t steps;                         /* optimizer steps simulated */
@@ -46,8 +57,11 @@ typedef struct {
     int64_t headroom_bytes; /* SimPlanOptions.headroom_bytes */
     GArray *rows;           /* (SimPlanRow) fitting layouts, best throughput first */
     int64_t n_layouts;      /* candidates enumerated */
-    int64_t n_static;       /* dropped: parameters and optimizer state alone exceed memory */
+    int64_t n_static;       /* dropped: the memory floor (training state plus one micro-batch's
+                               activations, over the stages) exceeds memory */
     int64_t n_partition;    /* dropped: no layer split fits memory (before simulating) */
+    int64_t n_bound;        /* dropped: its throughput bound reaches neither the best top rows
+                               nor its schedule's best so far (before simulating) */
     int64_t n_simulated;
     int64_t n_over_memory; /* simulated, but the peak exceeded memory */
     int64_t n_failed;      /* any other error (its first message kept) */

@@ -30,11 +30,19 @@ SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean for
 }
 
 SimJob *sim_job_new_from_scenario(PpScenario *scenario, gboolean for_out, GError **error) {
+    SimCostModel *cost = sim_cost_new_from_scenario(scenario, error);
+    if (cost == NULL) {
+        pp_scenario_free(scenario);
+        return NULL;
+    }
+    return sim_job_new_from_cost(scenario, cost, for_out, error);
+}
+
+SimJob *sim_job_new_from_cost(PpScenario *scenario, SimCostModel *cost, gboolean for_out,
+                              GError **error) {
     g_autoptr(SimJob) job = g_new0(SimJob, 1);
     job->scenario = scenario;
-    job->cost = sim_cost_new_from_scenario(job->scenario, error);
-    if (job->cost == NULL)
-        return NULL;
+    job->cost = cost;
     PpScheduleParams params;
     pp_scenario_schedule_params(job->scenario, &params);
     /* Searching generators (zb-1p, zb-2p) get the cost model's bottleneck op times (with

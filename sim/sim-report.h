@@ -38,6 +38,10 @@ SimJob *sim_job_new(const char *path, const char *const *overrides, gboolean for
                     GError **error);
 /* Same from a loaded scenario (@scenario: transfer full, also on failure). */
 SimJob *sim_job_new_from_scenario(PpScenario *scenario, gboolean for_out, GError **error);
+/* Same from a loaded scenario and its cost model (sim_cost_new_from_scenario()): both
+ * transfer full, also on failure. */
+SimJob *sim_job_new_from_cost(PpScenario *scenario, SimCostModel *cost, gboolean for_out,
+                              GError **error);
 void    sim_job_free(SimJob *job);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimJob, sim_job_free)
 

@@ -383,6 +383,67 @@ START_TEST(test_partition_memory_infeasible) {
 }
 END_TEST
 
+/* Interleaving puts several virtual stages on one device, and what must fit is the device
+ * (issue 21 §6): 8 blocks of cost 1 and 10 static bytes over 4 virtual stages on 2 devices
+ * (vs 0, 2 on device 0; vs 1, 3 on device 1), the head's 30 bytes on vs 3. The even split
+ * 2,2,2,2 puts 40 bytes on device 0 and 20 + 50 = 70 on device 1: it fits a 70-byte device,
+ * though its head chunk (50) exceeds half the device, the old per-chunk limit, under which
+ * no split fits (vs 3 needs at least 40 > 35). At 69 bytes the best split moves blocks off
+ * device 1: a1 + a3 <= 3, so device 0 holds 5 and a stage 3 (3,1,3,1: 60 and 50 bytes). At
+ * 49 bytes device 1 needs at least 20 + 30 = 50: nothing fits, and the message names the
+ * split with the smallest fullest chunk (2,2,3,1, chunks at most 40 bytes: 50 and 60 bytes on
+ * the devices), its fullest device and the excess. */
+START_TEST(test_partition_device_memory) {
+    const int64_t     cost[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    const int64_t     stat[8] = {10, 10, 10, 10, 10, 10, 10, 10}, act[8] = {0};
+    const int32_t     live[4] = {1, 1, 1, 1}, device[4] = {0, 1, 0, 1};
+    PpPartitionParams p = {.n_layers = 8,
+                           .n_vstages = 4,
+                           .layer_cost = cost,
+                           .mem_limit_bytes = 70,
+                           .vstage_device = device,
+                           .n_devices = 2,
+                           .layer_static_bytes = stat,
+                           .layer_act_bytes = act,
+                           .live_units = live,
+                           .last_static_bytes = 30};
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpPartition) fits = pp_partition_new(&p, &error);
+    ck_assert_ptr_nonnull(fits);
+    const int32_t even[] = {2, 2, 2, 2};
+    check_counts(fits, even);
+    ck_assert_int_eq(fits->max_cost, 2);
+    ck_assert_int_eq(fits->mem_bytes[3], 50);
+    ck_assert_int_eq(fits->mem_bytes[1] + fits->mem_bytes[3], 70);
+
+    p.mem_limit_bytes = 69;
+    g_autoptr(PpPartition) moved = pp_partition_new(&p, &error);
+    ck_assert_ptr_nonnull(moved);
+    const int32_t off[] = {3, 1, 3, 1};
+    check_counts(moved, off);
+    ck_assert_int_eq(moved->max_cost, 3);
+    ck_assert_int_eq(moved->mem_bytes[0] + moved->mem_bytes[2], 60);
+    ck_assert_int_eq(moved->mem_bytes[1] + moved->mem_bytes[3], 50);
+
+    /* each chunk alone on its own device: the old per-chunk view, 35 bytes, fits nothing */
+    p.mem_limit_bytes = 35;
+    p.vstage_device = NULL;
+    ck_assert_ptr_null(pp_partition_new(&p, &error));
+    g_clear_error(&error);
+
+    p.mem_limit_bytes = 49;
+    p.vstage_device = device;
+    ck_assert_ptr_null(pp_partition_new(&p, &error));
+    ck_assert(g_error_matches(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    const char *const want[] = {"4 virtual stages on 2 devices",
+                                "(60 bytes) on its fullest device (1)",
+                                "over the limit of 0.000 GiB (49 bytes) per device"};
+    for (size_t i = 0; i < G_N_ELEMENTS(want); i++)
+        ck_assert_msg(strstr(error->message, want[i]) != NULL, "'%s' not in '%s'", want[i],
+                      error->message);
+}
+END_TEST
+
 /* Costs and bytes that int64 cannot sum are an error, not a wrapped sum (issue 6: hidden =
  * 4194304 gave a negative bubble with exit 0); blocks past PP_PARTITION_MAX_LAYERS too. */
 START_TEST(test_partition_overflow) {
@@ -445,6 +506,7 @@ int main(void) {
     tcase_add_test(tc, test_partition_errors);
     tcase_add_test(tc, test_partition_random_brute_force);
     tcase_add_test(tc, test_partition_memory_infeasible);
+    tcase_add_test(tc, test_partition_device_memory);
     tcase_add_test(tc, test_partition_overflow);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -587,6 +587,60 @@ START_TEST(test_out_of_memory_advice) {
 }
 END_TEST
 
+/* Interleaving: what must fit is a device, the sum of its chunks (issue 21 §6). The
+ * DeepSeek-V3-like job on GB200 with 4 stages of 4 chunks and 64-way expert parallelism: on
+ * 200 GiB devices its fullest chunk needs 50.860 GiB, over a quarter of the device, the old
+ * per-chunk limit, which no split met; its devices fit, and every stage's simulated peak is
+ * within the device. On the preset's 186 GB the frugal split's fullest device needs 195.896
+ * GiB: the error says so, by how much, and which keys would help. */
+START_TEST(test_interleaved_device_memory) {
+    const char      *ds = PP_SOURCE_ROOT "/scenarios/cluster/deepseek-v3-like.ini";
+    const char      *fits[] = {ds,      "--json",
+                               "--set", "hardware.preset=gb200",
+                               "--set", "hardware.memory_gib=200",
+                               "--set", "pipeline.schedule=interleaved",
+                               "--set", "pipeline.stages=4",
+                               "--set", "pipeline.chunks=4",
+                               NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    ck_assert_int_eq(run_cli(fits, &out, &err), 0);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    ck_assert(json_parser_load_from_data(parser, out, -1, NULL));
+    JsonObject *run = json_node_get_object(json_parser_get_root(parser));
+    JsonArray  *stages = json_object_get_array_member(run, "stages");
+    ck_assert_uint_eq(json_array_get_length(stages), 4);
+    for (guint i = 0; i < 4; i++) {
+        int64_t peak = json_object_get_int_member(json_array_get_object_element(stages, i),
+                                                  "peak_memory_bytes");
+        ck_assert_int_le(peak, INT64_C(200) << 30);
+        ck_assert_int_gt(peak, INT64_C(50) << 30); /* more than the old per-chunk share */
+    }
+
+    const char *preset[] = {ds,
+                            "--set",
+                            "hardware.preset=gb200",
+                            "--set",
+                            "pipeline.schedule=interleaved",
+                            "--set",
+                            "pipeline.stages=4",
+                            "--set",
+                            "pipeline.chunks=4",
+                            NULL};
+    g_free(out), g_free(err);
+    out = err = NULL;
+    ck_assert_int_eq(run_cli(preset, &out, &err), 1);
+    const char *const want[] = {"16 virtual stages on 4 devices",
+                                "needs 195.896 GiB (210341468800 bytes) on its fullest device",
+                                "22.670 GiB over the limit of 173.226 GiB",
+                                "more pipeline.stages (now 4",
+                                "more parallel.expert (now 64",
+                                "parallel.fsdp = true",
+                                "model.recompute = selective"};
+    for (size_t i = 0; i < G_N_ELEMENTS(want); i++)
+        ck_assert_msg(strstr(err, want[i]) != NULL, "'%s' not in '%s'", want[i], err);
+}
+END_TEST
+
 /* --- output folders --- */
 
 /* pacer-sim --out and replay --out never write into a pacer-train run's folder (its log.csv
@@ -1279,6 +1333,7 @@ static Suite *sim_cli_suite(void) {
     tcase_add_test(tc, test_shipped_scenarios);
     tcase_add_test(tc, test_schedules);
     tcase_add_test(tc, test_out_of_memory_advice);
+    tcase_add_test(tc, test_interleaved_device_memory);
     tcase_add_test(tc, test_out_refuses_training_run);
     suite_add_tcase(s, tc);
     tc = tcase_create("short-runs");

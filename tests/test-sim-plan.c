@@ -31,10 +31,10 @@ static JsonObject *parse_object(const char *text, JsonParser *parser) {
 }
 
 /* Runs `pacer-sim plan CLUSTER --gpus 32 --json` with @extra arguments (NULL-terminated,
- * at most 4); returns stdout, asserts exit 0 and an empty stderr. */
+ * at most 8); returns stdout, asserts exit 0 and an empty stderr. */
 static char *run_plan(const char *const *extra) {
     const char *args[16] = {"plan",   CLUSTER, "--gpus", G_STRINGIFY(N_GPUS),
-                            "--json", "--top", "1000"};
+                            "--json", "--top", "100000"};
     size_t      n = 7;
     for (size_t i = 0; extra != NULL && extra[i] != NULL; i++)
         args[n++] = extra[i];
@@ -94,6 +94,7 @@ START_TEST(test_plan_rows) {
     int64_t     layouts = json_object_get_int_member(plan, "layouts");
     int64_t     simulated = json_object_get_int_member(plan, "simulated");
     ck_assert_int_eq(json_object_get_int_member(plan, "failed"), 0);
+    ck_assert_int_eq(json_object_get_int_member(plan, "dropped_bound"), 0); /* --top 100000 */
     ck_assert_int_eq(layouts, json_object_get_int_member(plan, "dropped_static") +
                                   json_object_get_int_member(plan, "dropped_partition") +
                                   simulated);
@@ -108,7 +109,7 @@ START_TEST(test_plan_rows) {
         int64_t     d = json_object_get_int_member(r, "data");
         int64_t     t = json_object_get_int_member(r, "tensor");
         int64_t     n = json_object_get_int_member(r, "stages");
-        ck_assert_int_eq(d * t * n, N_GPUS);
+        ck_assert_int_eq(d * t * json_object_get_int_member(r, "context") * n, N_GPUS);
         ck_assert_int_eq(json_object_get_int_member(r, "microbatch_size") *
                              json_object_get_int_member(r, "microbatches") * d,
                          GB_TOTAL);
@@ -153,30 +154,33 @@ START_TEST(test_plan_rows) {
 END_TEST
 
 /* The ranked rows hold when simulated alone for twice the plan's steps (issue 21 §4): on the
- * Llama-3-405B-like cluster at 16,384 GPUs, where paci on 64 stages with 4 to 16 micro-batches
- * per update needs 16 to 64 steps to fill its pipeline, each of the top 10 still fits device
- * memory, has the plan's Δmax and a step time within 2% of the plan's. */
+ * Llama-3-405B-like cluster at 16,384 GPUs, each of the top 10 and the first 3 paci rows of
+ * the ranking that need more than 8 steps to fill their pipeline (64 stages with 4 to 16
+ * micro-batches per update: 16 to 64 steps) still fits device memory, has the plan's Δmax
+ * and a step time within 2% of the plan's. The top rows run context parallelism. */
 START_TEST(test_plan_rows_hold_alone) {
     const char      *path = PP_SOURCE_ROOT "/scenarios/cluster/llama3-405b-like.ini";
-    const char      *args[] = {"plan", path, "--gpus", "16384", "--json", "--top", "10", NULL};
+    const char      *args[] = {"plan", path, "--gpus", "16384", "--json", "--top", "100000", NULL};
     g_autofree char *out = NULL, *err = NULL;
     ck_assert_int_eq(test_util_spawn(SIM_BIN, args, &out, &err), 0);
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonArray *rows = json_object_get_array_member(parse_object(out, parser), "rows");
-    ck_assert_int_eq(json_array_get_length(rows), 10);
-    int32_t n_long = 0;
-    for (guint i = 0; i < json_array_get_length(rows); i++) {
+    ck_assert_uint_gt(json_array_get_length(rows), 10);
+    int32_t n_long = 0, n_context = 0;
+    for (guint i = 0; i < json_array_get_length(rows) && (i < 10 || n_long < 3); i++) {
         JsonObject *row = json_array_get_object_element(rows, i);
         int64_t     steps =
             json_object_get_int_member(json_object_get_object_member(row, "set"), "training.steps");
-        int64_t stages = json_object_get_int_member(row, "stages");
-        int64_t a = json_object_get_int_member(json_object_get_object_member(row, "set"),
-                                               "pipeline.accumulation");
-        if (strcmp(json_object_get_string_member(row, "schedule"), "paci") == 0) {
-            /* at least four pipeline fills of N / a updates each */
+        int64_t  stages = json_object_get_int_member(row, "stages");
+        int64_t  a = json_object_get_int_member(json_object_get_object_member(row, "set"),
+                                                "pipeline.accumulation");
+        gboolean paci = strcmp(json_object_get_string_member(row, "schedule"), "paci") == 0;
+        if (paci) /* at least four pipeline fills of N / a updates each */
             ck_assert_int_ge(steps, 4 * ((stages + a - 1) / a));
-            n_long += steps > 8;
-        }
+        if (i >= 10 && !(paci && steps > 8))
+            continue;
+        n_long += paci && steps > 8;
+        n_context += json_object_get_int_member(row, "context") > 1;
         g_autoptr(JsonParser) p2 = json_parser_new();
         JsonObject *alone = run_row_alone(path, row, 2 * steps, p2);
         ck_assert_int_le(json_object_get_int_member(alone, "peak_memory_bytes"), (int64_t)80 << 30);
@@ -187,7 +191,116 @@ START_TEST(test_plan_rows_hold_alone) {
         ck_assert_msg(fabs(alone_ns / plan_ns - 1.0) <= 0.02, "row %u: %.0f ns alone, %.0f in plan",
                       i + 1, alone_ns, plan_ns);
     }
-    ck_assert_int_ge(n_long, 3); /* rows that the old 8 steps did not fill */
+    ck_assert_int_eq(n_long, 3); /* rows that the old 8 steps did not fill */
+    ck_assert_int_gt(n_context, 0);
+}
+END_TEST
+
+/* The first row of @rows for which @member is above @above, or NULL. */
+static JsonObject *first_row_above(JsonArray *rows, const char *member, int64_t above) {
+    for (guint i = 0; i < json_array_get_length(rows); i++) {
+        JsonObject *r = json_array_get_object_element(rows, i);
+        if (json_object_get_int_member(r, member) > above)
+            return r;
+    }
+    return NULL;
+}
+
+/* Plan searches context, expert and ZeRO layouts (issue 21 §4) on a small mixture of experts
+ * whose file holds context 2 in its own layout: every row is a layout of the 16 GPUs
+ * (D T C N = 16, 2C dividing seq_len, EP dividing the 8 experts and EP x expert_tensor
+ * dividing the stage's T C D ranks, its set saying the same), and the best row with context
+ * > 1, with expert > 1, with expert_tensor > 1 and with fsdp, each simulated alone with its
+ * set, gives the plan's throughput and peak to the bit. */
+START_TEST(test_plan_moe_axes) {
+    const char      *path = PP_SOURCE_ROOT "/tests/data/sim/cluster-moe.ini";
+    const char      *args[] = {"plan",  path,     "--gpus",      "16",        "--json",
+                               "--top", "100000", "--schedules", "1f1b,paci", NULL};
+    g_autofree char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_util_spawn(SIM_BIN, args, &out, &err), 0);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *plan = parse_object(out, parser);
+    ck_assert_int_eq(json_object_get_int_member(plan, "failed"), 0);
+    JsonArray *rows = json_object_get_array_member(plan, "rows");
+    ck_assert_uint_gt(json_array_get_length(rows), 0);
+    for (guint i = 0; i < json_array_get_length(rows); i++) {
+        JsonObject *r = json_array_get_object_element(rows, i);
+        JsonObject *set = json_object_get_object_member(r, "set");
+        int64_t     d = json_object_get_int_member(r, "data");
+        int64_t     t = json_object_get_int_member(r, "tensor");
+        int64_t     c = json_object_get_int_member(r, "context");
+        int64_t     n = json_object_get_int_member(r, "stages");
+        int64_t     ep = json_object_get_int_member(r, "expert");
+        int64_t     et = json_object_get_int_member(r, "expert_tensor");
+        int64_t     zero = json_object_get_int_member(r, "zero");
+        ck_assert_int_eq(d * t * c * n, 16);
+        ck_assert_int_eq(4096 % (2 * c), 0);
+        ck_assert_int_eq(8 % ep, 0);
+        ck_assert_int_eq((t * c * d) % (ep * et), 0);
+        ck_assert(et == 1 || et == t);
+        ck_assert(zero == 1 || zero == 3);
+        ck_assert_int_eq(json_object_get_int_member(set, "parallel.context"), c);
+        ck_assert_int_eq(json_object_get_int_member(set, "parallel.expert"), ep);
+        ck_assert_int_eq(json_object_get_int_member(set, "parallel.expert_tensor"), et);
+        ck_assert(json_object_get_boolean_member(set, "parallel.distributed_optimizer"));
+        ck_assert(json_object_get_boolean_member(set, "parallel.fsdp") == (zero == 3));
+    }
+    JsonObject *picks[] = {first_row_above(rows, "context", 1), first_row_above(rows, "expert", 1),
+                           first_row_above(rows, "expert_tensor", 1),
+                           first_row_above(rows, "zero", 1)};
+    for (size_t k = 0; k < G_N_ELEMENTS(picks); k++) {
+        ck_assert_ptr_nonnull(picks[k]);
+        g_autoptr(JsonParser) p2 = json_parser_new();
+        JsonObject *alone = run_row_alone(path, picks[k], 0, p2);
+        ck_assert_int_eq(json_object_get_int_member(alone, "gpus"), 16);
+        ck_assert_double_eq(json_object_get_double_member(alone, "throughput_tokens_per_s"),
+                            json_object_get_double_member(picks[k], "throughput_tokens_per_s"));
+        ck_assert_int_eq(json_object_get_int_member(alone, "peak_memory_bytes"),
+                         json_object_get_int_member(picks[k], "peak_memory_bytes"));
+    }
+}
+END_TEST
+
+/* The throughput bound drops candidates that can reach neither the printed rows nor their
+ * schedule's best, and changes neither: with --top 5 the rows are the first 5 of the whole
+ * ranking and each schedule's best is the same layout with the same figures. */
+START_TEST(test_plan_bound) {
+    const char *const top5[] = {"--top", "5", NULL};
+    g_autofree char  *bounded = run_plan(top5);
+    g_autofree char  *whole = run_plan(NULL);
+    g_autoptr(JsonParser) p1 = json_parser_new();
+    g_autoptr(JsonParser) p2 = json_parser_new();
+    JsonObject *b = parse_object(bounded, p1), *w = parse_object(whole, p2);
+    ck_assert_int_gt(json_object_get_int_member(b, "dropped_bound"), 0);
+    ck_assert_int_eq(json_object_get_int_member(b, "simulated") +
+                         json_object_get_int_member(b, "dropped_bound"),
+                     json_object_get_int_member(w, "simulated"));
+    JsonArray *rows = json_object_get_array_member(b, "rows");
+    JsonArray *all = json_object_get_array_member(w, "rows");
+    ck_assert_uint_eq(json_array_get_length(rows), 5);
+    for (guint i = 0; i < 5; i++) {
+        JsonObject *x = json_array_get_object_element(rows, i);
+        JsonObject *y = json_array_get_object_element(all, i);
+        ck_assert_str_eq(json_object_get_string_member(x, "command"),
+                         json_object_get_string_member(y, "command"));
+        ck_assert_int_eq(json_object_get_int_member(x, "step_time_ns"),
+                         json_object_get_int_member(y, "step_time_ns"));
+    }
+    JsonArray *bb = json_object_get_array_member(b, "best_per_schedule");
+    JsonArray *wb = json_object_get_array_member(w, "best_per_schedule");
+    ck_assert_uint_eq(json_array_get_length(bb), json_array_get_length(wb));
+    for (guint k = 0; k < json_array_get_length(bb); k++) {
+        JsonObject *x = json_array_get_object_element(bb, k);
+        JsonObject *y = json_array_get_object_element(wb, k);
+        ck_assert(json_object_get_boolean_member(x, "fits") ==
+                  json_object_get_boolean_member(y, "fits"));
+        if (!json_object_get_boolean_member(x, "fits"))
+            continue;
+        ck_assert_str_eq(json_object_get_string_member(x, "command"),
+                         json_object_get_string_member(y, "command"));
+        ck_assert_double_eq(json_object_get_double_member(x, "throughput_tokens_per_s"),
+                            json_object_get_double_member(y, "throughput_tokens_per_s"));
+    }
 }
 END_TEST
 
@@ -270,11 +383,12 @@ START_TEST(test_plan_every_kind) {
 }
 END_TEST
 
-/* With 8 GiB devices the 1.3B model's state alone (16 B per parameter) does not fit on one
- * or two GPUs per replica: the plan drops those layouts before simulating, and a direct run
- * of one of them fails in the partition with the memory error. The plan is deterministic. */
+/* With 8 GiB devices the 1.3B model's state alone (16 B per parameter, replicated: --zero 0)
+ * does not fit on one or two GPUs per replica: the plan drops those layouts before
+ * simulating, and a direct run of one of them fails in the partition with the memory error.
+ * The plan is deterministic. */
 START_TEST(test_plan_memory) {
-    const char *const extra[] = {"--set", "hardware.memory_gib=8", NULL};
+    const char *const extra[] = {"--set", "hardware.memory_gib=8", "--zero", "0", NULL};
     g_autofree char  *out = run_plan(extra);
     g_autofree char  *again = run_plan(extra);
     ck_assert_str_eq(out, again);
@@ -326,7 +440,7 @@ START_TEST(test_plan_layout_precedence) {
     ck_assert(g_file_set_contents(tmp.path, text, -1, NULL));
 
     const char *const bad_args[] = {"plan",  tmp.path, "--gpus", G_STRINGIFY(N_GPUS),   "--json",
-                                    "--top", "1000",   "-b",     G_STRINGIFY(GB_TOTAL), NULL};
+                                    "--top", "100000", "-b",     G_STRINGIFY(GB_TOTAL), NULL};
     g_autofree char  *out = NULL, *err = NULL;
     ck_assert_int_eq(test_util_spawn(SIM_BIN, bad_args, &out, &err), 0);
     const char *const b_extra[] = {"-b", G_STRINGIFY(GB_TOTAL), NULL};
@@ -370,6 +484,8 @@ static const struct {
     {{"plan", PP_SOURCE_ROOT "/tests/data/sim/1f1b.ini", "--gpus", "8"}, 1, "[hardware]"},
     {{"plan", CLUSTER, "--gpus", "8", "--headroom", "-1"}, 2, "--headroom GIB in [0, 1e9]"},
     {{"plan", CLUSTER, "--gpus", "8", "--headroom", "80"}, 1, "leaves nothing"},
+    {{"plan", CLUSTER, "--gpus", "8", "--zero", "1,2"}, 2, "'2' is not a ZeRO stage"},
+    {{"plan", CLUSTER, "--gpus", "8", "--zero", "3,3"}, 2, "'3' is repeated"},
 };
 
 START_TEST(test_plan_bad) {
@@ -417,9 +533,12 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("sim-plan");
     TCase *tc = tcase_create("plan");
-    tcase_set_timeout(tc, 60);
+    /* the 405B plan searches context and ZeRO stages: ~15 s of one core, more under load */
+    tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_plan_rows);
     tcase_add_test(tc, test_plan_rows_hold_alone);
+    tcase_add_test(tc, test_plan_moe_axes);
+    tcase_add_test(tc, test_plan_bound);
     tcase_add_test(tc, test_plan_headroom);
     tcase_add_test(tc, test_plan_layout_precedence);
     int32_t n_kinds = 0;
