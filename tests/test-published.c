@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT
  * test-published.c: every published run in scenarios/published is simulated and its figure,
  * on the source's own convention (scenarios/published/published.csv: iteration time,
- * TFLOP/s per GPU by Megatron's Eq. 3 or by model FLOPs, or MFU), stays within the error
- * bound stored for it; within each group of layouts a source compares, the simulated ranking
- * is the published one; and the CSV and the folder list the same files.
+ * TFLOP/s per GPU by Megatron's Eq. 3 or by model FLOPs, MFU, or tokens per second per GPU),
+ * stays within the error bound stored for it; the tokens-per-second rows (mixtures of experts,
+ * context parallelism, fp8) keep a median error of at most 10%; within each group of layouts a
+ * source compares, the simulated ranking is the published one; and the CSV and the folder list
+ * the same files.
  */
 #include <check.h>
 #include <math.h>
@@ -96,6 +98,10 @@ static void pub_simulate(PubRow *r) {
         pub_step_s = pub_flops(sc, FALSE) / (r->published * peak * gpus);
         /* the engine's MFU is the same model-FLOP convention */
         ck_assert_double_eq_tol(res->mfu, pub_flops(sc, FALSE) / (step_s * gpus * peak), 1e-9);
+    } else if (strcmp(r->metric, "tokens_per_gpu") == 0) {
+        const double tokens = B * sc->model.seq_len; /* per step, all replicas */
+        r->predicted = tokens / (step_s * gpus);
+        pub_step_s = tokens / (r->published * gpus);
     } else {
         ck_assert_str_eq(r->metric, "tflops_model");
         r->predicted = res->tflops_per_gpu;
@@ -130,6 +136,36 @@ START_TEST(test_published_rows) {
         n_ini++;
     }
     ck_assert_int_eq(n_ini, rows->len);
+}
+END_TEST
+
+static int pub_double_cmp(gconstpointer a, gconstpointer b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The tokens-per-second rows (sim/README.md, Checked against published runs: mixtures of
+ * experts, context parallelism, fp8) keep a median |error| of at most 10%, beside each row's
+ * own bound. */
+START_TEST(test_published_tokens_median) {
+    g_autoptr(GArray) rows = pub_rows();
+    g_autoptr(GArray) errs = g_array_new(FALSE, FALSE, sizeof(double));
+    for (guint i = 0; i < rows->len; i++) {
+        PubRow *r = &g_array_index(rows, PubRow, i);
+        if (strcmp(r->metric, "tokens_per_gpu") != 0)
+            continue;
+        pub_simulate(r);
+        double err = fabs(r->predicted / r->published - 1.0);
+        g_array_append_val(errs, err);
+    }
+    ck_assert_int_ge(errs->len, 10);
+    g_array_sort(errs, pub_double_cmp);
+    const guint  n = errs->len;
+    const double median =
+        n % 2 ? g_array_index(errs, double, n / 2)
+              : 0.5 * (g_array_index(errs, double, n / 2 - 1) + g_array_index(errs, double, n / 2));
+    ck_assert_msg(median <= 0.10, "median |error| of the %u tokens/s rows: %.1f%% (goal 10%%)", n,
+                  100 * median);
 }
 END_TEST
 
@@ -178,6 +214,7 @@ int main(void) {
     TCase *tc = tcase_create("published");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_published_rows);
+    tcase_add_test(tc, test_published_tokens_median);
     tcase_add_test(tc, test_published_rankings);
     suite_add_tcase(s, tc);
 
