@@ -102,6 +102,18 @@ static const MoeBadCase bad_cases[] = {
     {{"model.expert_ffn_hidden=67108865"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
      {"[model] expert_ffn_hidden", "from 1 to 67108864"}},
+    {{"hardware.alltoall_eff=0"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] alltoall_eff = '0'"}},
+    {{"hardware.alltoall_eff=1.5"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] alltoall_eff = '1.5'", "out of range"}},
+    {{"hardware.kernel_eff_fp8=0"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] kernel_eff_fp8 = '0'"}},
+    {{"parallel.moe_a2a_overlap=maybe"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[parallel] moe_a2a_overlap = 'maybe'"}},
 };
 
 START_TEST(test_moe_keys_bad) {
@@ -231,6 +243,14 @@ START_TEST(test_moe_a2a_overlap) {
     const int64_t f1 = llround((2 * (moe + scores) + head) / 0.01e12 * 1e9) +
                        2 * sim_moe_a2a_exposed_ns(2 * a2a4, 0.25, 1e12, TRUE);
     ck_assert_int_le(llabs(cost->f_ns[1] - f1), 1);
+    /* a hand-built scenario bypasses the key table's range; the cost model checks it too */
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) sc = load(NULL, &err);
+    ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
+    sc->hardware.alltoall_eff = 0.0;
+    ck_assert_ptr_null(sim_cost_new_from_scenario(sc, &err));
+    ck_assert(g_error_matches(err, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
+    ck_assert_msg(strstr(err->message, "hardware.alltoall_eff = 0") != NULL, "%s", err->message);
     /* without overlap every all-to-all is charged whole */
     ck_assert_int_eq(sim_moe_a2a_exposed_ns(2 * a2a4, 0.25, 1e12, FALSE), 2 * a2a4);
 }
