@@ -3,7 +3,8 @@
  * on the source's own convention (scenarios/published/published.csv: iteration time,
  * TFLOP/s per GPU by Megatron's Eq. 3 or by model FLOPs, MFU, or tokens per second per GPU),
  * stays within the error bound stored for it; the tokens-per-second rows (mixtures of experts,
- * context parallelism, fp8) keep a median error of at most 10%; within each group of layouts a
+ * context parallelism, fp8) keep a median error of at most 10% and their source's model FLOPs
+ * per token are the cost model's within 1%; within each group of layouts a
  * source compares, the simulated ranking is the published one; and the CSV and the folder list
  * the same files.
  */
@@ -169,6 +170,52 @@ START_TEST(test_published_tokens_median) {
 }
 END_TEST
 
+/* Megatron-Bridge's other column, model TFLOP/s per GPU, for the same rows (25.11 tables, as
+ * each file's comment quotes it): over the row's tokens/s it gives the FLOPs the source counts
+ * per token, an independent check of the presets and of pacer's FLOP count (6 N_active per
+ * token plus the causal half of the attention scores, sim/README.md, Model shapes). */
+static const struct {
+    const char *file;
+    double      tflops;
+} mbridge_tflops[] = {
+    {"mbridge-gb200-deepseek-v3-bf16.ini", 782},   {"mbridge-gb200-deepseek-v3-fp8.ini", 1003},
+    {"mbridge-gb200-qwen3-235b-bf16.ini", 728},    {"mbridge-gb200-qwen3-30b-fp8.ini", 547},
+    {"mbridge-gb200-llama3-405b-fp8.ini", 2053},   {"mbridge-gb200-llama3-70b-fp8-fsdp.ini", 1937},
+    {"mbridge-gb200-llama3-8b-fp8.ini", 1622},     {"mbridge-b200-llama3-405b-fp8-cp2.ini", 1667},
+    {"mbridge-b200-qwen3-235b-fp8.ini", 484},      {"mbridge-b200-llama3-8b-fp8.ini", 1576},
+    {"mbridge-h100-llama3-405b-fp8-cp2.ini", 737}, {"mbridge-h100-llama3-70b-fp8.ini", 719},
+    {"mbridge-h100-qwen3-235b-fp8.ini", 233},      {"mbridge-h100-llama3-8b-fp8-fsdp.ini", 744},
+};
+
+/* The source's FLOPs per token equal the cost model's model FLOPs per token within 1%. */
+START_TEST(test_published_flops_per_token) {
+    g_autoptr(GArray) rows = pub_rows();
+    guint n_checked = 0;
+    for (guint i = 0; i < rows->len; i++) {
+        const PubRow *r = &g_array_index(rows, PubRow, i);
+        if (strcmp(r->metric, "tokens_per_gpu") != 0)
+            continue;
+        double tflops = 0.0;
+        for (size_t j = 0; j < G_N_ELEMENTS(mbridge_tflops); j++)
+            if (strcmp(mbridge_tflops[j].file, r->file) == 0)
+                tflops = mbridge_tflops[j].tflops;
+        ck_assert_msg(tflops > 0.0, "%s: no model TFLOP/s in mbridge_tflops", r->file);
+        g_autofree char *path = g_build_filename(PUB_DIR, r->file, NULL);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &error);
+        ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
+        g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
+        ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+        const double source = tflops * 1e12 / r->published;
+        const double pacer = cost->flops_per_mb / (double)cost->tokens_per_mb;
+        ck_assert_msg(fabs(pacer / source - 1.0) <= 0.01,
+                      "%s: %.4g FLOPs a token, the source's %.4g", r->file, pacer, source);
+        n_checked++;
+    }
+    ck_assert_uint_eq(n_checked, G_N_ELEMENTS(mbridge_tflops));
+}
+END_TEST
+
 /* Within every group, the simulated order of per-GPU throughput is the published order. */
 START_TEST(test_published_rankings) {
     g_autoptr(GArray) rows = pub_rows();
@@ -215,6 +262,7 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_published_rows);
     tcase_add_test(tc, test_published_tokens_median);
+    tcase_add_test(tc, test_published_flops_per_token);
     tcase_add_test(tc, test_published_rankings);
     suite_add_tcase(s, tc);
 
