@@ -69,14 +69,23 @@ static double pub_flops(const PpScenario *sc, gboolean eq3) {
     return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
 }
 
+/* Loads published file @file into @sc and returns its cost model; both must build.
+ * Returns: (transfer full). */
+static SimCostModel *pub_cost(const char *file, PpScenario **sc) {
+    g_autofree char *path = g_build_filename(PUB_DIR, file, NULL);
+    g_autoptr(GError) error = NULL;
+    *sc = pp_scenario_load(path, NULL, &error);
+    ck_assert_msg(*sc != NULL, "%s", error ? error->message : "");
+    SimCostModel *cost = sim_cost_new_from_scenario(*sc, &error);
+    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    return cost;
+}
+
 /* Simulates row @r and fills predicted, pub_rate and pred_rate. */
 static void pub_simulate(PubRow *r) {
-    g_autofree char *path = g_build_filename(PUB_DIR, r->file, NULL);
+    g_autoptr(PpScenario) sc = NULL;
+    g_autoptr(SimCostModel) cost = pub_cost(r->file, &sc);
     g_autoptr(GError) error = NULL;
-    g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &error);
-    ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
-    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
-    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
     PpScheduleParams params;
     pp_scenario_schedule_params(sc, &params);
     sim_cost_schedule_params(cost, &params);
@@ -200,12 +209,8 @@ START_TEST(test_published_flops_per_token) {
             if (strcmp(mbridge_tflops[j].file, r->file) == 0)
                 tflops = mbridge_tflops[j].tflops;
         ck_assert_msg(tflops > 0.0, "%s: no model TFLOP/s in mbridge_tflops", r->file);
-        g_autofree char *path = g_build_filename(PUB_DIR, r->file, NULL);
-        g_autoptr(GError) error = NULL;
-        g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &error);
-        ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
-        g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
-        ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+        g_autoptr(PpScenario) sc = NULL;
+        g_autoptr(SimCostModel) cost = pub_cost(r->file, &sc);
         const double source = tflops * 1e12 / r->published;
         const double pacer = cost->flops_per_mb / (double)cost->tokens_per_mb;
         ck_assert_msg(fabs(pacer / source - 1.0) <= 0.01,
