@@ -644,9 +644,11 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
          * (2h bytes each), on the compute stream as Megatron's all-to-all dispatcher runs
          * them; with parallel.moe_a2a_overlap the forward's run under the paired backward's
          * compute and the backward's under the paired forward's (sim_moe_a2a_exposed_ns()).
-         * They move their bytes at hardware.alltoall_eff x the links' bandwidths. */
+         * They move their bytes at hardware.alltoall_eff x the links' bandwidths (checked by
+         * sim_cost_check_rate() when the model gives the times). */
+        const double a2a_eff = times ? hw->alltoall_eff : 1.0;
         const double routed_bytes = b * s / t * scenario->model.experts_per_token * h *
-                                    SIM_COST_MSG_BYTES_PER_ELEM / hw->alltoall_eff;
+                                    SIM_COST_MSG_BYTES_PER_ELEM / a2a_eff;
         const int64_t a2a_ns = sim_layout_alltoall_ns(
             &layout, scenario->parallel.expert, scenario->parallel.expert_tensor, routed_bytes);
         if (!sim_cost_check_layer_ns(scenario, "expert all-to-all", a2a_ns, error))
@@ -662,11 +664,10 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
             overlap ? moe_f_ns + split.moe.recompute_time_flops / t / c / rate * 1e9 : 0.0;
         /* the same attention (and ring) as a dense block, other collectives added */
         split.moe.comm_f_ns =
-            split.dense.comm_f_ns +
-            sim_moe_a2a_exposed_ns(2 * a2a_ns, hw->alltoall_eff, moe_b_ns, overlap);
+            split.dense.comm_f_ns + sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
         split.moe.comm_b_ns =
             split.dense.comm_b_ns +
-            sim_moe_a2a_exposed_ns(2 * a2a_ns * passes_b, hw->alltoall_eff, moe_f_ns, overlap);
+            sim_moe_a2a_exposed_ns(2 * a2a_ns * passes_b, a2a_eff, moe_f_ns, overlap);
     }
     if (scenario->parallel.fsdp && times) {
         const double ns_per_flop = 1e9 / (t * c * rate);
