@@ -74,6 +74,13 @@ double pp_memory_moe_layer_matrix_params(const PpMemoryShape *shape, gboolean ac
            (routed + shape->shared_experts) * dm.n_ffn * h * shape->expert_ffn_hidden;
 }
 
+double pp_memory_expert_matrix_params(const PpMemoryShape *shape) {
+    PpMemoryDims dm;
+    pp_memory_dims(shape, &dm);
+    return (shape->experts_per_token + shape->shared_experts) * dm.n_ffn * shape->hidden *
+           shape->expert_ffn_hidden;
+}
+
 double pp_memory_kv_width(const PpMemoryShape *shape) {
     PpMemoryDims dm;
     pp_memory_dims(shape, &dm);

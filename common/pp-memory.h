@@ -124,6 +124,9 @@ double pp_memory_attention_matrix_params(const PpMemoryShape *shape);
  * n_ffn h f_e (@active FALSE, the total) or K + S of them (@active TRUE, what one token
  * runs through: a forward costs 2 FLOPs per active weight and token). */
 double pp_memory_moe_layer_matrix_params(const PpMemoryShape *shape, gboolean active);
+/* Weights of the K + S experts one token runs through in an MoE block, (K + S) n_ffn h f_e:
+ * the expert part of pp_memory_moe_layer_matrix_params(@shape, TRUE). */
+double pp_memory_expert_matrix_params(const PpMemoryShape *shape);
 /* Query/key plus value width a(d_qk + d_v) of one block (2h for GPT-2's layer, d_qk = d_v =
  * d; MLA d_qk = d_nope + d_rope): the attention scores and the weighted sum cost
  * 2bs^2 a(d_qk + d_v) FLOPs in the forward, all scores counted. */

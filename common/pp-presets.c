@@ -159,6 +159,15 @@ static const PpModelPreset pp_model_presets[] = {
      .experts_per_token = 4},
 };
 
+/* One calibration for both Blackwell presets (b200, gb200: the same GPU), fitted on five
+ * published Megatron-Bridge rows (sim/README.md, Checked against published runs): DeepSeek-V3
+ * and Qwen3-235B-A22B in bf16 with their expert all-to-alls inside an NVL72 domain, Llama 3 8B
+ * on GB200 and B200 and Llama 3.1 405B on GB200 in fp8: kernel_eff_max, kernel_eff_fp8 and
+ * alltoall_eff; the curve's shape terms are the A100 fit's. */
+#define PP_BLACKWELL_FIT                                                                           \
+    .calibrated = TRUE, .kernel_eff_max = 0.64, .kernel_eff_half_tokens = 0.0,                     \
+    .kernel_eff_half_hidden = 1450.0, .kernel_eff_fp8 = 0.92, .alltoall_eff = 0.4
+
 static const PpHardwarePreset pp_hardware_presets[] = {
     {
         .name = "a100-sxm",
@@ -181,6 +190,8 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .kernel_eff_max = 0.68,
         .kernel_eff_half_tokens = 0.0,
         .kernel_eff_half_hidden = 1450.0,
+        .kernel_eff_fp8 = 1.0,
+        .alltoall_eff = 1.0,
     },
     {
         .name = "h100-sxm",
@@ -195,13 +206,17 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,               /* DGX H100: 8 GPUs on NVSwitch */
         .internode_bw_bytes_per_s = 50e9, /* DGX H100: one 400 Gb/s NDR NIC per GPU */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
-        /* Fitted on the two published H100 rows (Llama 3 405B, Table 4): kernel_eff_max
-         * alone (scripts/fit-published h100-sxm); the curve's shape terms are the A100 fit's
-         * and the links the datasheet's, two rows cannot fit more. */
+        /* Fitted on four published H100 rows (sim/README.md, Checked against published runs):
+         * Llama 3 405B on 8,192 and 16,384 GPUs (Table 4, bf16), and Megatron-Bridge's Llama 3
+         * 70B (fp8) and Qwen3-235B-A22B (fp8, expert all-to-alls mostly over InfiniBand):
+         * kernel_eff_max, kernel_eff_fp8 and alltoall_eff; the curve's shape terms are the
+         * A100 fit's and the links the datasheet's. */
         .calibrated = TRUE,
-        .kernel_eff_max = 0.60,
+        .kernel_eff_max = 0.65,
         .kernel_eff_half_tokens = 0.0,
         .kernel_eff_half_hidden = 1450.0,
+        .kernel_eff_fp8 = 1.0,
+        .alltoall_eff = 0.7,
     },
     {
         .name = "h200-sxm",
@@ -217,9 +232,11 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
         /* Same SMs and tensor cores as H100 SXM and no published H200 row: H100's fit. */
         .calibrated = TRUE,
-        .kernel_eff_max = 0.60,
+        .kernel_eff_max = 0.65,
         .kernel_eff_half_tokens = 0.0,
         .kernel_eff_half_hidden = 1450.0,
+        .kernel_eff_fp8 = 1.0,
+        .alltoall_eff = 0.7,
     },
     {
         .name = "h800",
@@ -238,9 +255,11 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .internode_latency_ns = 10000, /* ~10 us for a small NCCL message across nodes */
         /* Same SMs as H100 SXM and no published H800 row: H100's fit, as for h200-sxm. */
         .calibrated = TRUE,
-        .kernel_eff_max = 0.60,
+        .kernel_eff_max = 0.65,
         .kernel_eff_half_tokens = 0.0,
         .kernel_eff_half_hidden = 1450.0,
+        .kernel_eff_fp8 = 1.0,
+        .alltoall_eff = 0.7,
     },
     {
         .name = "b200",
@@ -255,7 +274,9 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,               /* DGX/HGX B200: 8 GPUs on NVSwitch */
         .internode_bw_bytes_per_s = 50e9, /* DGX B200: one 400 Gb/s ConnectX-7 NIC per GPU */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
-        /* No published B200 row: the key table's default curve (uncalibrated). */
+        /* Blackwell's fit, shared with gb200 (the same B200 GPU): sim/README.md, Checked
+         * against published runs. */
+        PP_BLACKWELL_FIT,
     },
     {
         .name = "gb200",
@@ -271,7 +292,9 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 72,              /* the NVLink domain is the "node": one rack */
         .internode_bw_bytes_per_s = 50e9, /* one 400 Gb/s NIC per GPU, as on DGX (assumed) */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
-        /* No published GB200 row: the key table's default curve (uncalibrated). */
+        /* Blackwell's fit, shared with b200 (sim/README.md, Checked against published
+         * runs). */
+        PP_BLACKWELL_FIT,
     },
     {
         .name = "rtx-pro-6000",

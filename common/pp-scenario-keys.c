@@ -172,6 +172,13 @@ const PpScenarioKey pp_scenario_keys[] = {
            PP_DIM_MAX, 1.0, 0,
            "analytic cost model: eff is also scaled by h / (h + kernel_eff_half_hidden) for the "
            "model's hidden size h; 0: no hidden-size term"),
+    PP_NUM("hardware", "kernel_eff_fp8", hardware.kernel_eff_fp8, "1", 0.0, 1.0, 1.0,
+           PP_KEY_MIN_EXCL,
+           "analytic cost model: fp8 matrix products (model.precision = fp8) reach "
+           "kernel_eff_fp8 x eff of peak_fp8_tflops; 1: the full fp8 rate"),
+    PP_NUM("hardware", "alltoall_eff", hardware.alltoall_eff, "1", 0.0, 1.0, 1.0, PP_KEY_MIN_EXCL,
+           "analytic cost model: an expert all-to-all moves its bytes at alltoall_eff x the "
+           "link bandwidths (link_gbps, internode_gbps); 1: the full bandwidth"),
 
     PP_TEXT("pipeline", "schedule", PP_KEY_SCHEDULE, pipeline.schedule, NULL, PP_KEY_REQUIRED,
             "schedule registry name"),
@@ -220,6 +227,9 @@ const PpScenarioKey pp_scenario_keys[] = {
            PP_KEY_DERIVED,
            "ranks splitting each routed expert's FFN; expert x expert_tensor divides tensor x "
            "data (simulator); absent: tensor"),
+    PP_TEXT("parallel", "moe_a2a_overlap", PP_KEY_BOOL, parallel.moe_a2a_overlap, "false", 0,
+            "the expert all-to-alls of one micro-batch run under another micro-batch's "
+            "compute, only their excess over the layer's compute is charged (simulator)"),
     PP_TEXT("parallel", "overlap_grad_reduce", PP_KEY_BOOL, parallel.overlap_grad_reduce, "false",
             0,
             "the data-parallel gradient all-reduce starts layer by layer during a chunk's last "
@@ -557,6 +567,8 @@ static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePr
         sc->hardware.kernel_eff_max = p->kernel_eff_max;
         sc->hardware.kernel_eff_half_tokens = p->kernel_eff_half_tokens;
         sc->hardware.kernel_eff_half_hidden = p->kernel_eff_half_hidden;
+        sc->hardware.kernel_eff_fp8 = p->kernel_eff_fp8;
+        sc->hardware.alltoall_eff = p->alltoall_eff;
     }
 }
 

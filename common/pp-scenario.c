@@ -231,17 +231,26 @@ static void pp_scenario_note_derived(PpScenario *sc) {
     }
 }
 
-gboolean pp_scenario_key_given(const PpScenario *scenario, const char *section, const char *key) {
+/* The bit of DERIVED key @k in sc->derived_keys (0 for any other key). */
+static uint32_t pp_scenario_derived_bit(const PpScenarioKey *k) {
     uint32_t bit = 1;
     for (size_t i = 0; i < pp_scenario_n_keys(); i++) {
-        const PpScenarioKey *k = &pp_scenario_keys[i];
-        if (!(k->flags & PP_KEY_DERIVED))
+        const PpScenarioKey *ki = &pp_scenario_keys[i];
+        if (!(ki->flags & PP_KEY_DERIVED))
             continue;
-        if (strcmp(k->section, section) == 0 && strcmp(k->key, key) == 0)
-            return !(scenario->derived_keys & bit);
+        if (ki == k)
+            return bit;
         bit <<= 1;
     }
-    PP_ABORT("[%s] %s is not a key derived when absent", section, key);
+    return 0;
+}
+
+gboolean pp_scenario_key_given(const PpScenario *scenario, const char *section, const char *key) {
+    const PpScenarioKey *k = pp_scenario_key_find(section, key);
+    const uint32_t       bit = k != NULL ? pp_scenario_derived_bit(k) : 0;
+    if (bit == 0)
+        PP_ABORT("[%s] %s is not a key derived when absent", section, key);
+    return !(scenario->derived_keys & bit);
 }
 
 /* Marks absent again every DERIVED key that sc->derived_keys says was derived. */
@@ -322,6 +331,7 @@ PpScenario *pp_scenario_with(const PpScenario *base, const PpScenarioDelta *delt
             return NULL;
         }
         *PP_FIELD(sc, k, int32_t) = counts[i].value;
+        sc->derived_keys &= ~pp_scenario_derived_bit(k); /* given now, as an override is */
     }
     if (delta->set_recompute)
         pp_scenario_set_text(&sc->model.recompute, pp_recompute_name(delta->recompute));

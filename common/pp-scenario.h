@@ -75,6 +75,12 @@ typedef struct {
     /* ... times h / (h + kernel_eff_half_hidden) for the model's hidden size h (0: no such
      * term): narrow models run more memory-bound work per GEMM FLOP. */
     double kernel_eff_half_hidden; /* >= 0 */
+    /* fp8 matrix products (model.precision = fp8) reach kernel_eff_fp8 x eff of
+     * peak_fp8_flops: the casts and scaling that an fp8 product adds (sim/README.md). */
+    double kernel_eff_fp8; /* in (0, 1] */
+    /* An expert all-to-all moves its bytes at alltoall_eff x the link bandwidths: many small
+     * peer-to-peer transfers, the routing metadata and the token permutation around them. */
+    double alltoall_eff; /* in (0, 1] */
     /* TRUE when the scenario has a [hardware] section; FALSE (CPU training, explicit
      * [costs]): preset is NULL and peak_flops .. nvlink are 0; devices is still derived and
      * kernel_eff_max, kernel_eff_half_tokens keep their defaults. */
@@ -115,7 +121,9 @@ typedef struct {
                                        sequence (ring attention; sim/README.md) */
     int32_t expert;                 /* EP: ranks sharing an MoE layer's routed experts, carved
                                        out of tensor x data (sim/README.md) */
-    int32_t expert_tensor;          /* ranks splitting each routed expert (default tensor) */
+    int32_t  expert_tensor;         /* ranks splitting each routed expert (default tensor) */
+    gboolean moe_a2a_overlap;       /* the expert all-to-alls of one micro-batch run under
+                                       another's compute (sim/README.md) */
 } PpParallelParams;
 
 typedef struct {

@@ -14,6 +14,7 @@
 #include "pp-memory.h"
 #include "pp-partition.h"
 #include "sim-layout.h"
+#include "sim-moe.h"
 
 /* The optimizer step is memory bound: AdamW reads gradients, master weights and both moments
  * (2 + 4 + 4 + 4) and writes master weights, moments and bf16 weights (4 + 4 + 4 + 2). */
@@ -29,6 +30,13 @@ double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens, do
     if (hw->kernel_eff_half_hidden > 0.0)
         eff *= hidden / (hidden + hw->kernel_eff_half_hidden);
     return eff;
+}
+
+double sim_cost_matrix_time_factor(const PpHardwareParams *hw, double hidden, double width,
+                                   double speedup) {
+    PP_ASSERT(hidden > 0.0 && width > 0.0 && speedup > 0.0);
+    const double half = MAX(hw->kernel_eff_half_hidden, 0.0);
+    return (1.0 / speedup + half / width) / (1.0 + half / hidden);
 }
 
 /* Allocates a zeroed model with every per-stage table sized for @n_stages x @n_chunks. */
@@ -349,6 +357,21 @@ static gboolean sim_cost_check_rate(const PpScenario *scenario, GError **error) 
                     scenario->path, hw->kernel_eff_max);
         return FALSE;
     }
+    if (scenario->model.experts > 0 && !(hw->alltoall_eff > 0.0 && hw->alltoall_eff <= 1.0)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: hardware.alltoall_eff = %g: the analytic cost model needs a share of "
+                    "the link bandwidth in (0, 1]",
+                    scenario->path, hw->alltoall_eff);
+        return FALSE;
+    }
+    if (pp_scenario_precision_fp8(scenario) &&
+        !(hw->kernel_eff_fp8 > 0.0 && hw->kernel_eff_fp8 <= 1.0)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
+                    "%s: hardware.kernel_eff_fp8 = %g: the analytic cost model needs a share of "
+                    "the fp8 rate in (0, 1]",
+                    scenario->path, hw->kernel_eff_fp8);
+        return FALSE;
+    }
     if (!(hw->kernel_eff_half_tokens >= 0.0 && isfinite(hw->kernel_eff_half_tokens))) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
                     "%s: hardware.kernel_eff_half_tokens = %g: the analytic cost model needs a "
@@ -416,22 +439,35 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
 }
 
 /* The FLOPs of one block whose matrix products hold @matrix_params weights (active ones for
- * an MoE block) and whose attention costs @attention_flops, per micro-batch before the tensor
- * split: model FLOPs, their time at the bf16 rate (model.precision = fp8 runs the matrix
- * products at the fp8 rate; the attention scores, the LM head and the embeddings stay in bf16,
- * as in DeepSeek-V3's fp8 training, report §3.3: time-FLOPs count the fp8 ones at the bf16
- * rate, so every op time stays time-FLOPs / (peak_tflops x eff)) and what the backward
- * recomputes. */
+ * an MoE block, @expert_params of them in its K + S experts, whose products are
+ * sim_moe_expert_width() wide) and whose attention costs @attention_flops, per micro-batch
+ * before the tensor split: model FLOPs, their time at the bf16 rate and what the backward
+ * recomputes. Time-FLOPs count each matrix FLOP sim_cost_matrix_time_factor() times, so that
+ * every op time stays time-FLOPs / (peak_tflops x eff): model.precision = fp8 runs the GEMMs
+ * at kernel_eff_fp8 x the fp8 rate, while the attention scores, the LM head and the
+ * embeddings stay in bf16 (as in DeepSeek-V3's fp8 training, report §3.3). */
 static void sim_cost_fill_block(const PpScenario *scenario, double matrix_params,
-                                double attention_flops, gboolean times, SimCostBlock *block) {
+                                double expert_params, double attention_flops, gboolean times,
+                                SimCostBlock *block) {
     const PpHardwareParams *hw = &scenario->hardware;
-    const double            matrix_flops =
-        2.0 * scenario->pipeline.microbatch_size * (double)scenario->model.seq_len * matrix_params;
+    const PpModelParams    *m = &scenario->model;
+    const double flops_per_param = 2.0 * scenario->pipeline.microbatch_size * (double)m->seq_len;
+    const double matrix_flops = flops_per_param * matrix_params;
     block->flops = matrix_flops + attention_flops;
     block->recompute_flops = sim_layout_recompute_flops(scenario, block->flops, attention_flops);
-    const double matrix_time_flops = pp_scenario_precision_fp8(scenario) && times
-                                         ? matrix_flops * (hw->peak_flops / hw->peak_fp8_flops)
-                                         : matrix_flops;
+    double matrix_time_flops = matrix_flops;
+    if (times) {
+        const double h = m->hidden, expert_flops = flops_per_param * expert_params;
+        const double speedup = pp_scenario_precision_fp8(scenario)
+                                   ? hw->kernel_eff_fp8 * hw->peak_fp8_flops / hw->peak_flops
+                                   : 1.0;
+        matrix_time_flops =
+            (matrix_flops - expert_flops) * sim_cost_matrix_time_factor(hw, h, h, speedup);
+        if (expert_params > 0.0)
+            matrix_time_flops +=
+                expert_flops * sim_cost_matrix_time_factor(
+                                   hw, h, sim_moe_expert_width(h, m->expert_ffn_hidden), speedup);
+    }
     block->time_flops = matrix_time_flops + attention_flops;
     block->recompute_time_flops = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL
                                       ? block->time_flops
@@ -582,8 +618,8 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
          .head_static_bytes = mem.head_params * mem.state_bpp,
          .logits_bytes = mem.logits_bytes,
     };
-    sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), attention_flops, times,
-                        &split.dense);
+    sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), 0.0, attention_flops,
+                        times, &split.dense);
     split.dense.static_bytes = mem.layer_params * mem.state_bpp;
     split.dense.act_bytes = mem.layer_act_bytes;
     split.dense.comm_f_ns = SIM_LAYOUT_TP_COLLECTIVES_PER_PASS * tp_ns;
@@ -602,20 +638,32 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
          * forward, and their two gradients in the input-gradient backward (and two more per
          * recomputed forward), each moving the K routed copies of this GPU's bs/T tokens
          * (2h bytes each), on the compute stream as Megatron's all-to-all dispatcher runs
-         * them: nothing overlaps them. */
-        const double routed_bytes =
-            b * s / t * scenario->model.experts_per_token * h * SIM_COST_MSG_BYTES_PER_ELEM;
+         * them; with parallel.moe_a2a_overlap the forward's run under the paired backward's
+         * compute and the backward's under the paired forward's (sim_moe_a2a_exposed_ns()).
+         * They move their bytes at hardware.alltoall_eff x the links' bandwidths (checked by
+         * sim_cost_check_rate() when the model gives the times). */
+        const double a2a_eff = times ? hw->alltoall_eff : 1.0;
+        const double routed_bytes = b * s / t * scenario->model.experts_per_token * h *
+                                    SIM_COST_MSG_BYTES_PER_ELEM / a2a_eff;
         const int64_t a2a_ns = sim_layout_alltoall_ns(
             &layout, scenario->parallel.expert, scenario->parallel.expert_tensor, routed_bytes);
         if (!sim_cost_check_layer_ns(scenario, "expert all-to-all", a2a_ns, error))
             return FALSE;
+        const double expert_params = pp_memory_expert_matrix_params(&shape);
         sim_cost_fill_block(scenario, pp_memory_moe_layer_matrix_params(&shape, TRUE),
-                            attention_flops, times, &split.moe);
+                            expert_params, attention_flops, times, &split.moe);
         split.moe.static_bytes = mem.moe_layer_params * mem.state_bpp;
         split.moe.act_bytes = mem.moe_layer_act_bytes;
+        const gboolean overlap = scenario->parallel.moe_a2a_overlap && times;
+        const double   moe_f_ns = overlap ? split.moe.time_flops / t / c / rate * 1e9 : 0.0;
+        const double   moe_b_ns =
+            overlap ? moe_f_ns + split.moe.recompute_time_flops / t / c / rate * 1e9 : 0.0;
         /* the same attention (and ring) as a dense block, other collectives added */
-        split.moe.comm_f_ns = split.dense.comm_f_ns + 2 * a2a_ns;
-        split.moe.comm_b_ns = split.dense.comm_b_ns + 2 * a2a_ns * passes_b;
+        split.moe.comm_f_ns =
+            split.dense.comm_f_ns + sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
+        split.moe.comm_b_ns =
+            split.dense.comm_b_ns +
+            sim_moe_a2a_exposed_ns(2 * a2a_ns * passes_b, a2a_eff, moe_f_ns, overlap);
     }
     if (scenario->parallel.fsdp && times) {
         const double ns_per_flop = 1e9 / (t * c * rate);

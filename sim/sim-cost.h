@@ -95,6 +95,17 @@ static inline int64_t sim_cost_bw_ns(const SimCostModel *cost, int32_t unit) {
  * presets carry their own fit (sim/README.md); calibrate the keys against measurements. */
 double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens, double hidden);
 
+/* Time per FLOP of matrix products of width @width running at @speedup times the bf16 rate,
+ * relative to the layer's bf16 time per FLOP (the efficiency above, taken at the model's
+ * @hidden): the curve's width term h / (h + half) splits a product's time into the GEMM
+ * itself, 1, and the memory-bound work around it, half / width, per FLOP at full efficiency;
+ * only the GEMM runs @speedup times faster (fp8: kernel_eff_fp8 x peak_fp8 / peak), so the
+ * factor is (1 / speedup + half / width) / (1 + half / hidden), half =
+ * hardware.kernel_eff_half_hidden: 1 for a bf16 product of width h, 1 / speedup without a
+ * width term. */
+double sim_cost_matrix_time_factor(const PpHardwareParams *hw, double hidden, double width,
+                                   double speedup);
+
 /* Uniform costs for tests: every (stage, chunk) has the same f/b/w, comm is latency only,
  * memory: act_bytes 1 per live (mb, chunk) unit, static (and its split) 0.
  * Returns: (transfer full). */
@@ -110,8 +121,9 @@ SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f
  * forward FLOPs 24bsh^2 + 4bs^2h per layer (GPT-2's layer; in general 2bs per matrix weight,
  * pp_memory_layer_matrix_params(), + 4bs^2 * ad, halved with model.attention_flops = causal) +
  * 2bshV LM head on the last virtual stage, B = W = forward, time = FLOPs / (peak_flops *
- * eff(b*s)) (model.precision = fp8: the matrix products at peak_fp8_flops, and MFU's
- * peak_flops is the fp8 one); U = 28 bytes per parameter / memory bandwidth; hop = link latency +
+ * eff(b*s)) (model.precision = fp8: the matrix products at kernel_eff_fp8 x peak_fp8_flops,
+ * and MFU's peak_flops is the fp8 one; an MoE layer's experts at their own width,
+ * sim-moe.h); U = 28 bytes per parameter / memory bandwidth; hop = link latency +
  * 2bsh bytes / link bandwidth. Memory either way: 16 bytes per parameter static, split into weights
  * 6 (bf16 + fp32 master), gradients 2 (bf16) and optimizer state 8 (Adam moments), 2 per stashed
  * copy; activations sb(34h + 5as) per layer (M_B = sb(2h + 5as) freed at B), or with

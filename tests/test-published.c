@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT
  * test-published.c: every published run in scenarios/published is simulated and its figure,
  * on the source's own convention (scenarios/published/published.csv: iteration time,
- * TFLOP/s per GPU by Megatron's Eq. 3 or by model FLOPs, or MFU), stays within the error
- * bound stored for it; within each group of layouts a source compares, the simulated ranking
- * is the published one; and the CSV and the folder list the same files.
+ * TFLOP/s per GPU by Megatron's Eq. 3 or by model FLOPs, MFU, or tokens per second per GPU),
+ * stays within the error bound stored for it; the tokens-per-second rows (mixtures of experts,
+ * context parallelism, fp8) keep a median error of at most 10% and their source's model FLOPs
+ * per token are the cost model's within 1%; within each group of layouts a
+ * source compares, the simulated ranking is the published one; and the CSV and the folder list
+ * the same files.
  */
 #include <check.h>
 #include <math.h>
@@ -66,14 +69,23 @@ static double pub_flops(const PpScenario *sc, gboolean eq3) {
     return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
 }
 
+/* Loads published file @file into @sc and returns its cost model; both must build.
+ * Returns: (transfer full). */
+static SimCostModel *pub_cost(const char *file, PpScenario **sc) {
+    g_autofree char *path = g_build_filename(PUB_DIR, file, NULL);
+    g_autoptr(GError) error = NULL;
+    *sc = pp_scenario_load(path, NULL, &error);
+    ck_assert_msg(*sc != NULL, "%s", error ? error->message : "");
+    SimCostModel *cost = sim_cost_new_from_scenario(*sc, &error);
+    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    return cost;
+}
+
 /* Simulates row @r and fills predicted, pub_rate and pred_rate. */
 static void pub_simulate(PubRow *r) {
-    g_autofree char *path = g_build_filename(PUB_DIR, r->file, NULL);
+    g_autoptr(PpScenario) sc = NULL;
+    g_autoptr(SimCostModel) cost = pub_cost(r->file, &sc);
     g_autoptr(GError) error = NULL;
-    g_autoptr(PpScenario) sc = pp_scenario_load(path, NULL, &error);
-    ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
-    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
-    ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
     PpScheduleParams params;
     pp_scenario_schedule_params(sc, &params);
     sim_cost_schedule_params(cost, &params);
@@ -96,6 +108,10 @@ static void pub_simulate(PubRow *r) {
         pub_step_s = pub_flops(sc, FALSE) / (r->published * peak * gpus);
         /* the engine's MFU is the same model-FLOP convention */
         ck_assert_double_eq_tol(res->mfu, pub_flops(sc, FALSE) / (step_s * gpus * peak), 1e-9);
+    } else if (strcmp(r->metric, "tokens_per_gpu") == 0) {
+        const double tokens = B * sc->model.seq_len; /* per step, all replicas */
+        r->predicted = tokens / (step_s * gpus);
+        pub_step_s = tokens / (r->published * gpus);
     } else {
         ck_assert_str_eq(r->metric, "tflops_model");
         r->predicted = res->tflops_per_gpu;
@@ -130,6 +146,78 @@ START_TEST(test_published_rows) {
         n_ini++;
     }
     ck_assert_int_eq(n_ini, rows->len);
+}
+END_TEST
+
+static int pub_double_cmp(gconstpointer a, gconstpointer b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The tokens-per-second rows (sim/README.md, Checked against published runs: mixtures of
+ * experts, context parallelism, fp8) keep a median |error| of at most 10%, beside each row's
+ * own bound. */
+START_TEST(test_published_tokens_median) {
+    g_autoptr(GArray) rows = pub_rows();
+    g_autoptr(GArray) errs = g_array_new(FALSE, FALSE, sizeof(double));
+    for (guint i = 0; i < rows->len; i++) {
+        PubRow *r = &g_array_index(rows, PubRow, i);
+        if (strcmp(r->metric, "tokens_per_gpu") != 0)
+            continue;
+        pub_simulate(r);
+        double err = fabs(r->predicted / r->published - 1.0);
+        g_array_append_val(errs, err);
+    }
+    ck_assert_int_ge(errs->len, 10);
+    g_array_sort(errs, pub_double_cmp);
+    const guint  n = errs->len;
+    const double median =
+        n % 2 ? g_array_index(errs, double, n / 2)
+              : 0.5 * (g_array_index(errs, double, n / 2 - 1) + g_array_index(errs, double, n / 2));
+    ck_assert_msg(median <= 0.10, "median |error| of the %u tokens/s rows: %.1f%% (goal 10%%)", n,
+                  100 * median);
+}
+END_TEST
+
+/* Megatron-Bridge's other column, model TFLOP/s per GPU, for the same rows (25.11 tables, as
+ * each file's comment quotes it): over the row's tokens/s it gives the FLOPs the source counts
+ * per token, an independent check of the presets and of pacer's FLOP count (6 N_active per
+ * token plus the causal half of the attention scores, sim/README.md, Model shapes). */
+static const struct {
+    const char *file;
+    double      tflops;
+} mbridge_tflops[] = {
+    {"mbridge-gb200-deepseek-v3-bf16.ini", 782},   {"mbridge-gb200-deepseek-v3-fp8.ini", 1003},
+    {"mbridge-gb200-qwen3-235b-bf16.ini", 728},    {"mbridge-gb200-qwen3-30b-fp8.ini", 547},
+    {"mbridge-gb200-llama3-405b-fp8.ini", 2053},   {"mbridge-gb200-llama3-70b-fp8-fsdp.ini", 1937},
+    {"mbridge-gb200-llama3-8b-fp8.ini", 1622},     {"mbridge-b200-llama3-405b-fp8-cp2.ini", 1667},
+    {"mbridge-b200-qwen3-235b-fp8.ini", 484},      {"mbridge-b200-llama3-8b-fp8.ini", 1576},
+    {"mbridge-h100-llama3-405b-fp8-cp2.ini", 737}, {"mbridge-h100-llama3-70b-fp8.ini", 719},
+    {"mbridge-h100-qwen3-235b-fp8.ini", 233},      {"mbridge-h100-llama3-8b-fp8-fsdp.ini", 744},
+};
+
+/* The source's FLOPs per token equal the cost model's model FLOPs per token within 1%. */
+START_TEST(test_published_flops_per_token) {
+    g_autoptr(GArray) rows = pub_rows();
+    guint n_checked = 0;
+    for (guint i = 0; i < rows->len; i++) {
+        const PubRow *r = &g_array_index(rows, PubRow, i);
+        if (strcmp(r->metric, "tokens_per_gpu") != 0)
+            continue;
+        double tflops = 0.0;
+        for (size_t j = 0; j < G_N_ELEMENTS(mbridge_tflops); j++)
+            if (strcmp(mbridge_tflops[j].file, r->file) == 0)
+                tflops = mbridge_tflops[j].tflops;
+        ck_assert_msg(tflops > 0.0, "%s: no model TFLOP/s in mbridge_tflops", r->file);
+        g_autoptr(PpScenario) sc = NULL;
+        g_autoptr(SimCostModel) cost = pub_cost(r->file, &sc);
+        const double source = tflops * 1e12 / r->published;
+        const double pacer = cost->flops_per_mb / (double)cost->tokens_per_mb;
+        ck_assert_msg(fabs(pacer / source - 1.0) <= 0.01,
+                      "%s: %.4g FLOPs a token, the source's %.4g", r->file, pacer, source);
+        n_checked++;
+    }
+    ck_assert_uint_eq(n_checked, G_N_ELEMENTS(mbridge_tflops));
 }
 END_TEST
 
@@ -178,6 +266,8 @@ int main(void) {
     TCase *tc = tcase_create("published");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_published_rows);
+    tcase_add_test(tc, test_published_tokens_median);
+    tcase_add_test(tc, test_published_flops_per_token);
     tcase_add_test(tc, test_published_rankings);
     suite_add_tcase(s, tc);
 

@@ -3,7 +3,8 @@
  * experts and the [parallel] expert keys (common/pp-scenario-blocks.c): defaults, derived
  * values, the text round trip, the errors for inconsistent values; and what the simulator's
  * cost model charges for them in closed form: FLOPs of the active weights, the expert
- * all-to-alls on the links the placement gives (sim/README.md, "Mixture of experts").
+ * all-to-alls on the links the placement gives, with and without their overlap, and the
+ * experts' matrix products at the expert's width (sim/README.md, "Mixture of experts").
  */
 #include <check.h>
 #include <math.h>
@@ -13,6 +14,7 @@
 #include "pp-error.h"
 #include "pp-scenario.h"
 #include "sim-cost.h"
+#include "sim-moe.h"
 
 /* 4 layers of h 256, 8 heads of 32, the first dense (SwiGLU of 512), then 8 experts of 128
  * (2 per token) and a shared one; 2 stages x 8 replicas on nodes of 4 GPUs. The kernel
@@ -100,6 +102,18 @@ static const MoeBadCase bad_cases[] = {
     {{"model.expert_ffn_hidden=67108865"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
      {"[model] expert_ffn_hidden", "from 1 to 67108864"}},
+    {{"hardware.alltoall_eff=0"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] alltoall_eff = '0'"}},
+    {{"hardware.alltoall_eff=1.5"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] alltoall_eff = '1.5'", "out of range"}},
+    {{"hardware.kernel_eff_fp8=0"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] kernel_eff_fp8 = '0'"}},
+    {{"parallel.moe_a2a_overlap=maybe"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[parallel] moe_a2a_overlap = 'maybe'"}},
 };
 
 START_TEST(test_moe_keys_bad) {
@@ -115,6 +129,46 @@ START_TEST(test_moe_keys_bad) {
 }
 END_TEST
 
+/* moe_text's closed forms: forward FLOPs per micro-batch of 128 tokens (h 256, 8 heads of
+ * 32 with all scores counted; the MoE layer's experts apart, 2 routed + 1 shared SwiGLU of 128)
+ * and one all-to-all of EP 8 over nodes of 4 GPUs: 4 ranks in this node (3/8 of the 2 copies x
+ * 128 tokens x 2h bytes on the 100 GB/s link), 4 in another (4/8 on the 10 GB/s link), at
+ * once: inter-node latency + the slower share, in ns. */
+typedef struct {
+    double  dense;   /* the dense layer's matrices: QKV, projection, SwiGLU 512 */
+    double  router;  /* the MoE layer's attention matrices and router */
+    double  experts; /* the MoE layer's 2 + 1 experts */
+    double  scores;  /* QK^T and AV */
+    double  head;    /* the LM head */
+    double  bytes;   /* one all-to-all's bytes per GPU */
+    int64_t a2a;     /* one all-to-all at alltoall_eff = 1 */
+} MoeForms;
+
+static MoeForms moe_forms(void) {
+    const double bs = 128, h = 256, attn = h * (8 + 16) * 32 + 8 * 32 * h;
+    MoeForms     f = {
+            .dense = 2 * bs * (attn + 3 * h * 512),
+            .router = 2 * bs * (attn + h * 8),
+            .experts = 2 * bs * (2 + 1) * 3 * h * 128,
+            .scores = 2 * bs * 128 * (8 * 32 + 8 * 32),
+            .head = 2 * bs * h * 1000,
+            .bytes = bs * 2 * h * 2,
+    };
+    f.a2a = 5000 + llround(fmax(f.bytes * 3 / 8 / 100.0, f.bytes * 4 / 8 / 10.0));
+    return f;
+}
+
+/* The cost model of moe_text with @overrides, which must load and build.
+ * Returns: (transfer full). */
+static SimCostModel *moe_cost(const char *const *overrides) {
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) sc = load(overrides, &err);
+    ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
+    SimCostModel *cost = sim_cost_new_from_scenario(sc, &err);
+    ck_assert_msg(cost != NULL, "%s", err ? err->message : "");
+    return cost;
+}
+
 /* Stage 0 holds layers 0 (dense) and 1 (MoE), stage 1 layers 2 and 3 (MoE). */
 START_TEST(test_moe_cost) {
     g_autoptr(GError) err = NULL;
@@ -122,17 +176,10 @@ START_TEST(test_moe_cost) {
     ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
     g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &err);
     ck_assert_msg(cost != NULL, "%s", err ? err->message : "");
-    const double bs = 128, h = 256, rate = 100e12;
-    const double attn = h * (8 + 16) * 32 + 8 * 32 * h;                 /* QKV + projection */
-    const double dense = 2 * bs * (attn + 3 * h * 512);                 /* + SwiGLU 512 */
-    const double moe = 2 * bs * (attn + h * 8 + (2 + 1) * 3 * h * 128); /* router, 2 + 1 experts */
-    const double scores = 2 * bs * 128 * (8 * 32 + 8 * 32);             /* QK^T and AV, all */
-    const double head = 2 * bs * h * 1000;
-    /* The all-to-all of EP 8 over nodes of 4 GPUs: 4 ranks in this node (3/8 of the 2 copies
-     * x 128 tokens x 2h bytes on NVLink), 4 in another (4/8 on the 10 GB/s link), at once:
-     * inter-node latency + the slower share. */
-    const double  bytes = bs * 2 * h * 2;
-    const int64_t a2a = 5000 + llround(fmax(bytes * 3 / 8 / 100.0, bytes * 4 / 8 / 10.0));
+    const MoeForms f = moe_forms();
+    const double   rate = 100e12, dense = f.dense, moe = f.router + f.experts;
+    const double   scores = f.scores, head = f.head, bytes = f.bytes;
+    const int64_t  a2a = f.a2a;
     ck_assert_int_eq(a2a, 5000 + 6554);
     const int64_t f0 = llround((dense + scores + moe + scores) / rate * 1e9) + 2 * a2a;
     const int64_t f1 = llround((2 * (moe + scores) + head) / rate * 1e9) + 4 * a2a;
@@ -161,6 +208,86 @@ START_TEST(test_moe_cost) {
 }
 END_TEST
 
+/* parallel.moe_a2a_overlap: a pass's two all-to-alls run under the paired pass's compute of
+ * the same layer (B = F here: no recomputation), so only their excess is charged; a slow
+ * device hides them whole. With alltoall_eff = 0.25 they take 4 times as long, and the
+ * overlap hides only the wire's quarter of that; the work on the SMs stays. */
+START_TEST(test_moe_a2a_overlap) {
+    const MoeForms f = moe_forms();
+    const double   moe = f.router + f.experts, scores = f.scores, head = f.head;
+    const double   bytes = f.bytes;
+    const int64_t  a2a = f.a2a;
+    const struct {
+        const char *peak; /* hardware.peak_tflops override */
+        double      rate; /* FLOP/s */
+    } runs[] = {{"hardware.peak_tflops=100", 100e12}, {"hardware.peak_tflops=0.01", 0.01e12}};
+    for (size_t i = 0; i < G_N_ELEMENTS(runs); i++) {
+        const char *ov[] = {"parallel.moe_a2a_overlap=true", runs[i].peak, NULL};
+        g_autoptr(SimCostModel) cost = moe_cost(ov);
+        const double  layer_ns = (moe + scores) / runs[i].rate * 1e9;
+        const int64_t exposed = llround(fmax(0.0, 2.0 * a2a - layer_ns));
+        if (i == 0)
+            ck_assert_int_eq(exposed, 2 * a2a - llround(layer_ns)); /* partly hidden */
+        else
+            ck_assert_int_eq(exposed, 0); /* hidden whole */
+        const int64_t f1 = llround((2 * (moe + scores) + head) / runs[i].rate * 1e9) + 2 * exposed;
+        ck_assert_int_le(llabs(cost->f_ns[1] - f1), 1);
+        ck_assert_int_le(llabs(cost->b_ns[1] - f1), 1);
+    }
+    const char *ov[] = {"parallel.moe_a2a_overlap=true", "hardware.peak_tflops=0.01",
+                        "hardware.alltoall_eff=0.25", NULL};
+    g_autoptr(SimCostModel) cost = moe_cost(ov);
+    const int64_t a2a4 = 5000 + llround(fmax(bytes * 4 * 3 / 8 / 100.0, bytes * 4 * 4 / 8 / 10.0));
+    ck_assert_int_eq(sim_moe_a2a_exposed_ns(2 * a2a4, 0.25, 1e12, TRUE),
+                     llround(0.75 * 2.0 * (double)a2a4));
+    const int64_t f1 = llround((2 * (moe + scores) + head) / 0.01e12 * 1e9) +
+                       2 * sim_moe_a2a_exposed_ns(2 * a2a4, 0.25, 1e12, TRUE);
+    ck_assert_int_le(llabs(cost->f_ns[1] - f1), 1);
+    /* a hand-built scenario bypasses the key table's range; the cost model checks it too */
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) sc = load(NULL, &err);
+    ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
+    sc->hardware.alltoall_eff = 0.0;
+    ck_assert_ptr_null(sim_cost_new_from_scenario(sc, &err));
+    ck_assert(g_error_matches(err, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
+    ck_assert_msg(strstr(err->message, "hardware.alltoall_eff = 0") != NULL, "%s", err->message);
+    /* without overlap every all-to-all is charged whole */
+    ck_assert_int_eq(sim_moe_a2a_exposed_ns(2 * a2a4, 0.25, 1e12, FALSE), 2 * a2a4);
+}
+END_TEST
+
+/* With a width term the experts' matrix products (f_e 128 beside h 256) run at the curve's
+ * width w = 2 h f_e / (h + f_e) = 512/3: (1 + 256/w) / (1 + 256/h) = 1.25 times the layer's
+ * time per FLOP; the attention, router and dense layer keep the layer's rate. */
+START_TEST(test_moe_expert_width) {
+    const char *ov[] = {"hardware.kernel_eff_half_hidden=256", NULL};
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) sc = load(ov, &err);
+    ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &err);
+    ck_assert_msg(cost != NULL, "%s", err ? err->message : "");
+    ck_assert_double_eq_tol(sim_moe_expert_width(256, 128), 512.0 / 3, 1e-12);
+    ck_assert_double_eq(sim_moe_expert_width(256, 256), 256.0);
+    const double w = sim_moe_expert_width(256, 128);
+    ck_assert_double_eq_tol(sim_cost_matrix_time_factor(&sc->hardware, 256, w, 1.0), 1.25, 1e-12);
+    ck_assert_double_eq(sim_cost_matrix_time_factor(&sc->hardware, 256, 256, 1.0), 1.0);
+    /* a GEMM twice as fast keeps its memory-bound share: (1/2 + 1.5) / 2 */
+    ck_assert_double_eq_tol(sim_cost_matrix_time_factor(&sc->hardware, 256, w, 2.0), 1.0, 1e-12);
+    const MoeForms f = moe_forms();
+    const double   rate = 100e12 * 256 / (256 + 256), experts = f.experts;
+    const double   moe = f.router + 1.25 * experts, dense = f.dense, scores = f.scores;
+    const double   head = f.head;
+    const int64_t  a2a = f.a2a;
+    ck_assert_int_le(
+        llabs(cost->f_ns[0] - (llround((dense + moe + 2 * scores) / rate * 1e9) + 2 * a2a)), 1);
+    ck_assert_int_le(
+        llabs(cost->f_ns[1] - (llround((2 * (moe + scores) + head) / rate * 1e9) + 4 * a2a)), 1);
+    /* model FLOPs stay the active weights' */
+    ck_assert_double_eq_tol(cost->flops_per_mb,
+                            3 * (dense + 3 * (moe - 0.25 * experts) + 4 * scores + head), 1.0);
+}
+END_TEST
+
 /* When no split fits, the advice names expert parallelism with the experts it would spread. */
 START_TEST(test_moe_memory_advice) {
     const char *small[] = {"pipeline.partition=balanced", "hardware.memory_gib=0.001",
@@ -182,6 +309,8 @@ int main(void) {
     tcase_add_test(tc, test_moe_keys_defaults);
     tcase_add_loop_test(tc, test_moe_keys_bad, 0, (int)G_N_ELEMENTS(bad_cases));
     tcase_add_test(tc, test_moe_cost);
+    tcase_add_test(tc, test_moe_a2a_overlap);
+    tcase_add_test(tc, test_moe_expert_width);
     tcase_add_test(tc, test_moe_memory_advice);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -723,7 +723,9 @@ START_TEST(test_with_equals_overrides) {
             ck_assert_ptr_eq(typed->pipeline.kind, text->pipeline.kind);
             ck_assert_ptr_eq(typed->pipeline.kind, pp_sched_kind_lookup(typed->pipeline.schedule));
             ck_assert_int_eq(typed->pipeline.mb_per_step, text->pipeline.mb_per_step);
-            ck_assert_int_eq(typed->derived_keys, text->derived_keys);
+            ck_assert_msg(typed->derived_keys == text->derived_keys,
+                          "%s case %zu: derived keys %u, %u", path, c, typed->derived_keys,
+                          text->derived_keys);
             n_equal[c]++;
         }
         /* the base is unchanged by the variants */

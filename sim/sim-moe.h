@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT
+ * sim-moe.h: what a mixture-of-experts layer costs the analytic model beyond its FLOPs: the
+ * width the expert matrix products run at, and the expert all-to-alls' exposed
+ * time with or without overlap (sim/README.md, Multi-head latent attention and mixtures of
+ * experts). Pure functions of their arguments.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "pp-scenario.h"
+
+G_BEGIN_DECLS
+
+/* The width at which the kernel-efficiency curve's width term charges an expert's matrix
+ * products: w = 2 h f_e / (h + f_e), the harmonic mean of its two sides (h when f_e = h). An
+ * expert of f_e < h moves as many bytes of memory-bound work per token (permutation,
+ * activation, routing weights) over fewer GEMM FLOPs (sim_cost_matrix_time_factor()). */
+double sim_moe_expert_width(double hidden, double expert_ffn_hidden);
+
+/* All-to-all time charged to one pass of an MoE layer: @a2a_ns, every dispatch and combine of
+ * the pass, on the compute stream. Of it, the share @alltoall_eff is the bytes on the wire
+ * at the links' bandwidth; the rest is the work around them on the GPU's own SMs
+ * (hardware.alltoall_eff). With @overlap (parallel.moe_a2a_overlap) the transfers run under
+ * @hiding_ns of another micro-batch's compute (the paired forward or backward of the same
+ * layer) and only their excess is charged; the SM work stays:
+ * a2a - min(alltoall_eff x a2a, hiding). Rounded to the nearest ns. */
+int64_t sim_moe_a2a_exposed_ns(int64_t a2a_ns, double alltoall_eff, double hiding_ns,
+                               gboolean overlap);
+
+G_END_DECLS
