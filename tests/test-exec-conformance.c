@@ -247,7 +247,9 @@ START_TEST(test_exec_dynamic_paci) {
     g_autoptr(ExecPipeline) dyn = test_exec_pipeline_new(&p);
     g_autoptr(GError) error = NULL;
     g_autoptr(PpSchedule) program = NULL;
-    g_autoptr(ExecRunResult) res = exec_pipeline_run_dynamic(dyn, shape, 0, &program, &error);
+    const ExecDynamicParams run = {
+        .kind = pp_sched_kind_lookup("paci"), .mb_per_step = a, .n_mb = n_mb};
+    g_autoptr(ExecRunResult) res = exec_pipeline_run_dynamic(dyn, &run, 0, &program, &error);
     ck_assert_msg(res != NULL, "%s", error ? error->message : "");
     /* The executed order is a valid program with the same shape as the static one. */
     ck_assert_ptr_nonnull(program);
