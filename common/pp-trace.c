@@ -14,18 +14,17 @@
 #include "pp-error.h"
 
 #define PP_TRACE_MIN_CAPACITY 64
-#define PP_TRACE_N_COLUMNS    10
+#define PP_TRACE_N_COLUMNS    10 /* without the optional replica column */
 
-static const char *const pp_trace_columns[PP_TRACE_N_COLUMNS] = {
-    "stage",    "op",     "mb",        "chunk",     "step",
-    "start_ns", "end_ns", "version_f", "version_b", "resource",
+static const char *const pp_trace_columns[PP_TRACE_N_COLUMNS + 1] = {
+    "stage",  "op",        "mb",        "chunk",    "step",    "start_ns",
+    "end_ns", "version_f", "version_b", "resource", "replica",
 };
 
 static const char *const pp_resource_names[PP_RESOURCE_N_KINDS] = {
-    [PP_RESOURCE_COMPUTE] = "compute",
-    [PP_RESOURCE_SEND] = "send",
-    [PP_RESOURCE_RECV] = "recv",
-    [PP_RESOURCE_REFERENCE] = "reference",
+    [PP_RESOURCE_COMPUTE] = "compute", [PP_RESOURCE_SEND] = "send",
+    [PP_RESOURCE_RECV] = "recv",       [PP_RESOURCE_REFERENCE] = "reference",
+    [PP_RESOURCE_REDUCE] = "reduce",
 };
 
 const char *pp_resource_name(PpResource resource) {
@@ -72,6 +71,7 @@ static int pp_trace_row_cmp(const void *pa, const void *pb) {
     const PpTraceRow *a = pa, *b = pb;
     PP_CMP(a->start_ns, b->start_ns);
     PP_CMP(a->stage, b->stage);
+    PP_CMP(a->replica, b->replica);
     PP_CMP(a->resource, b->resource);
     PP_CMP(a->end_ns, b->end_ns);
     PP_CMP(a->kind, b->kind);
@@ -98,13 +98,20 @@ gboolean pp_trace_write_csv(const PpTrace *trace, const char *path, GError **err
                     g_strerror(errno));
         return FALSE;
     }
-    for (int c = 0; c < PP_TRACE_N_COLUMNS; c++)
-        fprintf(f, "%s%c", pp_trace_columns[c], c + 1 < PP_TRACE_N_COLUMNS ? ',' : '\n');
+    gboolean replicas = FALSE;
+    for (int64_t i = 0; i < trace->n_rows && !replicas; i++)
+        replicas = trace->rows[i].replica != 0;
+    int n_columns = PP_TRACE_N_COLUMNS + (replicas ? 1 : 0);
+    for (int c = 0; c < n_columns; c++)
+        fprintf(f, "%s%c", pp_trace_columns[c], c + 1 < n_columns ? ',' : '\n');
     for (int64_t i = 0; i < trace->n_rows; i++) {
         const PpTraceRow *r = &trace->rows[i];
-        fprintf(f, "%d,%s,%d,%d,%d,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%d,%d,%s\n", r->stage,
+        fprintf(f, "%d,%s,%d,%d,%d,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%d,%d,%s", r->stage,
                 pp_op_kind_name(r->kind), r->mb, r->chunk, r->step, r->start_ns, r->end_ns,
                 r->version_f, r->version_b, pp_resource_name(r->resource));
+        if (replicas)
+            fprintf(f, ",%d", r->replica);
+        fputc('\n', f);
     }
     gboolean failed = ferror(f) != 0;
     failed = (fclose(f) != 0) || failed;
@@ -181,6 +188,7 @@ typedef struct {
     const char *path;
     PpTrace    *trace;
     gboolean    header_seen;
+    int32_t     n_columns; /* the header's: PP_TRACE_N_COLUMNS, or one more with replica */
 } PpTraceReader;
 
 static gboolean pp_trace_parse_int(const PpTraceReader *rd, char **fields, int col, int64_t line,
@@ -200,15 +208,18 @@ static gboolean pp_trace_parse_int(const PpTraceReader *rd, char **fields, int c
 static gboolean pp_trace_on_row(char **fields, int32_t n_fields, int64_t line, void *user_data,
                                 GError **error) {
     PpTraceReader *rd = user_data;
-    if (n_fields != PP_TRACE_N_COLUMNS) {
+    if (!rd->header_seen && n_fields == PP_TRACE_N_COLUMNS + 1)
+        rd->n_columns = PP_TRACE_N_COLUMNS + 1;
+    if (n_fields != rd->n_columns) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,
                     "%s:%" G_GINT64_FORMAT ": %d columns; a trace line has %d "
-                    "(stage,op,mb,chunk,step,start_ns,end_ns,version_f,version_b,resource)",
-                    rd->path, line, n_fields, PP_TRACE_N_COLUMNS);
+                    "(stage,op,mb,chunk,step,start_ns,end_ns,version_f,version_b,resource%s)",
+                    rd->path, line, n_fields, rd->n_columns,
+                    rd->n_columns > PP_TRACE_N_COLUMNS ? ",replica" : "");
         return FALSE;
     }
     if (!rd->header_seen) {
-        for (int c = 0; c < PP_TRACE_N_COLUMNS; c++) {
+        for (int c = 0; c < rd->n_columns; c++) {
             if (strcmp(fields[c], pp_trace_columns[c]) == 0)
                 continue;
             g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,
@@ -241,9 +252,16 @@ static gboolean pp_trace_on_row(char **fields, int32_t n_fields, int64_t line, v
     if (row.resource == PP_RESOURCE_N_KINDS) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_CORRUPT,
                     "%s:%" G_GINT64_FORMAT ": column 10 (resource): '%s' is not one of "
-                    "compute, send, recv, reference",
+                    "compute, send, recv, reference, reduce",
                     rd->path, line, fields[9]);
         return FALSE;
+    }
+    if (rd->n_columns > PP_TRACE_N_COLUMNS) {
+        int64_t replica = 0;
+        if (!pp_trace_parse_int(rd, fields, PP_TRACE_N_COLUMNS, line, 0, G_MAXINT32, &replica,
+                                error))
+            return FALSE;
+        row.replica = (int32_t)replica;
     }
     row.stage = (int32_t)v[0];
     row.mb = (int32_t)v[2];
@@ -259,7 +277,8 @@ static gboolean pp_trace_on_row(char **fields, int32_t n_fields, int64_t line, v
 
 PpTrace *pp_trace_read_csv(const char *path, GError **error) {
     g_autoptr(PpTrace) trace = pp_trace_new();
-    PpTraceReader rd = {.path = path, .trace = trace, .header_seen = FALSE};
+    PpTraceReader rd = {
+        .path = path, .trace = trace, .header_seen = FALSE, .n_columns = PP_TRACE_N_COLUMNS};
     if (!pp_csv_read(path, pp_trace_on_row, &rd, error))
         return NULL;
     if (!rd.header_seen) {

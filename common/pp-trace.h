@@ -4,9 +4,14 @@
  *   stage,op,mb,chunk,step,start_ns,end_ns,version_f,version_b,resource
  * version_f / version_b: the weight version (number of updates the stage had applied) that
  * the micro-batch's F and its B/BW used on this stage; both -1 on U rows.
- * resource: "compute" for ops, "send"/"recv" for communication rows (optional rows), and
+ * resource: "compute" for ops, "send"/"recv" for communication rows (optional rows),
  * "reference" for the executor's speed reference (run.speed_reference): a fixed kernel a stage's
- * worker timed right after its U, in that U's op, mb, chunk and step columns.
+ * worker timed right after its U, in that U's op, mb, chunk and step columns, and "reduce" for
+ * the executor's gradient reduction between data-parallel replicas, right before a U, in that
+ * U's columns.
+ * A trace of data-parallel replicas (pacer-train with parallel.data > 1) has an eleventh
+ * column, replica: the replica (0..D-1) whose rank ran the row; a trace without it is one
+ * pipeline's (replica 0).
  */
 #pragma once
 
@@ -22,6 +27,7 @@ typedef enum {
     PP_RESOURCE_SEND,
     PP_RESOURCE_RECV,
     PP_RESOURCE_REFERENCE,
+    PP_RESOURCE_REDUCE,
     PP_RESOURCE_N_KINDS
 } PpResource;
 
@@ -36,6 +42,7 @@ typedef struct {
     int32_t    version_f;
     int32_t    version_b;
     PpResource resource;
+    int32_t    replica; /* data-parallel replica (0 for one pipeline) */
 } PpTraceRow;
 
 typedef struct _PpTrace PpTrace;
@@ -54,11 +61,12 @@ void pp_trace_append(PpTrace *trace, const PpTraceRow *row);
 /* Sorts rows by (start_ns, stage, resource, end_ns, kind, mb, chunk): a total order, so the
  * written file does not depend on the order rows were appended. */
 void pp_trace_sort(PpTrace *trace);
-/* Writes the CSV with a header line, atomically (temporary file + rename).
+/* Writes the CSV with a header line, atomically (temporary file + rename); the replica column
+ * only when a row has a replica other than 0.
  * Returns FALSE and sets @error (PP_IO_ERROR) on failure. */
 gboolean pp_trace_write_csv(const PpTrace *trace, const char *path, GError **error);
-/* Reads a CSV written by pp_trace_write_csv(). Returns: (transfer full), or NULL with @error
- * naming the file, line and column. */
+/* Reads a CSV written by pp_trace_write_csv() (with or without the replica column). Returns:
+ * (transfer full), or NULL with @error naming the file, line and column. */
 PpTrace *pp_trace_read_csv(const char *path, GError **error);
 
 const char *pp_resource_name(PpResource resource);

@@ -323,6 +323,16 @@ SimReplay *sim_replay_new(const char *scenario_path, const char *const *override
     r->measured = pp_trace_read_csv(trace_path, error);
     if (r->measured == NULL)
         return NULL;
+    int32_t replicas = 1;
+    for (int64_t i = 0; i < r->measured->n_rows; i++)
+        replicas = MAX(replicas, r->measured->rows[i].replica + 1);
+    if (replicas > 1) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                    "%s: the trace holds %d data-parallel replicas (its replica column); replay "
+                    "compares one pipeline's run: train with parallel.data = 1",
+                    trace_path, replicas);
+        return NULL;
+    }
     g_auto(SimReplayIndex) ix = {0};
     sim_replay_index_init(&ix, r->schedule);
     if (!sim_replay_match(r, &ix, error))

@@ -6,7 +6,9 @@
  * a kill inside a checkpoint write; dynamic mode; and the failures: a world size that is not
  * the stage count, a fresh run into another run's folder, a NaN storm, a rank killed or stopped
  * mid-run (every rank exits, naming the dead peer; the test bounds its time), and a rank stopped
- * at start-up, on resume or at the end (the first line of stderr names it).
+ * at start-up, on resume or at the end (the first line of stderr names it). Data parallelism
+ * (parallel.data = 2 replicas of 2 and 4 stages): run to run, against one pipeline, resume
+ * after a kill, a stopped rank.
  * With PACER_TEST_BACKEND=cuda (the gpu suite's test-exec-mpi-cuda) every run, the one-process
  * one included, is on the CUDA backend in fp32: ranks on one GPU share it over the host-staged
  * transport; the program exits 77 (skip) when pacer-train sees no CUDA device.
@@ -107,6 +109,7 @@ static void run_train(Run *r, int np, const char *dir, const char *const *sets,
     env = g_environ_unsetenv(env, "PACER_TEST_FAULT");
     env = g_environ_unsetenv(env, "PACER_TEST_KILL_AT");
     env = g_environ_unsetenv(env, "PACER_TEST_STALL_AT");
+    env = g_environ_unsetenv(env, "PACER_TEST_REPLICA_DATA");
     if (fault) {
         g_auto(GStrv) kv = g_strsplit(fault, "=", 2);
         env = g_environ_setenv(env, kv[0], kv[1], TRUE);
@@ -144,9 +147,14 @@ static void assert_same_file(const char *dir_a, const char *dir_b, const char *n
                   dir_b);
 }
 
-/* @dir_a/@name and @dir_b/@name, both log.csv files: the same rows, every column but the
- * measured tokens_per_s (6). */
-static void assert_same_log_file(const char *dir_a, const char *dir_b, const char *name) {
+/* Log columns: tokens (1), the measured tokens_per_s (6). */
+#define LOG_TOKENS       (1u << 1)
+#define LOG_TOKENS_PER_S (1u << 6)
+
+/* @dir_a/@name and @dir_b/@name, both log.csv files: the same rows, every column but those in
+ * the mask @skip. */
+static void assert_same_log_cols(const char *dir_a, const char *dir_b, const char *name,
+                                 unsigned skip) {
     g_autofree char *a = read_in(dir_a, name, NULL);
     g_autofree char *b = read_in(dir_b, name, NULL);
     g_auto(GStrv) la = g_strsplit(g_strchomp(a), "\n", -1);
@@ -158,11 +166,16 @@ static void assert_same_log_file(const char *dir_a, const char *dir_b, const cha
         ck_assert_int_eq(g_strv_length(ca), 8);
         ck_assert_int_eq(g_strv_length(cb), 8);
         for (int col = 0; col < 8; col++) {
-            if (i == 0 || col != 6)
+            if (i == 0 || !(skip & (1u << col)))
                 ck_assert_msg(strcmp(ca[col], cb[col]) == 0, "%s line %u column %d: %s vs %s", name,
                               i, col, ca[col], cb[col]);
         }
     }
+}
+
+/* The same rows, every column but the measured tokens_per_s. */
+static void assert_same_log_file(const char *dir_a, const char *dir_b, const char *name) {
+    assert_same_log_cols(dir_a, dir_b, name, LOG_TOKENS_PER_S);
 }
 
 static void assert_same_log(const char *dir_a, const char *dir_b) {
@@ -170,8 +183,9 @@ static void assert_same_log(const char *dir_a, const char *dir_b) {
 }
 
 /* The checkpoint units of @step in both run folders: complete (a manifest), the same weights
- * and optimizer state byte for byte, and the same log rows. */
-static void assert_same_unit(const char *dir_a, const char *dir_b, int32_t step) {
+ * and optimizer state byte for byte, and the same log rows but the columns in @skip. */
+static void assert_same_unit_cols(const char *dir_a, const char *dir_b, int32_t step,
+                                  unsigned skip) {
     g_autofree char *unit = g_strdup_printf("checkpoints/step-%08d", step);
     const char      *bytes[] = {"model.safetensors", "state.safetensors"};
     for (size_t i = 0; i < G_N_ELEMENTS(bytes); i++) {
@@ -183,7 +197,11 @@ static void assert_same_unit(const char *dir_a, const char *dir_b, int32_t step)
     ck_assert_msg(g_file_test(manifest_a, G_FILE_TEST_IS_REGULAR), "no %s", manifest_a);
     ck_assert_msg(g_file_test(manifest_b, G_FILE_TEST_IS_REGULAR), "no %s", manifest_b);
     g_autofree char *log = g_build_filename(unit, "log.csv", NULL);
-    assert_same_log_file(dir_a, dir_b, log);
+    assert_same_log_cols(dir_a, dir_b, log, skip);
+}
+
+static void assert_same_unit(const char *dir_a, const char *dir_b, int32_t step) {
+    assert_same_unit_cols(dir_a, dir_b, step, LOG_TOKENS_PER_S);
 }
 
 static PpTrace *read_trace(const char *dir) {
@@ -310,6 +328,249 @@ START_TEST(test_mpi_equals_threads) {
     run_clear(&th);
     ck_assert(test_util_tmp_dir_remove(mp_dir));
     ck_assert(test_util_tmp_dir_remove(th_dir));
+}
+END_TEST
+
+/* --- data parallelism: D replicas of the pipeline --- */
+
+/* The D = 2 cases: D x N processes. */
+typedef struct {
+    const char *schedule;
+    int         stages;
+    const char *batch;     /* this replica's micro-batches (or accumulation) per step */
+    const char *one_batch; /* one pipeline's with D = 2 times as many */
+} DataCase;
+
+static const DataCase data_cases[] = {
+    {"1f1b", 2, "pipeline.microbatches=2", "pipeline.microbatches=4"},
+    {"1f1b", 4, "pipeline.microbatches=4", "pipeline.microbatches=8"},
+    {"zb-2p", 2, "pipeline.microbatches=2", "pipeline.microbatches=4"},
+    {"zb-2p", 4, "pipeline.microbatches=4", "pipeline.microbatches=8"},
+    {"2bw", 2, "pipeline.microbatches=2", "pipeline.microbatches=4"},
+    {"2bw", 4, "pipeline.microbatches=4", "pipeline.microbatches=8"},
+    {"paci", 2, "pipeline.accumulation=2", "pipeline.accumulation=4"},
+    {"paci", 4, "pipeline.accumulation=2", "pipeline.accumulation=4"},
+};
+
+/* The overrides of @c with @data replicas running @batch. Returns: (transfer full). */
+static GStrv data_case_sets(const DataCase *c, int data, const char *batch) {
+    g_autoptr(GStrvBuilder) b = g_strv_builder_new();
+    g_autofree char *schedule = g_strdup_printf("pipeline.schedule=%s", c->schedule);
+    g_autofree char *stages = g_strdup_printf("pipeline.stages=%d", c->stages);
+    g_autofree char *replicas = g_strdup_printf("parallel.data=%d", data);
+    g_strv_builder_add_many(b, schedule, stages, replicas, batch, NULL);
+    if (strcmp(c->schedule, "paci") == 0)
+        g_strv_builder_add(b, "pipeline.microbatches=1");
+    return g_strv_builder_end(b);
+}
+
+/* Column @col of the row of @step in @dir/log.csv. Returns: (transfer full). */
+static char *log_cell(const char *dir, int step, int col) {
+    g_autofree char *text = read_in(dir, "log.csv", NULL);
+    g_auto(GStrv) lines = g_strsplit(g_strchomp(text), "\n", -1);
+    for (guint i = 1; lines[i]; i++) {
+        g_auto(GStrv) cells = g_strsplit(lines[i], ",", -1);
+        if (g_strv_length(cells) == 8 && atoi(cells[0]) == step)
+            return g_strdup(cells[col]);
+    }
+    ck_abort_msg("%s/log.csv has no row of step %d", dir, step);
+    return NULL;
+}
+
+/* @trace, of @replicas replicas of @sched's one segment: every replica ran every op of the
+ * program once (compute rows) and one reduction before each of its updates. */
+static void assert_replica_rows(const PpTrace *trace, const PpSchedule *sched, int replicas) {
+    g_autofree int64_t *compute = g_new0(int64_t, replicas);
+    g_autofree int64_t *updates = g_new0(int64_t, replicas);
+    g_autofree int64_t *reduce = g_new0(int64_t, replicas);
+    for (int64_t i = 0; i < trace->n_rows; i++) {
+        const PpTraceRow *r = &trace->rows[i];
+        ck_assert_int_lt(r->replica, replicas);
+        if (r->resource == PP_RESOURCE_REDUCE) {
+            ck_assert_int_eq(r->kind, PP_OP_UPDATE);
+            ck_assert_int_le(r->start_ns, r->end_ns);
+            reduce[r->replica]++;
+            continue;
+        }
+        compute[r->replica]++;
+        updates[r->replica] += r->kind == PP_OP_UPDATE;
+    }
+    for (int d = 0; d < replicas; d++) {
+        ck_assert_int_eq(compute[d], pp_schedule_n_ops_total(sched));
+        ck_assert_int_eq(reduce[d], updates[d]);
+    }
+}
+
+/* ops.csv of a one-segment run of @replicas replicas: assert_replica_rows(), and every op with
+ * the program's weight versions. */
+static void assert_replica_trace(const char *dir, int replicas) {
+    g_autoptr(PpSchedule) sched = run_schedule(dir);
+    g_autoptr(PpTrace) trace = read_trace(dir);
+    assert_replica_rows(trace, sched, replicas);
+    for (int64_t i = 0; i < trace->n_rows; i++) {
+        const PpTraceRow *r = &trace->rows[i];
+        if (r->resource == PP_RESOURCE_REDUCE || r->kind == PP_OP_UPDATE)
+            continue;
+        int32_t want_f, want_b;
+        test_util_program_versions(sched, r, &want_f, &want_b);
+        ck_assert_int_eq(r->version_f, want_f);
+        ck_assert_int_eq(r->version_b, want_b);
+    }
+}
+
+/* D = 2 replicas of an N-stage pipeline (2N processes), for each schedule:
+ * - run to run, bitwise the same checkpoint unit and log (but tokens/s);
+ * - with every replica reading the same data, each update reduces two equal gradients,
+ *   (g + g) / 2 = g exactly: bitwise one pipeline's run (threads) with this replica's batch;
+ * - with their own data, the replicas read the global batch one pipeline with twice the
+ *   micro-batches reads: step 0 (initial weights everywhere) has the same mean loss to the
+ *   last printed digit; for the flush schedules, whose math is that pipeline's but for the
+ *   grouping of the gradient sum, the validation loss after the run agrees to 1e-4. */
+START_TEST(test_mpi_data) {
+    const DataCase *c = &data_cases[_i];
+    g_auto(GStrv) sets = data_case_sets(c, 2, c->batch);
+    g_auto(GStrv) one_sets = data_case_sets(c, 1, c->batch);
+    g_auto(GStrv) wide_sets = data_case_sets(c, 1, c->one_batch);
+    g_autofree char *a_dir = test_util_tmp_dir_new("mpi-dp-a-XXXXXX");
+    g_autofree char *b_dir = test_util_tmp_dir_new("mpi-dp-b-XXXXXX");
+    g_autofree char *same_dir = test_util_tmp_dir_new("mpi-dp-same-XXXXXX");
+    g_autofree char *one_dir = test_util_tmp_dir_new("mpi-dp-one-XXXXXX");
+    g_autofree char *wide_dir = test_util_tmp_dir_new("mpi-dp-wide-XXXXXX");
+    int              np = 2 * c->stages;
+    Run              a, b, same, one, wide;
+    run_ok(&a, np, a_dir, (const char *const *)sets, NULL);
+    run_ok(&b, np, b_dir, (const char *const *)sets, NULL);
+    ck_assert_int_eq(count_lines(a.out, "pacer-train: "), 1);
+    assert_same_unit(a_dir, b_dir, 2);
+    assert_same_log(a_dir, b_dir);
+    assert_replica_trace(a_dir, 2);
+
+    run_train(&same, np, same_dir, (const char *const *)sets, NULL, "PACER_TEST_REPLICA_DATA=same");
+    ck_assert_msg(same.status == 0, "exit %d:\n%s", same.status, same.err);
+    run_ok(&one, 0, one_dir, (const char *const *)one_sets, NULL);
+    /* (the tokens column counts both replicas' sequences: twice one pipeline's) */
+    assert_same_unit_cols(same_dir, one_dir, 2, LOG_TOKENS | LOG_TOKENS_PER_S);
+    assert_same_log_cols(same_dir, one_dir, "log.csv", LOG_TOKENS | LOG_TOKENS_PER_S);
+    g_autofree char *tokens_dp = log_cell(same_dir, 1, 1), *tokens_one = log_cell(one_dir, 1, 1);
+    ck_assert_int_eq(g_ascii_strtoll(tokens_dp, NULL, 10),
+                     2 * g_ascii_strtoll(tokens_one, NULL, 10));
+
+    run_ok(&wide, 0, wide_dir, (const char *const *)wide_sets, NULL);
+    g_autofree char *loss_a = log_cell(a_dir, 0, 2), *loss_wide = log_cell(wide_dir, 0, 2);
+    ck_assert_str_eq(loss_a, loss_wide);
+    if (strcmp(c->schedule, "1f1b") == 0 || strcmp(c->schedule, "zb-2p") == 0) {
+        g_autofree char *val_a = log_cell(a_dir, 1, 3), *val_wide = log_cell(wide_dir, 1, 3);
+        ck_assert_double_eq_tol(g_ascii_strtod(val_a, NULL), g_ascii_strtod(val_wide, NULL), 1e-4);
+    }
+    Run *runs[] = {&a, &b, &same, &one, &wide};
+    for (size_t i = 0; i < G_N_ELEMENTS(runs); i++)
+        run_clear(runs[i]);
+    const char *dirs[] = {a_dir, b_dir, same_dir, one_dir, wide_dir};
+    for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++)
+        ck_assert(test_util_tmp_dir_remove(dirs[i]));
+}
+END_TEST
+
+/* 2 replicas of 2-stage PACI (4 processes), stopped at the step-2 checkpoint, resumed and
+ * killed (rank 0) inside the step-4 unit's write, resumed again: bitwise the uninterrupted
+ * data-parallel run with the same boundaries (both units and the log). */
+START_TEST(test_mpi_data_resume) {
+    const char *const sets[] = {
+        "pipeline.schedule=paci",  "pipeline.stages=2",       "parallel.data=2",
+        "pipeline.accumulation=2", "pipeline.microbatches=1", "training.steps=4",
+        "run.checkpoint_every=2",  "run.eval_every=2",        NULL};
+    g_autofree char  *mp_dir = test_util_tmp_dir_new("mpi-dp-resume-XXXXXX");
+    g_autofree char  *straight_dir = test_util_tmp_dir_new("mpi-dp-straight-XXXXXX");
+    const char *const stop[] = {"--stop-at", "2", NULL};
+    const char *const resume[] = {"--resume", mp_dir, NULL};
+    Run               a, killed, b, straight;
+    run_ok(&a, 4, mp_dir, sets, stop);
+    run_train(&killed, 4, mp_dir, sets, resume, "PACER_TEST_KILL_AT=before-rename@4");
+    ck_assert_msg(killed.status != 0 && strstr(killed.err, "process rank 0 ") != NULL,
+                  "exit %d: %s", killed.status, killed.err);
+    run_ok(&b, 4, mp_dir, sets, resume);
+    ck_assert_ptr_nonnull(strstr(b.out, ", 4 steps,"));
+    run_ok(&straight, 4, straight_dir, sets, NULL);
+    assert_same_unit(mp_dir, straight_dir, 2);
+    assert_same_unit(mp_dir, straight_dir, 4);
+    assert_same_log(mp_dir, straight_dir);
+    run_clear(&a);
+    run_clear(&killed);
+    run_clear(&b);
+    run_clear(&straight);
+    ck_assert(test_util_tmp_dir_remove(mp_dir));
+    ck_assert(test_util_tmp_dir_remove(straight_dir));
+}
+END_TEST
+
+/* PACI's policy live in both replicas of a 2-stage pipeline (4 processes): every replica runs
+ * every op once, each update after its reduction, within PACI's drift bound. */
+START_TEST(test_mpi_data_dynamic) {
+    const int32_t     N = 2, a = 2;
+    const char *const sets[] = {"pipeline.schedule=paci",
+                                "pipeline.stages=2",
+                                "parallel.data=2",
+                                "pipeline.accumulation=2",
+                                "pipeline.microbatches=1",
+                                "training.steps=3",
+                                NULL};
+    const char *const dynamic[] = {"--dynamic", NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-dp-dynamic-XXXXXX");
+    Run               r;
+    run_ok(&r, 2 * N, dir, sets, dynamic);
+    g_autoptr(PpSchedule) sched = run_schedule(dir);
+    g_autoptr(PpTrace) trace = read_trace(dir);
+    assert_replica_rows(trace, sched, 2);
+    for (int64_t i = 0; i < trace->n_rows; i++) {
+        const PpTraceRow *row = &trace->rows[i];
+        if (row->resource == PP_RESOURCE_COMPUTE && row->kind != PP_OP_UPDATE)
+            ck_assert_int_le(row->version_b - row->version_f, (N - 1 - row->stage + a - 1) / a);
+    }
+    run_clear(&r);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* A world size that is not parallel.data x pipeline.stages: every rank says so. A learning
+ * rate that makes every gradient non-finite: the replicas of a stage skip together (they
+ * share the reduced gradients), and every rank reports the same error, without an abort of
+ * the job. Rank 3 (stage 1 of replica 1) stopped mid-run: the job ends within the deadline,
+ * and every rank that reports a missed deadline names rank 3 (its pipeline neighbour waits
+ * for its gradient, its replica peer for its part of the reduction). */
+START_TEST(test_mpi_data_failures) {
+    const char *const sets[] = {"pipeline.stages=2",      "parallel.data=2",
+                                "pipeline.schedule=1f1b", "pipeline.microbatches=4",
+                                "run.comm_timeout_s=3",   NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-dp-fail-XXXXXX");
+    Run               size, stopped;
+    run_train(&size, 2, dir, sets, NULL, NULL);
+    ck_assert_int_ne(size.status, 0);
+    const char *say = "parallel.data = 2 replicas of pipeline.stages = 2, but the job has 2 "
+                      "processes";
+    ck_assert_msg(count_lines(size.err, say) == 2, "%s", size.err);
+    const char *const storm[] = {
+        "pipeline.stages=2", "parallel.data=2",       "pipeline.schedule=1f1b", "training.steps=8",
+        "optimizer.lr=1e30", "optimizer.min_lr=1e30", "optimizer.grad_clip=0",  NULL};
+    Run nan;
+    run_train(&nan, 4, dir, storm, NULL, NULL);
+    ck_assert_int_ne(nan.status, 0);
+    const char *nonfinite = "consecutive updates (up to update 3) had non-finite gradients";
+    ck_assert_msg(count_lines(nan.err, nonfinite) == 4 && strstr(nan.err, "MPI_ABORT") == NULL,
+                  "%s", nan.err);
+    const char *const overwrite[] = {"--overwrite", NULL};
+    int64_t           start = g_get_monotonic_time();
+    run_train(&stopped, 4, dir, sets, overwrite, "PACER_TEST_FAULT=stop:3:3");
+    double elapsed_s = (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC;
+    ck_assert_int_ne(stopped.status, 0);
+    ck_assert_msg(elapsed_s < 90.0, "the job took %.1f s", elapsed_s);
+    int reports = count_lines(stopped.err, "may have died or hung");
+    ck_assert_msg(reports >= 1 &&
+                      count_lines(stopped.err, "rank 3 may have died or hung") == reports,
+                  "stderr:\n%s", stopped.err);
+    run_clear(&size);
+    run_clear(&nan);
+    run_clear(&stopped);
+    ck_assert(test_util_tmp_dir_remove(dir));
 }
 END_TEST
 
@@ -641,6 +902,15 @@ int main(void) {
     tcase_add_loop_test(tc, test_mpi_stall, 0, G_N_ELEMENTS(stall_cases));
     tcase_add_test(tc, test_mpi_stall_resume);
     suite_add_tcase(s, tc);
+    /* Tagged "data": tests/meson.build runs them as their own test, test-exec-mpi-data. */
+    TCase *data = tcase_create("exec-mpi-data");
+    tcase_set_tags(data, "data");
+    tcase_set_timeout(data, 600);
+    tcase_add_loop_test(data, test_mpi_data, 0, G_N_ELEMENTS(data_cases));
+    tcase_add_test(data, test_mpi_data_resume);
+    tcase_add_test(data, test_mpi_data_dynamic);
+    tcase_add_test(data, test_mpi_data_failures);
+    suite_add_tcase(s, data);
     TCase *out = tcase_create("exec-mpi-out"); /* CK_RUN_CASE=exec-mpi-out runs it alone */
     tcase_set_timeout(out, 600);
     tcase_add_test(out, test_mpi_out_folder);

@@ -305,8 +305,9 @@ START_TEST(test_replay_measured) {
 }
 END_TEST
 
-/* How (c) breaks a simulated 1f1b trace (N=4, m=8, 2 steps: micro-batches 0..15). */
-typedef enum { BREAK_DROP, BREAK_EXTRA, BREAK_REPEAT, BREAK_ORDER } BreakKind;
+/* How (c) breaks a simulated 1f1b trace (N=4, m=8, 2 steps: micro-batches 0..15); a trace of
+ * two data-parallel replicas is refused too. */
+typedef enum { BREAK_DROP, BREAK_EXTRA, BREAK_REPEAT, BREAK_ORDER, BREAK_REPLICA } BreakKind;
 
 static const struct {
     BreakKind   how;
@@ -316,6 +317,7 @@ static const struct {
     {BREAK_EXTRA, {"F(mb=16, chunk=0) on stage 0", "matches no op of schedule '1f1b'"}},
     {BREAK_REPEAT, {"F(mb=3, chunk=0) on stage 2", "run.eval_every=0"}},
     {BREAK_ORDER, {"stage 0's program of schedule '1f1b'", "another order"}},
+    {BREAK_REPLICA, {"the trace holds 2 data-parallel replicas", "parallel.data = 1"}},
 };
 
 /* (c) A trace that does not fit the schedule: exit 1, one stderr line naming the op. */
@@ -351,6 +353,11 @@ START_TEST(test_replay_mismatch) {
                 pp_trace_append(out, row);
             if (picked && break_cases[_i].how == BREAK_REPEAT)
                 pp_trace_append(out, row);
+            if (break_cases[_i].how == BREAK_REPLICA) { /* every op again, as replica 1 */
+                PpTraceRow twin = *row;
+                twin.replica = 1;
+                pp_trace_append(out, &twin);
+            }
         }
         if (break_cases[_i].how == BREAK_EXTRA) {
             int64_t    last_ns = trace->rows[trace->n_rows - 1].end_ns;

@@ -30,14 +30,14 @@ static char *tmp_path(const char *name) {
 
 /* Eight rows covering every op kind and resource, U rows, negative and 64-bit values. */
 static const PpTraceRow sample_rows[] = {
-    {0, PP_OP_FORWARD, 0, 0, 0, 0, 1000, 0, 0, PP_RESOURCE_COMPUTE},
-    {1, PP_OP_FORWARD, 0, 1, 0, 1500, 2500, 0, 0, PP_RESOURCE_COMPUTE},
-    {0, PP_OP_FORWARD, 0, 0, 0, 1000, 1500, 0, 0, PP_RESOURCE_SEND},
-    {1, PP_OP_BACKWARD, 0, 1, 0, 2500, 4500, 0, 1, PP_RESOURCE_RECV},
-    {1, PP_OP_WEIGHT, 7, 2, 3, 5000000000000LL, 5000000000001LL, 2, 3, PP_RESOURCE_COMPUTE},
-    {0, PP_OP_UPDATE, -1, -1, 4, 9000, 9100, -1, -1, PP_RESOURCE_COMPUTE},
-    {0, PP_OP_BACKWARD_FULL, 2, 0, 1, 1000, 1200, 1, 1, PP_RESOURCE_COMPUTE},
-    {0, PP_OP_UPDATE, -1, -1, 4, 9100, 10400, -1, -1, PP_RESOURCE_REFERENCE},
+    {0, PP_OP_FORWARD, 0, 0, 0, 0, 1000, 0, 0, PP_RESOURCE_COMPUTE, 0},
+    {1, PP_OP_FORWARD, 0, 1, 0, 1500, 2500, 0, 0, PP_RESOURCE_COMPUTE, 0},
+    {0, PP_OP_FORWARD, 0, 0, 0, 1000, 1500, 0, 0, PP_RESOURCE_SEND, 0},
+    {1, PP_OP_BACKWARD, 0, 1, 0, 2500, 4500, 0, 1, PP_RESOURCE_RECV, 0},
+    {1, PP_OP_WEIGHT, 7, 2, 3, 5000000000000LL, 5000000000001LL, 2, 3, PP_RESOURCE_COMPUTE, 0},
+    {0, PP_OP_UPDATE, -1, -1, 4, 9000, 9100, -1, -1, PP_RESOURCE_COMPUTE, 0},
+    {0, PP_OP_BACKWARD_FULL, 2, 0, 1, 1000, 1200, 1, 1, PP_RESOURCE_COMPUTE, 0},
+    {0, PP_OP_UPDATE, -1, -1, 4, 9100, 10400, -1, -1, PP_RESOURCE_REFERENCE, 0},
 };
 
 static void assert_rows_equal(const PpTraceRow *a, const PpTraceRow *b) {
@@ -51,7 +51,39 @@ static void assert_rows_equal(const PpTraceRow *a, const PpTraceRow *b) {
     ck_assert_int_eq(a->version_f, b->version_f);
     ck_assert_int_eq(a->version_b, b->version_b);
     ck_assert_int_eq(a->resource, b->resource);
+    ck_assert_int_eq(a->replica, b->replica);
 }
+
+/* Data-parallel replicas (pacer-train's parallel.data): a replica column, read back, and
+ * kept apart by the sort; a reduce row. */
+START_TEST(test_replica_column) {
+    const PpTraceRow rows[] = {
+        {0, PP_OP_FORWARD, 0, 0, 0, 0, 1000, 0, 0, PP_RESOURCE_COMPUTE, 1},
+        {0, PP_OP_FORWARD, 0, 0, 0, 0, 1000, 0, 0, PP_RESOURCE_COMPUTE, 0},
+        {0, PP_OP_UPDATE, -1, -1, 0, 2000, 2500, -1, -1, PP_RESOURCE_REDUCE, 1},
+    };
+    g_autoptr(PpTrace) trace = pp_trace_new();
+    for (size_t i = 0; i < G_N_ELEMENTS(rows); i++)
+        pp_trace_append(trace, &rows[i]);
+    pp_trace_sort(trace);
+    ck_assert_int_eq(trace->rows[0].replica, 0);
+    ck_assert_int_eq(trace->rows[1].replica, 1);
+    g_autofree char *path = tmp_path("replicas.csv");
+    ck_assert(pp_trace_write_csv(trace, path, NULL));
+    g_autofree char *text = NULL;
+    ck_assert(g_file_get_contents(path, &text, NULL, NULL));
+    ck_assert(g_str_has_prefix(text,
+                               "stage,op,mb,chunk,step,start_ns,end_ns,version_f,"
+                               "version_b,resource,replica\n0,F,0,0,0,0,1000,0,0,compute,0\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\n0,U,-1,-1,0,2000,2500,-1,-1,reduce,1\n"));
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpTrace) back = pp_trace_read_csv(path, &error);
+    ck_assert_msg(back != NULL, "%s", error ? error->message : "");
+    ck_assert_int_eq(back->n_rows, 3);
+    for (int64_t i = 0; i < back->n_rows; i++)
+        assert_rows_equal(&back->rows[i], &trace->rows[i]);
+}
+END_TEST
 
 START_TEST(test_round_trip) {
     g_autoptr(PpTrace) trace = pp_trace_new();
@@ -113,8 +145,9 @@ END_TEST
 START_TEST(test_many_rows) {
     g_autoptr(PpTrace) trace = pp_trace_new();
     for (int32_t i = 0; i < 10000; i++) {
-        PpTraceRow row = {i % 7,          PP_OP_FORWARD,      i, 0, i / 100,
-                          3 * (int64_t)i, 3 * (int64_t)i + 2, 0, 0, PP_RESOURCE_COMPUTE};
+        PpTraceRow row = {
+            i % 7, PP_OP_FORWARD,       i, 0, i / 100, 3 * (int64_t)i, 3 * (int64_t)i + 2, 0,
+            0,     PP_RESOURCE_COMPUTE, 0};
         pp_trace_append(trace, &row);
     }
     g_autofree char *path = tmp_path("many.csv");
@@ -221,6 +254,7 @@ static Suite *trace_suite(void) {
     tcase_add_test(tc, test_quoted_and_crlf);
     tcase_add_test(tc, test_write_fails);
     tcase_add_test(tc, test_resource_names);
+    tcase_add_test(tc, test_replica_column);
     suite_add_tcase(s, tc);
     return s;
 }

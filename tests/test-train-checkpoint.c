@@ -725,6 +725,32 @@ START_TEST(test_train_identity_covers_every_key) {
 }
 END_TEST
 
+/* Data parallelism: over D replicas of m micro-batches per step, each replica's run of
+ * micro-batches maps one to one onto step k's global batch, k D m .. (k + 1) D m - 1, replica
+ * d reading the d-th run of m; with one replica the positions are the run's own. */
+START_TEST(test_train_replica_batches) {
+    const int32_t shapes[][2] = {{1, 3}, {2, 1}, {2, 4}, {3, 2}}; /* D, m */
+    const int32_t steps = 5;
+    for (size_t i = 0; i < G_N_ELEMENTS(shapes); i++) {
+        int32_t              D = shapes[i][0], m = shapes[i][1];
+        g_autofree gboolean *seen = g_new0(gboolean, (size_t)steps * D * m);
+        for (int32_t d = 0; d < D; d++) {
+            for (int64_t mb = 0; mb < (int64_t)steps * m; mb++) {
+                int64_t g = exec_train_global_mb(mb, D, d, m);
+                ck_assert_int_eq(g / ((int64_t)D * m), mb / m); /* the same step */
+                ck_assert_int_eq(g % ((int64_t)D * m) / m, d);  /* the replica's run */
+                ck_assert(!seen[g]);
+                seen[g] = TRUE;
+                if (D == 1)
+                    ck_assert_int_eq(g, mb);
+            }
+        }
+        for (int64_t g = 0; g < (int64_t)steps * D * m; g++)
+            ck_assert(seen[g]);
+    }
+}
+END_TEST
+
 /* A unit written before manifests recorded the identity: resumed when its run summary fits
  * (saying what could not be checked), refused by the summary otherwise. */
 START_TEST(test_train_resume_legacy_unit) {
@@ -871,6 +897,7 @@ int main(void) {
     suite_add_tcase(s, identity);
     TCase *keys = tcase_create("identity-keys");
     tcase_add_test(keys, test_train_identity_covers_every_key);
+    tcase_add_test(keys, test_train_replica_batches);
     suite_add_tcase(s, keys);
     TCase *out = tcase_create("out-folder");
     tcase_set_timeout(out, 120);

@@ -22,8 +22,8 @@ gboolean exec_backend_check_tags(const ExecComm *comm, int32_t n_vstages, const 
 void exec_backend_set_not_local(GError **error, const ExecComm *comm, int32_t vstage,
                                 int32_t stage) {
     g_set_error(error, EXEC_ERROR, EXEC_ERROR_NOT_LOCAL,
-                "virtual stage %d lives on rank %d; this is rank %d", vstage, stage,
-                exec_comm_rank(comm));
+                "virtual stage %d lives on rank %d; this is rank %d", vstage,
+                exec_comm_stage_rank(comm, stage), exec_comm_rank(comm));
 }
 
 void exec_remote_table_build(ExecRemoteTable *table, const Gpt2SliceParams *sp,

@@ -151,6 +151,11 @@ struct _ExecBackendOps {
      * returns its span in *@start_ns, *@end_ns (the reports' clock). A run's reference times
      * say how fast the stage's device was then, apart from what the schedule did. */
     void (*reference)(ExecBackend *backend, int32_t stage, int64_t *start_ns, int64_t *end_ns);
+    /* (nullable: a backend without it runs one replica) Data parallelism: the gradients
+     * accumulated so far in local virtual stage @vstage as one flat host array of *@n floats
+     * (transfer none), which the gradient reduction between replicas reads and overwrites in
+     * place after the stage's last backward of an update window, before its U. */
+    float *(*grads)(ExecBackend *backend, int32_t vstage, size_t *n);
 
     /* --- any thread --- */
 

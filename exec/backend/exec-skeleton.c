@@ -21,11 +21,13 @@ int64_t exec_skeleton_clock_ns(void) {
 gboolean exec_skeleton_init(ExecSkeleton *skel, const ExecBackendOps *ops, const char *what,
                             const ExecBackendSetup *setup, GError **error) {
     skel->base.ops = ops;
-    if (setup->comm && exec_comm_size(setup->comm) != setup->n_stages) {
+    int32_t replicas = exec_comm_replicas(setup->comm);
+    if (setup->comm && exec_comm_size(setup->comm) != setup->n_stages * replicas) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
-                    "%s runs one pipeline stage per process: %d stages need %d processes, the "
-                    "job has %d",
-                    what, setup->n_stages, setup->n_stages, exec_comm_size(setup->comm));
+                    "%s runs one pipeline stage per process: %d replicas of %d stages need %d "
+                    "processes, the job has %d",
+                    what, replicas, setup->n_stages, setup->n_stages * replicas,
+                    exec_comm_size(setup->comm));
         return FALSE;
     }
     PP_ASSERT(setup->partition->n_vstages == setup->n_stages * setup->n_chunks);
@@ -48,7 +50,7 @@ gboolean exec_skeleton_init(ExecSkeleton *skel, const ExecBackendOps *ops, const
     size_t bt = (size_t)skel->B * skel->model.T;
     for (int32_t s = 0; s < skel->n_stages; s++) {
         ExecSkeletonStage *st = &skel->stages[s];
-        skel->local[s] = skel->comm == NULL || s == exec_comm_rank(skel->comm);
+        skel->local[s] = skel->comm == NULL || s == exec_comm_stage(skel->comm);
         st->tokens = g_new(int32_t, bt);
         st->targets = g_new(int32_t, bt);
         st->reports = g_array_new(FALSE, FALSE, sizeof(ExecOpReport));
@@ -153,7 +155,9 @@ gboolean exec_skeleton_evaluate(ExecSkeleton *skel, size_t msg_bytes, ExecSkelet
     /* (msg_bytes) the activation in from and out to another rank; with a group only */
     g_autofree void *in = skel->comm ? g_malloc(msg_bytes) : NULL;
     g_autofree void *out = skel->comm ? g_malloc(msg_bytes) : NULL;
-    for (int32_t vs = 0; vs < skel->n_vstages; vs++) {
+    /* Replicas hold the same weights: replica 0 forwards, and its loss is every rank's. */
+    gboolean forwards = exec_comm_replica(skel->comm) == 0;
+    for (int32_t vs = 0; forwards && vs < skel->n_vstages; vs++) {
         gboolean first = vs == 0, last = vs == skel->n_vstages - 1;
         if (!skel->local[skel->vstage_stage[vs]])
             continue; /* another rank's */
@@ -162,8 +166,9 @@ gboolean exec_skeleton_evaluate(ExecSkeleton *skel, size_t msg_bytes, ExecSkelet
         if (from_rank) {
             g_autofree char *what =
                 g_strdup_printf("the activation of virtual stage %d for validation", vs);
-            if (!exec_comm_recv(skel->comm, skel->vstage_stage[vs - 1], vs, in, msg_bytes, what,
-                                error))
+            if (!exec_comm_recv(skel->comm,
+                                exec_comm_stage_rank(skel->comm, skel->vstage_stage[vs - 1]), vs,
+                                in, msg_bytes, what, error))
                 return FALSE;
         }
         step(skel, vs, tokens, targets, from_rank ? in : NULL, to_rank ? out : NULL,
@@ -171,14 +176,17 @@ gboolean exec_skeleton_evaluate(ExecSkeleton *skel, size_t msg_bytes, ExecSkelet
         if (to_rank) {
             g_autofree char *what =
                 g_strdup_printf("the activation of virtual stage %d for validation", vs + 1);
-            if (!exec_comm_send(skel->comm, skel->vstage_stage[vs + 1], vs + 1, out, msg_bytes,
-                                what, error))
+            if (!exec_comm_send(skel->comm,
+                                exec_comm_stage_rank(skel->comm, skel->vstage_stage[vs + 1]),
+                                vs + 1, out, msg_bytes, what, error))
                 return FALSE;
         }
     }
-    /* The loss, from the rank of the last virtual stage to every rank. */
-    return exec_comm_bcast(skel->comm, skel->vstage_stage[skel->n_vstages - 1], loss, sizeof *loss,
-                           "the validation loss", error);
+    /* The loss, from the rank of replica 0's last virtual stage to every rank. */
+    if (skel->comm == NULL)
+        return TRUE;
+    int32_t root = exec_comm_layout_rank(skel->comm, 0, skel->vstage_stage[skel->n_vstages - 1]);
+    return exec_comm_bcast(skel->comm, root, loss, sizeof *loss, "the validation loss", error);
 }
 
 /* --- workers --- */

@@ -90,8 +90,8 @@ struct _ExecSkeleton {
     gpointer                    data_user;
     ExecGradFn                  on_grads;
     gpointer                    on_grads_user;
-    ExecComm                   *comm;      /* (nullable) the process group; stage r on rank r */
-    gboolean                   *local;     /* (n_stages) the stages this process runs */
+    ExecComm                   *comm;  /* (nullable) the group; stage s: exec_comm_stage_rank(s) */
+    gboolean                   *local; /* (n_stages) the stages this process runs */
     ExecTransport              *transport; /* set by the device part before the first prepare() */
     const ExecSkeletonStateOps *state;     /* set by the device part before the first state call */
     gint                        aborted;   /* atomic: abort() since the last prepare() */
@@ -106,8 +106,8 @@ static inline ExecSkeleton *exec_skeleton(ExecBackend *backend) {
 
 /* Fills @skel from @setup for the backend @ops (named @what in errors, e.g. "the CPU
  * backend"): the shape, local stages, per-stage lists and buffers, per-vstage slots. Refuses
- * (EXEC_ERROR_BACKEND) a group whose size is not the stage count. The device part then sets
- * transport (and enter), builds its own state and calls exec_skeleton_start(). Free with
+ * (EXEC_ERROR_BACKEND) a group whose size is not the stage count x replicas. The device part then
+ * sets transport (and enter), builds its own state and calls exec_skeleton_start(). Free with
  * exec_skeleton_clear(), also after a failure. */
 gboolean exec_skeleton_init(ExecSkeleton *skel, const ExecBackendOps *ops, const char *what,
                             const ExecBackendSetup *setup, GError **error);
@@ -132,10 +132,11 @@ void exec_skeleton_tap_fit(ExecSkeleton *skel, int32_t stage, size_t numel);
  * against @targets (B, T)) instead. */
 typedef void (*ExecSkeletonEvalFn)(ExecSkeleton *skel, int32_t vs, const int32_t *tokens,
                                    const int32_t *targets, const void *in, void *out, float *loss);
-/* evaluate() for every backend: each process steps its local virtual stages in order
- * (@step), receiving the activation from the previous virtual stage's rank and sending its
- * output on to the next one's (host point-to-point, @msg_bytes each, tag: the virtual stage it
- * is for), and the last virtual stage's rank broadcasts the loss: *@loss on every rank.
+/* evaluate() for every backend: each process of replica 0 steps its local virtual stages in
+ * order (@step), receiving the activation from the previous virtual stage's rank and sending
+ * its output on to the next one's (host point-to-point, @msg_bytes each, tag: the virtual stage
+ * it is for), and the last virtual stage's rank broadcasts the loss: *@loss on every rank (the
+ * other replicas hold the same weights and forward nothing).
  * Collective with a group; FALSE with EXEC_ERROR_COMM when a peer does not answer. */
 gboolean exec_skeleton_evaluate(ExecSkeleton *skel, size_t msg_bytes, ExecSkeletonEvalFn step,
                                 const int32_t *tokens, const int32_t *targets, float *loss,
@@ -150,7 +151,7 @@ gboolean exec_skeleton_prepare(ExecSkeleton *skel, const PpSchedule *sched, GErr
 
 /* The members of a backend's ExecBackendOps initializer that are the skeleton's: is_local,
  * launch, wait_for, poll, has_input, record_done, abort and the state members; the device part
- * adds name, prepare, run_op, flush, reference, evaluate, memory and free. */
+ * adds name, prepare, run_op, flush, reference, grads, evaluate, memory and free. */
 #define EXEC_SKELETON_OPS                                                                          \
     .is_local = exec_skeleton_is_local, .launch = exec_skeleton_launch,                            \
     .wait_for = exec_skeleton_wait_for, .poll = exec_skeleton_poll,                                \

@@ -45,6 +45,7 @@ typedef struct {
 struct _ExecComm {
     const ExecCommOps *ops;
     int32_t            rank, size, tag_max;
+    int32_t            replicas; /* D (exec_comm_set_replicas()) */
     int64_t            timeout_us;
     GAsyncQueue       *outbox;         /* ExecCommTransfer*, or a marker (exec-comm.c) */
     GPtrArray         *pending;        /* ExecCommTransfer* started, not complete, oldest first */

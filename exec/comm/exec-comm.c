@@ -41,6 +41,8 @@ enum {
 /* How long a rank past its deadline waits for the peer's answer to a probe (at most the
  * deadline itself): a waiting rank answers within a poll, IDLE_MAX. */
 #define EXEC_COMM_PROBE_US 1000000
+/* How long a rank ending after an agreed failure takes and drops what peers sent it. */
+#define EXEC_COMM_DRAIN_US 300000
 
 /* Outbox markers that are not messages. */
 static int exec_comm_wake_marker, exec_comm_stop_marker;
@@ -53,6 +55,7 @@ void exec_comm_init(ExecComm *comm, const ExecCommOps *ops, int32_t rank, int32_
     comm->rank = rank;
     comm->size = size;
     comm->tag_max = tag_max;
+    comm->replicas = 1;
     comm->timeout_us = (int64_t)(EXEC_COMM_TIMEOUT_DEFAULT_S * G_USEC_PER_SEC);
     comm->outbox = g_async_queue_new();
     comm->pending = g_ptr_array_new();
@@ -303,7 +306,8 @@ static gboolean exec_comm_wait_take(ExecComm *comm, ExecCommChannel channel, int
 
 void exec_comm_set_receiver(ExecComm *comm, ExecCommChannel channel, ExecCommRecvFn fn,
                             gpointer user_data) {
-    PP_ASSERT(channel == EXEC_COMM_DATA || channel == EXEC_COMM_REPORT);
+    PP_ASSERT(channel == EXEC_COMM_DATA || channel == EXEC_COMM_REPORT ||
+              channel == EXEC_COMM_REDUCE);
     comm->receivers[channel] = fn;
     comm->receiver_data[channel] = user_data;
 }
@@ -459,6 +463,7 @@ static gboolean exec_comm_pump(ExecComm *comm) {
     exec_comm_answer_probes(comm);
     busy |= exec_comm_receive(comm, EXEC_COMM_DATA, -1);
     busy |= exec_comm_receive(comm, EXEC_COMM_REPORT, -1);
+    busy |= exec_comm_receive(comm, EXEC_COMM_REDUCE, -1);
     busy |= exec_comm_reap(comm, FALSE);
     return busy;
 }
@@ -817,11 +822,17 @@ gboolean exec_comm_clock_offset(ExecComm *comm, int64_t *offset_ns, int64_t *bou
 /* --- the end --- */
 
 /* After a failure: lets the transfers a stopped replay left complete (peers take and drop
- * what reaches them) for a moment. Returns TRUE when none is left. */
-static gboolean exec_comm_settle(ExecComm *comm) {
-    int64_t deadline = g_get_monotonic_time() + MIN(comm->timeout_us, 2 * G_USEC_PER_SEC);
+ * what reaches them) for a moment; with @drain, takes and drops what reaches this rank for
+ * EXEC_COMM_DRAIN_US even when it has nothing in flight itself (a peer's large message, such
+ * as a part of a gradient reduction, completes only once taken). Returns TRUE when none is
+ * left. */
+static gboolean exec_comm_settle(ExecComm *comm, gboolean drain) {
+    int64_t now = g_get_monotonic_time();
+    int64_t deadline = now + MIN(comm->timeout_us, 2 * G_USEC_PER_SEC);
+    int64_t drain_until = drain ? now + EXEC_COMM_DRAIN_US : now;
     int64_t idle = 0;
-    while (comm->pending->len > 0 && g_get_monotonic_time() < deadline) {
+    while ((comm->pending->len > 0 || g_get_monotonic_time() < drain_until) &&
+           g_get_monotonic_time() < deadline) {
         for (int ch = 0; ch < EXEC_COMM_N_CHANNELS; ch++)
             exec_comm_receive(comm, ch, -1);
         exec_comm_reap(comm, TRUE);
@@ -838,7 +849,7 @@ int exec_comm_finish(ExecComm *comm, const GError *error) {
     fflush(stdout);
     fflush(stderr);
     exec_comm_test_stall("finish");
-    if ((error && !comm->agreed_failure) || !exec_comm_settle(comm))
+    if ((error && !comm->agreed_failure) || !exec_comm_settle(comm, error != NULL))
         comm->ops->abort(comm, 1);
     comm->ops->free(comm);
     return status;

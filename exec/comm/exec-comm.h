@@ -32,6 +32,7 @@ typedef enum {
     EXEC_COMM_REPORT,  /* the pipeline's reports to rank 0 while a replay runs */
     EXEC_COMM_CONTROL, /* stop signals, agreements and collectives (exec-comm.c's tags) */
     EXEC_COMM_HOST,    /* point-to-point copies between replays; tags are the caller's */
+    EXEC_COMM_REDUCE,  /* the gradient reduction between replicas while a replay runs */
     EXEC_COMM_N_CHANNELS
 } ExecCommChannel;
 
@@ -61,10 +62,32 @@ double exec_comm_timeout(const ExecComm *comm);
 
 /* Ends the group (host thread) after the run. With @error NULL or an error that every rank
  * received from exec_comm_agree(), every process shuts the transport down and returns its
- * exit status (0 without an error, 1 with one). Any other error (a peer that did not answer,
+ * exit status (0 without an error, 1 with one; with an error it first takes and drops, for a
+ * moment, what a stopped replay's peers had sent it). Any other error (a peer that did not answer,
  * a failure only this rank saw) aborts the whole job: this process and every peer exit
  * non-zero, and this call does not return. Frees @comm; NULL: returns the status at once. */
 int exec_comm_finish(ExecComm *comm, const GError *error);
+
+/* --- replicas (data parallelism; exec-comm-layout.c) ---
+ * A job of D x N processes runs D replicas of an N-stage pipeline. Rank r runs stage r / D
+ * of replica r mod D: stage-major, so the D replicas of a stage, which reduce their gradients
+ * together at every update, are consecutive ranks, and a launcher that fills each node with
+ * consecutive ranks keeps those reductions inside a node (the simulator's [parallel] ranking,
+ * sim/README.md, is the same: data inside pipeline stage). Until exec_comm_set_replicas(),
+ * D = 1 and rank r runs stage r. A NULL group is replica 0, stage 0 of one. */
+
+/* Host thread, before the pipeline is built: @replicas (>= 1, a divisor of the size). */
+void exec_comm_set_replicas(ExecComm *comm, int32_t replicas);
+/* D, and this rank's replica and stage. */
+int32_t exec_comm_replicas(const ExecComm *comm);
+int32_t exec_comm_replica(const ExecComm *comm);
+int32_t exec_comm_stage(const ExecComm *comm);
+/* The replica and the stage rank @rank runs. */
+int32_t exec_comm_rank_replica(const ExecComm *comm, int32_t rank);
+int32_t exec_comm_rank_stage(const ExecComm *comm, int32_t rank);
+/* The rank that runs @stage of @replica, and @stage of this rank's replica. */
+int32_t exec_comm_layout_rank(const ExecComm *comm, int32_t replica, int32_t stage);
+int32_t exec_comm_stage_rank(const ExecComm *comm, int32_t stage);
 
 /* --- while a replay runs --- */
 
@@ -76,14 +99,15 @@ typedef void (*ExecCommRecvFn)(gpointer user_data, int32_t src, int32_t tag, voi
  * every waiting worker. May run on any thread. */
 typedef void (*ExecCommStopFn)(gpointer user_data);
 
-/* Installs the receiver of @channel (EXEC_COMM_DATA or EXEC_COMM_REPORT), and the stop
+/* Installs the receiver of @channel (EXEC_COMM_DATA, REPORT or REDUCE), and the stop
  * handler. Host thread, no replay running; @fn NULL removes it. */
 void exec_comm_set_receiver(ExecComm *comm, ExecCommChannel channel, ExecCommRecvFn fn,
                             gpointer user_data);
 void exec_comm_set_stop_handler(ExecComm *comm, ExecCommStopFn fn, gpointer user_data);
 
 /* Host thread, before a replay: clears the stop signal; this rank will receive @n_reports
- * EXEC_COMM_REPORT messages from rank @report_src during the replay (exec_comm_serve() waits
+ * EXEC_COMM_REPORT messages during the replay, from rank @report_src (the rank a missed
+ * deadline names; data-parallel replicas report from one rank each) (exec_comm_serve() waits
  * for them unless the replay stops; 0: none). */
 void exec_comm_begin(ExecComm *comm, int32_t report_src, int32_t n_reports);
 

@@ -3,8 +3,9 @@
  * losses of the last stage go to rank 0 as they are reported (progress, tokens/s); after it,
  * the ranks agree on how it ended, every rank's part of the ExecRunResult (its stages'
  * executed order, updates, grad norms and learning rates, versions and skip counts; its
- * virtual stages' weight versions; the losses) reaches every rank, and the trace rows reach
- * rank 0, so that everything after a replay reads as in one process.
+ * virtual stages' weight versions; the losses) reaches every rank of its replica, every
+ * replica's losses reach every rank, and the trace rows of every rank reach rank 0, so that
+ * everything after a replay reads as in one process.
  */
 #include "exec-pipeline-private.h"
 
@@ -32,11 +33,20 @@ static void exec_pipeline_receive_report(gpointer user_data, int32_t src, int32_
 
 void exec_pipeline_merge_begin(ExecPipeline *pipeline, const ExecRunResult *res) {
     ExecComm *comm = pipeline->params.comm;
-    int32_t   last = exec_pipeline_vstage_rank(pipeline, pipeline->n_vstages - 1);
-    gboolean  expect = exec_comm_rank(comm) == 0 && last != 0 && pipeline->params.on_loss;
+    int32_t   last_stage = pipeline->vstage_stage[pipeline->n_vstages - 1], last = 0;
+    int32_t   n_reports = 0;
+    /* Rank 0 hears from the last stage of every replica (the progress is the global batch's). */
+    for (int32_t d = 0; d < exec_comm_replicas(comm); d++) {
+        int32_t rank = exec_comm_layout_rank(comm, d, last_stage);
+        if (rank != 0) {
+            last = rank;
+            n_reports += res->n_mb;
+        }
+    }
+    gboolean expect = exec_comm_rank(comm) == 0 && n_reports > 0 && pipeline->params.on_loss;
     exec_comm_set_receiver(comm, EXEC_COMM_REPORT, expect ? exec_pipeline_receive_report : NULL,
                            pipeline);
-    exec_comm_begin(comm, last, expect ? res->n_mb : 0);
+    exec_comm_begin(comm, last, expect ? n_reports : 0);
 }
 
 void exec_pipeline_report_loss(ExecPipeline *pipeline, int32_t mb, int32_t step, float loss) {
@@ -66,16 +76,18 @@ static void exec_merge_get(const guint8 *blob, gsize size, gsize *at, void *dst,
     *at += bytes;
 }
 
-/* What rank @rank contributes: n_skipped; per stage it holds, its version, skip count,
- * updates (grad norms, lrs) and executed ops; per virtual stage it holds, the versions each
- * micro-batch's F and backward used; the losses when it holds the last virtual stage. */
+/* What rank @rank (of this rank's replica) contributes: n_skipped; per stage it holds, its
+ * version, skip count, updates (grad norms, lrs) and executed ops; per virtual stage it holds,
+ * the versions each micro-batch's F and backward used; last, the losses when it holds the
+ * last virtual stage (exec_merge_losses() reads them from any replica's part). */
 static GBytes *exec_merge_pack(const ExecPipeline *pipeline, const ExecRunResult *res,
                                int32_t rank) {
     GByteArray *out = g_byte_array_new();
     int32_t     skipped = g_atomic_int_get(&res->n_skipped);
+    int32_t     stage = exec_comm_rank_stage(pipeline->params.comm, rank);
     exec_merge_put(out, &skipped, sizeof skipped);
     for (int32_t s = 0; s < pipeline->n_stages; s++) {
-        if (s != rank)
+        if (s != stage)
             continue;
         exec_merge_put(out, &pipeline->version[s], sizeof(int32_t));
         exec_merge_put(out, &pipeline->nonfinite[s], sizeof(int32_t));
@@ -106,11 +118,11 @@ static void exec_merge_unpack(ExecPipeline *pipeline, ExecRunResult *res, int32_
                               GBytes *blob) {
     gsize         size = 0, at = 0;
     const guint8 *p = g_bytes_get_data(blob, &size);
-    int32_t       skipped;
+    int32_t       skipped, stage = exec_comm_rank_stage(pipeline->params.comm, rank);
     exec_merge_get(p, size, &at, &skipped, sizeof skipped);
     res->n_skipped += skipped;
     for (int32_t s = 0; s < pipeline->n_stages; s++) {
-        if (s != rank)
+        if (s != stage)
             continue;
         exec_merge_get(p, size, &at, &pipeline->version[s], sizeof(int32_t));
         exec_merge_get(p, size, &at, &pipeline->nonfinite[s], sizeof(int32_t));
@@ -138,6 +150,22 @@ static void exec_merge_unpack(ExecPipeline *pipeline, ExecRunResult *res, int32_
     PP_ASSERT(at == size);
 }
 
+/* Every replica's losses into res->losses, from the part of each replica's last-stage rank
+ * in @parts (indexed by rank): exec_merge_pack() ends with them. */
+static void exec_merge_losses(const ExecPipeline *pipeline, ExecRunResult *res, GPtrArray *parts) {
+    ExecComm *comm = pipeline->params.comm;
+    int32_t   last_stage = pipeline->vstage_stage[pipeline->n_vstages - 1];
+    size_t    bytes = (size_t)res->n_mb * sizeof(float);
+    size_t    tail = bytes + (size_t)res->n_mb * sizeof(int32_t);
+    for (int32_t d = 0; d < res->n_replicas; d++) {
+        gsize         size = 0;
+        const guint8 *p = g_bytes_get_data(
+            g_ptr_array_index(parts, exec_comm_layout_rank(comm, d, last_stage)), &size);
+        PP_ASSERT(size >= tail);
+        memcpy(res->losses + (size_t)d * res->n_mb, p + size - tail, bytes);
+    }
+}
+
 gboolean exec_pipeline_merge(ExecPipeline *pipeline, ExecRunResult *res, int64_t first_row,
                              GError **error) {
     ExecComm *comm = pipeline->params.comm;
@@ -150,10 +178,13 @@ gboolean exec_pipeline_merge(ExecPipeline *pipeline, ExecRunResult *res, int64_t
     g_autoptr(GPtrArray) parts = exec_comm_allgather(comm, mine, "the results of a replay", error);
     if (parts == NULL)
         return FALSE;
+    /* The replicas ran the same program with the same weights: this replica's parts make the
+     * result, and only the losses differ between replicas. */
     for (int32_t r = 0; r < exec_comm_size(comm); r++) {
-        if (r != rank)
+        if (r != rank && exec_comm_rank_replica(comm, r) == exec_comm_replica(comm))
             exec_merge_unpack(pipeline, res, r, g_ptr_array_index(parts, r));
     }
+    exec_merge_losses(pipeline, res, parts);
 
     /* This replay's trace rows, in each rank's order, to rank 0. */
     const PpTrace *trace = pipeline->trace;

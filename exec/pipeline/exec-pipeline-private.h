@@ -6,6 +6,7 @@
 #pragma once
 
 #include "exec-backend-impl.h"
+#include "exec-reduce.h"
 #include "exec.h"
 
 G_BEGIN_DECLS
@@ -21,6 +22,8 @@ struct _ExecPipeline {
     int32_t           *nonfinite;    /* (n_stages) consecutive skipped updates */
     PpTrace           *trace;
     PpMemoryBytes     *predicted; /* (n_stages) the memory model's bytes of each stage */
+    ExecReduce        *reduce;    /* the gradient reduction between replicas; NULL for one */
+    int64_t           *reduce_ns; /* (n_stages) the host time of each stage's last reduction */
 
     /* State of the replay in progress (exec_pipeline_run()). */
     const PpSchedule *sched; /* NULL in dynamic mode */

@@ -93,7 +93,16 @@ static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
                           .end_ns = r->end_ns,
                           .version_f = -1,
                           .version_b = -1,
-                          .resource = PP_RESOURCE_COMPUTE};
+                          .resource = PP_RESOURCE_COMPUTE,
+                          .replica = exec_comm_replica(pipeline->params.comm)};
+        if (op->kind == PP_OP_UPDATE && pipeline->reduce) {
+            /* The reduction ran on the host right before the U started. */
+            PpTraceRow reduce = row;
+            reduce.start_ns = r->start_ns - pipeline->reduce_ns[stage];
+            reduce.end_ns = r->start_ns;
+            reduce.resource = PP_RESOURCE_REDUCE;
+            g_array_append_val(pipeline->rows[stage], reduce);
+        }
         g_array_append_val(pipeline->rows[stage], row);
         res->n_copies[stage] += r->copied;
         if (op->kind == PP_OP_FORWARD && r->vstage == pipeline->n_vstages - 1) {
@@ -125,6 +134,25 @@ static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
     return TRUE;
 }
 
+/* Data parallelism, before the U of @args: the gradients of every virtual stage of the stage
+ * replaced by their mean over the replicas (exec-reduce.h); its host time (ns) goes to
+ * reduce_ns[stage] for the U's trace rows. Returns FALSE when the replay stopped or a peer
+ * missed the deadline. */
+static gboolean exec_pipeline_reduce(ExecPipeline *pipeline, const ExecOpArgs *args) {
+    int32_t stage = args->op->stage, update = args->version - pipeline->version_base[stage];
+    int64_t start_us = g_get_monotonic_time();
+    for (int32_t vs = 0; vs < pipeline->n_vstages; vs++) {
+        if (pipeline->vstage_stage[vs] != stage)
+            continue;
+        size_t n = 0;
+        float *grads = pipeline->backend->ops->grads(pipeline->backend, vs, &n);
+        if (!exec_reduce_run(pipeline->reduce, update, vs, grads, n))
+            return FALSE;
+    }
+    pipeline->reduce_ns[stage] = (g_get_monotonic_time() - start_us) * 1000;
+    return TRUE;
+}
+
 /* Runs one op on @stage's worker: wait for its input, run it, send its output; after a U,
  * the stage's reports. Returns FALSE when the worker must stop (aborted, or too many
  * non-finite updates). */
@@ -134,6 +162,8 @@ static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, const ExecOpArgs *
     const PpOp           *op = args->op;
     int32_t               stage = op->stage;
     if (!ops->wait_for(pipeline->backend, args))
+        return FALSE;
+    if (op->kind == PP_OP_UPDATE && pipeline->reduce && !exec_pipeline_reduce(pipeline, args))
         return FALSE;
     ops->run_op(pipeline->backend, args);
     ops->record_done(pipeline->backend, args);
@@ -155,7 +185,8 @@ static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, const ExecOpArgs *
                           .step = op->step,
                           .version_f = -1,
                           .version_b = -1,
-                          .resource = PP_RESOURCE_REFERENCE};
+                          .resource = PP_RESOURCE_REFERENCE,
+                          .replica = exec_comm_replica(pipeline->params.comm)};
         ops->reference(pipeline->backend, stage, &row.start_ns, &row.end_ns);
         g_array_append_val(pipeline->rows[stage], row);
     }

@@ -7,6 +7,8 @@
  */
 #include "exec-pipeline-private.h"
 
+#include <string.h>
+
 #include "pp-error.h"
 #include "pp-policy.h"
 
@@ -111,6 +113,14 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     g_autoptr(ExecBackend) made = backend->create(&setup, error);
     if (!made)
         return NULL;
+    int32_t replicas = exec_comm_replicas(params->comm);
+    if (replicas > 1 && made->ops->grads == NULL) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "parallel.data = %d: the %s backend cannot reduce gradients between "
+                    "replicas; set parallel.data = 1 or use run.backend = cpu",
+                    replicas, made->ops->name);
+        return NULL;
+    }
     if (params->speed_reference && made->ops->reference == NULL) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
                     "run.speed_reference = true: the %s backend has no speed reference; set it "
@@ -139,6 +149,9 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     pipeline->trace = pp_trace_new();
     pipeline->predicted =
         exec_pipeline_predict_memory(params, pipeline->partition, shape, act_slots, versions);
+    pipeline->reduce_ns = g_new0(int64_t, shape->n_stages);
+    if (replicas > 1)
+        pipeline->reduce = exec_reduce_new(params->comm, shape->n_vstages);
     g_mutex_init(&pipeline->error_lock);
     return pipeline;
 }
@@ -146,6 +159,8 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
 void exec_pipeline_free(ExecPipeline *pipeline) {
     if (!pipeline)
         return;
+    exec_reduce_free(pipeline->reduce);
+    g_free(pipeline->reduce_ns);
     exec_backend_free(pipeline->backend);
     pp_partition_free(pipeline->partition);
     pp_trace_free(pipeline->trace);
@@ -159,13 +174,16 @@ void exec_pipeline_free(ExecPipeline *pipeline) {
     g_free(pipeline);
 }
 
-/* @ops_per_stage: capacity of each stage's executed-op record. */
+/* @ops_per_stage: capacity of each stage's executed-op record; @n_replicas: D. */
 static ExecRunResult *exec_run_result_new(int32_t n_stages, int32_t n_vstages, int32_t n_mb,
-                                          const int32_t *ops_per_stage) {
+                                          const int32_t *ops_per_stage, int32_t n_replicas) {
     ExecRunResult *res = g_new0(ExecRunResult, 1);
     size_t         cells = (size_t)n_mb * n_vstages;
     res->n_mb = n_mb;
     res->loss = g_new0(float, n_mb);
+    res->n_replicas = n_replicas;
+    size_t replica_cells = (size_t)n_mb * n_replicas;
+    res->losses = g_new0(float, replica_cells);
     res->mb_step = g_new0(int32_t, n_mb);
     res->version_f = g_new(int32_t, cells);
     res->version_b = g_new(int32_t, cells);
@@ -202,6 +220,7 @@ void exec_run_result_free(ExecRunResult *result) {
     g_free(result->n_executed);
     g_free(result->capacity);
     g_free(result->loss);
+    g_free(result->losses);
     g_free(result->mb_step);
     g_free(result->version_f);
     g_free(result->version_b);
@@ -250,6 +269,8 @@ static ExecRunResult *exec_pipeline_launch(ExecPipeline *pipeline, ExecWorkerFn 
     pipeline->result = NULL;
     if (pipeline->params.comm)
         exec_pipeline_merge(pipeline, res, first_row, &pipeline->error);
+    else
+        memcpy(res->losses, res->loss, (size_t)res->n_mb * sizeof(float));
     if (pipeline->error) {
         g_propagate_error(error, g_steal_pointer(&pipeline->error));
         return NULL;
@@ -274,6 +295,8 @@ static gboolean exec_pipeline_prepare(ExecPipeline *pipeline, const PpSchedule *
     }
     if (local == NULL)
         pipeline->backend->ops->prepare(pipeline->backend, sched, &local);
+    if (pipeline->reduce)
+        exec_reduce_reset(pipeline->reduce);
     if (exec_comm_agree(pipeline->params.comm, "preparing a replay", &local))
         return TRUE;
     g_propagate_error(error, local);
@@ -288,7 +311,8 @@ ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched
     pipeline->weight_mode = sched->weight_mode;
     pipeline->mb_per_step = sched->mb_per_step;
     ExecRunResult *res =
-        exec_run_result_new(sched->n_stages, sched->n_vstages, sched->n_mb, sched->n_ops);
+        exec_run_result_new(sched->n_stages, sched->n_vstages, sched->n_mb, sched->n_ops,
+                            exec_comm_replicas(pipeline->params.comm));
     res = exec_pipeline_launch(pipeline, exec_pipeline_worker, res, mb_offset, error);
     for (int32_t s = 0; res && s < pipeline->n_stages; s++) {
         if (pipeline->backend->ops->is_local(pipeline->backend, s))
@@ -317,7 +341,8 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const ExecDynam
     g_autofree int32_t *cap = g_new(int32_t, pipeline->n_stages);
     for (int32_t s = 0; s < pipeline->n_stages; s++)
         cap[s] = 2 * n_mb + (n_mb + accumulation - 1) / accumulation; /* F, BW, U */
-    ExecRunResult *res = exec_run_result_new(pipeline->n_stages, pipeline->n_vstages, n_mb, cap);
+    ExecRunResult *res = exec_run_result_new(pipeline->n_stages, pipeline->n_vstages, n_mb, cap,
+                                             exec_comm_replicas(pipeline->params.comm));
     g_autoptr(ExecRunResult) done =
         exec_pipeline_launch(pipeline, exec_pipeline_worker_dynamic, res, mb_offset, error);
     if (!done)
@@ -476,6 +501,7 @@ ExecComm *exec_pipeline_comm(const ExecPipeline *pipeline) {
 
 int32_t exec_pipeline_vstage_rank(const ExecPipeline *pipeline, int32_t vstage) {
     PP_ASSERT(vstage >= 0 && vstage < pipeline->n_vstages);
-    /* One stage per process (the backends' rule): rank r holds stage r. */
-    return pipeline->params.comm ? pipeline->vstage_stage[vstage] : 0;
+    /* One stage per process (the backends' rule): this replica's rank of the stage. */
+    ExecComm *comm = pipeline->params.comm;
+    return comm ? exec_comm_stage_rank(comm, pipeline->vstage_stage[vstage]) : 0;
 }

@@ -60,7 +60,15 @@ typedef struct {
                                        is refused, EXEC_ERROR_BACKEND) */
     ExecComm *comm;                 /* (nullable) the process group of a multi-process run,
                                        borrowed for the pipeline's life: every rank builds the
-                                       pipeline and makes the same calls in the same order */
+                                       pipeline and makes the same calls in the same order.
+                                       With exec_comm_replicas() = D > 1 the group runs D
+                                       replicas of the pipeline (data parallelism): each rank
+                                       runs one stage of one replica, and before every U the
+                                       stage's replicas replace their gradients by the mean
+                                       over the replicas (exec-reduce.h), so the replicas'
+                                       weights stay bitwise equal; each replica reads its own
+                                       data (@data is called with the replica's micro-batch
+                                       indices: the data source tells replicas apart) */
 } ExecPipelineParams;
 
 typedef struct _ExecPipeline ExecPipeline;
@@ -69,8 +77,11 @@ typedef struct _ExecPipeline ExecPipeline;
  * process group every rank holds the whole result: each rank's stages are exchanged after
  * the replay. */
 typedef struct {
-    int32_t  n_mb;
-    float   *loss;      /* (n_mb) mean cross-entropy of each micro-batch (last vstage F) */
+    int32_t n_mb;
+    float  *loss;       /* (n_mb) mean cross-entropy of each micro-batch (last vstage F) */
+    int32_t n_replicas; /* D: data-parallel replicas of the pipeline (exec_comm_replicas()) */
+    float  *losses;     /* (n_replicas, n_mb) every replica's losses, replica-major (this
+                           replica's are @loss) */
     int32_t *mb_step;   /* (n_mb) the op.step of the micro-batch's F on the last vstage */
     int32_t *version_f; /* (n_mb, n_vstages) absolute version its F used on each vstage */
     int32_t *version_b; /* (n_mb, n_vstages) absolute version its B/BW used */
@@ -215,8 +226,8 @@ const PpTrace *exec_pipeline_trace(const ExecPipeline *pipeline);
 
 /* --- processes --- */
 
-/* The process group (transfer none; NULL: one process), and the rank holding virtual stage
- * @vstage's state (0 without a group). */
+/* The process group (transfer none; NULL: one process), and the rank of this rank's replica
+ * holding virtual stage @vstage's state (0 without a group). */
 ExecComm *exec_pipeline_comm(const ExecPipeline *pipeline);
 int32_t   exec_pipeline_vstage_rank(const ExecPipeline *pipeline, int32_t vstage);
 

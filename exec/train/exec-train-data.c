@@ -18,10 +18,17 @@ uint64_t exec_train_window(uint64_t seed, int64_t seq, uint64_t n_tokens, int32_
     return z % (n_tokens - (uint64_t)T);
 }
 
+int64_t exec_train_global_mb(int64_t mb, int32_t D, int32_t d, int32_t m) {
+    PP_ASSERT(mb >= 0 && D >= 1 && d >= 0 && d < D && m >= 1);
+    return (mb / m * D + d) * m + mb % m;
+}
+
 void exec_train_fill(gpointer user_data, int64_t mb, int32_t *tokens, int32_t *targets) {
     const ExecTrainData *d = user_data;
+    int64_t              g =
+        d->replicas > 1 ? exec_train_global_mb(mb, d->replicas, d->replica, d->mb_per_step) : mb;
     for (int32_t b = 0; b < d->B; b++) {
-        uint64_t off = exec_train_window(d->seed, mb * d->B + b, d->n_tokens, d->T);
+        uint64_t off = exec_train_window(d->seed, g * d->B + b, d->n_tokens, d->T);
         for (int32_t t = 0; t < d->T; t++) {
             tokens[b * d->T + t] = d->tokens[off + t];
             targets[b * d->T + t] = d->tokens[off + t + 1];

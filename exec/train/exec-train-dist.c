@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT
  * exec-train-dist.c: pacer-train's model state across processes (one stage per rank).
  * Checkpoints are written by rank 0 with the one writer of a single-process run: the host
- * tensor lists are filled by each rank for its own virtual stages, then every other rank's
- * entries travel to rank 0; on resume rank 0 reads the file and each entry travels to the
- * rank that copies it in. Counters per virtual stage travel the same way.
+ * tensor lists are filled by each rank for its own virtual stages, then replica 0's other
+ * ranks' entries travel to rank 0 (data-parallel replicas hold the same state); on resume
+ * rank 0 reads the file and each entry travels to every rank, of every replica, that copies
+ * it in. Counters per virtual stage travel the same way.
  */
 #include "exec-train-private.h"
 
@@ -14,7 +15,8 @@ static size_t exec_train_dist_bytes(const ExecTensorEntry *e) {
     return (size_t)e->shape[0] * (size_t)e->shape[1] * sizeof(float);
 }
 
-/* Moves entry data between rank 0 and the holders: @to_root gathers, else scatters. Both
+/* Moves entry data between rank 0 and the holders: @to_root gathers from replica 0's holders
+ * (the replicas hold the same state), else scatters to the holders of every replica. Both
  * sides walk the list in order, so every pair's messages match in order; the tag is the
  * entry's index (modulo the largest tag), checked with the size on arrival. */
 static gboolean exec_train_dist_move(ExecPipeline *pipeline, ExecTensorList *list,
@@ -23,20 +25,25 @@ static gboolean exec_train_dist_move(ExecPipeline *pipeline, ExecTensorList *lis
     int32_t   rank = exec_comm_rank(comm);
     if (comm == NULL)
         return TRUE;
+    int32_t replicas = to_root ? 1 : exec_comm_replicas(comm);
     for (int i = 0; i < exec_tensor_list_n(list); i++) {
         const ExecTensorEntry *e = exec_tensor_list_get(list, i);
-        int32_t                holder = exec_pipeline_vstage_rank(pipeline, vstages[i]);
-        int32_t                tag = (int32_t)(i % ((int64_t)exec_comm_tag_max(comm) + 1));
-        if (holder == 0 || (rank != 0 && rank != holder))
-            continue;
-        g_autofree char *what = g_strdup_printf("checkpoint tensor %s", e->name);
-        gboolean         sends = (rank == holder) == to_root;
-        int32_t          peer = rank == 0 ? holder : 0;
-        gboolean         ok =
-            sends ? exec_comm_send(comm, peer, tag, e->data, exec_train_dist_bytes(e), what, error)
-                          : exec_comm_recv(comm, peer, tag, e->data, exec_train_dist_bytes(e), what, error);
-        if (!ok)
-            return FALSE;
+        int32_t stage = exec_comm_rank_stage(comm, exec_pipeline_vstage_rank(pipeline, vstages[i]));
+        int32_t tag = (int32_t)(i % ((int64_t)exec_comm_tag_max(comm) + 1));
+        for (int32_t d = 0; d < replicas; d++) {
+            int32_t holder = exec_comm_layout_rank(comm, d, stage);
+            if (holder == 0 || (rank != 0 && rank != holder))
+                continue;
+            g_autofree char *what = g_strdup_printf("checkpoint tensor %s", e->name);
+            gboolean         sends = (rank == holder) == to_root;
+            int32_t          peer = rank == 0 ? holder : 0;
+            gboolean ok = sends ? exec_comm_send(comm, peer, tag, e->data, exec_train_dist_bytes(e),
+                                                 what, error)
+                                : exec_comm_recv(comm, peer, tag, e->data, exec_train_dist_bytes(e),
+                                                 what, error);
+            if (!ok)
+                return FALSE;
+        }
     }
     return TRUE;
 }

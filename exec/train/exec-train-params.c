@@ -16,18 +16,35 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
                     "%s: optimizer.name=%s; valid: adamw, muon", sc->path, name);
         return FALSE;
     }
-    int32_t ranks = exec_comm_size(params->comm);
-    if (ranks != 1 && ranks != sc->pipeline.stages) {
+    int32_t ranks = exec_comm_size(params->comm), data = sc->parallel.data;
+    int32_t need = data * sc->pipeline.stages;
+    if (data == 1 && ranks != 1 && ranks != need) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                     "%s: pipeline.stages = %d, but the job has %d processes: pacer-train runs "
                     "one process per stage (mpirun -np %d), or every stage in one process",
-                    sc->path, sc->pipeline.stages, ranks, sc->pipeline.stages);
+                    sc->path, sc->pipeline.stages, ranks, need);
+        return FALSE;
+    }
+    if (data > 1 && ranks != need) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: parallel.data = %d replicas of pipeline.stages = %d, but the job has %d "
+                    "process%s: pacer-train runs one process per stage of every replica "
+                    "(mpirun -np %d)",
+                    sc->path, data, sc->pipeline.stages, ranks, ranks == 1 ? "" : "es", need);
         return FALSE;
     }
     g_autoptr(GError) backend_error = NULL;
     if (!exec_backend_find(sc->run.backend, &backend_error)) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE, "%s: [run] %s",
                     sc->path, backend_error->message);
+        return FALSE;
+    }
+    if (data > 1 && g_strcmp0(sc->run.backend, "cpu") != 0) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: parallel.data = %d with run.backend = %s: the gradient reduction "
+                    "between replicas runs on the cpu backend only (set run.backend = cpu or "
+                    "parallel.data = 1)",
+                    sc->path, data, sc->run.backend);
         return FALSE;
     }
     if (params->dynamic && !sc->pipeline.kind->has_policy) {
@@ -44,15 +61,20 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
                     sc->training.steps, sc->optimizer.warmup_steps);
         return FALSE;
     }
-    if (sc->parallel.data != 1 || sc->parallel.tensor != 1 || sc->parallel.context != 1 ||
-        sc->parallel.fsdp) {
+    const PpParallelParams *par = &sc->parallel;
+    if (par->tensor != 1 || par->context != 1 || par->fsdp || par->distributed_optimizer ||
+        par->overlap_grad_reduce) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
-                    "%s: parallel.data=%d, parallel.tensor=%d, parallel.context=%d, "
-                    "parallel.fsdp=%s: pacer-train runs one pipeline with one device per stage; "
-                    "data, tensor and context parallelism and fsdp are the simulator's (set "
-                    "the three to 1 and fsdp to false)",
-                    sc->path, sc->parallel.data, sc->parallel.tensor, sc->parallel.context,
-                    sc->parallel.fsdp ? "true" : "false");
+                    "%s: parallel.tensor=%d, parallel.context=%d, parallel.fsdp=%s, "
+                    "parallel.distributed_optimizer=%s, parallel.overlap_grad_reduce=%s: "
+                    "pacer-train runs one pipeline per parallel.data replica, one device per "
+                    "stage, and reduces whole gradients after the last backward of each "
+                    "update; tensor and context parallelism, fsdp, the distributed optimizer "
+                    "and the overlapped reduction are the simulator's (set the two to 1 and the "
+                    "three to false)",
+                    sc->path, par->tensor, par->context, par->fsdp ? "true" : "false",
+                    par->distributed_optimizer ? "true" : "false",
+                    par->overlap_grad_reduce ? "true" : "false");
         return FALSE;
     }
     /* The kernels are GPT-2's: multi-head attention of hidden / heads per head and a GELU MLP
@@ -92,7 +114,7 @@ Gpt2Config exec_train_model(const PpScenario *sc) {
 int32_t exec_train_threads(const PpScenario *sc) {
     if (sc->run.threads > 0)
         return sc->run.threads;
-    return MAX(1, (int32_t)g_get_num_processors() / sc->pipeline.stages);
+    return MAX(1, (int32_t)g_get_num_processors() / (sc->pipeline.stages * sc->parallel.data));
 }
 
 ExecPrecision exec_train_precision(const PpScenario *sc) {

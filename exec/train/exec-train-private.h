@@ -47,10 +47,14 @@ typedef struct {
     uint64_t        n_tokens;
     int32_t         B, T;
     uint64_t        seed;
+    /* Data parallelism: this process runs replica @replica of @replicas, each running
+     * @mb_per_step micro-batches per step (1, 0 and any without). */
+    int32_t replicas, replica, mb_per_step;
 } ExecTrainData;
 
-/* ExecDataFn over an ExecTrainData (@user_data): sequence b of global micro-batch @mb is the
- * window exec_train_window(seed, mb * B + b). */
+/* ExecDataFn over an ExecTrainData (@user_data): sequence b of the replica's micro-batch @mb
+ * is the window exec_train_window(seed, g * B + b), g its global micro-batch
+ * (exec_train_global_mb()). */
 void exec_train_fill(gpointer user_data, int64_t mb, int32_t *tokens, int32_t *targets);
 
 /* Opens the train and val shards of @params: both built with params->vocab_fingerprint when
@@ -164,12 +168,13 @@ const PpSchedule *exec_train_schedule(ExecTrainSchedules *schedules, int32_t n_s
 /* Next step where the pipeline must be drained (eval, checkpoint or the end). */
 int32_t exec_train_next_boundary(const PpScenario *sc, int32_t step);
 
-/* Runs the @seg steps from @step0 on @pipeline (@dynamic, nullable: the kind whose policy runs
- * live over seg x live->mb_per_step micro-batches, @sched then NULL; else @sched's program)
- * and fills @rows (seg) with every column but val_loss (NAN); adds the skipped updates to
- * *@n_skipped. Returns FALSE with @error set when the pipeline stops. */
+/* Runs the @seg steps from @step0 on @pipeline (@dynamic, nullable: the scenario's resolved
+ * pipeline, whose kind's policy runs live over seg x dynamic->mb_per_step micro-batches,
+ * @sched then NULL; else @sched's program) and fills @rows (seg) with every column but
+ * val_loss (NAN); adds the skipped updates to *@n_skipped. Returns FALSE with @error set when
+ * the pipeline stops. */
 gboolean exec_train_run_segment(ExecPipeline *pipeline, const PpSchedule *sched,
-                                const PpSchedKindInfo *dynamic, ExecTrainLive *live, int32_t step0,
+                                const PpPipelineParams *dynamic, ExecTrainLive *live, int32_t step0,
                                 int32_t seg, ExecTrainRow *rows, int32_t *n_skipped,
                                 GError **error);
 

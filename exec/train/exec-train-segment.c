@@ -65,6 +65,23 @@ int32_t exec_train_next_boundary(const PpScenario *sc, int32_t step) {
     return end;
 }
 
+/* The mean loss of the micro-batches of every replica that step @k of @res consumed, summed
+ * in the order of their global micro-batches (replica, then micro-batch: one pipeline running
+ * D times the micro-batches sums the same losses in the same order); NAN when none ran. */
+static double exec_train_step_loss(const ExecRunResult *res, int32_t k) {
+    double  sum = 0.0;
+    int32_t count = 0;
+    for (int32_t d = 0; d < res->n_replicas; d++) {
+        for (int32_t mb = 0; mb < res->n_mb; mb++) {
+            if (res->mb_step[mb] != k)
+                continue;
+            sum += res->losses[(size_t)d * res->n_mb + mb];
+            count++;
+        }
+    }
+    return count > 0 ? sum / count : NAN;
+}
+
 /* Fills the log columns of @rows (seg) from the segment's result @res of program @ran. */
 static void exec_train_segment_rows(const ExecTrainLive *live, const PpSchedule *ran,
                                     const ExecRunResult *res, ExecTrainRow *rows) {
@@ -85,7 +102,7 @@ static void exec_train_segment_rows(const ExecTrainLive *live, const PpSchedule 
         rows[k] = (ExecTrainRow){
             .step = step,
             .tokens = (int64_t)(step + 1) * live->tokens_per_step,
-            .train_loss = live->count[k] > 0 ? live->sum[k] / live->count[k] : NAN,
+            .train_loss = exec_train_step_loss(res, k),
             .val_loss = NAN,
             /* the lr stage 0 applied at its k-th update of the segment */
             .lr = k < res->n_updates[0] ? res->lr[0][k] : NAN,
@@ -97,14 +114,17 @@ static void exec_train_segment_rows(const ExecTrainLive *live, const PpSchedule 
 }
 
 gboolean exec_train_run_segment(ExecPipeline *pipeline, const PpSchedule *sched,
-                                const PpSchedKindInfo *dynamic, ExecTrainLive *live, int32_t step0,
+                                const PpPipelineParams *dynamic, ExecTrainLive *live, int32_t step0,
                                 int32_t seg, ExecTrainRow *rows, int32_t *n_skipped,
                                 GError **error) {
-    int64_t mb_offset = (int64_t)step0 * live->mb_per_step;
+    /* One pipeline's (one replica's) micro-batches per step. */
+    int32_t mb_per_step = dynamic ? dynamic->mb_per_step : sched->mb_per_step;
+    int64_t mb_offset = (int64_t)step0 * mb_per_step;
     exec_train_live_begin(live, step0, seg, exec_pipeline_version(pipeline, 0));
     /* Dynamic mode takes the scenario's resolved kind and accumulation: no program to build. */
-    const ExecDynamicParams run = {
-        .kind = dynamic, .mb_per_step = live->mb_per_step, .n_mb = seg * live->mb_per_step};
+    const ExecDynamicParams run = {.kind = dynamic ? dynamic->kind : NULL,
+                                   .mb_per_step = mb_per_step,
+                                   .n_mb = seg * mb_per_step};
     g_autoptr(PpSchedule) program = NULL;
     g_autoptr(ExecRunResult) res =
         dynamic ? exec_pipeline_run_dynamic(pipeline, &run, mb_offset, &program, error)

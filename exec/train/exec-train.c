@@ -169,6 +169,14 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
         g_propagate_error(error, local);
         return FALSE;
     }
+    /* The world size is parallel.data x pipeline.stages (checked above): rank r runs stage
+     * r / D of replica r mod D, and reads that replica's part of every global batch. */
+    int32_t replicas = sc->parallel.data;
+    exec_comm_set_replicas(comm, replicas);
+    gboolean same_data = g_strcmp0(g_getenv(EXEC_TRAIN_REPLICA_DATA_ENV), "same") == 0;
+    train.replicas = same_data ? 1 : replicas;
+    train.replica = exec_comm_replica(comm);
+    train.mb_per_step = shape->mb_per_step;
     g_autofree char *vocab =
         exec_train_hex(data_shard_fingerprint(train_shard), DATA_BPE_FINGERPRINT_BYTES);
     /* One process-wide count: each worker thread's kernels use that many threads. */
@@ -178,7 +186,7 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     ExecTrainLive      live = {.total_steps = total,
                                .sigint_at = sigint_at ? atoi(sigint_at) : -1,
                                .tokens_per_step = (int64_t)sc->training.global_batch * model.T,
-                               .mb_per_step = shape->mb_per_step};
+                               .mb_per_step = shape->mb_per_step * replicas};
     ExecPipelineParams pp;
     exec_train_pipeline_params(sc, shape, &pp);
     pp.data = exec_train_fill;
@@ -240,8 +248,8 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
             g_propagate_error(error, local);
             return FALSE;
         }
-        if (!exec_train_run_segment(pipeline, sched, params->dynamic ? sc->pipeline.kind : NULL,
-                                    &live, step, seg, rows, &summary->n_skipped, error)) {
+        if (!exec_train_run_segment(pipeline, sched, params->dynamic ? &sc->pipeline : NULL, &live,
+                                    step, seg, rows, &summary->n_skipped, error)) {
             exec_train_keep_interrupted(&run, error);
             return FALSE;
         }

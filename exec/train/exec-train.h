@@ -66,10 +66,11 @@ typedef struct {
     /* (nullable) DATA_BPE_FINGERPRINT_BYTES bytes: the vocabulary both shards must have been
      * built with (data_bpe_fingerprint()); with or without it, the two must share one. */
     const uint8_t *vocab_fingerprint;
-    /* (nullable) the process group when several processes run the pipeline (one per stage):
-     * every rank calls exec_train_run() with the same parameters; rank 0 alone writes the
-     * outputs (log.csv, ops.csv with every rank's ops, scenario.ini, the checkpoint gathered
-     * from every rank) and shows progress. */
+    /* (nullable) the process group when several processes run the pipeline (one per stage,
+     * of each of the parallel.data replicas: rank r runs stage r / D of replica r mod D,
+     * exec-comm.h): every rank calls exec_train_run() with the same parameters; rank 0 alone
+     * writes the outputs (log.csv, ops.csv with every rank's ops, scenario.ini, the checkpoint
+     * gathered from replica 0's ranks) and shows progress. */
     ExecComm *comm;
     /* (nullable) the SIGINT/SIGTERM watcher: the pipeline is attached to it while training,
      * so that a signal stops the run with EXEC_ERROR_INTERRUPTED after writing log.csv (the
@@ -80,6 +81,10 @@ typedef struct {
 } ExecTrainParams;
 
 #define EXEC_TRAIN_SIGINT_ENV "PACER_TEST_SIGINT_AT"
+/* Test hook: with PACER_TEST_REPLICA_DATA=same every data-parallel replica reads replica 0's
+ * micro-batches (each replica then reduces D equal gradients: with D = 2 the run equals one
+ * pipeline's bit for bit, tests/test-exec-mpi.c). */
+#define EXEC_TRAIN_REPLICA_DATA_ENV "PACER_TEST_REPLICA_DATA"
 
 typedef struct {
     int32_t steps;        /* optimizer steps done (including resumed ones) */
@@ -100,6 +105,12 @@ typedef struct {
  * tokens: splitmix64(@seed + @seq) mod (n_tokens - T), so a window of T + 1 tokens fits.
  * Pure: the data of a micro-batch depends only on its index and the seed. */
 uint64_t exec_train_window(uint64_t seed, int64_t seq, uint64_t n_tokens, int32_t T);
+/* Data parallelism: the global micro-batch that micro-batch @mb (counted over the run) of
+ * replica @d of @D, each running @m micro-batches per step, reads. Step k = mb / m's global
+ * batch holds the D m micro-batches k D m .. (k + 1) D m - 1, and replica d reads the d-th run
+ * of m of them, so that the replicas together read what one pipeline running D m
+ * micro-batches per step would, in the same step. */
+int64_t exec_train_global_mb(int64_t mb, int32_t D, int32_t d, int32_t m);
 
 /* The scenario keys whose values a checkpoint records as its run's identity and a resume
  * must match ("section.key"; exec-train-identity.c says why each one and how three of them
@@ -115,7 +126,8 @@ const char *const *exec_train_identity_keys(void);
  * for a NaN or infinite weight or optimizer value: the tensor and its first bad element),
  * PP_IO_ERROR_EXISTS for an out_dir that holds another run (exec_train_out_prepare()),
  * PP_SCENARIO_ERROR_* for scenario values the executor cannot run
- * (also a process group whose size is neither 1 nor pipeline.stages), EXEC_ERROR_* from the
+ * (also a process group whose size is neither 1 nor parallel.data x pipeline.stages, or
+ * parallel.data > 1 without a group or on another backend than cpu), EXEC_ERROR_* from the
  * pipeline. With a process group every rank returns the same error (exec_comm_agree()) except
  * for EXEC_ERROR_COMM, which exec_comm_finish() turns into an abort of the job. */
 gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary, GError **error);

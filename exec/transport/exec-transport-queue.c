@@ -73,7 +73,7 @@ static void exec_transport_queue_send(ExecTransport *t, ExecTransportMsg *m, Exe
     (void)queue;
     ExecTransportQueue *q = exec_transport_queue(t);
     int32_t             stage = q->vstage_stage[m->vstage];
-    if (q->comm == NULL || stage == exec_comm_rank(q->comm)) {
+    if (q->comm == NULL || stage == exec_comm_stage(q->comm)) {
         exec_inbox_push(&q->inboxes[stage], &m->head);
         return;
     }
@@ -84,7 +84,8 @@ static void exec_transport_queue_send(ExecTransport *t, ExecTransportMsg *m, Exe
         exec_transport_queue_msg_free(m);
         return;
     }
-    exec_comm_post(q->comm, EXEC_COMM_DATA, stage, (int32_t)tag, m->data, q->msg_bytes);
+    exec_comm_post(q->comm, EXEC_COMM_DATA, exec_comm_stage_rank(q->comm, stage), (int32_t)tag,
+                   m->data, q->msg_bytes);
     g_free(m);
 }
 

@@ -40,19 +40,21 @@ GError *exec_msg_late_input(const ExecComm *comm, gboolean grad, const char *op,
                             int32_t vstage, int32_t producer) {
     g_autofree char *for_what =
         op ? g_strdup_printf("%s(mb=%d)", op, mb) : g_strdup_printf("micro-batch %d", mb);
+    int32_t rank = exec_comm_stage_rank(comm, producer);
     return g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
                        "the %s for %s of virtual stage %d from rank %d did not arrive within %g s "
                        "(run.comm_timeout_s); rank %d may have died or hung",
-                       grad ? "gradient" : "activation", for_what, vstage, producer,
-                       exec_comm_timeout(comm), producer);
+                       grad ? "gradient" : "activation", for_what, vstage, rank,
+                       exec_comm_timeout(comm), rank);
 }
 
 GError *exec_msg_late_poll(const ExecComm *comm, int32_t stage, int32_t n_stages) {
     /* Dynamic mode has one chunk per stage: inputs come from stage - 1 and + 1. */
-    g_autofree char *peers = stage == 0 ? g_strdup_printf("rank %d", stage + 1)
-                             : stage == n_stages - 1
-                                 ? g_strdup_printf("rank %d", stage - 1)
-                                 : g_strdup_printf("rank %d or %d", stage - 1, stage + 1);
+    int32_t          before = stage > 0 ? exec_comm_stage_rank(comm, stage - 1) : -1;
+    int32_t          after = stage < n_stages - 1 ? exec_comm_stage_rank(comm, stage + 1) : -1;
+    g_autofree char *peers = before < 0  ? g_strdup_printf("rank %d", after)
+                             : after < 0 ? g_strdup_printf("rank %d", before)
+                                         : g_strdup_printf("rank %d or %d", before, after);
     return g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
                        "no activation or gradient reached stage %d within %g s "
                        "(run.comm_timeout_s) while PACI's policy waited for its next input; %s "

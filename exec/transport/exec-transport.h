@@ -97,8 +97,9 @@ void exec_msg_untag(int32_t n_vstages, int32_t tag, gboolean *grad, int32_t *mb,
  * says how to cut the run into shorter segments). */
 GError *exec_msg_tag_error(const ExecComm *comm, int32_t n_vstages, int32_t mb);
 /* EXEC_ERROR_COMM for an input that missed the group's deadline: the activation or gradient
- * for op @op (nullable: the op is not known) of micro-batch @mb on @vstage, from rank
- * @producer; and for dynamic mode's blocking poll of @stage (its neighbours named). */
+ * for op @op (nullable: the op is not known) of micro-batch @mb on @vstage, from stage
+ * @producer (named by its rank in this rank's replica); and for dynamic mode's blocking poll
+ * of @stage (its neighbours' ranks named). */
 GError *exec_msg_late_input(const ExecComm *comm, gboolean grad, const char *op, int32_t mb,
                             int32_t vstage, int32_t producer);
 GError *exec_msg_late_poll(const ExecComm *comm, int32_t stage, int32_t n_stages);

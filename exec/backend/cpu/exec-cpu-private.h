@@ -54,4 +54,8 @@ extern const ExecSkeletonStateOps exec_cpu_state_ops;
 gboolean exec_cpu_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
                            float *loss, GError **error);
 
+/* --- data parallelism (exec-cpu-grads.c) --- */
+
+float *exec_cpu_grads(ExecBackend *backend, int32_t vstage, size_t *n);
+
 G_END_DECLS

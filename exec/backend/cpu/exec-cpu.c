@@ -186,6 +186,7 @@ static const ExecBackendOps exec_cpu_ops = {
     .run_op = exec_cpu_run_op,
     .flush = exec_cpu_flush,
     .reference = exec_cpu_reference,
+    .grads = exec_cpu_grads,
     .evaluate = exec_cpu_evaluate,
     .memory = NULL, /* host slices from malloc: no arenas of the backend's own to report */
     .free = exec_cpu_free,
