@@ -2,22 +2,12 @@
  * pp-scenario-check.c: the scenario's derived values (batch, layer shape, layout, [costs]
  * scalars, warmup) and the consistency checks across keys, run once the keys are parsed.
  */
-#include <stdarg.h>
 #include <string.h>
 
 #include "pp-error.h"
 #include "pp-scenario-private.h"
 
 /* --- derived values and consistency --- */
-
-gboolean pp_scenario_inconsistent(const PpScenario *sc, GError **error, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT, "%s: %s", sc->path, msg);
-    return FALSE;
-}
 
 /* global_batch = microbatch_size * k * parallel.data, k per the schedule's batch rule; fills
  * whichever of the two is absent. */

@@ -121,7 +121,8 @@ char *pp_scenario_key_expected(const PpScenarioKey *k);
 gboolean pp_scenario_parse_value(PpScenario *sc, const PpScenarioKey *k, const char *value,
                                  const char *origin, const char *base_dir, GError **error);
 
-/* Sets @error to PP_SCENARIO_ERROR_INCONSISTENT, "PATH: message"; returns FALSE. */
+/* Sets @error to PP_SCENARIO_ERROR_INCONSISTENT, "PATH: message"; returns FALSE
+ * (pp-scenario-error.c). */
 gboolean G_GNUC_PRINTF(3, 4)
     pp_scenario_inconsistent(const PpScenario *sc, GError **error, const char *fmt, ...);
 /* The attention and mixture-of-experts keys against each other and the layout

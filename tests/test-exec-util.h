@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
- * test-exec-util.h: what the executor's test programs share (test-exec-cpu.c, the gpu suite's
- * test-exec-cuda.c): the tiny GPT-2 and its synthetic token source, pipeline parameters for
- * it, the gradient tap's store, by-name gathers and their comparison, and the training loop on
- * synthetic shards.
+ * test-exec-util.h: what the executor's test programs share (the backend conformance suite
+ * test-exec-conformance.c and its backends' files, test-exec-train.c): the tiny GPT-2 and its
+ * synthetic token source, pipeline parameters for it, the gradient tap's store, by-name gathers and
+ * their comparison, and the training loop on synthetic shards.
  */
 #pragma once
 

@@ -45,7 +45,7 @@ last_is() { # NAME PATTERN: the output's last line
 # 1. Every stub passes: every row PASS, exit 0.
 check pass 120 ""
 [ $rc = 0 ] || bad "pass: exit $rc, want 0"
-for key in setup test-kernels-cuda test-optim-cuda test-slice-cuda test-exec-cuda \
+for key in setup test-kernels-cuda test-optim-cuda test-slice-cuda test-exec-conformance-cuda \
     pacer-bench-cuda "124M 8-stage 1f1b" "124M 8-stage paci" "replay 1f1b \(sim / measured\)" \
     "mpi 2 ranks, host-staged"; do
     row pass "$key" PASS
@@ -55,13 +55,14 @@ last_is pass "gpu-check: PASS, *"
 
 # 2. A failure, a skip, two hangs: the skip fails with its reason, the hangs are killed within
 # their shares, a failed 1f1b run leaves the replay NOTRUN, exit 1, within the budget.
-check mixed 24 "test-optim-cuda=fail test-slice-cuda=skip test-exec-cuda=hang train-1f1b=hang"
+check mixed 24 \
+    "test-optim-cuda=fail test-slice-cuda=skip test-exec-conformance-cuda=hang train-1f1b=hang"
 [ $rc = 1 ] || bad "mixed: exit $rc, want 1"
 [ $secs -le 25 ] || bad "mixed: $secs s, over the 24 s budget"
 row mixed test-kernels-cuda PASS
 row mixed test-optim-cuda 'FAIL\(3\)' "stub: failing"
 row mixed test-slice-cuda FAIL "skipped: no usable CUDA device: stub driver too old"
-row mixed test-exec-cuda TIMEOUT "killed after its"
+row mixed test-exec-conformance-cuda TIMEOUT "killed after its"
 row mixed pacer-bench-cuda PASS
 row mixed "124M 8-stage 1f1b" TIMEOUT
 row mixed "124M 8-stage paci" PASS
@@ -72,15 +73,15 @@ last_is mixed "gpu-check: FAIL, *"
 # 3. Everything hangs in 10 s: no row passes but setup, and the check still ends in time with
 # its table.
 all=""
-for k in test-kernels-cuda test-optim-cuda test-slice-cuda test-exec-cuda pacer-bench-cuda \
-    train-1f1b train-paci replay-1f1b mpi-one mpi-two; do
+for k in test-kernels-cuda test-optim-cuda test-slice-cuda test-exec-conformance-cuda \
+    pacer-bench-cuda train-1f1b train-paci replay-1f1b mpi-one mpi-two; do
     all="$all $k=hang"
 done
 check hang 10 "$all"
 [ $rc = 1 ] || bad "hang: exit $rc, want 1"
 [ $secs -le 11 ] || bad "hang: $secs s, over the 10 s budget"
 row hang test-kernels-cuda '(TIMEOUT|NOTRUN)'
-row hang test-exec-cuda '(TIMEOUT|NOTRUN)'
+row hang test-exec-conformance-cuda '(TIMEOUT|NOTRUN)'
 row hang "mpi 2 ranks, host-staged" '(TIMEOUT|NOTRUN)'
 [ "$(grep -cE '^[^ ].* (TIMEOUT|NOTRUN) ' "$tmp/hang")" -ge 8 ] || bad "hang: TIMEOUT rows"
 last_is hang "gpu-check: FAIL, *"

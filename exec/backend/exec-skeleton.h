@@ -6,9 +6,10 @@
  * slots, stash bookkeeping and (for another process's virtual stage) tensor table, the abort
  * flag, the time origin shared by the ranks, and evaluation across ranks. The skeleton's
  * members below go straight into a backend's ExecBackendOps (is_local, launch, wait_for, poll,
- * has_input, record_done, abort); the device part supplies the rest (run_op, flush's device
- * synchronisation, the state members, evaluate's step) and the transport. Built and tested on
- * the CPU. Internal to libppexec.
+ * has_input, record_done, abort) and so do the state members (tensor tables, by-name copies,
+ * optimizer step counts) over the device part's state primitives; the device part supplies
+ * the rest (run_op, flush's device synchronisation, its state primitives, evaluate's step) and
+ * the transport. Built and tested on the CPU. Internal to libppexec.
  */
 #pragma once
 
@@ -45,28 +46,58 @@ typedef struct {
 
 typedef struct _ExecSkeleton ExecSkeleton;
 
+/* The device part's state primitives, for the skeleton's state members
+ * (exec-skeleton-state.c), which find tensors by name, check names, roles and sizes, and answer
+ * for another process's virtual stages. Each is called on the host thread for a local virtual
+ * stage @vstage, on a drained pipeline. */
+typedef struct {
+    /* The number of tensors of @vstage and tensor @i (name, shape, offset into the flat
+     * arrays), (transfer none). */
+    int (*n_tensors)(ExecSkeleton *skel, int32_t vstage);
+    const Gpt2Tensor *(*tensor)(ExecSkeleton *skel, int32_t vstage, int i);
+    /* The flat arrays of @vstage in the device part's memory: parameters and gradients (the
+     * table's layout, its n_params floats each) and the error-feedback buffer (likewise; NULL
+     * without error feedback). */
+    void (*flat)(ExecSkeleton *skel, int32_t vstage, float **params, float **grads,
+                 float **prev_update);
+    /* Tensor @i's optimizer state (its numel floats each, NULL where it has none: AdamW m
+     * and v, or Muon's momentum in @first); returns whether @first is Muon's momentum. */
+    int (*optim_state)(ExecSkeleton *skel, int32_t vstage, int i, float **first, float **second);
+    /* Copies @bytes from @src to @dst and waits for it: from the device part's memory of
+     * @vstage to the host when @to_host, else from the host into it. */
+    void (*copy)(ExecSkeleton *skel, int32_t vstage, void *dst, const void *src, size_t bytes,
+                 gboolean to_host);
+    /* (nullable) After tensor_set() wrote @role of a tensor of @vstage (e.g. a compute copy
+     * of the weights follows the master). */
+    void (*after_set)(ExecSkeleton *skel, int32_t vstage, ExecTensorRole role);
+    /* The optimizer's step count t of @vstage, read and written. */
+    int64_t (*get_optim_steps)(ExecSkeleton *skel, int32_t vstage);
+    void (*set_optim_steps)(ExecSkeleton *skel, int32_t vstage, int64_t n_steps);
+} ExecSkeletonStateOps;
+
 struct _ExecSkeleton {
     ExecBackend base;
     /* (nullable) Called on a stage's worker thread before its first op: makes the stage's
      * device current (CUDA: cudaSetDevice). */
     void (*enter)(ExecSkeleton *skel, int32_t stage);
-    Gpt2Config          model;
-    int32_t             B;
-    int32_t             n_stages, n_chunks, n_vstages;
-    int32_t            *vstage_stage;    /* (n_vstages) */
-    int32_t            *weight_versions; /* (n_stages) weight copies a stage keeps */
-    int32_t            *act_slots;       /* (n_vstages) */
-    ExecDataFn          data;
-    gpointer            data_user;
-    ExecGradFn          on_grads;
-    gpointer            on_grads_user;
-    ExecComm           *comm;      /* (nullable) the group; stage s: exec_comm_stage_rank(s) */
-    gboolean           *local;     /* (n_stages) the stages this process runs */
-    ExecTransport      *transport; /* set by the device part before the first prepare() */
-    gint                aborted;   /* atomic: abort() since the last prepare() */
-    int64_t             t0_ns;     /* CLOCK_MONOTONIC origin of the reports' times */
-    ExecSkeletonStage  *stages;    /* (n_stages) */
-    ExecSkeletonVstage *vstages;   /* (n_vstages) */
+    Gpt2Config                  model;
+    int32_t                     B;
+    int32_t                     n_stages, n_chunks, n_vstages;
+    int32_t                    *vstage_stage;    /* (n_vstages) */
+    int32_t                    *weight_versions; /* (n_stages) weight copies a stage keeps */
+    int32_t                    *act_slots;       /* (n_vstages) */
+    ExecDataFn                  data;
+    gpointer                    data_user;
+    ExecGradFn                  on_grads;
+    gpointer                    on_grads_user;
+    ExecComm                   *comm;  /* (nullable) the group; stage s: exec_comm_stage_rank(s) */
+    gboolean                   *local; /* (n_stages) the stages this process runs */
+    ExecTransport              *transport; /* set by the device part before the first prepare() */
+    const ExecSkeletonStateOps *state;     /* set by the device part before the first state call */
+    gint                        aborted;   /* atomic: abort() since the last prepare() */
+    int64_t                     t0_ns;     /* CLOCK_MONOTONIC origin of the reports' times */
+    ExecSkeletonStage          *stages;    /* (n_stages) */
+    ExecSkeletonVstage         *vstages;   /* (n_vstages) */
 };
 
 static inline ExecSkeleton *exec_skeleton(ExecBackend *backend) {
@@ -118,6 +149,18 @@ gboolean exec_skeleton_prepare(ExecSkeleton *skel, const PpSchedule *sched, GErr
 
 /* --- members of ExecBackendOps (exec-backend-impl.h documents them) --- */
 
+/* The members of a backend's ExecBackendOps initializer that are the skeleton's: is_local,
+ * launch, wait_for, poll, has_input, record_done, abort and the state members; the device part
+ * adds name, prepare, run_op, flush, reference, grads, evaluate, memory and free. */
+#define EXEC_SKELETON_OPS                                                                          \
+    .is_local = exec_skeleton_is_local, .launch = exec_skeleton_launch,                            \
+    .wait_for = exec_skeleton_wait_for, .poll = exec_skeleton_poll,                                \
+    .has_input = exec_skeleton_has_input, .record_done = exec_skeleton_record_done,                \
+    .abort = exec_skeleton_abort, .n_tensors = exec_skeleton_n_tensors,                            \
+    .tensor = exec_skeleton_tensor, .tensor_get = exec_skeleton_tensor_get,                        \
+    .tensor_set = exec_skeleton_tensor_set, .get_optim_steps = exec_skeleton_get_optim_steps,      \
+    .set_optim_steps = exec_skeleton_set_optim_steps
+
 gboolean exec_skeleton_is_local(ExecBackend *backend, int32_t stage);
 void     exec_skeleton_launch(ExecBackend *backend, ExecWorkerFn worker, gpointer user_data);
 gboolean exec_skeleton_wait_for(ExecBackend *backend, const ExecOpArgs *args);
@@ -125,6 +168,20 @@ gboolean exec_skeleton_poll(ExecBackend *backend, int32_t stage, gboolean block)
 gboolean exec_skeleton_has_input(ExecBackend *backend, const ExecOpArgs *args);
 void     exec_skeleton_record_done(ExecBackend *backend, const ExecOpArgs *args);
 void     exec_skeleton_abort(ExecBackend *backend);
+
+/* --- state members of ExecBackendOps, over the device part's ExecSkeletonStateOps
+ * (exec-skeleton-state.c) --- */
+
+int               exec_skeleton_n_tensors(ExecBackend *backend, int32_t vstage);
+const Gpt2Tensor *exec_skeleton_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles);
+gboolean          exec_skeleton_tensor_get(ExecBackend *backend, int32_t vstage, const char *name,
+                                           ExecTensorRole role, float *dst, size_t n, GError **error);
+gboolean          exec_skeleton_tensor_set(ExecBackend *backend, int32_t vstage, const char *name,
+                                           ExecTensorRole role, const float *src, size_t n, GError **error);
+gboolean exec_skeleton_get_optim_steps(ExecBackend *backend, int32_t vstage, int64_t *n_steps,
+                                       GError **error);
+gboolean exec_skeleton_set_optim_steps(ExecBackend *backend, int32_t vstage, int64_t n_steps,
+                                       GError **error);
 
 /* --- for the device part's run_op and flush (the stage's worker) --- */
 
@@ -142,5 +199,18 @@ void exec_skeleton_release_input(ExecSkeleton *skel, int32_t stage);
 /* flush()'s hand-over, after the device part has completed the reports: the stage's reports
  * since the last flush, in run order. */
 void exec_skeleton_flush(ExecSkeleton *skel, int32_t stage, ExecStageReport *report);
+
+/* --- for the device part's U (exec-skeleton-update.c) --- */
+
+/* The gradient tap of local virtual stage @vstage (with on_grads): a host copy of each of its
+ * gradient tensors in turn (the state primitives' copy, on the stage's worker, which waits for
+ * the copy: a test hook), handed to the observer. */
+void exec_skeleton_tap(ExecSkeleton *skel, int32_t vstage);
+/* U's decision on the host, the rule every backend applies (a GPU applies the same rule on the
+ * device: kern_cuda_optim_step()'s gate): report->grad_norm = sqrt(@sq_norm), the stage's
+ * squared gradient norm over its virtual stages; report->applied when that is finite and @args
+ * is not poisoned. Returns the factor the gradients are scaled by before the step:
+ * kern_clip_factor(norm, args->grad_clip) when grad_clip > 0, else 1. */
+float exec_skeleton_update_gate(double sq_norm, const ExecOpArgs *args, ExecOpReport *report);
 
 G_END_DECLS

@@ -321,16 +321,17 @@ ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched
     return res;
 }
 
-ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedule *like,
+ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const ExecDynamicParams *run,
                                          int64_t mb_offset, PpSchedule **program, GError **error) {
-    const PpSchedKindInfo *info = pp_sched_kind_lookup(like->kind);
-    int32_t                accumulation = like->mb_per_step, n_mb = like->n_mb;
-    if (info == NULL || !info->has_policy || pipeline->n_chunks != 1) {
+    const PpSchedKindInfo *info = run->kind;
+    int32_t                accumulation = run->mb_per_step, n_mb = run->n_mb;
+    PP_ASSERT(info != NULL && accumulation >= 1 && n_mb >= 1);
+    if (!info->has_policy || pipeline->n_chunks != 1) {
         g_autofree char *policy_kinds = pp_sched_kind_policy_names();
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
                     "dynamic mode runs PACI's policy: it needs a schedule with a run-time "
                     "policy (%s; got %s) and pipeline.chunks=1 (got %d)",
-                    policy_kinds, like->kind, pipeline->n_chunks);
+                    policy_kinds, info->name, pipeline->n_chunks);
         return NULL;
     }
     if (!exec_pipeline_prepare(pipeline, NULL, error))

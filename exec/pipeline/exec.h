@@ -132,16 +132,24 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecPipeline, exec_pipeline_free)
 ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched, int64_t mb_offset,
                                  GError **error);
 
+/* What dynamic mode runs: values the scenario resolved once (PpScenario's pipeline.kind and
+ * mb_per_step), no program. */
+typedef struct {
+    const PpSchedKindInfo *kind;        /* a kind with a run-time policy (paci, async-1f1b) */
+    int32_t                mb_per_step; /* backwards accumulated per update (PACI's a), >= 1 */
+    int32_t                n_mb;        /* micro-batches to run (steps x mb_per_step), >= 1 */
+} ExecDynamicParams;
+
 /* Dynamic mode (one chunk per stage): every worker runs PACI's backpressure policy live
- * (pp_policy_paci_next() with its own state) over the @like->n_mb micro-batches of @like, a
- * program of a kind with a run-time policy (paci, async-1f1b), with accumulation
- * @like->mb_per_step, instead of replaying @like, using the current weights (no stashing).
- * The executed order is recorded into a program of @like's kind (PpPolicyRecorder), and every
- * op's weight version is PP_ASSERTed equal to what that program implies; replaying *program
- * statically from the same state gives the same math. @program: (out) (transfer full).
+ * (pp_policy_paci_next() with its own state) over the @run->n_mb micro-batches, for a kind
+ * with a run-time policy (paci, async-1f1b), with accumulation @run->mb_per_step, using the
+ * current weights (no stashing); no static program is built or replayed. The executed order
+ * is recorded into a program of @run->kind (PpPolicyRecorder), and every op's weight version
+ * is PP_ASSERTed equal to what that program implies; replaying *program statically from the
+ * same state gives the same math. @program: (out) (transfer full).
  * Returns: (transfer full), or NULL with @error set as exec_pipeline_run() (EXEC_ERROR_SHAPE
  * also for a kind without a policy or several chunks per stage). */
-ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const PpSchedule *like,
+ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const ExecDynamicParams *run,
                                          int64_t mb_offset, PpSchedule **program, GError **error);
 
 /* Stops the replay in progress as soon as possible, and every later one before its first op:

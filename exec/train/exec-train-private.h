@@ -168,12 +168,15 @@ const PpSchedule *exec_train_schedule(ExecTrainSchedules *schedules, int32_t n_s
 /* Next step where the pipeline must be drained (eval, checkpoint or the end). */
 int32_t exec_train_next_boundary(const PpScenario *sc, int32_t step);
 
-/* Runs the @seg steps from @step0 on @pipeline (@dynamic: PACI's policy live, else @sched's
- * program) and fills @rows (seg) with every column but val_loss (NAN); adds the skipped
- * updates to *@n_skipped. Returns FALSE with @error set when the pipeline stops. */
-gboolean exec_train_run_segment(ExecPipeline *pipeline, const PpSchedule *sched, gboolean dynamic,
-                                ExecTrainLive *live, int32_t step0, int32_t seg, ExecTrainRow *rows,
-                                int32_t *n_skipped, GError **error);
+/* Runs the @seg steps from @step0 on @pipeline (@dynamic, nullable: the scenario's resolved
+ * pipeline, whose kind's policy runs live over seg x dynamic->mb_per_step micro-batches,
+ * @sched then NULL; else @sched's program) and fills @rows (seg) with every column but
+ * val_loss (NAN); adds the skipped updates to *@n_skipped. Returns FALSE with @error set when
+ * the pipeline stops. */
+gboolean exec_train_run_segment(ExecPipeline *pipeline, const PpSchedule *sched,
+                                const PpPipelineParams *dynamic, ExecTrainLive *live, int32_t step0,
+                                int32_t seg, ExecTrainRow *rows, int32_t *n_skipped,
+                                GError **error);
 
 /* --- the run's identity (exec-train-identity.c) --- */
 

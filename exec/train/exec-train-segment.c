@@ -113,14 +113,21 @@ static void exec_train_segment_rows(const ExecTrainLive *live, const PpSchedule 
     }
 }
 
-gboolean exec_train_run_segment(ExecPipeline *pipeline, const PpSchedule *sched, gboolean dynamic,
-                                ExecTrainLive *live, int32_t step0, int32_t seg, ExecTrainRow *rows,
-                                int32_t *n_skipped, GError **error) {
-    int64_t mb_offset = (int64_t)step0 * sched->mb_per_step;
+gboolean exec_train_run_segment(ExecPipeline *pipeline, const PpSchedule *sched,
+                                const PpPipelineParams *dynamic, ExecTrainLive *live, int32_t step0,
+                                int32_t seg, ExecTrainRow *rows, int32_t *n_skipped,
+                                GError **error) {
+    /* One pipeline's (one replica's) micro-batches per step. */
+    int32_t mb_per_step = dynamic ? dynamic->mb_per_step : sched->mb_per_step;
+    int64_t mb_offset = (int64_t)step0 * mb_per_step;
     exec_train_live_begin(live, step0, seg, exec_pipeline_version(pipeline, 0));
+    /* Dynamic mode takes the scenario's resolved kind and accumulation: no program to build. */
+    const ExecDynamicParams run = {.kind = dynamic ? dynamic->kind : NULL,
+                                   .mb_per_step = mb_per_step,
+                                   .n_mb = seg * mb_per_step};
     g_autoptr(PpSchedule) program = NULL;
     g_autoptr(ExecRunResult) res =
-        dynamic ? exec_pipeline_run_dynamic(pipeline, sched, mb_offset, &program, error)
+        dynamic ? exec_pipeline_run_dynamic(pipeline, &run, mb_offset, &program, error)
                 : exec_pipeline_run(pipeline, sched, mb_offset, error);
     if (res) {
         exec_train_segment_rows(live, program ? program : sched, res, rows);

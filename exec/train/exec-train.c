@@ -239,15 +239,17 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     live.first_step = start;
     live.t_start_s = live.t_last_s = exec_train_now_s();
     for (int32_t step = start; step < run.stop;) {
-        int32_t                  seg = MIN(exec_train_next_boundary(sc, step), run.stop) - step;
-        const PpSchedule        *sched = exec_train_schedule(schedules, seg, &local);
+        int32_t seg = MIN(exec_train_next_boundary(sc, step), run.stop) - step;
+        /* Dynamic mode runs the policy over the segment: no static program. */
+        const PpSchedule *sched =
+            params->dynamic ? NULL : exec_train_schedule(schedules, seg, &local);
         g_autofree ExecTrainRow *rows = g_new(ExecTrainRow, seg);
         if (!exec_comm_agree(comm, "building a segment's schedule", &local)) {
             g_propagate_error(error, local);
             return FALSE;
         }
-        if (!exec_train_run_segment(pipeline, sched, params->dynamic, &live, step, seg, rows,
-                                    &summary->n_skipped, error)) {
+        if (!exec_train_run_segment(pipeline, sched, params->dynamic ? &sc->pipeline : NULL, &live,
+                                    step, seg, rows, &summary->n_skipped, error)) {
             exec_train_keep_interrupted(&run, error);
             return FALSE;
         }

@@ -57,8 +57,9 @@ typedef struct {
     gboolean overwrite;           /* out_dir may hold another run: remove what pacer-train
                                      wrote there and start over (exec_train_out_prepare()) */
     gboolean dynamic;             /* run PACI's backpressure policy live (paci, async-1f1b):
-                                     each segment's executed order is recorded as a program
-                                     and checked (exec_pipeline_run_dynamic()) */
+                                     no program is built for a segment; its executed order is
+                                     recorded as a program and checked
+                                     (exec_pipeline_run_dynamic()) */
     int32_t stop_at;              /* > 0: stop after this step, checkpointing there as at the
                                      end (a segment boundary); 0: train all training.steps */
     ExecProgressMode progress;

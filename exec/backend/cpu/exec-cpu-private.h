@@ -46,18 +46,11 @@ static inline size_t exec_cpu_act_floats(const ExecCpuBackend *cpu) {
     return (size_t)cpu->skel.B * cpu->skel.model.T * cpu->skel.model.C;
 }
 
-/* --- state members of the vtable (exec-cpu-state.c; exec-backend-impl.h documents them) --- */
+/* --- exec-cpu-state.c --- */
 
-int               exec_cpu_n_tensors(ExecBackend *backend, int32_t vstage);
-const Gpt2Tensor *exec_cpu_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles);
-gboolean          exec_cpu_tensor_get(ExecBackend *backend, int32_t vstage, const char *name,
-                                      ExecTensorRole role, float *dst, size_t n, GError **error);
-gboolean          exec_cpu_tensor_set(ExecBackend *backend, int32_t vstage, const char *name,
-                                      ExecTensorRole role, const float *src, size_t n, GError **error);
-gboolean          exec_cpu_get_optim_steps(ExecBackend *backend, int32_t vstage, int64_t *n_steps,
-                                           GError **error);
-gboolean          exec_cpu_set_optim_steps(ExecBackend *backend, int32_t vstage, int64_t n_steps,
-                                           GError **error);
+/* The state primitives the skeleton's state members use. */
+extern const ExecSkeletonStateOps exec_cpu_state_ops;
+/* evaluate() (exec-backend-impl.h documents it). */
 gboolean exec_cpu_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
                            float *loss, GError **error);
 

@@ -5,7 +5,6 @@
  * Gpt2Slice, its KernOptim and the stashed weight copies. Ops run on the worker's thread and
  * are timed by the host clock; their reports wait in the skeleton's per-stage list for flush().
  */
-#include <math.h>
 #include <string.h>
 
 #include "exec-cpu-private.h"
@@ -24,33 +23,18 @@ static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, 
     return exec_skeleton_prepare(&exec_cpu(backend)->skel, sched, error);
 }
 
-/* The gradient tap: a host copy of every gradient tensor of @v (virtual stage @vs) for the
- * observer, through @st's scratch buffer. */
-static void exec_cpu_tap(ExecCpuBackend *cpu, ExecSkeletonStage *st, int32_t vs, ExecCpuVstage *v) {
-    const float *grads = gpt2_slice_grads(v->slice);
-    for (int i = 0; i < gpt2_slice_n_tensors(v->slice); i++) {
-        const Gpt2Tensor *t = gpt2_slice_tensor(v->slice, i);
-        memcpy(st->tap, grads + t->offset, t->numel * sizeof(float));
-        cpu->skel.on_grads(cpu->skel.on_grads_user, vs, t, st->tap);
-    }
-}
-
 static void exec_cpu_run_update(ExecCpuBackend *cpu, const ExecOpArgs *args, ExecOpReport *report) {
-    int32_t            stage = args->op->stage;
-    ExecSkeletonStage *st = &cpu->skel.stages[stage];
-    double             sq = 0.0;
+    int32_t stage = args->op->stage;
+    double  sq = 0.0;
     for (int32_t vs = 0; vs < cpu->skel.n_vstages; vs++) {
         ExecCpuVstage *v = &cpu->vstages[vs];
         if (cpu->skel.vstage_stage[vs] != stage)
             continue;
         if (cpu->skel.on_grads)
-            exec_cpu_tap(cpu, st, vs, v);
+            exec_skeleton_tap(&cpu->skel, vs);
         sq += kern_grad_sq_norm(gpt2_slice_grads(v->slice), gpt2_slice_n_params(v->slice));
     }
-    report->grad_norm = sqrt(sq);
-    report->applied = isfinite(report->grad_norm) && !args->poison;
-    float factor =
-        args->grad_clip > 0.0f ? kern_clip_factor(report->grad_norm, args->grad_clip) : 1.0f;
+    float factor = exec_skeleton_update_gate(sq, args, report);
     for (int32_t vs = 0; vs < cpu->skel.n_vstages; vs++) {
         ExecCpuVstage *v = &cpu->vstages[vs];
         if (cpu->skel.vstage_stage[vs] != stage)
@@ -196,25 +180,13 @@ static void exec_cpu_free(ExecBackend *backend) {
 }
 
 static const ExecBackendOps exec_cpu_ops = {
+    EXEC_SKELETON_OPS,
     .name = "cpu",
     .prepare = exec_cpu_prepare,
-    .is_local = exec_skeleton_is_local,
-    .launch = exec_skeleton_launch,
-    .wait_for = exec_skeleton_wait_for,
-    .poll = exec_skeleton_poll,
-    .has_input = exec_skeleton_has_input,
     .run_op = exec_cpu_run_op,
-    .record_done = exec_skeleton_record_done,
     .flush = exec_cpu_flush,
     .reference = exec_cpu_reference,
     .grads = exec_cpu_grads,
-    .abort = exec_skeleton_abort,
-    .n_tensors = exec_cpu_n_tensors,
-    .tensor = exec_cpu_tensor,
-    .tensor_get = exec_cpu_tensor_get,
-    .tensor_set = exec_cpu_tensor_set,
-    .get_optim_steps = exec_cpu_get_optim_steps,
-    .set_optim_steps = exec_cpu_set_optim_steps,
     .evaluate = exec_cpu_evaluate,
     .memory = NULL, /* host slices from malloc: no arenas of the backend's own to report */
     .free = exec_cpu_free,
@@ -239,6 +211,7 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
         exec_cpu_free(&skel->base);
         return NULL;
     }
+    skel->state = &exec_cpu_state_ops;
     cpu->vstages = g_new0(ExecCpuVstage, skel->n_vstages);
     for (int32_t vs = 0; vs < skel->n_vstages; vs++) {
         ExecCpuVstage  *v = &cpu->vstages[vs];

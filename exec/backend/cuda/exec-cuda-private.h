@@ -71,18 +71,11 @@ static inline ExecCudaBackend *exec_cuda(ExecBackend *backend) {
 /* The stage of local @vstage with its device made current on the calling thread. */
 ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage);
 
-/* --- state members of the vtable (exec-cuda-state.c; exec-backend-impl.h documents them) --- */
+/* --- exec-cuda-state.c --- */
 
-int               exec_cuda_n_tensors(ExecBackend *backend, int32_t vstage);
-const Gpt2Tensor *exec_cuda_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles);
-gboolean          exec_cuda_tensor_get(ExecBackend *backend, int32_t vstage, const char *name,
-                                       ExecTensorRole role, float *dst, size_t n, GError **error);
-gboolean          exec_cuda_tensor_set(ExecBackend *backend, int32_t vstage, const char *name,
-                                       ExecTensorRole role, const float *src, size_t n, GError **error);
-gboolean          exec_cuda_get_optim_steps(ExecBackend *backend, int32_t vstage, int64_t *n_steps,
-                                            GError **error);
-gboolean          exec_cuda_set_optim_steps(ExecBackend *backend, int32_t vstage, int64_t n_steps,
-                                            GError **error);
+/* The state primitives the skeleton's state members use. */
+extern const ExecSkeletonStateOps exec_cuda_state_ops;
+/* evaluate() (exec-backend-impl.h documents it). */
 gboolean exec_cuda_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
                             float *loss, GError **error);
 

@@ -100,20 +100,6 @@ static void exec_cuda_enter(ExecSkeleton *skel, int32_t stage) {
 
 /* --- vtable: ops --- */
 
-/* The gradient tap: host copies of every gradient tensor of @v (virtual stage @vs). */
-static void exec_cuda_tap(ExecCudaBackend *cuda, ExecCudaStage *st, int32_t vs, ExecCudaVstage *v) {
-    const Gpt2Table *table = gpt2_cuda_slice_table(v->slice);
-    float           *tap = cuda->skel.stages[cuda->skel.vstage_stage[vs]].tap;
-    for (int i = 0; i < gpt2_table_n_tensors(table); i++) {
-        const Gpt2Tensor *t = gpt2_table_tensor(table, i);
-        /* Synchronises the stream: the tap is a test hook. */
-        int found =
-            gpt2_cuda_slice_tensor_to_host(v->slice, GPT2_CUDA_GRADS, t->name, tap, st->ctx);
-        PP_ASSERT(found);
-        cuda->skel.on_grads(cuda->skel.on_grads_user, vs, t, tap);
-    }
-}
-
 /* U: the stage's squared gradient norm over all its virtual stages, then every optimizer
  * steps behind the same device-side gate (skip when not finite or poisoned, clip), the
  * compute weights are refreshed and the gradients zeroed; the gate's outcome goes to the
@@ -128,7 +114,7 @@ static void exec_cuda_run_update(ExecCudaBackend *cuda, ExecCudaStage *st, const
         if (cuda->skel.vstage_stage[vs] != stage)
             continue;
         if (cuda->skel.on_grads)
-            exec_cuda_tap(cuda, st, vs, v);
+            exec_skeleton_tap(&cuda->skel, vs);
         kern_cuda_sq_norm_acc(sq, gpt2_cuda_slice_grads(v->slice),
                               gpt2_cuda_slice_n_params(v->slice), st->ctx);
     }
@@ -306,24 +292,12 @@ static void exec_cuda_free(ExecBackend *backend) {
 }
 
 static const ExecBackendOps exec_cuda_ops = {
+    EXEC_SKELETON_OPS,
     .name = "cuda",
     .prepare = exec_cuda_prepare,
-    .is_local = exec_skeleton_is_local,
-    .launch = exec_skeleton_launch,
-    .wait_for = exec_skeleton_wait_for,
-    .poll = exec_skeleton_poll,
-    .has_input = exec_skeleton_has_input,
     .run_op = exec_cuda_run_op,
-    .record_done = exec_skeleton_record_done,
     .flush = exec_cuda_flush,
     .reference = NULL, /* none yet: exec_pipeline_new() refuses run.speed_reference */
-    .abort = exec_skeleton_abort,
-    .n_tensors = exec_cuda_n_tensors,
-    .tensor = exec_cuda_tensor,
-    .tensor_get = exec_cuda_tensor_get,
-    .tensor_set = exec_cuda_tensor_set,
-    .get_optim_steps = exec_cuda_get_optim_steps,
-    .set_optim_steps = exec_cuda_set_optim_steps,
     .evaluate = exec_cuda_evaluate,
     .memory = exec_cuda_memory,
     .free = exec_cuda_free,
@@ -531,6 +505,7 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
         return NULL;
     }
     skel->enter = exec_cuda_enter;
+    skel->state = &exec_cuda_state_ops;
     cuda->plan = exec_cuda_plan_for(setup, error);
     if (!cuda->plan) {
         exec_cuda_free(&skel->base);
