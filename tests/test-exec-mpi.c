@@ -341,14 +341,17 @@ typedef struct {
     const char *one_batch; /* one pipeline's with D = 2 times as many */
 } DataCase;
 
+/* The first N_DATA_NARROW cases (2 stages, 4 processes) run in the default suite; the 4-stage
+ * ones (8 processes on this machine's cores) in the slow suite, tag "data-wide". */
+enum { N_DATA_NARROW = 4 };
 static const DataCase data_cases[] = {
     {"1f1b", 2, "pipeline.microbatches=2", "pipeline.microbatches=4"},
-    {"1f1b", 4, "pipeline.microbatches=4", "pipeline.microbatches=8"},
     {"zb-2p", 2, "pipeline.microbatches=2", "pipeline.microbatches=4"},
-    {"zb-2p", 4, "pipeline.microbatches=4", "pipeline.microbatches=8"},
     {"2bw", 2, "pipeline.microbatches=2", "pipeline.microbatches=4"},
-    {"2bw", 4, "pipeline.microbatches=4", "pipeline.microbatches=8"},
     {"paci", 2, "pipeline.accumulation=2", "pipeline.accumulation=4"},
+    {"1f1b", 4, "pipeline.microbatches=4", "pipeline.microbatches=8"},
+    {"zb-2p", 4, "pipeline.microbatches=4", "pipeline.microbatches=8"},
+    {"2bw", 4, "pipeline.microbatches=4", "pipeline.microbatches=8"},
     {"paci", 4, "pipeline.accumulation=2", "pipeline.accumulation=4"},
 };
 
@@ -902,15 +905,21 @@ int main(void) {
     tcase_add_loop_test(tc, test_mpi_stall, 0, G_N_ELEMENTS(stall_cases));
     tcase_add_test(tc, test_mpi_stall_resume);
     suite_add_tcase(s, tc);
-    /* Tagged "data": tests/meson.build runs them as their own test, test-exec-mpi-data. */
+    /* Tagged "data" and "data-wide": tests/meson.build runs them as their own tests,
+     * test-exec-mpi-data (default suite) and test-exec-mpi-data-wide (slow suite). */
     TCase *data = tcase_create("exec-mpi-data");
     tcase_set_tags(data, "data");
     tcase_set_timeout(data, 600);
-    tcase_add_loop_test(data, test_mpi_data, 0, G_N_ELEMENTS(data_cases));
+    tcase_add_loop_test(data, test_mpi_data, 0, N_DATA_NARROW);
     tcase_add_test(data, test_mpi_data_resume);
     tcase_add_test(data, test_mpi_data_dynamic);
     tcase_add_test(data, test_mpi_data_failures);
     suite_add_tcase(s, data);
+    TCase *wide = tcase_create("exec-mpi-data-wide");
+    tcase_set_tags(wide, "data-wide");
+    tcase_set_timeout(wide, 1200);
+    tcase_add_loop_test(wide, test_mpi_data, N_DATA_NARROW, G_N_ELEMENTS(data_cases));
+    suite_add_tcase(s, wide);
     TCase *out = tcase_create("exec-mpi-out"); /* CK_RUN_CASE=exec-mpi-out runs it alone */
     tcase_set_timeout(out, 600);
     tcase_add_test(out, test_mpi_out_folder);
