@@ -658,11 +658,15 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         const double   moe_f_ns = overlap ? split.moe.time_flops / t / c / rate * 1e9 : 0.0;
         const double   moe_b_ns =
             overlap ? moe_f_ns + split.moe.recompute_time_flops / t / c / rate * 1e9 : 0.0;
+        /* The host stall of the all-to-all dispatcher: once per forward, recomputed ones
+         * included; the backward reuses the forward's token counts. Neither stream runs
+         * during it, so no overlap hides it. */
+        const int64_t host_ns = times ? sim_moe_host_stall_ns(scenario) : 0;
         /* the same attention (and ring) as a dense block, other collectives added */
-        split.moe.comm_f_ns =
-            split.dense.comm_f_ns + sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
+        split.moe.comm_f_ns = split.dense.comm_f_ns + host_ns +
+                              sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
         split.moe.comm_b_ns =
-            split.dense.comm_b_ns +
+            split.dense.comm_b_ns + host_ns * (passes_b - 1) +
             sim_moe_a2a_exposed_ns(2 * a2a_ns * passes_b, a2a_eff, moe_f_ns, overlap);
     }
     if (scenario->parallel.fsdp && times) {
