@@ -180,8 +180,8 @@ const PpScenarioKey pp_scenario_keys[] = {
     PP_NUM("hardware", "alltoall_eff", hardware.alltoall_eff, "1", 0.0, 1.0, 1.0, PP_KEY_MIN_EXCL,
            "analytic cost model: an expert all-to-all moves its bytes at alltoall_eff x the "
            "link bandwidths (link_gbps, internode_gbps); 1: the full bandwidth"),
-    PP_SCALED("hardware", "moe_host_us_per_expert", hardware.moe_host_ns_per_expert, "0",
-              PP_US_MAX, 1e3, 0,
+    PP_SCALED("hardware", "moe_host_us_per_expert", hardware.moe_host_ns_per_expert, "0", PP_US_MAX,
+              1e3, 0,
               "analytic cost model: with parallel.moe_dispatcher = alltoall, each MoE layer's "
               "forward waits this long per local expert for the host to size the all-to-all "
               "and issue the experts' kernels; 0: never"),

@@ -5,6 +5,7 @@
 
 #include <math.h>
 
+#include "pp-checked.h"
 #include "pp-error.h"
 
 double sim_moe_expert_width(double hidden, double expert_ffn_hidden) {
@@ -20,11 +21,14 @@ int64_t sim_moe_a2a_exposed_ns(int64_t a2a_ns, double alltoall_eff, double hidin
     return llround((double)a2a_ns - MIN(alltoall_eff * (double)a2a_ns, hiding_ns));
 }
 
-int64_t sim_moe_host_stall_ns(const PpScenario *scenario) {
+gboolean sim_moe_host_stall_ns(const PpScenario *scenario, int64_t *ns) {
     const PpModelParams *m = &scenario->model;
     PP_ASSERT(m->experts > 0 && scenario->parallel.expert >= 1);
-    if (pp_scenario_moe_dispatcher(scenario) != PP_MOE_DISPATCHER_ALLTOALL)
-        return 0;
+    if (pp_scenario_moe_dispatcher(scenario) != PP_MOE_DISPATCHER_ALLTOALL) {
+        *ns = 0;
+        return TRUE;
+    }
     /* E / EP is whole: checked when the scenario loads (pp-scenario-blocks.c) */
-    return scenario->hardware.moe_host_ns_per_expert * (m->experts / scenario->parallel.expert);
+    return pp_checked_mul(scenario->hardware.moe_host_ns_per_expert,
+                          m->experts / scenario->parallel.expert, ns);
 }

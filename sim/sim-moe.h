@@ -29,11 +29,12 @@ double sim_moe_expert_width(double hidden, double expert_ffn_hidden);
 int64_t sim_moe_a2a_exposed_ns(int64_t a2a_ns, double alltoall_eff, double hiding_ns,
                                gboolean overlap);
 
-/* Host stall of one MoE layer forward per micro-batch, in ns: with the all-to-all dispatcher
- * (parallel.moe_dispatcher = alltoall) the host needs every rank's per-expert token counts
- * to size the all-to-all, so it waits for them and the GPU then idles while the host issues
- * the layer's expert kernels, one group per local expert: hardware.moe_host_us_per_expert x
- * E / EP. The fused dispatchers (deepep, hybridep) are charged none: 0. */
-int64_t sim_moe_host_stall_ns(const PpScenario *scenario);
+/* Host stall of one MoE layer forward per micro-batch into *@ns: with the all-to-all
+ * dispatcher (parallel.moe_dispatcher = alltoall) the host needs every rank's per-expert token
+ * counts to size the all-to-all, so it waits for them and the GPU then idles while the host
+ * issues the layer's kernels, one group per local expert: hardware.moe_host_us_per_expert x
+ * E / EP. The fused dispatchers (deepep, hybridep) are charged none: 0. FALSE when the
+ * product leaves 2^62 ns (*@ns unchanged). */
+gboolean sim_moe_host_stall_ns(const PpScenario *scenario, int64_t *ns);
 
 G_END_DECLS

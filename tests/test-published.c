@@ -2,11 +2,10 @@
  * test-published.c: every published run in scenarios/published is simulated and its figure,
  * on the source's own convention (scenarios/published/published.csv: iteration time,
  * TFLOP/s per GPU by Megatron's Eq. 3 or by model FLOPs, MFU, or tokens per second per GPU),
- * stays within the error bound stored for it and within 15%; the tokens-per-second rows (mixtures of experts,
- * context parallelism, fp8) keep a median error of at most 10% and their source's model FLOPs
- * per token are the cost model's within 1%; within each group of layouts a
- * source compares, the simulated ranking is the published one; and the CSV and the folder list
- * the same files.
+ * stays within the error bound stored for it and within 15%; the tokens-per-second rows (mixtures
+ * of experts, context parallelism, fp8) keep a median error of at most 10% and their source's model
+ * FLOPs per token are the cost model's within 1%; within each group of layouts a source compares,
+ * the simulated ranking is the published one; and the CSV and the folder list the same files.
  */
 #include <check.h>
 #include <math.h>
