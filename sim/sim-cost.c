@@ -656,8 +656,13 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         const double a2a_eff = times ? hw->alltoall_eff : 1.0;
         const double routed_bytes = b * s / t * scenario->model.experts_per_token * h *
                                     SIM_COST_MSG_BYTES_PER_ELEM / a2a_eff;
-        const int64_t a2a_ns = sim_layout_alltoall_ns(
-            &layout, scenario->parallel.expert, scenario->parallel.expert_tensor, routed_bytes);
+        const int64_t in_node = sim_layout_expert_ranks_in_node(&layout, scenario->parallel.expert,
+                                                                scenario->parallel.expert_tensor);
+        double        intra_bytes, inter_bytes;
+        sim_moe_a2a_bytes(scenario, in_node, routed_bytes, &intra_bytes, &inter_bytes);
+        const int64_t a2a_ns = scenario->parallel.expert > 1
+                                   ? sim_layout_alltoall_ns(&layout, intra_bytes, inter_bytes)
+                                   : 0;
         if (!sim_cost_check_layer_ns(scenario, "expert all-to-all", a2a_ns, error))
             return FALSE;
         const double expert_params = pp_memory_expert_matrix_params(&shape);

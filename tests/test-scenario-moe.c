@@ -4,8 +4,8 @@
  * values, the text round trip, the errors for inconsistent values; and what the simulator's
  * cost model charges for them in closed form: FLOPs of the active weights, the expert
  * all-to-alls on the links the placement gives, with and without their overlap, the
- * all-to-all dispatcher's host stall, and the experts' matrix products at the expert's width
- * (sim/README.md, "Mixture of experts").
+ * all-to-all dispatcher's host stall, the fused dispatchers' bytes, and the experts' matrix
+ * products at the expert's width (sim/README.md, "Mixture of experts").
  */
 #include <check.h>
 #include <math.h>
@@ -294,13 +294,12 @@ START_TEST(test_moe_host_stall) {
     g_autoptr(SimCostModel) lap_base = moe_cost(lap_base_ov);
     g_autoptr(SimCostModel) lap = moe_cost(lap_ov);
     ck_assert_int_eq(lap->f_ns[1] - lap_base->f_ns[1], 2 * 3000);
-    const char *fused[] = {"deepep", "hybridep"};
-    for (size_t i = 0; i < G_N_ELEMENTS(fused); i++) {
-        g_autofree char *d = g_strdup_printf("parallel.moe_dispatcher=%s", fused[i]);
-        const char      *f_ov[] = {d, "hardware.moe_host_us_per_expert=3", NULL};
-        g_autoptr(SimCostModel) f = moe_cost(f_ov);
-        ck_assert_int_eq(f->f_ns[1], base->f_ns[1]);
-    }
+    const char *fused_base_ov[] = {"parallel.moe_dispatcher=hybridep", NULL};
+    const char *fused_ov[] = {"parallel.moe_dispatcher=hybridep",
+                              "hardware.moe_host_us_per_expert=3", NULL};
+    g_autoptr(SimCostModel) fused_base = moe_cost(fused_base_ov);
+    g_autoptr(SimCostModel) fused = moe_cost(fused_ov);
+    ck_assert_int_eq(fused->f_ns[1], fused_base->f_ns[1]);
     /* a hand-built stall beyond the clock is refused, naming the key */
     g_autoptr(GError) err = NULL;
     g_autoptr(PpScenario) sc = load(NULL, &err);
@@ -310,6 +309,44 @@ START_TEST(test_moe_host_stall) {
     ck_assert(g_error_matches(err, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
     ck_assert_msg(strstr(err->message, "hardware.moe_host_us_per_expert") != NULL, "%s",
                   err->message);
+}
+END_TEST
+
+/* The fused dispatchers send a token once per other node that holds any of its experts:
+ * moe_text's EP 8 spans 2 nodes of 4 GPUs with 4 of the 8 experts each, so a token's 2
+ * distinct experts miss the other node with chance C(4, 2) / C(8, 2) = 3/14, and its one
+ * copy crosses with chance 11/14 (the all-to-all dispatcher sends 4/8 of its 2 copies); on
+ * the node 3 of 4 copies cross the node's links (3/8 of 2). Inside one node (EP 4) both
+ * dispatchers move the same bytes. */
+START_TEST(test_moe_fused_dispatch) {
+    const MoeForms f = moe_forms();
+    const double   bytes = f.bytes;
+    double         intra, inter;
+    g_autoptr(GError) err = NULL;
+    const char *deepep[] = {"parallel.moe_dispatcher=deepep", NULL};
+    g_autoptr(PpScenario) sc = load(deepep, &err);
+    ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
+    sim_moe_a2a_bytes(sc, 4, bytes, &intra, &inter);
+    ck_assert_double_eq_tol(intra, bytes * 3 / 4, 1e-9);
+    ck_assert_double_eq_tol(inter, bytes / 2 * 11 / 14, 1e-9);
+    const int64_t fused_a2a = 5000 + llround(fmax(bytes * 3 / 4 / 100.0, bytes * 11 / 28 / 10.0));
+    ck_assert_int_eq(fused_a2a, 5000 + 5149);
+    const char *plain_ov[] = {NULL};
+    g_autoptr(SimCostModel) plain = moe_cost(plain_ov);
+    g_autoptr(SimCostModel) cost = moe_cost(deepep);
+    ck_assert_int_eq(plain->f_ns[1] - cost->f_ns[1], 4 * (f.a2a - fused_a2a));
+    ck_assert_int_eq(plain->b_ns[1] - cost->b_ns[1], 4 * (f.a2a - fused_a2a));
+    /* EP 4 in one node: the all-to-all dispatcher's 3/4 of the bytes for both */
+    g_autoptr(PpScenario) plain4 = load((const char *const[]){"parallel.expert=4", NULL}, &err);
+    ck_assert_msg(plain4 != NULL, "%s", err ? err->message : "");
+    double intra4, inter4;
+    sim_moe_a2a_bytes(plain4, 4, bytes, &intra4, &inter4);
+    ck_assert_double_eq_tol(intra4, bytes * 3 / 4, 1e-9);
+    ck_assert_double_eq(inter4, 0.0);
+    g_autoptr(SimCostModel) p4 = moe_cost((const char *const[]){"parallel.expert=4", NULL});
+    g_autoptr(SimCostModel) h4 = moe_cost(
+        (const char *const[]){"parallel.expert=4", "parallel.moe_dispatcher=hybridep", NULL});
+    ck_assert_int_eq(p4->f_ns[1], h4->f_ns[1]);
 }
 END_TEST
 
@@ -368,6 +405,7 @@ int main(void) {
     tcase_add_test(tc, test_moe_cost);
     tcase_add_test(tc, test_moe_a2a_overlap);
     tcase_add_test(tc, test_moe_host_stall);
+    tcase_add_test(tc, test_moe_fused_dispatch);
     tcase_add_test(tc, test_moe_expert_width);
     tcase_add_test(tc, test_moe_memory_advice);
     suite_add_tcase(s, tc);
