@@ -22,6 +22,7 @@ static const PpScenarioSection pp_scenario_sections[] = {
 
 static const char *const pp_mode_choices[] = {"static", "dynamic", NULL};
 static const char *const pp_partition_choices[] = {"balanced", "even", NULL};
+static const char *const pp_moe_dispatcher_choices[] = {"alltoall", "deepep", "hybridep", NULL};
 static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
 /* PpRecompute order */
 static const char *const pp_recompute_choices[] = {"none", "selective", "full", NULL};
@@ -179,6 +180,11 @@ const PpScenarioKey pp_scenario_keys[] = {
     PP_NUM("hardware", "alltoall_eff", hardware.alltoall_eff, "1", 0.0, 1.0, 1.0, PP_KEY_MIN_EXCL,
            "analytic cost model: an expert all-to-all moves its bytes at alltoall_eff x the "
            "link bandwidths (link_gbps, internode_gbps); 1: the full bandwidth"),
+    PP_SCALED("hardware", "moe_host_us_per_expert", hardware.moe_host_ns_per_expert, "0", PP_US_MAX,
+              1e3, 0,
+              "analytic cost model: with parallel.moe_dispatcher = alltoall, each MoE layer's "
+              "forward waits this long per local expert for the host to size the all-to-all "
+              "and issue the experts' kernels; 0: never"),
 
     PP_TEXT("pipeline", "schedule", PP_KEY_SCHEDULE, pipeline.schedule, NULL, PP_KEY_REQUIRED,
             "schedule registry name"),
@@ -230,6 +236,11 @@ const PpScenarioKey pp_scenario_keys[] = {
     PP_TEXT("parallel", "moe_a2a_overlap", PP_KEY_BOOL, parallel.moe_a2a_overlap, "false", 0,
             "the expert all-to-alls of one micro-batch run under another micro-batch's "
             "compute, only their excess over the layer's compute is charged (simulator)"),
+    PP_ENUM("parallel", "moe_dispatcher", parallel.moe_dispatcher, "alltoall",
+            pp_moe_dispatcher_choices,
+            "how an MoE layer's tokens reach their experts: alltoall (Megatron's all-to-all "
+            "dispatcher, sized on the host), deepep or hybridep (fused dispatch and combine "
+            "kernels; simulator)"),
     PP_TEXT("parallel", "overlap_grad_reduce", PP_KEY_BOOL, parallel.overlap_grad_reduce, "false",
             0,
             "the data-parallel gradient all-reduce starts layer by layer during a chunk's last "
@@ -569,6 +580,7 @@ static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePr
         sc->hardware.kernel_eff_half_hidden = p->kernel_eff_half_hidden;
         sc->hardware.kernel_eff_fp8 = p->kernel_eff_fp8;
         sc->hardware.alltoall_eff = p->alltoall_eff;
+        sc->hardware.moe_host_ns_per_expert = p->moe_host_ns_per_expert;
     }
 }
 

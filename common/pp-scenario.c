@@ -533,3 +533,11 @@ PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario) {
     return strcmp(scenario->pipeline.partition, "even") == 0 ? PP_PARTITION_EVEN
                                                              : PP_PARTITION_BALANCED;
 }
+
+PpMoeDispatcher pp_scenario_moe_dispatcher(const PpScenario *scenario) {
+    const char *name = scenario->parallel.moe_dispatcher;
+    PP_ASSERT(name != NULL);
+    if (strcmp(name, "deepep") == 0)
+        return PP_MOE_DISPATCHER_DEEPEP;
+    return strcmp(name, "hybridep") == 0 ? PP_MOE_DISPATCHER_HYBRIDEP : PP_MOE_DISPATCHER_ALLTOALL;
+}

@@ -17,6 +17,15 @@
 
 G_BEGIN_DECLS
 
+/* How an MoE layer's tokens reach their experts (parallel.moe_dispatcher; sim/README.md,
+ * Multi-head latent attention and mixtures of experts). */
+typedef enum {
+    PP_MOE_DISPATCHER_ALLTOALL, /* Megatron's all-to-all dispatcher: permutation kernels around
+                                   an NCCL all-to-all sized on the host */
+    PP_MOE_DISPATCHER_DEEPEP,   /* DeepEP's fused dispatch and combine kernels */
+    PP_MOE_DISPATCHER_HYBRIDEP, /* HybridEP's fused dispatch and combine kernels */
+} PpMoeDispatcher;
+
 typedef struct {
     char    *preset;          /* "gpt2", "gpt2-medium", ..., "zb-28.3b"; NULL when none */
     int32_t  layers;          /* transformer blocks L */
@@ -81,6 +90,11 @@ typedef struct {
     /* An expert all-to-all moves its bytes at alltoall_eff x the link bandwidths: many small
      * peer-to-peer transfers, the routing metadata and the token permutation around them. */
     double alltoall_eff; /* in (0, 1] */
+    /* With the all-to-all token dispatcher (parallel.moe_dispatcher) a token-dropless MoE
+     * layer's forward waits on the host for the per-expert token counts, and the GPU then idles
+     * while the host issues the layer's expert kernels: this much per local expert (E / EP)
+     * and forward (sim/README.md). */
+    int64_t moe_host_ns_per_expert; /* >= 0 */
     /* TRUE when the scenario has a [hardware] section; FALSE (CPU training, explicit
      * [costs]): preset is NULL and peak_flops .. nvlink are 0; devices is still derived and
      * kernel_eff_max, kernel_eff_half_tokens keep their defaults. */
@@ -124,6 +138,8 @@ typedef struct {
     int32_t  expert_tensor;         /* ranks splitting each routed expert (default tensor) */
     gboolean moe_a2a_overlap;       /* the expert all-to-alls of one micro-batch run under
                                        another's compute (sim/README.md) */
+    char *moe_dispatcher;           /* "alltoall", "deepep" or "hybridep": how the tokens reach
+                                       the experts (sim/README.md) */
 } PpParallelParams;
 
 typedef struct {
@@ -342,5 +358,7 @@ const char *pp_recompute_name(PpRecompute recompute);
 int64_t pp_scenario_gpus(const PpScenario *scenario);
 /* pipeline.partition as a PpPartitionMode. */
 PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario);
+/* parallel.moe_dispatcher as a PpMoeDispatcher. */
+PpMoeDispatcher pp_scenario_moe_dispatcher(const PpScenario *scenario);
 
 G_END_DECLS

@@ -543,6 +543,17 @@ static gboolean sim_cost_check_layer_ns(const PpScenario *scenario, const char *
     return FALSE;
 }
 
+/* FALSE with @error set: the MoE host stall (sim_moe_host_stall_ns()) leaves the clock. */
+static gboolean sim_cost_host_stall_error(const PpScenario *scenario, GError **error) {
+    g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                "%s: hardware.moe_host_us_per_expert = %g over %d local experts: one MoE "
+                "layer's host stall would take beyond the simulator's clock of 2^62 ns over "
+                "model.layers = %d; lower it",
+                scenario->path, scenario->hardware.moe_host_ns_per_expert / 1e3,
+                scenario->model.experts / scenario->parallel.expert, scenario->model.layers);
+    return FALSE;
+}
+
 /* Fills the analytic durations, link and memory model of @cost from @scenario. Layers are
  * split over the virtual stages by sim_cost_partition(); virtual stage vs runs on the device
  * of the schedule's placement. Stage 0's first chunk holds the embeddings, the last virtual
@@ -645,8 +656,13 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         const double a2a_eff = times ? hw->alltoall_eff : 1.0;
         const double routed_bytes = b * s / t * scenario->model.experts_per_token * h *
                                     SIM_COST_MSG_BYTES_PER_ELEM / a2a_eff;
-        const int64_t a2a_ns = sim_layout_alltoall_ns(
-            &layout, scenario->parallel.expert, scenario->parallel.expert_tensor, routed_bytes);
+        const int64_t in_node = sim_layout_expert_ranks_in_node(&layout, scenario->parallel.expert,
+                                                                scenario->parallel.expert_tensor);
+        double        intra_bytes, inter_bytes;
+        sim_moe_a2a_bytes(scenario, in_node, routed_bytes, &intra_bytes, &inter_bytes);
+        const int64_t a2a_ns = scenario->parallel.expert > 1
+                                   ? sim_layout_alltoall_ns(&layout, intra_bytes, inter_bytes)
+                                   : 0;
         if (!sim_cost_check_layer_ns(scenario, "expert all-to-all", a2a_ns, error))
             return FALSE;
         const double expert_params = pp_memory_expert_matrix_params(&shape);
@@ -658,11 +674,18 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         const double   moe_f_ns = overlap ? split.moe.time_flops / t / c / rate * 1e9 : 0.0;
         const double   moe_b_ns =
             overlap ? moe_f_ns + split.moe.recompute_time_flops / t / c / rate * 1e9 : 0.0;
+        /* The host stall of the all-to-all dispatcher: once per forward, recomputed ones
+         * included; the backward reuses the forward's token counts. Neither stream runs
+         * during it, so no overlap hides it. */
+        int64_t host_ns = 0;
+        if (times && (!sim_moe_host_stall_ns(scenario, &host_ns) ||
+                      host_ns > PP_CHECKED_MAX / ((int64_t)model->layers + 1)))
+            return sim_cost_host_stall_error(scenario, error);
         /* the same attention (and ring) as a dense block, other collectives added */
-        split.moe.comm_f_ns =
-            split.dense.comm_f_ns + sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
+        split.moe.comm_f_ns = split.dense.comm_f_ns + host_ns +
+                              sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
         split.moe.comm_b_ns =
-            split.dense.comm_b_ns +
+            split.dense.comm_b_ns + host_ns * (passes_b - 1) +
             sim_moe_a2a_exposed_ns(2 * a2a_ns * passes_b, a2a_eff, moe_f_ns, overlap);
     }
     if (scenario->parallel.fsdp && times) {

@@ -52,23 +52,25 @@ int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns
     return llround(steps * step_ns);
 }
 
-int64_t sim_layout_alltoall_ns(const SimLayout *layout, int32_t ep, int32_t expert_tensor,
-                               double bytes) {
-    PP_ASSERT(ep >= 1 && expert_tensor >= 1 && bytes >= 0.0);
-    if (ep == 1)
-        return 0;
+int64_t sim_layout_expert_ranks_in_node(const SimLayout *layout, int32_t ep,
+                                        int32_t expert_tensor) {
+    PP_ASSERT(ep >= 1 && expert_tensor >= 1);
     const int64_t span = (int64_t)ep * expert_tensor, G = layout->gpus_per_node;
-    int64_t       in_node = ep; /* ranks of the group on this GPU's node, itself included */
-    if (span > G || G % span != 0)
-        in_node = MIN((int64_t)ep, MAX(G / expert_tensor, 1));
+    if (span <= G && G % span == 0)
+        return ep;
+    return MIN((int64_t)ep, MAX(G / expert_tensor, 1));
+}
+
+int64_t sim_layout_alltoall_ns(const SimLayout *layout, double intra_bytes, double inter_bytes) {
+    PP_ASSERT(intra_bytes >= 0.0 && inter_bytes >= 0.0);
     double  intra_ns = 0.0, inter_ns = 0.0;
     int64_t latency_ns = layout->intra_latency_ns;
     if (layout->intra_bytes_per_ns > 0.0)
-        intra_ns = bytes * (double)(in_node - 1) / ep / layout->intra_bytes_per_ns;
-    if (in_node < ep) {
+        intra_ns = intra_bytes / layout->intra_bytes_per_ns;
+    if (inter_bytes > 0.0) {
         latency_ns = MAX(latency_ns, layout->inter_latency_ns);
         if (layout->inter_bytes_per_ns > 0.0)
-            inter_ns = bytes * (double)(ep - in_node) / ep / layout->inter_bytes_per_ns;
+            inter_ns = inter_bytes / layout->inter_bytes_per_ns;
     }
     return latency_ns + llround(MAX(intra_ns, inter_ns));
 }

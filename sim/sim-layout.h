@@ -50,14 +50,17 @@ gboolean sim_layout_context_intra(const SimLayout *layout);
 int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns,
                                 int64_t latency_ns);
 
-/* One all-to-all of an expert-parallel group: every GPU sends @bytes in all, 1/@ep of it to
- * each of the @ep ranks (its own share stays). The group's ranks are @expert_tensor apart
- * (Megatron's expert layout: expert tensor innermost), so it spans expert_tensor x ep
- * consecutive ranks, inside a node when that fits in one (<= G and dividing it); else
- * min(ep, G / expert_tensor) of them share a node. The intra- and inter-node shares travel at
- * once: latency of the slowest link used + the larger of the two shares' transfer times. */
-int64_t sim_layout_alltoall_ns(const SimLayout *layout, int32_t ep, int32_t expert_tensor,
-                               double bytes);
+/* Ranks of an expert-parallel group of @ep ranks @expert_tensor apart on one node, this GPU
+ * included: the group spans expert_tensor x ep consecutive ranks (Megatron's expert layout:
+ * expert tensor innermost), inside a node when that fits in one (<= G and dividing it), so
+ * ep; else min(ep, G / expert_tensor). */
+int64_t sim_layout_expert_ranks_in_node(const SimLayout *layout, int32_t ep, int32_t expert_tensor);
+
+/* One all-to-all of an expert-parallel group whose GPU sends @intra_bytes to ranks on its
+ * own node and @inter_bytes to other nodes (sim_moe_a2a_bytes()), both at once: the latency
+ * of the slowest link used (the inter-node one when @inter_bytes > 0) + the larger of the
+ * two shares' transfer times, rounded to the nearest ns. */
+int64_t sim_layout_alltoall_ns(const SimLayout *layout, double intra_bytes, double inter_bytes);
 
 /* FLOPs the backward of one layer spends recomputing the forward, per micro-batch, before
  * tensor-parallel sharding: 0 (none; selective with flash attention), @attention_flops

@@ -29,4 +29,26 @@ double sim_moe_expert_width(double hidden, double expert_ffn_hidden);
 int64_t sim_moe_a2a_exposed_ns(int64_t a2a_ns, double alltoall_eff, double hiding_ns,
                                gboolean overlap);
 
+/* The bytes one GPU sends in one all-to-all of an expert-parallel group of EP ranks,
+ * @in_node of them on its node (sim_layout_expert_ranks_in_node()), @bytes being its K routed
+ * copies of its tokens, into *@intra (to its node) and *@inter (to other nodes). The
+ * all-to-all dispatcher sends every copy to its expert's rank: (in_node - 1) / EP and
+ * (EP - in_node) / EP of @bytes. The fused dispatchers (deepep, hybridep) send a token once
+ * to each other node holding any of its K experts and fan it out there over the node's links:
+ * *@inter = @bytes / K x (n - 1) (1 - C(E - E/n, K) / C(E, K)) over n = EP / in_node nodes
+ * with E/n experts each (the expected other nodes a token's K distinct experts reach, the
+ * load balanced), and every copy but the one landing on the receiving GPU itself crosses its
+ * node: *@intra = @bytes (in_node - 1) / in_node. Inside one node (in_node = EP) both give
+ * the all-to-all dispatcher's bytes. */
+void sim_moe_a2a_bytes(const PpScenario *scenario, int64_t in_node, double bytes, double *intra,
+                       double *inter);
+
+/* Host stall of one MoE layer forward per micro-batch into *@ns: with the all-to-all
+ * dispatcher (parallel.moe_dispatcher = alltoall) the host needs every rank's per-expert token
+ * counts to size the all-to-all, so it waits for them and the GPU then idles while the host
+ * issues the layer's kernels, one group per local expert: hardware.moe_host_us_per_expert x
+ * E / EP. The fused dispatchers (deepep, hybridep) are charged none: 0. FALSE when the
+ * product leaves 2^62 ns (*@ns unchanged). */
+gboolean sim_moe_host_stall_ns(const PpScenario *scenario, int64_t *ns);
+
 G_END_DECLS

@@ -2,11 +2,10 @@
  * test-published.c: every published run in scenarios/published is simulated and its figure,
  * on the source's own convention (scenarios/published/published.csv: iteration time,
  * TFLOP/s per GPU by Megatron's Eq. 3 or by model FLOPs, MFU, or tokens per second per GPU),
- * stays within the error bound stored for it; the tokens-per-second rows (mixtures of experts,
- * context parallelism, fp8) keep a median error of at most 10% and their source's model FLOPs
- * per token are the cost model's within 1%; within each group of layouts a
- * source compares, the simulated ranking is the published one; and the CSV and the folder list
- * the same files.
+ * stays within the error bound stored for it and within 15%; the tokens-per-second rows (mixtures
+ * of experts, context parallelism, fp8) keep a median error of at most 10% and their source's model
+ * FLOPs per token are the cost model's within 1%; within each group of layouts a source compares,
+ * the simulated ranking is the published one; and the CSV and the folder list the same files.
  */
 #include <check.h>
 #include <math.h>
@@ -121,7 +120,12 @@ static void pub_simulate(PubRow *r) {
     r->pred_rate = B / (step_s * gpus);
 }
 
-/* Each row within its stored bound; the file list matches the folder. */
+/* The goal every row meets, whatever its stored bound (sim/README.md, Checked against
+ * published runs). */
+#define PUB_ROW_GOAL 0.15
+
+/* Each row within its stored bound and within PUB_ROW_GOAL; the file list matches the
+ * folder. */
 START_TEST(test_published_rows) {
     g_autoptr(GArray) rows = pub_rows();
     g_autoptr(GHashTable) listed = g_hash_table_new(g_str_hash, g_str_equal);
@@ -133,6 +137,8 @@ START_TEST(test_published_rows) {
                       "%s: predicted %g, published %g: error %+.1f%% above "
                       "the stored bound %.0f%%",
                       r->file, r->predicted, r->published, 100 * err, 100 * r->bound);
+        ck_assert_msg(fabs(err) <= PUB_ROW_GOAL, "%s: error %+.1f%% beyond the goal of %.0f%%",
+                      r->file, 100 * err, 100 * PUB_ROW_GOAL);
         g_hash_table_add(listed, r->file);
     }
     g_autoptr(GDir) dir = g_dir_open(PUB_DIR, 0, NULL);

@@ -3,8 +3,9 @@
  * experts and the [parallel] expert keys (common/pp-scenario-blocks.c): defaults, derived
  * values, the text round trip, the errors for inconsistent values; and what the simulator's
  * cost model charges for them in closed form: FLOPs of the active weights, the expert
- * all-to-alls on the links the placement gives, with and without their overlap, and the
- * experts' matrix products at the expert's width (sim/README.md, "Mixture of experts").
+ * all-to-alls on the links the placement gives, with and without their overlap, the
+ * all-to-all dispatcher's host stall, the fused dispatchers' bytes, and the experts' matrix
+ * products at the expert's width (sim/README.md, "Mixture of experts").
  */
 #include <check.h>
 #include <math.h>
@@ -42,6 +43,8 @@ START_TEST(test_moe_keys_defaults) {
     ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
     ck_assert_int_eq(sc->parallel.expert_tensor, 1); /* absent: tensor */
     ck_assert_str_eq(sc->model.attention, "mha");
+    ck_assert_int_eq(pp_scenario_moe_dispatcher(sc), PP_MOE_DISPATCHER_ALLTOALL);
+    ck_assert_int_eq(sc->hardware.moe_host_ns_per_expert, 0); /* no preset: never */
     PpMemoryShape shape;
     pp_scenario_memory_shape(sc, &shape);
     ck_assert_double_eq(shape.experts, 8);
@@ -114,6 +117,12 @@ static const MoeBadCase bad_cases[] = {
     {{"parallel.moe_a2a_overlap=maybe"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
      {"[parallel] moe_a2a_overlap = 'maybe'"}},
+    {{"parallel.moe_dispatcher=nccl"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[parallel] moe_dispatcher = 'nccl'", "alltoall, deepep, hybridep"}},
+    {{"hardware.moe_host_us_per_expert=-1"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[hardware] moe_host_us_per_expert = '-1'"}},
 };
 
 START_TEST(test_moe_keys_bad) {
@@ -256,6 +265,91 @@ START_TEST(test_moe_a2a_overlap) {
 }
 END_TEST
 
+/* The all-to-all dispatcher's host stall: u per local expert and MoE layer forward, u = 3 us.
+ * EP 8 holds 1 of the 8 experts per GPU, EP 4 2; stage 1's two MoE layers stall twice per
+ * forward, its backward not at all (it reuses the counts) unless it reruns the forward. No
+ * overlap hides it; the fused dispatchers are charged none. */
+START_TEST(test_moe_host_stall) {
+    const char *base_ov[] = {NULL};
+    g_autoptr(SimCostModel) base = moe_cost(base_ov);
+    const char *ov[] = {"hardware.moe_host_us_per_expert=3", NULL};
+    g_autoptr(SimCostModel) cost = moe_cost(ov);
+    ck_assert_int_eq(cost->f_ns[0] - base->f_ns[0], 3000); /* layer 1 */
+    ck_assert_int_eq(cost->f_ns[1] - base->f_ns[1], 2 * 3000);
+    ck_assert_int_eq(cost->b_ns[1], base->b_ns[1]);
+    ck_assert_int_eq(cost->w_ns[1], base->w_ns[1]);
+    const char *ep4_base_ov[] = {"parallel.expert=4", NULL};
+    const char *ep4_ov[] = {"parallel.expert=4", "hardware.moe_host_us_per_expert=3", NULL};
+    g_autoptr(SimCostModel) ep4_base = moe_cost(ep4_base_ov);
+    g_autoptr(SimCostModel) ep4 = moe_cost(ep4_ov);
+    ck_assert_int_eq(ep4->f_ns[1] - ep4_base->f_ns[1], 2 * 2 * 3000);
+    const char *full_base_ov[] = {"model.recompute=full", NULL};
+    const char *full_ov[] = {"model.recompute=full", "hardware.moe_host_us_per_expert=3", NULL};
+    g_autoptr(SimCostModel) full_base = moe_cost(full_base_ov);
+    g_autoptr(SimCostModel) full = moe_cost(full_ov);
+    ck_assert_int_eq(full->b_ns[1] - full_base->b_ns[1], 2 * 3000);
+    const char *lap_base_ov[] = {"parallel.moe_a2a_overlap=true", NULL};
+    const char *lap_ov[] = {"parallel.moe_a2a_overlap=true", "hardware.moe_host_us_per_expert=3",
+                            NULL};
+    g_autoptr(SimCostModel) lap_base = moe_cost(lap_base_ov);
+    g_autoptr(SimCostModel) lap = moe_cost(lap_ov);
+    ck_assert_int_eq(lap->f_ns[1] - lap_base->f_ns[1], 2 * 3000);
+    const char *fused_base_ov[] = {"parallel.moe_dispatcher=hybridep", NULL};
+    const char *fused_ov[] = {"parallel.moe_dispatcher=hybridep",
+                              "hardware.moe_host_us_per_expert=3", NULL};
+    g_autoptr(SimCostModel) fused_base = moe_cost(fused_base_ov);
+    g_autoptr(SimCostModel) fused = moe_cost(fused_ov);
+    ck_assert_int_eq(fused->f_ns[1], fused_base->f_ns[1]);
+    /* a hand-built stall beyond the clock is refused, naming the key */
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) sc = load(NULL, &err);
+    ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
+    sc->hardware.moe_host_ns_per_expert = INT64_C(1) << 61;
+    ck_assert_ptr_null(sim_cost_new_from_scenario(sc, &err));
+    ck_assert(g_error_matches(err, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    ck_assert_msg(strstr(err->message, "hardware.moe_host_us_per_expert") != NULL, "%s",
+                  err->message);
+}
+END_TEST
+
+/* The fused dispatchers send a token once per other node that holds any of its experts:
+ * moe_text's EP 8 spans 2 nodes of 4 GPUs with 4 of the 8 experts each, so a token's 2
+ * distinct experts miss the other node with chance C(4, 2) / C(8, 2) = 3/14, and its one
+ * copy crosses with chance 11/14 (the all-to-all dispatcher sends 4/8 of its 2 copies); on
+ * the node 3 of 4 copies cross the node's links (3/8 of 2). Inside one node (EP 4) both
+ * dispatchers move the same bytes. */
+START_TEST(test_moe_fused_dispatch) {
+    const MoeForms f = moe_forms();
+    const double   bytes = f.bytes;
+    double         intra, inter;
+    g_autoptr(GError) err = NULL;
+    const char *deepep[] = {"parallel.moe_dispatcher=deepep", NULL};
+    g_autoptr(PpScenario) sc = load(deepep, &err);
+    ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
+    sim_moe_a2a_bytes(sc, 4, bytes, &intra, &inter);
+    ck_assert_double_eq_tol(intra, bytes * 3 / 4, 1e-9);
+    ck_assert_double_eq_tol(inter, bytes / 2 * 11 / 14, 1e-9);
+    const int64_t fused_a2a = 5000 + llround(fmax(bytes * 3 / 4 / 100.0, bytes * 11 / 28 / 10.0));
+    ck_assert_int_eq(fused_a2a, 5000 + 5149);
+    const char *plain_ov[] = {NULL};
+    g_autoptr(SimCostModel) plain = moe_cost(plain_ov);
+    g_autoptr(SimCostModel) cost = moe_cost(deepep);
+    ck_assert_int_eq(plain->f_ns[1] - cost->f_ns[1], 4 * (f.a2a - fused_a2a));
+    ck_assert_int_eq(plain->b_ns[1] - cost->b_ns[1], 4 * (f.a2a - fused_a2a));
+    /* EP 4 in one node: the all-to-all dispatcher's 3/4 of the bytes for both */
+    g_autoptr(PpScenario) plain4 = load((const char *const[]){"parallel.expert=4", NULL}, &err);
+    ck_assert_msg(plain4 != NULL, "%s", err ? err->message : "");
+    double intra4, inter4;
+    sim_moe_a2a_bytes(plain4, 4, bytes, &intra4, &inter4);
+    ck_assert_double_eq_tol(intra4, bytes * 3 / 4, 1e-9);
+    ck_assert_double_eq(inter4, 0.0);
+    g_autoptr(SimCostModel) p4 = moe_cost((const char *const[]){"parallel.expert=4", NULL});
+    g_autoptr(SimCostModel) h4 = moe_cost(
+        (const char *const[]){"parallel.expert=4", "parallel.moe_dispatcher=hybridep", NULL});
+    ck_assert_int_eq(p4->f_ns[1], h4->f_ns[1]);
+}
+END_TEST
+
 /* With a width term the experts' matrix products (f_e 128 beside h 256) run at the curve's
  * width w = 2 h f_e / (h + f_e) = 512/3: (1 + 256/w) / (1 + 256/h) = 1.25 times the layer's
  * time per FLOP; the attention, router and dense layer keep the layer's rate. */
@@ -310,6 +404,8 @@ int main(void) {
     tcase_add_loop_test(tc, test_moe_keys_bad, 0, (int)G_N_ELEMENTS(bad_cases));
     tcase_add_test(tc, test_moe_cost);
     tcase_add_test(tc, test_moe_a2a_overlap);
+    tcase_add_test(tc, test_moe_host_stall);
+    tcase_add_test(tc, test_moe_fused_dispatch);
     tcase_add_test(tc, test_moe_expert_width);
     tcase_add_test(tc, test_moe_memory_advice);
     suite_add_tcase(s, tc);
