@@ -35,34 +35,32 @@ typedef struct {
     size_t            tap_floats;
 } ExecSkeletonStage;
 
-/* A virtual stage's device-independent part. */
+/* A virtual stage's device-independent part (its tensor table is the layout's, for a local
+ * virtual stage and another process's alike). */
 typedef struct {
-    int32_t     stage;      /* the stage (and with a group, the rank) that runs it */
-    ExecSlots   slots;      /* which micro-batch holds each activation slot */
-    ExecStashes stashes;    /* which version each stashed weight copy holds (the stage's
-                               weight versions; the copies are the device part's) */
-    ExecRemoteTable remote; /* its tensor table when another process holds it (else empty) */
+    int32_t     stage;   /* the stage (and with a group, the rank) that runs it */
+    ExecSlots   slots;   /* which micro-batch holds each activation slot */
+    ExecStashes stashes; /* which version each stashed weight copy holds (the stage's weight
+                            versions; the copies are the device part's) */
 } ExecSkeletonVstage;
 
 typedef struct _ExecSkeleton ExecSkeleton;
 
 /* The device part's state primitives, for the skeleton's state members
- * (exec-skeleton-state.c), which find tensors by name, check names, roles and sizes, and answer
- * for another process's virtual stages. Each is called on the host thread for a local virtual
- * stage @vstage, on a drained pipeline. */
+ * (exec-skeleton-state.c), which find tensors by name in the layout's table, check names, roles
+ * and sizes, and answer for another process's virtual stages. Each is called on the host
+ * thread for a local virtual stage @vstage, on a drained pipeline. */
 typedef struct {
-    /* The number of tensors of @vstage and tensor @i (name, shape, offset into the flat
-     * arrays), (transfer none). */
-    int (*n_tensors)(ExecSkeleton *skel, int32_t vstage);
-    const Gpt2Tensor *(*tensor)(ExecSkeleton *skel, int32_t vstage, int i);
     /* The flat arrays of @vstage in the device part's memory: parameters and gradients (the
-     * table's layout, its n_params floats each) and the error-feedback buffer (likewise; NULL
-     * without error feedback). */
+     * layout's n_params floats each, laid out by its table) and the error-feedback buffer
+     * (likewise; NULL without error feedback). */
     void (*flat)(ExecSkeleton *skel, int32_t vstage, float **params, float **grads,
                  float **prev_update);
-    /* Tensor @i's optimizer state (its numel floats each, NULL where it has none: AdamW m
-     * and v, or Muon's momentum in @first); returns whether @first is Muon's momentum. */
-    int (*optim_state)(ExecSkeleton *skel, int32_t vstage, int i, float **first, float **second);
+    /* Tensor @i's optimizer state (its numel floats each, NULL where it has none): AdamW m
+     * in @first and v in @second, or Muon's momentum in @first (the layout's roles say
+     * which). */
+    void (*optim_state)(ExecSkeleton *skel, int32_t vstage, int i, float **first,
+                        float **second);
     /* Copies @bytes from @src to @dst and waits for it: from the device part's memory of
      * @vstage to the host when @to_host, else from the host into it. */
     void (*copy)(ExecSkeleton *skel, int32_t vstage, void *dst, const void *src, size_t bytes,
@@ -80,12 +78,11 @@ struct _ExecSkeleton {
     /* (nullable) Called on a stage's worker thread before its first op: makes the stage's
      * device current (CUDA: cudaSetDevice). */
     void (*enter)(ExecSkeleton *skel, int32_t stage);
-    Gpt2Config                  model;
-    int32_t                     B;
+    ExecModelLayout            *layout; /* a reference: tables, flat sizes, kernel arguments */
     int32_t                     n_stages, n_chunks, n_vstages;
     int32_t                    *vstage_stage;    /* (n_vstages) */
     int32_t                    *weight_versions; /* (n_stages) weight copies a stage keeps */
-    int32_t                    *act_slots;       /* (n_vstages) */
+    int32_t                    *act_slots;       /* (n_vstages) the layout's n_act_slots */
     ExecDataFn                  data;
     gpointer                    data_user;
     ExecGradFn                  on_grads;
@@ -105,7 +102,8 @@ static inline ExecSkeleton *exec_skeleton(ExecBackend *backend) {
 }
 
 /* Fills @skel from @setup for the backend @ops (named @what in errors, e.g. "the CPU
- * backend"): the shape, local stages, per-stage lists and buffers, per-vstage slots. Refuses
+ * backend"): the layout, the shape, local stages, per-stage lists and buffers (the gradient
+ * tap's sized for the largest tensor of the stage), per-vstage slots. Refuses
  * (EXEC_ERROR_BACKEND) a group whose size is not the stage count x replicas. The device part then
  * sets transport (and enter), builds its own state and calls exec_skeleton_start(). Free with
  * exec_skeleton_clear(), also after a failure. */
@@ -120,8 +118,11 @@ void exec_skeleton_clear(ExecSkeleton *skel);
 gboolean exec_skeleton_start(ExecSkeleton *skel, GError **error);
 /* CLOCK_MONOTONIC in ns (the reports' clock before t0_ns is subtracted). */
 int64_t exec_skeleton_clock_ns(void);
-/* Grows local @stage's gradient tap buffer to hold @numel floats. */
-void exec_skeleton_tap_fit(ExecSkeleton *skel, int32_t stage, size_t numel);
+/* The layout of virtual stage @vstage: (transfer none). */
+static inline const ExecVstageLayout *exec_skeleton_vstage_layout(const ExecSkeleton *skel,
+                                                                  int32_t vstage) {
+    return &skel->layout->vstages[vstage];
+}
 
 /* One step of evaluate() for the device part: local virtual stage @vs forwards one
  * micro-batch over activation slot 0 with the current weights, no gradients. Its input:
@@ -206,11 +207,10 @@ void exec_skeleton_flush(ExecSkeleton *skel, int32_t stage, ExecStageReport *rep
  * gradient tensors in turn (the state primitives' copy, on the stage's worker, which waits for
  * the copy: a test hook), handed to the observer. */
 void exec_skeleton_tap(ExecSkeleton *skel, int32_t vstage);
-/* U's decision on the host, the rule every backend applies (a GPU applies the same rule on the
- * device: kern_cuda_optim_step()'s gate): report->grad_norm = sqrt(@sq_norm), the stage's
- * squared gradient norm over its virtual stages; report->applied when that is finite and @args
- * is not poisoned. Returns the factor the gradients are scaled by before the step:
- * kern_clip_factor(norm, args->grad_clip) when grad_clip > 0, else 1. */
+/* U's decision on the host: kern_update_gate() (kern-update-gate.h, the rule a GPU evaluates
+ * on the device in kern_cuda_optim_step()'s gate) of @sq_norm, the stage's squared gradient
+ * norm over its virtual stages, args->grad_clip and args->poison: report->grad_norm and
+ * report->applied are set; returns the factor the gradients are scaled by before the step. */
 float exec_skeleton_update_gate(double sq_norm, const ExecOpArgs *args, ExecOpReport *report);
 
 G_END_DECLS

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * exec-cpu.c: the CPU backend, reference implementation and test double of exec-backend.h:
  * the device part over the skeleton (exec-skeleton.h: one GThread per local stage, messages
- * through the host-queue transport, reports, slots). Model state per virtual stage: a
- * Gpt2Slice, its KernOptim and the stashed weight copies. Ops run on the worker's thread and
+ * through the host-queue transport, reports, slots, the tensor tables). Model state per local
+ * virtual stage, allocated from the model layout: a Gpt2Slice, its KernOptim and the stashed
+ * weight copies. Ops run on the worker's thread and
  * are timed by the host clock; their reports wait in the skeleton's per-stage list for flush().
  */
 #include <string.h>
@@ -214,36 +215,20 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
     skel->state = &exec_cpu_state_ops;
     cpu->vstages = g_new0(ExecCpuVstage, skel->n_vstages);
     for (int32_t vs = 0; vs < skel->n_vstages; vs++) {
-        ExecCpuVstage  *v = &cpu->vstages[vs];
-        Gpt2SliceParams sp = {
-            .model = setup->model,
-            .layer_begin = setup->partition->layer_begin[vs],
-            .layer_end = setup->partition->layer_end[vs],
-            .has_embedding = vs == 0,
-            .has_head = vs == skel->n_vstages - 1,
-            /* Untied head on every split, even a single stage, so that any partition is the
-             * same model. Tying wte and lm_head across stages would need an all-reduce of
-             * the tied gradient between the first and last stage before every update. */
-            .tie_head = 0,
-            .B = setup->microbatch_size,
-            .n_act_slots = setup->act_slots[vs],
-        };
-        int32_t stage = skel->vstage_stage[vs];
-        if (!skel->local[stage]) {
-            exec_remote_table_build(&skel->vstages[vs].remote, &sp, &setup->optim);
-        } else {
-            v->slice = gpt2_slice_new(&sp);
+        ExecCpuVstage          *v = &cpu->vstages[vs];
+        const ExecVstageLayout *layout = exec_skeleton_vstage_layout(skel, vs);
+        if (skel->local[skel->vstage_stage[vs]]) {
+            v->slice = gpt2_slice_new(&layout->slice);
+            PP_ASSERT(gpt2_slice_n_params(v->slice) == layout->n_params);
             gpt2_slice_init_params(v->slice, setup->seed);
-            v->optim = kern_optim_new(&setup->optim, v->slice);
-            for (int i = 0; skel->on_grads && i < gpt2_slice_n_tensors(v->slice); i++)
-                exec_skeleton_tap_fit(skel, stage, gpt2_slice_tensor(v->slice, i)->numel);
+            v->optim = kern_optim_new(&skel->layout->optim, v->slice);
         }
         v->stash = g_new0(float *, MAX(skel->vstages[vs].stashes.n, 1));
     }
     cpu->stages = g_new0(ExecCpuStage, skel->n_stages);
     skel->transport =
         exec_transport_queue_new(skel->n_stages, skel->n_vstages, skel->vstage_stage, skel->local,
-                                 exec_cpu_act_floats(cpu) * sizeof(float), skel->comm);
+                                 skel->layout->msg_floats * sizeof(float), skel->comm);
     if (!exec_skeleton_start(skel, error)) {
         exec_cpu_free(&skel->base);
         return NULL;

@@ -360,7 +360,9 @@ static gboolean exec_cuda_vstage_new(ExecCudaBackend *cuda, const ExecBackendSet
     v->slice = gpt2_cuda_slice_new(&cuda->plan->slice[vs]);
     if (!v->slice)
         return FALSE;
-    v->optim = kern_cuda_optim_new(&setup->optim, gpt2_cuda_slice_table(v->slice));
+    PP_ASSERT(gpt2_cuda_slice_n_params(v->slice) ==
+              exec_skeleton_vstage_layout(&cuda->skel, vs)->n_params);
+    v->optim = kern_cuda_optim_new(&cuda->skel.layout->optim, gpt2_cuda_slice_table(v->slice));
     if (!v->optim)
         return FALSE;
     /* The skeleton's bookkeeping has as many copies as the plan: the stage's weight versions. */
@@ -526,11 +528,8 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
     for (int32_t s = 0; ok && s < skel->n_stages; s++)
         ok = !skel->local[s] || exec_cuda_stage_new(cuda, s);
     for (int32_t vs = 0; ok && vs < skel->n_vstages; vs++) {
-        if (!skel->local[skel->vstage_stage[vs]]) {
-            exec_remote_table_build(&skel->vstages[vs].remote, &plan->slice[vs].slice,
-                                    &setup->optim);
+        if (!skel->local[skel->vstage_stage[vs]])
             continue;
-        }
         exec_cuda_stage_enter(cuda, vs);
         ok = exec_cuda_vstage_new(cuda, setup, vs);
     }
@@ -557,13 +556,6 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
         g_propagate_error(error, short_of_memory);
         exec_cuda_free(&skel->base);
         return NULL;
-    }
-    for (int32_t vs = 0; skel->on_grads && vs < skel->n_vstages; vs++) {
-        if (!cuda->vstages[vs].slice)
-            continue;
-        const Gpt2Table *table = gpt2_cuda_slice_table(cuda->vstages[vs].slice);
-        for (int i = 0; i < gpt2_table_n_tensors(table); i++)
-            exec_skeleton_tap_fit(skel, skel->vstage_stage[vs], gpt2_table_tensor(table, i)->numel);
     }
     /* The time origin (agreed by the ranks) before the anchors, which read it. */
     if (!exec_skeleton_start(skel, error)) {
