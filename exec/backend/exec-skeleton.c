@@ -317,32 +317,6 @@ ExecOpReport *exec_skeleton_report(ExecSkeleton *skel, const ExecOpArgs *args) {
     return &g_array_index(reports, ExecOpReport, reports->len - 1);
 }
 
-void exec_skeleton_load_batch(ExecSkeleton *skel, const ExecOpArgs *args) {
-    ExecSkeletonStage *st = &skel->stages[args->op->stage];
-    PP_ASSERT(args->op->kind == PP_OP_FORWARD);
-    if (args->vstage == 0 || args->vstage == skel->n_vstages - 1)
-        skel->data(skel->data_user, args->global_mb, st->tokens, st->targets);
-}
-
-void *exec_skeleton_take_output(ExecSkeleton *skel, const ExecOpArgs *args) {
-    ExecSkeletonStage *st = &skel->stages[args->op->stage];
-    PpOpKind           k = args->op->kind;
-    ExecMsgKind        kind;
-    int32_t            to;
-    if (k == PP_OP_FORWARD && args->vstage < skel->n_vstages - 1) {
-        kind = EXEC_MSG_ACT;
-        to = args->vstage + 1;
-    } else if ((k == PP_OP_BACKWARD || k == PP_OP_BACKWARD_FULL) && args->vstage > 0) {
-        kind = EXEC_MSG_GRAD;
-        to = args->vstage - 1;
-    } else {
-        return NULL;
-    }
-    PP_ASSERT(st->output == NULL);
-    return skel->transport->ops->take(skel->transport, kind, args->op->mb, to, st->queue,
-                                      &st->output);
-}
-
 void exec_skeleton_release_input(ExecSkeleton *skel, int32_t stage) {
     ExecSkeletonStage *st = &skel->stages[stage];
     if (!st->input)

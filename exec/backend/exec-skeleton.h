@@ -188,18 +188,53 @@ gboolean exec_skeleton_set_optim_steps(ExecBackend *backend, int32_t vstage, int
 
 /* A new report of @args's op, appended to its stage's list: valid until the next one. */
 ExecOpReport *exec_skeleton_report(ExecSkeleton *skel, const ExecOpArgs *args);
-/* For F on the first or last virtual stage: the stage's tokens and targets of the op's
- * micro-batch from the data source. */
-void exec_skeleton_load_batch(ExecSkeleton *skel, const ExecOpArgs *args);
-/* The buffer the op's output goes into (F: the activation for vstage + 1; B/BW: the input
- * gradient for vstage - 1), taken from the transport on the stage's queue; NULL when the op
- * sends nothing (W, U, F on the last vstage, B/BW on the first). */
-void *exec_skeleton_take_output(ExecSkeleton *skel, const ExecOpArgs *args);
 /* After the op's last read of its input (enqueued on the stage's queue): gives it back. */
 void exec_skeleton_release_input(ExecSkeleton *skel, int32_t stage);
 /* flush()'s hand-over, after the device part has completed the reports: the stage's reports
  * since the last flush, in run order. */
 void exec_skeleton_flush(ExecSkeleton *skel, int32_t stage, ExecStageReport *report);
+
+/* --- for the device part's F, B, W and BW (exec-skeleton-compute.c): what each op reads
+ * and writes, decided once; the device part runs the kernels between begin and end --- */
+
+/* F's operands. */
+typedef struct {
+    int32_t        slot;    /* the activation slot taken for the micro-batch */
+    int32_t        fill;    /* the stashed copy the device part fills with the live weights
+                               before the forward (the schedule stashes and no copy holds the
+                               op's version yet; report->copied), else -1. The forward itself
+                               always reads the live weights */
+    const int32_t *tokens;  /* host (B, T) on the first virtual stage (from the data source),
+                               else NULL */
+    const int32_t *targets; /* host (B, T) on the last virtual stage, else NULL */
+    const void    *input;   /* (B, T, C) of the element type: the activation from vstage - 1
+                               (wait_for's message); NULL on the first virtual stage */
+    void          *output;  /* (B, T, C): the message buffer for vstage + 1 (taken from the
+                               transport on the stage's queue); NULL on the last */
+} ExecSkeletonForward;
+
+/* F's bookkeeping before the device part's forward of @args: a slot for the micro-batch, the
+ * batch loaded, the stash decision, the input and the output buffer. */
+void exec_skeleton_forward(ExecSkeleton *skel, const ExecOpArgs *args, ExecSkeletonForward *f);
+
+/* B's, W's or BW's operands. */
+typedef struct {
+    int32_t     slot;   /* the slot the micro-batch's F filled */
+    int32_t     stash;  /* B/BW: the stashed copy holding the weights its F used (compute with
+                           it), or -1: the live weights; W reads no weights: -1 */
+    const void *dx_out; /* B/BW: (B, T, C) the gradient from vstage + 1 (wait_for's message);
+                           NULL on the last virtual stage (it starts from the loss) and for W */
+    void       *dx_in;  /* B/BW: (B, T, C) the message buffer for vstage - 1; NULL on the
+                           first virtual stage and for W */
+} ExecSkeletonBackward;
+
+/* Before the device part's B, W or BW of @args: its slot, weights, input and output. */
+void exec_skeleton_backward_begin(ExecSkeleton *skel, const ExecOpArgs *args,
+                                  ExecSkeletonBackward *b);
+/* After it (enqueued): W and BW free the slot, B keeps it for W; a stashed copy is released
+ * (it keeps its version for the next F of it). */
+void exec_skeleton_backward_end(ExecSkeleton *skel, const ExecOpArgs *args,
+                                const ExecSkeletonBackward *b);
 
 /* --- for the device part's U (exec-skeleton-update.c) --- */
 

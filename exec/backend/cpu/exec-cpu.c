@@ -51,66 +51,47 @@ static void exec_cpu_run_update(ExecCpuBackend *cpu, const ExecOpArgs *args, Exe
     }
 }
 
-/* F with the live weights, stashing them first when the schedule does and no copy holds this
- * version yet (a copy no micro-batch needs takes it; allocated when first filled). Returns
- * whether it copied the weights. */
+/* F with the live weights, copying them first into the stash the skeleton picked (allocated
+ * when first filled). Returns whether it copied the weights. */
 static gboolean exec_cpu_run_forward(ExecCpuBackend *cpu, const ExecOpArgs *args,
                                      ExecOpReport *report) {
-    const PpOp        *op = args->op;
-    ExecSkeletonStage *st = &cpu->skel.stages[op->stage];
-    ExecCpuVstage     *v = &cpu->vstages[args->vstage];
-    ExecSlots         *slots = &cpu->skel.vstages[args->vstage].slots;
-    gboolean           first = args->vstage == 0, last = args->vstage == cpu->skel.n_vstages - 1;
-    float             *live = gpt2_slice_params(v->slice);
-    size_t             n_params = gpt2_slice_n_params(v->slice);
-    gboolean           copied = FALSE;
-    int32_t            slot = exec_slots_take(slots, op->mb);
-    exec_skeleton_load_batch(&cpu->skel, args);
-    if (args->stash) {
-        int32_t i =
-            exec_stashes_acquire(&cpu->skel.vstages[args->vstage].stashes, args->version, &copied);
-        if (copied) {
-            if (v->stash[i] == NULL)
-                v->stash[i] = g_new(float, n_params);
-            memcpy(v->stash[i], live, n_params * sizeof(float));
-        }
+    ExecCpuVstage      *v = &cpu->vstages[args->vstage];
+    float              *live = gpt2_slice_params(v->slice);
+    size_t              n_params = gpt2_slice_n_params(v->slice);
+    ExecSkeletonForward f;
+    exec_skeleton_forward(&cpu->skel, args, &f);
+    if (f.fill >= 0) {
+        if (v->stash[f.fill] == NULL)
+            v->stash[f.fill] = g_new(float, n_params);
+        memcpy(v->stash[f.fill], live, n_params * sizeof(float));
     }
-    gpt2_slice_forward(v->slice, live, slot, first ? st->tokens : NULL,
-                       first ? NULL : st->input_data, last ? st->targets : NULL,
-                       exec_skeleton_take_output(&cpu->skel, args), last ? &report->loss : NULL);
-    return copied;
+    gpt2_slice_forward(v->slice, live, f.slot, f.tokens, f.input, f.targets, f.output,
+                       f.targets ? &report->loss : NULL);
+    return f.fill >= 0;
 }
 
 /* B or BW with the weights of its F (stashed) or the live ones; W: weight gradients of a B's
  * slot. */
 static void exec_cpu_run_backward(ExecCpuBackend *cpu, const ExecOpArgs *args) {
-    const PpOp        *op = args->op;
-    ExecSkeletonStage *st = &cpu->skel.stages[op->stage];
-    ExecCpuVstage     *v = &cpu->vstages[args->vstage];
-    ExecSlots         *slots = &cpu->skel.vstages[args->vstage].slots;
-    gboolean           last = args->vstage == cpu->skel.n_vstages - 1;
-    int32_t            slot = exec_slots_find(slots, op->mb);
-    if (op->kind == PP_OP_WEIGHT) {
-        gpt2_slice_backward_weight(v->slice, slot, gpt2_slice_grads(v->slice));
-        exec_slots_release(slots, slot);
-        return;
-    }
-    ExecStashes *stashes = &cpu->skel.vstages[args->vstage].stashes;
-    int32_t      stash = args->stash ? exec_stashes_find(stashes, args->version) : -1;
-    const float *params = stash >= 0 ? v->stash[stash] : gpt2_slice_params(v->slice);
-    float       *dx_in = exec_skeleton_take_output(&cpu->skel, args);
-    const float *dx_out = last ? NULL : st->input_data;
-    if (op->kind == PP_OP_BACKWARD) {
-        gpt2_slice_backward_input(v->slice, params, slot, dx_out, args->loss_scale, dx_in);
-    } else {
-        gpt2_slice_backward(v->slice, params, slot, dx_out, args->loss_scale, dx_in,
+    ExecCpuVstage       *v = &cpu->vstages[args->vstage];
+    ExecSkeletonBackward b;
+    exec_skeleton_backward_begin(&cpu->skel, args, &b);
+    const float *params = b.stash >= 0 ? v->stash[b.stash] : gpt2_slice_params(v->slice);
+    switch (args->op->kind) {
+    case PP_OP_WEIGHT:
+        gpt2_slice_backward_weight(v->slice, b.slot, gpt2_slice_grads(v->slice));
+        break;
+    case PP_OP_BACKWARD:
+        gpt2_slice_backward_input(v->slice, params, b.slot, b.dx_out, args->loss_scale, b.dx_in);
+        break;
+    case PP_OP_BACKWARD_FULL:
+        gpt2_slice_backward(v->slice, params, b.slot, b.dx_out, args->loss_scale, b.dx_in,
                             gpt2_slice_grads(v->slice));
-        exec_slots_release(slots, slot);
+        break;
+    default:
+        PP_UNREACHABLE(); /* exec_skeleton_backward_begin() checked the kind */
     }
-    /* An unreferenced copy stays until F needs a new version: the next F of this version (the
-     * current one in 1F1B's steady state) reuses it instead of copying the weights again. */
-    if (stash >= 0)
-        exec_stashes_release(stashes, stash);
+    exec_skeleton_backward_end(&cpu->skel, args, &b);
 }
 
 static void exec_cpu_run_op(ExecBackend *backend, const ExecOpArgs *args) {

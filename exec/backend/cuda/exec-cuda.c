@@ -137,69 +137,51 @@ static void exec_cuda_run_update(ExecCudaBackend *cuda, ExecCudaStage *st, const
                                     st->stream));
 }
 
-/* F: forward into a fresh activation slot, with the live weights; stashes them first when
- * the schedule does and no stash holds this version yet (a released stash keeps its version,
- * so the next F of that version reuses it instead of casting the weights again). The output
- * goes into a message buffer for vstage + 1. Returns whether it copied the weights. */
+/* F with the live compute weights, casting the master weights first into the stash the
+ * skeleton picked (on the stage's stream: after every backward that used the copy before).
+ * Returns whether it copied the weights. */
 static gboolean exec_cuda_run_forward(ExecCudaBackend *cuda, ExecCudaStage *st,
                                       const ExecOpArgs *args, ExecCudaVstage *v, int32_t k) {
-    const PpOp        *op = args->op;
-    ExecSkeletonStage *io = &cuda->skel.stages[op->stage];
-    gboolean           first = args->vstage == 0, last = args->vstage == cuda->skel.n_vstages - 1;
-    gboolean           copied = FALSE;
-    int32_t            slot = exec_slots_take(&cuda->skel.vstages[args->vstage].slots, op->mb);
-    exec_skeleton_load_batch(&cuda->skel, args);
-    if (args->stash) {
-        int32_t i =
-            exec_stashes_acquire(&cuda->skel.vstages[args->vstage].stashes, args->version, &copied);
-        /* On the stage's stream: after every backward that used the copy before. */
-        if (copied)
-            gpt2_cuda_slice_cast_params(v->slice, exec_cuda_stash_data(cuda, v, i),
-                                        gpt2_cuda_slice_params(v->slice), st->ctx);
-    }
-    void *x_out = exec_skeleton_take_output(&cuda->skel, args);
-    gpt2_cuda_slice_forward(v->slice, gpt2_cuda_slice_compute_params(v->slice), slot,
-                            first ? io->tokens : NULL, first ? NULL : io->input_data,
-                            last ? io->targets : NULL, x_out, last ? exec_cuda_loss(st) : NULL,
+    ExecSkeletonForward f;
+    exec_skeleton_forward(&cuda->skel, args, &f);
+    if (f.fill >= 0)
+        gpt2_cuda_slice_cast_params(v->slice, exec_cuda_stash_data(cuda, v, f.fill),
+                                    gpt2_cuda_slice_params(v->slice), st->ctx);
+    gpt2_cuda_slice_forward(v->slice, gpt2_cuda_slice_compute_params(v->slice), f.slot, f.tokens,
+                            f.input, f.targets, f.output, f.targets ? exec_cuda_loss(st) : NULL,
                             st->ctx);
-    if (last)
+    if (f.targets)
         KERN_CUDA_CHECK(cudaMemcpyAsync(&st->host_scalars[k].loss, exec_cuda_loss(st),
                                         sizeof(float), cudaMemcpyDeviceToHost, st->stream));
-    return copied;
+    return f.fill >= 0;
 }
 
-/* B or BW with the weights of its F (stashed) or the live ones; the input gradient goes into
- * a message buffer for vstage - 1. W: weight gradients of a B's slot. */
+/* B or BW with the weights of its F (stashed) or the live ones; W: weight gradients of a B's
+ * slot. Enqueued on the stage's stream, so the skeleton's release of a stash orders it before
+ * any F that overwrites the copy. */
 static void exec_cuda_run_backward(ExecCudaBackend *cuda, ExecCudaStage *st, const ExecOpArgs *args,
                                    ExecCudaVstage *v) {
-    const PpOp *op = args->op;
-    gboolean    last = args->vstage == cuda->skel.n_vstages - 1;
-    ExecSlots  *slots = &cuda->skel.vstages[args->vstage].slots;
-    int32_t     slot = exec_slots_find(slots, op->mb);
-    float      *grads = gpt2_cuda_slice_grads(v->slice);
-    if (op->kind == PP_OP_WEIGHT) {
-        gpt2_cuda_slice_backward_weight(v->slice, slot, grads, st->ctx);
-        exec_slots_release(slots, slot);
-        return;
+    float               *grads = gpt2_cuda_slice_grads(v->slice);
+    ExecSkeletonBackward b;
+    exec_skeleton_backward_begin(&cuda->skel, args, &b);
+    const void *params = b.stash >= 0 ? exec_cuda_stash_data(cuda, v, b.stash)
+                                      : gpt2_cuda_slice_compute_params(v->slice);
+    switch (args->op->kind) {
+    case PP_OP_WEIGHT:
+        gpt2_cuda_slice_backward_weight(v->slice, b.slot, grads, st->ctx);
+        break;
+    case PP_OP_BACKWARD:
+        gpt2_cuda_slice_backward_input(v->slice, params, b.slot, b.dx_out, args->loss_scale,
+                                       b.dx_in, st->ctx);
+        break;
+    case PP_OP_BACKWARD_FULL:
+        gpt2_cuda_slice_backward(v->slice, params, b.slot, b.dx_out, args->loss_scale, b.dx_in,
+                                 grads, st->ctx);
+        break;
+    default:
+        PP_UNREACHABLE(); /* exec_skeleton_backward_begin() checked the kind */
     }
-    ExecStashes *stashes = &cuda->skel.vstages[args->vstage].stashes;
-    int32_t      stash = args->stash ? exec_stashes_find(stashes, args->version) : -1;
-    const void  *params = stash >= 0 ? exec_cuda_stash_data(cuda, v, stash)
-                                     : gpt2_cuda_slice_compute_params(v->slice);
-    void        *dx_in = exec_skeleton_take_output(&cuda->skel, args);
-    const void  *dx_out = last ? NULL : cuda->skel.stages[op->stage].input_data;
-    if (op->kind == PP_OP_BACKWARD) {
-        gpt2_cuda_slice_backward_input(v->slice, params, slot, dx_out, args->loss_scale, dx_in,
-                                       st->ctx);
-    } else {
-        gpt2_cuda_slice_backward(v->slice, params, slot, dx_out, args->loss_scale, dx_in, grads,
-                                 st->ctx);
-        exec_slots_release(slots, slot);
-    }
-    /* Released at zero, the stash keeps its version for the next F of it; an F of a new
-     * version overwrites it on the same stream, after this op. */
-    if (stash >= 0)
-        exec_stashes_release(stashes, stash);
+    exec_skeleton_backward_end(&cuda->skel, args, &b);
 }
 
 static void exec_cuda_run_op(ExecBackend *backend, const ExecOpArgs *args) {
