@@ -9,17 +9,21 @@
 #include "kern-update-gate.h"
 #include "pp-error.h"
 
-void exec_skeleton_tap(ExecSkeleton *skel, int32_t vstage) {
+void exec_skeleton_tap(ExecSkeleton *skel, int32_t stage) {
     const ExecSkeletonStateOps *state = skel->state;
-    float                      *tap = skel->stages[skel->vstage_stage[vstage]].tap;
-    float                      *params = NULL, *grads = NULL, *prev = NULL;
-    PP_ASSERT(skel->on_grads != NULL && tap != NULL);
-    const ExecVstageLayout     *v = exec_skeleton_vstage_layout(skel, vstage);
-    state->flat(skel, vstage, &params, &grads, &prev);
-    for (int i = 0; i < v->n_tensors; i++) {
-        const Gpt2Tensor *t = &v->tensors[i];
-        state->copy(skel, vstage, tap, grads + t->offset, t->numel * sizeof(float), TRUE);
-        skel->on_grads(skel->on_grads_user, vstage, t, tap);
+    float                      *tap = skel->stages[stage].tap;
+    for (int32_t vs = 0; skel->on_grads && vs < skel->n_vstages; vs++) {
+        if (skel->vstage_stage[vs] != stage)
+            continue;
+        const ExecVstageLayout *v = exec_skeleton_vstage_layout(skel, vs);
+        float                  *params = NULL, *grads = NULL, *prev = NULL;
+        PP_ASSERT(tap != NULL);
+        state->flat(skel, vs, &params, &grads, &prev);
+        for (int i = 0; i < v->n_tensors; i++) {
+            const Gpt2Tensor *t = &v->tensors[i];
+            state->copy(skel, vs, tap, grads + t->offset, t->numel * sizeof(float), TRUE);
+            skel->on_grads(skel->on_grads_user, vs, t, tap);
+        }
     }
 }
 

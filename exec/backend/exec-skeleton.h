@@ -238,10 +238,11 @@ void exec_skeleton_backward_end(ExecSkeleton *skel, const ExecOpArgs *args,
 
 /* --- for the device part's U (exec-skeleton-update.c) --- */
 
-/* The gradient tap of local virtual stage @vstage (with on_grads): a host copy of each of its
- * gradient tensors in turn (the state primitives' copy, on the stage's worker, which waits for
- * the copy: a test hook), handed to the observer. */
-void exec_skeleton_tap(ExecSkeleton *skel, int32_t vstage);
+/* U's gradient tap (nothing without on_grads): for each virtual stage of local @stage in
+ * turn, a host copy of each of its gradient tensors (the state primitives' copy, on the stage's
+ * worker, which waits for the copy: a test hook), handed to the observer. Called before the
+ * norm and the step. */
+void exec_skeleton_tap(ExecSkeleton *skel, int32_t stage);
 /* U's decision on the host: kern_update_gate() (kern-update-gate.h, the rule a GPU evaluates
  * on the device in kern_cuda_optim_step()'s gate) of @sq_norm, the stage's squared gradient
  * norm over its virtual stages, args->grad_clip and args->poison: report->grad_norm and

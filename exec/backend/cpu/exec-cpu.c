@@ -27,12 +27,11 @@ static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, 
 static void exec_cpu_run_update(ExecCpuBackend *cpu, const ExecOpArgs *args, ExecOpReport *report) {
     int32_t stage = args->op->stage;
     double  sq = 0.0;
+    exec_skeleton_tap(&cpu->skel, stage);
     for (int32_t vs = 0; vs < cpu->skel.n_vstages; vs++) {
         ExecCpuVstage *v = &cpu->vstages[vs];
         if (cpu->skel.vstage_stage[vs] != stage)
             continue;
-        if (cpu->skel.on_grads)
-            exec_skeleton_tap(&cpu->skel, vs);
         sq += kern_grad_sq_norm(gpt2_slice_grads(v->slice), gpt2_slice_n_params(v->slice));
     }
     float factor = exec_skeleton_update_gate(sq, args, report);

@@ -108,13 +108,12 @@ static void exec_cuda_run_update(ExecCudaBackend *cuda, ExecCudaStage *st, const
                                  int32_t k) {
     int32_t stage = args->op->stage;
     double *sq = exec_cuda_sq_norm(st);
+    exec_skeleton_tap(&cuda->skel, stage);
     KERN_CUDA_CHECK(cudaMemsetAsync(sq, 0, sizeof *sq, st->stream));
     for (int32_t vs = 0; vs < cuda->skel.n_vstages; vs++) {
         ExecCudaVstage *v = &cuda->vstages[vs];
         if (cuda->skel.vstage_stage[vs] != stage)
             continue;
-        if (cuda->skel.on_grads)
-            exec_skeleton_tap(&cuda->skel, vs);
         kern_cuda_sq_norm_acc(sq, gpt2_cuda_slice_grads(v->slice),
                               gpt2_cuda_slice_n_params(v->slice), st->ctx);
     }
