@@ -18,10 +18,8 @@ enum { B = 3, N_VSTAGES = 3 };
 /* The layout of tiny over 3 virtual stages (layers 0-1, 2, 3) driven by @optim. */
 static ExecModelLayout *layout_new(const KernOptimParams *optim, PpPartition **partition) {
     int64_t           cost[4] = {1, 1, 1, 1};
-    PpPartitionParams pp = {.n_layers = tiny.L,
-                            .n_vstages = N_VSTAGES,
-                            .mode = PP_PARTITION_EVEN,
-                            .layer_cost = cost};
+    PpPartitionParams pp = {
+        .n_layers = tiny.L, .n_vstages = N_VSTAGES, .mode = PP_PARTITION_EVEN, .layer_cost = cost};
     *partition = pp_partition_new(&pp, NULL);
     ck_assert_ptr_nonnull(*partition);
     const int32_t act_slots[N_VSTAGES] = {3, 2, 1};
@@ -79,13 +77,13 @@ END_TEST
  * tensor (AdamW m and v, or Muon's momentum for the blocks' matrices); prev_update with error
  * feedback. Loop index: 0 AdamW, 1 Muon, 2 Muon with error feedback. */
 START_TEST(test_layout_roles) {
-    KernOptimParams optim = {.kind = _i == 0 ? KERN_OPTIM_ADAMW : KERN_OPTIM_MUON,
-                             .beta1 = 0.9f,
-                             .beta2 = 0.95f,
-                             .muon_momentum = 0.95f,
-                             .muon_lr_ratio = 1.0f,
-                             .muon_ns_steps = 5,
-                             .error_feedback = _i == 2};
+    KernOptimParams  optim = {.kind = _i == 0 ? KERN_OPTIM_ADAMW : KERN_OPTIM_MUON,
+                              .beta1 = 0.9f,
+                              .beta2 = 0.95f,
+                              .muon_momentum = 0.95f,
+                              .muon_lr_ratio = 1.0f,
+                              .muon_ns_steps = 5,
+                              .error_feedback = _i == 2};
     PpPartition     *partition = NULL;
     ExecModelLayout *layout = layout_new(&optim, &partition);
     const guint      base =

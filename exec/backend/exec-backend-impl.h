@@ -210,11 +210,10 @@ void exec_backend_set_not_local(GError **error, const ExecComm *comm, int32_t vs
 /* --- backends --- */
 
 /* The CPU backend: one GThread per local stage, host-queue inboxes, Gpt2Slice + KernOptim
- * per local virtual stage from the layout (exec-cpu.c); with setup->comm, stage r on rank r and messages
- * between ranks through the group. Fails (EXEC_ERROR_BACKEND) for setup->devices or bf16 and
- * when the group's size is not the stage count, EXEC_ERROR_COMM when a peer does not answer
- * (it is collective with a group: the ranks agree on one time origin). Returns: (transfer
- * full). */
+ * per local virtual stage from the layout (exec-cpu.c); with setup->comm, stage r on rank r and
+ * messages between ranks through the group. Fails (EXEC_ERROR_BACKEND) for setup->devices or bf16
+ * and when the group's size is not the stage count, EXEC_ERROR_COMM when a peer does not answer (it
+ * is collective with a group: the ranks agree on one time origin). Returns: (transfer full). */
 ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error);
 
 /* The CUDA backend (exec-cuda.c): per stage a device, a compute stream, a host worker and

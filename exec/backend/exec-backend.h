@@ -71,12 +71,12 @@ typedef struct {
                               slice.n_act_slots, the activation slots (micro-batches in flight) */
     size_t      n_params;  /* floats of each flat buffer (params, grads, prev_update) */
     int         n_tensors;
-    Gpt2Tensor *tensors;   /* (n_tensors) in buffer order: Hugging Face name, offset and numel
-                              in floats, shape (pacer layout), kind; is_matrix: weight decay */
-    guint      *roles;     /* (n_tensors) EXEC_TENSOR_ROLE_BIT()s of each tensor: params and
-                              grads always, adam_m + adam_v (AdamW) or muon_momentum (Muon),
-                              prev_update with error feedback */
-    char       *names;     /* the tensors' names, NUL-separated */
+    Gpt2Tensor *tensors; /* (n_tensors) in buffer order: Hugging Face name, offset and numel
+                            in floats, shape (pacer layout), kind; is_matrix: weight decay */
+    guint *roles;        /* (n_tensors) EXEC_TENSOR_ROLE_BIT()s of each tensor: params and
+                            grads always, adam_m + adam_v (AdamW) or muon_momentum (Muon),
+                            prev_update with error feedback */
+    char *names;         /* the tensors' names, NUL-separated */
 } ExecVstageLayout;
 
 /* Every virtual stage; refcounted (a backend keeps a reference for its life). */
@@ -115,18 +115,18 @@ typedef enum {
 /* Everything a backend needs to build the model state; copied by the constructor except the
  * borrowed pointers. */
 typedef struct {
-    ExecModelLayout *layout;          /* (n_vstages) virtual stages: the backend takes a
-                                         reference */
-    int32_t          n_stages;
-    int32_t          n_chunks;        /* n_stages * n_chunks = layout->n_vstages */
-    const int32_t   *vstage_stage;    /* (n_vstages) borrowed for the call */
-    const int32_t   *weight_versions; /* (n_stages) stashed copies kept at most (0: none) */
-    uint64_t         seed;            /* parameter init */
-    ExecDataFn       data;
-    gpointer           data_user;
-    ExecGradFn         on_grads; /* (nullable) gradient tap */
-    gpointer           on_grads_user;
-    ExecComm          *comm; /* (nullable) the process group of a multi-process run, borrowed
+    ExecModelLayout *layout; /* (n_vstages) virtual stages: the backend takes a
+                                reference */
+    int32_t        n_stages;
+    int32_t        n_chunks;        /* n_stages * n_chunks = layout->n_vstages */
+    const int32_t *vstage_stage;    /* (n_vstages) borrowed for the call */
+    const int32_t *weight_versions; /* (n_stages) stashed copies kept at most (0: none) */
+    uint64_t       seed;            /* parameter init */
+    ExecDataFn     data;
+    gpointer       data_user;
+    ExecGradFn     on_grads; /* (nullable) gradient tap */
+    gpointer       on_grads_user;
+    ExecComm      *comm;     /* (nullable) the process group of a multi-process run, borrowed
                                 for the backend's life: this process runs the stages is_local
                                 names (the CPU backend: stage r on rank r) */
     const int32_t *devices;  /* (nullable) (n_stages) device id of each stage (run.devices),
@@ -151,7 +151,6 @@ typedef struct {
                                 scratch, report buffers */
     int64_t total_bytes;     /* the sum */
 } ExecMemoryBytes;
-
 
 typedef struct _ExecBackend ExecBackend;
 

@@ -14,11 +14,13 @@
 /* The roles of tensor @t under @optim: params and grads always, then the optimizer state it
  * has and error feedback's previous update. */
 static guint exec_layout_roles(const KernOptimParams *optim, const Gpt2Tensor *t) {
-    guint roles = EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_PARAMS) | EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_GRADS);
+    guint roles =
+        EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_PARAMS) | EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_GRADS);
     if (kern_optim_uses_muon(optim, t))
         roles |= EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_MUON_MOMENTUM);
     else
-        roles |= EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_ADAM_M) | EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_ADAM_V);
+        roles |=
+            EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_ADAM_M) | EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_ADAM_V);
     if (optim->error_feedback)
         roles |= EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_PREV_UPDATE);
     return roles;

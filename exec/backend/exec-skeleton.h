@@ -59,8 +59,7 @@ typedef struct {
     /* Tensor @i's optimizer state (its numel floats each, NULL where it has none): AdamW m
      * in @first and v in @second, or Muon's momentum in @first (the layout's roles say
      * which). */
-    void (*optim_state)(ExecSkeleton *skel, int32_t vstage, int i, float **first,
-                        float **second);
+    void (*optim_state)(ExecSkeleton *skel, int32_t vstage, int i, float **first, float **second);
     /* Copies @bytes from @src to @dst and waits for it: from the device part's memory of
      * @vstage to the host when @to_host, else from the host into it. */
     void (*copy)(ExecSkeleton *skel, int32_t vstage, void *dst, const void *src, size_t bytes,
@@ -120,7 +119,7 @@ gboolean exec_skeleton_start(ExecSkeleton *skel, GError **error);
 int64_t exec_skeleton_clock_ns(void);
 /* The layout of virtual stage @vstage: (transfer none). */
 static inline const ExecVstageLayout *exec_skeleton_vstage_layout(const ExecSkeleton *skel,
-                                                                  int32_t vstage) {
+                                                                  int32_t             vstage) {
     return &skel->layout->vstages[vstage];
 }
 
@@ -199,8 +198,8 @@ void exec_skeleton_flush(ExecSkeleton *skel, int32_t stage, ExecStageReport *rep
 
 /* F's operands. */
 typedef struct {
-    int32_t        slot;    /* the activation slot taken for the micro-batch */
-    int32_t        fill;    /* the stashed copy the device part fills with the live weights
+    int32_t slot;           /* the activation slot taken for the micro-batch */
+    int32_t fill;           /* the stashed copy the device part fills with the live weights
                                before the forward (the schedule stashes and no copy holds the
                                op's version yet; report->copied), else -1. The forward itself
                                always reads the live weights */
@@ -209,7 +208,7 @@ typedef struct {
     const int32_t *targets; /* host (B, T) on the last virtual stage, else NULL */
     const void    *input;   /* (B, T, C) of the element type: the activation from vstage - 1
                                (wait_for's message); NULL on the first virtual stage */
-    void          *output;  /* (B, T, C): the message buffer for vstage + 1 (taken from the
+    void *output;           /* (B, T, C): the message buffer for vstage + 1 (taken from the
                                transport on the stage's queue); NULL on the last */
 } ExecSkeletonForward;
 
@@ -219,12 +218,12 @@ void exec_skeleton_forward(ExecSkeleton *skel, const ExecOpArgs *args, ExecSkele
 
 /* B's, W's or BW's operands. */
 typedef struct {
-    int32_t     slot;   /* the slot the micro-batch's F filled */
-    int32_t     stash;  /* B/BW: the stashed copy holding the weights its F used (compute with
+    int32_t slot;       /* the slot the micro-batch's F filled */
+    int32_t stash;      /* B/BW: the stashed copy holding the weights its F used (compute with
                            it), or -1: the live weights; W reads no weights: -1 */
     const void *dx_out; /* B/BW: (B, T, C) the gradient from vstage + 1 (wait_for's message);
                            NULL on the last virtual stage (it starts from the loss) and for W */
-    void       *dx_in;  /* B/BW: (B, T, C) the message buffer for vstage - 1; NULL on the
+    void *dx_in;        /* B/BW: (B, T, C) the message buffer for vstage - 1; NULL on the
                            first virtual stage and for W */
 } ExecSkeletonBackward;
 
