@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: MIT
  * exec-skeleton.h: the part of every backend that does not depend on the device. A backend's
- * context starts with an ExecSkeleton, which holds the pipeline's shape, the stages this
- * process runs, the workers, message routing through the transport (exec-transport.h), each
- * stage's messages in hand, data buffers and report lists, each virtual stage's activation
- * slots, stash bookkeeping and (for another process's virtual stage) tensor table, the abort
- * flag, the time origin shared by the ranks, and evaluation across ranks. The skeleton's
- * members below go straight into a backend's ExecBackendOps (is_local, launch, wait_for, poll,
- * has_input, record_done, abort) and so do the state members (tensor tables, by-name copies,
- * optimizer step counts) over the device part's state primitives; the device part supplies
- * the rest (run_op, flush's device synchronisation, its state primitives, evaluate's step) and
- * the transport. Built and tested on the CPU. Internal to libppexec.
+ * context starts with an ExecSkeleton, which holds the model layout (every virtual stage's
+ * tensor table, local or not), the pipeline's shape, the stages this process runs, the
+ * workers, message routing through the transport (exec-transport.h), each stage's messages in
+ * hand, data buffers and report lists, each virtual stage's activation slots and stash
+ * bookkeeping, each op's operands, the abort flag, the time origin shared by the ranks, and
+ * evaluation across ranks. The skeleton's members below go straight into a backend's
+ * ExecBackendOps (is_local, launch, wait_for, poll, has_input, record_done, abort) and so do
+ * the state members (tensor tables, by-name copies, optimizer step counts) over the device
+ * part's state primitives; the device part supplies the rest (run_op's kernels, flush's device
+ * synchronisation, its state primitives, evaluate's step) and the transport. Built and tested
+ * on the CPU. Internal to libppexec.
  */
 #pragma once
 

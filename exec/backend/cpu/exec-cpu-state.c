@@ -2,9 +2,8 @@
  * exec-cpu-state.c: the CPU backend's state primitives (the skeleton's state members,
  * exec-skeleton-state.c, look tensors up by name in the layout's tables and check them): where
  * a local virtual stage's flat buffers and a tensor's optimizer state are in the slices' and
- * optimizers' arenas, a host copy,
- * the optimizer's step count; and evaluate()'s step on the drained pipeline
- * (exec_skeleton_evaluate() walks the virtual stages and the ranks).
+ * optimizers' arenas, a host copy, the optimizer's step count; and evaluate()'s step on the
+ * drained pipeline (exec_skeleton_evaluate() walks the virtual stages and the ranks).
  */
 #include <string.h>
 

@@ -3,8 +3,8 @@
  * the device part over the skeleton (exec-skeleton.h: one GThread per local stage, messages
  * through the host-queue transport, reports, slots, the tensor tables). Model state per local
  * virtual stage, allocated from the model layout: a Gpt2Slice, its KernOptim and the stashed
- * weight copies. Ops run on the worker's thread and
- * are timed by the host clock; their reports wait in the skeleton's per-stage list for flush().
+ * weight copies. Ops run on the worker's thread and are timed by the host clock; their reports
+ * wait in the skeleton's per-stage list for flush().
  */
 #include <string.h>
 

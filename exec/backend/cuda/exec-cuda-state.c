@@ -2,11 +2,10 @@
  * exec-cuda-state.c: the CUDA backend's state primitives (the skeleton's state members,
  * exec-skeleton-state.c, look tensors up by name in the layout's tables and check them): where
  * a local virtual stage's flat buffers and a tensor's optimizer state are in the device arenas
- * of the slices and optimizers,
- * copies on the stage's stream (synchronised), the compute copy refreshed after the weights are
- * set, the optimizer's step count; and evaluate()'s step on the drained pipeline
- * (exec_skeleton_evaluate() walks the virtual stages and passes the activation between ranks
- * through host memory).
+ * of the slices and optimizers, copies on the stage's stream (synchronised), the compute copy
+ * refreshed after the weights are set, the optimizer's step count; and evaluate()'s step on
+ * the drained pipeline (exec_skeleton_evaluate() walks the virtual stages and passes the
+ * activation between ranks through host memory).
  */
 #include <string.h>
 

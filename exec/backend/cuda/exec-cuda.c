@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT
  * exec-cuda.c: the CUDA backend of exec-backend.h. Each stage has a device (the plan's,
  * exec-cuda-plan.h), a compute stream with its KernCudaCtx, and a host worker that enqueues
- * the stage's ops; each virtual stage a Gpt2CudaSlice, a KernCudaOptim and its stashed
- * weight copies: the device part over the skeleton (exec-skeleton.h: workers, messages through
- * the transport (exec-cuda-transport.h), reports, slots). Nothing
- * waits for the device between two flushes: op times are pairs of timing events, losses and
- * the optimizer's gate are copied to pinned memory on the stream, and flush() synchronises
- * once and reads them. The semantics are the CPU backend's (exec-cpu.c), op for op.
+ * the stage's ops; each local virtual stage, allocated from the model layout, a Gpt2CudaSlice,
+ * a KernCudaOptim and its stashed weight copies: the device part over the skeleton
+ * (exec-skeleton.h: workers, messages through the transport (exec-cuda-transport.h), reports,
+ * slots, each op's operands, the tensor tables). Nothing waits for the device between two
+ * flushes: op times are pairs of timing events, losses and the optimizer's gate
+ * (kern_update_gate() in a device kernel) are copied to pinned memory on the stream, and
+ * flush() synchronises once and reads them. The semantics are the CPU backend's (exec-cpu.c),
+ * op for op.
  */
 #include <math.h>
 #include <string.h>
