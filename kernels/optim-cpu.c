@@ -13,6 +13,7 @@
 #include "kern-gemm.h"
 #include "kern-pool.h"
 #include "kern-simd.h"
+#include "kern-update-gate.h"
 #include "kern-util.h"
 
 /* Smallest chunk of an element-wise update handed to a thread. */
@@ -70,7 +71,7 @@ KernOptim *kern_optim_new(const KernOptimParams *params, const Gpt2Slice *slice)
         ot->rows = t->shape[0];
         ot->cols = t->shape[1];
         ot->is_matrix = t->is_matrix;
-        ot->use_muon = params->kind == KERN_OPTIM_MUON && t->kind == GPT2_TENSOR_HIDDEN;
+        ot->use_muon = kern_optim_uses_muon(params, t);
         ot->state = cur;
         cur += ot->use_muon ? t->numel : 2 * t->numel;
         if (ot->use_muon) {
@@ -301,9 +302,7 @@ double kern_grad_sq_norm(const float *grads, size_t n) {
 }
 
 float kern_clip_factor(double norm, float max_norm) {
-    if (norm > max_norm)
-        return (float)(max_norm / (norm + 1e-6));
-    return 1.0f;
+    return kern_update_clip_factor(norm, max_norm);
 }
 
 KERN_CLONES static void optim_scale_elems(void *arg, size_t begin, size_t end) {

@@ -39,6 +39,13 @@ typedef struct {
     int           error_feedback; /* 1: update-level error feedback (kern_optim_step()) */
 } KernOptimParams;
 
+/* Whether tensor @t is Muon-driven under @params (Muon on GPT2_TENSOR_HIDDEN tensors when the
+ * kind is KERN_OPTIM_MUON, AdamW on everything else): the one rule every optimizer and the
+ * executor's tensor tables share. */
+static inline int kern_optim_uses_muon(const KernOptimParams *params, const Gpt2Tensor *t) {
+    return params->kind == KERN_OPTIM_MUON && t->kind == GPT2_TENSOR_HIDDEN;
+}
+
 typedef struct _KernOptim KernOptim;
 
 /* Creates the optimizer state for @slice's tensor table (the table is read now and copied; the
@@ -117,7 +124,7 @@ float kern_lr_schedule(int64_t step, int64_t warmup_steps, int64_t total_steps, 
  * of all stages and take sqrt for the exact global L2 norm. */
 double kern_grad_sq_norm(const float *grads, size_t n);
 /* Multiplier that brings an L2 norm @norm down to @max_norm: max_norm / (norm + 1e-6) when
- * norm > max_norm, else 1. */
+ * norm > max_norm, else 1 (kern_update_clip_factor(), kern-update-gate.h). */
 float kern_clip_factor(double norm, float max_norm);
 /* grads[i] *= @factor for i < @n. */
 void kern_grad_scale(float *grads, size_t n, float factor);

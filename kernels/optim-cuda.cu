@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kern-cuda-internal.cuh"
+#include "kern-update-gate.h"
 #include "optim-cuda.h"
 
 #define NS_A 3.4445f
@@ -64,16 +65,12 @@ static size_t opt_round(size_t bytes) {
     return (bytes + 255) & ~(size_t)255;
 }
 
-static int opt_use_muon(const KernOptimParams *p, const Gpt2Tensor *t) {
-    return p->kind == KERN_OPTIM_MUON && t->kind == GPT2_TENSOR_HIDDEN;
-}
-
 static void opt_layout(const KernOptimParams *p, const Gpt2Table *table, OptLayout *l) {
     memset(l, 0, sizeof *l);
     size_t max_hidden = 0, max_ns = 0;
     for (int i = 0; i < gpt2_table_n_tensors(table); i++) {
         const Gpt2Tensor *t = gpt2_table_tensor(table, i);
-        if (opt_use_muon(p, t)) {
+        if (kern_optim_uses_muon(p, t)) {
             size_t m = (size_t)(t->shape[0] < t->shape[1] ? t->shape[0] : t->shape[1]);
             size_t ns = 2 * t->numel + 3 * m * m;
             l->state_floats += t->numel;
@@ -167,7 +164,7 @@ KernCudaOptim *kern_cuda_optim_new(const KernOptimParams *params, const Gpt2Tabl
         ot->rows = t->shape[0];
         ot->cols = t->shape[1];
         ot->is_matrix = t->is_matrix;
-        ot->use_muon = opt_use_muon(params, t);
+        ot->use_muon = kern_optim_uses_muon(params, t);
         ot->state = cur;
         cur += ot->use_muon ? t->numel : 2 * t->numel;
         if (ot->use_muon)
@@ -214,15 +211,14 @@ const KernCudaOptimStatus *kern_cuda_optim_status(const KernCudaOptim *opt) {
 
 __global__ void optim_gate_kernel(KernCudaOptimStatus *st, const double *sq_norm, float grad_clip,
                                   int poison) {
-    double norm = sq_norm ? sqrt(*sq_norm) : -1.0;
-    int    applied = !poison && (!sq_norm || isfinite(norm));
-    float  factor = 1.0f;
-    if (sq_norm && grad_clip > 0.0f && norm > (double)grad_clip)
-        factor = (float)((double)grad_clip / (norm + 1e-6));
-    st->grad_norm = norm;
-    st->factor = factor;
-    st->applied = applied;
-    if (applied)
+    /* Without a norm only the poison flag decides (the norm reads -1). */
+    KernUpdateGate gate = {-1.0, 1.0f, !poison};
+    if (sq_norm)
+        gate = kern_update_gate(*sq_norm, grad_clip, poison);
+    st->grad_norm = gate.grad_norm;
+    st->factor = gate.factor;
+    st->applied = gate.applied;
+    if (gate.applied)
         st->t += 1;
 }
 

@@ -58,8 +58,18 @@ typedef struct {
     PpPartition     *partition;
     int32_t         *act_slots;
     int32_t         *versions;
+    ExecModelLayout *layout;
     ExecBackendSetup setup;
 } PlanFixture;
+
+/* The fixture's layout for @model (AdamW), in place of the one it had. */
+static void plan_fixture_set_model(PlanFixture *f, const Gpt2Config *model) {
+    const KernOptimParams adamw = {
+        .kind = KERN_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f};
+    exec_model_layout_unref(f->layout);
+    f->layout = exec_model_layout_new(model, TINY_B, f->partition, f->act_slots, &adamw);
+    f->setup.layout = f->layout;
+}
 
 static void plan_fixture_init(PlanFixture *f, const char *kind, int32_t n_stages, int32_t m) {
     f->sched = test_util_schedule_new(kind, n_stages, 1, m, 1, 2);
@@ -76,20 +86,18 @@ static void plan_fixture_init(PlanFixture *f, const char *kind, int32_t n_stages
         f->versions[s] =
             f->sched->weight_mode == PP_WEIGHTS_STASHED ? f->sched->n_weight_versions[s] : 0;
     f->setup = (ExecBackendSetup){
-        .model = tiny,
-        .microbatch_size = TINY_B,
         .n_stages = n_stages,
         .n_chunks = 1,
         .vstage_stage = f->sched->vstage_stage,
-        .act_slots = f->act_slots,
         .weight_versions = f->versions,
-        .partition = f->partition,
-        .optim = {.kind = KERN_OPTIM_ADAMW, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f},
     };
+    f->layout = NULL;
+    plan_fixture_set_model(f, &tiny);
 }
 
 static void plan_fixture_clear(PlanFixture *f) {
     pp_schedule_free(f->sched);
+    exec_model_layout_unref(f->layout);
     pp_partition_free(f->partition);
     g_free(f->act_slots);
     g_free(f->versions);
@@ -233,7 +241,9 @@ START_TEST(test_plan_refusals) {
     /* bf16 needs C, C / NH and Vp multiples of 8: C = 64 with 16 heads has heads of 4. */
     f.setup.flash_attention = FALSE;
     f.setup.precision = EXEC_PRECISION_BF16;
-    f.setup.model.NH = 16;
+    Gpt2Config narrow_heads = tiny;
+    narrow_heads.NH = 16;
+    plan_fixture_set_model(&f, &narrow_heads);
     ck_assert_ptr_null(exec_cuda_plan_new(&f.setup, 1, NULL, &error));
     ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_BACKEND));
     ck_assert_ptr_nonnull(strstr(error->message, "run.precision = bf16"));

@@ -80,21 +80,6 @@ typedef struct {
     int32_t n_ops;
 } ExecStageReport;
 
-/* Where one tensor's data lives in a backend (host or device pointers, each the tensor's numel
- * floats; NULL where the tensor has none): for the backends' tensor_get()/tensor_set(). */
-typedef struct {
-    float   *params;
-    float   *grads;
-    float   *first;  /* the optimizer's first state array (AdamW m, Muon momentum), or NULL */
-    float   *second; /* AdamW v, or NULL */
-    gboolean muon;   /* @first is Muon's momentum */
-    float   *prev_update;
-} ExecTensorArrays;
-
-/* The EXEC_TENSOR_ROLE_BIT()s of the roles @arrays has and, in *@data (nullable), @role's
- * array (NULL when the tensor lacks the role). */
-guint exec_tensor_arrays_roles(const ExecTensorArrays *arrays, ExecTensorRole role, float **data);
-
 /* The end of a backend's tensor lookup by name: @data (tensor @t's @role array, NULL when it
  * lacks the role) when @t holds @n floats; otherwise NULL and an EXEC_ERROR_TENSOR naming
  * virtual stage @vstage, @name and what differs (@t NULL: the stage holds no such tensor). */
@@ -222,28 +207,13 @@ gboolean exec_backend_check_tags(const ExecComm *comm, int32_t n_vstages, const 
 void exec_backend_set_not_local(GError **error, const ExecComm *comm, int32_t vstage,
                                 int32_t stage);
 
-/* The tensor table of a virtual stage another process holds: plain host data, no arenas. */
-typedef struct {
-    int         n;
-    Gpt2Tensor *tensors; /* (n) names point into @names */
-    guint      *roles;   /* (n) EXEC_TENSOR_ROLE_BIT mask of each tensor */
-    char       *names;   /* the names, NUL-separated */
-} ExecRemoteTable;
-
-/* Fills @table with the tensors and optimizer roles of the slice @sp describes under @optim
- * (the same on every backend); exec_remote_table_clear() frees it. */
-void exec_remote_table_build(ExecRemoteTable *table, const Gpt2SliceParams *sp,
-                             const KernOptimParams *optim);
-void exec_remote_table_clear(ExecRemoteTable *table);
-
 /* --- backends --- */
 
-/* The CPU backend: one GThread per local stage, GAsyncQueue inboxes, Gpt2Slice + KernOptim
- * per local virtual stage (exec-cpu.c); with setup->comm, stage r on rank r and messages
- * between ranks through the group. Fails (EXEC_ERROR_BACKEND) for setup->devices or bf16 and
- * when the group's size is not the stage count, EXEC_ERROR_COMM when a peer does not answer
- * (it is collective with a group: the ranks agree on one time origin). Returns: (transfer
- * full). */
+/* The CPU backend: one GThread per local stage, host-queue inboxes, Gpt2Slice + KernOptim
+ * per local virtual stage from the layout (exec-cpu.c); with setup->comm, stage r on rank r and
+ * messages between ranks through the group. Fails (EXEC_ERROR_BACKEND) for setup->devices or bf16
+ * and when the group's size is not the stage count, EXEC_ERROR_COMM when a peer does not answer (it
+ * is collective with a group: the ranks agree on one time origin). Returns: (transfer full). */
 ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error);
 
 /* The CUDA backend (exec-cuda.c): per stage a device, a compute stream, a host worker and

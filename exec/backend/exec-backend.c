@@ -70,24 +70,6 @@ const char *exec_tensor_role_name(ExecTensorRole role) {
     return names[role];
 }
 
-guint exec_tensor_arrays_roles(const ExecTensorArrays *arrays, ExecTensorRole role, float **data) {
-    PP_ASSERT(role >= 0 && role < EXEC_TENSOR_N_ROLES);
-    float *at[EXEC_TENSOR_N_ROLES] = {
-        [EXEC_TENSOR_PARAMS] = arrays->params,
-        [EXEC_TENSOR_GRADS] = arrays->grads,
-        [EXEC_TENSOR_ADAM_M] = arrays->muon ? NULL : arrays->first,
-        [EXEC_TENSOR_ADAM_V] = arrays->muon ? NULL : arrays->second,
-        [EXEC_TENSOR_MUON_MOMENTUM] = arrays->muon ? arrays->first : NULL,
-        [EXEC_TENSOR_PREV_UPDATE] = arrays->prev_update,
-    };
-    guint roles = 0;
-    for (int r = 0; r < EXEC_TENSOR_N_ROLES; r++)
-        roles |= at[r] ? EXEC_TENSOR_ROLE_BIT(r) : 0u;
-    if (data)
-        *data = at[role];
-    return roles;
-}
-
 float *exec_tensor_checked(int32_t vstage, const char *name, const Gpt2Tensor *t,
                            ExecTensorRole role, float *data, size_t n, GError **error) {
     if (t == NULL) {

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT
  * exec-backend.h: the public contract of a backend, what the pipeline's users (pacer-train,
- * the training loop, the tests) see: the setup a backend is built from (model shape,
- * partition, slots, optimizer, data source, process group, devices, precision), the roles of
- * the tensors its state holds, its memory by category, and the registry that builds one by
- * name. A backend itself is opaque here: the pipeline (exec.c) drives it through the backend
- * author's interface, exec-backend-impl.h. exec/README.md describes both.
+ * the training loop, the tests) see: the model layout a backend allocates from (per virtual
+ * stage the tensor table of its flat buffers, built once from the model and the partition by
+ * exec_model_layout_new()), the setup a backend is built from (layout, pipeline shape, slots,
+ * data source, process group, devices, precision), the roles of the tensors its state holds,
+ * its memory by category, and the registry that builds one by name. A backend itself is opaque
+ * here: the pipeline (exec.c) drives it through the backend author's interface,
+ * exec-backend-impl.h. exec/README.md describes both.
  */
 #pragma once
 
@@ -33,6 +35,75 @@ typedef void (*ExecDataFn)(gpointer user_data, int64_t mb, int32_t *tokens, int3
 typedef void (*ExecGradFn)(gpointer user_data, int32_t vstage, const Gpt2Tensor *tensor,
                            const float *grads);
 
+/* Role of a tensor's data in tensor_get() / tensor_set(). Each role's data has the tensor's
+ * own shape (Gpt2Tensor, pacer layout: matmul weights (OC, IC)). */
+typedef enum {
+    EXEC_TENSOR_PARAMS,        /* the weights */
+    EXEC_TENSOR_GRADS,         /* gradients accumulated since the stage's last U */
+    EXEC_TENSOR_ADAM_M,        /* AdamW first moment (AdamW-driven tensors) */
+    EXEC_TENSOR_ADAM_V,        /* AdamW second moment (AdamW-driven tensors) */
+    EXEC_TENSOR_MUON_MOMENTUM, /* Muon momentum (Muon-driven tensors) */
+    EXEC_TENSOR_PREV_UPDATE,   /* error feedback's previous update u_{t-1} (every tensor when
+                                  error feedback is on) */
+    EXEC_TENSOR_N_ROLES
+} ExecTensorRole;
+
+/* Bit of @role in a roles mask. */
+#define EXEC_TENSOR_ROLE_BIT(role) (1u << (role))
+
+/* "params", "grads", "adam_m", "adam_v", "muon_momentum", "prev_update". */
+const char *exec_tensor_role_name(ExecTensorRole role);
+
+/* --- the model layout (exec-layout.c) ---
+ * What a backend must know of the model, built once by the pipeline from the model config,
+ * the partition and the optimizer, and the same for every backend (checkpoints move between
+ * backends): per virtual stage, one flat fp32 buffer each of parameters, gradients and (with
+ * error feedback) previous updates, n_params floats laid out by the tensor table, and per
+ * tensor the optimizer state it has (its roles); the argument the model's kernels take to
+ * build the stage's slice; the sizes of a message and of a batch; the optimizer kernels'
+ * hyperparameters. A backend allocates from it and hands the kernel arguments on; it never
+ * derives a table, a size or a tensor's optimizer itself. */
+
+/* One virtual stage. */
+typedef struct {
+    Gpt2SliceParams slice; /* the model kernels' argument (gpt2_slice_new(),
+                              gpt2_cuda_slice_new()): layer range, ends, untied head, B and
+                              slice.n_act_slots, the activation slots (micro-batches in flight) */
+    size_t      n_params;  /* floats of each flat buffer (params, grads, prev_update) */
+    int         n_tensors;
+    Gpt2Tensor *tensors; /* (n_tensors) in buffer order: Hugging Face name, offset and numel
+                            in floats, shape (pacer layout), kind; is_matrix: weight decay */
+    guint *roles;        /* (n_tensors) EXEC_TENSOR_ROLE_BIT()s of each tensor: params and
+                            grads always, adam_m + adam_v (AdamW) or muon_momentum (Muon),
+                            prev_update with error feedback */
+    char *names;         /* the tensors' names, NUL-separated */
+} ExecVstageLayout;
+
+/* Every virtual stage; refcounted (a backend keeps a reference for its life). */
+typedef struct {
+    int32_t           n_vstages;
+    ExecVstageLayout *vstages;      /* (n_vstages) */
+    size_t            msg_floats;   /* one activation or gradient message: (B, T, C) elements */
+    size_t            batch_tokens; /* one micro-batch's token ids (and targets): (B, T) */
+    KernOptimParams   optim;        /* the optimizer kernels' hyperparameters (kind, betas, eps,
+                                       weight decay, Muon's momentum, lr ratio and steps, error
+                                       feedback): plain numbers a backend passes on */
+} ExecModelLayout;
+
+/* The layout of @model split by @partition (its n_vstages virtual stages, the last holding
+ * the head, untied on every split so that any partition is the same model), micro-batches of
+ * @B sequences, @act_slots (n_vstages, each >= 1) activation slots per virtual stage, driven by
+ * @optim. The caller has checked the model's shape. Returns: (transfer full): release with
+ * exec_model_layout_unref(). */
+ExecModelLayout *exec_model_layout_new(const Gpt2Config *model, int32_t B,
+                                       const PpPartition *partition, const int32_t *act_slots,
+                                       const KernOptimParams *optim);
+/* Returns: (transfer full): @layout with one more reference. */
+ExecModelLayout *exec_model_layout_ref(ExecModelLayout *layout);
+/* Drops a reference, freeing the layout with the last; accepts NULL. */
+void exec_model_layout_unref(ExecModelLayout *layout);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecModelLayout, exec_model_layout_unref)
+
 /* Element type of activations and compute weights (run.precision); master weights, gradients
  * and optimizer state are fp32 in every mode. */
 typedef enum {
@@ -44,21 +115,18 @@ typedef enum {
 /* Everything a backend needs to build the model state; copied by the constructor except the
  * borrowed pointers. */
 typedef struct {
-    Gpt2Config         model;
-    int32_t            microbatch_size; /* B */
-    int32_t            n_stages;
-    int32_t            n_chunks;
-    const int32_t     *vstage_stage;    /* (n_vstages) borrowed for the call */
-    const int32_t     *act_slots;       /* (n_vstages) activation slots per virtual stage */
-    const int32_t     *weight_versions; /* (n_stages) stashed copies kept at most (0: none) */
-    const PpPartition *partition;       /* borrowed for the call */
-    uint64_t           seed;            /* parameter init */
-    KernOptimParams    optim;
-    ExecDataFn         data;
-    gpointer           data_user;
-    ExecGradFn         on_grads; /* (nullable) gradient tap */
-    gpointer           on_grads_user;
-    ExecComm          *comm; /* (nullable) the process group of a multi-process run, borrowed
+    ExecModelLayout *layout; /* (n_vstages) virtual stages: the backend takes a
+                                reference */
+    int32_t        n_stages;
+    int32_t        n_chunks;        /* n_stages * n_chunks = layout->n_vstages */
+    const int32_t *vstage_stage;    /* (n_vstages) borrowed for the call */
+    const int32_t *weight_versions; /* (n_stages) stashed copies kept at most (0: none) */
+    uint64_t       seed;            /* parameter init */
+    ExecDataFn     data;
+    gpointer       data_user;
+    ExecGradFn     on_grads; /* (nullable) gradient tap */
+    gpointer       on_grads_user;
+    ExecComm      *comm;     /* (nullable) the process group of a multi-process run, borrowed
                                 for the backend's life: this process runs the stages is_local
                                 names (the CPU backend: stage r on rank r) */
     const int32_t *devices;  /* (nullable) (n_stages) device id of each stage (run.devices),
@@ -83,25 +151,6 @@ typedef struct {
                                 scratch, report buffers */
     int64_t total_bytes;     /* the sum */
 } ExecMemoryBytes;
-
-/* Role of a tensor's data in tensor_get() / tensor_set(). Each role's data has the tensor's
- * own shape (Gpt2Tensor, pacer layout: matmul weights (OC, IC)). */
-typedef enum {
-    EXEC_TENSOR_PARAMS,        /* the weights */
-    EXEC_TENSOR_GRADS,         /* gradients accumulated since the stage's last U */
-    EXEC_TENSOR_ADAM_M,        /* AdamW first moment (AdamW-driven tensors) */
-    EXEC_TENSOR_ADAM_V,        /* AdamW second moment (AdamW-driven tensors) */
-    EXEC_TENSOR_MUON_MOMENTUM, /* Muon momentum (Muon-driven tensors) */
-    EXEC_TENSOR_PREV_UPDATE,   /* error feedback's previous update u_{t-1} (every tensor when
-                                  error feedback is on) */
-    EXEC_TENSOR_N_ROLES
-} ExecTensorRole;
-
-/* Bit of @role in a roles mask. */
-#define EXEC_TENSOR_ROLE_BIT(role) (1u << (role))
-
-/* "params", "grads", "adam_m", "adam_v", "muon_momentum", "prev_update". */
-const char *exec_tensor_role_name(ExecTensorRole role);
 
 typedef struct _ExecBackend ExecBackend;
 

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT
  * exec-skeleton-state.c: the state members every backend shares (exec-skeleton.h): each
- * virtual stage's tensor table and the roles of its tensors (another process's from its
- * remote table), by-name copies between the caller's host buffers and the device part's
- * arrays with every check of a name, role and size, EXEC_ERROR_NOT_LOCAL for another process's
- * virtual stage, and the optimizer's step count. The device part supplies only primitives
- * (ExecSkeletonStateOps: its tables, where a tensor's arrays are, a copy, its step count).
+ * virtual stage's tensor table and the roles of its tensors (the model layout's, for local and
+ * remote virtual stages alike), by-name copies between the caller's host buffers and the
+ * device part's arrays with every check of a name, role and size, EXEC_ERROR_NOT_LOCAL for
+ * another process's virtual stage, and the optimizer's step count. The device part supplies
+ * only primitives (ExecSkeletonStateOps: where its flat buffers and a tensor's optimizer state
+ * are, a copy, its step count).
  */
 #include <string.h>
 
@@ -16,44 +17,52 @@ static gboolean exec_skeleton_vstage_local(const ExecSkeleton *skel, int32_t vst
     return skel->local[skel->vstage_stage[vstage]];
 }
 
-/* The roles tensor @i of local @vstage has and, in *@data (nullable), @role's array in the
- * device part's memory (NULL when the tensor lacks the role). */
-static guint exec_skeleton_roles(ExecSkeleton *skel, int32_t vstage, int i, ExecTensorRole role,
-                                 float **data) {
-    const ExecSkeletonStateOps *state = skel->state;
-    size_t                      offset = state->tensor(skel, vstage, i)->offset;
-    float                      *params = NULL, *grads = NULL, *prev = NULL;
-    float                      *first = NULL, *second = NULL;
-    state->flat(skel, vstage, &params, &grads, &prev);
-    int              muon = state->optim_state(skel, vstage, i, &first, &second);
-    ExecTensorArrays arrays = {.params = params + offset,
-                               .grads = grads + offset,
-                               .first = first,
-                               .second = second,
-                               .muon = muon,
-                               .prev_update = prev ? prev + offset : NULL};
-    return exec_tensor_arrays_roles(&arrays, role, data);
+/* Tensor @i's @role array of local @vstage in the device part's memory, or NULL when the
+ * layout gives the tensor no such role. */
+static float *exec_skeleton_role_data(ExecSkeleton *skel, int32_t vstage, int i,
+                                      ExecTensorRole role) {
+    const ExecVstageLayout *v = exec_skeleton_vstage_layout(skel, vstage);
+    if (!(v->roles[i] & EXEC_TENSOR_ROLE_BIT(role)))
+        return NULL;
+    size_t offset = v->tensors[i].offset;
+    float *params = NULL, *grads = NULL, *prev = NULL, *first = NULL, *second = NULL;
+    float *data = NULL;
+    switch (role) {
+    case EXEC_TENSOR_PARAMS:
+    case EXEC_TENSOR_GRADS:
+    case EXEC_TENSOR_PREV_UPDATE:
+        skel->state->flat(skel, vstage, &params, &grads, &prev);
+        data = role == EXEC_TENSOR_PARAMS ? params : role == EXEC_TENSOR_GRADS ? grads : prev;
+        data = data ? data + offset : NULL;
+        break;
+    case EXEC_TENSOR_ADAM_M:
+    case EXEC_TENSOR_MUON_MOMENTUM:
+    case EXEC_TENSOR_ADAM_V:
+        skel->state->optim_state(skel, vstage, i, &first, &second);
+        data = role == EXEC_TENSOR_ADAM_V ? second : first;
+        break;
+    case EXEC_TENSOR_N_ROLES:
+        PP_UNREACHABLE();
+    }
+    /* The device part allocated what the layout says: every role has its array. */
+    PP_ASSERT(data != NULL);
+    return data;
 }
 
 int exec_skeleton_n_tensors(ExecBackend *backend, int32_t vstage) {
     ExecSkeleton *skel = exec_skeleton(backend);
-    return exec_skeleton_vstage_local(skel, vstage) ? skel->state->n_tensors(skel, vstage)
-                                                    : skel->vstages[vstage].remote.n;
+    PP_ASSERT(vstage >= 0 && vstage < skel->n_vstages);
+    return exec_skeleton_vstage_layout(skel, vstage)->n_tensors;
 }
 
 const Gpt2Tensor *exec_skeleton_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles) {
     ExecSkeleton *skel = exec_skeleton(backend);
-    if (!exec_skeleton_vstage_local(skel, vstage)) {
-        const ExecRemoteTable *remote = &skel->vstages[vstage].remote;
-        PP_ASSERT(i >= 0 && i < remote->n);
-        if (roles)
-            *roles = remote->roles[i];
-        return &remote->tensors[i];
-    }
-    PP_ASSERT(i >= 0 && i < skel->state->n_tensors(skel, vstage));
+    PP_ASSERT(vstage >= 0 && vstage < skel->n_vstages);
+    const ExecVstageLayout *v = exec_skeleton_vstage_layout(skel, vstage);
+    PP_ASSERT(i >= 0 && i < v->n_tensors);
     if (roles)
-        *roles = exec_skeleton_roles(skel, vstage, i, EXEC_TENSOR_PARAMS, NULL);
-    return skel->state->tensor(skel, vstage, i);
+        *roles = v->roles[i];
+    return &v->tensors[i];
 }
 
 /* FALSE with EXEC_ERROR_NOT_LOCAL unless this process holds @vstage. */
@@ -70,13 +79,12 @@ static float *exec_skeleton_tensor_data(ExecSkeleton *skel, int32_t vstage, cons
     PP_ASSERT(role >= 0 && role < EXEC_TENSOR_N_ROLES);
     if (!exec_skeleton_check_local(skel, vstage, error))
         return NULL;
-    int i = 0, n_tensors = skel->state->n_tensors(skel, vstage);
-    while (i < n_tensors && strcmp(skel->state->tensor(skel, vstage, i)->name, name) != 0)
+    const ExecVstageLayout *v = exec_skeleton_vstage_layout(skel, vstage);
+    int                     i = 0;
+    while (i < v->n_tensors && strcmp(v->tensors[i].name, name) != 0)
         i++;
-    const Gpt2Tensor *t = i < n_tensors ? skel->state->tensor(skel, vstage, i) : NULL;
-    float            *data = NULL;
-    if (t)
-        exec_skeleton_roles(skel, vstage, i, role, &data);
+    const Gpt2Tensor *t = i < v->n_tensors ? &v->tensors[i] : NULL;
+    float            *data = t ? exec_skeleton_role_data(skel, vstage, i, role) : NULL;
     return exec_tensor_checked(vstage, name, t, role, data, n, error);
 }
 

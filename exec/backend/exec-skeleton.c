@@ -18,6 +18,15 @@ int64_t exec_skeleton_clock_ns(void) {
 
 /* --- construction and teardown --- */
 
+/* Grows the gradient tap buffer of local virtual stage @vs's stage to its largest tensor. */
+static void exec_skeleton_tap_fit(ExecSkeleton *skel, int32_t vs) {
+    const ExecVstageLayout *v = exec_skeleton_vstage_layout(skel, vs);
+    ExecSkeletonStage      *st = &skel->stages[skel->vstage_stage[vs]];
+    for (int i = 0; i < v->n_tensors; i++)
+        st->tap_floats = MAX(st->tap_floats, v->tensors[i].numel);
+    st->tap = g_renew(float, st->tap, MAX(st->tap_floats, 1));
+}
+
 gboolean exec_skeleton_init(ExecSkeleton *skel, const ExecBackendOps *ops, const char *what,
                             const ExecBackendSetup *setup, GError **error) {
     skel->base.ops = ops;
@@ -30,16 +39,17 @@ gboolean exec_skeleton_init(ExecSkeleton *skel, const ExecBackendOps *ops, const
                     exec_comm_size(setup->comm));
         return FALSE;
     }
-    PP_ASSERT(setup->partition->n_vstages == setup->n_stages * setup->n_chunks);
-    skel->model = setup->model;
-    skel->B = setup->microbatch_size;
+    PP_ASSERT(setup->layout->n_vstages == setup->n_stages * setup->n_chunks);
+    skel->layout = exec_model_layout_ref(setup->layout);
     skel->n_stages = setup->n_stages;
     skel->n_chunks = setup->n_chunks;
     skel->n_vstages = setup->n_stages * setup->n_chunks;
     skel->vstage_stage = g_memdup2(setup->vstage_stage, (gsize)skel->n_vstages * sizeof(int32_t));
     skel->weight_versions =
         g_memdup2(setup->weight_versions, (gsize)skel->n_stages * sizeof(int32_t));
-    skel->act_slots = g_memdup2(setup->act_slots, (gsize)skel->n_vstages * sizeof(int32_t));
+    skel->act_slots = g_new(int32_t, skel->n_vstages);
+    for (int32_t vs = 0; vs < skel->n_vstages; vs++)
+        skel->act_slots[vs] = skel->layout->vstages[vs].slice.n_act_slots;
     skel->data = setup->data;
     skel->data_user = setup->data_user;
     skel->on_grads = setup->on_grads;
@@ -47,7 +57,7 @@ gboolean exec_skeleton_init(ExecSkeleton *skel, const ExecBackendOps *ops, const
     skel->comm = setup->comm;
     skel->local = g_new(gboolean, skel->n_stages);
     skel->stages = g_new0(ExecSkeletonStage, skel->n_stages);
-    size_t bt = (size_t)skel->B * skel->model.T;
+    size_t bt = skel->layout->batch_tokens;
     for (int32_t s = 0; s < skel->n_stages; s++) {
         ExecSkeletonStage *st = &skel->stages[s];
         skel->local[s] = skel->comm == NULL || s == exec_comm_stage(skel->comm);
@@ -62,6 +72,8 @@ gboolean exec_skeleton_init(ExecSkeleton *skel, const ExecBackendOps *ops, const
         exec_slots_init(&skel->vstages[vs].slots, skel->act_slots[vs]);
         exec_stashes_init(&skel->vstages[vs].stashes,
                           skel->weight_versions[skel->vstage_stage[vs]]);
+        if (skel->on_grads && skel->local[skel->vstage_stage[vs]])
+            exec_skeleton_tap_fit(skel, vs);
     }
     return TRUE;
 }
@@ -73,7 +85,6 @@ void exec_skeleton_clear(ExecSkeleton *skel) {
         skel->transport->ops->free(skel->transport);
     skel->transport = NULL;
     for (int32_t vs = 0; skel->vstages && vs < skel->n_vstages; vs++) {
-        exec_remote_table_clear(&skel->vstages[vs].remote);
         exec_slots_clear(&skel->vstages[vs].slots);
         exec_stashes_clear(&skel->vstages[vs].stashes);
     }
@@ -91,6 +102,7 @@ void exec_skeleton_clear(ExecSkeleton *skel) {
     g_clear_pointer(&skel->weight_versions, g_free);
     g_clear_pointer(&skel->act_slots, g_free);
     g_clear_pointer(&skel->local, g_free);
+    g_clear_pointer(&skel->layout, exec_model_layout_unref);
 }
 
 /* Wakes every local worker: their waits return FALSE (also the group's stop handler). */
@@ -115,14 +127,6 @@ gboolean exec_skeleton_start(ExecSkeleton *skel, GError **error) {
         skel->t0_ns -= offset;
     }
     return exec_skeleton_prepare(skel, NULL, error);
-}
-
-void exec_skeleton_tap_fit(ExecSkeleton *skel, int32_t stage, size_t numel) {
-    ExecSkeletonStage *st = &skel->stages[stage];
-    if (st->tap && numel <= st->tap_floats)
-        return;
-    st->tap_floats = MAX(numel, st->tap_floats);
-    st->tap = g_renew(float, st->tap, MAX(st->tap_floats, 1));
 }
 
 gboolean exec_skeleton_prepare(ExecSkeleton *skel, const PpSchedule *sched, GError **error) {
@@ -311,32 +315,6 @@ ExecOpReport *exec_skeleton_report(ExecSkeleton *skel, const ExecOpArgs *args) {
     ExecOpReport report = {.op = *args->op, .vstage = args->vstage};
     g_array_append_val(reports, report);
     return &g_array_index(reports, ExecOpReport, reports->len - 1);
-}
-
-void exec_skeleton_load_batch(ExecSkeleton *skel, const ExecOpArgs *args) {
-    ExecSkeletonStage *st = &skel->stages[args->op->stage];
-    PP_ASSERT(args->op->kind == PP_OP_FORWARD);
-    if (args->vstage == 0 || args->vstage == skel->n_vstages - 1)
-        skel->data(skel->data_user, args->global_mb, st->tokens, st->targets);
-}
-
-void *exec_skeleton_take_output(ExecSkeleton *skel, const ExecOpArgs *args) {
-    ExecSkeletonStage *st = &skel->stages[args->op->stage];
-    PpOpKind           k = args->op->kind;
-    ExecMsgKind        kind;
-    int32_t            to;
-    if (k == PP_OP_FORWARD && args->vstage < skel->n_vstages - 1) {
-        kind = EXEC_MSG_ACT;
-        to = args->vstage + 1;
-    } else if ((k == PP_OP_BACKWARD || k == PP_OP_BACKWARD_FULL) && args->vstage > 0) {
-        kind = EXEC_MSG_GRAD;
-        to = args->vstage - 1;
-    } else {
-        return NULL;
-    }
-    PP_ASSERT(st->output == NULL);
-    return skel->transport->ops->take(skel->transport, kind, args->op->mb, to, st->queue,
-                                      &st->output);
 }
 
 void exec_skeleton_release_input(ExecSkeleton *skel, int32_t stage) {

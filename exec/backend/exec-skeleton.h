@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: MIT
  * exec-skeleton.h: the part of every backend that does not depend on the device. A backend's
- * context starts with an ExecSkeleton, which holds the pipeline's shape, the stages this
- * process runs, the workers, message routing through the transport (exec-transport.h), each
- * stage's messages in hand, data buffers and report lists, each virtual stage's activation
- * slots, stash bookkeeping and (for another process's virtual stage) tensor table, the abort
- * flag, the time origin shared by the ranks, and evaluation across ranks. The skeleton's
- * members below go straight into a backend's ExecBackendOps (is_local, launch, wait_for, poll,
- * has_input, record_done, abort) and so do the state members (tensor tables, by-name copies,
- * optimizer step counts) over the device part's state primitives; the device part supplies
- * the rest (run_op, flush's device synchronisation, its state primitives, evaluate's step) and
- * the transport. Built and tested on the CPU. Internal to libppexec.
+ * context starts with an ExecSkeleton, which holds the model layout (every virtual stage's
+ * tensor table, local or not), the pipeline's shape, the stages this process runs, the
+ * workers, message routing through the transport (exec-transport.h), each stage's messages in
+ * hand, data buffers and report lists, each virtual stage's activation slots and stash
+ * bookkeeping, each op's operands, the abort flag, the time origin shared by the ranks, and
+ * evaluation across ranks. The skeleton's members below go straight into a backend's
+ * ExecBackendOps (is_local, launch, wait_for, poll, has_input, record_done, abort) and so do
+ * the state members (tensor tables, by-name copies, optimizer step counts) over the device
+ * part's state primitives; the device part supplies the rest (run_op's kernels, flush's device
+ * synchronisation, its state primitives, evaluate's step) and the transport. Built and tested
+ * on the CPU. Internal to libppexec.
  */
 #pragma once
 
@@ -35,34 +36,31 @@ typedef struct {
     size_t            tap_floats;
 } ExecSkeletonStage;
 
-/* A virtual stage's device-independent part. */
+/* A virtual stage's device-independent part (its tensor table is the layout's, for a local
+ * virtual stage and another process's alike). */
 typedef struct {
-    int32_t     stage;      /* the stage (and with a group, the rank) that runs it */
-    ExecSlots   slots;      /* which micro-batch holds each activation slot */
-    ExecStashes stashes;    /* which version each stashed weight copy holds (the stage's
-                               weight versions; the copies are the device part's) */
-    ExecRemoteTable remote; /* its tensor table when another process holds it (else empty) */
+    int32_t     stage;   /* the stage (and with a group, the rank) that runs it */
+    ExecSlots   slots;   /* which micro-batch holds each activation slot */
+    ExecStashes stashes; /* which version each stashed weight copy holds (the stage's weight
+                            versions; the copies are the device part's) */
 } ExecSkeletonVstage;
 
 typedef struct _ExecSkeleton ExecSkeleton;
 
 /* The device part's state primitives, for the skeleton's state members
- * (exec-skeleton-state.c), which find tensors by name, check names, roles and sizes, and answer
- * for another process's virtual stages. Each is called on the host thread for a local virtual
- * stage @vstage, on a drained pipeline. */
+ * (exec-skeleton-state.c), which find tensors by name in the layout's table, check names, roles
+ * and sizes, and answer for another process's virtual stages. Each is called on the host
+ * thread for a local virtual stage @vstage, on a drained pipeline. */
 typedef struct {
-    /* The number of tensors of @vstage and tensor @i (name, shape, offset into the flat
-     * arrays), (transfer none). */
-    int (*n_tensors)(ExecSkeleton *skel, int32_t vstage);
-    const Gpt2Tensor *(*tensor)(ExecSkeleton *skel, int32_t vstage, int i);
     /* The flat arrays of @vstage in the device part's memory: parameters and gradients (the
-     * table's layout, its n_params floats each) and the error-feedback buffer (likewise; NULL
-     * without error feedback). */
+     * layout's n_params floats each, laid out by its table) and the error-feedback buffer
+     * (likewise; NULL without error feedback). */
     void (*flat)(ExecSkeleton *skel, int32_t vstage, float **params, float **grads,
                  float **prev_update);
-    /* Tensor @i's optimizer state (its numel floats each, NULL where it has none: AdamW m
-     * and v, or Muon's momentum in @first); returns whether @first is Muon's momentum. */
-    int (*optim_state)(ExecSkeleton *skel, int32_t vstage, int i, float **first, float **second);
+    /* Tensor @i's optimizer state (its numel floats each, NULL where it has none): AdamW m
+     * in @first and v in @second, or Muon's momentum in @first (the layout's roles say
+     * which). */
+    void (*optim_state)(ExecSkeleton *skel, int32_t vstage, int i, float **first, float **second);
     /* Copies @bytes from @src to @dst and waits for it: from the device part's memory of
      * @vstage to the host when @to_host, else from the host into it. */
     void (*copy)(ExecSkeleton *skel, int32_t vstage, void *dst, const void *src, size_t bytes,
@@ -80,12 +78,11 @@ struct _ExecSkeleton {
     /* (nullable) Called on a stage's worker thread before its first op: makes the stage's
      * device current (CUDA: cudaSetDevice). */
     void (*enter)(ExecSkeleton *skel, int32_t stage);
-    Gpt2Config                  model;
-    int32_t                     B;
+    ExecModelLayout            *layout; /* a reference: tables, flat sizes, kernel arguments */
     int32_t                     n_stages, n_chunks, n_vstages;
     int32_t                    *vstage_stage;    /* (n_vstages) */
     int32_t                    *weight_versions; /* (n_stages) weight copies a stage keeps */
-    int32_t                    *act_slots;       /* (n_vstages) */
+    int32_t                    *act_slots;       /* (n_vstages) the layout's n_act_slots */
     ExecDataFn                  data;
     gpointer                    data_user;
     ExecGradFn                  on_grads;
@@ -105,7 +102,8 @@ static inline ExecSkeleton *exec_skeleton(ExecBackend *backend) {
 }
 
 /* Fills @skel from @setup for the backend @ops (named @what in errors, e.g. "the CPU
- * backend"): the shape, local stages, per-stage lists and buffers, per-vstage slots. Refuses
+ * backend"): the layout, the shape, local stages, per-stage lists and buffers (the gradient
+ * tap's sized for the largest tensor of the stage), per-vstage slots. Refuses
  * (EXEC_ERROR_BACKEND) a group whose size is not the stage count x replicas. The device part then
  * sets transport (and enter), builds its own state and calls exec_skeleton_start(). Free with
  * exec_skeleton_clear(), also after a failure. */
@@ -120,8 +118,11 @@ void exec_skeleton_clear(ExecSkeleton *skel);
 gboolean exec_skeleton_start(ExecSkeleton *skel, GError **error);
 /* CLOCK_MONOTONIC in ns (the reports' clock before t0_ns is subtracted). */
 int64_t exec_skeleton_clock_ns(void);
-/* Grows local @stage's gradient tap buffer to hold @numel floats. */
-void exec_skeleton_tap_fit(ExecSkeleton *skel, int32_t stage, size_t numel);
+/* The layout of virtual stage @vstage: (transfer none). */
+static inline const ExecVstageLayout *exec_skeleton_vstage_layout(const ExecSkeleton *skel,
+                                                                  int32_t             vstage) {
+    return &skel->layout->vstages[vstage];
+}
 
 /* One step of evaluate() for the device part: local virtual stage @vs forwards one
  * micro-batch over activation slot 0 with the current weights, no gradients. Its input:
@@ -187,30 +188,65 @@ gboolean exec_skeleton_set_optim_steps(ExecBackend *backend, int32_t vstage, int
 
 /* A new report of @args's op, appended to its stage's list: valid until the next one. */
 ExecOpReport *exec_skeleton_report(ExecSkeleton *skel, const ExecOpArgs *args);
-/* For F on the first or last virtual stage: the stage's tokens and targets of the op's
- * micro-batch from the data source. */
-void exec_skeleton_load_batch(ExecSkeleton *skel, const ExecOpArgs *args);
-/* The buffer the op's output goes into (F: the activation for vstage + 1; B/BW: the input
- * gradient for vstage - 1), taken from the transport on the stage's queue; NULL when the op
- * sends nothing (W, U, F on the last vstage, B/BW on the first). */
-void *exec_skeleton_take_output(ExecSkeleton *skel, const ExecOpArgs *args);
 /* After the op's last read of its input (enqueued on the stage's queue): gives it back. */
 void exec_skeleton_release_input(ExecSkeleton *skel, int32_t stage);
 /* flush()'s hand-over, after the device part has completed the reports: the stage's reports
  * since the last flush, in run order. */
 void exec_skeleton_flush(ExecSkeleton *skel, int32_t stage, ExecStageReport *report);
 
+/* --- for the device part's F, B, W and BW (exec-skeleton-compute.c): what each op reads
+ * and writes, decided once; the device part runs the kernels between begin and end --- */
+
+/* F's operands. */
+typedef struct {
+    int32_t slot;           /* the activation slot taken for the micro-batch */
+    int32_t fill;           /* the stashed copy the device part fills with the live weights
+                               before the forward (the schedule stashes and no copy holds the
+                               op's version yet; report->copied), else -1. The forward itself
+                               always reads the live weights */
+    const int32_t *tokens;  /* host (B, T) on the first virtual stage (from the data source),
+                               else NULL */
+    const int32_t *targets; /* host (B, T) on the last virtual stage, else NULL */
+    const void    *input;   /* (B, T, C) of the element type: the activation from vstage - 1
+                               (wait_for's message); NULL on the first virtual stage */
+    void *output;           /* (B, T, C): the message buffer for vstage + 1 (taken from the
+                               transport on the stage's queue); NULL on the last */
+} ExecSkeletonForward;
+
+/* F's bookkeeping before the device part's forward of @args: a slot for the micro-batch, the
+ * batch loaded, the stash decision, the input and the output buffer. */
+void exec_skeleton_forward(ExecSkeleton *skel, const ExecOpArgs *args, ExecSkeletonForward *f);
+
+/* B's, W's or BW's operands. */
+typedef struct {
+    int32_t slot;       /* the slot the micro-batch's F filled */
+    int32_t stash;      /* B/BW: the stashed copy holding the weights its F used (compute with
+                           it), or -1: the live weights; W reads no weights: -1 */
+    const void *dx_out; /* B/BW: (B, T, C) the gradient from vstage + 1 (wait_for's message);
+                           NULL on the last virtual stage (it starts from the loss) and for W */
+    void *dx_in;        /* B/BW: (B, T, C) the message buffer for vstage - 1; NULL on the
+                           first virtual stage and for W */
+} ExecSkeletonBackward;
+
+/* Before the device part's B, W or BW of @args: its slot, weights, input and output. */
+void exec_skeleton_backward_begin(ExecSkeleton *skel, const ExecOpArgs *args,
+                                  ExecSkeletonBackward *b);
+/* After it (enqueued): W and BW free the slot, B keeps it for W; a stashed copy is released
+ * (it keeps its version for the next F of it). */
+void exec_skeleton_backward_end(ExecSkeleton *skel, const ExecOpArgs *args,
+                                const ExecSkeletonBackward *b);
+
 /* --- for the device part's U (exec-skeleton-update.c) --- */
 
-/* The gradient tap of local virtual stage @vstage (with on_grads): a host copy of each of its
- * gradient tensors in turn (the state primitives' copy, on the stage's worker, which waits for
- * the copy: a test hook), handed to the observer. */
-void exec_skeleton_tap(ExecSkeleton *skel, int32_t vstage);
-/* U's decision on the host, the rule every backend applies (a GPU applies the same rule on the
- * device: kern_cuda_optim_step()'s gate): report->grad_norm = sqrt(@sq_norm), the stage's
- * squared gradient norm over its virtual stages; report->applied when that is finite and @args
- * is not poisoned. Returns the factor the gradients are scaled by before the step:
- * kern_clip_factor(norm, args->grad_clip) when grad_clip > 0, else 1. */
+/* U's gradient tap (nothing without on_grads): for each virtual stage of local @stage in
+ * turn, a host copy of each of its gradient tensors (the state primitives' copy, on the stage's
+ * worker, which waits for the copy: a test hook), handed to the observer. Called before the
+ * norm and the step. */
+void exec_skeleton_tap(ExecSkeleton *skel, int32_t stage);
+/* U's decision on the host: kern_update_gate() (kern-update-gate.h, the rule a GPU evaluates
+ * on the device in kern_cuda_optim_step()'s gate) of @sq_norm, the stage's squared gradient
+ * norm over its virtual stages, args->grad_clip and args->poison: report->grad_norm and
+ * report->applied are set; returns the factor the gradients are scaled by before the step. */
 float exec_skeleton_update_gate(double sq_norm, const ExecOpArgs *args, ExecOpReport *report);
 
 G_END_DECLS

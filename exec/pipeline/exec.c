@@ -90,17 +90,16 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         versions[s] = shape->weight_mode == PP_WEIGHTS_STASHED ? shape->n_weight_versions[s] : 0;
     for (int32_t vs = 0; vs < shape->n_vstages; vs++)
         act_slots[vs] = MAX(act_slots[vs], 1);
+    /* What every backend allocates from: the model's tables and sizes, built here once. */
+    g_autoptr(ExecModelLayout) layout =
+        exec_model_layout_new(m, params->microbatch_size, partition, act_slots, &params->optim);
     ExecBackendSetup setup = {
-        .model = *m,
-        .microbatch_size = params->microbatch_size,
+        .layout = layout,
         .n_stages = shape->n_stages,
         .n_chunks = shape->n_chunks,
         .vstage_stage = shape->vstage_stage,
-        .act_slots = act_slots,
         .weight_versions = versions,
-        .partition = partition,
         .seed = params->seed,
-        .optim = params->optim,
         .data = params->data,
         .data_user = params->data_user,
         .on_grads = params->on_grads,

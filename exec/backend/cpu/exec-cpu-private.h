@@ -41,11 +41,6 @@ static inline ExecCpuBackend *exec_cpu(ExecBackend *backend) {
     return (ExecCpuBackend *)backend;
 }
 
-/* Floats of one activation or gradient message: (B, T, C). */
-static inline size_t exec_cpu_act_floats(const ExecCpuBackend *cpu) {
-    return (size_t)cpu->skel.B * cpu->skel.model.T * cpu->skel.model.C;
-}
-
 /* --- exec-cpu-state.c --- */
 
 /* The state primitives the skeleton's state members use. */

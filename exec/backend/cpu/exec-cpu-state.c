@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * exec-cpu-state.c: the CPU backend's state primitives (the skeleton's state members,
- * exec-skeleton-state.c, look tensors up by name and check them): each local virtual stage's
- * tensor table, where a tensor's arrays are in the slices' and optimizers' arenas, a host copy,
- * the optimizer's step count; and evaluate()'s step on the drained pipeline
- * (exec_skeleton_evaluate() walks the virtual stages and the ranks).
+ * exec-skeleton-state.c, look tensors up by name in the layout's tables and check them): where
+ * a local virtual stage's flat buffers and a tensor's optimizer state are in the slices' and
+ * optimizers' arenas, a host copy, the optimizer's step count; and evaluate()'s step on the
+ * drained pipeline (exec_skeleton_evaluate() walks the virtual stages and the ranks).
  */
 #include <string.h>
 
@@ -17,14 +17,6 @@ static ExecCpuVstage *exec_cpu_vstage(ExecSkeleton *skel, int32_t vstage) {
     return v;
 }
 
-static int exec_cpu_state_n_tensors(ExecSkeleton *skel, int32_t vstage) {
-    return gpt2_slice_n_tensors(exec_cpu_vstage(skel, vstage)->slice);
-}
-
-static const Gpt2Tensor *exec_cpu_state_tensor(ExecSkeleton *skel, int32_t vstage, int i) {
-    return gpt2_slice_tensor(exec_cpu_vstage(skel, vstage)->slice, i);
-}
-
 static void exec_cpu_state_flat(ExecSkeleton *skel, int32_t vstage, float **params, float **grads,
                                 float **prev_update) {
     ExecCpuVstage *v = exec_cpu_vstage(skel, vstage);
@@ -33,9 +25,9 @@ static void exec_cpu_state_flat(ExecSkeleton *skel, int32_t vstage, float **para
     *prev_update = kern_optim_prev_update(v->optim);
 }
 
-static int exec_cpu_state_optim_state(ExecSkeleton *skel, int32_t vstage, int i, float **first,
-                                      float **second) {
-    return kern_optim_tensor_state(exec_cpu_vstage(skel, vstage)->optim, i, first, second);
+static void exec_cpu_state_optim_state(ExecSkeleton *skel, int32_t vstage, int i, float **first,
+                                       float **second) {
+    kern_optim_tensor_state(exec_cpu_vstage(skel, vstage)->optim, i, first, second);
 }
 
 /* Every array is host memory: a copy either way is a memcpy. */
@@ -56,8 +48,6 @@ static void exec_cpu_state_set_optim_steps(ExecSkeleton *skel, int32_t vstage, i
 }
 
 const ExecSkeletonStateOps exec_cpu_state_ops = {
-    .n_tensors = exec_cpu_state_n_tensors,
-    .tensor = exec_cpu_state_tensor,
     .flat = exec_cpu_state_flat,
     .optim_state = exec_cpu_state_optim_state,
     .copy = exec_cpu_state_copy,
@@ -88,7 +78,7 @@ static void exec_cpu_eval_step(ExecSkeleton *skel, int32_t vs, const int32_t *to
 gboolean exec_cpu_evaluate(ExecBackend *backend, const int32_t *tokens, const int32_t *targets,
                            float *loss, GError **error) {
     ExecCpuBackend *cpu = exec_cpu(backend);
-    size_t          floats = exec_cpu_act_floats(cpu);
+    size_t          floats = cpu->skel.layout->msg_floats;
     for (int i = 0; i < 2; i++)
         if (cpu->eval[i] == NULL)
             cpu->eval[i] = g_new(float, floats);

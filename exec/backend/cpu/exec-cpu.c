@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT
  * exec-cpu.c: the CPU backend, reference implementation and test double of exec-backend.h:
  * the device part over the skeleton (exec-skeleton.h: one GThread per local stage, messages
- * through the host-queue transport, reports, slots). Model state per virtual stage: a
- * Gpt2Slice, its KernOptim and the stashed weight copies. Ops run on the worker's thread and
- * are timed by the host clock; their reports wait in the skeleton's per-stage list for flush().
+ * through the host-queue transport, reports, slots, the tensor tables). Model state per local
+ * virtual stage, allocated from the model layout: a Gpt2Slice, its KernOptim and the stashed
+ * weight copies. Ops run on the worker's thread and are timed by the host clock; their reports
+ * wait in the skeleton's per-stage list for flush().
  */
 #include <string.h>
 
@@ -26,12 +27,11 @@ static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, 
 static void exec_cpu_run_update(ExecCpuBackend *cpu, const ExecOpArgs *args, ExecOpReport *report) {
     int32_t stage = args->op->stage;
     double  sq = 0.0;
+    exec_skeleton_tap(&cpu->skel, stage);
     for (int32_t vs = 0; vs < cpu->skel.n_vstages; vs++) {
         ExecCpuVstage *v = &cpu->vstages[vs];
         if (cpu->skel.vstage_stage[vs] != stage)
             continue;
-        if (cpu->skel.on_grads)
-            exec_skeleton_tap(&cpu->skel, vs);
         sq += kern_grad_sq_norm(gpt2_slice_grads(v->slice), gpt2_slice_n_params(v->slice));
     }
     float factor = exec_skeleton_update_gate(sq, args, report);
@@ -50,66 +50,47 @@ static void exec_cpu_run_update(ExecCpuBackend *cpu, const ExecOpArgs *args, Exe
     }
 }
 
-/* F with the live weights, stashing them first when the schedule does and no copy holds this
- * version yet (a copy no micro-batch needs takes it; allocated when first filled). Returns
- * whether it copied the weights. */
+/* F with the live weights, copying them first into the stash the skeleton picked (allocated
+ * when first filled). Returns whether it copied the weights. */
 static gboolean exec_cpu_run_forward(ExecCpuBackend *cpu, const ExecOpArgs *args,
                                      ExecOpReport *report) {
-    const PpOp        *op = args->op;
-    ExecSkeletonStage *st = &cpu->skel.stages[op->stage];
-    ExecCpuVstage     *v = &cpu->vstages[args->vstage];
-    ExecSlots         *slots = &cpu->skel.vstages[args->vstage].slots;
-    gboolean           first = args->vstage == 0, last = args->vstage == cpu->skel.n_vstages - 1;
-    float             *live = gpt2_slice_params(v->slice);
-    size_t             n_params = gpt2_slice_n_params(v->slice);
-    gboolean           copied = FALSE;
-    int32_t            slot = exec_slots_take(slots, op->mb);
-    exec_skeleton_load_batch(&cpu->skel, args);
-    if (args->stash) {
-        int32_t i =
-            exec_stashes_acquire(&cpu->skel.vstages[args->vstage].stashes, args->version, &copied);
-        if (copied) {
-            if (v->stash[i] == NULL)
-                v->stash[i] = g_new(float, n_params);
-            memcpy(v->stash[i], live, n_params * sizeof(float));
-        }
+    ExecCpuVstage      *v = &cpu->vstages[args->vstage];
+    float              *live = gpt2_slice_params(v->slice);
+    size_t              n_params = gpt2_slice_n_params(v->slice);
+    ExecSkeletonForward f;
+    exec_skeleton_forward(&cpu->skel, args, &f);
+    if (f.fill >= 0) {
+        if (v->stash[f.fill] == NULL)
+            v->stash[f.fill] = g_new(float, n_params);
+        memcpy(v->stash[f.fill], live, n_params * sizeof(float));
     }
-    gpt2_slice_forward(v->slice, live, slot, first ? st->tokens : NULL,
-                       first ? NULL : st->input_data, last ? st->targets : NULL,
-                       exec_skeleton_take_output(&cpu->skel, args), last ? &report->loss : NULL);
-    return copied;
+    gpt2_slice_forward(v->slice, live, f.slot, f.tokens, f.input, f.targets, f.output,
+                       f.targets ? &report->loss : NULL);
+    return f.fill >= 0;
 }
 
 /* B or BW with the weights of its F (stashed) or the live ones; W: weight gradients of a B's
  * slot. */
 static void exec_cpu_run_backward(ExecCpuBackend *cpu, const ExecOpArgs *args) {
-    const PpOp        *op = args->op;
-    ExecSkeletonStage *st = &cpu->skel.stages[op->stage];
-    ExecCpuVstage     *v = &cpu->vstages[args->vstage];
-    ExecSlots         *slots = &cpu->skel.vstages[args->vstage].slots;
-    gboolean           last = args->vstage == cpu->skel.n_vstages - 1;
-    int32_t            slot = exec_slots_find(slots, op->mb);
-    if (op->kind == PP_OP_WEIGHT) {
-        gpt2_slice_backward_weight(v->slice, slot, gpt2_slice_grads(v->slice));
-        exec_slots_release(slots, slot);
-        return;
-    }
-    ExecStashes *stashes = &cpu->skel.vstages[args->vstage].stashes;
-    int32_t      stash = args->stash ? exec_stashes_find(stashes, args->version) : -1;
-    const float *params = stash >= 0 ? v->stash[stash] : gpt2_slice_params(v->slice);
-    float       *dx_in = exec_skeleton_take_output(&cpu->skel, args);
-    const float *dx_out = last ? NULL : st->input_data;
-    if (op->kind == PP_OP_BACKWARD) {
-        gpt2_slice_backward_input(v->slice, params, slot, dx_out, args->loss_scale, dx_in);
-    } else {
-        gpt2_slice_backward(v->slice, params, slot, dx_out, args->loss_scale, dx_in,
+    ExecCpuVstage       *v = &cpu->vstages[args->vstage];
+    ExecSkeletonBackward b;
+    exec_skeleton_backward_begin(&cpu->skel, args, &b);
+    const float *params = b.stash >= 0 ? v->stash[b.stash] : gpt2_slice_params(v->slice);
+    switch (args->op->kind) {
+    case PP_OP_WEIGHT:
+        gpt2_slice_backward_weight(v->slice, b.slot, gpt2_slice_grads(v->slice));
+        break;
+    case PP_OP_BACKWARD:
+        gpt2_slice_backward_input(v->slice, params, b.slot, b.dx_out, args->loss_scale, b.dx_in);
+        break;
+    case PP_OP_BACKWARD_FULL:
+        gpt2_slice_backward(v->slice, params, b.slot, b.dx_out, args->loss_scale, b.dx_in,
                             gpt2_slice_grads(v->slice));
-        exec_slots_release(slots, slot);
+        break;
+    default:
+        PP_UNREACHABLE(); /* exec_skeleton_backward_begin() checked the kind */
     }
-    /* An unreferenced copy stays until F needs a new version: the next F of this version (the
-     * current one in 1F1B's steady state) reuses it instead of copying the weights again. */
-    if (stash >= 0)
-        exec_stashes_release(stashes, stash);
+    exec_skeleton_backward_end(&cpu->skel, args, &b);
 }
 
 static void exec_cpu_run_op(ExecBackend *backend, const ExecOpArgs *args) {
@@ -214,36 +195,20 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
     skel->state = &exec_cpu_state_ops;
     cpu->vstages = g_new0(ExecCpuVstage, skel->n_vstages);
     for (int32_t vs = 0; vs < skel->n_vstages; vs++) {
-        ExecCpuVstage  *v = &cpu->vstages[vs];
-        Gpt2SliceParams sp = {
-            .model = setup->model,
-            .layer_begin = setup->partition->layer_begin[vs],
-            .layer_end = setup->partition->layer_end[vs],
-            .has_embedding = vs == 0,
-            .has_head = vs == skel->n_vstages - 1,
-            /* Untied head on every split, even a single stage, so that any partition is the
-             * same model. Tying wte and lm_head across stages would need an all-reduce of
-             * the tied gradient between the first and last stage before every update. */
-            .tie_head = 0,
-            .B = setup->microbatch_size,
-            .n_act_slots = setup->act_slots[vs],
-        };
-        int32_t stage = skel->vstage_stage[vs];
-        if (!skel->local[stage]) {
-            exec_remote_table_build(&skel->vstages[vs].remote, &sp, &setup->optim);
-        } else {
-            v->slice = gpt2_slice_new(&sp);
+        ExecCpuVstage          *v = &cpu->vstages[vs];
+        const ExecVstageLayout *layout = exec_skeleton_vstage_layout(skel, vs);
+        if (skel->local[skel->vstage_stage[vs]]) {
+            v->slice = gpt2_slice_new(&layout->slice);
+            PP_ASSERT(gpt2_slice_n_params(v->slice) == layout->n_params);
             gpt2_slice_init_params(v->slice, setup->seed);
-            v->optim = kern_optim_new(&setup->optim, v->slice);
-            for (int i = 0; skel->on_grads && i < gpt2_slice_n_tensors(v->slice); i++)
-                exec_skeleton_tap_fit(skel, stage, gpt2_slice_tensor(v->slice, i)->numel);
+            v->optim = kern_optim_new(&skel->layout->optim, v->slice);
         }
         v->stash = g_new0(float *, MAX(skel->vstages[vs].stashes.n, 1));
     }
     cpu->stages = g_new0(ExecCpuStage, skel->n_stages);
     skel->transport =
         exec_transport_queue_new(skel->n_stages, skel->n_vstages, skel->vstage_stage, skel->local,
-                                 exec_cpu_act_floats(cpu) * sizeof(float), skel->comm);
+                                 skel->layout->msg_floats * sizeof(float), skel->comm);
     if (!exec_skeleton_start(skel, error)) {
         exec_cpu_free(&skel->base);
         return NULL;

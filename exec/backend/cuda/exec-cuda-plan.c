@@ -54,17 +54,18 @@ static KernDtype exec_cuda_plan_dtype(ExecPrecision precision) {
 /* Adds the bytes of virtual stage @vs's slice, optimizer and stashes to its stage. */
 static void exec_cuda_plan_vstage_bytes(ExecCudaPlan *plan, const ExecBackendSetup *setup,
                                         int32_t vs) {
-    ExecMemoryBytes   *mem = &plan->memory[setup->vstage_stage[vs]];
-    Gpt2CudaSliceSizes sizes;
+    const ExecVstageLayout *layout = &setup->layout->vstages[vs];
+    ExecMemoryBytes        *mem = &plan->memory[setup->vstage_stage[vs]];
+    Gpt2CudaSliceSizes      sizes;
     gpt2_cuda_slice_sizes(&plan->slice[vs], &sizes);
-    Gpt2Table *table = gpt2_table_new(&plan->slice[vs].slice);
+    Gpt2Table *table = gpt2_table_new(&layout->slice);
     mem->params_bytes += (int64_t)(sizes.params_bytes + sizes.compute_params_bytes);
     mem->grads_bytes += (int64_t)sizes.grads_bytes;
     mem->act_bytes += (int64_t)sizes.acts_bytes;
     mem->workspace_bytes += (int64_t)sizes.scratch_bytes;
-    mem->optim_bytes += (int64_t)kern_cuda_optim_device_bytes(&setup->optim, table);
-    mem->stash_bytes += (int64_t)plan->stashes[vs] *
-                        (int64_t)(gpt2_table_n_params(table) * kern_dtype_size(plan->dtype));
+    mem->optim_bytes += (int64_t)kern_cuda_optim_device_bytes(&setup->layout->optim, table);
+    mem->stash_bytes +=
+        (int64_t)plan->stashes[vs] * (int64_t)(layout->n_params * kern_dtype_size(plan->dtype));
     gpt2_table_free(table);
 }
 
@@ -78,7 +79,8 @@ ExecCudaPlan *exec_cuda_plan_new(const ExecBackendSetup *setup, int n_visible, c
     if (!exec_cuda_plan_devices(setup->devices, n_stages, n_visible, why, plan->device, error))
         return NULL;
     plan->dtype = exec_cuda_plan_dtype(setup->precision);
-    const Gpt2Config *m = &setup->model;
+    /* Every virtual stage has the whole model's shape in its kernel argument. */
+    const Gpt2Config *m = &setup->layout->vstages[0].slice.model;
     if (setup->flash_attention && !gpt2_cuda_flash_attention_supported(m->C, m->NH, plan->dtype)) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
                     "model.flash_attention = true: the fused attention kernels need run.precision "
@@ -87,25 +89,17 @@ ExecCudaPlan *exec_cuda_plan_new(const ExecBackendSetup *setup, int n_visible, c
                     kern_dtype_name(plan->dtype), m->NH > 0 ? m->C / m->NH : 0);
         return NULL;
     }
-    plan->msg_elems = (size_t)setup->microbatch_size * m->T * m->C;
+    plan->msg_elems = setup->layout->msg_floats;
     plan->msg_bytes = plan->msg_elems * kern_dtype_size(plan->dtype);
     plan->slice = g_new0(Gpt2CudaSliceParams, n_vstages);
     plan->act_inbox = g_new0(int32_t, n_vstages);
     plan->grad_inbox = g_new0(int32_t, n_vstages);
     plan->stashes = g_new0(int32_t, n_vstages);
     plan->memory = g_new0(ExecMemoryBytes, n_stages);
+    const ExecVstageLayout *layout = setup->layout->vstages;
     for (int32_t vs = 0; vs < n_vstages; vs++) {
         Gpt2CudaSliceParams *sp = &plan->slice[vs];
-        /* The CPU backend's slices: untied head on every split, so any partition is the same
-         * model (exec-cpu.c). */
-        sp->slice = (Gpt2SliceParams){.model = *m,
-                                      .layer_begin = setup->partition->layer_begin[vs],
-                                      .layer_end = setup->partition->layer_end[vs],
-                                      .has_embedding = vs == 0,
-                                      .has_head = vs == n_vstages - 1,
-                                      .tie_head = 0,
-                                      .B = setup->microbatch_size,
-                                      .n_act_slots = setup->act_slots[vs]};
+        sp->slice = layout[vs].slice;
         sp->dtype = plan->dtype;
         sp->flash_attention = setup->flash_attention;
         const char *bad = gpt2_cuda_slice_params_check(sp);
@@ -119,8 +113,8 @@ ExecCudaPlan *exec_cuda_plan_new(const ExecBackendSetup *setup, int n_visible, c
         /* Messages in flight into vs: an activation from vs - 1 waits for F(mb, vs) while mb
          * is in flight on vs - 1; a gradient from vs + 1 waits for B(mb, vs) while mb is in
          * flight on vs. Activation slots bound both (prepare() checks the schedule). */
-        plan->act_inbox[vs] = vs > 0 ? setup->act_slots[vs - 1] : 0;
-        plan->grad_inbox[vs] = vs < n_vstages - 1 ? setup->act_slots[vs] : 0;
+        plan->act_inbox[vs] = vs > 0 ? layout[vs - 1].slice.n_act_slots : 0;
+        plan->grad_inbox[vs] = vs < n_vstages - 1 ? layout[vs].slice.n_act_slots : 0;
         plan->stashes[vs] = setup->weight_versions[setup->vstage_stage[vs]];
         exec_cuda_plan_vstage_bytes(plan, setup, vs);
     }

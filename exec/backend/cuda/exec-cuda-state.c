@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT
  * exec-cuda-state.c: the CUDA backend's state primitives (the skeleton's state members,
- * exec-skeleton-state.c, look tensors up by name and check them): each local virtual stage's
- * tensor table, where a tensor's arrays are in the device arenas of the slices and optimizers,
- * copies on the stage's stream (synchronised), the compute copy refreshed after the weights are
- * set, the optimizer's step count; and evaluate()'s step on the drained pipeline
- * (exec_skeleton_evaluate() walks the virtual stages and passes the activation between ranks
- * through host memory).
+ * exec-skeleton-state.c, look tensors up by name in the layout's tables and check them): where
+ * a local virtual stage's flat buffers and a tensor's optimizer state are in the device arenas
+ * of the slices and optimizers, copies on the stage's stream (synchronised), the compute copy
+ * refreshed after the weights are set, the optimizer's step count; and evaluate()'s step on
+ * the drained pipeline (exec_skeleton_evaluate() walks the virtual stages and passes the
+ * activation between ranks through host memory).
  */
 #include <string.h>
 
@@ -20,14 +20,6 @@ static ExecCudaVstage *exec_cuda_vstage(ExecSkeleton *skel, int32_t vstage) {
     return v;
 }
 
-static int exec_cuda_state_n_tensors(ExecSkeleton *skel, int32_t vstage) {
-    return gpt2_table_n_tensors(gpt2_cuda_slice_table(exec_cuda_vstage(skel, vstage)->slice));
-}
-
-static const Gpt2Tensor *exec_cuda_state_tensor(ExecSkeleton *skel, int32_t vstage, int i) {
-    return gpt2_table_tensor(gpt2_cuda_slice_table(exec_cuda_vstage(skel, vstage)->slice), i);
-}
-
 static void exec_cuda_state_flat(ExecSkeleton *skel, int32_t vstage, float **params, float **grads,
                                  float **prev_update) {
     ExecCudaVstage *v = exec_cuda_vstage(skel, vstage);
@@ -36,9 +28,9 @@ static void exec_cuda_state_flat(ExecSkeleton *skel, int32_t vstage, float **par
     *prev_update = kern_cuda_optim_prev_update(v->optim);
 }
 
-static int exec_cuda_state_optim_state(ExecSkeleton *skel, int32_t vstage, int i, float **first,
-                                       float **second) {
-    return kern_cuda_optim_tensor_state(exec_cuda_vstage(skel, vstage)->optim, i, first, second);
+static void exec_cuda_state_optim_state(ExecSkeleton *skel, int32_t vstage, int i, float **first,
+                                        float **second) {
+    kern_cuda_optim_tensor_state(exec_cuda_vstage(skel, vstage)->optim, i, first, second);
 }
 
 /* Copies @bytes on @st's stream and waits for it. */
@@ -74,8 +66,6 @@ static void exec_cuda_state_set_optim_steps(ExecSkeleton *skel, int32_t vstage, 
 }
 
 const ExecSkeletonStateOps exec_cuda_state_ops = {
-    .n_tensors = exec_cuda_state_n_tensors,
-    .tensor = exec_cuda_state_tensor,
     .flat = exec_cuda_state_flat,
     .optim_state = exec_cuda_state_optim_state,
     .copy = exec_cuda_state_copy,

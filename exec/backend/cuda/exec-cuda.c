@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT
  * exec-cuda.c: the CUDA backend of exec-backend.h. Each stage has a device (the plan's,
  * exec-cuda-plan.h), a compute stream with its KernCudaCtx, and a host worker that enqueues
- * the stage's ops; each virtual stage a Gpt2CudaSlice, a KernCudaOptim and its stashed
- * weight copies: the device part over the skeleton (exec-skeleton.h: workers, messages through
- * the transport (exec-cuda-transport.h), reports, slots). Nothing
- * waits for the device between two flushes: op times are pairs of timing events, losses and
- * the optimizer's gate are copied to pinned memory on the stream, and flush() synchronises
- * once and reads them. The semantics are the CPU backend's (exec-cpu.c), op for op.
+ * the stage's ops; each local virtual stage, allocated from the model layout, a Gpt2CudaSlice,
+ * a KernCudaOptim and its stashed weight copies: the device part over the skeleton
+ * (exec-skeleton.h: workers, messages through the transport (exec-cuda-transport.h), reports,
+ * slots, each op's operands, the tensor tables). Nothing waits for the device between two
+ * flushes: op times are pairs of timing events, losses and the optimizer's gate
+ * (kern_update_gate() in a device kernel) are copied to pinned memory on the stream, and
+ * flush() synchronises once and reads them. The semantics are the CPU backend's (exec-cpu.c),
+ * op for op.
  */
 #include <math.h>
 #include <string.h>
@@ -108,13 +110,12 @@ static void exec_cuda_run_update(ExecCudaBackend *cuda, ExecCudaStage *st, const
                                  int32_t k) {
     int32_t stage = args->op->stage;
     double *sq = exec_cuda_sq_norm(st);
+    exec_skeleton_tap(&cuda->skel, stage);
     KERN_CUDA_CHECK(cudaMemsetAsync(sq, 0, sizeof *sq, st->stream));
     for (int32_t vs = 0; vs < cuda->skel.n_vstages; vs++) {
         ExecCudaVstage *v = &cuda->vstages[vs];
         if (cuda->skel.vstage_stage[vs] != stage)
             continue;
-        if (cuda->skel.on_grads)
-            exec_skeleton_tap(&cuda->skel, vs);
         kern_cuda_sq_norm_acc(sq, gpt2_cuda_slice_grads(v->slice),
                               gpt2_cuda_slice_n_params(v->slice), st->ctx);
     }
@@ -137,69 +138,51 @@ static void exec_cuda_run_update(ExecCudaBackend *cuda, ExecCudaStage *st, const
                                     st->stream));
 }
 
-/* F: forward into a fresh activation slot, with the live weights; stashes them first when
- * the schedule does and no stash holds this version yet (a released stash keeps its version,
- * so the next F of that version reuses it instead of casting the weights again). The output
- * goes into a message buffer for vstage + 1. Returns whether it copied the weights. */
+/* F with the live compute weights, casting the master weights first into the stash the
+ * skeleton picked (on the stage's stream: after every backward that used the copy before).
+ * Returns whether it copied the weights. */
 static gboolean exec_cuda_run_forward(ExecCudaBackend *cuda, ExecCudaStage *st,
                                       const ExecOpArgs *args, ExecCudaVstage *v, int32_t k) {
-    const PpOp        *op = args->op;
-    ExecSkeletonStage *io = &cuda->skel.stages[op->stage];
-    gboolean           first = args->vstage == 0, last = args->vstage == cuda->skel.n_vstages - 1;
-    gboolean           copied = FALSE;
-    int32_t            slot = exec_slots_take(&cuda->skel.vstages[args->vstage].slots, op->mb);
-    exec_skeleton_load_batch(&cuda->skel, args);
-    if (args->stash) {
-        int32_t i =
-            exec_stashes_acquire(&cuda->skel.vstages[args->vstage].stashes, args->version, &copied);
-        /* On the stage's stream: after every backward that used the copy before. */
-        if (copied)
-            gpt2_cuda_slice_cast_params(v->slice, exec_cuda_stash_data(cuda, v, i),
-                                        gpt2_cuda_slice_params(v->slice), st->ctx);
-    }
-    void *x_out = exec_skeleton_take_output(&cuda->skel, args);
-    gpt2_cuda_slice_forward(v->slice, gpt2_cuda_slice_compute_params(v->slice), slot,
-                            first ? io->tokens : NULL, first ? NULL : io->input_data,
-                            last ? io->targets : NULL, x_out, last ? exec_cuda_loss(st) : NULL,
+    ExecSkeletonForward f;
+    exec_skeleton_forward(&cuda->skel, args, &f);
+    if (f.fill >= 0)
+        gpt2_cuda_slice_cast_params(v->slice, exec_cuda_stash_data(cuda, v, f.fill),
+                                    gpt2_cuda_slice_params(v->slice), st->ctx);
+    gpt2_cuda_slice_forward(v->slice, gpt2_cuda_slice_compute_params(v->slice), f.slot, f.tokens,
+                            f.input, f.targets, f.output, f.targets ? exec_cuda_loss(st) : NULL,
                             st->ctx);
-    if (last)
+    if (f.targets)
         KERN_CUDA_CHECK(cudaMemcpyAsync(&st->host_scalars[k].loss, exec_cuda_loss(st),
                                         sizeof(float), cudaMemcpyDeviceToHost, st->stream));
-    return copied;
+    return f.fill >= 0;
 }
 
-/* B or BW with the weights of its F (stashed) or the live ones; the input gradient goes into
- * a message buffer for vstage - 1. W: weight gradients of a B's slot. */
+/* B or BW with the weights of its F (stashed) or the live ones; W: weight gradients of a B's
+ * slot. Enqueued on the stage's stream, so the skeleton's release of a stash orders it before
+ * any F that overwrites the copy. */
 static void exec_cuda_run_backward(ExecCudaBackend *cuda, ExecCudaStage *st, const ExecOpArgs *args,
                                    ExecCudaVstage *v) {
-    const PpOp *op = args->op;
-    gboolean    last = args->vstage == cuda->skel.n_vstages - 1;
-    ExecSlots  *slots = &cuda->skel.vstages[args->vstage].slots;
-    int32_t     slot = exec_slots_find(slots, op->mb);
-    float      *grads = gpt2_cuda_slice_grads(v->slice);
-    if (op->kind == PP_OP_WEIGHT) {
-        gpt2_cuda_slice_backward_weight(v->slice, slot, grads, st->ctx);
-        exec_slots_release(slots, slot);
-        return;
+    float               *grads = gpt2_cuda_slice_grads(v->slice);
+    ExecSkeletonBackward b;
+    exec_skeleton_backward_begin(&cuda->skel, args, &b);
+    const void *params = b.stash >= 0 ? exec_cuda_stash_data(cuda, v, b.stash)
+                                      : gpt2_cuda_slice_compute_params(v->slice);
+    switch (args->op->kind) {
+    case PP_OP_WEIGHT:
+        gpt2_cuda_slice_backward_weight(v->slice, b.slot, grads, st->ctx);
+        break;
+    case PP_OP_BACKWARD:
+        gpt2_cuda_slice_backward_input(v->slice, params, b.slot, b.dx_out, args->loss_scale,
+                                       b.dx_in, st->ctx);
+        break;
+    case PP_OP_BACKWARD_FULL:
+        gpt2_cuda_slice_backward(v->slice, params, b.slot, b.dx_out, args->loss_scale, b.dx_in,
+                                 grads, st->ctx);
+        break;
+    default:
+        PP_UNREACHABLE(); /* exec_skeleton_backward_begin() checked the kind */
     }
-    ExecStashes *stashes = &cuda->skel.vstages[args->vstage].stashes;
-    int32_t      stash = args->stash ? exec_stashes_find(stashes, args->version) : -1;
-    const void  *params = stash >= 0 ? exec_cuda_stash_data(cuda, v, stash)
-                                     : gpt2_cuda_slice_compute_params(v->slice);
-    void        *dx_in = exec_skeleton_take_output(&cuda->skel, args);
-    const void  *dx_out = last ? NULL : cuda->skel.stages[op->stage].input_data;
-    if (op->kind == PP_OP_BACKWARD) {
-        gpt2_cuda_slice_backward_input(v->slice, params, slot, dx_out, args->loss_scale, dx_in,
-                                       st->ctx);
-    } else {
-        gpt2_cuda_slice_backward(v->slice, params, slot, dx_out, args->loss_scale, dx_in, grads,
-                                 st->ctx);
-        exec_slots_release(slots, slot);
-    }
-    /* Released at zero, the stash keeps its version for the next F of it; an F of a new
-     * version overwrites it on the same stream, after this op. */
-    if (stash >= 0)
-        exec_stashes_release(stashes, stash);
+    exec_skeleton_backward_end(&cuda->skel, args, &b);
 }
 
 static void exec_cuda_run_op(ExecBackend *backend, const ExecOpArgs *args) {
@@ -360,7 +343,9 @@ static gboolean exec_cuda_vstage_new(ExecCudaBackend *cuda, const ExecBackendSet
     v->slice = gpt2_cuda_slice_new(&cuda->plan->slice[vs]);
     if (!v->slice)
         return FALSE;
-    v->optim = kern_cuda_optim_new(&setup->optim, gpt2_cuda_slice_table(v->slice));
+    PP_ASSERT(gpt2_cuda_slice_n_params(v->slice) ==
+              exec_skeleton_vstage_layout(&cuda->skel, vs)->n_params);
+    v->optim = kern_cuda_optim_new(&cuda->skel.layout->optim, gpt2_cuda_slice_table(v->slice));
     if (!v->optim)
         return FALSE;
     /* The skeleton's bookkeeping has as many copies as the plan: the stage's weight versions. */
@@ -526,11 +511,8 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
     for (int32_t s = 0; ok && s < skel->n_stages; s++)
         ok = !skel->local[s] || exec_cuda_stage_new(cuda, s);
     for (int32_t vs = 0; ok && vs < skel->n_vstages; vs++) {
-        if (!skel->local[skel->vstage_stage[vs]]) {
-            exec_remote_table_build(&skel->vstages[vs].remote, &plan->slice[vs].slice,
-                                    &setup->optim);
+        if (!skel->local[skel->vstage_stage[vs]])
             continue;
-        }
         exec_cuda_stage_enter(cuda, vs);
         ok = exec_cuda_vstage_new(cuda, setup, vs);
     }
@@ -557,13 +539,6 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
         g_propagate_error(error, short_of_memory);
         exec_cuda_free(&skel->base);
         return NULL;
-    }
-    for (int32_t vs = 0; skel->on_grads && vs < skel->n_vstages; vs++) {
-        if (!cuda->vstages[vs].slice)
-            continue;
-        const Gpt2Table *table = gpt2_cuda_slice_table(cuda->vstages[vs].slice);
-        for (int i = 0; i < gpt2_table_n_tensors(table); i++)
-            exec_skeleton_tap_fit(skel, skel->vstage_stage[vs], gpt2_table_tensor(table, i)->numel);
     }
     /* The time origin (agreed by the ranks) before the anchors, which read it. */
     if (!exec_skeleton_start(skel, error)) {
