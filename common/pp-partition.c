@@ -81,20 +81,27 @@ static int64_t pp_partition_metric(const PpPartitionSums *s, PpPartitionMetric m
 
 /* Fills @rest ((n_vstages + 1) * (n_layers + 1)): rest[k * (L + 1) + j] is the smallest max
  * @metric of virtual stages k..V-1 covering blocks j..L-1, each holding >= 1 block and, when
- * @limited, fitting the memory limit; INT64_MAX when impossible. */
+ * @limited, fitting the memory limit; INT64_MAX when impossible. Entries with j < k, which no
+ * split reaches (stages 0..k-1 hold >= k blocks), are left INT64_MAX unsolved.
+ * A stage's metric and memory only grow with its end (block costs and bytes are >= 0), so the
+ * scan over its end stops once the stage alone reaches the best found or leaves its cap, and
+ * ends that leave fewer blocks than the later stages need are not scanned: the same minimum. */
 static void pp_partition_suffix(const PpPartitionSums *s, PpPartitionMetric metric,
                                 gboolean limited, int64_t *rest) {
     int32_t V = s->p->n_vstages, L = s->p->n_layers;
     for (int32_t j = 0; j <= L; j++)
         rest[(size_t)V * (L + 1) + j] = j == L ? 0 : INT64_MAX;
     for (int32_t k = V - 1; k >= 0; k--) {
+        const int32_t last_end = L - (V - 1 - k); /* the later stages need >= 1 block each */
         for (int32_t j = 0; j <= L; j++) {
             int64_t best = INT64_MAX;
-            for (int32_t end = j + 1; end <= L; end++) {
-                int64_t tail = rest[(size_t)(k + 1) * (L + 1) + end];
-                if (tail == INT64_MAX || !pp_partition_fits(s, limited, k, j, end))
-                    continue;
+            for (int32_t end = j + 1; j >= k && end <= last_end; end++) {
+                if (!pp_partition_fits(s, limited, k, j, end))
+                    break;
                 int64_t here = pp_partition_metric(s, metric, k, j, end);
+                if (here >= best)
+                    break;
+                int64_t tail = rest[(size_t)(k + 1) * (L + 1) + end];
                 int64_t worst = here > tail ? here : tail;
                 if (worst < best)
                     best = worst;

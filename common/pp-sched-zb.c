@@ -446,7 +446,11 @@ const PpSchedKindInfo pp_sched_kind_zb_h2 = {PP_ZB_KIND(
     "zb-h2", pp_sched_build_zb_h2, "zero-bubble handcrafted ZB-H2 (B/W split, more memory)")};
 const PpSchedKindInfo pp_sched_kind_zb_1p = {
     PP_ZB_KIND("zb-1p", pp_sched_build_zb_1p,
-               "zero-bubble automatic schedule under 1x 1F1B's peak activations (greedy)")};
+               "zero-bubble automatic schedule under 1x 1F1B's peak activations (greedy)"),
+    .reads_costs = TRUE,
+};
 const PpSchedKindInfo pp_sched_kind_zb_2p = {
     PP_ZB_KIND("zb-2p", pp_sched_build_zb_2p,
-               "zero-bubble automatic schedule under 2x 1F1B's peak activations (greedy)")};
+               "zero-bubble automatic schedule under 2x 1F1B's peak activations (greedy)"),
+    .reads_costs = TRUE,
+};

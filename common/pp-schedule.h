@@ -239,7 +239,11 @@ typedef struct {
     int32_t     weight_copies;
     PpSchedSync sync;
     gboolean    needs_order_file; /* reads PpScheduleParams.order_file (custom) */
-    PpPlacement placement;        /* how pp_schedule_alloc() lays out its virtual stages */
+    /* reads PpScheduleParams' op costs and mem_w_fraction (zb-1p, zb-2p search with them);
+     * other generators build the same program for any costs, so one schedule serves every
+     * cost model of its shape (pp-sched-cache.h) */
+    gboolean    reads_costs;
+    PpPlacement placement; /* how pp_schedule_alloc() lays out its virtual stages */
     /* chunk counts pacer-sim plan tries, ascending, 0-terminated; none listed: min_chunks */
     int32_t plan_chunks[PP_SCHED_PLAN_CHUNKS];
 } PpSchedKindInfo;

@@ -272,7 +272,7 @@ static gboolean sim_cost_check_magnitudes(const PpScenario *scenario, const SimC
  * approximation: which chunk's units are live at the peak is not tracked), within the device's
  * memory less FSDP's gather buffers. Returns: (transfer full), or NULL with @error set. */
 static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCostSplit *split,
-                                       gboolean times, GError **error) {
+                                       gboolean times, PpSchedCache *cache, GError **error) {
     const int32_t       n_stages = scenario->pipeline.stages, n_chunks = scenario->pipeline.chunks;
     const int32_t       n_layers = scenario->model.layers;
     const int32_t       n_vstages = n_stages * n_chunks;
@@ -295,8 +295,8 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
         hw->memory_bytes > 0) {
         PpScheduleParams sp;
         pp_scenario_schedule_params(scenario, &sp);
-        g_autoptr(PpSchedule) sched = pp_schedule_new(&sp, error);
-        if (sched == NULL)
+        const int32_t *peak_inflight = pp_sched_cache_peak_inflight(cache, &sp, error);
+        if (peak_inflight == NULL)
             return NULL;
         layer_static = g_new(int64_t, n_layers);
         layer_act = g_new(int64_t, n_layers);
@@ -309,8 +309,7 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
         for (int32_t vs = 0; vs < n_vstages; vs++) {
             int32_t stage, chunk;
             pp_placement_vstage(placement, n_stages, vs, &stage, &chunk);
-            int32_t peak = pp_schedule_peak_inflight(sched, stage);
-            live[vs] = (peak + n_chunks - 1) / n_chunks;
+            live[vs] = (peak_inflight[stage] + n_chunks - 1) / n_chunks;
             device[vs] = stage;
         }
         /* at least 1 byte: buffers beyond the device leave nothing, which no split fits */
@@ -562,7 +561,7 @@ static gboolean sim_cost_host_stall_error(const PpScenario *scenario, GError **e
  * sim-layout.h) and adds its collectives to F and B; ZeRO-1 shards the master weights and
  * moments over D. @times: also fill f/b/w/u (FALSE when [costs] gave them). */
 static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *scenario,
-                                       gboolean times, GError **error) {
+                                       gboolean times, PpSchedCache *cache, GError **error) {
     const PpModelParams    *model = &scenario->model;
     const PpHardwareParams *hw = &scenario->hardware;
     if (!sim_cost_check_dim(scenario, "model.layers", model->layers, error) ||
@@ -703,7 +702,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     const double all_params = pp_memory_vstage_params(&mem, 0, model->layers, TRUE, TRUE);
     if (!sim_cost_check_magnitudes(scenario, &split, all_params, rate, msg_bytes, times, error))
         return FALSE;
-    g_autoptr(PpPartition) part = sim_cost_partition(scenario, &split, times, error);
+    g_autoptr(PpPartition) part = sim_cost_partition(scenario, &split, times, cache, error);
     if (part == NULL)
         return FALSE;
 
@@ -778,6 +777,12 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
 }
 
 SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **error) {
+    /* holds the one schedule the partition builds, freed on return */
+    g_autoptr(PpSchedCache) cache = pp_sched_cache_new(0);
+    return sim_cost_new_cached(scenario, cache, error);
+}
+
+SimCostModel *sim_cost_new_cached(const PpScenario *scenario, PpSchedCache *cache, GError **error) {
     const PpPipelineParams *pipe = &scenario->pipeline;
     if (pipe->stages < 1 || pipe->chunks < 1) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
@@ -808,7 +813,7 @@ SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **er
                 cost->stash_copy_ns[st] = pp_scenario_stash_ns(c, st);
         }
     }
-    if (!sim_cost_fill_analytic(cost, scenario, !c->set, error))
+    if (!sim_cost_fill_analytic(cost, scenario, !c->set, cache, error))
         return NULL;
     if (c->set) {
         cost->comm_latency_ns = c->comm_ns;

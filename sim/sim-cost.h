@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "pp-scenario.h"
+#include "pp-sched-cache.h"
 #include "pp-schedule.h"
 
 G_BEGIN_DECLS
@@ -132,6 +133,10 @@ SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f
  * the key the model lacks or whose value it cannot use; PP_SCENARIO_ERROR_INCONSISTENT when
  * no split fits hardware.memory_gib; the schedule generator's errors). */
 SimCostModel *sim_cost_new_from_scenario(const PpScenario *scenario, GError **error);
+/* The same, taking the memory-constrained partition's peak in-flight counts from @cache
+ * (pp_sched_cache_peak_inflight()): a search that builds many cost models of one pipeline
+ * shape generates its schedule once. */
+SimCostModel *sim_cost_new_cached(const PpScenario *scenario, PpSchedCache *cache, GError **error);
 /* One cross-device hop inside a node (ns): comm_latency_ns + act_msg_bytes /
  * comm_bytes_per_ns rounded to the nearest ns; latency only when the bandwidth is 0. */
 int64_t sim_cost_comm_ns(const SimCostModel *cost);

@@ -15,6 +15,7 @@
 #include "pp-error.h"
 #include "pp-memory.h"
 #include "pp-scenario.h"
+#include "pp-sched-cache.h"
 #include "sim-cost.h"
 #include "sim-report.h"
 
@@ -29,6 +30,10 @@
 #define SIM_PLAN_ASYNC_FILLS 4
 /* Context parallelism is searched down to this many tokens of a sequence per rank. */
 #define SIM_PLAN_MIN_CONTEXT_TOKENS 1024
+/* Ops of the finished schedules the search keeps for reuse (pp-sched-cache.h; about 80 bytes
+ * each): candidates that differ only in tensor, context, expert, ZeRO or recomputation choices
+ * run the same program. */
+#define SIM_PLAN_CACHE_OPS (INT64_C(1) << 23)
 /* Progress is redrawn every this many candidates. */
 #define SIM_PLAN_PROGRESS_EVERY 16
 
@@ -363,30 +368,24 @@ static void sim_plan_bound_add(SimPlanBound *bound, const PpSchedKindInfo *kind,
     *kb = MAX(*kb, tokens_per_s);
 }
 
-/* Builds candidate @c's cost model, drops it when sim_plan_out_of_reach(), else simulates it;
- * appends its row when it fits, and counts the outcome. */
-static void sim_plan_try(SimPlan *plan, SimPlanBound *bound, const PpScenario *base,
-                         const SimPlanCandidate *c) {
+/* Builds candidate @c's cost model, drops it when sim_plan_out_of_reach(), else simulates it
+ * on its schedule from @cache; appends its row when it fits, and counts the outcome. */
+static void sim_plan_try(SimPlan *plan, SimPlanBound *bound, PpSchedCache *cache,
+                         const PpScenario *base, const SimPlanCandidate *c) {
     if (!c->floor_fits) {
         plan->n_static++;
         return;
     }
     PpScenarioDelta delta = sim_plan_delta(c, plan->global_batch, plan->gpus);
     g_autoptr(GError) error = NULL;
-    PpScenario   *sc = pp_scenario_with(base, &delta, &error);
-    SimCostModel *cost = sc != NULL ? sim_cost_new_from_scenario(sc, &error) : NULL;
+    g_autoptr(PpScenario) sc = pp_scenario_with(base, &delta, &error);
+    g_autoptr(SimCostModel) cost = sc != NULL ? sim_cost_new_cached(sc, cache, &error) : NULL;
     if (cost != NULL && sim_plan_out_of_reach(bound, c->kind, sim_plan_tokens_ceiling(c, cost))) {
         plan->n_bound++;
-        sim_cost_free(cost);
-        pp_scenario_free(sc);
         return;
     }
-    g_autoptr(SimJob) job = NULL;
-    if (cost != NULL)
-        job = sim_job_new_from_cost(sc, cost, FALSE, &error);
-    else
-        pp_scenario_free(sc);
-    if (job == NULL) {
+    g_autoptr(SimResult) res = cost != NULL ? sim_run_cached(sc, cost, cache, &error) : NULL;
+    if (res == NULL) {
         /* A scenario that loads but has no layer split within memory fails in the partition,
          * before the engine runs. */
         if (sc != NULL && cost == NULL &&
@@ -400,7 +399,6 @@ static void sim_plan_try(SimPlan *plan, SimPlanBound *bound, const PpScenario *b
         return;
     }
     plan->n_simulated++;
-    const SimResult *res = job->result;
     if (res->peak_memory_bytes > plan->memory_bytes) {
         plan->n_over_memory++;
         return;
@@ -417,8 +415,8 @@ static void sim_plan_try(SimPlan *plan, SimPlanBound *bound, const PpScenario *b
         .chunks = c->chunks,
         .microbatch_size = c->microbatch_size,
         .microbatches = c->microbatches,
-        .accumulation = job->scenario->pipeline.accumulation,
-        .steps = job->scenario->training.steps,
+        .accumulation = sc->pipeline.accumulation,
+        .steps = sc->training.steps,
         .recompute = g_strdup(pp_recompute_name(c->recompute)),
         .tokens_per_s = res->throughput_tokens_per_s,
         .step_time_ns = res->step_time_ns,
@@ -554,8 +552,9 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
     g_autoptr(GArray) best = g_array_new(FALSE, FALSE, sizeof(double));
     g_autofree double *kind_best = g_new0(double, n_schedules);
     SimPlanBound       bound = {.options = o, .best = best, .kind_best = kind_best};
+    g_autoptr(PpSchedCache) cache = pp_sched_cache_new(SIM_PLAN_CACHE_OPS);
     for (guint i = 0; i < cands->len; i++) {
-        sim_plan_try(plan, &bound, base, &g_array_index(cands, SimPlanCandidate, i));
+        sim_plan_try(plan, &bound, cache, base, &g_array_index(cands, SimPlanCandidate, i));
         if (o->progress && ((i + 1) % SIM_PLAN_PROGRESS_EVERY == 0 || i + 1 == cands->len))
             sim_plan_progress(plan, i + 1, cands->len);
     }

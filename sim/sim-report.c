@@ -44,10 +44,7 @@ SimJob *sim_job_new_from_cost(PpScenario *scenario, SimCostModel *cost, gboolean
     job->scenario = scenario;
     job->cost = cost;
     PpScheduleParams params;
-    pp_scenario_schedule_params(job->scenario, &params);
-    /* Searching generators (zb-1p, zb-2p) get the cost model's bottleneck op times (with
-     * [costs], the model's times are [costs]' own) and its M_W / M_F. */
-    sim_cost_schedule_params(job->cost, &params);
+    sim_job_schedule_params(job->scenario, job->cost, &params);
     SimRunOptions options = {.keep_trace = for_out, .keep_memory_timeline = for_out};
     if (strcmp(job->scenario->pipeline.mode, "dynamic") == 0) {
         /* PACI's policy run live; the program it recorded is the run's schedule. */
@@ -67,6 +64,25 @@ SimJob *sim_job_new_from_cost(PpScenario *scenario, SimCostModel *cost, gboolean
     if (job->result->trace != NULL)
         pp_trace_sort(job->result->trace);
     return g_steal_pointer(&job);
+}
+
+void sim_job_schedule_params(const PpScenario *scenario, const SimCostModel *cost,
+                             PpScheduleParams *params) {
+    pp_scenario_schedule_params(scenario, params);
+    /* Searching generators (zb-1p, zb-2p) get the cost model's bottleneck op times (with
+     * [costs], the model's times are [costs]' own) and its M_W / M_F. */
+    sim_cost_schedule_params(cost, params);
+}
+
+SimResult *sim_run_cached(const PpScenario *scenario, const SimCostModel *cost, PpSchedCache *cache,
+                          GError **error) {
+    PpScheduleParams params;
+    sim_job_schedule_params(scenario, cost, &params);
+    const PpSchedule *sched = pp_sched_cache_schedule(cache, &params, error);
+    if (sched == NULL)
+        return NULL;
+    const SimRunOptions options = {.keep_trace = FALSE, .keep_memory_timeline = FALSE};
+    return sim_engine_run_with(sched, cost, &options, error);
 }
 
 void sim_job_free(SimJob *job) {

@@ -43,6 +43,15 @@ SimJob *sim_job_new_from_scenario(PpScenario *scenario, gboolean for_out, GError
 SimJob *sim_job_new_from_cost(PpScenario *scenario, SimCostModel *cost, gboolean for_out,
                               GError **error);
 void    sim_job_free(SimJob *job);
+/* The schedule parameters of @scenario's run with @cost: the scenario's, with @cost's
+ * bottleneck op times and M_W / M_F for searching generators (sim_cost_schedule_params()). */
+void sim_job_schedule_params(const PpScenario *scenario, const SimCostModel *cost,
+                             PpScheduleParams *params);
+/* A static-mode run of @scenario with @cost as sim_job_new_from_cost() does it without
+ * --out (no trace, no memory timeline), its schedule taken from @cache. Returns: (transfer
+ * full), or NULL with @error set (schedule or engine errors). */
+SimResult *sim_run_cached(const PpScenario *scenario, const SimCostModel *cost, PpSchedCache *cache,
+                          GError **error);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimJob, sim_job_free)
 
 /* --- reports --- */
