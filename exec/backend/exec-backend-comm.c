@@ -45,13 +45,12 @@ void exec_remote_table_build(ExecRemoteTable *table, const Gpt2SliceParams *sp,
         const Gpt2Tensor *t = gpt2_slice_tensor(slice, i);
         float            *first = NULL, *second = NULL;
         int               muon = kern_optim_tensor_state(opt, i, &first, &second);
-        float            *prev = kern_optim_prev_update(opt);
         ExecTensorArrays  arrays = {.params = gpt2_slice_params(slice) + t->offset,
                                     .grads = gpt2_slice_grads(slice) + t->offset,
                                     .first = first,
                                     .second = second,
                                     .muon = muon,
-                                    .prev_update = prev ? prev + t->offset : NULL};
+                                    .prev_update = kern_optim_tensor_prev_update(opt, i)};
         table->tensors[i] = *t;
         table->roles[i] = exec_tensor_arrays_roles(&arrays, EXEC_TENSOR_PARAMS, NULL);
         at[i] = names->len;

@@ -57,6 +57,11 @@ typedef struct {
     float    lr;           /* U: learning rate */
     float    grad_clip;    /* U: per-stage L2 clipping threshold, 0 = off */
     gboolean poison;       /* U: test hook, treat the gradients as non-finite */
+    gboolean sharded;      /* U with a sharded optimizer (ZeRO-1, KernOptimParams.shards > 1):
+                              only the optimizer's range of each virtual stage's gradients is
+                              reduced; the stage's squared gradient norm is @sq_norm (over every
+                              replica's range) and the step scales and reads that range only */
+    double sq_norm;        /* U, @sharded: the stage's squared gradient norm */
 } ExecOpArgs;
 
 /* What a backend reports about one op it ran, at its stage's next flush. */
@@ -89,6 +94,9 @@ typedef struct {
     float   *second; /* AdamW v, or NULL */
     gboolean muon;   /* @first is Muon's momentum */
     float   *prev_update;
+    size_t   state_lo, state_hi; /* the elements of the tensor @first, @second and
+                                    @prev_update hold, element state_lo first: [0, numel), or
+                                    a shard's part with a sharded optimizer (ZeRO-1) */
 } ExecTensorArrays;
 
 /* The EXEC_TENSOR_ROLE_BIT()s of the roles @arrays has and, in *@data (nullable), @role's
@@ -156,6 +164,10 @@ struct _ExecBackendOps {
      * (transfer none), which the gradient reduction between replicas reads and overwrites in
      * place after the stage's last backward of an update window, before its U. */
     float *(*grads)(ExecBackend *backend, int32_t vstage, size_t *n);
+    /* (nullable: a backend without it has no sharded optimizer) ZeRO-1: the parameters of
+     * local virtual stage @vstage as one flat host array of *@n floats (transfer none), into
+     * which the all-gather after a sharded U copies the other replicas' updated shards. */
+    float *(*params)(ExecBackend *backend, int32_t vstage, size_t *n);
 
     /* --- any thread --- */
 

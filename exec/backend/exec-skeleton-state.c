@@ -17,21 +17,24 @@ static gboolean exec_skeleton_vstage_local(const ExecSkeleton *skel, int32_t vst
 }
 
 /* The roles tensor @i of local @vstage has and, in *@data (nullable), @role's array in the
- * device part's memory (NULL when the tensor lacks the role). */
+ * device part's memory (NULL when the tensor lacks the role), holding the tensor's elements
+ * [*@lo, *@hi) (nullable; all of them but for a sharded optimizer's state). */
 static guint exec_skeleton_roles(ExecSkeleton *skel, int32_t vstage, int i, ExecTensorRole role,
-                                 float **data) {
+                                 float **data, size_t *lo, size_t *hi) {
     const ExecSkeletonStateOps *state = skel->state;
-    size_t                      offset = state->tensor(skel, vstage, i)->offset;
-    float                      *params = NULL, *grads = NULL, *prev = NULL;
-    float                      *first = NULL, *second = NULL;
-    state->flat(skel, vstage, &params, &grads, &prev);
-    int              muon = state->optim_state(skel, vstage, i, &first, &second);
-    ExecTensorArrays arrays = {.params = params + offset,
-                               .grads = grads + offset,
-                               .first = first,
-                               .second = second,
-                               .muon = muon,
-                               .prev_update = prev ? prev + offset : NULL};
+    const Gpt2Tensor           *t = state->tensor(skel, vstage, i);
+    float                      *params = NULL, *grads = NULL;
+    ExecTensorArrays            arrays = {0};
+    state->flat(skel, vstage, &params, &grads);
+    arrays.params = params + t->offset;
+    arrays.grads = grads + t->offset;
+    arrays.muon = state->optim_state(skel, vstage, i, &arrays.first, &arrays.second,
+                                     &arrays.prev_update, &arrays.state_lo, &arrays.state_hi);
+    gboolean whole = role == EXEC_TENSOR_PARAMS || role == EXEC_TENSOR_GRADS;
+    if (lo)
+        *lo = whole ? 0 : arrays.state_lo;
+    if (hi)
+        *hi = whole ? t->numel : arrays.state_hi;
     return exec_tensor_arrays_roles(&arrays, role, data);
 }
 
@@ -52,7 +55,7 @@ const Gpt2Tensor *exec_skeleton_tensor(ExecBackend *backend, int32_t vstage, int
     }
     PP_ASSERT(i >= 0 && i < skel->state->n_tensors(skel, vstage));
     if (roles)
-        *roles = exec_skeleton_roles(skel, vstage, i, EXEC_TENSOR_PARAMS, NULL);
+        *roles = exec_skeleton_roles(skel, vstage, i, EXEC_TENSOR_PARAMS, NULL, NULL, NULL);
     return skel->state->tensor(skel, vstage, i);
 }
 
@@ -64,9 +67,11 @@ static gboolean exec_skeleton_check_local(ExecSkeleton *skel, int32_t vstage, GE
     return FALSE;
 }
 
-/* The device part's array of @role of tensor @name of @vstage, checked against @n floats. */
+/* The device part's array of @role of tensor @name of @vstage, checked against @n floats; it
+ * holds the tensor's elements [*@lo, *@hi). */
 static float *exec_skeleton_tensor_data(ExecSkeleton *skel, int32_t vstage, const char *name,
-                                        ExecTensorRole role, size_t n, GError **error) {
+                                        ExecTensorRole role, size_t n, size_t *lo, size_t *hi,
+                                        GError **error) {
     PP_ASSERT(role >= 0 && role < EXEC_TENSOR_N_ROLES);
     if (!exec_skeleton_check_local(skel, vstage, error))
         return NULL;
@@ -76,26 +81,31 @@ static float *exec_skeleton_tensor_data(ExecSkeleton *skel, int32_t vstage, cons
     const Gpt2Tensor *t = i < n_tensors ? skel->state->tensor(skel, vstage, i) : NULL;
     float            *data = NULL;
     if (t)
-        exec_skeleton_roles(skel, vstage, i, role, &data);
+        exec_skeleton_roles(skel, vstage, i, role, &data, lo, hi);
     return exec_tensor_checked(vstage, name, t, role, data, n, error);
 }
 
+/* A sharded optimizer's state (ZeRO-1) holds part of a tensor: get fills only that part of
+ * @dst, set reads only that part of @src. */
 gboolean exec_skeleton_tensor_get(ExecBackend *backend, int32_t vstage, const char *name,
                                   ExecTensorRole role, float *dst, size_t n, GError **error) {
     ExecSkeleton *skel = exec_skeleton(backend);
-    const float  *data = exec_skeleton_tensor_data(skel, vstage, name, role, n, error);
-    if (data)
-        skel->state->copy(skel, vstage, dst, data, n * sizeof(float), TRUE);
+    size_t        lo = 0, hi = 0;
+    const float  *data = exec_skeleton_tensor_data(skel, vstage, name, role, n, &lo, &hi, error);
+    if (data && hi > lo)
+        skel->state->copy(skel, vstage, dst + lo, data, (hi - lo) * sizeof(float), TRUE);
     return data != NULL;
 }
 
 gboolean exec_skeleton_tensor_set(ExecBackend *backend, int32_t vstage, const char *name,
                                   ExecTensorRole role, const float *src, size_t n, GError **error) {
     ExecSkeleton *skel = exec_skeleton(backend);
-    float        *data = exec_skeleton_tensor_data(skel, vstage, name, role, n, error);
+    size_t        lo = 0, hi = 0;
+    float        *data = exec_skeleton_tensor_data(skel, vstage, name, role, n, &lo, &hi, error);
     if (data == NULL)
         return FALSE;
-    skel->state->copy(skel, vstage, data, src, n * sizeof(float), FALSE);
+    if (hi > lo)
+        skel->state->copy(skel, vstage, data, src + lo, (hi - lo) * sizeof(float), FALSE);
     if (skel->state->after_set)
         skel->state->after_set(skel, vstage, role);
     return TRUE;

@@ -13,9 +13,9 @@
 void exec_skeleton_tap(ExecSkeleton *skel, int32_t vstage) {
     const ExecSkeletonStateOps *state = skel->state;
     float                      *tap = skel->stages[skel->vstage_stage[vstage]].tap;
-    float                      *params = NULL, *grads = NULL, *prev = NULL;
+    float                      *params = NULL, *grads = NULL;
     PP_ASSERT(skel->on_grads != NULL && tap != NULL);
-    state->flat(skel, vstage, &params, &grads, &prev);
+    state->flat(skel, vstage, &params, &grads);
     for (int i = 0; i < state->n_tensors(skel, vstage); i++) {
         const Gpt2Tensor *t = state->tensor(skel, vstage, i);
         state->copy(skel, vstage, tap, grads + t->offset, t->numel * sizeof(float), TRUE);

@@ -56,13 +56,15 @@ typedef struct {
     int (*n_tensors)(ExecSkeleton *skel, int32_t vstage);
     const Gpt2Tensor *(*tensor)(ExecSkeleton *skel, int32_t vstage, int i);
     /* The flat arrays of @vstage in the device part's memory: parameters and gradients (the
-     * table's layout, its n_params floats each) and the error-feedback buffer (likewise; NULL
-     * without error feedback). */
-    void (*flat)(ExecSkeleton *skel, int32_t vstage, float **params, float **grads,
-                 float **prev_update);
-    /* Tensor @i's optimizer state (its numel floats each, NULL where it has none: AdamW m
-     * and v, or Muon's momentum in @first); returns whether @first is Muon's momentum. */
-    int (*optim_state)(ExecSkeleton *skel, int32_t vstage, int i, float **first, float **second);
+     * table's layout, its n_params floats each). */
+    void (*flat)(ExecSkeleton *skel, int32_t vstage, float **params, float **grads);
+    /* Tensor @i's optimizer state, NULL where it has none: AdamW m and v, or Muon's momentum
+     * in @first; error feedback's previous update in @prev_update. Each holds the elements
+     * [*@lo, *@hi) of the tensor, element lo first: all numel of them, or with a sharded
+     * optimizer (ZeRO-1, KernOptimParams.shards) the part inside this replica's shard.
+     * Returns whether @first is Muon's momentum. */
+    int (*optim_state)(ExecSkeleton *skel, int32_t vstage, int i, float **first, float **second,
+                       float **prev_update, size_t *lo, size_t *hi);
     /* Copies @bytes from @src to @dst and waits for it: from the device part's memory of
      * @vstage to the host when @to_host, else from the host into it. */
     void (*copy)(ExecSkeleton *skel, int32_t vstage, void *dst, const void *src, size_t bytes,

@@ -23,7 +23,9 @@ struct _ExecPipeline {
     PpTrace           *trace;
     PpMemoryBytes     *predicted; /* (n_stages) the memory model's bytes of each stage */
     ExecReduce        *reduce;    /* the gradient reduction between replicas; NULL for one */
+    gboolean           sharded;   /* ZeRO-1: the optimizer steps replica d's shard only */
     int64_t           *reduce_ns; /* (n_stages) the host time of each stage's last reduction */
+    int64_t           *gather_ns; /* (n_stages) sharded: of its last all-gather of parameters */
 
     /* State of the replay in progress (exec_pipeline_run()). */
     const PpSchedule *sched; /* NULL in dynamic mode */

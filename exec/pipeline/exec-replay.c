@@ -104,6 +104,14 @@ static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
             g_array_append_val(pipeline->rows[stage], reduce);
         }
         g_array_append_val(pipeline->rows[stage], row);
+        if (op->kind == PP_OP_UPDATE && pipeline->sharded) {
+            /* The all-gather of the updated parameters, right after the U ended. */
+            PpTraceRow gather = row;
+            gather.start_ns = r->end_ns;
+            gather.end_ns = r->end_ns + pipeline->gather_ns[stage];
+            gather.resource = PP_RESOURCE_REDUCE;
+            g_array_append_val(pipeline->rows[stage], gather);
+        }
         res->n_copies[stage] += r->copied;
         if (op->kind == PP_OP_FORWARD && r->vstage == pipeline->n_vstages - 1) {
             res->loss[op->mb] = r->loss;
@@ -135,28 +143,58 @@ static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
 }
 
 /* Data parallelism, before the U of @args: the gradients of every virtual stage of the stage
- * replaced by their mean over the replicas (exec-reduce.h); its host time (ns) goes to
+ * replaced by their mean over the replicas (exec-reduce.h). With a sharded optimizer only
+ * this replica's shard of them, and @args gets the stage's squared gradient norm over every
+ * shard (in virtual stage order, as the backend adds them). Its host time (ns) goes to
  * reduce_ns[stage] for the U's trace rows. Returns FALSE when the replay stopped or a peer
  * missed the deadline. */
-static gboolean exec_pipeline_reduce(ExecPipeline *pipeline, const ExecOpArgs *args) {
+static gboolean exec_pipeline_reduce(ExecPipeline *pipeline, ExecOpArgs *args) {
+    int32_t stage = args->op->stage, update = args->version - pipeline->version_base[stage];
+    int64_t start_us = g_get_monotonic_time();
+    args->sharded = pipeline->sharded;
+    args->sq_norm = 0.0;
+    for (int32_t vs = 0; vs < pipeline->n_vstages; vs++) {
+        if (pipeline->vstage_stage[vs] != stage)
+            continue;
+        size_t n = 0;
+        double sq = 0.0;
+        float *grads = pipeline->backend->ops->grads(pipeline->backend, vs, &n);
+        if (!exec_reduce_scatter(pipeline->reduce, update, vs, grads, n))
+            return FALSE;
+        gboolean ok = pipeline->sharded
+                          ? exec_reduce_norm(pipeline->reduce, update, vs, grads, n, &sq)
+                          : exec_reduce_gather(pipeline->reduce, update, vs, grads, n,
+                                               "the reduced gradients");
+        if (!ok)
+            return FALSE;
+        args->sq_norm += sq;
+    }
+    pipeline->reduce_ns[stage] = (g_get_monotonic_time() - start_us) * 1000;
+    return TRUE;
+}
+
+/* Sharded optimizer, after the U of @args: every replica's updated shard of each virtual
+ * stage's parameters to every replica (exec-reduce.h); its host time (ns) goes to
+ * gather_ns[stage] for the trace. Returns FALSE as exec_pipeline_reduce(). */
+static gboolean exec_pipeline_gather_params(ExecPipeline *pipeline, const ExecOpArgs *args) {
     int32_t stage = args->op->stage, update = args->version - pipeline->version_base[stage];
     int64_t start_us = g_get_monotonic_time();
     for (int32_t vs = 0; vs < pipeline->n_vstages; vs++) {
         if (pipeline->vstage_stage[vs] != stage)
             continue;
         size_t n = 0;
-        float *grads = pipeline->backend->ops->grads(pipeline->backend, vs, &n);
-        if (!exec_reduce_run(pipeline->reduce, update, vs, grads, n))
+        float *params = pipeline->backend->ops->params(pipeline->backend, vs, &n);
+        if (!exec_reduce_gather(pipeline->reduce, update, vs, params, n, "the updated parameters"))
             return FALSE;
     }
-    pipeline->reduce_ns[stage] = (g_get_monotonic_time() - start_us) * 1000;
+    pipeline->gather_ns[stage] = (g_get_monotonic_time() - start_us) * 1000;
     return TRUE;
 }
 
 /* Runs one op on @stage's worker: wait for its input, run it, send its output; after a U,
  * the stage's reports. Returns FALSE when the worker must stop (aborted, or too many
  * non-finite updates). */
-static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, const ExecOpArgs *args) {
+static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, ExecOpArgs *args) {
     const ExecBackendOps *ops = pipeline->backend->ops;
     ExecRunResult        *res = pipeline->result;
     const PpOp           *op = args->op;
@@ -166,6 +204,9 @@ static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, const ExecOpArgs *
     if (op->kind == PP_OP_UPDATE && pipeline->reduce && !exec_pipeline_reduce(pipeline, args))
         return FALSE;
     ops->run_op(pipeline->backend, args);
+    if (op->kind == PP_OP_UPDATE && pipeline->sharded &&
+        !exec_pipeline_gather_params(pipeline, args))
+        return FALSE;
     ops->record_done(pipeline->backend, args);
     PP_ASSERT(res->n_executed[stage] < res->capacity[stage]);
     res->executed[stage][res->n_executed[stage]++] = *op;
