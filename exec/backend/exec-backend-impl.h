@@ -263,8 +263,9 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
  * the rank's place on its node modulo the devices it sees) and messages staged through host
  * memory and the group. Fails (EXEC_ERROR_BACKEND) without a CUDA device, for a device id the
  * process does not see, a precision or flash attention the model's shape cannot run, when the
- * device memory is too small, or when the group's size is not the stage count; with a group
- * it is collective, like the CPU backend's. Returns: (transfer full). */
+ * device memory is too small, when the group's size is not the stage count, or for a sharded
+ * optimizer (setup->optim.shards > 1: ZeRO-1 is the CPU backend's); with a group it is
+ * collective, like the CPU backend's. Returns: (transfer full). */
 ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error);
 
 G_END_DECLS
