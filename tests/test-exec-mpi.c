@@ -560,6 +560,62 @@ START_TEST(test_mpi_data_dynamic) {
 }
 END_TEST
 
+/* Whether some reduce row of @trace overlaps a backward (B, BW or W) row of the same stage and
+ * replica in time. */
+static gboolean reduce_overlaps_backward(const PpTrace *trace) {
+    for (int64_t i = 0; i < trace->n_rows; i++) {
+        const PpTraceRow *r = &trace->rows[i];
+        if (r->resource != PP_RESOURCE_REDUCE)
+            continue;
+        for (int64_t j = 0; j < trace->n_rows; j++) {
+            const PpTraceRow *b = &trace->rows[j];
+            gboolean backward = b->kind == PP_OP_BACKWARD || b->kind == PP_OP_BACKWARD_FULL ||
+                                b->kind == PP_OP_WEIGHT;
+            if (b->resource == PP_RESOURCE_COMPUTE && backward && b->stage == r->stage &&
+                b->replica == r->replica && r->start_ns < b->end_ns && b->start_ns < r->end_ns)
+                return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* The overlapped reduction (parallel.overlap_grad_reduce) on 2 replicas of the interleaved
+ * 2-stage pipeline (2 chunks, 4 micro-batches: a virtual stage's gradients are complete while
+ * the stage's other chunk still runs backwards), alone and with a sharded optimizer: bitwise
+ * the reduction at U (unit and log but tokens/s); one reduce row per virtual stage and update
+ * (with the sharded optimizer also the norm's exchange and the all-gather), and some reduce
+ * row overlapping a backward row of its stage. */
+START_TEST(test_mpi_data_overlap) {
+#define DATA_OVERLAP_SETS                                                                          \
+    "pipeline.schedule=interleaved", "pipeline.stages=2", "pipeline.chunks=2", "parallel.data=2",  \
+        "pipeline.microbatches=4"
+    const char *const plain[] = {DATA_OVERLAP_SETS, NULL};
+    const char *const overlap[] = {DATA_OVERLAP_SETS, "parallel.overlap_grad_reduce=true", NULL};
+    const char *const zero[] = {DATA_OVERLAP_SETS, "parallel.overlap_grad_reduce=true",
+                                "parallel.distributed_optimizer=true", NULL};
+#undef DATA_OVERLAP_SETS
+    const char *const *sets[] = {overlap, zero};
+    const int          rows_per_update[] = {2, 4};
+    g_autofree char   *plain_dir = test_util_tmp_dir_new("mpi-dp-plain-XXXXXX");
+    Run                base;
+    run_ok(&base, 4, plain_dir, plain, NULL);
+    for (size_t k = 0; k < G_N_ELEMENTS(sets); k++) {
+        g_autofree char *dir = test_util_tmp_dir_new("mpi-dp-overlap-XXXXXX");
+        Run              r;
+        run_ok(&r, 4, dir, sets[k], NULL);
+        assert_same_unit(plain_dir, dir, 2);
+        assert_same_log(plain_dir, dir);
+        assert_replica_trace(dir, 2, rows_per_update[k]);
+        g_autoptr(PpTrace) trace = read_trace(dir);
+        ck_assert_msg(reduce_overlaps_backward(trace), "no reduction overlapped a backward");
+        run_clear(&r);
+        ck_assert(test_util_tmp_dir_remove(dir));
+    }
+    run_clear(&base);
+    ck_assert(test_util_tmp_dir_remove(plain_dir));
+}
+END_TEST
+
 /* A world size that is not parallel.data x pipeline.stages: every rank says so. A learning
  * rate that makes every gradient non-finite: the replicas of a stage skip together (they
  * share the reduced gradients), and every rank reports the same error, without an abort of
@@ -939,6 +995,7 @@ int main(void) {
     tcase_add_loop_test(data, test_mpi_data, 0, N_DATA_NARROW);
     tcase_add_test(data, test_mpi_data_resume);
     tcase_add_test(data, test_mpi_data_dynamic);
+    tcase_add_test(data, test_mpi_data_overlap);
     tcase_add_test(data, test_mpi_data_failures);
     suite_add_tcase(s, data);
     TCase *wide = tcase_create("exec-mpi-data-wide");

@@ -175,6 +175,13 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     if (replicas > 1)
         pipeline->reduce = exec_reduce_new(params->comm, shape->n_vstages);
     pipeline->sharded = sharded;
+    pipeline->overlap = params->overlap_grad_reduce && replicas > 1;
+    pipeline->overlaps = g_new0(ExecOverlap *, shape->n_stages);
+    pipeline->buckets = g_new0(GArray *, shape->n_stages);
+    for (int32_t s = 0; s < shape->n_stages; s++)
+        pipeline->buckets[s] = g_array_new(FALSE, FALSE, sizeof(ExecBucket));
+    pipeline->posted = g_new0(gboolean, shape->n_vstages);
+    pipeline->u_start_us = g_new0(int64_t, shape->n_stages);
     g_mutex_init(&pipeline->error_lock);
     return pipeline;
 }
@@ -185,6 +192,12 @@ void exec_pipeline_free(ExecPipeline *pipeline) {
     exec_reduce_free(pipeline->reduce);
     g_free(pipeline->reduce_ns);
     g_free(pipeline->gather_ns);
+    for (int32_t s = 0; pipeline->buckets && s < pipeline->n_stages; s++)
+        g_array_unref(pipeline->buckets[s]);
+    g_free(pipeline->buckets);
+    g_free(pipeline->overlaps);
+    g_free(pipeline->posted);
+    g_free(pipeline->u_start_us);
     exec_backend_free(pipeline->backend);
     pp_partition_free(pipeline->partition);
     pp_trace_free(pipeline->trace);

@@ -62,16 +62,13 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
         return FALSE;
     }
     const PpParallelParams *par = &sc->parallel;
-    if (par->tensor != 1 || par->context != 1 || par->fsdp || par->overlap_grad_reduce) {
+    if (par->tensor != 1 || par->context != 1 || par->fsdp) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
-                    "%s: parallel.tensor=%d, parallel.context=%d, parallel.fsdp=%s, "
-                    "parallel.overlap_grad_reduce=%s: pacer-train runs one pipeline per "
-                    "parallel.data replica, one device per stage, and reduces whole gradients "
-                    "after the last backward of each update; tensor and context parallelism, "
-                    "fsdp and the overlapped reduction are the simulator's (set the two to 1 and "
-                    "the two to false)",
-                    sc->path, par->tensor, par->context, par->fsdp ? "true" : "false",
-                    par->overlap_grad_reduce ? "true" : "false");
+                    "%s: parallel.tensor=%d, parallel.context=%d, parallel.fsdp=%s: pacer-train "
+                    "runs one pipeline per parallel.data replica, one device per stage; tensor "
+                    "and context parallelism and fsdp are the simulator's (set the two to 1 and "
+                    "fsdp to false)",
+                    sc->path, par->tensor, par->context, par->fsdp ? "true" : "false");
         return FALSE;
     }
     if (par->distributed_optimizer && data > 1 && g_strcmp0(sc->optimizer.name, "muon") == 0) {
@@ -165,5 +162,6 @@ void exec_train_pipeline_params(const PpScenario *sc, const PpSchedule *shape,
         .flash_attention = sc->model.flash_attention,
         .speed_reference = sc->run.speed_reference,
         .distributed_optimizer = sc->parallel.distributed_optimizer,
+        .overlap_grad_reduce = sc->parallel.overlap_grad_reduce,
     };
 }
