@@ -12,7 +12,6 @@
 
 struct _ExecOverlap {
     ExecPipeline *pipeline;
-    int32_t       stage;
     GThread      *thread;
     GAsyncQueue  *jobs;    /* ExecBucket* to reduce, in posting order; &exec_overlap_end ends */
     GMutex        lock;    /* guards pending, failed and done */
@@ -55,7 +54,6 @@ static gpointer exec_overlap_thread(gpointer user_data) {
 ExecOverlap *exec_overlap_start(ExecPipeline *pipeline, int32_t stage) {
     ExecOverlap *o = g_new0(ExecOverlap, 1);
     o->pipeline = pipeline;
-    o->stage = stage;
     o->jobs = g_async_queue_new();
     g_mutex_init(&o->lock);
     g_cond_init(&o->cond);
