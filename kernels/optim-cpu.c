@@ -18,9 +18,7 @@
 
 /* Smallest chunk of an element-wise update handed to a thread. */
 #define OPTIM_GRAIN 8192
-/* Elements per partial sum of the gradient norm (a fixed split: the sum's order never depends
- * on the thread count), and lanes inside one. */
-#define OPTIM_NORM_CHUNK 65536
+/* Lanes inside one partial sum of the gradient norm (KERN_GRAD_NORM_CHUNK floats). */
 #define OPTIM_NORM_LANES 8
 
 #define NS_A 3.4445f
@@ -31,10 +29,12 @@
 typedef struct {
     size_t offset; /* floats into params/grads */
     size_t numel;
+    size_t lo, hi; /* the elements of the tensor inside the optimizer's range */
     int    rows, cols;
     int    is_matrix;
     int    use_muon;
-    size_t state; /* floats into the state arena: Muon momentum, or AdamW m then v */
+    size_t state; /* floats into the state arena: Muon momentum, or AdamW m then v, each
+                     hi - lo floats */
 } OptimTensor;
 
 struct _KernOptim {
@@ -43,24 +43,50 @@ struct _KernOptim {
     int             n_tensors;
     OptimTensor    *tensors;
     size_t          n_params;
+    size_t          lo, hi; /* the range of the flat parameters stepped (the shard) */
     size_t          state_floats;
     float          *state;   /* (state_floats): moments, then prev updates, then scratch */
-    float          *prev_u;  /* (n_params) previous update, error feedback only */
+    float          *prev_u;  /* (hi - lo) previous update of the range, error feedback only */
     float          *ortho;   /* (max hidden numel) Muon: G' then O */
     float          *scratch; /* Newton-Schulz scratch */
 };
+
+size_t kern_grad_norm_n_chunks(size_t n) {
+    return (n + KERN_GRAD_NORM_CHUNK - 1) / KERN_GRAD_NORM_CHUNK;
+}
+
+void kern_optim_shard_range(size_t n, int shards, int shard, size_t *lo, size_t *hi) {
+    KERN_ASSERT(shards >= 1 && shard >= 0 && shard < shards);
+    size_t k = kern_grad_norm_n_chunks(n);
+    size_t first = k * (size_t)shard / (size_t)shards,
+           end = k * (size_t)(shard + 1) / (size_t)shards;
+    *lo = first * KERN_GRAD_NORM_CHUNK < n ? first * KERN_GRAD_NORM_CHUNK : n;
+    *hi = end * KERN_GRAD_NORM_CHUNK < n ? end * KERN_GRAD_NORM_CHUNK : n;
+}
+
+/* [a, b) clipped to [lo, hi), moved to start at 0 from a: the part of a tensor at flat offset a
+ * of b - a floats inside the range, in the tensor's own indices. */
+static void optim_clip_span(size_t a, size_t b, size_t lo, size_t hi, size_t *from, size_t *to) {
+    size_t s = a > lo ? a : lo, e = b < hi ? b : hi;
+    *from = s < e ? s - a : 0;
+    *to = s < e ? e - a : 0;
+}
 
 KernOptim *kern_optim_new(const KernOptimParams *params, const Gpt2Slice *slice) {
     KERN_ASSERT(params->kind >= 0 && params->kind < KERN_OPTIM_N_KINDS);
     KERN_ASSERT(params->beta1 >= 0.0f && params->beta1 < 1.0f);
     KERN_ASSERT(params->beta2 >= 0.0f && params->beta2 < 1.0f);
     KERN_ASSERT(params->kind != KERN_OPTIM_MUON || params->muon_ns_steps >= 1);
+    int shards = params->shards > 1 ? params->shards : 1;
+    KERN_ASSERT(params->shard >= 0 && params->shard < shards);
+    KERN_ASSERT(shards == 1 || params->kind != KERN_OPTIM_MUON);
 
     KernOptim *o = kern_xcalloc(1, sizeof *o);
     o->p = *params;
     o->n_tensors = gpt2_slice_n_tensors(slice);
     o->n_params = gpt2_slice_n_params(slice);
     o->tensors = kern_xcalloc((size_t)o->n_tensors, sizeof *o->tensors);
+    kern_optim_shard_range(o->n_params, shards, params->shard, &o->lo, &o->hi);
 
     size_t cur = 0, max_hidden = 0, max_ns = 0;
     for (int i = 0; i < o->n_tensors; i++) {
@@ -72,8 +98,9 @@ KernOptim *kern_optim_new(const KernOptimParams *params, const Gpt2Slice *slice)
         ot->cols = t->shape[1];
         ot->is_matrix = t->is_matrix;
         ot->use_muon = kern_optim_uses_muon(params, t);
+        optim_clip_span(t->offset, t->offset + t->numel, o->lo, o->hi, &ot->lo, &ot->hi);
         ot->state = cur;
-        cur += ot->use_muon ? t->numel : 2 * t->numel;
+        cur += (ot->use_muon ? 1 : 2) * (ot->hi - ot->lo);
         if (ot->use_muon) {
             size_t m = (size_t)(ot->rows < ot->cols ? ot->rows : ot->cols);
             size_t ns = 2 * t->numel + 3 * m * m;
@@ -83,11 +110,12 @@ KernOptim *kern_optim_new(const KernOptimParams *params, const Gpt2Slice *slice)
     }
     size_t prev_at = cur;
     if (params->error_feedback)
-        cur += o->n_params;
+        cur += o->hi - o->lo;
     size_t ortho_at = cur;
     cur += max_hidden + max_ns;
     o->state_floats = cur;
-    o->state = kern_xcalloc(cur, sizeof(float));
+    /* (an empty shard of a plain AdamW holds nothing, but calloc(0) may return NULL) */
+    o->state = kern_xcalloc(cur > 0 ? cur : 1, sizeof(float));
     o->prev_u = params->error_feedback ? o->state + prev_at : NULL;
     o->ortho = o->state + ortho_at;
     o->scratch = o->ortho + max_hidden;
@@ -110,16 +138,38 @@ int64_t kern_optim_n_steps(const KernOptim *opt) {
     return opt->t;
 }
 
+void kern_optim_range(const KernOptim *opt, size_t *lo, size_t *hi) {
+    *lo = opt->lo;
+    *hi = opt->hi;
+}
+
+void kern_optim_tensor_span(const KernOptim *opt, int i, size_t *lo, size_t *hi) {
+    KERN_ASSERT(i >= 0 && i < opt->n_tensors);
+    *lo = opt->tensors[i].lo;
+    *hi = opt->tensors[i].hi;
+}
+
 int kern_optim_tensor_state(KernOptim *opt, int i, float **first, float **second) {
     KERN_ASSERT(i >= 0 && i < opt->n_tensors);
     const OptimTensor *ot = &opt->tensors[i];
     *first = opt->state + ot->state;
-    *second = ot->use_muon ? NULL : *first + ot->numel;
+    *second = ot->use_muon ? NULL : *first + (ot->hi - ot->lo);
     return ot->use_muon;
 }
 
 float *kern_optim_prev_update(KernOptim *opt) {
     return opt->prev_u;
+}
+
+float *kern_optim_tensor_prev_update(KernOptim *opt, int i) {
+    KERN_ASSERT(i >= 0 && i < opt->n_tensors);
+    const OptimTensor *ot = &opt->tensors[i];
+    if (opt->prev_u == NULL)
+        return NULL;
+    /* An empty span sits at the range's start or end: still inside the array. */
+    size_t flat =
+        ot->hi > ot->lo ? ot->offset + ot->lo : (ot->offset < opt->lo ? opt->lo : opt->hi);
+    return opt->prev_u + (flat - opt->lo);
 }
 
 void kern_optim_set_n_steps(KernOptim *opt, int64_t n_steps) {
@@ -167,11 +217,12 @@ void kern_newton_schulz5(float *out, const float *g, int rows, int cols, int ste
     }
 }
 
-/* Applies update @u of one float: plain p -= u, or error feedback p -= 2u - u_prev. */
-static inline void optim_apply(float *params, float *prev_u, size_t idx, float u) {
+/* Applies update @u of flat float @idx: plain p -= u, or error feedback p -= 2u - u_prev
+ * (@prev_u: the previous updates of the range starting at flat float @lo). */
+static inline void optim_apply(float *params, float *prev_u, size_t lo, size_t idx, float u) {
     if (prev_u) {
-        params[idx] -= 2.0f * u - prev_u[idx];
-        prev_u[idx] = u;
+        params[idx] -= 2.0f * u - prev_u[idx - lo];
+        prev_u[idx - lo] = u;
     } else {
         params[idx] -= u;
     }
@@ -190,18 +241,18 @@ KERN_CLONES static void optim_adamw_elems(void *arg, size_t begin, size_t end) {
     const OptimTensor *ot = a->ot;
     float              b1 = a->o->p.beta1, b2 = a->o->p.beta2, eps = a->o->p.eps;
     float              wd = ot->is_matrix ? a->o->p.weight_decay : 0.0f;
-    float             *mom = a->o->state + ot->state;
-    float             *var = mom + ot->numel;
+    float             *mom = a->o->state + ot->state; /* element j of the span at j */
+    float             *var = mom + (ot->hi - ot->lo);
     float             *params = a->params, *prev_u = a->o->prev_u;
     for (size_t j = begin; j < end; j++) {
-        size_t idx = ot->offset + j;
+        size_t idx = ot->offset + ot->lo + j;
         float  g = a->grads[idx];
         mom[j] = b1 * mom[j] + (1.0f - b1) * g;
         var[j] = b2 * var[j] + (1.0f - b2) * g * g;
         float mhat = mom[j] / a->bc1;
         float vhat = var[j] / a->bc2;
         float u = a->lr * (mhat / (sqrtf(vhat) + eps) + wd * params[idx]);
-        optim_apply(params, prev_u, idx, u);
+        optim_apply(params, prev_u, a->o->lo, idx, u);
     }
 }
 
@@ -209,7 +260,7 @@ static void optim_step_adamw(KernOptim *o, const OptimTensor *ot, float *params,
                              float lr, float bc1, float bc2) {
     OptimArgs a = {
         .o = o, .ot = ot, .params = params, .grads = grads, .lr = lr, .bc1 = bc1, .bc2 = bc2};
-    kern_parallel_range(ot->numel, OPTIM_GRAIN, optim_adamw_elems, &a);
+    kern_parallel_range(ot->hi - ot->lo, OPTIM_GRAIN, optim_adamw_elems, &a);
 }
 
 static void optim_step_muon(KernOptim *o, const OptimTensor *ot, float *params, const float *grads,
@@ -229,7 +280,7 @@ static void optim_step_muon(KernOptim *o, const OptimTensor *ot, float *params, 
     for (size_t j = 0; j < ot->numel; j++) {
         size_t idx = ot->offset + j;
         float  u = lr * (scale * o->ortho[j] + wd * params[idx]);
-        optim_apply(params, o->prev_u, idx, u);
+        optim_apply(params, o->prev_u, o->lo, idx, u);
     }
 }
 
@@ -240,6 +291,8 @@ void kern_optim_step(KernOptim *opt, float *params, const float *grads, float lr
     float lr_muon = lr * opt->p.muon_lr_ratio;
     for (int i = 0; i < opt->n_tensors; i++) {
         const OptimTensor *ot = &opt->tensors[i];
+        if (ot->hi == ot->lo)
+            continue; /* outside the shard */
         if (ot->use_muon)
             optim_step_muon(opt, ot, params, grads, lr_muon);
         else
@@ -274,8 +327,8 @@ typedef struct {
 KERN_CLONES static void optim_sq_norm_chunks(void *arg, size_t begin, size_t end) {
     const NormArgs *a = arg;
     for (size_t c = begin; c < end; c++) {
-        size_t i0 = c * OPTIM_NORM_CHUNK;
-        size_t i1 = i0 + OPTIM_NORM_CHUNK < a->n ? i0 + OPTIM_NORM_CHUNK : a->n;
+        size_t i0 = c * KERN_GRAD_NORM_CHUNK;
+        size_t i1 = i0 + KERN_GRAD_NORM_CHUNK < a->n ? i0 + KERN_GRAD_NORM_CHUNK : a->n;
         double acc[OPTIM_NORM_LANES] = {0};
         size_t i = i0;
         for (; i + OPTIM_NORM_LANES <= i1; i += OPTIM_NORM_LANES)
@@ -290,11 +343,15 @@ KERN_CLONES static void optim_sq_norm_chunks(void *arg, size_t begin, size_t end
     }
 }
 
-double kern_grad_sq_norm(const float *grads, size_t n) {
-    size_t   chunks = (n + OPTIM_NORM_CHUNK - 1) / OPTIM_NORM_CHUNK;
-    double  *partial = (double *)kern_thread_scratch(KERN_SCRATCH_SUMS, 2 * chunks);
+void kern_grad_sq_norm_partials(const float *grads, size_t n, double *partial) {
     NormArgs a = {.x = grads, .n = n, .partial = partial};
-    kern_parallel_range(chunks, 1, optim_sq_norm_chunks, &a);
+    kern_parallel_range(kern_grad_norm_n_chunks(n), 1, optim_sq_norm_chunks, &a);
+}
+
+double kern_grad_sq_norm(const float *grads, size_t n) {
+    size_t  chunks = kern_grad_norm_n_chunks(n);
+    double *partial = (double *)kern_thread_scratch(KERN_SCRATCH_SUMS, 2 * chunks);
+    kern_grad_sq_norm_partials(grads, n, partial);
     double sq = 0.0;
     for (size_t c = 0; c < chunks; c++)
         sq += partial[c];

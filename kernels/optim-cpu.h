@@ -37,6 +37,11 @@ typedef struct {
     float         muon_lr_ratio;  /* Muon lr / AdamW lr */
     int           muon_ns_steps;  /* Newton-Schulz iterations, e.g. 5 */
     int           error_feedback; /* 1: update-level error feedback (kern_optim_step()) */
+    int           shards;         /* ZeRO-1: the optimizer holds the state of, and steps, only
+                                     shard @shard of @shards of the slice's flat parameters
+                                     (kern_optim_shard_range()); 0 or 1: all of them. AdamW
+                                     only: Muon orthogonalises whole matrices */
+    int shard;                    /* 0 <= shard < shards */
 } KernOptimParams;
 
 /* Whether tensor @t is Muon-driven under @params (Muon on GPT2_TENSOR_HIDDEN tensors when the
@@ -48,11 +53,20 @@ static inline int kern_optim_uses_muon(const KernOptimParams *params, const Gpt2
 
 typedef struct _KernOptim KernOptim;
 
+/* Floats [*@lo, *@hi) of a flat array of @n: shard d = @shard of D = @shards (0 <= d < D),
+ * cut at whole chunks of the gradient norm: of the K = kern_grad_norm_n_chunks(n) chunks,
+ * shard d holds chunks [K d / D, K (d + 1) / D). So a shard's partial sums
+ * (kern_grad_sq_norm_partials()) are the whole array's for its chunks; a shard is empty when
+ * K < D leaves it no chunk. */
+void kern_optim_shard_range(size_t n, int shards, int shard, size_t *lo, size_t *hi);
+
 /* Creates the optimizer state for @slice's tensor table (the table is read now and copied; the
  * slice may be freed first). State arena: AdamW m and v for every AdamW-driven float, the Muon
  * momentum for every Muon-driven float, the previous update for every float when
- * error_feedback, and Newton-Schulz scratch; all zero, step count 0. Aborts on OOM or on bad
- * @params (kind out of range, beta outside [0, 1), muon_ns_steps < 1).
+ * error_feedback, and Newton-Schulz scratch; all zero, step count 0. With params->shards > 1,
+ * "every float" is every float of the shard (kern_optim_range()). Aborts on OOM or on bad
+ * @params (kind out of range, beta outside [0, 1), muon_ns_steps < 1, a shard out of range,
+ * Muon with shards > 1).
  * Returns: (transfer full): free with kern_optim_free(). */
 KernOptim *kern_optim_new(const KernOptimParams *params, const Gpt2Slice *slice);
 /* Frees; accepts NULL. */
@@ -61,6 +75,9 @@ void kern_optim_free(KernOptim *opt);
 size_t kern_optim_state_floats(const KernOptim *opt);
 /* Number of steps taken so far (t). */
 int64_t kern_optim_n_steps(const KernOptim *opt);
+/* The floats [*@lo, *@hi) of the flat parameters this optimizer holds state for and steps:
+ * [0, n_params) without shards. */
+void kern_optim_range(const KernOptim *opt, size_t *lo, size_t *hi);
 
 /* --- state access (checkpoints) ---
  * The persistent state is the per-tensor moments, the error-feedback previous update and t;
@@ -68,22 +85,31 @@ int64_t kern_optim_n_steps(const KernOptim *opt);
  * t, then writing them back into an optimizer made with the same kind, error_feedback and
  * tensor table, continues the run bit for bit. */
 
+/* The elements [*@lo, *@hi) of tensor @i (in its own row-major layout) whose state the
+ * optimizer holds: [0, numel) without shards, the part of the tensor inside the shard with
+ * (possibly empty: lo = hi). */
+void kern_optim_tensor_span(const KernOptim *opt, int i, size_t *lo, size_t *hi);
 /* The moment buffers of tensor @i of the table (0 <= i < gpt2_slice_n_tensors() of the slice
- * the optimizer was made for), each numel floats in the tensor's own layout (shape[0],
- * shape[1]), borrowed from the state arena and writable:
+ * the optimizer was made for), each hi - lo floats of its span (kern_optim_tensor_span()),
+ * element lo first, in the tensor's own layout (shape[0], shape[1]), borrowed from the state
+ * arena and writable:
  *   AdamW-driven: *@first = m (first moment), *@second = v (second moment)
  *   Muon-driven:  *@first = the momentum M, *@second = NULL
  * Returns: 1 when the tensor is Muon-driven, else 0. */
 int kern_optim_tensor_state(KernOptim *opt, int i, float **first, float **second);
-/* Error feedback's previous update u_{t-1}: (gpt2_slice_n_params()) floats in the slice's
- * params layout, borrowed and writable; NULL when error_feedback is off. */
+/* Error feedback's previous update u_{t-1} of the optimizer's range (kern_optim_range():
+ * hi - lo floats, flat element lo first, the slice's params layout), borrowed and writable;
+ * NULL when error_feedback is off. */
 float *kern_optim_prev_update(KernOptim *opt);
+/* The same array from tensor @i's element lo of its span on (hi - lo floats), or NULL. */
+float *kern_optim_tensor_prev_update(KernOptim *opt, int i);
 /* Sets t, the number of steps taken (@n_steps >= 0): the next step is t + 1 and uses it in
  * AdamW's bias corrections. */
 void kern_optim_set_n_steps(KernOptim *opt, int64_t n_steps);
 
-/* One update of @params from @grads (both gpt2_slice_n_params() floats, the slice's layout),
- * with AdamW learning rate @lr (Muon: lr * muon_lr_ratio). Increments the step count t
+/* One update of @params from @grads (both gpt2_slice_n_params() floats, the slice's layout;
+ * only the optimizer's range is read and written), with AdamW learning rate @lr (Muon: lr *
+ * muon_lr_ratio). Increments the step count t
  * (first step t = 1). Per float, the update u_t is:
  *   AdamW: m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
  *          u = lr * ( (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + wd * p )
@@ -120,7 +146,15 @@ float kern_lr_schedule(int64_t step, int64_t warmup_steps, int64_t total_steps, 
 
 /* --- gradient clipping --- */
 
-/* Sum of squares of @n floats of @grads, accumulated in double in index order. Add the values
+/* Floats per partial sum of the gradient norm: a fixed split of the array, so the sum's order
+ * never depends on the thread count or on how the array is sharded at chunk boundaries. */
+#define KERN_GRAD_NORM_CHUNK 65536
+/* The number of partial sums of an array of @n floats: ceil(n / KERN_GRAD_NORM_CHUNK). */
+size_t kern_grad_norm_n_chunks(size_t n);
+/* The partial sums of squares of @n floats of @grads into @partial (kern_grad_norm_n_chunks(n)
+ * doubles): chunk c's, in double, in a fixed order within the chunk. */
+void kern_grad_sq_norm_partials(const float *grads, size_t n, double *partial);
+/* Sum of squares of @n floats of @grads: the partial sums added in chunk order. Add the values
  * of all stages and take sqrt for the exact global L2 norm. */
 double kern_grad_sq_norm(const float *grads, size_t n);
 /* Multiplier that brings an L2 norm @norm down to @max_norm: max_norm / (norm + 1e-6) when

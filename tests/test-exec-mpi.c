@@ -381,8 +381,11 @@ static char *log_cell(const char *dir, int step, int col) {
 }
 
 /* @trace, of @replicas replicas of @sched's one segment: every replica ran every op of the
- * program once (compute rows) and one reduction before each of its updates. */
-static void assert_replica_rows(const PpTrace *trace, const PpSchedule *sched, int replicas) {
+ * program once (compute rows) and @per_update reduction rows for each of its updates (1: the
+ * reduction before it; 2 with a sharded optimizer: and the all-gather of the parameters after
+ * it). */
+static void assert_replica_rows(const PpTrace *trace, const PpSchedule *sched, int replicas,
+                                int per_update) {
     g_autofree int64_t *compute = g_new0(int64_t, replicas);
     g_autofree int64_t *updates = g_new0(int64_t, replicas);
     g_autofree int64_t *reduce = g_new0(int64_t, replicas);
@@ -400,16 +403,16 @@ static void assert_replica_rows(const PpTrace *trace, const PpSchedule *sched, i
     }
     for (int d = 0; d < replicas; d++) {
         ck_assert_int_eq(compute[d], pp_schedule_n_ops_total(sched));
-        ck_assert_int_eq(reduce[d], updates[d]);
+        ck_assert_int_eq(reduce[d], per_update * updates[d]);
     }
 }
 
 /* ops.csv of a one-segment run of @replicas replicas: assert_replica_rows(), and every op with
  * the program's weight versions. */
-static void assert_replica_trace(const char *dir, int replicas) {
+static void assert_replica_trace(const char *dir, int replicas, int per_update) {
     g_autoptr(PpSchedule) sched = run_schedule(dir);
     g_autoptr(PpTrace) trace = read_trace(dir);
-    assert_replica_rows(trace, sched, replicas);
+    assert_replica_rows(trace, sched, replicas, per_update);
     for (int64_t i = 0; i < trace->n_rows; i++) {
         const PpTraceRow *r = &trace->rows[i];
         if (r->resource == PP_RESOURCE_REDUCE || r->kind == PP_OP_UPDATE)
@@ -428,7 +431,10 @@ static void assert_replica_trace(const char *dir, int replicas) {
  * - with their own data, the replicas read the global batch one pipeline with twice the
  *   micro-batches reads: step 0 (initial weights everywhere) has the same mean loss to the
  *   last printed digit; for the flush schedules, whose math is that pipeline's but for the
- *   grouping of the gradient sum, the validation loss after the run agrees to 1e-4. */
+ *   grouping of the gradient sum, the validation loss after the run agrees to 1e-4;
+ * - for 1f1b and paci, with a sharded optimizer (ZeRO-1, parallel.distributed_optimizer):
+ *   bitwise the replicated run (unit and log but tokens/s), a reduction before and an
+ *   all-gather after every update in the trace. */
 START_TEST(test_mpi_data) {
     const DataCase *c = &data_cases[_i];
     g_auto(GStrv) sets = data_case_sets(c, 2, c->batch);
@@ -446,7 +452,21 @@ START_TEST(test_mpi_data) {
     ck_assert_int_eq(count_lines(a.out, "pacer-train: "), 1);
     assert_same_unit(a_dir, b_dir, 2);
     assert_same_log(a_dir, b_dir);
-    assert_replica_trace(a_dir, 2);
+    assert_replica_trace(a_dir, 2, 1);
+    if (strcmp(c->schedule, "1f1b") == 0 || strcmp(c->schedule, "paci") == 0) {
+        g_autoptr(GStrvBuilder) zb = g_strv_builder_new();
+        g_strv_builder_addv(zb, (const char **)sets);
+        g_strv_builder_add(zb, "parallel.distributed_optimizer=true");
+        g_auto(GStrv) zero_sets = g_strv_builder_end(zb);
+        g_autofree char *zero_dir = test_util_tmp_dir_new("mpi-dp-zero-XXXXXX");
+        Run              zero;
+        run_ok(&zero, np, zero_dir, (const char *const *)zero_sets, NULL);
+        assert_same_unit(a_dir, zero_dir, 2);
+        assert_same_log(a_dir, zero_dir);
+        assert_replica_trace(zero_dir, 2, 2);
+        run_clear(&zero);
+        ck_assert(test_util_tmp_dir_remove(zero_dir));
+    }
 
     run_train(&same, np, same_dir, (const char *const *)sets, NULL, "PACER_TEST_REPLICA_DATA=same");
     ck_assert_msg(same.status == 0, "exit %d:\n%s", same.status, same.err);
@@ -476,22 +496,28 @@ END_TEST
 
 /* 2 replicas of 2-stage PACI (4 processes), stopped at the step-2 checkpoint, resumed and
  * killed (rank 0) inside the step-4 unit's write, resumed again: bitwise the uninterrupted
- * data-parallel run with the same boundaries (both units and the log). */
+ * data-parallel run with the same boundaries (both units and the log). The first and the last
+ * part run with a sharded optimizer (ZeRO-1: each replica writes its part of the optimizer
+ * state, and resuming gives each its part back), the killed one and the uninterrupted run
+ * without: the units are the same either way. */
 START_TEST(test_mpi_data_resume) {
-    const char *const sets[] = {
-        "pipeline.schedule=paci",  "pipeline.stages=2",       "parallel.data=2",
-        "pipeline.accumulation=2", "pipeline.microbatches=1", "training.steps=4",
-        "run.checkpoint_every=2",  "run.eval_every=2",        NULL};
+#define DATA_RESUME_SETS                                                                           \
+    "pipeline.schedule=paci", "pipeline.stages=2", "parallel.data=2", "pipeline.accumulation=2",   \
+        "pipeline.microbatches=1", "training.steps=4", "run.checkpoint_every=2",                   \
+        "run.eval_every=2"
+    const char *const sets[] = {DATA_RESUME_SETS, NULL};
+    const char *const zero_sets[] = {DATA_RESUME_SETS, "parallel.distributed_optimizer=true", NULL};
+#undef DATA_RESUME_SETS
     g_autofree char  *mp_dir = test_util_tmp_dir_new("mpi-dp-resume-XXXXXX");
     g_autofree char  *straight_dir = test_util_tmp_dir_new("mpi-dp-straight-XXXXXX");
     const char *const stop[] = {"--stop-at", "2", NULL};
     const char *const resume[] = {"--resume", mp_dir, NULL};
     Run               a, killed, b, straight;
-    run_ok(&a, 4, mp_dir, sets, stop);
+    run_ok(&a, 4, mp_dir, zero_sets, stop);
     run_train(&killed, 4, mp_dir, sets, resume, "PACER_TEST_KILL_AT=before-rename@4");
     ck_assert_msg(killed.status != 0 && strstr(killed.err, "process rank 0 ") != NULL,
                   "exit %d: %s", killed.status, killed.err);
-    run_ok(&b, 4, mp_dir, sets, resume);
+    run_ok(&b, 4, mp_dir, zero_sets, resume);
     ck_assert_ptr_nonnull(strstr(b.out, ", 4 steps,"));
     run_ok(&straight, 4, straight_dir, sets, NULL);
     assert_same_unit(mp_dir, straight_dir, 2);
@@ -523,7 +549,7 @@ START_TEST(test_mpi_data_dynamic) {
     run_ok(&r, 2 * N, dir, sets, dynamic);
     g_autoptr(PpSchedule) sched = run_schedule(dir);
     g_autoptr(PpTrace) trace = read_trace(dir);
-    assert_replica_rows(trace, sched, 2);
+    assert_replica_rows(trace, sched, 2, 1);
     for (int64_t i = 0; i < trace->n_rows; i++) {
         const PpTraceRow *row = &trace->rows[i];
         if (row->resource == PP_RESOURCE_COMPUTE && row->kind != PP_OP_UPDATE)
@@ -531,6 +557,62 @@ START_TEST(test_mpi_data_dynamic) {
     }
     run_clear(&r);
     ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* Whether some reduce row of @trace overlaps a backward (B, BW or W) row of the same stage and
+ * replica in time. */
+static gboolean reduce_overlaps_backward(const PpTrace *trace) {
+    for (int64_t i = 0; i < trace->n_rows; i++) {
+        const PpTraceRow *r = &trace->rows[i];
+        if (r->resource != PP_RESOURCE_REDUCE)
+            continue;
+        for (int64_t j = 0; j < trace->n_rows; j++) {
+            const PpTraceRow *b = &trace->rows[j];
+            gboolean backward = b->kind == PP_OP_BACKWARD || b->kind == PP_OP_BACKWARD_FULL ||
+                                b->kind == PP_OP_WEIGHT;
+            if (b->resource == PP_RESOURCE_COMPUTE && backward && b->stage == r->stage &&
+                b->replica == r->replica && r->start_ns < b->end_ns && b->start_ns < r->end_ns)
+                return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* The overlapped reduction (parallel.overlap_grad_reduce) on 2 replicas of the interleaved
+ * 2-stage pipeline (2 chunks, 4 micro-batches: a virtual stage's gradients are complete while
+ * the stage's other chunk still runs backwards), alone and with a sharded optimizer: bitwise
+ * the reduction at U (unit and log but tokens/s); one reduce row per virtual stage and update
+ * (with the sharded optimizer also the norm's exchange and the all-gather), and some reduce
+ * row overlapping a backward row of its stage. */
+START_TEST(test_mpi_data_overlap) {
+#define DATA_OVERLAP_SETS                                                                          \
+    "pipeline.schedule=interleaved", "pipeline.stages=2", "pipeline.chunks=2", "parallel.data=2",  \
+        "pipeline.microbatches=4"
+    const char *const plain[] = {DATA_OVERLAP_SETS, NULL};
+    const char *const overlap[] = {DATA_OVERLAP_SETS, "parallel.overlap_grad_reduce=true", NULL};
+    const char *const zero[] = {DATA_OVERLAP_SETS, "parallel.overlap_grad_reduce=true",
+                                "parallel.distributed_optimizer=true", NULL};
+#undef DATA_OVERLAP_SETS
+    const char *const *sets[] = {overlap, zero};
+    const int          rows_per_update[] = {2, 4};
+    g_autofree char   *plain_dir = test_util_tmp_dir_new("mpi-dp-plain-XXXXXX");
+    Run                base;
+    run_ok(&base, 4, plain_dir, plain, NULL);
+    for (size_t k = 0; k < G_N_ELEMENTS(sets); k++) {
+        g_autofree char *dir = test_util_tmp_dir_new("mpi-dp-overlap-XXXXXX");
+        Run              r;
+        run_ok(&r, 4, dir, sets[k], NULL);
+        assert_same_unit(plain_dir, dir, 2);
+        assert_same_log(plain_dir, dir);
+        assert_replica_trace(dir, 2, rows_per_update[k]);
+        g_autoptr(PpTrace) trace = read_trace(dir);
+        ck_assert_msg(reduce_overlaps_backward(trace), "no reduction overlapped a backward");
+        run_clear(&r);
+        ck_assert(test_util_tmp_dir_remove(dir));
+    }
+    run_clear(&base);
+    ck_assert(test_util_tmp_dir_remove(plain_dir));
 }
 END_TEST
 
@@ -914,6 +996,7 @@ int main(void) {
     tcase_add_loop_test(data, test_mpi_data, 0, N_DATA_NARROW);
     tcase_add_test(data, test_mpi_data_resume);
     tcase_add_test(data, test_mpi_data_dynamic);
+    tcase_add_test(data, test_mpi_data_overlap);
     tcase_add_test(data, test_mpi_data_failures);
     suite_add_tcase(s, data);
     TCase *wide = tcase_create("exec-mpi-data-wide");

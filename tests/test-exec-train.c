@@ -129,7 +129,6 @@ START_TEST(test_train_refuses_layout) {
         const char *needle;
     } cases[] = {
         {{"parallel.data=2", NULL}, "runs one process per stage of every replica (mpirun"},
-        {{"parallel.distributed_optimizer=true", NULL}, "pacer-train runs one pipeline"},
         {{"parallel.tensor=2", NULL}, "pacer-train runs one pipeline"},
         {{"parallel.context=2", NULL}, "pacer-train runs one pipeline"},
         {{"parallel.fsdp=true", NULL}, "pacer-train runs one pipeline"},

@@ -723,6 +723,90 @@ START_TEST(test_error_feedback) {
 }
 END_TEST
 
+/* Float copy of @src (@n). */
+static float *floats_dup(const float *src, size_t n) {
+    float *out = malloc(n * sizeof(float));
+    memcpy(out, src, n * sizeof(float));
+    return out;
+}
+
+START_TEST(test_optim_shards) {
+    /* ZeRO-1: D = 3 AdamW optimizers (error feedback, weight decay) over the shards of one
+     * slice's flat parameters, each stepping its shard of a copy of the parameters twice,
+     * together give bitwise the parameters of one optimizer over the whole slice; the shards
+     * are whole chunks of the gradient norm, back to back, and their partial sums are the
+     * whole array's; their tensor spans cover them; their state adds up to the whole one's. */
+    const Gpt2Config wide = {.L = 2, .C = 64, .NH = 2, .T = 8, .V = 1000, .Vp = 1024};
+    Gpt2SliceParams  sp = {.model = wide,
+                           .layer_begin = 0,
+                           .layer_end = 2,
+                           .has_embedding = 1,
+                           .has_head = 1,
+                           .B = 1,
+                           .n_act_slots = 1};
+    Gpt2Slice       *s = gpt2_slice_new(&sp);
+    gpt2_slice_init_params(s, 42);
+    const int D = 3;
+    size_t    n = gpt2_slice_n_params(s), chunks = kern_grad_norm_n_chunks(n);
+    ck_assert_uint_gt(chunks, (size_t)D);
+    float *g1 = malloc(n * sizeof(float)), *g2 = malloc(n * sizeof(float));
+    fill_grads(g1, n, 21);
+    fill_grads(g2, n, 22);
+    KernOptimParams whole = optim_params(KERN_OPTIM_ADAMW, 0.1f, 1);
+    KernOptim      *ow = kern_optim_new(&whole, s);
+    float          *pw = floats_dup(gpt2_slice_params(s), n);
+    float          *pz = floats_dup(gpt2_slice_params(s), n);
+    kern_optim_step(ow, pw, g1, 1e-2f);
+    kern_optim_step(ow, pw, g2, 1e-2f);
+    double *partial_whole = malloc(chunks * sizeof(double));
+    double *partial_shard = malloc(chunks * sizeof(double));
+    kern_grad_sq_norm_partials(g1, n, partial_whole);
+    size_t covered = 0, state = 0;
+    for (int d = 0; d < D; d++) {
+        KernOptimParams sharded = whole;
+        sharded.shards = D;
+        sharded.shard = d;
+        KernOptim *od = kern_optim_new(&sharded, s);
+        size_t     lo, hi, want_lo, want_hi, spans = 0;
+        kern_optim_range(od, &lo, &hi);
+        kern_optim_shard_range(n, D, d, &want_lo, &want_hi);
+        ck_assert_uint_eq(lo, want_lo);
+        ck_assert_uint_eq(hi, want_hi);
+        ck_assert_uint_eq(lo, covered);
+        ck_assert_uint_eq(lo % KERN_GRAD_NORM_CHUNK, 0);
+        ck_assert_uint_gt(hi, lo);
+        covered = hi;
+        for (int i = 0; i < gpt2_slice_n_tensors(s); i++) {
+            size_t tlo, thi;
+            kern_optim_tensor_span(od, i, &tlo, &thi);
+            spans += thi - tlo;
+        }
+        ck_assert_uint_eq(spans, hi - lo);
+        float *pd = floats_dup(gpt2_slice_params(s), n);
+        kern_optim_step(od, pd, g1, 1e-2f);
+        kern_optim_step(od, pd, g2, 1e-2f);
+        memcpy(pz + lo, pd + lo, (hi - lo) * sizeof(float));
+        kern_grad_sq_norm_partials(g1 + lo, hi - lo, partial_shard);
+        ck_assert(memcmp(partial_shard, partial_whole + lo / KERN_GRAD_NORM_CHUNK,
+                         kern_grad_norm_n_chunks(hi - lo) * sizeof(double)) == 0);
+        state += kern_optim_state_floats(od);
+        free(pd);
+        kern_optim_free(od);
+    }
+    ck_assert_uint_eq(covered, n);
+    ck_assert(memcmp(pz, pw, n * sizeof(float)) == 0);
+    ck_assert_uint_eq(state, kern_optim_state_floats(ow));
+    free(partial_shard);
+    free(partial_whole);
+    free(pz);
+    free(pw);
+    kern_optim_free(ow);
+    free(g2);
+    free(g1);
+    gpt2_slice_free(s);
+}
+END_TEST
+
 /* Optimizer state round trip: optimizer a takes 3 steps; b, made fresh for a copy of the
  * weights, receives a's moments, previous update and t through the accessors; one more step
  * with the same gradient then gives bitwise the same weights and state. Loop index: 0 AdamW,
@@ -831,6 +915,7 @@ static Suite *slice_suite(void) {
     tcase_add_test(to, test_newton_schulz_known);
     tcase_add_test(to, test_muon_step);
     tcase_add_test(to, test_error_feedback);
+    tcase_add_test(to, test_optim_shards);
     tcase_add_loop_test(to, test_optim_state_roundtrip, 0, 2);
     tcase_add_test(to, test_lr_schedule);
     tcase_add_test(to, test_clipping);

@@ -57,6 +57,11 @@ typedef struct {
     float    lr;           /* U: learning rate */
     float    grad_clip;    /* U: per-stage L2 clipping threshold, 0 = off */
     gboolean poison;       /* U: test hook, treat the gradients as non-finite */
+    gboolean sharded;      /* U with a sharded optimizer (ZeRO-1, KernOptimParams.shards > 1):
+                              only the optimizer's range of each virtual stage's gradients is
+                              reduced; the stage's squared gradient norm is @sq_norm (over every
+                              replica's range) and the step scales and reads that range only */
+    double sq_norm;        /* U, @sharded: the stage's squared gradient norm */
 } ExecOpArgs;
 
 /* What a backend reports about one op it ran, at its stage's next flush. */
@@ -141,6 +146,10 @@ struct _ExecBackendOps {
      * (transfer none), which the gradient reduction between replicas reads and overwrites in
      * place after the stage's last backward of an update window, before its U. */
     float *(*grads)(ExecBackend *backend, int32_t vstage, size_t *n);
+    /* (nullable: a backend without it has no sharded optimizer) ZeRO-1: the parameters of
+     * local virtual stage @vstage as one flat host array of *@n floats (transfer none), into
+     * which the all-gather after a sharded U copies the other replicas' updated shards. */
+    float *(*params)(ExecBackend *backend, int32_t vstage, size_t *n);
 
     /* --- any thread --- */
 
@@ -221,8 +230,9 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
  * the rank's place on its node modulo the devices it sees) and messages staged through host
  * memory and the group. Fails (EXEC_ERROR_BACKEND) without a CUDA device, for a device id the
  * process does not see, a precision or flash attention the model's shape cannot run, when the
- * device memory is too small, or when the group's size is not the stage count; with a group
- * it is collective, like the CPU backend's. Returns: (transfer full). */
+ * device memory is too small, when the group's size is not the stage count, or for a sharded
+ * optimizer (setup->optim.shards > 1: ZeRO-1 is the CPU backend's); with a group it is
+ * collective, like the CPU backend's. Returns: (transfer full). */
 ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error);
 
 G_END_DECLS

@@ -18,34 +18,39 @@ static gboolean exec_skeleton_vstage_local(const ExecSkeleton *skel, int32_t vst
 }
 
 /* Tensor @i's @role array of local @vstage in the device part's memory, or NULL when the
- * layout gives the tensor no such role. */
+ * layout gives the tensor no such role. The array holds the tensor's elements [*@lo, *@hi)
+ * (nullable): all of them but for a sharded optimizer's state (ZeRO-1). */
 static float *exec_skeleton_role_data(ExecSkeleton *skel, int32_t vstage, int i,
-                                      ExecTensorRole role) {
+                                      ExecTensorRole role, size_t *lo, size_t *hi) {
     const ExecVstageLayout *v = exec_skeleton_vstage_layout(skel, vstage);
     if (!(v->roles[i] & EXEC_TENSOR_ROLE_BIT(role)))
         return NULL;
-    size_t offset = v->tensors[i].offset;
-    float *params = NULL, *grads = NULL, *prev = NULL, *first = NULL, *second = NULL;
-    float *data = NULL;
+    const Gpt2Tensor *t = &v->tensors[i];
+    float            *params = NULL, *grads = NULL, *prev = NULL, *first = NULL, *second = NULL;
+    float            *data = NULL;
+    size_t            state_lo = 0, state_hi = t->numel;
     switch (role) {
     case EXEC_TENSOR_PARAMS:
     case EXEC_TENSOR_GRADS:
-    case EXEC_TENSOR_PREV_UPDATE:
-        skel->state->flat(skel, vstage, &params, &grads, &prev);
-        data = role == EXEC_TENSOR_PARAMS ? params : role == EXEC_TENSOR_GRADS ? grads : prev;
-        data = data ? data + offset : NULL;
+        skel->state->flat(skel, vstage, &params, &grads);
+        data = (role == EXEC_TENSOR_PARAMS ? params : grads) + t->offset;
         break;
+    case EXEC_TENSOR_PREV_UPDATE:
     case EXEC_TENSOR_ADAM_M:
     case EXEC_TENSOR_MUON_MOMENTUM:
     case EXEC_TENSOR_ADAM_V:
-        skel->state->optim_state(skel, vstage, i, &first, &second);
-        data = role == EXEC_TENSOR_ADAM_V ? second : first;
+        skel->state->optim_state(skel, vstage, i, &first, &second, &prev, &state_lo, &state_hi);
+        data = role == EXEC_TENSOR_PREV_UPDATE ? prev : role == EXEC_TENSOR_ADAM_V ? second : first;
         break;
     case EXEC_TENSOR_N_ROLES:
         PP_UNREACHABLE();
     }
     /* The device part allocated what the layout says: every role has its array. */
     PP_ASSERT(data != NULL);
+    if (lo)
+        *lo = state_lo;
+    if (hi)
+        *hi = state_hi;
     return data;
 }
 
@@ -73,9 +78,11 @@ static gboolean exec_skeleton_check_local(ExecSkeleton *skel, int32_t vstage, GE
     return FALSE;
 }
 
-/* The device part's array of @role of tensor @name of @vstage, checked against @n floats. */
+/* The device part's array of @role of tensor @name of @vstage, checked against @n floats; it
+ * holds the tensor's elements [*@lo, *@hi). */
 static float *exec_skeleton_tensor_data(ExecSkeleton *skel, int32_t vstage, const char *name,
-                                        ExecTensorRole role, size_t n, GError **error) {
+                                        ExecTensorRole role, size_t n, size_t *lo, size_t *hi,
+                                        GError **error) {
     PP_ASSERT(role >= 0 && role < EXEC_TENSOR_N_ROLES);
     if (!exec_skeleton_check_local(skel, vstage, error))
         return NULL;
@@ -84,26 +91,31 @@ static float *exec_skeleton_tensor_data(ExecSkeleton *skel, int32_t vstage, cons
     while (i < v->n_tensors && strcmp(v->tensors[i].name, name) != 0)
         i++;
     const Gpt2Tensor *t = i < v->n_tensors ? &v->tensors[i] : NULL;
-    float            *data = t ? exec_skeleton_role_data(skel, vstage, i, role) : NULL;
+    float            *data = t ? exec_skeleton_role_data(skel, vstage, i, role, lo, hi) : NULL;
     return exec_tensor_checked(vstage, name, t, role, data, n, error);
 }
 
+/* A sharded optimizer's state (ZeRO-1) holds part of a tensor: get fills only that part of
+ * @dst, set reads only that part of @src. */
 gboolean exec_skeleton_tensor_get(ExecBackend *backend, int32_t vstage, const char *name,
                                   ExecTensorRole role, float *dst, size_t n, GError **error) {
     ExecSkeleton *skel = exec_skeleton(backend);
-    const float  *data = exec_skeleton_tensor_data(skel, vstage, name, role, n, error);
-    if (data)
-        skel->state->copy(skel, vstage, dst, data, n * sizeof(float), TRUE);
+    size_t        lo = 0, hi = 0;
+    const float  *data = exec_skeleton_tensor_data(skel, vstage, name, role, n, &lo, &hi, error);
+    if (data && hi > lo)
+        skel->state->copy(skel, vstage, dst + lo, data, (hi - lo) * sizeof(float), TRUE);
     return data != NULL;
 }
 
 gboolean exec_skeleton_tensor_set(ExecBackend *backend, int32_t vstage, const char *name,
                                   ExecTensorRole role, const float *src, size_t n, GError **error) {
     ExecSkeleton *skel = exec_skeleton(backend);
-    float        *data = exec_skeleton_tensor_data(skel, vstage, name, role, n, error);
+    size_t        lo = 0, hi = 0;
+    float        *data = exec_skeleton_tensor_data(skel, vstage, name, role, n, &lo, &hi, error);
     if (data == NULL)
         return FALSE;
-    skel->state->copy(skel, vstage, data, src, n * sizeof(float), FALSE);
+    if (hi > lo)
+        skel->state->copy(skel, vstage, data, src + lo, (hi - lo) * sizeof(float), FALSE);
     if (skel->state->after_set)
         skel->state->after_set(skel, vstage, role);
     return TRUE;

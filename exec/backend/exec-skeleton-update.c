@@ -16,9 +16,9 @@ void exec_skeleton_tap(ExecSkeleton *skel, int32_t stage) {
         if (skel->vstage_stage[vs] != stage)
             continue;
         const ExecVstageLayout *v = exec_skeleton_vstage_layout(skel, vs);
-        float                  *params = NULL, *grads = NULL, *prev = NULL;
+        float                  *params = NULL, *grads = NULL;
         PP_ASSERT(tap != NULL);
-        state->flat(skel, vs, &params, &grads, &prev);
+        state->flat(skel, vs, &params, &grads);
         for (int i = 0; i < v->n_tensors; i++) {
             const Gpt2Tensor *t = &v->tensors[i];
             state->copy(skel, vs, tap, grads + t->offset, t->numel * sizeof(float), TRUE);

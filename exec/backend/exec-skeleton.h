@@ -53,14 +53,15 @@ typedef struct _ExecSkeleton ExecSkeleton;
  * thread for a local virtual stage @vstage, on a drained pipeline. */
 typedef struct {
     /* The flat arrays of @vstage in the device part's memory: parameters and gradients (the
-     * layout's n_params floats each, laid out by its table) and the error-feedback buffer
-     * (likewise; NULL without error feedback). */
-    void (*flat)(ExecSkeleton *skel, int32_t vstage, float **params, float **grads,
-                 float **prev_update);
-    /* Tensor @i's optimizer state (its numel floats each, NULL where it has none): AdamW m
-     * in @first and v in @second, or Muon's momentum in @first (the layout's roles say
-     * which). */
-    void (*optim_state)(ExecSkeleton *skel, int32_t vstage, int i, float **first, float **second);
+     * layout's n_params floats each, laid out by its table). */
+    void (*flat)(ExecSkeleton *skel, int32_t vstage, float **params, float **grads);
+    /* Tensor @i's optimizer state (NULL where it has none): AdamW m in @first and v in
+     * @second, or Muon's momentum in @first (the layout's roles say which); error feedback's
+     * previous update in @prev_update. Each holds the elements [*@lo, *@hi) of the tensor,
+     * element lo first: all numel of them, or with a sharded optimizer (ZeRO-1,
+     * KernOptimParams.shards) the part inside this replica's shard. */
+    void (*optim_state)(ExecSkeleton *skel, int32_t vstage, int i, float **first, float **second,
+                        float **prev_update, size_t *lo, size_t *hi);
     /* Copies @bytes from @src to @dst and waits for it: from the device part's memory of
      * @vstage to the host when @to_host, else from the host into it. */
     void (*copy)(ExecSkeleton *skel, int32_t vstage, void *dst, const void *src, size_t bytes,

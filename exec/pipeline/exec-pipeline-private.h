@@ -11,6 +11,8 @@
 
 G_BEGIN_DECLS
 
+typedef struct _ExecOverlap ExecOverlap;
+
 struct _ExecPipeline {
     ExecPipelineParams params; /* copy; pointer fields are not used after exec_pipeline_new() */
     PpPartition       *partition;
@@ -23,7 +25,17 @@ struct _ExecPipeline {
     PpTrace           *trace;
     PpMemoryBytes     *predicted; /* (n_stages) the memory model's bytes of each stage */
     ExecReduce        *reduce;    /* the gradient reduction between replicas; NULL for one */
+    gboolean           sharded;   /* ZeRO-1: the optimizer steps replica d's shard only */
     int64_t           *reduce_ns; /* (n_stages) the host time of each stage's last reduction */
+    int64_t           *gather_ns; /* (n_stages) sharded: of its last all-gather of parameters */
+    gboolean           overlap;   /* parallel.overlap_grad_reduce with replicas: a virtual
+                                     stage's gradients are reduced as soon as the window's last
+                                     backward that adds to them has run (static programs) */
+    ExecOverlap **overlaps;       /* (n_stages) overlap: each local stage's reduction thread
+                                     while its worker replays a program, else NULL */
+    GArray  **buckets;            /* (n_stages) overlap: ExecBucket reduced before the last U */
+    gboolean *posted;             /* (n_vstages) overlap: handed to the thread in this window */
+    int64_t  *u_start_us;         /* (n_stages) monotonic time right before the last U */
 
     /* State of the replay in progress (exec_pipeline_run()). */
     const PpSchedule *sched; /* NULL in dynamic mode */
@@ -42,6 +54,27 @@ struct _ExecPipeline {
 /* Workers (exec-replay.c), run by the backend's launch on every local stage. */
 void exec_pipeline_worker(gpointer user_data, int32_t stage);         /* static program */
 void exec_pipeline_worker_dynamic(gpointer user_data, int32_t stage); /* PACI's policy */
+
+/* --- the overlapped reduction (exec-overlap.c) --- */
+
+/* One virtual stage's gradients (a bucket) reduced between the replicas before update
+ * @update, from @start_us to @end_us (monotonic). */
+typedef struct {
+    int32_t update, vstage;
+    int64_t start_us, end_us;
+} ExecBucket;
+
+/* Worker of @stage, before its program: starts the stage's reduction thread. */
+ExecOverlap *exec_overlap_start(ExecPipeline *pipeline, int32_t stage);
+/* Worker: hands virtual stage @vstage's gradients, complete for update @update, to the thread;
+ * the worker leaves them alone until the U. */
+void exec_overlap_post(ExecOverlap *overlap, int32_t update, int32_t vstage);
+/* Worker, before the U: waits for every bucket posted and appends them to @buckets
+ * (ExecBucket). Returns FALSE when one stopped or missed the deadline (recorded with
+ * exec_comm_fail() by the reduction). */
+gboolean exec_overlap_wait(ExecOverlap *overlap, GArray *buckets);
+/* Worker, after its program: lets the thread finish what it was handed, joins it, frees. */
+void exec_overlap_stop(ExecOverlap *overlap);
 
 /* --- across processes (exec-merge.c) --- */
 

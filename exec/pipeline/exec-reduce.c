@@ -8,13 +8,16 @@
 
 #include <string.h>
 
+#include "optim-cpu.h"
 #include "pp-error.h"
 
 /* How often a waiting worker looks at the group's stop signal. */
 #define EXEC_REDUCE_POLL_US 10000
 
-/* The two rounds of one reduction. */
-enum { EXEC_REDUCE_SCATTER, EXEC_REDUCE_GATHER };
+/* The rounds of one update's reduction: the reduce-scatter, the all-gather (of the reduced
+ * gradients, or of the updated parameters with a sharded optimizer) and the all-gather of the
+ * gradient norm's partial sums (sharded optimizer). */
+enum { EXEC_REDUCE_SCATTER, EXEC_REDUCE_GATHER, EXEC_REDUCE_NORM, EXEC_REDUCE_N_ROUNDS };
 
 /* A part that arrived: @bytes of @data (g_malloc'd). */
 typedef struct {
@@ -39,7 +42,7 @@ static void exec_reduce_part_free(gpointer p) {
 
 /* The wire tag of @round of @vstage's reduction before update @update. */
 static int64_t exec_reduce_tag(const ExecReduce *r, int32_t update, int32_t vstage, int round) {
-    return ((int64_t)update * r->n_vstages + vstage) * 2 + round;
+    return ((int64_t)update * r->n_vstages + vstage) * EXEC_REDUCE_N_ROUNDS + round;
 }
 
 /* The table key of the part with @tag from replica @from. */
@@ -47,10 +50,10 @@ static gint64 exec_reduce_key(const ExecReduce *r, int64_t tag, int32_t from) {
     return (gint64)tag * r->replicas + from;
 }
 
-/* Floats [*lo, *hi) of an array of @n: chunk @c of @d. */
+/* Floats [*lo, *hi) of an array of @n: chunk @c of @d, the shard of replica c's sharded
+ * optimizer (kern_optim_shard_range(): whole chunks of the gradient norm's partial sums). */
 static void exec_reduce_chunk(size_t n, int32_t d, int32_t c, size_t *lo, size_t *hi) {
-    *lo = n * (size_t)c / (size_t)d;
-    *hi = n * (size_t)(c + 1) / (size_t)d;
+    kern_optim_shard_range(n, d, c, lo, hi);
 }
 
 /* The group's receiver (host thread): files the part. */
@@ -99,18 +102,19 @@ void exec_reduce_reset(ExecReduce *reduce) {
     g_mutex_unlock(&reduce->lock);
 }
 
-/* Posts floats [lo, hi) of @grads to replica @to with @tag. */
-static void exec_reduce_post(ExecReduce *r, int32_t to, int64_t tag, const float *grads, size_t lo,
-                             size_t hi) {
-    size_t bytes = (hi - lo) * sizeof(float);
+/* Posts @bytes of @data (may be 0) to replica @to with @tag. */
+static void exec_reduce_post(ExecReduce *r, int32_t to, int64_t tag, const void *data,
+                             size_t bytes) {
+    void *copy = g_malloc(MAX(bytes, 1));
+    memcpy(copy, data, bytes);
     exec_comm_post(r->comm, EXEC_COMM_REDUCE, exec_comm_layout_rank(r->comm, to, r->stage),
-                   (int32_t)tag, g_memdup2(grads + lo, bytes), bytes);
+                   (int32_t)tag, copy, bytes);
 }
 
-/* Waits for the part with @tag from replica @from, of @floats floats. Returns: (transfer full),
+/* Waits for the part with @tag from replica @from, of @bytes bytes. Returns: (transfer full),
  * or NULL when the replay stopped or the deadline passed (then recorded as this rank's
  * failure, naming @what). */
-static ExecReducePart *exec_reduce_take(ExecReduce *r, int64_t tag, int32_t from, size_t floats,
+static ExecReducePart *exec_reduce_take(ExecReduce *r, int64_t tag, int32_t from, size_t bytes,
                                         const char *what) {
     gint64 key = exec_reduce_key(r, tag, from);
     gint64 deadline =
@@ -128,7 +132,7 @@ static ExecReducePart *exec_reduce_take(ExecReduce *r, int64_t tag, int32_t from
     g_free(stored_key);
     if (part != NULL) {
         /* Sent by exec_reduce_post() of the same program for the same array. */
-        PP_ASSERT(part->bytes == floats * sizeof(float));
+        PP_ASSERT(part->bytes == bytes);
         return part;
     }
     if (exec_comm_stopped(r->comm))
@@ -141,29 +145,35 @@ static ExecReducePart *exec_reduce_take(ExecReduce *r, int64_t tag, int32_t from
     return NULL;
 }
 
-gboolean exec_reduce_run(ExecReduce *reduce, int32_t update, int32_t vstage, float *grads,
-                         size_t n) {
+/* FALSE (recorded as this rank's failure) when update @update's tags pass the largest. */
+static gboolean exec_reduce_check_tag(ExecReduce *r, int32_t update, int32_t vstage) {
+    int64_t last = exec_reduce_tag(r, update, vstage, EXEC_REDUCE_N_ROUNDS - 1);
+    if (last <= exec_comm_tag_max(r->comm))
+        return TRUE;
+    exec_comm_fail(r->comm, g_error_new(EXEC_ERROR, EXEC_ERROR_SHAPE,
+                                        "update %d of a replay needs MPI tag %" G_GINT64_FORMAT
+                                        " for its gradient reduction and this MPI allows at "
+                                        "most %d (MPI_TAG_UB); set run.eval_every or "
+                                        "run.checkpoint_every to cut the run into shorter "
+                                        "segments",
+                                        update, last, exec_comm_tag_max(r->comm)));
+    return FALSE;
+}
+
+gboolean exec_reduce_scatter(ExecReduce *reduce, int32_t update, int32_t vstage, float *grads,
+                             size_t n) {
     ExecReduce *r = reduce;
     int32_t     d = r->replicas, me = r->replica;
     int64_t     scatter = exec_reduce_tag(r, update, vstage, EXEC_REDUCE_SCATTER);
-    int64_t     gather = exec_reduce_tag(r, update, vstage, EXEC_REDUCE_GATHER);
-    if (gather > exec_comm_tag_max(r->comm)) {
-        exec_comm_fail(r->comm, g_error_new(EXEC_ERROR, EXEC_ERROR_SHAPE,
-                                            "update %d of a replay needs MPI tag %" G_GINT64_FORMAT
-                                            " for its gradient reduction and this MPI allows at "
-                                            "most %d (MPI_TAG_UB); set run.eval_every or "
-                                            "run.checkpoint_every to cut the run into shorter "
-                                            "segments",
-                                            update, gather, exec_comm_tag_max(r->comm)));
+    if (!exec_reduce_check_tag(r, update, vstage))
         return FALSE;
-    }
     size_t lo, hi;
-    /* Round 1: chunk c goes to replica c, which sums it. */
+    /* Chunk c goes to replica c, which sums it. */
     for (int32_t c = 0; c < d; c++) {
         if (c == me)
             continue;
         exec_reduce_chunk(n, d, c, &lo, &hi);
-        exec_reduce_post(r, c, scatter, grads, lo, hi);
+        exec_reduce_post(r, c, scatter, grads + lo, (hi - lo) * sizeof(float));
     }
     exec_reduce_chunk(n, d, me, &lo, &hi);
     g_autofree ExecReducePart **parts = g_new0(ExecReducePart *, d);
@@ -176,7 +186,7 @@ gboolean exec_reduce_run(ExecReduce *reduce, int32_t update, int32_t vstage, flo
         }
         g_autofree char *what = g_strdup_printf(
             "the part of virtual stage %d's gradients to reduce before update %d", vstage, update);
-        ok = (parts[e] = exec_reduce_take(r, scatter, e, hi - lo, what)) != NULL;
+        ok = (parts[e] = exec_reduce_take(r, scatter, e, (hi - lo) * sizeof(float), what)) != NULL;
         src[e] = ok ? parts[e]->data : NULL;
     }
     if (ok) {
@@ -191,23 +201,68 @@ gboolean exec_reduce_run(ExecReduce *reduce, int32_t update, int32_t vstage, flo
     for (int32_t e = 0; e < d; e++)
         if (parts[e])
             exec_reduce_part_free(parts[e]);
-    if (!ok)
-        return FALSE;
-    /* Round 2: every replica's reduced chunk to every other. */
+    return ok;
+}
+
+gboolean exec_reduce_gather(ExecReduce *reduce, int32_t update, int32_t vstage, float *data,
+                            size_t n, const char *what) {
+    ExecReduce *r = reduce;
+    int32_t     d = r->replicas, me = r->replica;
+    int64_t     gather = exec_reduce_tag(r, update, vstage, EXEC_REDUCE_GATHER);
+    size_t      lo, hi;
+    /* This replica's chunk to every other. */
+    exec_reduce_chunk(n, d, me, &lo, &hi);
     for (int32_t c = 0; c < d; c++)
         if (c != me)
-            exec_reduce_post(r, c, gather, grads, lo, hi);
+            exec_reduce_post(r, c, gather, data + lo, (hi - lo) * sizeof(float));
     for (int32_t c = 0; c < d; c++) {
         if (c == me)
             continue;
         exec_reduce_chunk(n, d, c, &lo, &hi);
-        g_autofree char *what = g_strdup_printf(
-            "the reduced part of virtual stage %d's gradients before update %d", vstage, update);
-        ExecReducePart *part = exec_reduce_take(r, gather, c, hi - lo, what);
+        g_autofree char *which =
+            g_strdup_printf("%s of virtual stage %d at update %d", what, vstage, update);
+        ExecReducePart *part = exec_reduce_take(r, gather, c, (hi - lo) * sizeof(float), which);
         if (part == NULL)
             return FALSE;
-        memcpy(grads + lo, part->data, part->bytes);
+        memcpy(data + lo, part->data, part->bytes);
         exec_reduce_part_free(part);
     }
+    return TRUE;
+}
+
+gboolean exec_reduce_norm(ExecReduce *reduce, int32_t update, int32_t vstage, const float *grads,
+                          size_t n, double *sq_norm) {
+    ExecReduce *r = reduce;
+    int32_t     d = r->replicas, me = r->replica;
+    int64_t     tag = exec_reduce_tag(r, update, vstage, EXEC_REDUCE_NORM);
+    size_t      lo, hi;
+    /* (chunks) every chunk's partial sum; a chunk's index is its first float / the chunk size */
+    g_autofree double *partial = g_new(double, MAX(kern_grad_norm_n_chunks(n), 1));
+    exec_reduce_chunk(n, d, me, &lo, &hi);
+    size_t first = lo / KERN_GRAD_NORM_CHUNK, count = kern_grad_norm_n_chunks(hi - lo);
+    kern_grad_sq_norm_partials(grads + lo, hi - lo, partial + first);
+    for (int32_t c = 0; c < d; c++)
+        if (c != me)
+            exec_reduce_post(r, c, tag, partial + first, count * sizeof(double));
+    for (int32_t c = 0; c < d; c++) {
+        if (c == me)
+            continue;
+        exec_reduce_chunk(n, d, c, &lo, &hi);
+        first = lo / KERN_GRAD_NORM_CHUNK;
+        count = kern_grad_norm_n_chunks(hi - lo);
+        g_autofree char *what =
+            g_strdup_printf("the gradient norm's partial sums of virtual stage %d before update %d",
+                            vstage, update);
+        ExecReducePart *part = exec_reduce_take(r, tag, c, count * sizeof(double), what);
+        if (part == NULL)
+            return FALSE;
+        memcpy(partial + first, part->data, part->bytes);
+        exec_reduce_part_free(part);
+    }
+    /* In chunk order, as kern_grad_sq_norm() adds them: the same bits as one replica's. */
+    double sq = 0.0;
+    for (size_t c = 0; c < kern_grad_norm_n_chunks(n); c++)
+        sq += partial[c];
+    *sq_norm = sq;
     return TRUE;
 }

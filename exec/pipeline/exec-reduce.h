@@ -6,9 +6,13 @@
  *     g = ((g_0 + g_1) + ... + g_{D-1}) / D,
  * so the result is bitwise the same on every replica, on any placement, in every run.
  * It moves as a reduce-scatter then an all-gather on the group's EXEC_COMM_REDUCE channel:
- * replica c sums chunk c of the flat gradient array (chunk c: floats [n c / D, n (c + 1) / D))
- * and sends it back to the others; 2 (D - 1) / D of the array's bytes leave each rank per
- * update. Internal to libppexec: the pipeline's workers call it (exec-replay.c).
+ * replica c sums chunk c of the flat gradient array (chunk c: kern_optim_shard_range()'s
+ * shard c, whole chunks of the gradient norm's partial sums) and sends it back to the others;
+ * 2 (D - 1) / D of the array's bytes leave each rank per update. With a sharded optimizer
+ * (ZeRO-1) the reduced chunk c stays on replica c, which steps its shard of the parameters
+ * alone (exec_reduce_norm() gives every replica the stage's gradient norm) and then sends the
+ * updated shard to the others: the all-gather moves parameters instead of gradients, the same
+ * bytes. Internal to libppexec: the pipeline's workers call it (exec-replay.c).
  */
 #pragma once
 
@@ -32,12 +36,27 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecReduce, exec_reduce_free)
 void exec_reduce_reset(ExecReduce *reduce);
 
 /* Worker of this rank's stage, before the stage's U number @update (0-based, counted in this
- * replay): reduces @grads (@n floats, the virtual stage @vstage's flat gradient array) in
- * place. Every replica of the stage calls it with the same @update, @vstage and @n. Returns
- * FALSE when the replay stopped, or when a peer's part did not arrive within the group's
- * deadline: then the failure is recorded with exec_comm_fail() (EXEC_ERROR_COMM naming the
- * peer's rank), which stops the replay on every rank. */
-gboolean exec_reduce_run(ExecReduce *reduce, int32_t update, int32_t vstage, float *grads,
-                         size_t n);
+ * replay), for the virtual stage @vstage's flat gradient array @grads (@n floats): sums this
+ * replica's chunk over the replicas in place (the other chunks stay as they were). Every
+ * replica of the stage calls it with the same @update, @vstage and @n. Returns FALSE when the
+ * replay stopped, or when a peer's part did not arrive within the group's deadline: then the
+ * failure is recorded with exec_comm_fail() (EXEC_ERROR_COMM naming the peer's rank), which
+ * stops the replay on every rank. */
+gboolean exec_reduce_scatter(ExecReduce *reduce, int32_t update, int32_t vstage, float *grads,
+                             size_t n);
+/* After exec_reduce_scatter() for the same @update and @vstage: sends this replica's chunk of
+ * @data (@n floats: the reduced gradients, or the parameters a sharded optimizer updated) to
+ * the other replicas and copies theirs in, so that every replica holds the whole array. @what
+ * names the array in errors ("the reduced gradients"). Returns FALSE as
+ * exec_reduce_scatter(). */
+gboolean exec_reduce_gather(ExecReduce *reduce, int32_t update, int32_t vstage, float *data,
+                            size_t n, const char *what);
+/* Sharded optimizer, after exec_reduce_scatter(): *@sq_norm = the sum of squares of the
+ * reduced gradients of @vstage (@grads, @n floats; this replica's chunk reduced), bitwise what
+ * kern_grad_sq_norm() gives for the whole reduced array: each replica computes its chunk's
+ * partial sums, they are exchanged, and every replica adds all of them in chunk order. Returns
+ * FALSE as exec_reduce_scatter(). */
+gboolean exec_reduce_norm(ExecReduce *reduce, int32_t update, int32_t vstage, const float *grads,
+                          size_t n, double *sq_norm);
 
 G_END_DECLS

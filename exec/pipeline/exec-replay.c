@@ -72,6 +72,15 @@ static void exec_pipeline_op_args(ExecPipeline *pipeline, const PpOp *op, ExecOp
     }
 }
 
+/* The chunk of @stage that runs virtual stage @vstage. */
+static int32_t exec_pipeline_vstage_chunk(const ExecPipeline *pipeline, int32_t stage,
+                                          int32_t vstage) {
+    for (int32_t c = 0; c < pipeline->n_chunks; c++)
+        if (pipeline->vstage_of[stage * pipeline->n_chunks + c] == vstage)
+            return c;
+    PP_UNREACHABLE();
+}
+
 /* Books what @stage's backend reported since its last flush: trace rows, weight copies, the
  * losses of last-vstage forwards (and on_loss), and for each U its grad norm and the
  * non-finite rule.
@@ -95,8 +104,20 @@ static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
                           .version_b = -1,
                           .resource = PP_RESOURCE_COMPUTE,
                           .replica = exec_comm_replica(pipeline->params.comm)};
-        if (op->kind == PP_OP_UPDATE && pipeline->reduce) {
-            /* The reduction ran on the host right before the U started. */
+        for (guint b = 0; op->kind == PP_OP_UPDATE && b < pipeline->buckets[stage]->len; b++) {
+            /* An overlapped bucket, placed on the reports' clock by the U's start. */
+            const ExecBucket *bucket = &g_array_index(pipeline->buckets[stage], ExecBucket, b);
+            PpTraceRow        reduce = row;
+            reduce.start_ns = r->start_ns - (pipeline->u_start_us[stage] - bucket->start_us) * 1000;
+            reduce.end_ns = r->start_ns - (pipeline->u_start_us[stage] - bucket->end_us) * 1000;
+            reduce.chunk = exec_pipeline_vstage_chunk(pipeline, stage, bucket->vstage);
+            reduce.resource = PP_RESOURCE_REDUCE;
+            g_array_append_val(pipeline->rows[stage], reduce);
+        }
+        if (op->kind == PP_OP_UPDATE && pipeline->reduce &&
+            (pipeline->buckets[stage]->len == 0 || pipeline->sharded)) {
+            /* The reduction (overlapped: the norm's exchange) ran on the host right before
+             * the U started. */
             PpTraceRow reduce = row;
             reduce.start_ns = r->start_ns - pipeline->reduce_ns[stage];
             reduce.end_ns = r->start_ns;
@@ -104,6 +125,14 @@ static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
             g_array_append_val(pipeline->rows[stage], reduce);
         }
         g_array_append_val(pipeline->rows[stage], row);
+        if (op->kind == PP_OP_UPDATE && pipeline->sharded) {
+            /* The all-gather of the updated parameters, right after the U ended. */
+            PpTraceRow gather = row;
+            gather.start_ns = r->end_ns;
+            gather.end_ns = r->end_ns + pipeline->gather_ns[stage];
+            gather.resource = PP_RESOURCE_REDUCE;
+            g_array_append_val(pipeline->rows[stage], gather);
+        }
         res->n_copies[stage] += r->copied;
         if (op->kind == PP_OP_FORWARD && r->vstage == pipeline->n_vstages - 1) {
             res->loss[op->mb] = r->loss;
@@ -134,29 +163,96 @@ static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
     return TRUE;
 }
 
+/* Overlapped reduction, before the U of @args: hands the buckets not yet handed over (none
+ * when the program is as expected) to the stage's thread and waits for all of them; they go
+ * to buckets[stage] for the U's trace rows. Returns FALSE as exec_pipeline_reduce(). */
+static gboolean exec_pipeline_wait_buckets(ExecPipeline *pipeline, ExecOverlap *overlap,
+                                           int32_t stage, int32_t update) {
+    for (int32_t vs = 0; vs < pipeline->n_vstages; vs++) {
+        if (pipeline->vstage_stage[vs] != stage)
+            continue;
+        if (!pipeline->posted[vs])
+            exec_overlap_post(overlap, update, vs);
+        pipeline->posted[vs] = FALSE;
+    }
+    return exec_overlap_wait(overlap, pipeline->buckets[stage]);
+}
+
 /* Data parallelism, before the U of @args: the gradients of every virtual stage of the stage
- * replaced by their mean over the replicas (exec-reduce.h); its host time (ns) goes to
- * reduce_ns[stage] for the U's trace rows. Returns FALSE when the replay stopped or a peer
- * missed the deadline. */
-static gboolean exec_pipeline_reduce(ExecPipeline *pipeline, const ExecOpArgs *args) {
+ * replaced by their mean over the replicas (exec-reduce.h; overlapped: by the stage's thread,
+ * waited for here). With a sharded optimizer only this replica's shard of them, and @args
+ * gets the stage's squared gradient norm over every shard (in virtual stage order, as the
+ * backend adds them). The host time (ns) of what runs here goes to reduce_ns[stage] for the
+ * U's trace rows. Returns FALSE when the replay stopped or a peer missed the deadline. */
+static gboolean exec_pipeline_reduce(ExecPipeline *pipeline, ExecOpArgs *args) {
+    int32_t      stage = args->op->stage, update = args->version - pipeline->version_base[stage];
+    ExecOverlap *overlap = pipeline->overlaps[stage];
+    g_array_set_size(pipeline->buckets[stage], 0);
+    if (overlap && !exec_pipeline_wait_buckets(pipeline, overlap, stage, update))
+        return FALSE;
+    int64_t start_us = g_get_monotonic_time();
+    args->sharded = pipeline->sharded;
+    args->sq_norm = 0.0;
+    for (int32_t vs = 0; vs < pipeline->n_vstages; vs++) {
+        if (pipeline->vstage_stage[vs] != stage)
+            continue;
+        size_t   n = 0;
+        double   sq = 0.0;
+        float   *grads = pipeline->backend->ops->grads(pipeline->backend, vs, &n);
+        gboolean ok = overlap || exec_reduce_scatter(pipeline->reduce, update, vs, grads, n);
+        if (ok && pipeline->sharded)
+            ok = exec_reduce_norm(pipeline->reduce, update, vs, grads, n, &sq);
+        else if (ok && !overlap)
+            ok =
+                exec_reduce_gather(pipeline->reduce, update, vs, grads, n, "the reduced gradients");
+        if (!ok)
+            return FALSE;
+        args->sq_norm += sq;
+    }
+    pipeline->reduce_ns[stage] = (g_get_monotonic_time() - start_us) * 1000;
+    return TRUE;
+}
+
+/* Whether op @i of @stage's program is the last one of its update window that adds to its
+ * virtual stage's gradients (a BW or W with no other of the same chunk before the stage's
+ * next U). */
+static gboolean exec_pipeline_last_grads(const PpSchedule *sched, int32_t stage, int32_t i) {
+    const PpOp *op = &sched->programs[stage][i];
+    if (op->kind != PP_OP_BACKWARD_FULL && op->kind != PP_OP_WEIGHT)
+        return FALSE;
+    for (int32_t j = i + 1; j < sched->n_ops[stage]; j++) {
+        const PpOp *next = &sched->programs[stage][j];
+        if (next->kind == PP_OP_UPDATE)
+            return TRUE;
+        if ((next->kind == PP_OP_BACKWARD_FULL || next->kind == PP_OP_WEIGHT) &&
+            next->chunk == op->chunk)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* Sharded optimizer, after the U of @args: every replica's updated shard of each virtual
+ * stage's parameters to every replica (exec-reduce.h); its host time (ns) goes to
+ * gather_ns[stage] for the trace. Returns FALSE as exec_pipeline_reduce(). */
+static gboolean exec_pipeline_gather_params(ExecPipeline *pipeline, const ExecOpArgs *args) {
     int32_t stage = args->op->stage, update = args->version - pipeline->version_base[stage];
     int64_t start_us = g_get_monotonic_time();
     for (int32_t vs = 0; vs < pipeline->n_vstages; vs++) {
         if (pipeline->vstage_stage[vs] != stage)
             continue;
         size_t n = 0;
-        float *grads = pipeline->backend->ops->grads(pipeline->backend, vs, &n);
-        if (!exec_reduce_run(pipeline->reduce, update, vs, grads, n))
+        float *params = pipeline->backend->ops->params(pipeline->backend, vs, &n);
+        if (!exec_reduce_gather(pipeline->reduce, update, vs, params, n, "the updated parameters"))
             return FALSE;
     }
-    pipeline->reduce_ns[stage] = (g_get_monotonic_time() - start_us) * 1000;
+    pipeline->gather_ns[stage] = (g_get_monotonic_time() - start_us) * 1000;
     return TRUE;
 }
 
 /* Runs one op on @stage's worker: wait for its input, run it, send its output; after a U,
  * the stage's reports. Returns FALSE when the worker must stop (aborted, or too many
  * non-finite updates). */
-static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, const ExecOpArgs *args) {
+static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, ExecOpArgs *args) {
     const ExecBackendOps *ops = pipeline->backend->ops;
     ExecRunResult        *res = pipeline->result;
     const PpOp           *op = args->op;
@@ -165,7 +261,11 @@ static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, const ExecOpArgs *
         return FALSE;
     if (op->kind == PP_OP_UPDATE && pipeline->reduce && !exec_pipeline_reduce(pipeline, args))
         return FALSE;
+    pipeline->u_start_us[stage] = g_get_monotonic_time();
     ops->run_op(pipeline->backend, args);
+    if (op->kind == PP_OP_UPDATE && pipeline->sharded &&
+        !exec_pipeline_gather_params(pipeline, args))
+        return FALSE;
     ops->record_done(pipeline->backend, args);
     PP_ASSERT(res->n_executed[stage] < res->capacity[stage]);
     res->executed[stage][res->n_executed[stage]++] = *op;
@@ -207,12 +307,28 @@ static void exec_pipeline_replay_program(ExecPipeline *pipeline, int32_t stage) 
                   pp_schedule_version_used(sched, (PpOpRef){stage, i}));
         if (!exec_pipeline_exec_op(pipeline, &args))
             return;
+        ExecOverlap *overlap = pipeline->overlaps[stage];
+        if (overlap && exec_pipeline_last_grads(sched, stage, i)) {
+            /* The bucket is complete: reduced while the window's other ops go on. */
+            exec_overlap_post(overlap, pipeline->version[stage] - pipeline->version_base[stage],
+                              args.vstage);
+            pipeline->posted[args.vstage] = TRUE;
+        }
     }
 }
 
 void exec_pipeline_worker(gpointer user_data, int32_t stage) {
     ExecPipeline *pipeline = user_data;
+    if (pipeline->overlap)
+        pipeline->overlaps[stage] = exec_overlap_start(pipeline, stage);
     exec_pipeline_replay_program(pipeline, stage);
+    if (pipeline->overlap) {
+        exec_overlap_stop(pipeline->overlaps[stage]);
+        pipeline->overlaps[stage] = NULL;
+        for (int32_t vs = 0; vs < pipeline->n_vstages; vs++)
+            if (pipeline->vstage_stage[vs] == stage)
+                pipeline->posted[vs] = FALSE;
+    }
     /* What ran after the stage's last U (or before a stop) is reported now. */
     exec_pipeline_consume(pipeline, stage);
 }

@@ -90,9 +90,24 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         versions[s] = shape->weight_mode == PP_WEIGHTS_STASHED ? shape->n_weight_versions[s] : 0;
     for (int32_t vs = 0; vs < shape->n_vstages; vs++)
         act_slots[vs] = MAX(act_slots[vs], 1);
+    int32_t  replicas = exec_comm_replicas(params->comm);
+    gboolean sharded = params->distributed_optimizer && replicas > 1;
+    if (sharded && params->optim.kind != KERN_OPTIM_ADAMW) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "parallel.distributed_optimizer with parallel.data = %d shards the flat "
+                    "parameters at element granularity and Muon orthogonalises whole matrices; "
+                    "use optimizer.name = adamw or set parallel.distributed_optimizer = false",
+                    replicas);
+        return NULL;
+    }
+    KernOptimParams optim = params->optim;
+    if (sharded) {
+        optim.shards = replicas;
+        optim.shard = exec_comm_replica(params->comm);
+    }
     /* What every backend allocates from: the model's tables and sizes, built here once. */
     g_autoptr(ExecModelLayout) layout =
-        exec_model_layout_new(m, params->microbatch_size, partition, act_slots, &params->optim);
+        exec_model_layout_new(m, params->microbatch_size, partition, act_slots, &optim);
     ExecBackendSetup setup = {
         .layout = layout,
         .n_stages = shape->n_stages,
@@ -112,7 +127,14 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     g_autoptr(ExecBackend) made = backend->create(&setup, error);
     if (!made)
         return NULL;
-    int32_t replicas = exec_comm_replicas(params->comm);
+    if (sharded && made->ops->params == NULL) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "parallel.distributed_optimizer with parallel.data = %d: the %s backend has "
+                    "no sharded optimizer; set parallel.distributed_optimizer = false or use "
+                    "run.backend = cpu",
+                    replicas, made->ops->name);
+        return NULL;
+    }
     if (replicas > 1 && made->ops->grads == NULL) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
                     "parallel.data = %d: the %s backend cannot reduce gradients between "
@@ -149,8 +171,17 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     pipeline->predicted =
         exec_pipeline_predict_memory(params, pipeline->partition, shape, act_slots, versions);
     pipeline->reduce_ns = g_new0(int64_t, shape->n_stages);
+    pipeline->gather_ns = g_new0(int64_t, shape->n_stages);
     if (replicas > 1)
         pipeline->reduce = exec_reduce_new(params->comm, shape->n_vstages);
+    pipeline->sharded = sharded;
+    pipeline->overlap = params->overlap_grad_reduce && replicas > 1;
+    pipeline->overlaps = g_new0(ExecOverlap *, shape->n_stages);
+    pipeline->buckets = g_new0(GArray *, shape->n_stages);
+    for (int32_t s = 0; s < shape->n_stages; s++)
+        pipeline->buckets[s] = g_array_new(FALSE, FALSE, sizeof(ExecBucket));
+    pipeline->posted = g_new0(gboolean, shape->n_vstages);
+    pipeline->u_start_us = g_new0(int64_t, shape->n_stages);
     g_mutex_init(&pipeline->error_lock);
     return pipeline;
 }
@@ -160,6 +191,13 @@ void exec_pipeline_free(ExecPipeline *pipeline) {
         return;
     exec_reduce_free(pipeline->reduce);
     g_free(pipeline->reduce_ns);
+    g_free(pipeline->gather_ns);
+    for (int32_t s = 0; pipeline->buckets && s < pipeline->n_stages; s++)
+        g_array_unref(pipeline->buckets[s]);
+    g_free(pipeline->buckets);
+    g_free(pipeline->overlaps);
+    g_free(pipeline->posted);
+    g_free(pipeline->u_start_us);
     exec_backend_free(pipeline->backend);
     pp_partition_free(pipeline->partition);
     pp_trace_free(pipeline->trace);
@@ -413,6 +451,24 @@ const Gpt2Tensor *exec_pipeline_tensor(const ExecPipeline *pipeline, int32_t vst
                                        guint *roles) {
     ExecBackend *backend = exec_pipeline_state(pipeline, vstage);
     return backend->ops->tensor(backend, vstage, i, roles);
+}
+
+void exec_pipeline_state_part(const ExecPipeline *pipeline, int32_t vstage, const Gpt2Tensor *t,
+                              int32_t replica, size_t *lo, size_t *hi) {
+    if (!pipeline->sharded) {
+        *lo = 0;
+        *hi = replica == 0 ? t->numel : 0;
+        return;
+    }
+    /* The flat array is the table's tensors back to back (gpt2-table.h). */
+    size_t n = 0, shard_lo, shard_hi;
+    for (int i = 0; i < exec_pipeline_n_tensors(pipeline, vstage); i++)
+        n += exec_pipeline_tensor(pipeline, vstage, i, NULL)->numel;
+    kern_optim_shard_range(n, exec_comm_replicas(pipeline->params.comm), replica, &shard_lo,
+                           &shard_hi);
+    size_t from = MAX(t->offset, shard_lo), to = MIN(t->offset + t->numel, shard_hi);
+    *lo = from < to ? from - t->offset : 0;
+    *hi = from < to ? to - t->offset : 0;
 }
 
 gboolean exec_pipeline_tensor_get(ExecPipeline *pipeline, int32_t vstage, const char *name,

@@ -69,6 +69,21 @@ typedef struct {
                                        weights stay bitwise equal; each replica reads its own
                                        data (@data is called with the replica's micro-batch
                                        indices: the data source tells replicas apart) */
+    gboolean distributed_optimizer; /* parallel.distributed_optimizer, with D > 1 replicas:
+                                       ZeRO-1. Replica d holds the optimizer state of shard d
+                                       of each virtual stage's flat parameters only
+                                       (kern_optim_shard_range()) and steps it after the
+                                       reduce-scatter, then the replicas all-gather the updated
+                                       parameters; bitwise the replicated run. AdamW only (Muon
+                                       is refused, EXEC_ERROR_BACKEND), and a backend without
+                                       the params member is refused likewise */
+    gboolean overlap_grad_reduce;   /* parallel.overlap_grad_reduce, with D > 1 replicas: each
+                                       virtual stage's gradients are reduced (on a thread of
+                                       the stage's own) as soon as the last backward of the
+                                       update window that adds to them has run, while the
+                                       window's other ops go on; the same sums, so bitwise the
+                                       reduction at U. Static programs only: dynamic mode
+                                       reduces at U */
 } ExecPipelineParams;
 
 typedef struct _ExecPipeline ExecPipeline;
@@ -184,6 +199,13 @@ gboolean exec_pipeline_tensor_get(ExecPipeline *pipeline, int32_t vstage, const 
                                   ExecTensorRole role, float *dst, size_t n, GError **error);
 gboolean exec_pipeline_tensor_set(ExecPipeline *pipeline, int32_t vstage, const char *name,
                                   ExecTensorRole role, const float *src, size_t n, GError **error);
+/* The elements [*@lo, *@hi) of tensor @t (of @vstage's table) whose optimizer state replica
+ * @replica contributes to a checkpoint: all of them from replica 0 and none from the others
+ * (the replicas hold the same state), or with a sharded optimizer (ZeRO-1) the part inside
+ * the replica's shard (kern_optim_shard_range()); tensor_get() of a state role fills that part
+ * on the replica's rank, and tensor_set() reads it. */
+void exec_pipeline_state_part(const ExecPipeline *pipeline, int32_t vstage, const Gpt2Tensor *t,
+                              int32_t replica, size_t *lo, size_t *hi);
 /* The optimizer step count t of @vstage, and setting it (resume). */
 gboolean exec_pipeline_optim_steps(ExecPipeline *pipeline, int32_t vstage, int64_t *n_steps,
                                    GError **error);

@@ -17,15 +17,18 @@
 /* Host copies of pipeline tensors in checkpoint order, and where each one lives: the model
  * state crosses into and out of the backend only through its by-name copy calls. */
 typedef struct {
-    int32_t        vstage;
-    const char    *tensor; /* name in the backend's table (transfer none) */
-    ExecTensorRole role;
-    size_t         numel;
+    int32_t           vstage;
+    const Gpt2Tensor *table;  /* the entry in the backend's table (transfer none) */
+    const char       *tensor; /* its name */
+    ExecTensorRole    role;
+    size_t            numel;
 } ExecTrainRef;
 
 typedef struct {
-    ExecTensorList *list; /* owned host buffers, named as in the file */
-    GArray         *refs; /* ExecTrainRef per list entry */
+    ExecTensorList *list;  /* owned host buffers, named as in the file */
+    GArray         *refs;  /* ExecTrainRef per list entry */
+    gboolean        state; /* the optimizer's state: a sharded optimizer's replicas each hold
+                              part of it (exec_pipeline_state_part()) */
 } ExecTrainTensors;
 
 static void exec_train_tensors_clear(ExecTrainTensors *t) {
@@ -46,8 +49,11 @@ static void exec_train_tensors_add(ExecTrainTensors *t, int32_t vstage, const Gp
     g_autofree char *name = g_strconcat(prefix, tensor->name, NULL);
     exec_tensor_list_add_owned(t->list, name, tensor->ndim, tensor->shape[0],
                                tensor->ndim == 1 ? 1 : tensor->shape[1]);
-    ExecTrainRef ref = {
-        .vstage = vstage, .tensor = tensor->name, .role = role, .numel = tensor->numel};
+    ExecTrainRef ref = {.vstage = vstage,
+                        .table = tensor,
+                        .tensor = tensor->name,
+                        .role = role,
+                        .numel = tensor->numel};
     g_array_append_val(t->refs, ref);
 }
 
@@ -78,6 +84,7 @@ static void exec_train_state_tensors(ExecPipeline *pipeline, ExecTrainTensors *t
         {EXEC_TENSOR_ADAM_V, "optim.v."},
     };
     exec_train_tensors_init(t);
+    t->state = TRUE;
     for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
         int n = exec_pipeline_n_tensors(pipeline, vs);
         for (int i = 0; i < n; i++) {
@@ -100,13 +107,18 @@ static void exec_train_state_tensors(ExecPipeline *pipeline, ExecTrainTensors *t
 
 /* Copies every tensor of @t out of the backend into its host buffer (@out), or from the host
  * buffer into the backend. Across processes each rank copies its own virtual stages, and the
- * host buffers of the others' travel from them to rank 0 (@out), or from rank 0 to them. */
+ * host buffers of the others' travel from them to rank 0 (@out: replica 0's, or each
+ * replica's part of a sharded optimizer's state), or from rank 0 to them. */
 static gboolean exec_train_tensors_copy(ExecPipeline *pipeline, ExecTrainTensors *t, gboolean out,
                                         GError **error) {
-    int32_t             rank = exec_comm_rank(exec_pipeline_comm(pipeline));
-    g_autofree int32_t *vstages = g_new(int32_t, MAX(exec_tensor_list_n(t->list), 1));
-    for (int i = 0; i < exec_tensor_list_n(t->list); i++)
+    int32_t                       rank = exec_comm_rank(exec_pipeline_comm(pipeline));
+    int                           n = exec_tensor_list_n(t->list);
+    g_autofree int32_t           *vstages = g_new(int32_t, MAX(n, 1));
+    g_autofree const Gpt2Tensor **tables = g_new(const Gpt2Tensor *, MAX(n, 1));
+    for (int i = 0; i < n; i++) {
         vstages[i] = g_array_index(t->refs, ExecTrainRef, i).vstage;
+        tables[i] = g_array_index(t->refs, ExecTrainRef, i).table;
+    }
     if (!out && !exec_train_dist_scatter(pipeline, t->list, vstages, error))
         return FALSE;
     for (int i = 0; i < exec_tensor_list_n(t->list); i++) {
@@ -121,7 +133,8 @@ static gboolean exec_train_tensors_copy(ExecPipeline *pipeline, ExecTrainTensors
         if (!ok)
             return FALSE;
     }
-    return !out || exec_train_dist_gather(pipeline, t->list, vstages, error);
+    return !out ||
+           exec_train_dist_gather(pipeline, t->list, vstages, t->state ? tables : NULL, error);
 }
 
 /* Parses @text as exactly @n comma-separated integers >= 0 into @out. */

@@ -2,9 +2,10 @@
  * exec-train-dist.c: pacer-train's model state across processes (one stage per rank).
  * Checkpoints are written by rank 0 with the one writer of a single-process run: the host
  * tensor lists are filled by each rank for its own virtual stages, then replica 0's other
- * ranks' entries travel to rank 0 (data-parallel replicas hold the same state); on resume
- * rank 0 reads the file and each entry travels to every rank, of every replica, that copies
- * it in. Counters per virtual stage travel the same way.
+ * ranks' entries travel to rank 0 (data-parallel replicas hold the same state; a sharded
+ * optimizer's state comes in parts, one from each replica's rank); on resume rank 0 reads the
+ * file and each entry travels whole to every rank, of every replica, that copies it in (its
+ * part of it, with a sharded optimizer). Counters per virtual stage travel the same way.
  */
 #include "exec-train-private.h"
 
@@ -16,31 +17,36 @@ static size_t exec_train_dist_bytes(const ExecTensorEntry *e) {
 }
 
 /* Moves entry data between rank 0 and the holders: @to_root gathers from replica 0's holders
- * (the replicas hold the same state), else scatters to the holders of every replica. Both
- * sides walk the list in order, so every pair's messages match in order; the tag is the
+ * (the replicas hold the same state) or, for entries with a @state_tables tensor, from every
+ * replica's holder its part; else scatters whole entries to the holders of every replica.
+ * Both sides walk the list in order, so every pair's messages match in order; the tag is the
  * entry's index (modulo the largest tag), checked with the size on arrival. */
 static gboolean exec_train_dist_move(ExecPipeline *pipeline, ExecTensorList *list,
-                                     const int32_t *vstages, gboolean to_root, GError **error) {
+                                     const int32_t *vstages, const Gpt2Tensor *const *state_tables,
+                                     gboolean to_root, GError **error) {
     ExecComm *comm = exec_pipeline_comm(pipeline);
     int32_t   rank = exec_comm_rank(comm);
     if (comm == NULL)
         return TRUE;
-    int32_t replicas = to_root ? 1 : exec_comm_replicas(comm);
     for (int i = 0; i < exec_tensor_list_n(list); i++) {
         const ExecTensorEntry *e = exec_tensor_list_get(list, i);
         int32_t stage = exec_comm_rank_stage(comm, exec_pipeline_vstage_rank(pipeline, vstages[i]));
         int32_t tag = (int32_t)(i % ((int64_t)exec_comm_tag_max(comm) + 1));
+        int32_t replicas = to_root && state_tables == NULL ? 1 : exec_comm_replicas(comm);
         for (int32_t d = 0; d < replicas; d++) {
             int32_t holder = exec_comm_layout_rank(comm, d, stage);
-            if (holder == 0 || (rank != 0 && rank != holder))
+            size_t  lo = 0, hi = exec_train_dist_bytes(e) / sizeof(float);
+            if (to_root && state_tables)
+                exec_pipeline_state_part(pipeline, vstages[i], state_tables[i], d, &lo, &hi);
+            if (holder == 0 || (rank != 0 && rank != holder) || hi == lo)
                 continue;
             g_autofree char *what = g_strdup_printf("checkpoint tensor %s", e->name);
             gboolean         sends = (rank == holder) == to_root;
             int32_t          peer = rank == 0 ? holder : 0;
-            gboolean ok = sends ? exec_comm_send(comm, peer, tag, e->data, exec_train_dist_bytes(e),
-                                                 what, error)
-                                : exec_comm_recv(comm, peer, tag, e->data, exec_train_dist_bytes(e),
-                                                 what, error);
+            float           *part = e->data + lo;
+            size_t           bytes = (hi - lo) * sizeof(float);
+            gboolean         ok = sends ? exec_comm_send(comm, peer, tag, part, bytes, what, error)
+                                        : exec_comm_recv(comm, peer, tag, part, bytes, what, error);
             if (!ok)
                 return FALSE;
         }
@@ -49,13 +55,14 @@ static gboolean exec_train_dist_move(ExecPipeline *pipeline, ExecTensorList *lis
 }
 
 gboolean exec_train_dist_gather(ExecPipeline *pipeline, ExecTensorList *list,
-                                const int32_t *vstages, GError **error) {
-    return exec_train_dist_move(pipeline, list, vstages, TRUE, error);
+                                const int32_t *vstages, const Gpt2Tensor *const *state_tables,
+                                GError **error) {
+    return exec_train_dist_move(pipeline, list, vstages, state_tables, TRUE, error);
 }
 
 gboolean exec_train_dist_scatter(ExecPipeline *pipeline, ExecTensorList *list,
                                  const int32_t *vstages, GError **error) {
-    return exec_train_dist_move(pipeline, list, vstages, FALSE, error);
+    return exec_train_dist_move(pipeline, list, vstages, NULL, FALSE, error);
 }
 
 gboolean exec_train_dist_gather_vstage_ints(ExecPipeline *pipeline, int32_t *values,

@@ -62,19 +62,22 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
         return FALSE;
     }
     const PpParallelParams *par = &sc->parallel;
-    if (par->tensor != 1 || par->context != 1 || par->fsdp || par->distributed_optimizer ||
-        par->overlap_grad_reduce) {
+    if (par->tensor != 1 || par->context != 1 || par->fsdp) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
-                    "%s: parallel.tensor=%d, parallel.context=%d, parallel.fsdp=%s, "
-                    "parallel.distributed_optimizer=%s, parallel.overlap_grad_reduce=%s: "
-                    "pacer-train runs one pipeline per parallel.data replica, one device per "
-                    "stage, and reduces whole gradients after the last backward of each "
-                    "update; tensor and context parallelism, fsdp, the distributed optimizer "
-                    "and the overlapped reduction are the simulator's (set the two to 1 and the "
-                    "three to false)",
-                    sc->path, par->tensor, par->context, par->fsdp ? "true" : "false",
-                    par->distributed_optimizer ? "true" : "false",
-                    par->overlap_grad_reduce ? "true" : "false");
+                    "%s: parallel.tensor=%d, parallel.context=%d, parallel.fsdp=%s: pacer-train "
+                    "runs one pipeline per parallel.data replica, one device per stage; tensor "
+                    "and context parallelism and fsdp are the simulator's (set the two to 1 and "
+                    "fsdp to false)",
+                    sc->path, par->tensor, par->context, par->fsdp ? "true" : "false");
+        return FALSE;
+    }
+    if (par->distributed_optimizer && data > 1 && g_strcmp0(sc->optimizer.name, "muon") == 0) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
+                    "%s: parallel.distributed_optimizer = true with parallel.data = %d and "
+                    "optimizer.name = muon: pacer-train shards the optimizer state at element "
+                    "granularity and Muon orthogonalises whole matrices (use optimizer.name = "
+                    "adamw, or set parallel.distributed_optimizer = false)",
+                    sc->path, data);
         return FALSE;
     }
     /* The kernels are GPT-2's: multi-head attention of hidden / heads per head and a GELU MLP
@@ -158,5 +161,7 @@ void exec_train_pipeline_params(const PpScenario *sc, const PpSchedule *shape,
         .precision = exec_train_precision(sc),
         .flash_attention = sc->model.flash_attention,
         .speed_reference = sc->run.speed_reference,
+        .distributed_optimizer = sc->parallel.distributed_optimizer,
+        .overlap_grad_reduce = sc->parallel.overlap_grad_reduce,
     };
 }

@@ -223,9 +223,12 @@ gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const cha
  * Entry i of @list (a list over every virtual stage, the same on every rank) belongs to
  * virtual stage @vstages[i]. Without a process group they do nothing. */
 
-/* Rank 0 receives every entry another rank holds (the holder has filled it). */
+/* Rank 0 receives every entry another rank holds (the holder has filled it): replica 0's or,
+ * with @state_tables (nullable: (n) entry i is optimizer state of that tensor of the table),
+ * each replica's part of it (exec_pipeline_state_part()). */
 gboolean exec_train_dist_gather(ExecPipeline *pipeline, ExecTensorList *list,
-                                const int32_t *vstages, GError **error);
+                                const int32_t *vstages, const Gpt2Tensor *const *state_tables,
+                                GError **error);
 /* Every rank receives from rank 0 the entries it holds (rank 0 has filled them all). */
 gboolean exec_train_dist_scatter(ExecPipeline *pipeline, ExecTensorList *list,
                                  const int32_t *vstages, GError **error);

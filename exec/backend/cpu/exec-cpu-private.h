@@ -52,5 +52,6 @@ gboolean exec_cpu_evaluate(ExecBackend *backend, const int32_t *tokens, const in
 /* --- data parallelism (exec-cpu-grads.c) --- */
 
 float *exec_cpu_grads(ExecBackend *backend, int32_t vstage, size_t *n);
+float *exec_cpu_params(ExecBackend *backend, int32_t vstage, size_t *n);
 
 G_END_DECLS

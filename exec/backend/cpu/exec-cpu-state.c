@@ -17,17 +17,19 @@ static ExecCpuVstage *exec_cpu_vstage(ExecSkeleton *skel, int32_t vstage) {
     return v;
 }
 
-static void exec_cpu_state_flat(ExecSkeleton *skel, int32_t vstage, float **params, float **grads,
-                                float **prev_update) {
+static void exec_cpu_state_flat(ExecSkeleton *skel, int32_t vstage, float **params, float **grads) {
     ExecCpuVstage *v = exec_cpu_vstage(skel, vstage);
     *params = gpt2_slice_params(v->slice);
     *grads = gpt2_slice_grads(v->slice);
-    *prev_update = kern_optim_prev_update(v->optim);
 }
 
 static void exec_cpu_state_optim_state(ExecSkeleton *skel, int32_t vstage, int i, float **first,
-                                       float **second) {
-    kern_optim_tensor_state(exec_cpu_vstage(skel, vstage)->optim, i, first, second);
+                                       float **second, float **prev_update, size_t *lo,
+                                       size_t *hi) {
+    KernOptim *optim = exec_cpu_vstage(skel, vstage)->optim;
+    kern_optim_tensor_span(optim, i, lo, hi);
+    *prev_update = kern_optim_tensor_prev_update(optim, i);
+    kern_optim_tensor_state(optim, i, first, second);
 }
 
 /* Every array is host memory: a copy either way is a memcpy. */

@@ -24,15 +24,18 @@ static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, 
     return exec_skeleton_prepare(&exec_cpu(backend)->skel, sched, error);
 }
 
+/* U. With a sharded optimizer (ZeRO-1) the pipeline gives the norm and the step reads and
+ * scales the optimizer's range of the gradients only (the rest is another replica's). */
 static void exec_cpu_run_update(ExecCpuBackend *cpu, const ExecOpArgs *args, ExecOpReport *report) {
     int32_t stage = args->op->stage;
-    double  sq = 0.0;
+    double  sq = args->sharded ? args->sq_norm : 0.0;
     exec_skeleton_tap(&cpu->skel, stage);
     for (int32_t vs = 0; vs < cpu->skel.n_vstages; vs++) {
         ExecCpuVstage *v = &cpu->vstages[vs];
         if (cpu->skel.vstage_stage[vs] != stage)
             continue;
-        sq += kern_grad_sq_norm(gpt2_slice_grads(v->slice), gpt2_slice_n_params(v->slice));
+        if (!args->sharded)
+            sq += kern_grad_sq_norm(gpt2_slice_grads(v->slice), gpt2_slice_n_params(v->slice));
     }
     float factor = exec_skeleton_update_gate(sq, args, report);
     for (int32_t vs = 0; vs < cpu->skel.n_vstages; vs++) {
@@ -40,9 +43,11 @@ static void exec_cpu_run_update(ExecCpuBackend *cpu, const ExecOpArgs *args, Exe
         if (cpu->skel.vstage_stage[vs] != stage)
             continue;
         float *grads = gpt2_slice_grads(v->slice);
+        size_t lo, hi;
+        kern_optim_range(v->optim, &lo, &hi);
         if (report->applied) {
             if (factor != 1.0f)
-                kern_grad_scale(grads, gpt2_slice_n_params(v->slice), factor);
+                kern_grad_scale(grads + lo, hi - lo, factor);
             kern_optim_step(v->optim, gpt2_slice_params(v->slice), grads, args->lr);
         }
         /* Applied or not, the accumulation window ends here. */
@@ -168,6 +173,7 @@ static const ExecBackendOps exec_cpu_ops = {
     .flush = exec_cpu_flush,
     .reference = exec_cpu_reference,
     .grads = exec_cpu_grads,
+    .params = exec_cpu_params,
     .evaluate = exec_cpu_evaluate,
     .memory = NULL, /* host slices from malloc: no arenas of the backend's own to report */
     .free = exec_cpu_free,

@@ -20,17 +20,24 @@ static ExecCudaVstage *exec_cuda_vstage(ExecSkeleton *skel, int32_t vstage) {
     return v;
 }
 
-static void exec_cuda_state_flat(ExecSkeleton *skel, int32_t vstage, float **params, float **grads,
-                                 float **prev_update) {
+static void exec_cuda_state_flat(ExecSkeleton *skel, int32_t vstage, float **params,
+                                 float **grads) {
     ExecCudaVstage *v = exec_cuda_vstage(skel, vstage);
     *params = gpt2_cuda_slice_params(v->slice);
     *grads = gpt2_cuda_slice_grads(v->slice);
-    *prev_update = kern_cuda_optim_prev_update(v->optim);
 }
 
+/* The CUDA optimizer is never sharded: every tensor's state is whole. */
 static void exec_cuda_state_optim_state(ExecSkeleton *skel, int32_t vstage, int i, float **first,
-                                        float **second) {
-    kern_cuda_optim_tensor_state(exec_cuda_vstage(skel, vstage)->optim, i, first, second);
+                                        float **second, float **prev_update, size_t *lo,
+                                        size_t *hi) {
+    ExecCudaVstage   *v = exec_cuda_vstage(skel, vstage);
+    const Gpt2Tensor *t = &exec_skeleton_vstage_layout(skel, vstage)->tensors[i];
+    float            *prev = kern_cuda_optim_prev_update(v->optim);
+    *prev_update = prev ? prev + t->offset : NULL;
+    *lo = 0;
+    *hi = t->numel;
+    kern_cuda_optim_tensor_state(v->optim, i, first, second);
 }
 
 /* Copies @bytes on @st's stream and waits for it. */

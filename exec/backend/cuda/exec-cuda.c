@@ -483,6 +483,14 @@ static ExecCudaPlan *exec_cuda_plan_for(const ExecBackendSetup *setup, GError **
 }
 
 ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error) {
+    if (setup->optim.shards > 1) {
+        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                    "parallel.distributed_optimizer with %d replicas: the cuda backend has no "
+                    "sharded optimizer; set parallel.distributed_optimizer = false or use "
+                    "run.backend = cpu",
+                    setup->optim.shards);
+        return NULL;
+    }
     ExecCudaBackend *cuda = g_new0(ExecCudaBackend, 1);
     ExecSkeleton    *skel = &cuda->skel;
     if (!exec_skeleton_init(skel, &exec_cuda_ops, "the CUDA backend", setup, error)) {
