@@ -80,6 +80,7 @@ void sim_cost_free(SimCostModel *cost) {
     g_free(cost->act_bytes);
     g_free(cost->act_b_bytes);
     g_free(cost->op_dur_ns);
+    g_free(cost->op_sync_ns);
     g_free(cost->stage_node);
     g_free(cost->dp_sync_ns);
     g_free(cost->dp_pieces);
