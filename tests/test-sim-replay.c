@@ -3,7 +3,9 @@
  * without communication reproduces it op for op, and so does replaying one simulated with a
  * hop per message with --link and the same hop; replaying a real pacer-train run never
  * predicts a later op than measured and keeps the schedule's weight-version drift; a trace
- * with a missing, extra, repeated or reordered op exits 1 naming the op. In process: the
+ * with a missing, extra, repeated or reordered op exits 1 naming the op. A trace of two
+ * data-parallel replicas replays as one pipeline with the exposed reduction before each U
+ * (closed forms). In process: the
  * engine's per-op durations (SimCostModel.op_dur_ns).
  */
 #include <check.h>
@@ -305,39 +307,6 @@ START_TEST(test_replay_measured) {
 }
 END_TEST
 
-/* The trace of replica @replica of a data-parallel 1f1b run (N=4, m=8 of
- * tests/data/sim/1f1b.ini, simulated without communication into @sim) whose every U waited
- * @sync_ns for the reduction: an op of step j (a U: of update j) starts j @sync_ns later (a
- * U: j + 1) than simulated, plus @origin_ns. Replica 0 writes each reduction as two
- * overlapping reduce rows, replica 1 as one row that starts 500 ns before the last backward
- * ends (the overlap with compute is not exposed). Appended to @out. */
-static void append_replica(PpTrace *out, const PpTrace *sim, int32_t replica, int64_t sync_ns,
-                           int64_t origin_ns) {
-    for (int64_t i = 0; i < sim->n_rows; i++) {
-        PpTraceRow row = sim->rows[i];
-        int64_t    shift = origin_ns + (row.step + (row.kind == PP_OP_UPDATE)) * sync_ns;
-        row.start_ns += shift;
-        row.end_ns += shift;
-        row.replica = replica;
-        pp_trace_append(out, &row);
-        if (row.kind != PP_OP_UPDATE)
-            continue;
-        PpTraceRow reduce = row;
-        reduce.resource = PP_RESOURCE_REDUCE;
-        reduce.end_ns = row.start_ns;
-        if (replica == 0) {
-            reduce.start_ns = row.start_ns - sync_ns;
-            reduce.end_ns = row.start_ns - sync_ns / 2;
-            pp_trace_append(out, &reduce);
-            reduce.start_ns = row.start_ns - 3 * sync_ns / 4;
-            reduce.end_ns = row.start_ns;
-        } else {
-            reduce.start_ns = row.start_ns - sync_ns - 500;
-        }
-        pp_trace_append(out, &reduce);
-    }
-}
-
 /* (d) Two data-parallel replicas: replica 0's reductions took X = 40 us, replica 1's 2X. Each
  * replica is matched on its own origin; measured times are the replicas' mean (X and 2X:
  * 1.5X per step); the reduction is the exposed union of reduce rows, the smaller of the two
@@ -350,8 +319,8 @@ START_TEST(test_replay_replicas) {
     sim_run_init(&run, "1f1b", "0");
     g_autoptr(PpTrace) sim = read_trace(run.sim_dir, "ops.csv");
     g_autoptr(PpTrace) dp = pp_trace_new();
-    append_replica(dp, sim, 0, X, 0);
-    append_replica(dp, sim, 1, 2 * X, 777);
+    test_util_append_replica(dp, sim, 0, X, 0);
+    test_util_append_replica(dp, sim, 1, 2 * X, 777);
     g_autofree char *trace = g_build_filename(run.rep_dir, "dp.csv", NULL);
     g_autoptr(GError) error = NULL;
     ck_assert(pp_trace_write_csv(dp, trace, &error));
