@@ -16,6 +16,7 @@
 #include "sim-cost.h"
 #include "sim-engine.h"
 #include "sim-main.h"
+#include "sim-replay-dp.h"
 #include "sim-replay.h"
 #include "sim-report.h"
 
@@ -749,6 +750,8 @@ static gboolean sim_cal_make_scenario(SimCalibration *cal, const SimCalFit *fit,
         for (int32_t s = 0; s < n; s++)
             sc->run.layers_per_stage[s] = part->layer_end[s] - part->layer_begin[s];
     }
+    /* pacer-train reduces fp32 gradients between data-parallel replicas. */
+    sc->parallel.grad_bytes = SIM_REPLAY_DP_GRAD_BYTES_PER_PARAM;
     cal->scenario = g_steal_pointer(&sc);
     return TRUE;
 }
@@ -812,6 +815,9 @@ static char *sim_cal_scenario_text(const SimCalibration *cal) {
                         "# The runs timed a speed reference after every U (run.speed_reference): "
                         "op times are\n# scaled to the fit runs' typical reference time, and "
                         "update_us includes it.\n");
+    g_string_append(out, "# parallel.grad_bytes = 4: pacer-train reduces fp32 gradients; "
+                         "--set parallel.data=D predicts D\n# replicas over the [hardware] link "
+                         "(link_latency_us, link_gbps: pacer-bench-comm's fit).\n");
     if (cal->have_curve)
         g_string_append_printf(
             out,

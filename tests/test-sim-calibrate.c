@@ -153,6 +153,7 @@ START_TEST(test_recovers_costs) {
     ck_assert_ptr_nonnull(strstr(text, "forward_us=100,140,120\n"));
     ck_assert_ptr_nonnull(strstr(text, "fused_backward_us=190,185,260\n"));
     ck_assert_ptr_nonnull(strstr(text, "stash_us=11,13,17\n"));
+    ck_assert_ptr_nonnull(strstr(text, "grad_bytes=4\n")); /* pacer-train's fp32 gradients */
     ck_assert_ptr_nonnull(strstr(text, "first 1 optimizer step(s) left out"));
     for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++)
         g_free(o[i]);
