@@ -245,6 +245,10 @@ const PpScenarioKey pp_scenario_keys[] = {
             0,
             "the data-parallel gradient all-reduce starts layer by layer during a chunk's last "
             "backward instead of after it (simulator)"),
+    PP_INT("parallel", "grad_bytes", parallel.grad_bytes, "2", 1, 8, 0,
+           "bytes per parameter of the gradients the data-parallel all-reduce moves: 2 (bf16) "
+           "or 4 (fp32, what pacer-train's CPU executor reduces; pacer-sim calibrate writes it) "
+           "(simulator)"),
 
     PP_INT("training", "global_batch", training.global_batch, NULL, 1, PP_I32_MAX, PP_KEY_DERIVED,
            "sequences per optimizer step, all data replicas together; absent: derived from the "

@@ -129,6 +129,8 @@ typedef struct {
                                        over the D replicas */
     gboolean overlap_grad_reduce;   /* the gradient all-reduce starts layer by layer during
                                        the last backward instead of after it */
+    int32_t grad_bytes;             /* bytes per parameter the gradient all-reduce moves (2:
+                                       bf16; 4: fp32, pacer-train's CPU executor) */
     gboolean fsdp;                  /* ZeRO-3: weights, gradients and optimizer state sharded
                                        over data x context, each layer gathered per pass */
     int32_t context;                /* C: context-parallel ranks, each holding 1/C of every

@@ -16,6 +16,7 @@
 #include "sim-cost.h"
 #include "sim-engine.h"
 #include "sim-main.h"
+#include "sim-replay-dp.h"
 #include "sim-replay.h"
 #include "sim-report.h"
 
@@ -178,15 +179,17 @@ gboolean sim_calibrate_steady_step(const PpTrace *trace, int32_t n_steps, int32_
 char *sim_calibrate_cores_warning(const PpScenario *scenario, const char *name,
                                   int32_t processors) {
     int64_t threads = MAX(scenario->run.threads, 1);
-    int64_t needed = (int64_t)scenario->pipeline.stages * threads;
+    int64_t replicas = MAX(scenario->parallel.data, 1);
+    int64_t needed = (int64_t)scenario->pipeline.stages * replicas * threads;
     if (needed <= processors)
         return NULL;
     return g_strdup_printf(
-        "%s: warning: %d stages x %" G_GINT64_FORMAT " BLAS thread(s) need %" G_GINT64_FORMAT
+        "%s: warning: %d stages x %" G_GINT64_FORMAT " replica(s) x %" G_GINT64_FORMAT
+        " BLAS thread(s) need %" G_GINT64_FORMAT
         " cores and this machine has %d: if the run was measured here, its stages shared cores, "
-        "while the simulator predicts one device per stage (rule: stages x max(run.threads, 1) "
-        "<= processors)",
-        name, scenario->pipeline.stages, threads, needed, processors);
+        "while the simulator predicts one device per stage (rule: stages x parallel.data x "
+        "max(run.threads, 1) <= processors)",
+        name, scenario->pipeline.stages, replicas, threads, needed, processors);
 }
 
 /* --- the speed reference --- */
@@ -206,8 +209,8 @@ static int64_t sim_cal_reference(const PpTrace *trace, int32_t stage, int32_t lo
     return sim_cal_median(dur);
 }
 
-/* The end of each stage's reference row of each step, shifted like @r's measured times: (n_stages
- * * n_steps), -1 where there is none. */
+/* The end of each stage's reference row of each step, shifted like @r's measured times (replica
+ * 0's rows in a data-parallel trace): (n_stages * n_steps), -1 where there is none. */
 static int64_t *sim_cal_reference_ends(const SimReplay *r) {
     const PpSchedule *sched = r->schedule;
     size_t            n = (size_t)sched->n_stages * sched->n_steps;
@@ -216,7 +219,7 @@ static int64_t *sim_cal_reference_ends(const SimReplay *r) {
         ends[i] = -1;
     for (int64_t i = 0; i < r->measured->n_rows; i++) {
         const PpTraceRow *row = &r->measured->rows[i];
-        if (row->resource == PP_RESOURCE_REFERENCE && row->stage >= 0 &&
+        if (row->resource == PP_RESOURCE_REFERENCE && row->replica == 0 && row->stage >= 0 &&
             row->stage < sched->n_stages && row->step >= 0 && row->step < sched->n_steps)
             ends[(size_t)row->stage * sched->n_steps + row->step] =
                 row->end_ns - r->measured_origin_ns;
@@ -273,7 +276,8 @@ static void sim_cal_collect(SimCalFit *fit, const SimReplay *r, int32_t skip, co
             if (scale != NULL)
                 dur = llround((double)dur * scale[s]);
             g_array_append_val(copies ? z->copy_f[s] : z->dur[s * PP_OP_N_KINDS + op->kind], dur);
-            if (i == 0)
+            /* Before a U of data-parallel replicas the stage waited for the reduction. */
+            if (i == 0 || (op->kind == PP_OP_UPDATE && r->replicas > 1))
                 continue;
             /* The consumer waited when an input from another stage ended after its previous
              * op: the gap from that input's end to its start is the hop. Otherwise the gap
@@ -572,6 +576,21 @@ static gboolean sim_cal_check_same(const SimCalFit *fit, const SimReplay *r, con
     return FALSE;
 }
 
+/* Data-parallel replicas (@r's trace has D > 1): each stage's reduction before its U, on the
+ * stage's own channel after its last backward, costs the link model's figure for the fp32
+ * gradients the executor reduces over the trace scenario's [hardware] link (give it the
+ * figures pacer-bench-comm fits), or without a link the trace's own median reduction. */
+static void sim_cal_add_reduction(SimCostModel *cost, const SimReplay *r) {
+    const int32_t n = r->schedule->n_stages; /* calibrate takes one chunk per stage */
+    cost->data_parallel = r->replicas;
+    cost->dp_sync_ns = g_new(int64_t, n);
+    cost->dp_pieces = g_new(int32_t, n);
+    for (int32_t s = 0; s < n; s++) {
+        cost->dp_sync_ns[s] = r->model_sync_ns[s] >= 0 ? r->model_sync_ns[s] : r->median_sync_ns[s];
+        cost->dp_pieces[s] = 1;
+    }
+}
+
 /* The steady-state step of @r's schedule simulated with the calibrated costs at @mb_size
  * times @slowdown (nullable), in *@step_ns; 0 with *@why set (transfer full) when a cost is
  * missing. Returns FALSE with @error when the simulation fails. */
@@ -582,6 +601,8 @@ static gboolean sim_cal_predict_step(const SimCalibration *cal, const SimCalFit 
         sim_cal_cost_model(cal, fit, r->schedule, mb_size, slowdown, why);
     if (cost == NULL)
         return TRUE;
+    if (r->replicas > 1)
+        sim_cal_add_reduction(cost, r);
     g_autoptr(SimResult) res = sim_engine_run(r->schedule, cost, error);
     if (res == NULL)
         return FALSE;
@@ -601,6 +622,7 @@ static gboolean sim_cal_predict(const SimCalibration *cal, const SimCalFit *fit,
     t->microbatch_size = sc->pipeline.microbatch_size;
     t->steps = r->schedule->n_steps;
     t->threads = sc->run.threads;
+    t->replicas = r->replicas;
     if (!sim_calibrate_steady_step(r->measured, r->schedule->n_steps, cal->skip_steps,
                                    r->trace_path, &t->lo_step, &t->hi_step, &t->measured_step_ns,
                                    error))
@@ -608,6 +630,15 @@ static gboolean sim_cal_predict(const SimCalibration *cal, const SimCalFit *fit,
     if (!sim_cal_predict_step(cal, fit, r, t->microbatch_size, NULL, &t->predicted_step_ns,
                               &t->note, error))
         return FALSE;
+    if (r->replicas > 1 && t->predicted_step_ns > 0) {
+        gboolean         model = r->model_sync_ns[0] >= 0;
+        g_autofree char *was = t->note;
+        t->note = g_strdup_printf(
+            "%s%s%d replicas: the reduction before each U %s", was ? was : "", was ? "; " : "",
+            r->replicas,
+            model ? "from the fp32 gradient bytes over the scenario's [hardware] link"
+                  : "as this trace measured it (its scenario has no [hardware] link)");
+    }
     /* The same with each stage's speed in this run, when the fit and this run timed the
      * reference. */
     if (t->predicted_step_ns == 0 || cal->stages[0].reference_ns < 0)
@@ -719,6 +750,8 @@ static gboolean sim_cal_make_scenario(SimCalibration *cal, const SimCalFit *fit,
         for (int32_t s = 0; s < n; s++)
             sc->run.layers_per_stage[s] = part->layer_end[s] - part->layer_begin[s];
     }
+    /* pacer-train reduces fp32 gradients between data-parallel replicas. */
+    sc->parallel.grad_bytes = SIM_REPLAY_DP_GRAD_BYTES_PER_PARAM;
     cal->scenario = g_steal_pointer(&sc);
     return TRUE;
 }
@@ -782,6 +815,9 @@ static char *sim_cal_scenario_text(const SimCalibration *cal) {
                         "# The runs timed a speed reference after every U (run.speed_reference): "
                         "op times are\n# scaled to the fit runs' typical reference time, and "
                         "update_us includes it.\n");
+    g_string_append(out, "# parallel.grad_bytes = 4: pacer-train reduces fp32 gradients; "
+                         "--set parallel.data=D predicts D\n# replicas over the [hardware] link "
+                         "(link_latency_us, link_gbps: pacer-bench-comm's fit).\n");
     if (cal->have_curve)
         g_string_append_printf(
             out,
@@ -1044,6 +1080,7 @@ JsonNode *sim_calibrate_build_json(const SimCalibration *cal) {
         sim_cal_json_int(b, "accumulation", t->accumulation);
         sim_cal_json_int(b, "microbatch_size", t->microbatch_size);
         sim_cal_json_int(b, "steps", t->steps);
+        sim_cal_json_int(b, "replicas", t->replicas);
         sim_cal_json_int(b, "lo_step", t->lo_step);
         sim_cal_json_int(b, "hi_step", t->hi_step);
         sim_cal_json_int(b, "measured_step_ns", t->measured_step_ns);
@@ -1145,7 +1182,9 @@ int sim_calibrate_main(int argc, char **argv) {
     g_autofree char *warning = NULL;
     for (guint i = 0; i < cal->traces->len; i++) {
         const SimCalibrateTrace *t = g_ptr_array_index(cal->traces, i);
-        PpScenario               sc = {.pipeline.stages = t->n_stages, .run.threads = t->threads};
+        PpScenario               sc = {.pipeline.stages = t->n_stages,
+                                       .parallel.data = t->replicas,
+                                       .run.threads = t->threads};
         g_autofree char         *w = sim_calibrate_cores_warning(&sc, t->trace_path, processors);
         n_over += w != NULL;
         if (w != NULL && warning == NULL)

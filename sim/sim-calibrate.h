@@ -38,6 +38,8 @@ typedef struct {
     int32_t  microbatch_size; /* sequences */
     int32_t  steps;           /* optimizer steps of the run */
     int32_t  threads;         /* run.threads */
+    int32_t  replicas;        /* data-parallel replicas in the trace (predicted with the
+                                 reduction before every U, sim-calibrate.c) */
     /* Steady state: the median of the intervals between the ends of consecutive optimizer
      * steps j -> j + 1 (a step ends with the last stage's U of update j), j in [lo, hi). */
     int32_t lo_step, hi_step;

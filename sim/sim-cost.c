@@ -80,6 +80,7 @@ void sim_cost_free(SimCostModel *cost) {
     g_free(cost->act_bytes);
     g_free(cost->act_b_bytes);
     g_free(cost->op_dur_ns);
+    g_free(cost->op_sync_ns);
     g_free(cost->stage_node);
     g_free(cost->dp_sync_ns);
     g_free(cost->dp_pieces);
@@ -426,7 +427,11 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
             int64_t  node = cost->stage_node != NULL ? cost->stage_node[stage]
                                                      : sim_layout_stage_node(layout, stage);
             gboolean intra = node >= 0;
-            double   bytes = unit_params[u] * PP_MEMORY_GRADS_BYTES_PER_PARAM;
+            /* 0: a scenario filled by hand, read as the key's default */
+            int32_t grad_bytes = scenario->parallel.grad_bytes > 0
+                                     ? scenario->parallel.grad_bytes
+                                     : PP_MEMORY_GRADS_BYTES_PER_PARAM;
+            double  bytes = unit_params[u] * grad_bytes;
             cost->dp_sync_ns[u] = sim_layout_allreduce_ns(
                 replicas, bytes, intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns,
                 intra ? layout->intra_latency_ns : layout->inter_latency_ns);

@@ -77,6 +77,12 @@ typedef struct {
      * (sim_engine_run_policy() rejects it); freed by sim_cost_free(). */
     int64_t *op_dur_ns; /* (n_op_durs) by flat op id, or NULL */
     int32_t  n_op_durs; /* must equal the schedule's op count when op_dur_ns is set */
+    /* Optional per-U synchronisation (replay of a data-parallel trace): with dp_sync_ns set,
+     * the stage's whole synchronisation before the U of flat id k costs op_sync_ns[k] ns
+     * instead of its chunks' dp_sync_ns, one piece from the latest chunk's gradient (no
+     * overlap); entries of other ops are unused. Needs op_dur_ns (same length); freed by
+     * sim_cost_free(). */
+    int64_t *op_sync_ns; /* (n_op_durs) by flat op id, or NULL */
 } SimCostModel;
 
 /* Duration (ns) of a fused backward BW of (stage, chunk) unit @unit: bw_ns[unit] when the

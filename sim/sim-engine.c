@@ -243,16 +243,24 @@ static gboolean sim_run_check_bounds(const PpSchedule *sched, const SimCostModel
  * (start + duration / layers). The stage's channel runs them one at a time, in ready order
  * (ties: chunk index), from when the previous U's synchronisation ended; with overlap a
  * chunk's all-reduce still ends no earlier than its last layer's share after the backward
- * (end + sync / layers). Resets the chunks' gradient times for the next window. */
-static int64_t sim_run_dp_sync(SimRun *run, int32_t stage) {
+ * (end + sync / layers). With per-U times (op_sync_ns) the U of flat id @id instead waits for
+ * one piece of that length from the latest chunk's gradient. Resets the chunks' gradient
+ * times for the next window. */
+static int64_t sim_run_dp_sync(SimRun *run, int32_t stage, int32_t id) {
     const SimCostModel *cost = run->cost;
     SimStageState      *st = &run->st[stage];
     const int32_t       v = cost->n_chunks;
     int64_t             free_ns = st->dp_free_ns;
     gboolean           *done = run->dp_done; /* (n_chunks) chunk already scheduled */
     for (int32_t c = 0; c < v; c++)
-        done[c] = FALSE;
-    for (int32_t k = 0; k < v; k++) {
+        done[c] = cost->op_sync_ns != NULL;
+    if (cost->op_sync_ns != NULL) {
+        int64_t ready = free_ns;
+        for (int32_t c = 0; c < v; c++)
+            ready = MAX(ready, st->grad_end_ns[c]);
+        free_ns = ready + cost->op_sync_ns[id];
+    }
+    for (int32_t k = 0; k < v && cost->op_sync_ns == NULL; k++) {
         int32_t best = -1;
         int64_t best_ready = 0;
         for (int32_t c = 0; c < v; c++) {
@@ -295,7 +303,7 @@ static void sim_run_try_start(SimRun *run, int32_t stage) {
     const PpOp *op = &sched->programs[stage][st->pc];
     int64_t     start_ns = MAX(st->free_ns, run->ops[id].ready_ns);
     if (op->kind == PP_OP_UPDATE && run->cost->dp_sync_ns != NULL) {
-        int64_t synced_ns = sim_run_dp_sync(run, stage);
+        int64_t synced_ns = sim_run_dp_sync(run, stage, id);
         if (synced_ns > start_ns) {
             run->result->stages[stage].dp_wait_ns += synced_ns - start_ns;
             start_ns = synced_ns;
@@ -702,6 +710,13 @@ SimResult *sim_engine_run_with(const PpSchedule *sched, const SimCostModel *cost
         g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
                     "schedule '%s' has %d ops but the cost model gives %d per-op durations",
                     sched->kind, pp_schedule_n_ops_total(sched), cost->n_op_durs);
+        return NULL;
+    }
+    if (cost->op_sync_ns != NULL && (cost->op_dur_ns == NULL || cost->dp_sync_ns == NULL)) {
+        g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
+                    "schedule '%s': per-U synchronisation times need per-op durations and the "
+                    "data-parallel synchronisation (op_sync_ns with op_dur_ns and dp_sync_ns)",
+                    sched->kind);
         return NULL;
     }
     if (!sim_run_check_bounds(sched, cost, error))

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "pp-error.h"
+#include "sim-replay-dp.h"
 #include "sim-report.h"
 
 /* Appended to the errors of a trace whose rows do not fit the schedule. */
@@ -91,88 +92,156 @@ static int32_t sim_replay_schedule_delta(const PpSchedule *sched, const PpOp *op
     return pp_schedule_delta(sched, op->mb, pp_schedule_vstage(sched, op->stage, op->chunk));
 }
 
-/* Matches every compute row of the measured trace to one op of the schedule and fills the
- * measured arrays (times shifted so the first op starts at 0). Returns FALSE with
- * PP_IO_ERROR_MISMATCH naming the first row or op that does not fit. */
-static gboolean sim_replay_match(SimReplay *r, const SimReplayIndex *ix, GError **error) {
-    const PpSchedule   *sched = r->schedule;
-    const PpTrace      *trace = r->measured;
-    const int32_t       n_ops = pp_schedule_n_ops_total(sched);
-    g_autofree int64_t *row_of = g_new(int64_t, MAX(n_ops, 1)); /* (n_ops) trace row or -1 */
-    int64_t             first_ns = G_MAXINT64;
-    char                what[SIM_REPLAY_OP_TEXT], prev[SIM_REPLAY_OP_TEXT];
+/* Matches every compute row of @replica in the measured trace to one op of the schedule:
+ * @row_of (n_ops) gets each op's trace row. Returns FALSE with PP_IO_ERROR_MISMATCH naming the
+ * first row or op that does not fit (and the replica when the trace has several). */
+static gboolean sim_replay_match_replica(const SimReplay *r, const SimReplayIndex *ix,
+                                         int32_t replica, int64_t *row_of, GError **error) {
+    const PpSchedule *sched = r->schedule;
+    const PpTrace    *trace = r->measured;
+    const int32_t     n_ops = pp_schedule_n_ops_total(sched);
+    char              what[SIM_REPLAY_OP_TEXT], prev[SIM_REPLAY_OP_TEXT], of[32] = "";
 
+    if (r->replicas > 1)
+        g_snprintf(of, sizeof of, " of replica %d", replica);
     for (int32_t id = 0; id < n_ops; id++)
         row_of[id] = -1;
     for (int64_t i = 0; i < trace->n_rows; i++) {
         const PpTraceRow *row = &trace->rows[i];
-        if (row->resource != PP_RESOURCE_COMPUTE)
+        if (row->resource != PP_RESOURCE_COMPUTE || row->replica != replica)
             continue;
         int32_t id = sim_replay_index_find(ix, row);
         sim_replay_describe_row(row, what, sizeof what);
         if (id < 0) {
             g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
-                        "%s: measured op %s matches no op of schedule '%s' (N=%d, v=%d, %d "
+                        "%s: measured op %s%s matches no op of schedule '%s' (N=%d, v=%d, %d "
                         "micro-batches, %d steps)" SIM_REPLAY_SEGMENT_HINT,
-                        r->trace_path, what, sched->kind, sched->n_stages, sched->n_chunks,
+                        r->trace_path, what, of, sched->kind, sched->n_stages, sched->n_chunks,
                         sched->n_mb, sched->n_steps);
             return FALSE;
         }
         if (row_of[id] >= 0) {
             g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
-                        "%s: measured op %s appears more than once" SIM_REPLAY_SEGMENT_HINT,
-                        r->trace_path, what);
+                        "%s: measured op %s%s appears more than once" SIM_REPLAY_SEGMENT_HINT,
+                        r->trace_path, what, of);
             return FALSE;
         }
         if (row->end_ns < row->start_ns) {
             g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
-                        "%s: measured op %s ends at %" G_GINT64_FORMAT
+                        "%s: measured op %s%s ends at %" G_GINT64_FORMAT
                         " ns, before it starts at %" G_GINT64_FORMAT " ns",
-                        r->trace_path, what, row->end_ns, row->start_ns);
+                        r->trace_path, what, of, row->end_ns, row->start_ns);
             return FALSE;
         }
         row_of[id] = i;
-        first_ns = MIN(first_ns, row->start_ns);
     }
     for (int32_t id = 0; id < n_ops; id++) {
         if (row_of[id] >= 0)
             continue;
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
-                    "%s: op %s of schedule '%s' has no measured row" SIM_REPLAY_SEGMENT_HINT,
+                    "%s: op %s of schedule '%s' has no measured row%s" SIM_REPLAY_SEGMENT_HINT,
                     r->trace_path, sim_replay_describe_op(sched, id, what, sizeof what),
-                    sched->kind);
+                    sched->kind, of);
         return FALSE;
-    }
-
-    r->measured_origin_ns = first_ns;
-    r->measured_start_ns = g_new(int64_t, MAX(n_ops, 1));
-    r->measured_end_ns = g_new(int64_t, MAX(n_ops, 1));
-    r->measured_delta = g_new0(int32_t, MAX(n_ops, 1));
-    for (int32_t id = 0; id < n_ops; id++) {
-        const PpTraceRow *row = &trace->rows[row_of[id]];
-        r->measured_start_ns[id] = row->start_ns - first_ns;
-        r->measured_end_ns[id] = row->end_ns - first_ns;
-        if (row->kind != PP_OP_UPDATE)
-            r->measured_delta[id] = row->version_b - row->version_f;
     }
     /* One device runs one op at a time, in its program's order. */
     for (int32_t s = 0; s < sched->n_stages; s++) {
         for (int32_t i = 1; i < sched->n_ops[s]; i++) {
-            int32_t id = sched->op_offset[s] + i;
-            if (r->measured_start_ns[id] >= r->measured_end_ns[id - 1])
+            int32_t           id = sched->op_offset[s] + i;
+            const PpTraceRow *cur = &trace->rows[row_of[id]],
+                             *before = &trace->rows[row_of[id - 1]];
+            if (cur->start_ns >= before->end_ns)
                 continue;
             g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
-                        "%s: measured op %s starts at %" G_GINT64_FORMAT
+                        "%s: measured op %s%s starts at %" G_GINT64_FORMAT
                         " ns, before %s, the op before it in stage %d's program of schedule "
                         "'%s', ends at %" G_GINT64_FORMAT
                         " ns: the run followed another order (another pipeline.schedule, or "
                         "pipeline.mode = dynamic, which decides the order at run time)",
-                        r->trace_path, sim_replay_describe_op(sched, id, what, sizeof what),
-                        r->measured_start_ns[id] + first_ns,
-                        sim_replay_describe_op(sched, id - 1, prev, sizeof prev), s, sched->kind,
-                        r->measured_end_ns[id - 1] + first_ns);
+                        r->trace_path, sim_replay_describe_op(sched, id, what, sizeof what), of,
+                        cur->start_ns, sim_replay_describe_op(sched, id - 1, prev, sizeof prev), s,
+                        sched->kind, before->end_ns);
             return FALSE;
         }
+    }
+    return TRUE;
+}
+
+/* The reduce rows of @replica, each with the U it precedes, into @rows (cleared first).
+ * Returns FALSE with PP_IO_ERROR_MISMATCH naming a row that precedes no U of the schedule. */
+static gboolean sim_replay_reduce_rows(const SimReplay *r, const SimReplayIndex *ix,
+                                       int32_t replica, GArray *rows, GError **error) {
+    char what[SIM_REPLAY_OP_TEXT];
+    g_array_set_size(rows, 0);
+    for (int64_t i = 0; i < r->measured->n_rows; i++) {
+        const PpTraceRow *row = &r->measured->rows[i];
+        if (row->resource != PP_RESOURCE_REDUCE || row->replica != replica)
+            continue;
+        int32_t id = row->kind == PP_OP_UPDATE ? sim_replay_index_find(ix, row) : -1;
+        if (id < 0) {
+            g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                        "%s: reduce row %s of replica %d precedes no U of schedule '%s' (a "
+                        "reduce row carries the columns of the U it comes before)",
+                        r->trace_path, sim_replay_describe_row(row, what, sizeof what), replica,
+                        r->schedule->kind);
+            return FALSE;
+        }
+        SimReplayDpRow dp = {.u_id = id, .start_ns = row->start_ns, .end_ns = row->end_ns};
+        g_array_append_val(rows, dp);
+    }
+    return TRUE;
+}
+
+/* Matches every replica's compute rows to the schedule (each replica runs the whole program)
+ * and fills the measured arrays: per op the mean over the replicas of its start and end, each
+ * replica's times shifted so that its first op starts at 0 (the ranks' clocks need not share
+ * an origin); with several replicas also the exposed reduction before every U, the minimum
+ * over the replicas (sim_replay_dp_sync(): the last replica to arrive waits for no one).
+ * Returns FALSE with PP_IO_ERROR_MISMATCH naming the first row or op that does not fit. */
+static gboolean sim_replay_match(SimReplay *r, const SimReplayIndex *ix, GError **error) {
+    const PpSchedule   *sched = r->schedule;
+    const PpTrace      *trace = r->measured;
+    const int32_t       n_ops = pp_schedule_n_ops_total(sched), D = r->replicas;
+    g_autofree int64_t *row_of = g_new(int64_t, MAX(n_ops, 1)); /* (n_ops) trace row */
+    g_autofree int64_t *start = g_new(int64_t, MAX(n_ops, 1));  /* (n_ops) one replica's */
+    g_autofree int64_t *end = g_new(int64_t, MAX(n_ops, 1));    /* (n_ops) */
+    g_autofree int64_t *sync = g_new(int64_t, MAX(n_ops, 1));   /* (n_ops) */
+    g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(SimReplayDpRow));
+
+    r->measured_start_ns = g_new0(int64_t, MAX(n_ops, 1));
+    r->measured_end_ns = g_new0(int64_t, MAX(n_ops, 1));
+    r->measured_delta = g_new0(int32_t, MAX(n_ops, 1));
+    if (D > 1)
+        r->measured_sync_ns = g_new(int64_t, MAX(n_ops, 1));
+    for (int32_t rep = 0; rep < D; rep++) {
+        if (!sim_replay_match_replica(r, ix, rep, row_of, error))
+            return FALSE;
+        int64_t first_ns = G_MAXINT64;
+        for (int32_t id = 0; id < n_ops; id++)
+            first_ns = MIN(first_ns, trace->rows[row_of[id]].start_ns);
+        if (rep == 0)
+            r->measured_origin_ns = first_ns;
+        for (int32_t id = 0; id < n_ops; id++) {
+            const PpTraceRow *row = &trace->rows[row_of[id]];
+            start[id] = row->start_ns;
+            end[id] = row->end_ns;
+            r->measured_start_ns[id] += row->start_ns - first_ns;
+            r->measured_end_ns[id] += row->end_ns - first_ns;
+            if (rep == 0 && row->kind != PP_OP_UPDATE)
+                r->measured_delta[id] = row->version_b - row->version_f;
+        }
+        if (D == 1)
+            break;
+        if (!sim_replay_reduce_rows(r, ix, rep, rows, error))
+            return FALSE;
+        sim_replay_dp_sync(sched, start, end, (SimReplayDpRow *)rows->data, rows->len, sync);
+        for (int32_t id = 0; id < n_ops; id++)
+            r->measured_sync_ns[id] = rep == 0 ? sync[id] : MIN(r->measured_sync_ns[id], sync[id]);
+    }
+    /* The mean of ordered, non-overlapping timelines is ordered and non-overlapping too. */
+    for (int32_t id = 0; id < n_ops; id++) {
+        r->measured_start_ns[id] /= D;
+        r->measured_end_ns[id] /= D;
     }
     return TRUE;
 }
@@ -182,9 +251,17 @@ static int sim_replay_cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* The median of @n durations (sorts @buf): the middle one, or the truncated mean of the two
+ * middle ones; 0 when @n is 0. */
+static int64_t sim_replay_median_of(int64_t *buf, size_t n) {
+    if (n == 0)
+        return 0;
+    qsort(buf, n, sizeof *buf, sim_replay_cmp_i64);
+    return n % 2 == 1 ? buf[n / 2] : buf[n / 2 - 1] + (buf[n / 2] - buf[n / 2 - 1]) / 2;
+}
+
 /* Median measured duration (ns) of the @kind ops of @stage on @chunk (any chunk for U): the
- * middle one, or the truncated mean of the two middle ones; 0 when there are none. @buf has
- * room for the stage's ops. */
+ * sim_replay_median_of() them. @buf has room for the stage's ops. */
 static int64_t sim_replay_median(const SimReplay *r, int32_t stage, int32_t chunk, PpOpKind kind,
                                  int64_t *buf) {
     const PpSchedule *sched = r->schedule;
@@ -195,10 +272,32 @@ static int64_t sim_replay_median(const SimReplay *r, int32_t stage, int32_t chun
         if (op->kind == kind && (kind == PP_OP_UPDATE || op->chunk == chunk))
             buf[n++] = r->measured_end_ns[id] - r->measured_start_ns[id];
     }
-    if (n == 0)
-        return 0;
-    qsort(buf, n, sizeof *buf, sim_replay_cmp_i64);
-    return n % 2 == 1 ? buf[n / 2] : buf[n / 2 - 1] + (buf[n / 2] - buf[n / 2 - 1]) / 2;
+    return sim_replay_median_of(buf, n);
+}
+
+/* The reduction between replicas per stage: the bytes pacer-train reduces, the median over
+ * the stage's U of the measured exposed reduction, and the link model's figure. Returns FALSE
+ * with @error set when the scenario's layers do not split (sim_replay_dp_grad_bytes()). */
+static gboolean sim_replay_reduction(SimReplay *r, GError **error) {
+    const PpSchedule *sched = r->schedule;
+    r->grad_bytes = sim_replay_dp_grad_bytes(r->scenario, error);
+    if (r->grad_bytes == NULL)
+        return FALSE;
+    r->median_sync_ns = g_new0(int64_t, sched->n_stages);
+    r->model_sync_ns = g_new0(int64_t, sched->n_stages);
+    int32_t longest = 1;
+    for (int32_t s = 0; s < sched->n_stages; s++)
+        longest = MAX(longest, sched->n_ops[s]);
+    g_autofree int64_t *buf = g_new(int64_t, longest); /* (longest program) reductions */
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        size_t n = 0;
+        for (int32_t i = 0; i < sched->n_ops[s]; i++)
+            if (sched->programs[s][i].kind == PP_OP_UPDATE)
+                buf[n++] = r->measured_sync_ns[sched->op_offset[s] + i];
+        r->median_sync_ns[s] = sim_replay_median_of(buf, n);
+        r->model_sync_ns[s] = sim_replay_dp_model_ns(r->scenario, r->replicas, r->grad_bytes[s]);
+    }
+    return TRUE;
 }
 
 /* Bytes of one activation or gradient pacer-train sends between stages: (B, T, C) fp32. */
@@ -241,6 +340,28 @@ static SimCostModel *sim_replay_cost_new(const SimReplay *r, gboolean per_op) {
         cost->n_op_durs = n_ops;
         for (int32_t id = 0; id < n_ops; id++)
             cost->op_dur_ns[id] = r->measured_end_ns[id] - r->measured_start_ns[id];
+    }
+    if (r->replicas > 1) {
+        /* Each stage's reduction, measured or (with the link) the model's, on the stage's
+         * own channel before its U: split evenly over its chunks, or per U in the replay. */
+        const int32_t v = sched->n_chunks;
+        cost->data_parallel = r->replicas;
+        cost->dp_sync_ns = g_new(int64_t, sched->n_stages * v);
+        cost->dp_pieces = g_new(int32_t, sched->n_stages * v);
+        for (int32_t u = 0; u < sched->n_stages * v; u++) {
+            int32_t s = u / v;
+            cost->dp_sync_ns[u] = (r->hop_ns > 0 ? r->model_sync_ns[s] : r->median_sync_ns[s]) / v;
+            cost->dp_pieces[u] = 1;
+        }
+        if (per_op) {
+            cost->op_sync_ns = g_new0(int64_t, MAX(n_ops, 1));
+            for (int32_t id = 0; id < n_ops; id++) {
+                const PpOp *op = pp_schedule_op(sched, pp_schedule_op_ref(sched, id));
+                if (op->kind == PP_OP_UPDATE)
+                    cost->op_sync_ns[id] =
+                        r->hop_ns > 0 ? r->model_sync_ns[op->stage] : r->measured_sync_ns[id];
+            }
+        }
     }
     return cost;
 }
@@ -323,19 +444,14 @@ SimReplay *sim_replay_new(const char *scenario_path, const char *const *override
     r->measured = pp_trace_read_csv(trace_path, error);
     if (r->measured == NULL)
         return NULL;
-    int32_t replicas = 1;
+    r->replicas = 1;
     for (int64_t i = 0; i < r->measured->n_rows; i++)
-        replicas = MAX(replicas, r->measured->rows[i].replica + 1);
-    if (replicas > 1) {
-        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
-                    "%s: the trace holds %d data-parallel replicas (its replica column); replay "
-                    "compares one pipeline's run: train with parallel.data = 1",
-                    trace_path, replicas);
-        return NULL;
-    }
+        r->replicas = MAX(r->replicas, r->measured->rows[i].replica + 1);
     g_auto(SimReplayIndex) ix = {0};
     sim_replay_index_init(&ix, r->schedule);
     if (!sim_replay_match(r, &ix, error))
+        return NULL;
+    if (r->replicas > 1 && !sim_replay_reduction(r, error))
         return NULL;
 
     g_autoptr(SimCostModel) replay_cost = sim_replay_cost_new(r, TRUE);
@@ -360,6 +476,10 @@ void sim_replay_free(SimReplay *replay) {
     g_free(replay->measured_start_ns);
     g_free(replay->measured_end_ns);
     g_free(replay->measured_delta);
+    g_free(replay->measured_sync_ns);
+    g_free(replay->grad_bytes);
+    g_free(replay->median_sync_ns);
+    g_free(replay->model_sync_ns);
     g_free(replay->replay_start_ns);
     g_free(replay->calibrated_start_ns);
     sim_cost_free(replay->calibrated_cost);
@@ -383,6 +503,29 @@ static double sim_replay_ratio(int64_t part, int64_t whole) {
     return whole > 0 ? (double)part / (double)whole : 0.0;
 }
 
+/* The per-stage reduction table of a data-parallel trace. */
+static void sim_replay_format_reduction(const SimReplay *r, GString *out) {
+    const PpHardwareParams *hw = &r->scenario->hardware;
+    char                    a[32], b[32];
+    g_string_append_printf(out,
+                           "\nreduction between the %d replicas before each U (measured: the "
+                           "exposed reduce rows, minimum over replicas, median over U;\nmodel: "
+                           "2(D-1)(latency + bytes/D/bandwidth)",
+                           r->replicas);
+    if (hw->link_bw_bytes_per_s > 0.0)
+        g_string_append_printf(out, ", [hardware] link %.1f us, %.3f GB/s)%s\n",
+                               hw->link_latency_ns / 1e3, hw->link_bw_bytes_per_s / 1e9,
+                               r->hop_ns > 0 ? "; the predictions use the model" : "");
+    else
+        g_string_append(out, ": no [hardware] link)\n");
+    g_string_append(out, "stage   grad bytes  measured ms     model ms\n");
+    for (int32_t s = 0; s < r->schedule->n_stages; s++)
+        g_string_append_printf(
+            out, "%5d %12" G_GINT64_FORMAT " %12s %12s\n", s, r->grad_bytes[s],
+            sim_replay_ms(a, sizeof a, r->median_sync_ns[s]),
+            r->model_sync_ns[s] >= 0 ? sim_replay_ms(b, sizeof b, r->model_sync_ns[s]) : "-");
+}
+
 char *sim_replay_format(const SimReplay *r) {
     const PpSchedule   *sched = r->schedule;
     const SimCostModel *cal = r->calibrated_cost;
@@ -395,6 +538,11 @@ char *sim_replay_format(const SimReplay *r) {
     g_string_append_printf(out, "schedule    %s, N=%d, v=%d, %d micro-batches, %d steps\n",
                            sched->kind, sched->n_stages, sched->n_chunks, sched->n_mb,
                            sched->n_steps);
+    if (r->replicas > 1)
+        g_string_append_printf(out,
+                               "replicas    %d (data parallel): every replica matched; measured "
+                               "times are the replicas' mean per op\n",
+                               r->replicas);
     if (r->hop_ns > 0)
         g_string_append_printf(out,
                                "predictions with %s ms per message between stages ([hardware] "
@@ -426,6 +574,8 @@ char *sim_replay_format(const SimReplay *r) {
                 k == 0 ? sim_replay_ms(h, sizeof h, cal->u_ns[s]) : "");
         }
     }
+    if (r->replicas > 1)
+        sim_replay_format_reduction(r, out);
     g_string_append(out, "\n");
     g_string_append_printf(
         out,
@@ -483,6 +633,7 @@ JsonNode *sim_replay_build_json(const SimReplay *r) {
     sim_replay_json_int(b, "measured_delta_max", r->measured_delta_max);
     sim_replay_json_int(b, "predicted_delta_max", r->replay->delta_max);
     sim_replay_json_int(b, "delta_mismatches", r->delta_mismatches);
+    sim_replay_json_int(b, "replicas", r->replicas);
 
     json_builder_set_member_name(b, "stages");
     json_builder_begin_array(b);
@@ -495,6 +646,11 @@ JsonNode *sim_replay_build_json(const SimReplay *r) {
         sim_replay_json_int(b, "replay_span_ns", st->replay_span_ns);
         sim_replay_json_int(b, "calibrated_span_ns", st->calibrated_span_ns);
         sim_replay_json_int(b, "median_u_ns", cal->u_ns[s]);
+        if (r->replicas > 1) {
+            sim_replay_json_int(b, "grad_bytes", r->grad_bytes[s]);
+            sim_replay_json_int(b, "median_reduce_ns", r->median_sync_ns[s]);
+            sim_replay_json_int(b, "model_reduce_ns", r->model_sync_ns[s]);
+        }
         json_builder_set_member_name(b, "chunks");
         json_builder_begin_array(b);
         for (int32_t k = 0; k < sched->n_chunks; k++) {

@@ -52,6 +52,17 @@ typedef struct {
     int32_t         measured_delta_max;     /* max over the trace's F/B/W/BW rows */
     int32_t         delta_mismatches; /* ops whose measured drift differs from the schedule's */
     int64_t         hop_ns;           /* one message between stages in both predictions; 0: none */
+    /* Data parallelism (docs/design.md §4.9): the trace's replica column holds D replicas. */
+    int32_t  replicas;         /* D >= 1 */
+    int64_t *measured_sync_ns; /* (n_ops) D > 1: on each U the exposed reduction before it,
+                                  the minimum over the replicas (sim_replay_dp_sync()); 0 on
+                                  other ops. NULL when D = 1 */
+    int64_t *grad_bytes;       /* (n_stages) D > 1: fp32 gradient bytes pacer-train reduces
+                                  (sim_replay_dp_grad_bytes()); else NULL */
+    int64_t *median_sync_ns;   /* (n_stages) D > 1: median over the stage's U of
+                                  measured_sync_ns; else NULL */
+    int64_t *model_sync_ns;    /* (n_stages) D > 1: sim_replay_dp_model_ns() of grad_bytes, -1
+                                  without a [hardware] link; else NULL */
 } SimReplay;
 
 /* Loads the scenario @scenario_path with @overrides (NULL-terminated, nullable), builds its

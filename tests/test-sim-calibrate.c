@@ -3,8 +3,9 @@
  * wrote with known costs (tests/data/sim/calibrate*.ini): it recovers per-stage F, B, W, fused
  * BW, U and the hop exactly, predicts held-out schedules and micro-batch counts to the
  * nanosecond, fits the kernel-efficiency curve and the link over micro-batch sizes and uses
- * them at a size it never saw, scales runs by their speed reference, writes a scenario
- * pacer-sim runs as is, and rejects bad input with exit status and message.
+ * them at a size it never saw, scales runs by their speed reference, predicts a held-out trace
+ * of data-parallel replicas with its reduction, writes a scenario pacer-sim runs as is, and
+ * rejects bad input with exit status and message.
  */
 #include <check.h>
 #include <json-glib/json-glib.h>
@@ -152,6 +153,7 @@ START_TEST(test_recovers_costs) {
     ck_assert_ptr_nonnull(strstr(text, "forward_us=100,140,120\n"));
     ck_assert_ptr_nonnull(strstr(text, "fused_backward_us=190,185,260\n"));
     ck_assert_ptr_nonnull(strstr(text, "stash_us=11,13,17\n"));
+    ck_assert_ptr_nonnull(strstr(text, "grad_bytes=4\n")); /* pacer-train's fp32 gradients */
     ck_assert_ptr_nonnull(strstr(text, "first 1 optimizer step(s) left out"));
     for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++)
         g_free(o[i]);
@@ -284,6 +286,37 @@ END_TEST
 /* Bad input: exit 2 without a trace, exit 1 naming the file for a trace without
  * scenario.ini, another model, interleaved chunks, too few steps; a split schedule held out
  * from a fit without B and W is reported as not predicted, saying why. */
+/* A held-out trace of 2 data-parallel replicas whose every U waited X = 70 us for the
+ * reduction (the 1f1b run of calibrate.ini, rebuilt per replica by test_util_append_replica()):
+ * fitted on the single pipeline, its prediction adds the reduction the trace measured (its
+ * scenario has no [hardware] link) before each U, which is exactly its measured step. */
+START_TEST(test_replicas_check) {
+    const int64_t    X = 70000;
+    char            *dirs[] = {simulate("calibrate.ini", NULL), simulate("calibrate.ini", NULL)};
+    g_autofree char *fit = ops_of(dirs[0]), *dp = ops_of(dirs[1]);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpTrace) sim = pp_trace_read_csv(dp, &error);
+    ck_assert_msg(sim != NULL, "%s", error ? error->message : "");
+    g_autoptr(PpTrace) two = pp_trace_new();
+    test_util_append_replica(two, sim, 0, X, 0);
+    test_util_append_replica(two, sim, 1, X, 777);
+    ck_assert(pp_trace_write_csv(two, dp, &error));
+
+    const char *const args[] = {fit, "--check", dp, NULL};
+    g_autoptr(JsonNode) root = calibrate_json(args);
+    JsonObject *f = json_array_get_object_element(array(root, "traces"), 0);
+    JsonObject *t = json_array_get_object_element(array(root, "traces"), 1);
+    ck_assert_int_eq(json_object_get_int_member(f, "replicas"), 1);
+    ck_assert_int_eq(json_object_get_int_member(t, "replicas"), 2);
+    int64_t single = json_object_get_int_member(f, "measured_step_ns");
+    ck_assert_int_eq(json_object_get_int_member(t, "measured_step_ns"), single + X);
+    ck_assert_int_eq(json_object_get_int_member(t, "predicted_step_ns"), single + X);
+    ck_assert_ptr_nonnull(
+        strstr(json_object_get_string_member(t, "note"), "as this trace measured"));
+    remove_dirs(dirs, G_N_ELEMENTS(dirs));
+}
+END_TEST
+
 START_TEST(test_bad_input) {
     char *dirs[] = {
         simulate("calibrate.ini", NULL),
@@ -337,6 +370,7 @@ static Suite *calibrate_suite(void) {
     tcase_add_test(tc, test_recovers_costs);
     tcase_add_test(tc, test_kernel_curve_and_link);
     tcase_add_test(tc, test_speed_reference);
+    tcase_add_test(tc, test_replicas_check);
     tcase_add_test(tc, test_bad_input);
     suite_add_tcase(s, tc);
     return s;

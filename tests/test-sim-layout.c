@@ -234,14 +234,18 @@ START_TEST(test_cost_recompute) {
 END_TEST
 
 /* ZeRO-1 over D = 4: master weights 4/4 and moments 8/4 bytes per parameter, U over a quarter
- * of the parameters; gradients and the bf16 copy unchanged. */
+ * of the parameters; gradients and the bf16 copy unchanged. parallel.grad_bytes = 4 (fp32, as
+ * pacer-train reduces) all-reduces twice the bytes. */
 START_TEST(test_cost_zero1) {
     const char *const plain[] = {"parallel.data=4", NULL};
     const char *const zero[] = {"parallel.data=4", "parallel.distributed_optimizer=true", NULL};
+    const char *const fp32[] = {"parallel.data=4", "parallel.grad_bytes=4", NULL};
     g_autoptr(PpScenario) sp = test_load(plain);
     g_autoptr(PpScenario) sz = test_load(zero);
+    g_autoptr(PpScenario) s4 = test_load(fp32);
     g_autoptr(SimCostModel) cp = test_cost(sp);
     g_autoptr(SimCostModel) cz = test_cost(sz);
+    g_autoptr(SimCostModel) c4 = test_cost(s4);
     const double h = 12288, s = 2048, V = 51200;
     for (int32_t st = 0; st < 4; st++) {
         double params = 2 * (12 * h * h + 13 * h) + (st == 0 ? V * h + s * h : 0) +
@@ -255,6 +259,7 @@ START_TEST(test_cost_zero1) {
          * (T D = 4 GPUs per stage, 8 per node) */
         ck_assert_int_eq(cp->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 2, 300.0, 5000));
         ck_assert_int_eq(cz->dp_sync_ns[st], cp->dp_sync_ns[st]);
+        ck_assert_int_eq(c4->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 4, 300.0, 5000));
         ck_assert_int_eq(cp->dp_pieces[st], 2);
     }
     ck_assert_int_eq(cp->data_parallel, 4);

@@ -3,7 +3,9 @@
  * without communication reproduces it op for op, and so does replaying one simulated with a
  * hop per message with --link and the same hop; replaying a real pacer-train run never
  * predicts a later op than measured and keeps the schedule's weight-version drift; a trace
- * with a missing, extra, repeated or reordered op exits 1 naming the op. In process: the
+ * with a missing, extra, repeated or reordered op exits 1 naming the op. A trace of two
+ * data-parallel replicas replays as one pipeline with the exposed reduction before each U
+ * (closed forms). In process: the
  * engine's per-op durations (SimCostModel.op_dur_ns).
  */
 #include <check.h>
@@ -305,9 +307,72 @@ START_TEST(test_replay_measured) {
 }
 END_TEST
 
-/* How (c) breaks a simulated 1f1b trace (N=4, m=8, 2 steps: micro-batches 0..15); a trace of
- * two data-parallel replicas is refused too. */
-typedef enum { BREAK_DROP, BREAK_EXTRA, BREAK_REPEAT, BREAK_ORDER, BREAK_REPLICA } BreakKind;
+/* (d) Two data-parallel replicas: replica 0's reductions took X = 40 us, replica 1's 2X. Each
+ * replica is matched on its own origin; measured times are the replicas' mean (X and 2X:
+ * 1.5X per step); the reduction is the exposed union of reduce rows, the smaller of the two
+ * (X), so the replay and the calibrated run are the simulated run plus X per step. With
+ * --link the model gives 2 (D - 1)(latency + bytes / D / bandwidth) of each stage's fp32
+ * gradients. */
+START_TEST(test_replay_replicas) {
+    const int64_t X = 40000;
+    SimRun        run;
+    sim_run_init(&run, "1f1b", "0");
+    g_autoptr(PpTrace) sim = read_trace(run.sim_dir, "ops.csv");
+    g_autoptr(PpTrace) dp = pp_trace_new();
+    test_util_append_replica(dp, sim, 0, X, 0);
+    test_util_append_replica(dp, sim, 1, 2 * X, 777);
+    g_autofree char *trace = g_build_filename(run.rep_dir, "dp.csv", NULL);
+    g_autoptr(GError) error = NULL;
+    ck_assert(pp_trace_write_csv(dp, trace, &error));
+
+    int64_t makespan = 0;
+    for (int64_t i = 0; i < sim->n_rows; i++)
+        makespan = MAX(makespan, sim->rows[i].end_ns);
+    const int64_t steps = 2;
+    g_autoptr(JsonNode) root = replay_json(run.scenario, trace, NULL);
+    ck_assert_int_eq(json_int(root, "replicas"), 2);
+    ck_assert_int_eq(json_int(root, "ops_matched"), sim->n_rows);
+    ck_assert_int_eq(json_int(root, "measured_makespan_ns"), makespan + steps * 3 * X / 2);
+    ck_assert_int_eq(json_int(root, "replay_makespan_ns"), makespan + steps * X);
+    ck_assert_int_eq(json_int(root, "calibrated_makespan_ns"), makespan + steps * X);
+    ck_assert_int_eq(json_int(root, "delta_mismatches"), 0);
+
+    /* 8 layers of 12h^2 + 13h over 4 stages (2 each: the head costs less than a layer);
+     * embeddings (V + s)h on stage 0, final LayerNorm and head Vh + 2h on stage 3. */
+    const int64_t h = 64, V = 256, s = 64, layer = 12 * h * h + 13 * h;
+    const int64_t params[] = {2 * layer + (V + s) * h, 2 * layer, 2 * layer,
+                              2 * layer + V * h + 2 * h};
+    const char   *link[] = {"--set", "hardware.preset=h100-sxm",    "--set", "hardware.link_gbps=8",
+                            "--set", "hardware.link_latency_us=10", NULL};
+    g_autoptr(JsonNode) linked = replay_json_with(run.scenario, trace, NULL, link);
+    for (int k = 0; k < 2; k++) {
+        JsonArray *stages =
+            json_object_get_array_member(json_node_get_object(k == 0 ? root : linked), "stages");
+        for (guint st = 0; st < 4; st++) {
+            JsonObject *o = json_array_get_object_element(stages, st);
+            int64_t     bytes = 4 * params[st];
+            ck_assert_int_eq(json_object_get_int_member(o, "grad_bytes"), bytes);
+            ck_assert_int_eq(json_object_get_int_member(o, "median_reduce_ns"), X);
+            /* 8 GB/s is 8 bytes per ns: 2 (latency + bytes / 2 / 8). */
+            ck_assert_int_eq(json_object_get_int_member(o, "model_reduce_ns"),
+                             k == 0 ? -1 : 2 * (10000 + bytes / 16));
+        }
+    }
+    sim_run_clear(&run);
+}
+END_TEST
+
+/* How (c) breaks a simulated 1f1b trace (N=4, m=8, 2 steps: micro-batches 0..15); in a trace of
+ * two data-parallel replicas every replica must hold every op, and a reduce row must precede a
+ * U. */
+typedef enum {
+    BREAK_DROP,
+    BREAK_EXTRA,
+    BREAK_REPEAT,
+    BREAK_ORDER,
+    BREAK_REPLICA,
+    BREAK_REDUCE
+} BreakKind;
 
 static const struct {
     BreakKind   how;
@@ -317,7 +382,8 @@ static const struct {
     {BREAK_EXTRA, {"F(mb=16, chunk=0) on stage 0", "matches no op of schedule '1f1b'"}},
     {BREAK_REPEAT, {"F(mb=3, chunk=0) on stage 2", "run.eval_every=0"}},
     {BREAK_ORDER, {"stage 0's program of schedule '1f1b'", "another order"}},
-    {BREAK_REPLICA, {"the trace holds 2 data-parallel replicas", "parallel.data = 1"}},
+    {BREAK_REPLICA, {"F(mb=3, chunk=0) on stage 2", "has no measured row of replica 1"}},
+    {BREAK_REDUCE, {"reduce row F(mb=3, chunk=0) on stage 2 of replica 0", "precedes no U"}},
 };
 
 /* (c) A trace that does not fit the schedule: exit 1, one stderr line naming the op. */
@@ -353,10 +419,18 @@ START_TEST(test_replay_mismatch) {
                 pp_trace_append(out, row);
             if (picked && break_cases[_i].how == BREAK_REPEAT)
                 pp_trace_append(out, row);
-            if (break_cases[_i].how == BREAK_REPLICA) { /* every op again, as replica 1 */
+            if (break_cases[_i].how == BREAK_REPLICA && !picked) { /* all but one again */
                 PpTraceRow twin = *row;
                 twin.replica = 1;
                 pp_trace_append(out, &twin);
+            }
+            if (break_cases[_i].how == BREAK_REDUCE && picked) { /* a reduce row on an F */
+                PpTraceRow reduce = *row;
+                reduce.resource = PP_RESOURCE_REDUCE;
+                pp_trace_append(out, &reduce);
+                reduce.resource = PP_RESOURCE_COMPUTE;
+                reduce.replica = 1;
+                pp_trace_append(out, &reduce);
             }
         }
         if (break_cases[_i].how == BREAK_EXTRA) {
@@ -436,6 +510,7 @@ static Suite *sim_replay_suite(TestUtilData *data) {
     tcase_add_loop_test(tc, test_replay_simulated, 0, G_N_ELEMENTS(sim_names));
     tcase_add_loop_test(tc, test_replay_simulated_comm, 0, G_N_ELEMENTS(sim_names));
     tcase_add_loop_test(tc, test_replay_simulated_link, 0, G_N_ELEMENTS(sim_names));
+    tcase_add_test(tc, test_replay_replicas);
     suite_add_tcase(s, tc);
     tc = tcase_create("measured");
     tcase_set_timeout(tc, 60);

@@ -442,3 +442,30 @@ void test_util_assert_json(const char *text) {
     ck_assert_msg(text != NULL, "no JSON text");
     ck_assert_msg(test_util_json_strict(text, &why), "not strict JSON (%s): %s", why, text);
 }
+
+void test_util_append_replica(PpTrace *out, const PpTrace *sim, int32_t replica, int64_t sync_ns,
+                              int64_t origin_ns) {
+    for (int64_t i = 0; i < sim->n_rows; i++) {
+        PpTraceRow row = sim->rows[i];
+        int64_t    shift = origin_ns + (row.step + (row.kind == PP_OP_UPDATE)) * sync_ns;
+        row.start_ns += shift;
+        row.end_ns += shift;
+        row.replica = replica;
+        pp_trace_append(out, &row);
+        if (row.kind != PP_OP_UPDATE)
+            continue;
+        PpTraceRow reduce = row;
+        reduce.resource = PP_RESOURCE_REDUCE;
+        reduce.end_ns = row.start_ns;
+        if (replica == 0) {
+            reduce.start_ns = row.start_ns - sync_ns;
+            reduce.end_ns = row.start_ns - sync_ns / 2;
+            pp_trace_append(out, &reduce);
+            reduce.start_ns = row.start_ns - 3 * sync_ns / 4;
+            reduce.end_ns = row.start_ns;
+        } else {
+            reduce.start_ns = row.start_ns - sync_ns - 500;
+        }
+        pp_trace_append(out, &reduce);
+    }
+}

@@ -91,6 +91,15 @@ void test_util_case(const char *name);
  * full). */
 PpSchedule *test_util_scenario_schedule_new(const PpScenario *sc);
 
+/* Appends to @out the trace of replica @replica of a data-parallel run whose every U waited
+ * @sync_ns for the reduction between replicas, made from @sim, a simulated flush run without
+ * reductions (every op of a step after the previous step's U): an op of step j starts j
+ * @sync_ns later than in @sim (a U, of update j: j + 1), plus @origin_ns. Replica 0 writes each
+ * reduction as two overlapping reduce rows, any other replica as one row that starts 500 ns
+ * before the op before the U ends (that overlap with compute is not exposed). */
+void test_util_append_replica(PpTrace *out, const PpTrace *sim, int32_t replica, int64_t sync_ns,
+                              int64_t origin_ns);
+
 /* The weight versions @sched implies for the op of trace row @row (F, B, W or BW of a
  * one-segment run): those of its micro-batch's F and backward (B, or BW) on its virtual
  * stage (pp_schedule_version_used()). */
