@@ -47,10 +47,10 @@ check pass 120 ""
 [ $rc = 0 ] || bad "pass: exit $rc, want 0"
 for key in setup test-kernels-cuda test-optim-cuda test-slice-cuda test-exec-conformance-cuda \
     pacer-bench-cuda "124M 8-stage 1f1b" "124M 8-stage paci" "replay 1f1b \(sim / measured\)" \
-    "mpi 2 ranks, host-staged"; do
+    "mpi 2 ranks, host-staged" "mpi 2 replicas x 2 stages"; do
     row pass "$key" PASS
 done
-[ "$(grep -cE '^[^ ].* (PASS|FAIL|TIMEOUT|NOTRUN)' "$tmp/pass")" -ge 11 ] || bad "pass: rows"
+[ "$(grep -cE '^[^ ].* (PASS|FAIL|TIMEOUT|NOTRUN)' "$tmp/pass")" -ge 12 ] || bad "pass: rows"
 last_is pass "gpu-check: PASS, *"
 
 # 2. A failure, a skip, two hangs: the skip fails with its reason, the hangs are killed within
@@ -68,13 +68,14 @@ row mixed "124M 8-stage 1f1b" TIMEOUT
 row mixed "124M 8-stage paci" PASS
 row mixed "replay 1f1b \(sim / measured\)" NOTRUN "the 1f1b run failed"
 row mixed "mpi 2 ranks, host-staged" PASS
+row mixed "mpi 2 replicas x 2 stages" PASS
 last_is mixed "gpu-check: FAIL, *"
 
 # 3. Everything hangs in 10 s: no row passes but setup, and the check still ends in time with
 # its table.
 all=""
 for k in test-kernels-cuda test-optim-cuda test-slice-cuda test-exec-conformance-cuda \
-    pacer-bench-cuda train-1f1b train-paci replay-1f1b mpi-one mpi-two; do
+    pacer-bench-cuda train-1f1b train-paci replay-1f1b mpi-one mpi-two mpi-replicas; do
     all="$all $k=hang"
 done
 check hang 10 "$all"
@@ -83,6 +84,7 @@ check hang 10 "$all"
 row hang test-kernels-cuda '(TIMEOUT|NOTRUN)'
 row hang test-exec-conformance-cuda '(TIMEOUT|NOTRUN)'
 row hang "mpi 2 ranks, host-staged" '(TIMEOUT|NOTRUN)'
+row hang "mpi 2 replicas x 2 stages" '(TIMEOUT|NOTRUN)'
 [ "$(grep -cE '^[^ ].* (TIMEOUT|NOTRUN) ' "$tmp/hang")" -ge 8 ] || bad "hang: TIMEOUT rows"
 last_is hang "gpu-check: FAIL, *"
 

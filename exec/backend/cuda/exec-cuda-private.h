@@ -38,6 +38,12 @@ typedef struct {
     void          *stash_arena; /* (plan->stashes[vs], n_params) elements of the dtype, or
                                    NULL; the skeleton's ExecStashes says which version each
                                    copy holds */
+    /* Data parallelism over the host-staged path (exec-cuda-grads.c): pinned (n_params) fp32,
+     * the gradients handed to the reduction between replicas, which overwrites them with the
+     * mean; NULL with one replica. */
+    float   *host_grads;
+    gboolean host_grads_reduced; /* host_grads holds the reduced gradients: U uploads them
+                                    before its norm (set by grads(), cleared by U) */
 } ExecCudaVstage;
 
 /* A stage's device part (its messages in hand, data and reports are the skeleton's). */
@@ -70,6 +76,17 @@ static inline ExecCudaBackend *exec_cuda(ExecBackend *backend) {
 
 /* The stage of local @vstage with its device made current on the calling thread. */
 ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage);
+
+/* --- exec-cuda-grads.c --- */
+
+/* grads() (exec-backend-impl.h documents it): the device gradients of @vstage in host_grads. */
+float *exec_cuda_grads(ExecBackend *backend, int32_t vstage, size_t *n);
+/* Allocates @vstage's host_grads when the group has more than one replica. Returns FALSE on
+ * out-of-memory. */
+gboolean exec_cuda_grads_new(ExecCudaBackend *cuda, int32_t vstage);
+/* U's first step on the stage's stream: the reduced host gradients of @vstage back into the
+ * device gradients, when the reduction has run since the last U. */
+void exec_cuda_grads_upload(ExecCudaBackend *cuda, ExecCudaStage *st, int32_t vstage);
 
 /* --- exec-cuda-state.c --- */
 

@@ -102,14 +102,18 @@ static void exec_cuda_enter(ExecSkeleton *skel, int32_t stage) {
 
 /* --- vtable: ops --- */
 
-/* U: the stage's squared gradient norm over all its virtual stages, then every optimizer
- * steps behind the same device-side gate (skip when not finite or poisoned, clip), the
- * compute weights are refreshed and the gradients zeroed; the gate's outcome goes to the
- * op's pinned scalars. */
+/* U: with replicas, the reduced gradients back on the device first (exec-cuda-grads.c); the
+ * stage's squared gradient norm over all its virtual stages, then every optimizer steps behind
+ * the same device-side gate (skip when not finite or poisoned, clip), the compute weights are
+ * refreshed and the gradients zeroed; the gate's outcome goes to the op's pinned scalars. */
 static void exec_cuda_run_update(ExecCudaBackend *cuda, ExecCudaStage *st, const ExecOpArgs *args,
                                  int32_t k) {
     int32_t stage = args->op->stage;
     double *sq = exec_cuda_sq_norm(st);
+    for (int32_t vs = 0; vs < cuda->skel.n_vstages; vs++) {
+        if (cuda->skel.vstage_stage[vs] == stage)
+            exec_cuda_grads_upload(cuda, st, vs);
+    }
     exec_skeleton_tap(&cuda->skel, stage);
     KERN_CUDA_CHECK(cudaMemsetAsync(sq, 0, sizeof *sq, st->stream));
     for (int32_t vs = 0; vs < cuda->skel.n_vstages; vs++) {
@@ -264,6 +268,8 @@ static void exec_cuda_free(ExecBackend *backend) {
         gpt2_cuda_slice_free(v->slice);
         kern_cuda_optim_free(v->optim);
         KERN_CUDA_CHECK(cudaFree(v->stash_arena));
+        if (v->host_grads)
+            KERN_CUDA_CHECK(cudaFreeHost(v->host_grads));
     }
     for (int32_t s = 0; cuda->stages && s < cuda->skel.n_stages; s++)
         exec_cuda_free_stage(&cuda->stages[s]);
@@ -281,6 +287,7 @@ static const ExecBackendOps exec_cuda_ops = {
     .run_op = exec_cuda_run_op,
     .flush = exec_cuda_flush,
     .reference = NULL, /* none yet: exec_pipeline_new() refuses run.speed_reference */
+    .grads = exec_cuda_grads,
     .evaluate = exec_cuda_evaluate,
     .memory = exec_cuda_memory,
     .free = exec_cuda_free,
@@ -353,6 +360,8 @@ static gboolean exec_cuda_vstage_new(ExecCudaBackend *cuda, const ExecBackendSet
     size_t stash_bytes = (size_t)cuda->plan->stashes[vs] * gpt2_cuda_slice_n_params(v->slice) *
                          kern_dtype_size(cuda->plan->dtype);
     if (stash_bytes > 0 && !exec_cuda_malloc(&v->stash_arena, stash_bytes))
+        return FALSE;
+    if (!exec_cuda_grads_new(cuda, vs))
         return FALSE;
     /* The same GPT-2 init as gpt2_slice_init_params() (bitwise), for any partition. */
     gpt2_cuda_slice_init_params(v->slice, setup->seed, st->ctx);
@@ -483,12 +492,12 @@ static ExecCudaPlan *exec_cuda_plan_for(const ExecBackendSetup *setup, GError **
 }
 
 ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error) {
-    if (setup->optim.shards > 1) {
+    if (setup->layout->optim.shards > 1) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
                     "parallel.distributed_optimizer with %d replicas: the cuda backend has no "
                     "sharded optimizer; set parallel.distributed_optimizer = false or use "
                     "run.backend = cpu",
-                    setup->optim.shards);
+                    setup->layout->optim.shards);
         return NULL;
     }
     ExecCudaBackend *cuda = g_new0(ExecCudaBackend, 1);
