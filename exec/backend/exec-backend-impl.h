@@ -144,7 +144,9 @@ struct _ExecBackendOps {
     /* (nullable: a backend without it runs one replica) Data parallelism: the gradients
      * accumulated so far in local virtual stage @vstage as one flat host array of *@n floats
      * (transfer none), which the gradient reduction between replicas reads and overwrites in
-     * place after the stage's last backward of an update window, before its U. */
+     * place after the stage's last backward of an update window, before its U. Called again
+     * in the same window (overlapped buckets, then the U) it returns the same array as the
+     * reduction left it. */
     float *(*grads)(ExecBackend *backend, int32_t vstage, size_t *n);
     /* (nullable: a backend without it has no sharded optimizer) ZeRO-1: the parameters of
      * local virtual stage @vstage as one flat host array of *@n floats (transfer none), into

@@ -32,24 +32,28 @@ float *exec_cuda_grads(ExecBackend *backend, int32_t vstage, size_t *n) {
     /* A local virtual stage of a run with replicas (the reduction runs only then). */
     PP_ASSERT(v->slice != NULL && v->host_grads != NULL);
     /* The calling thread (the worker or the overlap's reduction thread) needs the device. */
-    ExecCudaStage *st = exec_cuda_stage_enter(cuda, vstage);
     *n = gpt2_cuda_slice_n_params(v->slice);
+    /* A second call in the same window (the U after an overlapped bucket) must not copy the
+     * device's unreduced gradients over the reduced ones. */
+    if (v->host_grads_taken)
+        return v->host_grads;
+    ExecCudaStage *st = exec_cuda_stage_enter(cuda, vstage);
     /* In stream order after every backward enqueued so far, the window's last among them. */
     KERN_CUDA_CHECK(cudaMemcpyAsync(v->host_grads, gpt2_cuda_slice_grads(v->slice),
                                     *n * sizeof(float), cudaMemcpyDeviceToHost, st->stream));
     KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
-    v->host_grads_reduced = TRUE;
+    v->host_grads_taken = TRUE;
     return v->host_grads;
 }
 
 void exec_cuda_grads_upload(ExecCudaBackend *cuda, ExecCudaStage *st, int32_t vstage) {
     ExecCudaVstage *v = &cuda->vstages[vstage];
-    if (!v->host_grads_reduced)
+    if (!v->host_grads_taken)
         return;
     /* The host array is not written again before the next grads(), which waits for the
      * stream first: the asynchronous copy may read it after this returns. */
     KERN_CUDA_CHECK(cudaMemcpyAsync(gpt2_cuda_slice_grads(v->slice), v->host_grads,
                                     gpt2_cuda_slice_n_params(v->slice) * sizeof(float),
                                     cudaMemcpyHostToDevice, st->stream));
-    v->host_grads_reduced = FALSE;
+    v->host_grads_taken = FALSE;
 }

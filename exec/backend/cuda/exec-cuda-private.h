@@ -42,8 +42,10 @@ typedef struct {
      * the gradients handed to the reduction between replicas, which overwrites them with the
      * mean; NULL with one replica. */
     float   *host_grads;
-    gboolean host_grads_reduced; /* host_grads holds the reduced gradients: U uploads them
-                                    before its norm (set by grads(), cleared by U) */
+    gboolean host_grads_taken; /* host_grads holds this window's gradients: the first grads()
+                                  since the last U copied them, later calls return them as
+                                  the reduction left them, and U uploads them before its norm
+                                  and clears this */
 } ExecCudaVstage;
 
 /* A stage's device part (its messages in hand, data and reports are the skeleton's). */
