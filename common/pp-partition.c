@@ -422,3 +422,18 @@ void pp_partition_free(PpPartition *partition) {
     g_free(partition->mem_bytes);
     g_free(partition);
 }
+
+PpPartition *pp_partition_new_gpt2_flops(int32_t n_layers, int32_t hidden, int32_t seq_len,
+                                         int32_t vocab, int32_t n_vstages, PpPartitionMode mode,
+                                         const int32_t *layers_per_vstage, GError **error) {
+    g_autofree int64_t *layer_cost = g_new(int64_t, MAX(n_layers, 1));
+    for (int32_t i = 0; i < n_layers; i++)
+        layer_cost[i] = pp_partition_layer_flops(hidden, seq_len);
+    PpPartitionParams pp = {.n_layers = n_layers,
+                            .n_vstages = n_vstages,
+                            .mode = mode,
+                            .layers_per_vstage = layers_per_vstage,
+                            .layer_cost = layer_cost,
+                            .last_cost = pp_partition_head_flops(hidden, seq_len, vocab)};
+    return pp_partition_new(&pp, error);
+}

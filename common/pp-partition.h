@@ -99,6 +99,14 @@ int64_t pp_partition_head_flops(int32_t hidden, int32_t seq_len, int32_t vocab);
  * split whose fullest virtual stage is smallest, by how much it exceeds the limit, and
  * mem_advice). */
 PpPartition *pp_partition_new(const PpPartitionParams *params, GError **error);
+/* The executor's split of GPT-2 (exec/pipeline/exec.c; the simulator's replay and calibration
+ * follow it): @n_layers blocks of pp_partition_layer_flops() each, the head's
+ * pp_partition_head_flops() on the last of @n_vstages virtual stages, no memory limit;
+ * @layers_per_vstage (nullable) overrides @mode as in PpPartitionParams. Returns as
+ * pp_partition_new(). */
+PpPartition *pp_partition_new_gpt2_flops(int32_t n_layers, int32_t hidden, int32_t seq_len,
+                                         int32_t vocab, int32_t n_vstages, PpPartitionMode mode,
+                                         const int32_t *layers_per_vstage, GError **error);
 void         pp_partition_free(PpPartition *partition);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpPartition, pp_partition_free)
 

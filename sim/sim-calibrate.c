@@ -733,16 +733,9 @@ static gboolean sim_cal_make_scenario(SimCalibration *cal, const SimCalFit *fit,
 
     /* The executor's split (pp-partition's FLOP counts), so that memory follows it. */
     if (sc->run.layers_per_stage == NULL) {
-        g_autofree int64_t *layer_cost = g_new(int64_t, fit->layers);
-        for (int32_t i = 0; i < fit->layers; i++)
-            layer_cost[i] = pp_partition_layer_flops(fit->hidden, fit->seq_len);
-        PpPartitionParams pp = {.n_layers = fit->layers,
-                                .n_vstages = n,
-                                .mode = pp_scenario_partition_mode(sc),
-                                .layer_cost = layer_cost,
-                                .last_cost =
-                                    pp_partition_head_flops(fit->hidden, fit->seq_len, fit->vocab)};
-        g_autoptr(PpPartition) part = pp_partition_new(&pp, error);
+        g_autoptr(PpPartition) part =
+            pp_partition_new_gpt2_flops(fit->layers, fit->hidden, fit->seq_len, fit->vocab, n,
+                                        pp_scenario_partition_mode(sc), NULL, error);
         if (part == NULL)
             return FALSE;
         sc->run.layers_per_stage = g_new(int32_t, n);

@@ -52,17 +52,10 @@ int64_t *sim_replay_dp_grad_bytes(const PpScenario *scenario, GError **error) {
     const PpModelParams *m = &scenario->model;
     const int32_t        n_stages = scenario->pipeline.stages, n_chunks = scenario->pipeline.chunks;
     const int32_t        n_vstages = n_stages * n_chunks;
-    g_autofree int64_t  *layer_flops = g_new(int64_t, MAX(m->layers, 1));
-    for (int32_t i = 0; i < m->layers; i++)
-        layer_flops[i] = pp_partition_layer_flops(m->hidden, m->seq_len);
-    /* The executor's split (exec/pipeline/exec.c): FLOPs only, no memory limit. */
-    PpPartitionParams pp = {.n_layers = m->layers,
-                            .n_vstages = n_vstages,
-                            .mode = pp_scenario_partition_mode(scenario),
-                            .layers_per_vstage = scenario->run.layers_per_stage,
-                            .layer_cost = layer_flops,
-                            .last_cost = pp_partition_head_flops(m->hidden, m->seq_len, m->vocab)};
-    g_autoptr(PpPartition) part = pp_partition_new(&pp, error);
+    /* The executor's split: FLOPs only, no memory limit. */
+    g_autoptr(PpPartition) part = pp_partition_new_gpt2_flops(
+        m->layers, m->hidden, m->seq_len, m->vocab, n_vstages, pp_scenario_partition_mode(scenario),
+        scenario->run.layers_per_stage, error);
     if (part == NULL)
         return NULL;
     PpMemoryShape shape;

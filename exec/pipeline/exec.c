@@ -71,16 +71,9 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     }
     /* Every block costs the same; the head sits on the last virtual stage. On the CPU there
      * is no device-memory limit: balanced mode minimises the largest stage FLOPs alone. */
-    g_autofree int64_t *layer_flops = g_new(int64_t, MAX(m->L, 1));
-    for (int32_t i = 0; i < m->L; i++)
-        layer_flops[i] = pp_partition_layer_flops(m->C, m->T);
-    PpPartitionParams pp = {.n_layers = m->L,
-                            .n_vstages = shape->n_vstages,
-                            .mode = params->partition,
-                            .layers_per_vstage = params->layers_per_vstage,
-                            .layer_cost = layer_flops,
-                            .last_cost = pp_partition_head_flops(m->C, m->T, m->V)};
-    g_autoptr(PpPartition) partition = pp_partition_new(&pp, error);
+    g_autoptr(PpPartition) partition =
+        pp_partition_new_gpt2_flops(m->L, m->C, m->T, m->V, shape->n_vstages, params->partition,
+                                    params->layers_per_vstage, error);
     if (!partition)
         return NULL;
 
