@@ -2,13 +2,16 @@
  * test-kernels-cuda.c: every gpt2_cuda_* kernel and the shared CUDA pieces (GEMM variants,
  * conversion, squared norm, the mean over replicas) against the CPU kernels on seeded random
  * inputs, in fp32 and bf16 (each test loops over both). Outputs start NaN-poisoned; accumulated
- * outputs start random and are compared by their increments, so a kernel that writes nothing always
- * fails. Tolerances are relative to the reference's largest magnitude: fp32: forward outputs 1e-5,
- * gradients 1e-4 (TF32 off; only the summation order differs). bf16 (the CPU reference runs in fp32
- * on the same bf16-rounded inputs): an output stored in bf16 once: 4e-3 (round to nearest: at most
- * 2^-9 = 1.95e-3 of the value, doubled for margin); stored bf16 values that are read-modify-written
- * (accumulators) or pass through two roundings (GELU epilogue, attention output, its backward):
- * 1e-2 to 2e-2; fp32 results computed in fp32 from the bf16 inputs (weight gradients, LayerNorm
+ * outputs start random and are compared by their increments, so a kernel that writes nothing
+ * always fails.
+ * Tolerances are relative to the reference's largest magnitude:
+ *   fp32: forward outputs 1e-5, gradients 1e-4 (TF32 off; only the summation order differs).
+ *   bf16 (the CPU reference runs in fp32 on the same bf16-rounded inputs):
+ *     an output stored in bf16 once: 4e-3 (round to nearest: at most 2^-9 = 1.95e-3 of the
+ *       value, doubled for margin);
+ *     stored bf16 values that are read-modify-written (accumulators) or pass through two
+ *       roundings (GELU epilogue, attention output, its backward): 1e-2 to 2e-2;
+ *     fp32 results computed in fp32 from the bf16 inputs (weight gradients, LayerNorm
  *       statistics, row losses): the fp32 bounds, since no bf16 rounding is involved.
  */
 #include <check.h>

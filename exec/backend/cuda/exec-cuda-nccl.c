@@ -54,24 +54,23 @@ static ExecCudaNccl *exec_cuda_nccl_join(ExecComm *group, const ncclUniqueId *id
     ncclResult_t result =
         ncclCommInitRankConfig(&nccl->comm, nccl->replicas, *id, exec_comm_replica(group), &config);
     if (result == ncclSuccess || result == ncclInProgress)
-        result = exec_cuda_nccl_settle(nccl->comm, result,
-                                       exec_cuda_nccl_deadline(nccl->timeout_s));
+        result =
+            exec_cuda_nccl_settle(nccl->comm, result, exec_cuda_nccl_deadline(nccl->timeout_s));
     if (result != ncclSuccess) {
         g_set_error(error, EXEC_ERROR,
                     result == ncclInProgress ? EXEC_ERROR_COMM : EXEC_ERROR_BACKEND,
                     "rank %d: the NCCL communicator of stage %d's %d replicas %s; every replica "
                     "needs a device of its own (run.devices, CUDA_VISIBLE_DEVICES)",
                     exec_comm_rank(group), exec_comm_stage(group), nccl->replicas,
-                    result == ncclInProgress
-                        ? "was not set up within run.comm_timeout_s"
-                        : ncclGetErrorString(result));
+                    result == ncclInProgress ? "was not set up within run.comm_timeout_s"
+                                             : ncclGetErrorString(result));
         if (nccl->comm)
             ncclCommAbort(nccl->comm);
         g_free(nccl);
         return NULL;
     }
-    cudaError_t err = cudaMalloc((void **)&nccl->scratch,
-                                 (size_t)nccl->replicas * nccl->chunk * sizeof(float));
+    cudaError_t err =
+        cudaMalloc((void **)&nccl->scratch, (size_t)nccl->replicas * nccl->chunk * sizeof(float));
     if (err == cudaErrorMemoryAllocation) {
         cudaGetLastError();
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
@@ -125,8 +124,8 @@ void exec_cuda_nccl_reduce(ExecCudaNccl *nccl, float *grads, size_t n, cudaStrea
         /* (replicas, c): replica r's chunk at scratch + r * c, NCCL rank r being replica r. */
         ncclResult_t result =
             ncclAllGather(grads + off, nccl->scratch, c, ncclFloat, nccl->comm, stream);
-        KERN_NCCL_CHECK(exec_cuda_nccl_settle(nccl->comm, result,
-                                              exec_cuda_nccl_deadline(nccl->timeout_s)));
+        KERN_NCCL_CHECK(
+            exec_cuda_nccl_settle(nccl->comm, result, exec_cuda_nccl_deadline(nccl->timeout_s)));
         /* In stream order after the all-gather, before the next chunk overwrites the scratch. */
         kern_cuda_replica_mean(grads + off, nccl->scratch, nccl->replicas, c, stream);
     }
@@ -144,8 +143,8 @@ void exec_cuda_nccl_wait(ExecCudaNccl *nccl, cudaStream_t stream, int32_t stage,
         KERN_NCCL_CHECK(ncclCommGetAsyncError(nccl->comm, &async));
         if (async != ncclSuccess && async != ncclInProgress) {
             ncclCommAbort(nccl->comm);
-            PP_ABORT("stage %d: the NCCL gradient reduction between its replicas failed: %s",
-                     stage, ncclGetErrorString(async));
+            PP_ABORT("stage %d: the NCCL gradient reduction between its replicas failed: %s", stage,
+                     ncclGetErrorString(async));
         }
         if (g_get_monotonic_time() >= deadline) {
             ncclCommAbort(nccl->comm);
