@@ -71,11 +71,22 @@ void exec_cuda_grads_wait(ExecCudaBackend *cuda, int32_t stage) {
     ExecCudaStage *st = &cuda->stages[stage];
 #if PP_HAVE_NCCL
     if (cuda->nccl) {
-        exec_cuda_nccl_wait(cuda->nccl, st->stream, stage, exec_comm_timeout(cuda->skel.comm));
+        exec_cuda_nccl_wait(cuda->nccl, st->stream, stage, exec_comm_timeout(cuda->skel.comm),
+                            &cuda->skel.aborted);
         return;
     }
 #endif
     KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+}
+
+gboolean exec_cuda_grads_check(ExecCudaBackend *cuda, GError **error) {
+#if PP_HAVE_NCCL
+    if (cuda->nccl)
+        return exec_cuda_nccl_check(cuda->nccl, error);
+#endif
+    (void)cuda;
+    (void)error;
+    return TRUE;
 }
 
 void exec_cuda_grads_free(ExecCudaBackend *cuda) {

@@ -16,7 +16,7 @@
 #define EXEC_CUDA_NCCL_POLL_US 100
 
 struct _ExecCudaNccl {
-    ncclComm_t comm;
+    ncclComm_t comm;     /* NULL once aborted by a stopped replay */
     int32_t    replicas; /* D: the communicator's ranks, replica r as rank r */
     float     *scratch;  /* device (replicas, chunk) fp32: an exchange's all-gathered gradients */
     size_t     chunk;    /* floats per replica per exchange, <= EXEC_CUDA_NCCL_CHUNK_FLOATS */
@@ -108,6 +108,10 @@ void exec_cuda_nccl_free(ExecCudaNccl *nccl) {
     if (!nccl)
         return;
     KERN_CUDA_CHECK(cudaFree(nccl->scratch));
+    if (nccl->comm == NULL) {
+        g_free(nccl);
+        return;
+    }
     ncclResult_t result = ncclCommFinalize(nccl->comm);
     result = exec_cuda_nccl_settle(nccl->comm, result, exec_cuda_nccl_deadline(nccl->timeout_s));
     /* A peer gone or late: the communicator is aborted instead of finalised. */
@@ -131,7 +135,17 @@ void exec_cuda_nccl_reduce(ExecCudaNccl *nccl, float *grads, size_t n, cudaStrea
     }
 }
 
-void exec_cuda_nccl_wait(ExecCudaNccl *nccl, cudaStream_t stream, int32_t stage, double timeout_s) {
+gboolean exec_cuda_nccl_check(const ExecCudaNccl *nccl, GError **error) {
+    if (nccl->comm != NULL)
+        return TRUE;
+    g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
+                "the NCCL communicator of the stage's replicas was aborted when a replay "
+                "stopped; start the run again (it resumes from its last checkpoint)");
+    return FALSE;
+}
+
+void exec_cuda_nccl_wait(ExecCudaNccl *nccl, cudaStream_t stream, int32_t stage, double timeout_s,
+                         const gint *aborted) {
     gint64 deadline = exec_cuda_nccl_deadline(timeout_s);
     for (;;) {
         cudaError_t err = cudaStreamQuery(stream);
@@ -139,6 +153,14 @@ void exec_cuda_nccl_wait(ExecCudaNccl *nccl, cudaStream_t stream, int32_t stage,
             return;
         if (err != cudaErrorNotReady)
             KERN_CUDA_CHECK(err);
+        if (nccl->comm == NULL || g_atomic_int_get(aborted)) {
+            /* A stopped replay: a replica may never join the reduction on the stream. */
+            if (nccl->comm != NULL)
+                ncclCommAbort(nccl->comm);
+            nccl->comm = NULL;
+            KERN_CUDA_CHECK(cudaStreamSynchronize(stream));
+            return;
+        }
         ncclResult_t async = ncclSuccess;
         KERN_NCCL_CHECK(ncclCommGetAsyncError(nccl->comm, &async));
         if (async != ncclSuccess && async != ncclInProgress) {

@@ -39,9 +39,16 @@ void exec_cuda_nccl_free(ExecCudaNccl *nccl);
 void exec_cuda_nccl_reduce(ExecCudaNccl *nccl, float *grads, size_t n, cudaStream_t stream);
 
 /* Worker of the stage: waits for @stream's work, NCCL's included, looking every 100 us at
- * NCCL's asynchronous error. A peer that fails or does not reach the reduction within
- * @timeout_s (run.comm_timeout_s) ends the process (the launcher ends the job) after a line
- * naming the stage and the deadline: NCCL does not say which peer. */
-void exec_cuda_nccl_wait(ExecCudaNccl *nccl, cudaStream_t stream, int32_t stage, double timeout_s);
+ * NCCL's asynchronous error and at *@aborted (atomic: the replay was stopped). A stopped
+ * replay may leave a reduction that a replica never joins: the communicator is then aborted
+ * (its kernels end, the gradients are garbage, and the stopped run keeps none of them) and
+ * refuses every later replay (exec_cuda_nccl_check()). A peer that fails or does not reach the
+ * reduction within @timeout_s (run.comm_timeout_s) ends the process (the launcher ends the
+ * job) after a line naming the stage and the deadline: NCCL does not say which peer. */
+void exec_cuda_nccl_wait(ExecCudaNccl *nccl, cudaStream_t stream, int32_t stage, double timeout_s,
+                         const gint *aborted);
+/* Before a replay: FALSE with EXEC_ERROR_BACKEND when a stopped replay aborted the
+ * communicator. */
+gboolean exec_cuda_nccl_check(const ExecCudaNccl *nccl, GError **error);
 
 G_END_DECLS

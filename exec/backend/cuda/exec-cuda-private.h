@@ -109,6 +109,9 @@ gboolean exec_cuda_grads_new(ExecCudaBackend *cuda, int32_t vstage);
 gboolean exec_cuda_grads_connect(ExecCudaBackend *cuda, GError **error);
 /* Waits for the work on the stream of local @stage: with NCCL under the group's deadline. */
 void exec_cuda_grads_wait(ExecCudaBackend *cuda, int32_t stage);
+/* prepare()'s check: FALSE with EXEC_ERROR_BACKEND when a stopped replay aborted the NCCL
+ * communicator (exec_cuda_nccl_check()). */
+gboolean exec_cuda_grads_check(ExecCudaBackend *cuda, GError **error);
 /* Frees the communicator. */
 void exec_cuda_grads_free(ExecCudaBackend *cuda);
 /* U, window index @k: the report of the U gets the span of the reductions enqueued since the

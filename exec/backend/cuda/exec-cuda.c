@@ -92,7 +92,7 @@ static void exec_cuda_read_window(ExecCudaBackend *cuda, int32_t stage) {
 
 static gboolean exec_cuda_prepare(ExecBackend *backend, const PpSchedule *sched, GError **error) {
     ExecCudaBackend *cuda = exec_cuda(backend);
-    if (!exec_skeleton_prepare(&cuda->skel, sched, error))
+    if (!exec_cuda_grads_check(cuda, error) || !exec_skeleton_prepare(&cuda->skel, sched, error))
         return FALSE;
     for (int32_t s = 0; s < cuda->skel.n_stages; s++)
         PP_ASSERT(!cuda->skel.local[s] || cuda->stages[s].n_window == 0);
