@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * exec-backend-impl.h: the backend author's interface (the public contract is exec-backend.h):
- * the ops table the replay loop (exec.c, exec-replay.c) calls, what it asks of one op and what
- * a backend reports back, and the helpers every backend shares (message keys, the schedule
- * check, tensors by role, backends across processes). A backend is the skeleton
+ * the model layout's constructor and kernel arguments (exec-layout-impl.h), the ops table the
+ * replay loop (exec.c, exec-replay.c) calls, what it asks of one op and what a backend reports
+ * back, and the helpers every backend shares (message keys, the schedule check, tensors by
+ * role, backends across processes). A backend is the skeleton
  * (exec-skeleton.h) plus a device part; exec/README.md lists the files to touch to add one.
  * The replay loop decides what each op does (weight version, loss scale, learning rate) and
  * keeps the books (versions, Δ checks, losses, skipped updates, the trace); the backend does
@@ -11,6 +12,7 @@
 #pragma once
 
 #include "exec-backend.h"
+#include "exec-layout-impl.h"
 #include "exec-transport.h"
 #include "pp-schedule.h"
 
@@ -88,7 +90,7 @@ typedef struct {
 /* The end of a backend's tensor lookup by name: @data (tensor @t's @role array, NULL when it
  * lacks the role) when @t holds @n floats; otherwise NULL and an EXEC_ERROR_TENSOR naming
  * virtual stage @vstage, @name and what differs (@t NULL: the stage holds no such tensor). */
-float *exec_tensor_checked(int32_t vstage, const char *name, const Gpt2Tensor *t,
+float *exec_tensor_checked(int32_t vstage, const char *name, const ExecTensor *t,
                            ExecTensorRole role, float *data, size_t n, GError **error);
 
 typedef struct _ExecBackendOps ExecBackendOps;
@@ -163,10 +165,10 @@ struct _ExecBackendOps {
 
     /* Number of parameter tensors of virtual stage @vstage (every vstage, local or not). */
     int (*n_tensors)(ExecBackend *backend, int32_t vstage);
-    /* Tensor @i of @vstage's table (plain host data: Hugging Face name, shape, kind; the
-     * offset is the backend's own layout) and, in *@roles, the EXEC_TENSOR_ROLE_BIT()s it has.
-     * Returns: (transfer none): valid until free(). */
-    const Gpt2Tensor *(*tensor)(ExecBackend *backend, int32_t vstage, int i, guint *roles);
+    /* Tensor @i of @vstage's table (the layout's: Hugging Face name, offset, shape, weight
+     * decay and the EXEC_TENSOR_ROLE_BIT()s it has). Returns: (transfer none): valid until
+     * free(). */
+    const ExecTensor *(*tensor)(ExecBackend *backend, int32_t vstage, int i);
     /* Copies the @role data of tensor @name of @vstage into @dst (@n floats, its numel).
      * Returns FALSE with EXEC_ERROR_TENSOR (no such tensor or role, @n differs) or
      * EXEC_ERROR_NOT_LOCAL. */
@@ -233,8 +235,8 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
  * memory and the group. Fails (EXEC_ERROR_BACKEND) without a CUDA device, for a device id the
  * process does not see, a precision or flash attention the model's shape cannot run, when the
  * device memory is too small, when the group's size is not the stage count, or for a sharded
- * optimizer (setup->optim.shards > 1: ZeRO-1 is the CPU backend's); with a group it is
- * collective, like the CPU backend's. Returns: (transfer full). */
+ * optimizer (exec_layout_optim(setup->layout)->shards > 1: ZeRO-1 is the CPU backend's); with
+ * a group it is collective, like the CPU backend's. Returns: (transfer full). */
 ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error);
 
 G_END_DECLS

@@ -440,23 +440,22 @@ int exec_pipeline_n_tensors(const ExecPipeline *pipeline, int32_t vstage) {
     return backend->ops->n_tensors(backend, vstage);
 }
 
-const Gpt2Tensor *exec_pipeline_tensor(const ExecPipeline *pipeline, int32_t vstage, int i,
-                                       guint *roles) {
+const ExecTensor *exec_pipeline_tensor(const ExecPipeline *pipeline, int32_t vstage, int i) {
     ExecBackend *backend = exec_pipeline_state(pipeline, vstage);
-    return backend->ops->tensor(backend, vstage, i, roles);
+    return backend->ops->tensor(backend, vstage, i);
 }
 
-void exec_pipeline_state_part(const ExecPipeline *pipeline, int32_t vstage, const Gpt2Tensor *t,
+void exec_pipeline_state_part(const ExecPipeline *pipeline, int32_t vstage, const ExecTensor *t,
                               int32_t replica, size_t *lo, size_t *hi) {
     if (!pipeline->sharded) {
         *lo = 0;
         *hi = replica == 0 ? t->numel : 0;
         return;
     }
-    /* The flat array is the table's tensors back to back (gpt2-table.h). */
+    /* The flat array is the table's tensors back to back (exec-backend.h). */
     size_t n = 0, shard_lo, shard_hi;
     for (int i = 0; i < exec_pipeline_n_tensors(pipeline, vstage); i++)
-        n += exec_pipeline_tensor(pipeline, vstage, i, NULL)->numel;
+        n += exec_pipeline_tensor(pipeline, vstage, i)->numel;
     kern_optim_shard_range(n, exec_comm_replicas(pipeline->params.comm), replica, &shard_lo,
                            &shard_hi);
     size_t from = MAX(t->offset, shard_lo), to = MIN(t->offset + t->numel, shard_hi);

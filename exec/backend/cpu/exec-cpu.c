@@ -204,10 +204,10 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
         ExecCpuVstage          *v = &cpu->vstages[vs];
         const ExecVstageLayout *layout = exec_skeleton_vstage_layout(skel, vs);
         if (skel->local[skel->vstage_stage[vs]]) {
-            v->slice = gpt2_slice_new(&layout->slice);
+            v->slice = gpt2_slice_new(exec_layout_slice_params(skel->layout, vs));
             PP_ASSERT(gpt2_slice_n_params(v->slice) == layout->n_params);
             gpt2_slice_init_params(v->slice, setup->seed);
-            v->optim = kern_optim_new(&skel->layout->optim, v->slice);
+            v->optim = kern_optim_new(exec_layout_optim(skel->layout), v->slice);
         }
         v->stash = g_new0(float *, MAX(skel->vstages[vs].stashes.n, 1));
     }
