@@ -43,6 +43,8 @@ static void exec_reduce_part_free(gpointer p) {
 /* The wire tag of @round of bucket @bucket of @vstage's reduction before update @update. */
 static int64_t exec_reduce_tag(const ExecReduce *r, int32_t update, int32_t vstage, int32_t bucket,
                                int round) {
+    /* exec_reduce_new() was told the most buckets of a virtual stage. */
+    PP_ASSERT(bucket >= 0 && bucket < r->n_buckets);
     return (((int64_t)update * r->n_vstages + vstage) * r->n_buckets + bucket) *
                EXEC_REDUCE_N_ROUNDS +
            round;
@@ -63,6 +65,8 @@ static void exec_reduce_chunk(size_t n, int32_t d, int32_t c, size_t *lo, size_t
  * array (*lo == *hi when they do not meet). */
 static void exec_reduce_piece_chunk(const ExecReducePiece *piece, int32_t d, int32_t c, size_t *lo,
                                     size_t *hi) {
+    /* The callers' pieces lie in their arrays (gpt2_table_bucket() tiles the array). */
+    PP_ASSERT(piece->begin <= piece->end && piece->end <= piece->n);
     exec_reduce_chunk(piece->n, d, c, lo, hi);
     *lo = MAX(*lo, piece->begin);
     *hi = MAX(*lo, MIN(*hi, piece->end));
