@@ -63,7 +63,11 @@ typedef struct {
                               only the optimizer's range of each virtual stage's gradients is
                               reduced; the stage's squared gradient norm is @sq_norm (over every
                               replica's range) and the step scales and reads that range only */
-    double sq_norm;        /* U, @sharded: the stage's squared gradient norm */
+    double               sq_norm;    /* U, @sharded: the stage's squared gradient norm */
+    const Gpt2GradsHook *grads_hook; /* (nullable) BW/W: told of each bucket of the virtual
+                                        stage's gradients as the op finishes it (the CPU
+                                        backend; the CUDA backend ignores it, and the pipeline
+                                        then hands the whole virtual stage over after the op) */
 } ExecOpArgs;
 
 /* What a backend reports about one op it ran, at its stage's next flush. */

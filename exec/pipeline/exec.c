@@ -165,8 +165,15 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         exec_pipeline_predict_memory(params, pipeline->partition, shape, act_slots, versions);
     pipeline->reduce_ns = g_new0(int64_t, shape->n_stages);
     pipeline->gather_ns = g_new0(int64_t, shape->n_stages);
-    if (replicas > 1)
-        pipeline->reduce = exec_reduce_new(params->comm, shape->n_vstages);
+    if (replicas > 1) {
+        /* A virtual stage's gradients go by at most its blocks + 2 buckets (head, embeddings:
+         * gpt2_table_bucket()). */
+        int32_t n_buckets = 1;
+        for (int32_t vs = 0; vs < shape->n_vstages; vs++)
+            n_buckets = MAX(n_buckets, pipeline->partition->layer_end[vs] -
+                                           pipeline->partition->layer_begin[vs] + 2);
+        pipeline->reduce = exec_reduce_new(params->comm, shape->n_vstages, n_buckets);
+    }
     pipeline->sharded = sharded;
     pipeline->overlap = params->overlap_grad_reduce && replicas > 1;
     pipeline->overlaps = g_new0(ExecOverlap *, shape->n_stages);

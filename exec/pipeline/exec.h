@@ -81,12 +81,13 @@ typedef struct {
                                        is refused, EXEC_ERROR_BACKEND), and a backend without
                                        the params member is refused likewise */
     gboolean overlap_grad_reduce;   /* parallel.overlap_grad_reduce, with D > 1 replicas: each
-                                       virtual stage's gradients are reduced (on a thread of
-                                       the stage's own) as soon as the last backward of the
-                                       update window that adds to them has run, while the
-                                       window's other ops go on; the same sums, so bitwise the
-                                       reduction at U. Static programs only: dynamic mode
-                                       reduces at U */
+                                       bucket of a virtual stage's gradients (a block, the
+                                       head, the embeddings; CUDA: the whole virtual stage) is
+                                       reduced (on a thread of the stage's own) as soon as the
+                                       last backward of the update window that adds to them has
+                                       finished it, while that backward and the window's other
+                                       ops go on; the same sums, so bitwise the reduction at U.
+                                       Static programs only: dynamic mode reduces at U */
 } ExecPipelineParams;
 
 typedef struct _ExecPipeline ExecPipeline;
