@@ -181,7 +181,8 @@ static gboolean exec_reduce_check_tag(ExecReduce *r, int32_t update, int32_t vst
 gboolean exec_reduce_scatter(ExecReduce *reduce, const ExecReducePiece *piece, float *grads) {
     ExecReduce *r = reduce;
     int32_t     d = r->replicas, me = r->replica;
-    int64_t     scatter =
+    PP_ASSERT(d >= 1);
+    int64_t scatter =
         exec_reduce_tag(r, piece->update, piece->vstage, piece->bucket, EXEC_REDUCE_SCATTER);
     if (!exec_reduce_check_tag(r, piece->update, piece->vstage, piece->bucket))
         return FALSE;
