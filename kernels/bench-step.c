@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
                 gpt2_slice_backward_input(slice, params, 0, NULL, 1.0f, NULL);
                 break;
             case PHASE_BACKWARD_WEIGHT:
-                gpt2_slice_backward_weight(slice, 0, grads);
+                gpt2_slice_backward_weight(slice, 0, grads, NULL);
                 break;
             default:
                 kern_optim_step(opt, params, grads, 1e-4f);

@@ -302,108 +302,168 @@ void gpt2_slice_forward(Gpt2Slice *slice, const float *params, int slot, const i
     }
 }
 
-void gpt2_slice_backward_input(Gpt2Slice *slice, const float *params, int slot, const float *dx_out,
-                               float loss_scale, float *dx_in) {
-    const Gpt2Slice  *s = slice;
-    const Gpt2Config *m = &s->p.model;
-    int               B = s->p.B, T = m->T, C = m->C, NH = m->NH, N = s->N;
-    size_t            NC = (size_t)N * C;
-    SliceActs         a = slice_acts(s, slot);
-    float            *dtop = a.dxs + (size_t)s->n_layers * NC;
+/* The backward in parts, each the input-gradient (B) or weight-gradient (W) half of the head,
+ * of one block or of the embeddings; B, W and BW run them in their orders. */
 
+/* B of the head (last slice): the loss gradient back to the top of the blocks. The other
+ * slices copy @dx_out there. */
+static void slice_head_backward_input(const Gpt2Slice *s, const float *params, const SliceActs *a,
+                                      const float *dx_out, float loss_scale) {
+    const Gpt2Config *m = &s->p.model;
+    int               C = m->C, N = s->N;
+    size_t            NC = (size_t)N * C;
+    float            *dtop = a->dxs + (size_t)s->n_layers * NC;
     if (s->p.has_head) {
         KERN_ASSERT(!dx_out);
-        const float *top = a.xs + (size_t)s->n_layers * NC;
+        const float *top = a->xs + (size_t)s->n_layers * NC;
         /* W reads the probabilities again, with this loss gradient */
-        *a.dloss = loss_scale / (float)N;
-        gpt2_cpu_head_backward_input(a.dlnf, a.probs, a.targets, *a.dloss,
+        *a->dloss = loss_scale / (float)N;
+        gpt2_cpu_head_backward_input(a->dlnf, a->probs, a->targets, *a->dloss,
                                      slice_t(s, params, s->head), N, C, m->V, m->Vp);
         memset(dtop, 0, NC * sizeof(float));
-        gpt2_cpu_layernorm_backward_input(dtop, a.dlnf, top, slice_t(s, params, s->lnf_w),
-                                          a.lnf_mean, a.lnf_rstd, N, C);
+        gpt2_cpu_layernorm_backward_input(dtop, a->dlnf, top, slice_t(s, params, s->lnf_w),
+                                          a->lnf_mean, a->lnf_rstd, N, C);
     } else {
         KERN_ASSERT(dx_out);
         memcpy(dtop, dx_out, NC * sizeof(float));
     }
+}
 
-    for (int l = s->n_layers - 1; l >= 0; l--) {
-        SliceLayerActs la = slice_layer_acts(s, slot, l);
-        const float   *x = a.xs + (size_t)l * NC;
-        const float   *dy = a.dxs + (size_t)(l + 1) * NC;
-        float         *dx = a.dxs + (size_t)l * NC;
-        /* MLP branch: dy -> d fch_gelu -> d fch -> d ln2 -> d res2 */
-        gpt2_cpu_matmul_backward_input(la.dfch, dy, slice_lt(s, params, l, GPT2_LT_FCPROJ_W), N,
-                                       4 * C, C);
-        gpt2_cpu_gelu_backward(la.dfch, la.fch, la.dfch, NC * 4);
-        gpt2_cpu_matmul_backward_input(la.dln2, la.dfch, slice_lt(s, params, l, GPT2_LT_FC_W), N, C,
-                                       4 * C);
-        memcpy(la.dres2, dy, NC * sizeof(float));
-        gpt2_cpu_layernorm_backward_input(la.dres2, la.dln2, la.res2,
-                                          slice_lt(s, params, l, GPT2_LT_LN2_W), la.ln2_mean,
-                                          la.ln2_rstd, N, C);
-        /* attention branch: d res2 -> d atty -> d qkv -> d ln1 -> d x */
-        gpt2_cpu_matmul_backward_input(s->scratch_nc, la.dres2,
-                                       slice_lt(s, params, l, GPT2_LT_ATTPROJ_W), N, C, C);
-        gpt2_cpu_attention_backward(la.dqkv, s->scratch_nc, la.qkv, la.att, B, T, C, NH);
-        gpt2_cpu_matmul_backward_input(la.dln1, la.dqkv, slice_lt(s, params, l, GPT2_LT_QKV_W), N,
-                                       C, 3 * C);
-        memcpy(dx, la.dres2, NC * sizeof(float));
-        gpt2_cpu_layernorm_backward_input(dx, la.dln1, x, slice_lt(s, params, l, GPT2_LT_LN1_W),
-                                          la.ln1_mean, la.ln1_rstd, N, C);
-    }
+/* W of the head (last slice; nothing on the others). */
+static void slice_head_backward_weight(const Gpt2Slice *s, const SliceActs *a, float *grads) {
+    const Gpt2Config *m = &s->p.model;
+    int               C = m->C, N = s->N;
+    if (!s->p.has_head)
+        return;
+    const float *top = a->xs + (size_t)s->n_layers * N * C;
+    gpt2_cpu_head_backward_weight(slice_t(s, grads, s->head), a->probs, a->targets, *a->dloss,
+                                  a->lnf, N, C, m->V, m->Vp);
+    gpt2_cpu_layernorm_backward_weight(slice_t(s, grads, s->lnf_w), slice_t(s, grads, s->lnf_b),
+                                       a->dlnf, top, a->lnf_mean, a->lnf_rstd, N, C);
+}
 
+/* B of block @l: the gradient of its output (dxs[l + 1]) back to its input (dxs[l]). */
+static void slice_layer_backward_input(const Gpt2Slice *s, const float *params, int slot,
+                                       const SliceActs *a, int l) {
+    const Gpt2Config *m = &s->p.model;
+    int               B = s->p.B, T = m->T, C = m->C, NH = m->NH, N = s->N;
+    size_t            NC = (size_t)N * C;
+    SliceLayerActs    la = slice_layer_acts(s, slot, l);
+    const float      *x = a->xs + (size_t)l * NC;
+    const float      *dy = a->dxs + (size_t)(l + 1) * NC;
+    float            *dx = a->dxs + (size_t)l * NC;
+    /* MLP branch: dy -> d fch_gelu -> d fch -> d ln2 -> d res2 */
+    gpt2_cpu_matmul_backward_input(la.dfch, dy, slice_lt(s, params, l, GPT2_LT_FCPROJ_W), N, 4 * C,
+                                   C);
+    gpt2_cpu_gelu_backward(la.dfch, la.fch, la.dfch, NC * 4);
+    gpt2_cpu_matmul_backward_input(la.dln2, la.dfch, slice_lt(s, params, l, GPT2_LT_FC_W), N, C,
+                                   4 * C);
+    memcpy(la.dres2, dy, NC * sizeof(float));
+    gpt2_cpu_layernorm_backward_input(la.dres2, la.dln2, la.res2,
+                                      slice_lt(s, params, l, GPT2_LT_LN2_W), la.ln2_mean,
+                                      la.ln2_rstd, N, C);
+    /* attention branch: d res2 -> d atty -> d qkv -> d ln1 -> d x */
+    gpt2_cpu_matmul_backward_input(s->scratch_nc, la.dres2,
+                                   slice_lt(s, params, l, GPT2_LT_ATTPROJ_W), N, C, C);
+    gpt2_cpu_attention_backward(la.dqkv, s->scratch_nc, la.qkv, la.att, B, T, C, NH);
+    gpt2_cpu_matmul_backward_input(la.dln1, la.dqkv, slice_lt(s, params, l, GPT2_LT_QKV_W), N, C,
+                                   3 * C);
+    memcpy(dx, la.dres2, NC * sizeof(float));
+    gpt2_cpu_layernorm_backward_input(dx, la.dln1, x, slice_lt(s, params, l, GPT2_LT_LN1_W),
+                                      la.ln1_mean, la.ln1_rstd, N, C);
+}
+
+/* W of block @l, from what its B kept in the slot. */
+static void slice_layer_backward_weight(const Gpt2Slice *s, int slot, const SliceActs *a, int l,
+                                        float *grads) {
+    int            C = s->p.model.C, N = s->N;
+    size_t         NC = (size_t)N * C;
+    SliceLayerActs la = slice_layer_acts(s, slot, l);
+    const float   *x = a->xs + (size_t)l * NC;
+    const float   *dy = a->dxs + (size_t)(l + 1) * NC;
+    gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, GPT2_LT_FCPROJ_W),
+                                    slice_lt(s, grads, l, GPT2_LT_FCPROJ_B), dy, la.fch_gelu, N,
+                                    4 * C, C);
+    gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, GPT2_LT_FC_W),
+                                    slice_lt(s, grads, l, GPT2_LT_FC_B), la.dfch, la.ln2, N, C,
+                                    4 * C);
+    gpt2_cpu_layernorm_backward_weight(slice_lt(s, grads, l, GPT2_LT_LN2_W),
+                                       slice_lt(s, grads, l, GPT2_LT_LN2_B), la.dln2, la.res2,
+                                       la.ln2_mean, la.ln2_rstd, N, C);
+    gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, GPT2_LT_ATTPROJ_W),
+                                    slice_lt(s, grads, l, GPT2_LT_ATTPROJ_B), la.dres2, la.atty, N,
+                                    C, C);
+    gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, GPT2_LT_QKV_W),
+                                    slice_lt(s, grads, l, GPT2_LT_QKV_B), la.dqkv, la.ln1, N, C,
+                                    3 * C);
+    gpt2_cpu_layernorm_backward_weight(slice_lt(s, grads, l, GPT2_LT_LN1_W),
+                                       slice_lt(s, grads, l, GPT2_LT_LN1_B), la.dln1, x,
+                                       la.ln1_mean, la.ln1_rstd, N, C);
+}
+
+/* The end of B: the gradient of the slice input to @dx_in (non-first slices). */
+static void slice_backward_input_out(const Gpt2Slice *s, const SliceActs *a, float *dx_in) {
     if (s->p.has_embedding) {
         KERN_ASSERT(!dx_in);
     } else {
         KERN_ASSERT(dx_in);
-        memcpy(dx_in, a.dxs, NC * sizeof(float));
+        memcpy(dx_in, a->dxs, (size_t)s->N * s->p.model.C * sizeof(float));
     }
 }
 
-void gpt2_slice_backward_weight(Gpt2Slice *slice, int slot, float *grads) {
-    const Gpt2Slice  *s = slice;
-    const Gpt2Config *m = &s->p.model;
-    int               B = s->p.B, T = m->T, C = m->C, N = s->N;
-    size_t            NC = (size_t)N * C;
-    SliceActs         a = slice_acts(s, slot);
-
-    if (s->p.has_head) {
-        const float *top = a.xs + (size_t)s->n_layers * NC;
-        gpt2_cpu_head_backward_weight(slice_t(s, grads, s->head), a.probs, a.targets, *a.dloss,
-                                      a.lnf, N, C, m->V, m->Vp);
-        gpt2_cpu_layernorm_backward_weight(slice_t(s, grads, s->lnf_w), slice_t(s, grads, s->lnf_b),
-                                           a.dlnf, top, a.lnf_mean, a.lnf_rstd, N, C);
-    }
-    for (int l = s->n_layers - 1; l >= 0; l--) {
-        SliceLayerActs la = slice_layer_acts(s, slot, l);
-        const float   *x = a.xs + (size_t)l * NC;
-        const float   *dy = a.dxs + (size_t)(l + 1) * NC;
-        gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, GPT2_LT_FCPROJ_W),
-                                        slice_lt(s, grads, l, GPT2_LT_FCPROJ_B), dy, la.fch_gelu, N,
-                                        4 * C, C);
-        gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, GPT2_LT_FC_W),
-                                        slice_lt(s, grads, l, GPT2_LT_FC_B), la.dfch, la.ln2, N, C,
-                                        4 * C);
-        gpt2_cpu_layernorm_backward_weight(slice_lt(s, grads, l, GPT2_LT_LN2_W),
-                                           slice_lt(s, grads, l, GPT2_LT_LN2_B), la.dln2, la.res2,
-                                           la.ln2_mean, la.ln2_rstd, N, C);
-        gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, GPT2_LT_ATTPROJ_W),
-                                        slice_lt(s, grads, l, GPT2_LT_ATTPROJ_B), la.dres2, la.atty,
-                                        N, C, C);
-        gpt2_cpu_matmul_backward_weight(slice_lt(s, grads, l, GPT2_LT_QKV_W),
-                                        slice_lt(s, grads, l, GPT2_LT_QKV_B), la.dqkv, la.ln1, N, C,
-                                        3 * C);
-        gpt2_cpu_layernorm_backward_weight(slice_lt(s, grads, l, GPT2_LT_LN1_W),
-                                           slice_lt(s, grads, l, GPT2_LT_LN1_B), la.dln1, x,
-                                           la.ln1_mean, la.ln1_rstd, N, C);
-    }
+/* W of the embeddings (first slice; nothing on the others). */
+static void slice_embedding_backward_weight(const Gpt2Slice *s, const SliceActs *a, float *grads) {
     if (s->p.has_embedding)
-        gpt2_cpu_encoder_backward(slice_t(s, grads, s->wte), slice_t(s, grads, s->wpe), a.dxs,
-                                  a.tokens, B, T, C);
+        gpt2_cpu_encoder_backward(slice_t(s, grads, s->wte), slice_t(s, grads, s->wpe), a->dxs,
+                                  a->tokens, s->p.B, s->p.model.T, s->p.model.C);
+}
+
+/* Tells @hook (nullable) that bucket @k of the slice is final, unless it is empty. */
+static void slice_bucket_ready(const Gpt2Slice *s, const Gpt2GradsHook *hook, int k) {
+    size_t begin, end;
+    if (hook == NULL)
+        return;
+    gpt2_table_bucket(s->table, k, &begin, &end);
+    if (end > begin)
+        hook->ready(hook->user_data, k, begin, end);
+}
+
+void gpt2_slice_backward_input(Gpt2Slice *slice, const float *params, int slot, const float *dx_out,
+                               float loss_scale, float *dx_in) {
+    SliceActs a = slice_acts(slice, slot);
+    slice_head_backward_input(slice, params, &a, dx_out, loss_scale);
+    for (int l = slice->n_layers - 1; l >= 0; l--)
+        slice_layer_backward_input(slice, params, slot, &a, l);
+    slice_backward_input_out(slice, &a, dx_in);
+}
+
+void gpt2_slice_backward_weight(Gpt2Slice *slice, int slot, float *grads,
+                                const Gpt2GradsHook *hook) {
+    SliceActs a = slice_acts(slice, slot);
+    slice_head_backward_weight(slice, &a, grads);
+    slice_bucket_ready(slice, hook, 0);
+    for (int l = slice->n_layers - 1; l >= 0; l--) {
+        slice_layer_backward_weight(slice, slot, &a, l, grads);
+        slice_bucket_ready(slice, hook, slice->n_layers - l);
+    }
+    slice_embedding_backward_weight(slice, &a, grads);
+    slice_bucket_ready(slice, hook, slice->n_layers + 1);
 }
 
 void gpt2_slice_backward(Gpt2Slice *slice, const float *params, int slot, const float *dx_out,
-                         float loss_scale, float *dx_in, float *grads) {
-    gpt2_slice_backward_input(slice, params, slot, dx_out, loss_scale, dx_in);
-    gpt2_slice_backward_weight(slice, slot, grads);
+                         float loss_scale, float *dx_in, float *grads, const Gpt2GradsHook *hook) {
+    /* Each part's W right after its B (the same kernels on the same inputs as B then W, so
+     * the same bits): a bucket is final as early as the backward allows. */
+    SliceActs a = slice_acts(slice, slot);
+    slice_head_backward_input(slice, params, &a, dx_out, loss_scale);
+    slice_head_backward_weight(slice, &a, grads);
+    slice_bucket_ready(slice, hook, 0);
+    for (int l = slice->n_layers - 1; l >= 0; l--) {
+        slice_layer_backward_input(slice, params, slot, &a, l);
+        slice_layer_backward_weight(slice, slot, &a, l, grads);
+        slice_bucket_ready(slice, hook, slice->n_layers - l);
+    }
+    slice_backward_input_out(slice, &a, dx_in);
+    slice_embedding_backward_weight(slice, &a, grads);
+    slice_bucket_ready(slice, hook, slice->n_layers + 1);
 }

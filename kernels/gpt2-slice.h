@@ -148,13 +148,27 @@ void gpt2_slice_forward(Gpt2Slice *slice, const float *params, int slot, const i
  * W has run on it. */
 void gpt2_slice_backward_input(Gpt2Slice *slice, const float *params, int slot, const float *dx_out,
                                float loss_scale, float *dx_in);
+/* A caller's hook into W: @ready(@user_data, k, begin, end) runs on the calling thread as soon
+ * as W has added its last term to bucket k of @grads (gpt2_table_bucket(): floats [begin,
+ * end), end > begin; empty buckets are skipped), in bucket order 0, 1, ...; W writes no float
+ * of that range after the call, so another thread may read and overwrite it meanwhile (the
+ * data-parallel reduction of the bucket while W goes on). */
+typedef struct {
+    void (*ready)(void *user_data, int bucket, size_t begin, size_t end);
+    void *user_data;
+} Gpt2GradsHook;
+
 /* W: weight gradients of the micro-batch in @slot, ACCUMULATED (+=) into @grads (the slice's
  * own gradients or any array of gpt2_slice_n_params() floats). Needs a preceding B on @slot.
- * Needs no weights: dW depends only on the saved activations and output gradients. */
-void gpt2_slice_backward_weight(Gpt2Slice *slice, int slot, float *grads);
-/* BW: B then W on @slot. Gives bit-for-bit the same dx_in and grads as the two calls. */
+ * Needs no weights: dW depends only on the saved activations and output gradients. @hook
+ * (nullable) hears of each bucket as it becomes final. */
+void gpt2_slice_backward_weight(Gpt2Slice *slice, int slot, float *grads,
+                                const Gpt2GradsHook *hook);
+/* BW: B and W on @slot (with @hook, nullable), each part's W right after its B (the head,
+ * then every block from the last, then the embeddings), so that a bucket is final as soon as
+ * its part's backward has run. Gives bit-for-bit the same dx_in and grads as the two calls. */
 void gpt2_slice_backward(Gpt2Slice *slice, const float *params, int slot, const float *dx_out,
-                         float loss_scale, float *dx_in, float *grads);
+                         float loss_scale, float *dx_in, float *grads, const Gpt2GradsHook *hook);
 
 /* Determinism: every reduction has a fixed order that does not depend on the thread count
  * (gpt2-cpu.h), so the same inputs on the same machine give bitwise identical results for any

@@ -158,6 +158,34 @@ int gpt2_table_head(const Gpt2Table *table) {
     return table->head;
 }
 
+int gpt2_table_n_buckets(const Gpt2Table *table) {
+    return table->n_layers + 2;
+}
+
+/* One past the last float of tensor @i. */
+static size_t table_tensor_end(const Gpt2Table *t, int i) {
+    return t->tensors[i].offset + t->tensors[i].numel;
+}
+
+void gpt2_table_bucket(const Gpt2Table *table, int k, size_t *begin, size_t *end) {
+    const Gpt2Table *t = table;
+    KERN_ASSERT(k >= 0 && k < gpt2_table_n_buckets(t));
+    /* The blocks lie between the embeddings (first) and ln_f (then lm_head) at the end. */
+    size_t blocks_begin = t->wpe >= 0 ? table_tensor_end(t, t->wpe) : 0;
+    size_t blocks_end = t->lnf_w >= 0 ? t->tensors[t->lnf_w].offset : t->n_params;
+    if (k == 0) {
+        *begin = blocks_end;
+        *end = t->n_params;
+    } else if (k == t->n_layers + 1) {
+        *begin = 0;
+        *end = blocks_begin;
+    } else {
+        int l = t->n_layers - k;
+        *begin = t->tensors[gpt2_table_layer_tensor(t, l, 0)].offset;
+        *end = table_tensor_end(t, gpt2_table_layer_tensor(t, l, GPT2_LT_N - 1));
+    }
+}
+
 void gpt2_table_init_tensor(const Gpt2Table *table, int i, uint64_t seed, float *out) {
     const Gpt2Tensor *t = gpt2_table_tensor(table, i);
     const Gpt2Config *m = &table->p.model;

@@ -64,6 +64,21 @@ int gpt2_table_lnf_w(const Gpt2Table *table);
 int gpt2_table_lnf_b(const Gpt2Table *table);
 int gpt2_table_head(const Gpt2Table *table);
 
+/* --- gradient buckets ---
+ * W (gpt2_slice_backward_weight()) finishes a slice's weight gradients from its last tensors to
+ * its first, one bucket at a time: bucket 0 the head (ln_f and lm_head, the table's last
+ * tensors), bucket 1 + i the slice's block n_layers - 1 - i (its 12 tensors), bucket
+ * n_layers + 1 the embeddings (wte and wpe, the table's first tensors; a tied head adds its
+ * gradient to wte, which is therefore final with this bucket only). Each bucket is one
+ * contiguous range of the flat array, and the buckets tile [0, n_params) in reverse order. A
+ * bucket the slice does not hold (the head off the last slice, the embeddings off the first)
+ * is empty. */
+
+/* Number of buckets: the slice's blocks + 2 (head and embeddings, possibly empty). */
+int gpt2_table_n_buckets(const Gpt2Table *table);
+/* Bucket @k (0 <= k < n_buckets) is floats [*begin, *end) of the flat array. */
+void gpt2_table_bucket(const Gpt2Table *table, int k, size_t *begin, size_t *end);
+
 /* Writes tensor @i's GPT-2 init for @seed into @out (numel floats): bitwise the values
  * gpt2_slice_init_params() gives that tensor (same generator per (seed, name), same
  * standard deviations, padded vocabulary rows 0). */

@@ -28,8 +28,10 @@ typedef struct {
  * order, any number per U). For the U of flat id k, its rows are clipped to the interval from
  * the end of the op before it in the stage's program (the stage's first op: no clip) to the
  * U's start, and @sync_ns[k] is the length of their union: the time the reduction kept the U
- * waiting, however many rows it wrote and whether they overlapped compute. 0 on every other
- * op and on a U without rows. Sorts @rows. */
+ * waiting, however many rows it wrote and whether they overlapped compute (pacer-train's
+ * overlapped reduction writes one row per gradient bucket, the first ones during the stage's
+ * last backward: only their tail after it counts). 0 on every other op and on a U without
+ * rows. Sorts @rows. */
 void sim_replay_dp_sync(const PpSchedule *sched, const int64_t *start_ns, const int64_t *end_ns,
                         SimReplayDpRow *rows, int64_t n_rows, int64_t *sync_ns);
 

@@ -46,7 +46,7 @@ static GHashTable *reference_train(int32_t mbs_per_step, int32_t steps) {
             gpt2_slice_forward(slice, gpt2_slice_params(slice), 0, tokens, NULL, targets, NULL,
                                &loss);
             gpt2_slice_backward(slice, gpt2_slice_params(slice), 0, NULL,
-                                1.0f / (float)mbs_per_step, NULL, gpt2_slice_grads(slice));
+                                1.0f / (float)mbs_per_step, NULL, gpt2_slice_grads(slice), NULL);
         }
         float *grads = gpt2_slice_grads(slice);
         double norm = sqrt(kern_grad_sq_norm(grads, n));

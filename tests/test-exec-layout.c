@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: MIT
  * test-exec-layout.c: the model layout every backend allocates from (exec_model_layout_new(),
- * exec/backend/exec-layout.c): each virtual stage's slice argument from the partition, its
- * tensor table and flat size equal to the model's own table, each tensor's roles equal to what
- * the CPU optimizer allocates for it (AdamW, Muon, error feedback), and the message and batch
- * sizes in closed form.
+ * exec/backend/exec-layout.c): each virtual stage's slice argument from the partition
+ * (exec_layout_slice_params()), its tensor table (ExecTensor records) and flat size equal to
+ * the model's own table, each tensor's roles equal to what the CPU optimizer allocates for it
+ * (AdamW, Muon, error feedback), the optimizer's hyperparameters (exec_layout_optim()), and the
+ * message and batch sizes in closed form.
  */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec-backend.h"
+#include "exec-layout-impl.h"
 #include "gpt2-table.h"
 
 static const Gpt2Config tiny = {.L = 4, .C = 16, .NH = 2, .T = 8, .V = 37, .Vp = 64};
@@ -35,29 +36,34 @@ START_TEST(test_layout_slices) {
     ck_assert_int_eq(layout->n_vstages, N_VSTAGES);
     ck_assert_uint_eq(layout->batch_tokens, (size_t)B * tiny.T);
     ck_assert_uint_eq(layout->msg_floats, (size_t)B * tiny.T * tiny.C);
-    ck_assert_float_eq(layout->optim.beta2, 0.95f);
+    ck_assert_float_eq(exec_layout_optim(layout)->beta2, 0.95f);
     const int32_t act_slots[N_VSTAGES] = {3, 2, 1};
     for (int32_t vs = 0; vs < N_VSTAGES; vs++) {
         const ExecVstageLayout *v = &layout->vstages[vs];
-        ck_assert_int_eq(v->slice.layer_begin, partition->layer_begin[vs]);
-        ck_assert_int_eq(v->slice.layer_end, partition->layer_end[vs]);
-        ck_assert_int_eq(v->slice.has_embedding, vs == 0);
-        ck_assert_int_eq(v->slice.has_head, vs == N_VSTAGES - 1);
-        ck_assert_int_eq(v->slice.tie_head, 0);
-        ck_assert_int_eq(v->slice.B, B);
-        ck_assert_int_eq(v->slice.n_act_slots, act_slots[vs]);
-        ck_assert_mem_eq(&v->slice.model, &tiny, sizeof tiny);
-        Gpt2Table *table = gpt2_table_new(&v->slice);
+        const Gpt2SliceParams  *slice = exec_layout_slice_params(layout, vs);
+        ck_assert_int_eq(slice->layer_begin, partition->layer_begin[vs]);
+        ck_assert_int_eq(slice->layer_end, partition->layer_end[vs]);
+        ck_assert_int_eq(slice->has_embedding, vs == 0);
+        ck_assert_int_eq(slice->has_head, vs == N_VSTAGES - 1);
+        ck_assert_int_eq(slice->tie_head, 0);
+        ck_assert_int_eq(slice->B, B);
+        ck_assert_int_eq(slice->n_act_slots, act_slots[vs]);
+        ck_assert_mem_eq(&slice->model, &tiny, sizeof tiny);
+        Gpt2Table *table = gpt2_table_new(slice);
         ck_assert_uint_eq(v->n_params, gpt2_table_n_params(table));
         ck_assert_int_eq(v->n_tensors, gpt2_table_n_tensors(table));
         size_t offset = 0;
         for (int i = 0; i < v->n_tensors; i++) {
-            const Gpt2Tensor *want = gpt2_table_tensor(table, i), *got = &v->tensors[i];
+            const Gpt2Tensor *want = gpt2_table_tensor(table, i);
+            const ExecTensor *got = &v->tensors[i];
             ck_assert_str_eq(got->name, want->name);
             ck_assert_ptr_ne(got->name, want->name); /* the layout's own copy */
             ck_assert_uint_eq(got->offset, offset);
+            ck_assert_uint_eq(got->offset, want->offset);
             ck_assert_uint_eq(got->numel, want->numel);
-            ck_assert_int_eq(got->kind, want->kind);
+            ck_assert_int_eq(got->ndim, want->ndim);
+            ck_assert_int_eq(got->shape[0], want->shape[0]);
+            ck_assert_int_eq(got->shape[1], want->shape[1]);
             ck_assert_int_eq(got->is_matrix, want->is_matrix);
             offset += got->numel;
         }
@@ -95,14 +101,15 @@ START_TEST(test_layout_roles) {
     int         n_muon = 0;
     for (int32_t vs = 0; vs < N_VSTAGES; vs++) {
         const ExecVstageLayout *v = &layout->vstages[vs];
-        Gpt2Slice              *slice = gpt2_slice_new(&v->slice);
-        KernOptim              *opt = kern_optim_new(&optim, slice);
+        Gpt2Slice              *slice = gpt2_slice_new(exec_layout_slice_params(layout, vs));
+        KernOptim              *opt = kern_optim_new(exec_layout_optim(layout), slice);
         ck_assert_int_eq(kern_optim_prev_update(opt) != NULL, _i == 2);
         for (int i = 0; i < v->n_tensors; i++) {
             float *first = NULL, *second = NULL;
             int    is_muon = kern_optim_tensor_state(opt, i, &first, &second);
-            ck_assert_uint_eq(v->roles[i], base | (is_muon ? muon : adam) | prev);
-            ck_assert_int_eq(is_muon, _i > 0 && v->tensors[i].kind == GPT2_TENSOR_HIDDEN);
+            ck_assert_uint_eq(v->tensors[i].roles, base | (is_muon ? muon : adam) | prev);
+            ck_assert_int_eq(is_muon,
+                             _i > 0 && gpt2_slice_tensor(slice, i)->kind == GPT2_TENSOR_HIDDEN);
             n_muon += is_muon;
         }
         kern_optim_free(opt);

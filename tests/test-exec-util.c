@@ -35,7 +35,7 @@ void test_exec_tiny_data(gpointer user_data, int64_t mb, int32_t *tokens, int32_
 
 const uint64_t test_exec_data_seed = 4242;
 
-void test_exec_grads_collect(gpointer user_data, int32_t vstage, const Gpt2Tensor *tensor,
+void test_exec_grads_collect(gpointer user_data, int32_t vstage, const ExecTensor *tensor,
                              const float *grads) {
     TestExecGrads *store = user_data;
     (void)vstage;
@@ -106,7 +106,7 @@ GHashTable *test_exec_gather_role(ExecPipeline *pipeline, ExecTensorRole role) {
         g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
     for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
         for (int i = 0; i < exec_pipeline_n_tensors(pipeline, vs); i++) {
-            const Gpt2Tensor *t = exec_pipeline_tensor(pipeline, vs, i, NULL);
+            const ExecTensor *t = exec_pipeline_tensor(pipeline, vs, i);
             GArray *copy = g_array_sized_new(FALSE, FALSE, sizeof(float), (guint)t->numel);
             g_array_set_size(copy, (guint)t->numel);
             g_autoptr(GError) error = NULL;

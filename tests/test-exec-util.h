@@ -33,7 +33,7 @@ typedef struct {
 void test_exec_grads_init(TestExecGrads *store);
 void test_exec_grads_clear(TestExecGrads *store);
 /* ExecGradFn over a TestExecGrads. */
-void test_exec_grads_collect(gpointer user_data, int32_t vstage, const Gpt2Tensor *tensor,
+void test_exec_grads_collect(gpointer user_data, int32_t vstage, const ExecTensor *tensor,
                              const float *grads);
 
 /* Pipeline parameters of the tiny model sized by @shape (cpu backend, AdamW, clipping 1). */

@@ -141,6 +141,44 @@ START_TEST(test_table_init_partition) {
 }
 END_TEST
 
+/* The gradient buckets tile the flat array from its end to its start: the head's 3 tensors
+ * (ln_f only when tied), each block's 12 from the last block to the first, the 2 embeddings;
+ * buckets a slice does not hold are empty. */
+START_TEST(test_table_buckets) {
+    Gpt2SliceParams p = shape_params(_i);
+    Gpt2Table      *t = gpt2_table_new(&p);
+    int             n_layers = p.layer_end - p.layer_begin;
+    ck_assert_int_eq(gpt2_table_n_buckets(t), n_layers + 2);
+    size_t end = gpt2_table_n_params(t);
+    for (int k = 0; k < gpt2_table_n_buckets(t); k++) {
+        size_t lo, hi;
+        gpt2_table_bucket(t, k, &lo, &hi);
+        ck_assert_uint_eq(hi, end);
+        int first, last; /* the bucket's tensors, -1 when none */
+        if (k == 0) {
+            first = p.has_head ? gpt2_table_lnf_w(t) : -1;
+            last = p.has_head ? gpt2_table_n_tensors(t) - 1 : -1;
+        } else if (k == n_layers + 1) {
+            first = p.has_embedding ? gpt2_table_wte(t) : -1;
+            last = p.has_embedding ? gpt2_table_wpe(t) : -1;
+        } else {
+            first = gpt2_table_layer_tensor(t, n_layers - k, GPT2_LT_LN1_W);
+            last = gpt2_table_layer_tensor(t, n_layers - k, GPT2_LT_FCPROJ_B);
+        }
+        if (first < 0) {
+            ck_assert_uint_eq(lo, hi);
+        } else {
+            ck_assert_uint_eq(lo, gpt2_table_tensor(t, first)->offset);
+            ck_assert_uint_eq(hi, gpt2_table_tensor(t, last)->offset +
+                                      gpt2_table_tensor(t, last)->numel);
+        }
+        end = lo;
+    }
+    ck_assert_uint_eq(end, 0);
+    gpt2_table_free(t);
+}
+END_TEST
+
 static Suite *table_suite(void) {
     Suite *s = suite_create("gpt2-table");
     TCase *tc = tcase_create("table");
@@ -148,6 +186,7 @@ static Suite *table_suite(void) {
     tcase_add_loop_test(tc, test_table_layout, 0, n);
     tcase_add_loop_test(tc, test_table_indices, 0, n);
     tcase_add_loop_test(tc, test_table_init_partition, 0, n);
+    tcase_add_loop_test(tc, test_table_buckets, 0, n);
     suite_add_tcase(s, tc);
     return s;
 }

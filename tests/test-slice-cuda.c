@@ -225,7 +225,7 @@ static void check_whole_model(Gpt2SliceParams p, KernDtype dt, int flash) {
     }
     float cpu_loss;
     gpt2_slice_forward(c, gpt2_slice_params(c), 0, tokens, NULL, targets, NULL, &cpu_loss);
-    gpt2_slice_backward(c, gpt2_slice_params(c), 0, NULL, 0.25f, NULL, gpt2_slice_grads(c));
+    gpt2_slice_backward(c, gpt2_slice_params(c), 0, NULL, 0.25f, NULL, gpt2_slice_grads(c), NULL);
     float *dloss = tcu_upload(NULL, 1, KERN_DTYPE_F32);
     void  *w = gpt2_cuda_slice_compute_params(g);
     gpt2_cuda_slice_forward(g, w, 1, tokens, NULL, targets, NULL, dloss, tcu_ctx());
@@ -265,7 +265,7 @@ START_TEST(test_split_slices) {
     make_batch(tokens, targets, 4);
     float cpu_loss;
     gpt2_slice_forward(c, gpt2_slice_params(c), 0, tokens, NULL, targets, NULL, &cpu_loss);
-    gpt2_slice_backward(c, gpt2_slice_params(c), 0, NULL, 1.0f, NULL, gpt2_slice_grads(c));
+    gpt2_slice_backward(c, gpt2_slice_params(c), 0, NULL, 1.0f, NULL, gpt2_slice_grads(c), NULL);
 
     KernCudaCtx *ctx = tcu_ctx();
     void        *x1 = tcu_upload(NULL, TN * TC, dt), *x2 = tcu_upload(NULL, TN * TC, dt);

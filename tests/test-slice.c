@@ -48,7 +48,7 @@ static void make_batch(int32_t *tokens, int32_t *targets, uint64_t seed) {
 static float full_step(Gpt2Slice *s, const int32_t *tokens, const int32_t *targets, float scale) {
     float loss;
     gpt2_slice_forward(s, gpt2_slice_params(s), 0, tokens, NULL, targets, NULL, &loss);
-    gpt2_slice_backward(s, gpt2_slice_params(s), 0, NULL, scale, NULL, gpt2_slice_grads(s));
+    gpt2_slice_backward(s, gpt2_slice_params(s), 0, NULL, scale, NULL, gpt2_slice_grads(s), NULL);
     return loss;
 }
 
@@ -306,7 +306,7 @@ static void check_split(Gpt2Slice *full, float full_loss_v, const int *cuts, int
     ck_assert_mem_eq(&loss, &full_loss_v, sizeof loss);
     for (int k = n - 1; k >= 0; k--) {
         gpt2_slice_backward(sl[k], gpt2_slice_params(sl[k]), 0, k == n - 1 ? NULL : dx, 0.25f,
-                            k == 0 ? NULL : dx2, gpt2_slice_grads(sl[k]));
+                            k == 0 ? NULL : dx2, gpt2_slice_grads(sl[k]), NULL);
         memcpy(dx, dx2, sizeof dx);
     }
     for (int k = 0; k < n; k++) {
@@ -356,19 +356,92 @@ START_TEST(test_slice_b_then_w) {
     if (middle) {
         gpt2_slice_forward(a, gpt2_slice_params(a), 0, NULL, xin, NULL, xa, NULL);
         gpt2_slice_forward(b, gpt2_slice_params(b), 0, NULL, xin, NULL, xb, NULL);
-        gpt2_slice_backward(a, gpt2_slice_params(a), 0, dout, 1.0f, da, gpt2_slice_grads(a));
+        gpt2_slice_backward(a, gpt2_slice_params(a), 0, dout, 1.0f, da, gpt2_slice_grads(a), NULL);
         gpt2_slice_backward_input(b, gpt2_slice_params(b), 0, dout, 1.0f, db);
-        gpt2_slice_backward_weight(b, 0, gpt2_slice_grads(b));
+        gpt2_slice_backward_weight(b, 0, gpt2_slice_grads(b), NULL);
         ck_assert_mem_eq(da, db, sizeof da);
     } else {
         la = full_step(a, tokens, targets, 1.0f);
         gpt2_slice_forward(b, gpt2_slice_params(b), 0, tokens, NULL, targets, NULL, &lb);
         gpt2_slice_backward_input(b, gpt2_slice_params(b), 0, NULL, 1.0f, NULL);
-        gpt2_slice_backward_weight(b, 0, gpt2_slice_grads(b));
+        gpt2_slice_backward_weight(b, 0, gpt2_slice_grads(b), NULL);
         ck_assert_mem_eq(&la, &lb, sizeof la);
     }
     ck_assert_mem_eq(gpt2_slice_grads(a), gpt2_slice_grads(b),
                      gpt2_slice_n_params(a) * sizeof(float));
+    gpt2_slice_free(a);
+    gpt2_slice_free(b);
+}
+END_TEST
+
+/* What a W's hook saw: the buckets in call order and a copy of each bucket's floats then. */
+typedef struct {
+    const float *grads;
+    float       *seen; /* (n_params) each bucket's floats when its hook ran */
+    int          n_calls, last_bucket;
+    size_t       next_end; /* the previous bucket's begin: buckets come from the end */
+} HookLog;
+
+static void hook_log_ready(void *user_data, int bucket, size_t begin, size_t end) {
+    HookLog *log = user_data;
+    ck_assert_int_gt(bucket, log->last_bucket);
+    ck_assert_uint_eq(end, log->next_end);
+    ck_assert_uint_lt(begin, end);
+    memcpy(log->seen + begin, log->grads + begin, (end - begin) * sizeof(float));
+    log->last_bucket = bucket;
+    log->next_end = begin;
+    log->n_calls++;
+}
+
+/* The gradient hook of BW (loops 0-2) and of W after B (3-5), on top of a first micro-batch's
+ * gradients: every bucket reported once, from the end of the array to its start with no gap,
+ * and each bucket's floats when reported are bitwise the final ones; the gradients are
+ * bitwise those of BW without the hook. Whole model untied (loops 0, 3) and tied (1, 4), a
+ * middle slice (2, 5). */
+START_TEST(test_slice_grads_hook) {
+    static const int shape[][5] = {{0, TL, 1, 1, 0}, {0, TL, 1, 1, 1}, {1, 2, 0, 0, 0}};
+    const int       *sh = shape[_i % 3];
+    int              split = _i >= 3;
+    Gpt2Slice       *a = slice_make(sh[0], sh[1], sh[2], sh[3], sh[4], 1);
+    Gpt2Slice       *b = slice_make(sh[0], sh[1], sh[2], sh[3], sh[4], 1);
+    size_t           n = gpt2_slice_n_params(a);
+    int32_t          tokens[TN], targets[TN];
+    float            xin[TN * TC], xout[TN * TC], dout[TN * TC], dx[TN * TC];
+    uint64_t         rng = kern_rng_seed(11);
+    for (int i = 0; i < TN * TC; i++) {
+        xin[i] = 2.0f * kern_rng_uniform(&rng) - 1.0f;
+        dout[i] = 0.01f * (2.0f * kern_rng_uniform(&rng) - 1.0f);
+    }
+    HookLog       log = {.grads = gpt2_slice_grads(a),
+                         .seen = calloc(n, sizeof(float)),
+                         .last_bucket = -1,
+                         .next_end = n};
+    Gpt2GradsHook hook = {.ready = hook_log_ready, .user_data = &log};
+    for (int mb = 0; mb < 2; mb++) {
+        make_batch(tokens, targets, 20 + (uint64_t)mb);
+        Gpt2Slice *both[2] = {a, b};
+        for (int k = 0; k < 2; k++) {
+            Gpt2Slice *s = both[k];
+            float      loss;
+            gpt2_slice_forward(s, gpt2_slice_params(s), 0, sh[2] ? tokens : NULL,
+                               sh[2] ? NULL : xin, sh[3] ? targets : NULL, sh[3] ? NULL : xout,
+                               sh[3] ? &loss : NULL);
+            const Gpt2GradsHook *h = k == 0 && mb == 1 ? &hook : NULL;
+            if (split && k == 0) {
+                gpt2_slice_backward_input(s, gpt2_slice_params(s), 0, sh[3] ? NULL : dout, 0.5f,
+                                          sh[2] ? NULL : dx);
+                gpt2_slice_backward_weight(s, 0, gpt2_slice_grads(s), h);
+            } else {
+                gpt2_slice_backward(s, gpt2_slice_params(s), 0, sh[3] ? NULL : dout, 0.5f,
+                                    sh[2] ? NULL : dx, gpt2_slice_grads(s), h);
+            }
+        }
+    }
+    ck_assert_int_eq(log.n_calls, (sh[1] - sh[0]) + sh[2] + sh[3]);
+    ck_assert_uint_eq(log.next_end, 0);
+    ck_assert_mem_eq(log.seen, gpt2_slice_grads(a), n * sizeof(float));
+    ck_assert_mem_eq(gpt2_slice_grads(a), gpt2_slice_grads(b), n * sizeof(float));
+    free(log.seen);
     gpt2_slice_free(a);
     gpt2_slice_free(b);
 }
@@ -390,8 +463,8 @@ START_TEST(test_slice_slots) {
     gpt2_slice_forward(a, pa, 1, tok[1], NULL, tgt[1], NULL, &la[1]);
     gpt2_slice_backward_input(a, pa, 1, NULL, 0.5f, NULL);
     gpt2_slice_backward_input(a, pa, 0, NULL, 0.5f, NULL);
-    gpt2_slice_backward_weight(a, 0, gpt2_slice_grads(a));
-    gpt2_slice_backward_weight(a, 1, gpt2_slice_grads(a));
+    gpt2_slice_backward_weight(a, 0, gpt2_slice_grads(a), NULL);
+    gpt2_slice_backward_weight(a, 1, gpt2_slice_grads(a), NULL);
     lb[0] = full_step(b, tok[0], tgt[0], 0.5f);
     lb[1] = full_step(b, tok[1], tgt[1], 0.5f);
     ck_assert_mem_eq(la, lb, sizeof la);
@@ -476,7 +549,7 @@ static float *medium_step(int threads, KernOptimKind kind, size_t *n_out) {
     float *out = malloc((2 + 2 * n) * sizeof(float));
     gpt2_slice_forward(s, gpt2_slice_params(s), 0, tokens, NULL, targets, NULL, &out[0]);
     gpt2_slice_backward_input(s, gpt2_slice_params(s), 0, NULL, 0.5f, NULL);
-    gpt2_slice_backward_weight(s, 0, gpt2_slice_grads(s));
+    gpt2_slice_backward_weight(s, 0, gpt2_slice_grads(s), NULL);
     out[1] = (float)kern_grad_sq_norm(gpt2_slice_grads(s), n);
     memcpy(out + 2, gpt2_slice_grads(s), n * sizeof(float));
     kern_optim_step(o, gpt2_slice_params(s), gpt2_slice_grads(s), 1e-3f);
@@ -904,6 +977,7 @@ static Suite *slice_suite(void) {
     tcase_add_loop_test(tc, test_slice_padded_grads, 0, 2);
     tcase_add_test(tc, test_slice_split_bitwise);
     tcase_add_loop_test(tc, test_slice_b_then_w, 0, 2);
+    tcase_add_loop_test(tc, test_slice_grads_hook, 0, 6);
     tcase_add_test(tc, test_slice_slots);
     tcase_add_test(tc, test_slice_loss_scale);
     tcase_add_test(tc, test_slice_determinism);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * exec-backend-impl.h: the backend author's interface (the public contract is exec-backend.h):
- * the ops table the replay loop (exec.c, exec-replay.c) calls, what it asks of one op and what
- * a backend reports back, and the helpers every backend shares (message keys, the schedule
- * check, tensors by role, backends across processes). A backend is the skeleton
+ * the model layout's constructor and kernel arguments (exec-layout-impl.h), the ops table the
+ * replay loop (exec.c, exec-replay.c) calls, what it asks of one op and what a backend reports
+ * back, and the helpers every backend shares (message keys, the schedule check, tensors by
+ * role, backends across processes). A backend is the skeleton
  * (exec-skeleton.h) plus a device part; exec/README.md lists the files to touch to add one.
  * The replay loop decides what each op does (weight version, loss scale, learning rate) and
  * keeps the books (versions, Δ checks, losses, skipped updates, the trace); the backend does
@@ -11,6 +12,7 @@
 #pragma once
 
 #include "exec-backend.h"
+#include "exec-layout-impl.h"
 #include "exec-transport.h"
 #include "pp-schedule.h"
 
@@ -61,7 +63,11 @@ typedef struct {
                               only the optimizer's range of each virtual stage's gradients is
                               reduced; the stage's squared gradient norm is @sq_norm (over every
                               replica's range) and the step scales and reads that range only */
-    double sq_norm;        /* U, @sharded: the stage's squared gradient norm */
+    double               sq_norm;    /* U, @sharded: the stage's squared gradient norm */
+    const Gpt2GradsHook *grads_hook; /* (nullable) BW/W: told of each bucket of the virtual
+                                        stage's gradients as the op finishes it (the CPU
+                                        backend; the CUDA backend ignores it, and the pipeline
+                                        then hands the whole virtual stage over after the op) */
 } ExecOpArgs;
 
 /* What a backend reports about one op it ran, at its stage's next flush. */
@@ -91,7 +97,7 @@ typedef struct {
 /* The end of a backend's tensor lookup by name: @data (tensor @t's @role array, NULL when it
  * lacks the role) when @t holds @n floats; otherwise NULL and an EXEC_ERROR_TENSOR naming
  * virtual stage @vstage, @name and what differs (@t NULL: the stage holds no such tensor). */
-float *exec_tensor_checked(int32_t vstage, const char *name, const Gpt2Tensor *t,
+float *exec_tensor_checked(int32_t vstage, const char *name, const ExecTensor *t,
                            ExecTensorRole role, float *data, size_t n, GError **error);
 
 typedef struct _ExecBackendOps ExecBackendOps;
@@ -180,10 +186,10 @@ struct _ExecBackendOps {
 
     /* Number of parameter tensors of virtual stage @vstage (every vstage, local or not). */
     int (*n_tensors)(ExecBackend *backend, int32_t vstage);
-    /* Tensor @i of @vstage's table (plain host data: Hugging Face name, shape, kind; the
-     * offset is the backend's own layout) and, in *@roles, the EXEC_TENSOR_ROLE_BIT()s it has.
-     * Returns: (transfer none): valid until free(). */
-    const Gpt2Tensor *(*tensor)(ExecBackend *backend, int32_t vstage, int i, guint *roles);
+    /* Tensor @i of @vstage's table (the layout's: Hugging Face name, offset, shape, weight
+     * decay and the EXEC_TENSOR_ROLE_BIT()s it has). Returns: (transfer none): valid until
+     * free(). */
+    const ExecTensor *(*tensor)(ExecBackend *backend, int32_t vstage, int i);
     /* Copies the @role data of tensor @name of @vstage into @dst (@n floats, its numel).
      * Returns FALSE with EXEC_ERROR_TENSOR (no such tensor or role, @n differs) or
      * EXEC_ERROR_NOT_LOCAL. */
@@ -251,8 +257,9 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
  * NCCL or the host-staged path (exec-cuda-grads.c). Fails (EXEC_ERROR_BACKEND) without a CUDA
  * device, for a device id the process does not see, a precision or flash attention the model's
  * shape cannot run, when the device memory is too small, when the group's size is not the stage
- * count, or for a sharded optimizer (setup->optim.shards > 1: ZeRO-1 is the CPU backend's); with a
- * group it is collective, like the CPU backend's. Returns: (transfer full). */
+ * count, or for a sharded optimizer (exec_layout_optim(setup->layout)->shards > 1: ZeRO-1 is
+ * the CPU backend's); with a group it is collective, like the CPU backend's. Returns: (transfer
+ * full). */
 ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error);
 
 G_END_DECLS

@@ -70,7 +70,7 @@ const char *exec_tensor_role_name(ExecTensorRole role) {
     return names[role];
 }
 
-float *exec_tensor_checked(int32_t vstage, const char *name, const Gpt2Tensor *t,
+float *exec_tensor_checked(int32_t vstage, const char *name, const ExecTensor *t,
                            ExecTensorRole role, float *data, size_t n, GError **error) {
     if (t == NULL) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_TENSOR, "virtual stage %d holds no tensor %s",

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT
  * exec-backend.h: the public contract of a backend, what the pipeline's users (pacer-train,
  * the training loop, the tests) see: the model layout a backend allocates from (per virtual
- * stage the tensor table of its flat buffers, built once from the model and the partition by
- * exec_model_layout_new()), the setup a backend is built from (layout, pipeline shape, slots,
- * data source, process group, devices, precision), the roles of the tensors its state holds,
- * its memory by category, and the registry that builds one by name. A backend itself is opaque
- * here: the pipeline (exec.c) drives it through the backend author's interface,
+ * stage the tensor table of its flat buffers, ExecTensor records, and the message and batch
+ * sizes), the setup a backend is built from (layout, pipeline shape, slots, data source,
+ * process group, devices, precision), the roles of the tensors its state holds, its memory by
+ * category, and the registry that builds one by name. It knows no model config and no
+ * optimizer rule: the model kernels' arguments and the optimizer's hyperparameters the layout
+ * carries, and its constructor, are the backend author's (exec-layout-impl.h). A backend itself
+ * is opaque here: the pipeline (exec.c) drives it through the backend author's interface,
  * exec-backend-impl.h. exec/README.md describes both.
  */
 #pragma once
@@ -15,9 +17,6 @@
 
 #include "exec-comm.h"
 #include "exec-error.h"
-#include "gpt2-slice.h"
-#include "optim-cpu.h"
-#include "pp-partition.h"
 
 G_BEGIN_DECLS
 
@@ -28,15 +27,8 @@ G_BEGIN_DECLS
  *   @targets (B, T) ids in [0, V): the next token of each position */
 typedef void (*ExecDataFn)(gpointer user_data, int64_t mb, int32_t *tokens, int32_t *targets);
 
-/* Gradient tap (tests): at each U, before clipping, the backend copies the accumulated
- * gradients of every tensor of each of the stage's virtual stages to host memory and calls
- * this once per tensor from the stage's worker. @grads: (tensor->numel) floats in @tensor's
- * shape, valid during the call. A tap costs a device-to-host copy per U: tests only. */
-typedef void (*ExecGradFn)(gpointer user_data, int32_t vstage, const Gpt2Tensor *tensor,
-                           const float *grads);
-
 /* Role of a tensor's data in tensor_get() / tensor_set(). Each role's data has the tensor's
- * own shape (Gpt2Tensor, pacer layout: matmul weights (OC, IC)). */
+ * own shape (ExecTensor, pacer layout: matmul weights (OC, IC)). */
 typedef enum {
     EXEC_TENSOR_PARAMS,        /* the weights */
     EXEC_TENSOR_GRADS,         /* gradients accumulated since the stage's last U */
@@ -55,49 +47,59 @@ typedef enum {
 const char *exec_tensor_role_name(ExecTensorRole role);
 
 /* --- the model layout (exec-layout.c) ---
- * What a backend must know of the model, built once by the pipeline from the model config,
- * the partition and the optimizer, and the same for every backend (checkpoints move between
- * backends): per virtual stage, one flat fp32 buffer each of parameters, gradients and (with
- * error feedback) previous updates, n_params floats laid out by the tensor table, and per
- * tensor the optimizer state it has (its roles); the argument the model's kernels take to
- * build the stage's slice; the sizes of a message and of a batch; the optimizer kernels'
- * hyperparameters. A backend allocates from it and hands the kernel arguments on; it never
- * derives a table, a size or a tensor's optimizer itself. */
+ * What a backend's users see of the model, built once by the pipeline from the model config,
+ * the partition and the optimizer (exec_model_layout_new(), exec-layout-impl.h), and the same
+ * for every backend (checkpoints move between backends): per virtual stage, one flat fp32
+ * buffer each of parameters, gradients and (with error feedback) previous updates, n_params
+ * floats laid out by the tensor table, and per tensor the optimizer state it has (its roles);
+ * the sizes of a message and of a batch. The model kernels' arguments and the optimizer's
+ * hyperparameters are the backend author's (exec_layout_slice_params(), exec_layout_optim()).
+ * A backend allocates from it and hands the kernel arguments on; it never derives a table, a
+ * size or a tensor's optimizer itself. */
+
+/* One parameter tensor of a virtual stage's flat buffers (plain host data, owned by the
+ * layout). */
+typedef struct {
+    const char *name;   /* Hugging Face name, global block numbers (transfer none): valid
+                           for the layout's life */
+    size_t   offset;    /* floats from the start of the flat params / grads / prev_update */
+    size_t   numel;     /* shape[0] * shape[1] (ndim 2) or shape[0] (ndim 1) */
+    int      ndim;      /* 1 or 2 */
+    int      shape[2];  /* pacer layout: (OC, IC) for matmuls; shape[1] = 1 when 1-D */
+    gboolean is_matrix; /* gets decoupled weight decay in the optimizers */
+    guint    roles;     /* EXEC_TENSOR_ROLE_BIT()s: params and grads always, adam_m + adam_v
+                           (AdamW) or muon_momentum (Muon), prev_update with error
+                           feedback */
+} ExecTensor;
+
+/* Gradient tap (tests): at each U, before clipping, the backend copies the accumulated
+ * gradients of every tensor of each of the stage's virtual stages to host memory and calls
+ * this once per tensor from the stage's worker. @grads: (tensor->numel) floats in @tensor's
+ * shape, valid during the call. A tap costs a device-to-host copy per U: tests only. */
+typedef void (*ExecGradFn)(gpointer user_data, int32_t vstage, const ExecTensor *tensor,
+                           const float *grads);
 
 /* One virtual stage. */
 typedef struct {
-    Gpt2SliceParams slice; /* the model kernels' argument (gpt2_slice_new(),
-                              gpt2_cuda_slice_new()): layer range, ends, untied head, B and
-                              slice.n_act_slots, the activation slots (micro-batches in flight) */
-    size_t      n_params;  /* floats of each flat buffer (params, grads, prev_update) */
+    size_t      n_params; /* floats of each flat buffer (params, grads, prev_update) */
     int         n_tensors;
-    Gpt2Tensor *tensors; /* (n_tensors) in buffer order: Hugging Face name, offset and numel
-                            in floats, shape (pacer layout), kind; is_matrix: weight decay */
-    guint *roles;        /* (n_tensors) EXEC_TENSOR_ROLE_BIT()s of each tensor: params and
-                            grads always, adam_m + adam_v (AdamW) or muon_momentum (Muon),
-                            prev_update with error feedback */
-    char *names;         /* the tensors' names, NUL-separated */
+    ExecTensor *tensors; /* (n_tensors) in buffer order, densely from offset 0 */
+    char       *names;   /* the tensors' names, NUL-separated */
 } ExecVstageLayout;
+
+/* The model kernels' arguments, opaque here (exec-layout-impl.h). */
+typedef struct _ExecLayoutKernels ExecLayoutKernels;
 
 /* Every virtual stage; refcounted (a backend keeps a reference for its life). */
 typedef struct {
-    int32_t           n_vstages;
-    ExecVstageLayout *vstages;      /* (n_vstages) */
-    size_t            msg_floats;   /* one activation or gradient message: (B, T, C) elements */
-    size_t            batch_tokens; /* one micro-batch's token ids (and targets): (B, T) */
-    KernOptimParams   optim;        /* the optimizer kernels' hyperparameters (kind, betas, eps,
-                                       weight decay, Muon's momentum, lr ratio and steps, error
-                                       feedback): plain numbers a backend passes on */
+    int32_t            n_vstages;
+    ExecVstageLayout  *vstages;      /* (n_vstages) */
+    size_t             msg_floats;   /* one activation or gradient message: (B, T, C) elements */
+    size_t             batch_tokens; /* one micro-batch's token ids (and targets): (B, T) */
+    ExecLayoutKernels *kernels;      /* the model slices' arguments and the optimizer's
+                                        hyperparameters: the backend author's */
 } ExecModelLayout;
 
-/* The layout of @model split by @partition (its n_vstages virtual stages, the last holding
- * the head, untied on every split so that any partition is the same model), micro-batches of
- * @B sequences, @act_slots (n_vstages, each >= 1) activation slots per virtual stage, driven by
- * @optim. The caller has checked the model's shape. Returns: (transfer full): release with
- * exec_model_layout_unref(). */
-ExecModelLayout *exec_model_layout_new(const Gpt2Config *model, int32_t B,
-                                       const PpPartition *partition, const int32_t *act_slots,
-                                       const KernOptimParams *optim);
 /* Returns: (transfer full): @layout with one more reference. */
 ExecModelLayout *exec_model_layout_ref(ExecModelLayout *layout);
 /* Drops a reference, freeing the layout with the last; accepts NULL. */

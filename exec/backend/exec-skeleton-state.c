@@ -22,13 +22,12 @@ static gboolean exec_skeleton_vstage_local(const ExecSkeleton *skel, int32_t vst
  * (nullable): all of them but for a sharded optimizer's state (ZeRO-1). */
 static float *exec_skeleton_role_data(ExecSkeleton *skel, int32_t vstage, int i,
                                       ExecTensorRole role, size_t *lo, size_t *hi) {
-    const ExecVstageLayout *v = exec_skeleton_vstage_layout(skel, vstage);
-    if (!(v->roles[i] & EXEC_TENSOR_ROLE_BIT(role)))
+    const ExecTensor *t = &exec_skeleton_vstage_layout(skel, vstage)->tensors[i];
+    if (!(t->roles & EXEC_TENSOR_ROLE_BIT(role)))
         return NULL;
-    const Gpt2Tensor *t = &v->tensors[i];
-    float            *params = NULL, *grads = NULL, *prev = NULL, *first = NULL, *second = NULL;
-    float            *data = NULL;
-    size_t            state_lo = 0, state_hi = t->numel;
+    float *params = NULL, *grads = NULL, *prev = NULL, *first = NULL, *second = NULL;
+    float *data = NULL;
+    size_t state_lo = 0, state_hi = t->numel;
     switch (role) {
     case EXEC_TENSOR_PARAMS:
     case EXEC_TENSOR_GRADS:
@@ -60,13 +59,11 @@ int exec_skeleton_n_tensors(ExecBackend *backend, int32_t vstage) {
     return exec_skeleton_vstage_layout(skel, vstage)->n_tensors;
 }
 
-const Gpt2Tensor *exec_skeleton_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles) {
+const ExecTensor *exec_skeleton_tensor(ExecBackend *backend, int32_t vstage, int i) {
     ExecSkeleton *skel = exec_skeleton(backend);
     PP_ASSERT(vstage >= 0 && vstage < skel->n_vstages);
     const ExecVstageLayout *v = exec_skeleton_vstage_layout(skel, vstage);
     PP_ASSERT(i >= 0 && i < v->n_tensors);
-    if (roles)
-        *roles = v->roles[i];
     return &v->tensors[i];
 }
 
@@ -90,7 +87,7 @@ static float *exec_skeleton_tensor_data(ExecSkeleton *skel, int32_t vstage, cons
     int                     i = 0;
     while (i < v->n_tensors && strcmp(v->tensors[i].name, name) != 0)
         i++;
-    const Gpt2Tensor *t = i < v->n_tensors ? &v->tensors[i] : NULL;
+    const ExecTensor *t = i < v->n_tensors ? &v->tensors[i] : NULL;
     float            *data = t ? exec_skeleton_role_data(skel, vstage, i, role, lo, hi) : NULL;
     return exec_tensor_checked(vstage, name, t, role, data, n, error);
 }

@@ -20,7 +20,7 @@ void exec_skeleton_tap(ExecSkeleton *skel, int32_t stage) {
         PP_ASSERT(tap != NULL);
         state->flat(skel, vs, &params, &grads);
         for (int i = 0; i < v->n_tensors; i++) {
-            const Gpt2Tensor *t = &v->tensors[i];
+            const ExecTensor *t = &v->tensors[i];
             state->copy(skel, vs, tap, grads + t->offset, t->numel * sizeof(float), TRUE);
             skel->on_grads(skel->on_grads_user, vs, t, tap);
         }

@@ -49,7 +49,7 @@ gboolean exec_skeleton_init(ExecSkeleton *skel, const ExecBackendOps *ops, const
         g_memdup2(setup->weight_versions, (gsize)skel->n_stages * sizeof(int32_t));
     skel->act_slots = g_new(int32_t, skel->n_vstages);
     for (int32_t vs = 0; vs < skel->n_vstages; vs++)
-        skel->act_slots[vs] = skel->layout->vstages[vs].slice.n_act_slots;
+        skel->act_slots[vs] = exec_layout_slice_params(skel->layout, vs)->n_act_slots;
     skel->data = setup->data;
     skel->data_user = setup->data_user;
     skel->on_grads = setup->on_grads;

@@ -175,7 +175,7 @@ void     exec_skeleton_abort(ExecBackend *backend);
  * (exec-skeleton-state.c) --- */
 
 int               exec_skeleton_n_tensors(ExecBackend *backend, int32_t vstage);
-const Gpt2Tensor *exec_skeleton_tensor(ExecBackend *backend, int32_t vstage, int i, guint *roles);
+const ExecTensor *exec_skeleton_tensor(ExecBackend *backend, int32_t vstage, int i);
 gboolean          exec_skeleton_tensor_get(ExecBackend *backend, int32_t vstage, const char *name,
                                            ExecTensorRole role, float *dst, size_t n, GError **error);
 gboolean          exec_skeleton_tensor_set(ExecBackend *backend, int32_t vstage, const char *name,

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT
  * exec-overlap.c: the overlapped gradient reduction (parallel.overlap_grad_reduce,
  * exec-pipeline-private.h). Each local stage's worker has a reduction thread for the replay;
- * the worker hands it a virtual stage's gradients (a bucket) as soon as the last backward of
- * the update window that adds to them has run, and goes on with the window's other ops; the
- * thread reduces the bucket between the replicas (exec-reduce.h, the same sums as the
- * reduction at U) and books its host times. Before the U the worker waits for every bucket.
+ * the last backward of the update window that adds to a virtual stage's gradients hands the
+ * thread each bucket (one block's gradients, or the head's, or the embeddings') as soon as it
+ * has finished it (a backend that does not report buckets: the whole virtual stage after the
+ * op), and the worker goes on with the op and the window's other ops; the thread reduces the
+ * bucket between the replicas (exec-reduce.h, the same sums as the reduction at U) and books
+ * its host times. Before the U the worker waits for every bucket.
  */
 #include "exec-pipeline-private.h"
 
@@ -32,14 +34,15 @@ static gpointer exec_overlap_thread(gpointer user_data) {
         ExecBucket *b = g_async_queue_pop(o->jobs);
         if (b == &exec_overlap_end)
             return NULL;
-        size_t n = 0;
-        float *grads = pipeline->backend->ops->grads(pipeline->backend, b->vstage, &n);
+        ExecReducePiece *piece = &b->piece;
+        float *grads = pipeline->backend->ops->grads(pipeline->backend, piece->vstage, &piece->n);
+        if (piece->bucket < 0)
+            *piece = (ExecReducePiece){piece->update, piece->vstage, 0, piece->n, 0, piece->n};
         b->start_us = g_get_monotonic_time();
         /* A sharded optimizer keeps its chunk: the norm and the parameters follow at U. */
-        gboolean ok =
-            exec_reduce_scatter(pipeline->reduce, b->update, b->vstage, grads, n) &&
-            (pipeline->sharded || exec_reduce_gather(pipeline->reduce, b->update, b->vstage, grads,
-                                                     n, "the reduced gradients"));
+        gboolean ok = exec_reduce_scatter(pipeline->reduce, piece, grads) &&
+                      (pipeline->sharded ||
+                       exec_reduce_gather(pipeline->reduce, piece, grads, "the reduced gradients"));
         b->end_us = g_get_monotonic_time();
         g_mutex_lock(&o->lock);
         g_array_append_val(o->done, *b);
@@ -63,14 +66,30 @@ ExecOverlap *exec_overlap_start(ExecPipeline *pipeline, int32_t stage) {
     return o;
 }
 
-void exec_overlap_post(ExecOverlap *overlap, int32_t update, int32_t vstage) {
+void exec_overlap_post(ExecOverlap *overlap, int32_t update, int32_t vstage, int32_t bucket,
+                       size_t begin, size_t end) {
     ExecBucket *b = g_new0(ExecBucket, 1);
-    b->update = update;
-    b->vstage = vstage;
+    b->piece = (ExecReducePiece){
+        .update = update, .vstage = vstage, .bucket = bucket, .begin = begin, .end = end};
     g_mutex_lock(&overlap->lock);
     overlap->pending++;
     g_mutex_unlock(&overlap->lock);
     g_async_queue_push(overlap->jobs, b);
+}
+
+/* Gpt2GradsHook.ready: the bucket to the thread. */
+static void exec_overlap_hook_ready(void *user_data, int bucket, size_t begin, size_t end) {
+    ExecOverlapHook *h = user_data;
+    exec_overlap_post(h->overlap, h->update, h->vstage, bucket, begin, end);
+    h->n_posted++;
+}
+
+void exec_overlap_hook_init(ExecOverlapHook *hook, ExecOverlap *overlap, int32_t update,
+                            int32_t vstage) {
+    *hook = (ExecOverlapHook){.hook = {.ready = exec_overlap_hook_ready, .user_data = hook},
+                              .overlap = overlap,
+                              .update = update,
+                              .vstage = vstage};
 }
 
 gboolean exec_overlap_wait(ExecOverlap *overlap, GArray *buckets) {

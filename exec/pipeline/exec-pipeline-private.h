@@ -31,14 +31,16 @@ struct _ExecPipeline {
     gboolean sharded;             /* ZeRO-1: the optimizer steps replica d's shard only */
     int64_t *reduce_ns;           /* (n_stages) the host time of each stage's last reduction */
     int64_t *gather_ns;           /* (n_stages) sharded: of its last all-gather of parameters */
-    gboolean overlap;             /* parallel.overlap_grad_reduce with replicas: a virtual
-                                     stage's gradients are reduced as soon as the window's last
-                                     backward that adds to them has run (static programs) */
+    gboolean overlap;             /* parallel.overlap_grad_reduce with replicas on the host:
+                                     each bucket of a virtual stage's gradients is reduced as
+                                     soon as the window's last backward that adds to them has
+                                     finished it (static programs) */
     ExecOverlap **overlaps;       /* (n_stages) overlap: each local stage's reduction thread
                                      while its worker replays a program, else NULL */
     GArray  **buckets;            /* (n_stages) overlap: ExecBucket reduced before the last U */
-    gboolean *posted;             /* (n_vstages) overlap: handed to the thread in this window */
-    int64_t  *u_start_us;         /* (n_stages) monotonic time right before the last U */
+    gboolean *posted;             /* (n_vstages) overlap: its buckets handed to the thread in
+                                     this window */
+    int64_t *u_start_us;          /* (n_stages) monotonic time right before the last U */
 
     /* State of the replay in progress (exec_pipeline_run()). */
     const PpSchedule *sched; /* NULL in dynamic mode */
@@ -60,18 +62,33 @@ void exec_pipeline_worker_dynamic(gpointer user_data, int32_t stage); /* PACI's 
 
 /* --- the overlapped reduction (exec-overlap.c) --- */
 
-/* One virtual stage's gradients (a bucket) reduced between the replicas before update
- * @update, from @start_us to @end_us (monotonic). */
+/* A piece of one virtual stage's gradients (a bucket: gpt2_table_bucket()'s, or the whole
+ * array) reduced between the replicas, from @start_us to @end_us (monotonic). */
 typedef struct {
-    int32_t update, vstage;
-    int64_t start_us, end_us;
+    ExecReducePiece piece;
+    int64_t         start_us, end_us;
 } ExecBucket;
+
+/* The hook (Gpt2GradsHook, first) a worker gives the window's last BW or W of a virtual stage:
+ * each bucket the op finishes goes to the stage's reduction thread at once. */
+typedef struct {
+    Gpt2GradsHook hook;
+    ExecOverlap  *overlap;
+    int32_t       update, vstage;
+    int32_t       n_posted; /* buckets handed over so far */
+} ExecOverlapHook;
 
 /* Worker of @stage, before its program: starts the stage's reduction thread. */
 ExecOverlap *exec_overlap_start(ExecPipeline *pipeline, int32_t stage);
-/* Worker: hands virtual stage @vstage's gradients, complete for update @update, to the thread;
+/* Worker: hands floats [@begin, @end) of virtual stage @vstage's gradients, bucket @bucket
+ * (-1: the whole array, @begin and @end unused), complete for update @update, to the thread;
  * the worker leaves them alone until the U. */
-void exec_overlap_post(ExecOverlap *overlap, int32_t update, int32_t vstage);
+void exec_overlap_post(ExecOverlap *overlap, int32_t update, int32_t vstage, int32_t bucket,
+                       size_t begin, size_t end);
+/* Worker: *@hook set to hand each bucket of @vstage's gradients for update @update to
+ * @overlap's thread as exec_overlap_post() does. */
+void exec_overlap_hook_init(ExecOverlapHook *hook, ExecOverlap *overlap, int32_t update,
+                            int32_t vstage);
 /* Worker, before the U: waits for every bucket posted and appends them to @buckets
  * (ExecBucket). Returns FALSE when one stopped or missed the deadline (recorded with
  * exec_comm_fail() by the reduction). */

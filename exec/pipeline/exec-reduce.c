@@ -27,7 +27,7 @@ typedef struct {
 
 struct _ExecReduce {
     ExecComm   *comm;
-    int32_t     n_vstages;
+    int32_t     n_vstages, n_buckets;
     int32_t     replicas, replica, stage; /* D, and this rank's place */
     GMutex      lock;                     /* guards arrived */
     GCond       cond;                     /* signalled when a part arrives */
@@ -40,9 +40,14 @@ static void exec_reduce_part_free(gpointer p) {
     g_free(part);
 }
 
-/* The wire tag of @round of @vstage's reduction before update @update. */
-static int64_t exec_reduce_tag(const ExecReduce *r, int32_t update, int32_t vstage, int round) {
-    return ((int64_t)update * r->n_vstages + vstage) * EXEC_REDUCE_N_ROUNDS + round;
+/* The wire tag of @round of bucket @bucket of @vstage's reduction before update @update. */
+static int64_t exec_reduce_tag(const ExecReduce *r, int32_t update, int32_t vstage, int32_t bucket,
+                               int round) {
+    /* exec_reduce_new() was told the most buckets of a virtual stage. */
+    PP_ASSERT(bucket >= 0 && bucket < r->n_buckets);
+    return (((int64_t)update * r->n_vstages + vstage) * r->n_buckets + bucket) *
+               EXEC_REDUCE_N_ROUNDS +
+           round;
 }
 
 /* The table key of the part with @tag from replica @from. */
@@ -56,6 +61,17 @@ static void exec_reduce_chunk(size_t n, int32_t d, int32_t c, size_t *lo, size_t
     kern_optim_shard_range(n, d, c, lo, hi);
 }
 
+/* Floats [*lo, *hi) of @piece that replica @c sums: the piece's part of chunk @c of the whole
+ * array (*lo == *hi when they do not meet). */
+static void exec_reduce_piece_chunk(const ExecReducePiece *piece, int32_t d, int32_t c, size_t *lo,
+                                    size_t *hi) {
+    /* The callers' pieces lie in their arrays (gpt2_table_bucket() tiles the array). */
+    PP_ASSERT(piece->begin <= piece->end && piece->end <= piece->n);
+    exec_reduce_chunk(piece->n, d, c, lo, hi);
+    *lo = MAX(*lo, piece->begin);
+    *hi = MAX(*lo, MIN(*hi, piece->end));
+}
+
 /* The group's receiver (host thread): files the part. */
 static void exec_reduce_receive(gpointer user_data, int32_t src, int32_t tag, void *data,
                                 size_t bytes) {
@@ -65,17 +81,18 @@ static void exec_reduce_receive(gpointer user_data, int32_t src, int32_t tag, vo
     gint64 *key = g_new(gint64, 1);
     *key = exec_reduce_key(r, tag, exec_comm_rank_replica(r->comm, src));
     g_mutex_lock(&r->lock);
-    /* Each (update, vstage, round, sender) is sent once per replay. */
+    /* Each (update, vstage, bucket, round, sender) is sent once per replay. */
     PP_ASSERT(!g_hash_table_contains(r->arrived, key));
     g_hash_table_insert(r->arrived, key, part);
     g_cond_broadcast(&r->cond);
     g_mutex_unlock(&r->lock);
 }
 
-ExecReduce *exec_reduce_new(ExecComm *comm, int32_t n_vstages) {
+ExecReduce *exec_reduce_new(ExecComm *comm, int32_t n_vstages, int32_t n_buckets) {
     ExecReduce *r = g_new0(ExecReduce, 1);
     r->comm = comm;
     r->n_vstages = n_vstages;
+    r->n_buckets = n_buckets;
     r->replicas = exec_comm_replicas(comm);
     r->replica = exec_comm_replica(comm);
     r->stage = exec_comm_stage(comm);
@@ -146,8 +163,9 @@ static ExecReducePart *exec_reduce_take(ExecReduce *r, int64_t tag, int32_t from
 }
 
 /* FALSE (recorded as this rank's failure) when update @update's tags pass the largest. */
-static gboolean exec_reduce_check_tag(ExecReduce *r, int32_t update, int32_t vstage) {
-    int64_t last = exec_reduce_tag(r, update, vstage, EXEC_REDUCE_N_ROUNDS - 1);
+static gboolean exec_reduce_check_tag(ExecReduce *r, int32_t update, int32_t vstage,
+                                      int32_t bucket) {
+    int64_t last = exec_reduce_tag(r, update, vstage, bucket, EXEC_REDUCE_N_ROUNDS - 1);
     if (last <= exec_comm_tag_max(r->comm))
         return TRUE;
     exec_comm_fail(r->comm, g_error_new(EXEC_ERROR, EXEC_ERROR_SHAPE,
@@ -160,22 +178,24 @@ static gboolean exec_reduce_check_tag(ExecReduce *r, int32_t update, int32_t vst
     return FALSE;
 }
 
-gboolean exec_reduce_scatter(ExecReduce *reduce, int32_t update, int32_t vstage, float *grads,
-                             size_t n) {
+gboolean exec_reduce_scatter(ExecReduce *reduce, const ExecReducePiece *piece, float *grads) {
     ExecReduce *r = reduce;
     int32_t     d = r->replicas, me = r->replica;
-    int64_t     scatter = exec_reduce_tag(r, update, vstage, EXEC_REDUCE_SCATTER);
-    if (!exec_reduce_check_tag(r, update, vstage))
+    PP_ASSERT(d >= 1);
+    int64_t scatter =
+        exec_reduce_tag(r, piece->update, piece->vstage, piece->bucket, EXEC_REDUCE_SCATTER);
+    if (!exec_reduce_check_tag(r, piece->update, piece->vstage, piece->bucket))
         return FALSE;
     size_t lo, hi;
-    /* Chunk c goes to replica c, which sums it. */
+    /* Chunk c goes to replica c, which sums it; a piece sends and waits for no empty part. */
     for (int32_t c = 0; c < d; c++) {
-        if (c == me)
-            continue;
-        exec_reduce_chunk(n, d, c, &lo, &hi);
-        exec_reduce_post(r, c, scatter, grads + lo, (hi - lo) * sizeof(float));
+        exec_reduce_piece_chunk(piece, d, c, &lo, &hi);
+        if (c != me && hi > lo)
+            exec_reduce_post(r, c, scatter, grads + lo, (hi - lo) * sizeof(float));
     }
-    exec_reduce_chunk(n, d, me, &lo, &hi);
+    exec_reduce_piece_chunk(piece, d, me, &lo, &hi);
+    if (hi == lo)
+        return TRUE;
     g_autofree ExecReducePart **parts = g_new0(ExecReducePart *, d);
     g_autofree const float    **src = g_new(const float *, d); /* (d) chunk me of each replica */
     gboolean                    ok = TRUE;
@@ -185,7 +205,8 @@ gboolean exec_reduce_scatter(ExecReduce *reduce, int32_t update, int32_t vstage,
             continue;
         }
         g_autofree char *what = g_strdup_printf(
-            "the part of virtual stage %d's gradients to reduce before update %d", vstage, update);
+            "the part of virtual stage %d's gradients (bucket %d) to reduce before update %d",
+            piece->vstage, piece->bucket, piece->update);
         ok = (parts[e] = exec_reduce_take(r, scatter, e, (hi - lo) * sizeof(float), what)) != NULL;
         src[e] = ok ? parts[e]->data : NULL;
     }
@@ -204,24 +225,25 @@ gboolean exec_reduce_scatter(ExecReduce *reduce, int32_t update, int32_t vstage,
     return ok;
 }
 
-gboolean exec_reduce_gather(ExecReduce *reduce, int32_t update, int32_t vstage, float *data,
-                            size_t n, const char *what) {
+gboolean exec_reduce_gather(ExecReduce *reduce, const ExecReducePiece *piece, float *data,
+                            const char *what) {
     ExecReduce *r = reduce;
     int32_t     d = r->replicas, me = r->replica;
-    int64_t     gather = exec_reduce_tag(r, update, vstage, EXEC_REDUCE_GATHER);
-    size_t      lo, hi;
+    int64_t     gather =
+        exec_reduce_tag(r, piece->update, piece->vstage, piece->bucket, EXEC_REDUCE_GATHER);
+    size_t lo, hi;
     /* This replica's chunk to every other. */
-    exec_reduce_chunk(n, d, me, &lo, &hi);
-    for (int32_t c = 0; c < d; c++)
+    exec_reduce_piece_chunk(piece, d, me, &lo, &hi);
+    for (int32_t c = 0; c < d && hi > lo; c++)
         if (c != me)
             exec_reduce_post(r, c, gather, data + lo, (hi - lo) * sizeof(float));
     for (int32_t c = 0; c < d; c++) {
-        if (c == me)
+        exec_reduce_piece_chunk(piece, d, c, &lo, &hi);
+        if (c == me || hi == lo)
             continue;
-        exec_reduce_chunk(n, d, c, &lo, &hi);
-        g_autofree char *which =
-            g_strdup_printf("%s of virtual stage %d at update %d", what, vstage, update);
-        ExecReducePart *part = exec_reduce_take(r, gather, c, (hi - lo) * sizeof(float), which);
+        g_autofree char *which = g_strdup_printf("%s of virtual stage %d (bucket %d) at update %d",
+                                                 what, piece->vstage, piece->bucket, piece->update);
+        ExecReducePart  *part = exec_reduce_take(r, gather, c, (hi - lo) * sizeof(float), which);
         if (part == NULL)
             return FALSE;
         memcpy(data + lo, part->data, part->bytes);
@@ -234,7 +256,7 @@ gboolean exec_reduce_norm(ExecReduce *reduce, int32_t update, int32_t vstage, co
                           size_t n, double *sq_norm) {
     ExecReduce *r = reduce;
     int32_t     d = r->replicas, me = r->replica;
-    int64_t     tag = exec_reduce_tag(r, update, vstage, EXEC_REDUCE_NORM);
+    int64_t     tag = exec_reduce_tag(r, update, vstage, 0, EXEC_REDUCE_NORM);
     size_t      lo, hi;
     /* (chunks) every chunk's partial sum; a chunk's index is its first float / the chunk size */
     g_autofree double *partial = g_new(double, MAX(kern_grad_norm_n_chunks(n), 1));

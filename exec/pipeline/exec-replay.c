@@ -110,7 +110,7 @@ static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
             PpTraceRow        reduce = row;
             reduce.start_ns = r->start_ns - (pipeline->u_start_us[stage] - bucket->start_us) * 1000;
             reduce.end_ns = r->start_ns - (pipeline->u_start_us[stage] - bucket->end_us) * 1000;
-            reduce.chunk = exec_pipeline_vstage_chunk(pipeline, stage, bucket->vstage);
+            reduce.chunk = exec_pipeline_vstage_chunk(pipeline, stage, bucket->piece.vstage);
             reduce.resource = PP_RESOURCE_REDUCE;
             g_array_append_val(pipeline->rows[stage], reduce);
         }
@@ -180,7 +180,7 @@ static gboolean exec_pipeline_wait_buckets(ExecPipeline *pipeline, ExecOverlap *
         if (pipeline->vstage_stage[vs] != stage)
             continue;
         if (!pipeline->posted[vs])
-            exec_overlap_post(overlap, update, vs);
+            exec_overlap_post(overlap, update, vs, -1, 0, 0);
         pipeline->posted[vs] = FALSE;
     }
     return exec_overlap_wait(overlap, pipeline->buckets[stage]);
@@ -204,15 +204,15 @@ static gboolean exec_pipeline_reduce(ExecPipeline *pipeline, ExecOpArgs *args) {
     for (int32_t vs = 0; vs < pipeline->n_vstages; vs++) {
         if (pipeline->vstage_stage[vs] != stage)
             continue;
-        size_t   n = 0;
-        double   sq = 0.0;
-        float   *grads = pipeline->backend->ops->grads(pipeline->backend, vs, &n);
-        gboolean ok = overlap || exec_reduce_scatter(pipeline->reduce, update, vs, grads, n);
+        size_t          n = 0;
+        double          sq = 0.0;
+        float          *grads = pipeline->backend->ops->grads(pipeline->backend, vs, &n);
+        ExecReducePiece whole = {update, vs, 0, n, 0, n};
+        gboolean        ok = overlap || exec_reduce_scatter(pipeline->reduce, &whole, grads);
         if (ok && pipeline->sharded)
             ok = exec_reduce_norm(pipeline->reduce, update, vs, grads, n, &sq);
         else if (ok && !overlap)
-            ok =
-                exec_reduce_gather(pipeline->reduce, update, vs, grads, n, "the reduced gradients");
+            ok = exec_reduce_gather(pipeline->reduce, &whole, grads, "the reduced gradients");
         if (!ok)
             return FALSE;
         args->sq_norm += sq;
@@ -256,9 +256,10 @@ static gboolean exec_pipeline_gather_params(ExecPipeline *pipeline, const ExecOp
     for (int32_t vs = 0; vs < pipeline->n_vstages; vs++) {
         if (pipeline->vstage_stage[vs] != stage)
             continue;
-        size_t n = 0;
-        float *params = pipeline->backend->ops->params(pipeline->backend, vs, &n);
-        if (!exec_reduce_gather(pipeline->reduce, update, vs, params, n, "the updated parameters"))
+        size_t          n = 0;
+        float          *params = pipeline->backend->ops->params(pipeline->backend, vs, &n);
+        ExecReducePiece whole = {update, vs, 0, n, 0, n};
+        if (!exec_reduce_gather(pipeline->reduce, &whole, params, "the updated parameters"))
             return FALSE;
     }
     pipeline->gather_ns[stage] = (g_get_monotonic_time() - start_us) * 1000;
@@ -323,13 +324,23 @@ static void exec_pipeline_replay_program(ExecPipeline *pipeline, int32_t stage) 
          * pp_schedule_version_used()). */
         PP_ASSERT(args.version - pipeline->version_base[stage] ==
                   pp_schedule_version_used(sched, (PpOpRef){stage, i}));
+        ExecOverlap    *overlap = pipeline->overlaps[stage];
+        gboolean        last = overlap && exec_pipeline_last_grads(sched, stage, i);
+        ExecOverlapHook hook;
+        if (last) {
+            /* Each bucket the op finishes is reduced while the op and the window's other ops
+             * go on. */
+            exec_overlap_hook_init(&hook, overlap,
+                                   pipeline->version[stage] - pipeline->version_base[stage],
+                                   args.vstage);
+            args.grads_hook = &hook.hook;
+        }
         if (!exec_pipeline_exec_op(pipeline, &args))
             return;
-        ExecOverlap *overlap = pipeline->overlaps[stage];
-        if (overlap && exec_pipeline_last_grads(sched, stage, i)) {
-            /* The bucket is complete: reduced while the window's other ops go on. */
-            exec_overlap_post(overlap, pipeline->version[stage] - pipeline->version_base[stage],
-                              args.vstage);
+        if (last) {
+            /* A backend that reports no buckets (CUDA): the whole virtual stage, now. */
+            if (hook.n_posted == 0)
+                exec_overlap_post(overlap, hook.update, args.vstage, -1, 0, 0);
             pipeline->posted[args.vstage] = TRUE;
         }
     }

@@ -169,8 +169,15 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     pipeline->device_reduce =
         replicas > 1 && ops->reduces_grads && ops->reduces_grads(pipeline->backend);
     PP_ASSERT(!pipeline->device_reduce || (ops->reduce_grads && !sharded));
-    if (replicas > 1 && !pipeline->device_reduce)
-        pipeline->reduce = exec_reduce_new(params->comm, shape->n_vstages);
+    if (replicas > 1 && !pipeline->device_reduce) {
+        /* A virtual stage's gradients go by at most its blocks + 2 buckets (head, embeddings:
+         * gpt2_table_bucket()). */
+        int32_t n_buckets = 1;
+        for (int32_t vs = 0; vs < shape->n_vstages; vs++)
+            n_buckets = MAX(n_buckets, pipeline->partition->layer_end[vs] -
+                                           pipeline->partition->layer_begin[vs] + 2);
+        pipeline->reduce = exec_reduce_new(params->comm, shape->n_vstages, n_buckets);
+    }
     pipeline->sharded = sharded;
     /* The device's reduction is ordered on the stage's one queue, right before the U: no
      * buckets to overlap (docs/design.md §5.11). */
@@ -451,23 +458,22 @@ int exec_pipeline_n_tensors(const ExecPipeline *pipeline, int32_t vstage) {
     return backend->ops->n_tensors(backend, vstage);
 }
 
-const Gpt2Tensor *exec_pipeline_tensor(const ExecPipeline *pipeline, int32_t vstage, int i,
-                                       guint *roles) {
+const ExecTensor *exec_pipeline_tensor(const ExecPipeline *pipeline, int32_t vstage, int i) {
     ExecBackend *backend = exec_pipeline_state(pipeline, vstage);
-    return backend->ops->tensor(backend, vstage, i, roles);
+    return backend->ops->tensor(backend, vstage, i);
 }
 
-void exec_pipeline_state_part(const ExecPipeline *pipeline, int32_t vstage, const Gpt2Tensor *t,
+void exec_pipeline_state_part(const ExecPipeline *pipeline, int32_t vstage, const ExecTensor *t,
                               int32_t replica, size_t *lo, size_t *hi) {
     if (!pipeline->sharded) {
         *lo = 0;
         *hi = replica == 0 ? t->numel : 0;
         return;
     }
-    /* The flat array is the table's tensors back to back (gpt2-table.h). */
+    /* The flat array is the table's tensors back to back (exec-backend.h). */
     size_t n = 0, shard_lo, shard_hi;
     for (int i = 0; i < exec_pipeline_n_tensors(pipeline, vstage); i++)
-        n += exec_pipeline_tensor(pipeline, vstage, i, NULL)->numel;
+        n += exec_pipeline_tensor(pipeline, vstage, i)->numel;
     kern_optim_shard_range(n, exec_comm_replicas(pipeline->params.comm), replica, &shard_lo,
                            &shard_hi);
     size_t from = MAX(t->offset, shard_lo), to = MIN(t->offset + t->numel, shard_hi);

@@ -12,7 +12,10 @@
 
 #include "exec-backend.h"
 #include "exec-error.h"
+#include "gpt2-slice.h"
+#include "optim-cpu.h"
 #include "pp-memory.h"
+#include "pp-partition.h"
 #include "pp-schedule.h"
 #include "pp-trace.h"
 
@@ -78,12 +81,13 @@ typedef struct {
                                        is refused, EXEC_ERROR_BACKEND), and a backend without
                                        the params member is refused likewise */
     gboolean overlap_grad_reduce;   /* parallel.overlap_grad_reduce, with D > 1 replicas: each
-                                       virtual stage's gradients are reduced (on a thread of
-                                       the stage's own) as soon as the last backward of the
-                                       update window that adds to them has run, while the
-                                       window's other ops go on; the same sums, so bitwise the
-                                       reduction at U. Static programs only: dynamic mode
-                                       reduces at U */
+                                       bucket of a virtual stage's gradients (a block, the
+                                       head, the embeddings; CUDA: the whole virtual stage) is
+                                       reduced (on a thread of the stage's own) as soon as the
+                                       last backward of the update window that adds to them has
+                                       finished it, while that backward and the window's other
+                                       ops go on; the same sums, so bitwise the reduction at U.
+                                       Static programs only: dynamic mode reduces at U */
 } ExecPipelineParams;
 
 typedef struct _ExecPipeline ExecPipeline;
@@ -188,11 +192,10 @@ int32_t           exec_pipeline_microbatch_size(const ExecPipeline *pipeline);
 /* --- model state, by name (between runs: the pipeline is drained) ---
  * Tensors cross into and out of the backend only as host copies; the table describes them. */
 
-/* Number of tensors of @vstage, and tensor @i (name, shape, kind) with the roles it has
- * (EXEC_TENSOR_ROLE_BIT mask, nullable). (transfer none): valid until the free. */
+/* Number of tensors of @vstage, and tensor @i (name, offset, shape, weight decay, roles).
+ * (transfer none): valid until the free. */
 int               exec_pipeline_n_tensors(const ExecPipeline *pipeline, int32_t vstage);
-const Gpt2Tensor *exec_pipeline_tensor(const ExecPipeline *pipeline, int32_t vstage, int i,
-                                       guint *roles);
+const ExecTensor *exec_pipeline_tensor(const ExecPipeline *pipeline, int32_t vstage, int i);
 /* Copies the @role data of tensor @name of @vstage to @dst / from @src (@n floats, its
  * numel). Returns FALSE with EXEC_ERROR_TENSOR or EXEC_ERROR_NOT_LOCAL (exec-backend.h). */
 gboolean exec_pipeline_tensor_get(ExecPipeline *pipeline, int32_t vstage, const char *name,
@@ -204,7 +207,7 @@ gboolean exec_pipeline_tensor_set(ExecPipeline *pipeline, int32_t vstage, const 
  * (the replicas hold the same state), or with a sharded optimizer (ZeRO-1) the part inside
  * the replica's shard (kern_optim_shard_range()); tensor_get() of a state role fills that part
  * on the replica's rank, and tensor_set() reads it. */
-void exec_pipeline_state_part(const ExecPipeline *pipeline, int32_t vstage, const Gpt2Tensor *t,
+void exec_pipeline_state_part(const ExecPipeline *pipeline, int32_t vstage, const ExecTensor *t,
                               int32_t replica, size_t *lo, size_t *hi);
 /* The optimizer step count t of @vstage, and setting it (resume). */
 gboolean exec_pipeline_optim_steps(ExecPipeline *pipeline, int32_t vstage, int64_t *n_steps,

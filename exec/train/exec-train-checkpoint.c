@@ -18,7 +18,7 @@
  * state crosses into and out of the backend only through its by-name copy calls. */
 typedef struct {
     int32_t           vstage;
-    const Gpt2Tensor *table;  /* the entry in the backend's table (transfer none) */
+    const ExecTensor *table;  /* the entry in the backend's table (transfer none) */
     const char       *tensor; /* its name */
     ExecTensorRole    role;
     size_t            numel;
@@ -44,7 +44,7 @@ static void exec_train_tensors_init(ExecTrainTensors *t) {
 
 /* Appends a zeroed host buffer for the @role data of tensor @tensor of @vstage, named
  * @prefix + its name. */
-static void exec_train_tensors_add(ExecTrainTensors *t, int32_t vstage, const Gpt2Tensor *tensor,
+static void exec_train_tensors_add(ExecTrainTensors *t, int32_t vstage, const ExecTensor *tensor,
                                    ExecTensorRole role, const char *prefix) {
     g_autofree char *name = g_strconcat(prefix, tensor->name, NULL);
     exec_tensor_list_add_owned(t->list, name, tensor->ndim, tensor->shape[0],
@@ -62,8 +62,8 @@ static void exec_train_model_tensors(ExecPipeline *pipeline, ExecTrainTensors *t
     exec_train_tensors_init(t);
     for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
         for (int i = 0; i < exec_pipeline_n_tensors(pipeline, vs); i++)
-            exec_train_tensors_add(t, vs, exec_pipeline_tensor(pipeline, vs, i, NULL),
-                                   EXEC_TENSOR_PARAMS, "");
+            exec_train_tensors_add(t, vs, exec_pipeline_tensor(pipeline, vs, i), EXEC_TENSOR_PARAMS,
+                                   "");
     }
 }
 
@@ -88,17 +88,15 @@ static void exec_train_state_tensors(ExecPipeline *pipeline, ExecTrainTensors *t
     for (int32_t vs = 0; vs < exec_pipeline_n_vstages(pipeline); vs++) {
         int n = exec_pipeline_n_tensors(pipeline, vs);
         for (int i = 0; i < n; i++) {
-            guint             roles;
-            const Gpt2Tensor *tensor = exec_pipeline_tensor(pipeline, vs, i, &roles);
+            const ExecTensor *tensor = exec_pipeline_tensor(pipeline, vs, i);
             for (size_t k = 0; k < G_N_ELEMENTS(per_tensor); k++) {
-                if (roles & EXEC_TENSOR_ROLE_BIT(per_tensor[k].role))
+                if (tensor->roles & EXEC_TENSOR_ROLE_BIT(per_tensor[k].role))
                     exec_train_tensors_add(t, vs, tensor, per_tensor[k].role, per_tensor[k].prefix);
             }
         }
         for (int i = 0; i < n; i++) {
-            guint             roles;
-            const Gpt2Tensor *tensor = exec_pipeline_tensor(pipeline, vs, i, &roles);
-            if (roles & EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_PREV_UPDATE))
+            const ExecTensor *tensor = exec_pipeline_tensor(pipeline, vs, i);
+            if (tensor->roles & EXEC_TENSOR_ROLE_BIT(EXEC_TENSOR_PREV_UPDATE))
                 exec_train_tensors_add(t, vs, tensor, EXEC_TENSOR_PREV_UPDATE,
                                        "optim.prev_update.");
         }
@@ -114,7 +112,7 @@ static gboolean exec_train_tensors_copy(ExecPipeline *pipeline, ExecTrainTensors
     int32_t                       rank = exec_comm_rank(exec_pipeline_comm(pipeline));
     int                           n = exec_tensor_list_n(t->list);
     g_autofree int32_t           *vstages = g_new(int32_t, MAX(n, 1));
-    g_autofree const Gpt2Tensor **tables = g_new(const Gpt2Tensor *, MAX(n, 1));
+    g_autofree const ExecTensor **tables = g_new(const ExecTensor *, MAX(n, 1));
     for (int i = 0; i < n; i++) {
         vstages[i] = g_array_index(t->refs, ExecTrainRef, i).vstage;
         tables[i] = g_array_index(t->refs, ExecTrainRef, i).table;

@@ -22,7 +22,7 @@ static size_t exec_train_dist_bytes(const ExecTensorEntry *e) {
  * Both sides walk the list in order, so every pair's messages match in order; the tag is the
  * entry's index (modulo the largest tag), checked with the size on arrival. */
 static gboolean exec_train_dist_move(ExecPipeline *pipeline, ExecTensorList *list,
-                                     const int32_t *vstages, const Gpt2Tensor *const *state_tables,
+                                     const int32_t *vstages, const ExecTensor *const *state_tables,
                                      gboolean to_root, GError **error) {
     ExecComm *comm = exec_pipeline_comm(pipeline);
     int32_t   rank = exec_comm_rank(comm);
@@ -55,7 +55,7 @@ static gboolean exec_train_dist_move(ExecPipeline *pipeline, ExecTensorList *lis
 }
 
 gboolean exec_train_dist_gather(ExecPipeline *pipeline, ExecTensorList *list,
-                                const int32_t *vstages, const Gpt2Tensor *const *state_tables,
+                                const int32_t *vstages, const ExecTensor *const *state_tables,
                                 GError **error) {
     return exec_train_dist_move(pipeline, list, vstages, state_tables, TRUE, error);
 }

@@ -227,7 +227,7 @@ gboolean exec_train_load(ExecPipeline *pipeline, const PpScenario *sc, const cha
  * with @state_tables (nullable: (n) entry i is optimizer state of that tensor of the table),
  * each replica's part of it (exec_pipeline_state_part()). */
 gboolean exec_train_dist_gather(ExecPipeline *pipeline, ExecTensorList *list,
-                                const int32_t *vstages, const Gpt2Tensor *const *state_tables,
+                                const int32_t *vstages, const ExecTensor *const *state_tables,
                                 GError **error);
 /* Every rank receives from rank 0 the entries it holds (rank 0 has filled them all). */
 gboolean exec_train_dist_scatter(ExecPipeline *pipeline, ExecTensorList *list,

@@ -75,7 +75,7 @@ static gboolean exec_cpu_run_forward(ExecCpuBackend *cpu, const ExecOpArgs *args
 }
 
 /* B or BW with the weights of its F (stashed) or the live ones; W: weight gradients of a B's
- * slot. */
+ * slot. BW and W tell @args->grads_hook of each bucket they finish. */
 static void exec_cpu_run_backward(ExecCpuBackend *cpu, const ExecOpArgs *args) {
     ExecCpuVstage       *v = &cpu->vstages[args->vstage];
     ExecSkeletonBackward b;
@@ -83,14 +83,14 @@ static void exec_cpu_run_backward(ExecCpuBackend *cpu, const ExecOpArgs *args) {
     const float *params = b.stash >= 0 ? v->stash[b.stash] : gpt2_slice_params(v->slice);
     switch (args->op->kind) {
     case PP_OP_WEIGHT:
-        gpt2_slice_backward_weight(v->slice, b.slot, gpt2_slice_grads(v->slice));
+        gpt2_slice_backward_weight(v->slice, b.slot, gpt2_slice_grads(v->slice), args->grads_hook);
         break;
     case PP_OP_BACKWARD:
         gpt2_slice_backward_input(v->slice, params, b.slot, b.dx_out, args->loss_scale, b.dx_in);
         break;
     case PP_OP_BACKWARD_FULL:
         gpt2_slice_backward(v->slice, params, b.slot, b.dx_out, args->loss_scale, b.dx_in,
-                            gpt2_slice_grads(v->slice));
+                            gpt2_slice_grads(v->slice), args->grads_hook);
         break;
     default:
         PP_UNREACHABLE(); /* exec_skeleton_backward_begin() checked the kind */
@@ -204,10 +204,10 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
         ExecCpuVstage          *v = &cpu->vstages[vs];
         const ExecVstageLayout *layout = exec_skeleton_vstage_layout(skel, vs);
         if (skel->local[skel->vstage_stage[vs]]) {
-            v->slice = gpt2_slice_new(&layout->slice);
+            v->slice = gpt2_slice_new(exec_layout_slice_params(skel->layout, vs));
             PP_ASSERT(gpt2_slice_n_params(v->slice) == layout->n_params);
             gpt2_slice_init_params(v->slice, setup->seed);
-            v->optim = kern_optim_new(&skel->layout->optim, v->slice);
+            v->optim = kern_optim_new(exec_layout_optim(skel->layout), v->slice);
         }
         v->stash = g_new0(float *, MAX(skel->vstages[vs].stashes.n, 1));
     }

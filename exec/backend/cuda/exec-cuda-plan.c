@@ -58,12 +58,13 @@ static void exec_cuda_plan_vstage_bytes(ExecCudaPlan *plan, const ExecBackendSet
     ExecMemoryBytes        *mem = &plan->memory[setup->vstage_stage[vs]];
     Gpt2CudaSliceSizes      sizes;
     gpt2_cuda_slice_sizes(&plan->slice[vs], &sizes);
-    Gpt2Table *table = gpt2_table_new(&layout->slice);
+    Gpt2Table *table = gpt2_table_new(&plan->slice[vs].slice);
     mem->params_bytes += (int64_t)(sizes.params_bytes + sizes.compute_params_bytes);
     mem->grads_bytes += (int64_t)sizes.grads_bytes;
     mem->act_bytes += (int64_t)sizes.acts_bytes;
     mem->workspace_bytes += (int64_t)sizes.scratch_bytes;
-    mem->optim_bytes += (int64_t)kern_cuda_optim_device_bytes(&setup->layout->optim, table);
+    mem->optim_bytes +=
+        (int64_t)kern_cuda_optim_device_bytes(exec_layout_optim(setup->layout), table);
     mem->stash_bytes +=
         (int64_t)plan->stashes[vs] * (int64_t)(layout->n_params * kern_dtype_size(plan->dtype));
     gpt2_table_free(table);
@@ -80,7 +81,7 @@ ExecCudaPlan *exec_cuda_plan_new(const ExecBackendSetup *setup, int n_visible, c
         return NULL;
     plan->dtype = exec_cuda_plan_dtype(setup->precision);
     /* Every virtual stage has the whole model's shape in its kernel argument. */
-    const Gpt2Config *m = &setup->layout->vstages[0].slice.model;
+    const Gpt2Config *m = &exec_layout_slice_params(setup->layout, 0)->model;
     if (setup->flash_attention && !gpt2_cuda_flash_attention_supported(m->C, m->NH, plan->dtype)) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
                     "model.flash_attention = true: the fused attention kernels need run.precision "
@@ -96,10 +97,9 @@ ExecCudaPlan *exec_cuda_plan_new(const ExecBackendSetup *setup, int n_visible, c
     plan->grad_inbox = g_new0(int32_t, n_vstages);
     plan->stashes = g_new0(int32_t, n_vstages);
     plan->memory = g_new0(ExecMemoryBytes, n_stages);
-    const ExecVstageLayout *layout = setup->layout->vstages;
     for (int32_t vs = 0; vs < n_vstages; vs++) {
         Gpt2CudaSliceParams *sp = &plan->slice[vs];
-        sp->slice = layout[vs].slice;
+        sp->slice = *exec_layout_slice_params(setup->layout, vs);
         sp->dtype = plan->dtype;
         sp->flash_attention = setup->flash_attention;
         const char *bad = gpt2_cuda_slice_params_check(sp);
@@ -113,8 +113,8 @@ ExecCudaPlan *exec_cuda_plan_new(const ExecBackendSetup *setup, int n_visible, c
         /* Messages in flight into vs: an activation from vs - 1 waits for F(mb, vs) while mb
          * is in flight on vs - 1; a gradient from vs + 1 waits for B(mb, vs) while mb is in
          * flight on vs. Activation slots bound both (prepare() checks the schedule). */
-        plan->act_inbox[vs] = vs > 0 ? layout[vs - 1].slice.n_act_slots : 0;
-        plan->grad_inbox[vs] = vs < n_vstages - 1 ? layout[vs].slice.n_act_slots : 0;
+        plan->act_inbox[vs] = vs > 0 ? plan->slice[vs - 1].slice.n_act_slots : 0;
+        plan->grad_inbox[vs] = vs < n_vstages - 1 ? sp->slice.n_act_slots : 0;
         plan->stashes[vs] = setup->weight_versions[setup->vstage_stage[vs]];
         exec_cuda_plan_vstage_bytes(plan, setup, vs);
     }

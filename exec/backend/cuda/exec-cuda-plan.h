@@ -12,7 +12,7 @@
 #include <glib.h>
 #include <stdint.h>
 
-#include "exec-backend.h"
+#include "exec-layout-impl.h"
 #include "gpt2-slice-cuda.h"
 
 G_BEGIN_DECLS

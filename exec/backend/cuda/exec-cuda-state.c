@@ -32,7 +32,7 @@ static void exec_cuda_state_optim_state(ExecSkeleton *skel, int32_t vstage, int 
                                         float **second, float **prev_update, size_t *lo,
                                         size_t *hi) {
     ExecCudaVstage   *v = exec_cuda_vstage(skel, vstage);
-    const Gpt2Tensor *t = &exec_skeleton_vstage_layout(skel, vstage)->tensors[i];
+    const ExecTensor *t = &exec_skeleton_vstage_layout(skel, vstage)->tensors[i];
     float            *prev = kern_cuda_optim_prev_update(v->optim);
     *prev_update = prev ? prev + t->offset : NULL;
     *lo = 0;

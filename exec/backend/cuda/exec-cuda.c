@@ -367,7 +367,8 @@ static gboolean exec_cuda_vstage_new(ExecCudaBackend *cuda, const ExecBackendSet
         return FALSE;
     PP_ASSERT(gpt2_cuda_slice_n_params(v->slice) ==
               exec_skeleton_vstage_layout(&cuda->skel, vs)->n_params);
-    v->optim = kern_cuda_optim_new(&cuda->skel.layout->optim, gpt2_cuda_slice_table(v->slice));
+    v->optim =
+        kern_cuda_optim_new(exec_layout_optim(cuda->skel.layout), gpt2_cuda_slice_table(v->slice));
     if (!v->optim)
         return FALSE;
     /* The skeleton's bookkeeping has as many copies as the plan: the stage's weight versions. */
@@ -544,12 +545,13 @@ static ExecCudaPlan *exec_cuda_plan_for(const ExecBackendSetup *setup, ExecGradP
 }
 
 ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error) {
-    if (setup->layout->optim.shards > 1) {
+    int shards = exec_layout_optim(setup->layout)->shards;
+    if (shards > 1) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
                     "parallel.distributed_optimizer with %d replicas: the cuda backend has no "
                     "sharded optimizer; set parallel.distributed_optimizer = false or use "
                     "run.backend = cpu",
-                    setup->layout->optim.shards);
+                    shards);
         return NULL;
     }
     ExecCudaBackend *cuda = g_new0(ExecCudaBackend, 1);
