@@ -460,6 +460,31 @@ void kern_cuda_sq_norm_acc(double *sq_norm, const float *x, size_t n, KernCudaCt
     KERN_CUDA_LAUNCH_CHECK();
 }
 
+/* --- the mean over replicas --- */
+
+#define REPLICA_MEAN_THREADS 256
+
+__global__ void replica_mean_kernel(float *out, const float *in, int d, size_t n) {
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float sum = in[i];
+        for (int r = 1; r < d; r++)
+            sum = __fadd_rn(sum, in[(size_t)r * n + i]);
+        out[i] = __fdiv_rn(sum, (float)d);
+    }
+}
+
+void kern_cuda_replica_mean(float *out, const float *in, int d, size_t n, cudaStream_t stream) {
+    KERN_ASSERT(d >= 1);
+    if (n == 0)
+        return;
+    size_t blocks = (n + REPLICA_MEAN_THREADS - 1) / REPLICA_MEAN_THREADS;
+    if (blocks > 65535)
+        blocks = 65535; /* the grid-stride loop covers the rest */
+    replica_mean_kernel<<<(unsigned)blocks, REPLICA_MEAN_THREADS, 0, stream>>>(out, in, d, n);
+    KERN_CUDA_LAUNCH_CHECK();
+}
+
 /* --- column sums --- */
 
 /* Rows per chunk at least this many, so that blocks have work; chunks at most this many. */

@@ -127,6 +127,15 @@ void kern_cuda_fill_uniform(void *x, KernDtype dt, float lo, float hi, size_t n,
  * depends only on n: deterministic run to run. Uses the context's reduction scratch. */
 void kern_cuda_sq_norm_acc(double *sq_norm, const float *x, size_t n, KernCudaCtx *ctx);
 
+/* The mean of @d replicas' arrays, each element summed in replica order then divided by @d:
+ *     out[i] = ((in[0][i] + in[1][i]) + ... + in[d-1][i]) / d
+ * with fp32 round-to-nearest adds (never fused) and an IEEE division: the same bits as the
+ * same loop in C on the host (the data-parallel reduction's rule, exec/pipeline/exec-reduce.h).
+ *   @out (n) fp32; may be any of the rows of @in, since each thread reads its column first
+ *   @in  (d, n) fp32: replica r's array at in + r * n
+ * d >= 1. */
+void kern_cuda_replica_mean(float *out, const float *in, int d, size_t n, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

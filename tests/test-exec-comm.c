@@ -7,7 +7,8 @@
  * (also at the end of a chain of waits),
  * the clock offset to rank 0 within its bound, the replay transport (workers post a ring of
  * messages, the host serves, every message and loss report arrives once, a stop reaches every
- * rank), and with NCCL the unique id every rank receives.
+ * rank), and with NCCL the unique id every rank receives and the stage groups' ids (one per
+ * stage: three stages of one replica get three ids, one stage of three replicas one).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,6 +274,32 @@ static void test_nccl_id(ExecComm *comm) {
     g_ptr_array_unref(all);
     g_bytes_unref(mine);
 }
+
+/* How many distinct ids the ranks' stage groups received with @replicas replicas. */
+static guint nccl_stage_ids(ExecComm *comm, int32_t replicas) {
+    ncclUniqueId id;
+    GError      *error = NULL;
+    exec_comm_set_replicas(comm, replicas);
+    CHECK(comm, exec_comm_nccl_stage_unique_id(comm, TRUE, &id, &error));
+    GBytes    *mine = g_bytes_new(&id, sizeof id);
+    GPtrArray *all = exec_comm_allgather(comm, mine, "the stage groups' NCCL ids", &error);
+    guint      distinct = 0;
+    for (guint r = 0; all && r < all->len; r++) {
+        gboolean seen = FALSE;
+        for (guint q = 0; q < r; q++)
+            seen |= g_bytes_equal(g_ptr_array_index(all, q), g_ptr_array_index(all, r));
+        distinct += !seen;
+    }
+    g_ptr_array_unref(all);
+    g_bytes_unref(mine);
+    exec_comm_set_replicas(comm, 1);
+    return distinct;
+}
+
+static void test_nccl_stage_ids(ExecComm *comm) {
+    CHECK(comm, nccl_stage_ids(comm, 1) == 3);
+    CHECK(comm, nccl_stage_ids(comm, 3) == 1);
+}
 #endif
 
 int main(int argc, char **argv) {
@@ -294,6 +321,7 @@ int main(int argc, char **argv) {
     test_transport(comm);
 #if PP_HAVE_NCCL
     test_nccl_id(comm);
+    test_nccl_stage_ids(comm);
 #endif
     test_stop(comm);
     GError *status = failures ? g_error_new(TEST_DOMAIN, 1, "%d checks failed", failures) : NULL;

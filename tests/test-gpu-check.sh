@@ -47,7 +47,7 @@ check pass 120 ""
 [ $rc = 0 ] || bad "pass: exit $rc, want 0"
 for key in setup test-kernels-cuda test-optim-cuda test-slice-cuda test-exec-conformance-cuda \
     pacer-bench-cuda "124M 8-stage 1f1b" "124M 8-stage paci" "replay 1f1b \(sim / measured\)" \
-    "mpi 2 ranks, host-staged" "mpi 2 replicas x 2 stages"; do
+    "mpi 2 ranks, host-staged" "mpi 2 replicas x 2 stages" "mpi 2 replicas x 2 stages, NCCL"; do
     row pass "$key" PASS
 done
 [ "$(grep -cE '^[^ ].* (PASS|FAIL|TIMEOUT|NOTRUN)' "$tmp/pass")" -ge 12 ] || bad "pass: rows"
@@ -75,7 +75,7 @@ last_is mixed "gpu-check: FAIL, *"
 # its table.
 all=""
 for k in test-kernels-cuda test-optim-cuda test-slice-cuda test-exec-conformance-cuda \
-    pacer-bench-cuda train-1f1b train-paci replay-1f1b mpi-one mpi-two mpi-replicas; do
+    pacer-bench-cuda train-1f1b train-paci replay-1f1b mpi-one mpi-two mpi-replicas mpi-nccl; do
     all="$all $k=hang"
 done
 check hang 10 "$all"
@@ -88,7 +88,13 @@ row hang "mpi 2 replicas x 2 stages" '(TIMEOUT|NOTRUN)'
 [ "$(grep -cE '^[^ ].* (TIMEOUT|NOTRUN) ' "$tmp/hang")" -ge 8 ] || bad "hang: TIMEOUT rows"
 last_is hang "gpu-check: FAIL, *"
 
-# 4. TERM while a step hangs: the step is stopped, the table still comes, exit 1.
+# 4. One GPU: the NCCL step is a SKIP row that does not fail the check.
+GPU_CHECK_STUB_GPUS=1 check one-gpu 120 ""
+[ $rc = 0 ] || bad "one-gpu: exit $rc, want 0"
+row one-gpu "mpi 2 replicas x 2 stages, NCCL" SKIP "skipped: needs 2 GPUs"
+last_is one-gpu "gpu-check: PASS, *"
+
+# 5. TERM while a step hangs: the step is stopped, the table still comes, exit 1.
 set +e
 OUT="$tmp/term-out" GPU_CHECK_DIR="$tmp/term-work" GPU_CHECK_BUDGET_S=100 GPU_CHECK_KILL_S=1 \
     GPU_CHECK_STUBS="test-kernels-cuda=hang" "$src/scripts/gpu-check" --dry-run >"$tmp/term" 2>&1 &

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * test-kernels-cuda.c: every gpt2_cuda_* kernel and the shared CUDA pieces (GEMM variants,
- * conversion, squared norm) against the CPU kernels on seeded random inputs, in fp32 and bf16
- * (each test loops over both). Outputs start NaN-poisoned; accumulated outputs start random
- * and are compared by their increments, so a kernel that writes nothing always fails.
+ * conversion, squared norm, the mean over replicas) against the CPU kernels on seeded random
+ * inputs, in fp32 and bf16 (each test loops over both). Outputs start NaN-poisoned; accumulated
+ * outputs start random and are compared by their increments, so a kernel that writes nothing
+ * always fails.
  * Tolerances are relative to the reference's largest magnitude:
  *   fp32: forward outputs 1e-5, gradients 1e-4 (TF32 off; only the summation order differs).
  *   bf16 (the CPU reference runs in fp32 on the same bf16-rounded inputs):
@@ -286,6 +287,37 @@ START_TEST(test_sq_norm) {
     free(x);
     tcu_free(dx);
     tcu_free(dsq);
+}
+END_TEST
+
+/* The mean over replicas against the same loop in C: bitwise, for D = 1..4 (3 does not divide
+ * exactly), in place into row 0 too. */
+START_TEST(test_replica_mean) {
+    enum { N = 70001, D_MAX = 4 };
+    float *x = hrand((size_t)D_MAX * N, 1.0f, 11, F32);
+    float *want = malloc(N * sizeof(float));
+    for (int d = 1; d <= D_MAX; d++) {
+        for (size_t i = 0; i < N; i++) {
+            float sum = x[i];
+            for (int r = 1; r < d; r++)
+                sum += x[(size_t)r * N + i];
+            want[i] = sum / (float)d;
+        }
+        float *din = tcu_upload(x, (size_t)d * N, F32);
+        float *dout = tcu_alloc_poisoned(N * sizeof(float));
+        kern_cuda_replica_mean(dout, din, d, N, stream());
+        float *got = tcu_download(dout, N, F32);
+        ck_assert_mem_eq(got, want, N * sizeof(float));
+        free(got);
+        kern_cuda_replica_mean(din, din, d, N, stream());
+        got = tcu_download(din, N, F32);
+        ck_assert_mem_eq(got, want, N * sizeof(float));
+        free(got);
+        tcu_free(din);
+        tcu_free(dout);
+    }
+    free(want);
+    free(x);
 }
 END_TEST
 
@@ -971,6 +1003,7 @@ static Suite *kernels_suite(void) {
     tcase_add_loop_test(tc, test_gemm_variants, 0, 8);
     tcase_add_test(tc, test_gemm_cache);
     tcase_add_test(tc, test_sq_norm);
+    tcase_add_test(tc, test_replica_mean);
     suite_add_tcase(s, tc);
     tc = tcase_create("layers");
     tcase_set_timeout(tc, 120);

@@ -72,16 +72,19 @@ typedef struct {
 
 /* What a backend reports about one op it ran, at its stage's next flush. */
 typedef struct {
-    PpOp     op;        /* the op as run_op() received it */
-    int32_t  vstage;    /* F/B/W/BW: its virtual stage; -1 for U */
-    int64_t  start_ns;  /* when its compute started and ended: ns since the backend was */
-    int64_t  end_ns;    /* created (CPU: host clock around the kernels; GPU: stream events) */
-    float    loss;      /* F on the last virtual stage: mean cross-entropy (nats); else 0 */
-    double   grad_norm; /* U: L2 norm of the stage's gradients before clipping */
-    gboolean applied;   /* U: FALSE when the gradients were not finite (or poisoned) and the
-                           update was skipped (gradients discarded all the same) */
-    gboolean copied;    /* F with stash: the op copied the stage's weights (a version no kept
-                           copy held) */
+    PpOp     op;             /* the op as run_op() received it */
+    int32_t  vstage;         /* F/B/W/BW: its virtual stage; -1 for U */
+    int64_t  start_ns;       /* when its compute started and ended: ns since the backend was */
+    int64_t  end_ns;         /* created (CPU: host clock around the kernels; GPU: stream events) */
+    float    loss;           /* F on the last virtual stage: mean cross-entropy (nats); else 0 */
+    double   grad_norm;      /* U: L2 norm of the stage's gradients before clipping */
+    gboolean applied;        /* U: FALSE when the gradients were not finite (or poisoned) and the
+                                update was skipped (gradients discarded all the same) */
+    gboolean copied;         /* F with stash: the op copied the stage's weights (a version no kept
+                                copy held) */
+    int64_t reduce_start_ns; /* U after reduce_grads(): the span of the device's reduction */
+    int64_t reduce_end_ns;   /* of the stage's gradients right before it, on the same clock;
+                                0 and 0 otherwise */
 } ExecOpReport;
 
 /* The ops a stage ran since its previous flush, in run order. */
@@ -154,6 +157,20 @@ struct _ExecBackendOps {
      * in the same window (overlapped buckets, then the U) it returns the same array as the
      * reduction left it. */
     float *(*grads)(ExecBackend *backend, int32_t vstage, size_t *n);
+    /* (nullable: a backend without it reduces through grads()) Data parallelism on the device:
+     * whether this backend reduces the gradients between the replicas of a stage itself, with
+     * reduce_grads() below; decided once at creation, the same on every rank of a stage's
+     * replica group (exec-grad-path.h). FALSE: through grads() and the pipeline's host
+     * reduction. Any thread. */
+    gboolean (*reduces_grads)(ExecBackend *backend);
+    /* (nullable: needed when reduces_grads() says TRUE) Worker of the stage of local @vstage,
+     * right before the stage's U, once per local virtual stage in increasing order (the same
+     * calls on every replica): enqueues on the stage's queue, after the window's backwards,
+     * the replacement of @vstage's gradients by their mean over the replicas, summed in
+     * replica order then divided by D (exec-reduce.h's sums, bitwise), and returns without
+     * waiting for the device. The U's report carries the span of these reductions
+     * (reduce_start_ns, reduce_end_ns). */
+    void (*reduce_grads)(ExecBackend *backend, int32_t vstage);
     /* (nullable: a backend without it has no sharded optimizer) ZeRO-1: the parameters of
      * local virtual stage @vstage as one flat host array of *@n floats (transfer none), into
      * which the all-gather after a sharded U copies the other replicas' updated shards. */
@@ -234,13 +251,15 @@ void exec_backend_set_not_local(GError **error, const ExecComm *comm, int32_t vs
 ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error);
 
 /* The CUDA backend (exec-cuda.c): per stage a device, a compute stream, a host worker and
- * device arenas sized at creation; with setup->comm, stage r on rank r (on run.devices[r] or
- * the rank's place on its node modulo the devices it sees) and messages staged through host
- * memory and the group. Fails (EXEC_ERROR_BACKEND) without a CUDA device, for a device id the
- * process does not see, a precision or flash attention the model's shape cannot run, when the
- * device memory is too small, when the group's size is not the stage count, or for a sharded
- * optimizer (exec_layout_optim(setup->layout)->shards > 1: ZeRO-1 is the CPU backend's); with
- * a group it is collective, like the CPU backend's. Returns: (transfer full). */
+ * device arenas sized at creation; with setup->comm, each rank's stage (exec-comm.h, replicas)
+ * on run.devices[stage] or the rank's place on its node modulo the devices it sees, messages
+ * staged through host memory and the group, and with replicas the gradient reduction over
+ * NCCL or the host-staged path (exec-cuda-grads.c). Fails (EXEC_ERROR_BACKEND) without a CUDA
+ * device, for a device id the process does not see, a precision or flash attention the model's
+ * shape cannot run, when the device memory is too small, when the group's size is not the stage
+ * count, or for a sharded optimizer (exec_layout_optim(setup->layout)->shards > 1: ZeRO-1 is
+ * the CPU backend's); with a group it is collective, like the CPU backend's. Returns: (transfer
+ * full). */
 ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error);
 
 G_END_DECLS

@@ -24,14 +24,17 @@ struct _ExecPipeline {
     int32_t           *nonfinite;    /* (n_stages) consecutive skipped updates */
     PpTrace           *trace;
     PpMemoryBytes     *predicted; /* (n_stages) the memory model's bytes of each stage */
-    ExecReduce        *reduce;    /* the gradient reduction between replicas; NULL for one */
-    gboolean           sharded;   /* ZeRO-1: the optimizer steps replica d's shard only */
-    int64_t           *reduce_ns; /* (n_stages) the host time of each stage's last reduction */
-    int64_t           *gather_ns; /* (n_stages) sharded: of its last all-gather of parameters */
-    gboolean           overlap;   /* parallel.overlap_grad_reduce with replicas: each bucket
-                                     of a virtual stage's gradients is reduced as soon as the
-                                     window's last backward that adds to them has finished it
-                                     (static programs) */
+    ExecReduce        *reduce;    /* the gradient reduction between replicas on the host; NULL
+                                     for one replica or with device_reduce */
+    gboolean device_reduce;       /* the backend reduces the gradients between replicas
+                                     itself (reduces_grads(), reduce_grads()) */
+    gboolean sharded;             /* ZeRO-1: the optimizer steps replica d's shard only */
+    int64_t *reduce_ns;           /* (n_stages) the host time of each stage's last reduction */
+    int64_t *gather_ns;           /* (n_stages) sharded: of its last all-gather of parameters */
+    gboolean overlap;             /* parallel.overlap_grad_reduce with replicas on the host:
+                                     each bucket of a virtual stage's gradients is reduced as
+                                     soon as the window's last backward that adds to them has
+                                     finished it (static programs) */
     ExecOverlap **overlaps;       /* (n_stages) overlap: each local stage's reduction thread
                                      while its worker replays a program, else NULL */
     GArray  **buckets;            /* (n_stages) overlap: ExecBucket reduced before the last U */

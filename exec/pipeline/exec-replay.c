@@ -124,6 +124,14 @@ static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
             reduce.resource = PP_RESOURCE_REDUCE;
             g_array_append_val(pipeline->rows[stage], reduce);
         }
+        if (op->kind == PP_OP_UPDATE && pipeline->device_reduce) {
+            /* The device's reduction, timed by the backend on the stage's queue. */
+            PpTraceRow reduce = row;
+            reduce.start_ns = r->reduce_start_ns;
+            reduce.end_ns = r->reduce_end_ns;
+            reduce.resource = PP_RESOURCE_REDUCE;
+            g_array_append_val(pipeline->rows[stage], reduce);
+        }
         g_array_append_val(pipeline->rows[stage], row);
         if (op->kind == PP_OP_UPDATE && pipeline->sharded) {
             /* The all-gather of the updated parameters, right after the U ended. */
@@ -213,6 +221,14 @@ static gboolean exec_pipeline_reduce(ExecPipeline *pipeline, ExecOpArgs *args) {
     return TRUE;
 }
 
+/* Data parallelism on the device, before the U of @stage: the backend enqueues the reduction
+ * of each of the stage's virtual stages, in increasing order on every replica. */
+static void exec_pipeline_device_reduce(ExecPipeline *pipeline, int32_t stage) {
+    for (int32_t vs = 0; vs < pipeline->n_vstages; vs++)
+        if (pipeline->vstage_stage[vs] == stage)
+            pipeline->backend->ops->reduce_grads(pipeline->backend, vs);
+}
+
 /* Whether op @i of @stage's program is the last one of its update window that adds to its
  * virtual stage's gradients (a BW or W with no other of the same chunk before the stage's
  * next U). */
@@ -262,6 +278,8 @@ static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, ExecOpArgs *args) 
         return FALSE;
     if (op->kind == PP_OP_UPDATE && pipeline->reduce && !exec_pipeline_reduce(pipeline, args))
         return FALSE;
+    if (op->kind == PP_OP_UPDATE && pipeline->device_reduce)
+        exec_pipeline_device_reduce(pipeline, stage);
     pipeline->u_start_us[stage] = g_get_monotonic_time();
     ops->run_op(pipeline->backend, args);
     if (op->kind == PP_OP_UPDATE && pipeline->sharded &&

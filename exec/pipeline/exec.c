@@ -165,7 +165,11 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         exec_pipeline_predict_memory(params, pipeline->partition, shape, act_slots, versions);
     pipeline->reduce_ns = g_new0(int64_t, shape->n_stages);
     pipeline->gather_ns = g_new0(int64_t, shape->n_stages);
-    if (replicas > 1) {
+    const ExecBackendOps *ops = pipeline->backend->ops;
+    pipeline->device_reduce =
+        replicas > 1 && ops->reduces_grads && ops->reduces_grads(pipeline->backend);
+    PP_ASSERT(!pipeline->device_reduce || (ops->reduce_grads && !sharded));
+    if (replicas > 1 && !pipeline->device_reduce) {
         /* A virtual stage's gradients go by at most its blocks + 2 buckets (head, embeddings:
          * gpt2_table_bucket()). */
         int32_t n_buckets = 1;
@@ -175,7 +179,14 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         pipeline->reduce = exec_reduce_new(params->comm, shape->n_vstages, n_buckets);
     }
     pipeline->sharded = sharded;
-    pipeline->overlap = params->overlap_grad_reduce && replicas > 1;
+    /* The device's reduction is ordered on the stage's one queue, right before the U: no
+     * buckets to overlap (docs/design.md §5.11). */
+    pipeline->overlap = params->overlap_grad_reduce && pipeline->reduce != NULL;
+    if (params->overlap_grad_reduce && pipeline->device_reduce)
+        g_message("parallel.overlap_grad_reduce: the %s backend reduces on the device, on each "
+                  "stage's stream right before its update; the key applies to the host-staged "
+                  "reduction only",
+                  ops->name);
     pipeline->overlaps = g_new0(ExecOverlap *, shape->n_stages);
     pipeline->buckets = g_new0(GArray *, shape->n_stages);
     for (int32_t s = 0; s < shape->n_stages; s++)

@@ -10,6 +10,7 @@
 
 #include "exec-cuda-plan.h"
 #include "exec-cuda-transport.h"
+#include "exec-grad-path.h"
 #include "exec-skeleton.h"
 #include "gpt2-slice-cuda.h"
 #include "kern-cuda.h"
@@ -63,11 +64,22 @@ typedef struct {
     cudaEvent_t        anchor;
     int64_t            anchor_ns;
     ExecCudaOpScalars *host_scalars; /* pinned (EXEC_CUDA_WINDOW_OPS) */
+    /* The NCCL reduction's span before a U (exec-cuda-grads.c): events recorded around the
+     * reductions enqueued since the last U (reducing: the first one is recorded), and the
+     * window index of the U whose report gets the span (-1: none). */
+    cudaEvent_t reduce_start, reduce_end;
+    gboolean    reducing;
+    int32_t     reduce_op;
 } ExecCudaStage;
 
+typedef struct _ExecCudaNccl ExecCudaNccl;
+
 typedef struct {
-    ExecSkeleton    skel; /* first: workers, messages, reports, slots */
-    ExecCudaPlan   *plan;
+    ExecSkeleton  skel; /* first: workers, messages, reports, slots */
+    ExecCudaPlan *plan;
+    ExecGradPath  grad_path; /* how this rank's stage group reduces its gradients, agreed by
+                                the group at creation (exec-grad-path.h) */
+    ExecCudaNccl   *nccl;    /* grad_path NCCL: the stage group's communicator, else NULL */
     ExecCudaVstage *vstages; /* (n_vstages) */
     ExecCudaStage  *stages;  /* (n_stages); another rank's stage has no stream */
 } ExecCudaBackend;
@@ -83,9 +95,28 @@ ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage);
 
 /* grads() (exec-backend-impl.h documents it): the device gradients of @vstage in host_grads. */
 float *exec_cuda_grads(ExecBackend *backend, int32_t vstage, size_t *n);
-/* Allocates @vstage's host_grads when the group has more than one replica. Returns FALSE on
- * out-of-memory. */
+/* reduces_grads() and reduce_grads() (exec-backend-impl.h): TRUE on the NCCL path; the mean
+ * over the replicas of @vstage's device gradients, enqueued on its stage's stream. */
+gboolean exec_cuda_reduces_grads(ExecBackend *backend);
+void     exec_cuda_reduce_grads(ExecBackend *backend, int32_t vstage);
+/* Sets grad_path from the @places (replicas) of this rank's stage group, in replica order (the
+ * same facts on every rank of the group), before the virtual stages are allocated. */
+void exec_cuda_grads_choose(ExecCudaBackend *cuda, const ExecGradPlace *places);
+/* Allocates @vstage's host_grads on the host-staged path. Returns FALSE on out-of-memory. */
 gboolean exec_cuda_grads_new(ExecCudaBackend *cuda, int32_t vstage);
+/* Collective over the group (every rank, host thread, after the allocations): the stage
+ * groups' NCCL communicators where grad_path is NCCL. Returns FALSE as exec_cuda_nccl_new(). */
+gboolean exec_cuda_grads_connect(ExecCudaBackend *cuda, GError **error);
+/* Waits for the work on the stream of local @stage: with NCCL under the group's deadline. */
+void exec_cuda_grads_wait(ExecCudaBackend *cuda, int32_t stage);
+/* prepare()'s check: FALSE with EXEC_ERROR_BACKEND when a stopped replay aborted the NCCL
+ * communicator (exec_cuda_nccl_check()). */
+gboolean exec_cuda_grads_check(ExecCudaBackend *cuda, GError **error);
+/* Frees the communicator. */
+void exec_cuda_grads_free(ExecCudaBackend *cuda);
+/* U, window index @k: the report of the U gets the span of the reductions enqueued since the
+ * last U, if any. */
+void exec_cuda_grads_mark_update(ExecCudaStage *st, int32_t k);
 /* U's first step on the stage's stream: the reduced host gradients of @vstage back into the
  * device gradients, when the reduction has run since the last U. */
 void exec_cuda_grads_upload(ExecCudaBackend *cuda, ExecCudaStage *st, int32_t vstage);

@@ -57,7 +57,7 @@ static void exec_cuda_read_window(ExecCudaBackend *cuda, int32_t stage) {
     GArray        *list = cuda->skel.stages[stage].reports;
     int32_t        last_vstage = cuda->skel.n_vstages - 1;
     KERN_CUDA_CHECK(cudaSetDevice(st->device));
-    KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+    exec_cuda_grads_wait(cuda, stage);
     int32_t n = st->n_window;
     if (n == 0)
         return;
@@ -74,6 +74,11 @@ static void exec_cuda_read_window(ExecCudaBackend *cuda, int32_t stage) {
             r->grad_norm = sc->status.grad_norm;
             r->applied = sc->status.applied != 0;
         }
+        if (k == st->reduce_op) {
+            r->reduce_start_ns = exec_cuda_event_ns(st, st->reduce_start);
+            r->reduce_end_ns = exec_cuda_event_ns(st, st->reduce_end);
+            st->reduce_op = -1;
+        }
     }
     int64_t     last_ns = reports[n - 1].end_ns;
     cudaEvent_t anchor = st->anchor;
@@ -87,7 +92,7 @@ static void exec_cuda_read_window(ExecCudaBackend *cuda, int32_t stage) {
 
 static gboolean exec_cuda_prepare(ExecBackend *backend, const PpSchedule *sched, GError **error) {
     ExecCudaBackend *cuda = exec_cuda(backend);
-    if (!exec_skeleton_prepare(&cuda->skel, sched, error))
+    if (!exec_cuda_grads_check(cuda, error) || !exec_skeleton_prepare(&cuda->skel, sched, error))
         return FALSE;
     for (int32_t s = 0; s < cuda->skel.n_stages; s++)
         PP_ASSERT(!cuda->skel.local[s] || cuda->stages[s].n_window == 0);
@@ -102,7 +107,9 @@ static void exec_cuda_enter(ExecSkeleton *skel, int32_t stage) {
 
 /* --- vtable: ops --- */
 
-/* U: with replicas, the reduced gradients back on the device first (exec-cuda-grads.c); the
+/* U: with replicas, the reduced gradients back on the device first (host-staged path,
+ * exec-cuda-grads.c; on the NCCL path they are there already, and the U's report gets the
+ * reduction's span); the
  * stage's squared gradient norm over all its virtual stages, then every optimizer steps behind
  * the same device-side gate (skip when not finite or poisoned, clip), the compute weights are
  * refreshed and the gradients zeroed; the gate's outcome goes to the op's pinned scalars. */
@@ -110,6 +117,7 @@ static void exec_cuda_run_update(ExecCudaBackend *cuda, ExecCudaStage *st, const
                                  int32_t k) {
     int32_t stage = args->op->stage;
     double *sq = exec_cuda_sq_norm(st);
+    exec_cuda_grads_mark_update(st, k);
     for (int32_t vs = 0; vs < cuda->skel.n_vstages; vs++) {
         if (cuda->skel.vstage_stage[vs] == stage)
             exec_cuda_grads_upload(cuda, st, vs);
@@ -245,6 +253,10 @@ static void exec_cuda_free_stage(ExecCudaStage *st) {
     }
     if (st->anchor)
         KERN_CUDA_CHECK(cudaEventDestroy(st->anchor));
+    if (st->reduce_start)
+        KERN_CUDA_CHECK(cudaEventDestroy(st->reduce_start));
+    if (st->reduce_end)
+        KERN_CUDA_CHECK(cudaEventDestroy(st->reduce_end));
     KERN_CUDA_CHECK(cudaFree(st->scalars));
     KERN_CUDA_CHECK(cudaFree(st->eval_in));
     KERN_CUDA_CHECK(cudaFree(st->eval_out));
@@ -260,6 +272,7 @@ static void exec_cuda_free(ExecBackend *backend) {
     if (cuda->skel.transport)
         cuda->skel.transport->ops->free(cuda->skel.transport);
     cuda->skel.transport = NULL;
+    exec_cuda_grads_free(cuda);
     for (int32_t vs = 0; cuda->vstages && vs < cuda->skel.n_vstages; vs++) {
         ExecCudaVstage *v = &cuda->vstages[vs];
         if (!cuda->skel.local[cuda->skel.vstage_stage[vs]])
@@ -288,6 +301,8 @@ static const ExecBackendOps exec_cuda_ops = {
     .flush = exec_cuda_flush,
     .reference = NULL, /* none yet: exec_pipeline_new() refuses run.speed_reference */
     .grads = exec_cuda_grads,
+    .reduces_grads = exec_cuda_reduces_grads,
+    .reduce_grads = exec_cuda_reduce_grads,
     .evaluate = exec_cuda_evaluate,
     .memory = exec_cuda_memory,
     .free = exec_cuda_free,
@@ -381,6 +396,9 @@ static gboolean exec_cuda_stage_new(ExecCudaBackend *cuda, int32_t s) {
         KERN_CUDA_CHECK(cudaEventCreate(&st->ev_end[k]));
     }
     KERN_CUDA_CHECK(cudaEventCreate(&st->anchor));
+    KERN_CUDA_CHECK(cudaEventCreate(&st->reduce_start));
+    KERN_CUDA_CHECK(cudaEventCreate(&st->reduce_end));
+    st->reduce_op = -1;
     cudaError_t err = cudaMallocHost((void **)&st->host_scalars,
                                      EXEC_CUDA_WINDOW_OPS * sizeof(ExecCudaOpScalars));
     if (err == cudaErrorMemoryAllocation) {
@@ -420,56 +438,90 @@ static void exec_cuda_anchor(ExecCudaBackend *cuda) {
     }
 }
 
-/* A multi-process run's device of every stage (n_stages): this rank's from run.devices or,
- * without the key, its rank on the node modulo the devices it sees (a GPU per rank where
- * there are enough, else ranks share), checked here and gathered from every rank. Collective:
- * a rank that cannot place its stage still takes part, so that no rank waits for it. Returns:
+/* What a rank tells the others about where it computes: its device id (-1: it could not
+ * place its stage) and the device's host and uuid (the reduction's path, exec-grad-path.h). */
+typedef struct {
+    int32_t       device;
+    ExecGradPlace place;
+} ExecCudaRankPlace;
+
+/* This rank's place on @device (-1: none, zeros). */
+static ExecCudaRankPlace exec_cuda_rank_place(int32_t device) {
+    ExecCudaRankPlace mine;
+    memset(&mine, 0, sizeof mine);
+    mine.device = device;
+    if (device < 0)
+        return mine;
+    struct cudaDeviceProp prop;
+    KERN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    exec_grad_place_init(&mine.place, g_get_host_name(), (const uint8_t *)prop.uuid.bytes);
+    return mine;
+}
+
+/* A multi-process run's device of every stage of this rank's replica (n_stages): each rank's
+ * from run.devices (indexed by its stage: the replicas of a stage share the entry) or, without
+ * the key, its rank on the node modulo the devices it sees (a GPU per rank where there are
+ * enough, else ranks share), checked here and gathered from every rank, and in @group
+ * (replicas) the places of the ranks of this rank's stage, in replica order. Collective: a
+ * rank that cannot place its stage still takes part, so that no rank waits for it. Returns:
  * (transfer full), or NULL with this rank's error or one naming the rank that failed. */
 static int32_t *exec_cuda_rank_devices(const ExecBackendSetup *setup, int n_visible,
-                                       const char *why, GError **error) {
-    int32_t rank = exec_comm_rank(setup->comm), mine = -1;
-    int64_t node_rank = exec_comm_launched_local_rank();
+                                       const char *why, ExecGradPlace *group, GError **error) {
+    ExecComm *comm = setup->comm;
+    int32_t   rank = exec_comm_rank(comm), stage = exec_comm_stage(comm), mine = -1;
+    int64_t   node_rank = exec_comm_launched_local_rank();
     g_autoptr(GError) local = NULL;
     if (n_visible < 1) {
         exec_cuda_plan_devices(NULL, 1, n_visible, why, &mine, &local);
         mine = -1;
-    } else if (setup->devices && (setup->devices[rank] < 0 || setup->devices[rank] >= n_visible)) {
+    } else if (setup->devices &&
+               (setup->devices[stage] < 0 || setup->devices[stage] >= n_visible)) {
         g_set_error(&local, EXEC_ERROR, EXEC_ERROR_BACKEND,
                     "run.devices: stage %d (rank %d) is placed on device %d but its process "
                     "sees %d CUDA device%s (valid ids: 0..%d)",
-                    rank, rank, setup->devices[rank], n_visible, n_visible == 1 ? "" : "s",
+                    stage, rank, setup->devices[stage], n_visible, n_visible == 1 ? "" : "s",
                     n_visible - 1);
     } else {
-        mine = setup->devices ? setup->devices[rank]
+        mine = setup->devices ? setup->devices[stage]
                               : (int32_t)((node_rank >= 0 ? node_rank : rank) % n_visible);
     }
-    g_autoptr(GBytes) bytes = g_bytes_new(&mine, sizeof mine);
-    g_autoptr(GPtrArray) all =
-        exec_comm_allgather(setup->comm, bytes, "the device of every stage", error);
+    ExecCudaRankPlace place = exec_cuda_rank_place(mine);
+    g_autoptr(GBytes) bytes = g_bytes_new(&place, sizeof place);
+    g_autoptr(GPtrArray) all = exec_comm_allgather(comm, bytes, "the device of every stage", error);
     if (!all)
         return NULL;
     if (local) {
         g_propagate_error(error, g_steal_pointer(&local));
         return NULL;
     }
-    g_autofree int32_t *devices = g_new(int32_t, setup->n_stages);
-    for (int32_t r = 0; r < setup->n_stages; r++) {
-        PP_ASSERT(g_bytes_get_size(g_ptr_array_index(all, r)) == sizeof(int32_t));
-        memcpy(&devices[r], g_bytes_get_data(g_ptr_array_index(all, r), NULL), sizeof(int32_t));
-        if (devices[r] < 0) {
+    ExecCudaRankPlace *places = g_new(ExecCudaRankPlace, exec_comm_size(comm));
+    for (int32_t r = 0; r < exec_comm_size(comm); r++) {
+        PP_ASSERT(g_bytes_get_size(g_ptr_array_index(all, r)) == sizeof(ExecCudaRankPlace));
+        memcpy(&places[r], g_bytes_get_data(g_ptr_array_index(all, r), NULL),
+               sizeof(ExecCudaRankPlace));
+        if (places[r].device < 0) {
             g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
                         "rank %d could not place stage %d on a CUDA device (its own message says "
                         "why)",
-                        r, r);
+                        r, exec_comm_rank_stage(comm, r));
+            g_free(places);
             return NULL;
         }
     }
+    g_autofree int32_t *devices = g_new(int32_t, setup->n_stages);
+    for (int32_t s = 0; s < setup->n_stages; s++)
+        devices[s] = places[exec_comm_stage_rank(comm, s)].device;
+    for (int32_t e = 0; e < exec_comm_replicas(comm); e++)
+        group[e] = places[exec_comm_layout_rank(comm, e, stage)].place;
+    g_free(places);
     return g_steal_pointer(&devices);
 }
 
-/* The plan of @setup for this process: every stage in it, or (with a group) stage r on rank r,
- * each on the device its rank chose. */
-static ExecCudaPlan *exec_cuda_plan_for(const ExecBackendSetup *setup, GError **error) {
+/* The plan of @setup for this process: every stage in it, or (with a group) the stages of this
+ * rank's replica, each on the device its rank chose; @group (replicas) as
+ * exec_cuda_rank_devices() (untouched without a group). */
+static ExecCudaPlan *exec_cuda_plan_for(const ExecBackendSetup *setup, ExecGradPlace *group,
+                                        GError **error) {
     int         n_visible = 0;
     const char *why = NULL;
     cudaError_t err = cudaGetDeviceCount(&n_visible);
@@ -480,7 +532,7 @@ static ExecCudaPlan *exec_cuda_plan_for(const ExecBackendSetup *setup, GError **
     }
     if (setup->comm == NULL)
         return exec_cuda_plan_new(setup, n_visible, why, error);
-    g_autofree int32_t *devices = exec_cuda_rank_devices(setup, n_visible, why, error);
+    g_autofree int32_t *devices = exec_cuda_rank_devices(setup, n_visible, why, group, error);
     if (!devices)
         return NULL;
     /* Each id was checked on its own rank; another node may see more devices than this one. */
@@ -510,11 +562,13 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
     }
     skel->enter = exec_cuda_enter;
     skel->state = &exec_cuda_state_ops;
-    cuda->plan = exec_cuda_plan_for(setup, error);
+    g_autofree ExecGradPlace *group = g_new0(ExecGradPlace, exec_comm_replicas(skel->comm));
+    cuda->plan = exec_cuda_plan_for(setup, group, error);
     if (!cuda->plan) {
         exec_cuda_free(&skel->base);
         return NULL;
     }
+    exec_cuda_grads_choose(cuda, group);
     ExecCudaPlan *plan = cuda->plan;
     /* With a group a rank whose device is short of memory tells the others (they agree). */
     GError *no_fit = NULL;
@@ -560,7 +614,7 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
         return NULL;
     }
     /* The time origin (agreed by the ranks) before the anchors, which read it. */
-    if (!exec_skeleton_start(skel, error)) {
+    if (!exec_cuda_grads_connect(cuda, error) || !exec_skeleton_start(skel, error)) {
         exec_cuda_free(&skel->base);
         return NULL;
     }
