@@ -266,8 +266,10 @@ void pp_memory_vstage_bytes(const PpMemoryModel *model, int32_t layer_begin, int
                             gboolean first, gboolean last, int32_t live_units,
                             int32_t extra_versions, PpMemoryBytes *bytes) {
     double params = pp_memory_vstage_params(model, layer_begin, n_layers, first, last);
-    bytes->static_bytes = llround(params * model->weights_bpp) +
-                          llround(params * model->grads_bpp) + llround(params * model->optim_bpp);
+    bytes->params_bytes = llround(params * model->weights_bpp);
+    bytes->grads_bytes = llround(params * model->grads_bpp);
+    bytes->optim_bytes = llround(params * model->optim_bpp);
+    bytes->static_bytes = bytes->params_bytes + bytes->grads_bytes + bytes->optim_bytes;
     bytes->stash_bytes =
         (int64_t)extra_versions * llround(params * PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM);
     bytes->act_bytes =

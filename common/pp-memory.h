@@ -154,7 +154,10 @@ int32_t pp_memory_moe_layers(const PpMemoryModel *model, int32_t layer_begin, in
 
 /* A virtual stage's predicted peak bytes by category. */
 typedef struct {
-    int64_t static_bytes; /* weights + gradients + optimizer state (state_bpp per parameter) */
+    int64_t params_bytes; /* weights: bf16 copy + master (weights_bpp per parameter) */
+    int64_t grads_bytes;  /* gradients (grads_bpp per parameter) */
+    int64_t optim_bytes;  /* Adam moments (optim_bpp per parameter) */
+    int64_t static_bytes; /* params_bytes + grads_bytes + optim_bytes */
     int64_t stash_bytes;  /* extra stashed weight versions, 2 bytes per parameter each */
     int64_t act_bytes;    /* live units x activation bytes per unit */
     int64_t total_bytes;  /* the sum */

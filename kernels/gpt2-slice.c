@@ -198,6 +198,16 @@ void gpt2_slice_free(Gpt2Slice *slice) {
 
 /* --- shape and tensor table --- */
 
+void gpt2_slice_sizes(const Gpt2Slice *slice, Gpt2SliceSizes *sizes) {
+    /* the element counts gpt2_slice_new() passed to kern_xcalloc() */
+    sizes->params_bytes = slice->n_params * sizeof(float);
+    sizes->grads_bytes = slice->n_params * sizeof(float);
+    sizes->acts_bytes = (size_t)slice->p.n_act_slots * slice->slot_floats * sizeof(float);
+    sizes->scratch_bytes = (size_t)slice->N * (size_t)slice->p.model.C * sizeof(float);
+    sizes->total_bytes =
+        sizes->params_bytes + sizes->grads_bytes + sizes->acts_bytes + sizes->scratch_bytes;
+}
+
 const Gpt2SliceParams *gpt2_slice_params_info(const Gpt2Slice *slice) {
     return &slice->p;
 }

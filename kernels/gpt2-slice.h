@@ -105,6 +105,18 @@ const Gpt2Tensor *gpt2_slice_tensor(const Gpt2Slice *slice, int i);
 /* Tensor by Hugging Face name, or NULL when this slice does not hold it. (transfer none). */
 const Gpt2Tensor *gpt2_slice_tensor_by_name(const Gpt2Slice *slice, const char *name);
 
+/* Bytes of each arena gpt2_slice_new() allocated (memory accounting). */
+typedef struct {
+    size_t params_bytes;  /* fp32 params (n_params floats) */
+    size_t grads_bytes;   /* fp32 grads (n_params floats) */
+    size_t acts_bytes;    /* n_act_slots activation slots, token and target ids included */
+    size_t scratch_bytes; /* the projection's output (F) or its input gradient (B): (B, T, C) */
+    size_t total_bytes;   /* sum of the four arenas */
+} Gpt2SliceSizes;
+
+/* Fills @sizes with the sizes the slice's arenas were allocated with. */
+void gpt2_slice_sizes(const Gpt2Slice *slice, Gpt2SliceSizes *sizes);
+
 /* The slice's own parameters and gradients, each gpt2_slice_n_params() floats laid out by the
  * tensor table. (transfer none): valid until gpt2_slice_free(). A caller keeping stashed
  * weight versions (PipeDream, 2BW) copies these arrays and passes the copy as @params below. */

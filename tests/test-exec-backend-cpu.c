@@ -2,7 +2,7 @@
  * test-exec-backend-cpu.c: the CPU backend under the conformance suite
  * (test-exec-conformance.h), and the checks only it has: on one stage every schedule is the
  * unpipelined trainer written out with the CPU kernels (bitwise), the backend registry and
- * what the CPU backend refuses (devices, bf16), and its speed reference.
+ * what the CPU backend refuses (devices, bf16), its speed reference and its memory report.
  */
 #include <check.h>
 #include <math.h>
@@ -143,13 +143,82 @@ START_TEST(test_backend_registry) {
     p.precision = EXEC_PRECISION_FP32;
     g_autoptr(ExecPipeline) fp32 = exec_pipeline_new(&p, &error);
     ck_assert_msg(fp32 != NULL, "%s", error ? error->message : "");
-    /* The CPU backend does not account memory; the prediction is there all the same. */
-    PpMemoryBytes   predicted;
-    ExecMemoryBytes actual;
-    ck_assert(!exec_pipeline_memory(fp32, 0, &predicted, &actual));
-    ck_assert_int_gt(predicted.static_bytes, 0);
-    ck_assert_int_eq(predicted.total_bytes,
-                     predicted.static_bytes + predicted.stash_bytes + predicted.act_bytes);
+}
+END_TEST
+
+/* --- memory --- */
+
+/* Parameters of virtual stage @vs of @pipeline with a vocabulary of @V rows, GPT-2's closed
+ * form: 12 C^2 + 13 C per block, + (V + T) C for the embeddings on the first, + 2 C + V C for
+ * ln_f and the untied head on the last. The slices pad the vocabulary (Vp), the memory model
+ * does not (V). */
+static int64_t vstage_params(const ExecPipeline *pipeline, int32_t vs, int64_t V) {
+    const Gpt2Config  *m = exec_pipeline_model(pipeline);
+    const PpPartition *part = exec_pipeline_partition(pipeline);
+    int64_t            C = m->C;
+    int64_t n = (int64_t)(part->layer_end[vs] - part->layer_begin[vs]) * (12 * C * C + 13 * C);
+    if (vs == 0)
+        n += (V + m->T) * C;
+    if (vs == exec_pipeline_n_vstages(pipeline) - 1)
+        n += 2 * C + V * C;
+    return n;
+}
+
+static const struct {
+    const char *kind;
+    int32_t     n_stages, n_chunks;
+} memory_cases[] = {{"1f1b", 2, 1}, {"interleaved", 2, 2}, {"2bw", 2, 1}, {"pipedream", 3, 1}};
+
+/* The CPU backend's memory by category, per stage (the sum over its virtual stages): params
+ * and grads 4 bytes per parameter, AdamW's m and v 8, a stashing schedule's copies 4 per
+ * parameter and weight version, activation slots as many as the schedule keeps in flight;
+ * the categories add up; host memory (device -1). The prediction has the memory model's
+ * categories (bf16 weights with fp32 master 6 bytes per parameter, gradients 2, moments 8)
+ * adding up likewise. */
+START_TEST(test_cpu_memory) {
+    g_autoptr(PpSchedule) sched = test_util_schedule_new(
+        memory_cases[_i].kind, memory_cases[_i].n_stages, memory_cases[_i].n_chunks, 4, 1, 1);
+    ExecPipelineParams p = test_conf_params(sched);
+    g_autoptr(ExecPipeline) pipeline = test_exec_pipeline_new(&p);
+    g_autofree int32_t *slots = pp_schedule_vstage_peak_inflight(sched);
+    for (int32_t s = 0; s < sched->n_stages; s++) {
+        PpMemoryBytes   predicted;
+        ExecMemoryBytes actual;
+        ck_assert(exec_pipeline_memory(pipeline, s, &predicted, &actual));
+        int64_t n = 0, n_model = 0; /* parameters: the slices', the memory model's */
+        for (int32_t vs = 0; vs < sched->n_vstages; vs++) {
+            if (sched->vstage_stage[vs] != s)
+                continue;
+            n += vstage_params(pipeline, vs, test_exec_tiny.Vp);
+            n_model += vstage_params(pipeline, vs, test_exec_tiny.V);
+        }
+        int64_t versions =
+            sched->weight_mode == PP_WEIGHTS_STASHED ? sched->n_weight_versions[s] : 0;
+        ck_assert_int_eq(actual.device, -1);
+        ck_assert_int_eq(actual.params_bytes, 4 * n);
+        ck_assert_int_eq(actual.grads_bytes, 4 * n);
+        ck_assert_int_eq(actual.optim_bytes, 2 * 4 * n);
+        ck_assert_int_eq(actual.stash_bytes, versions * 4 * n);
+        if (strcmp(sched->kind, "2bw") == 0 || strcmp(sched->kind, "pipedream") == 0)
+            ck_assert_int_gt(versions, 0);
+        ck_assert_int_eq(actual.message_bytes, 0);
+        ck_assert_int_gt(actual.workspace_bytes, 0);
+        ck_assert_int_eq(actual.total_bytes, actual.params_bytes + actual.grads_bytes +
+                                                 actual.optim_bytes + actual.stash_bytes +
+                                                 actual.act_bytes + actual.message_bytes +
+                                                 actual.workspace_bytes);
+        /* one chunk per stage: as many equal slots as the schedule keeps in flight */
+        ck_assert_int_gt(actual.act_bytes, 0);
+        if (sched->n_chunks == 1)
+            ck_assert_int_eq(actual.act_bytes % slots[s], 0);
+        ck_assert_int_eq(predicted.params_bytes, 6 * n_model);
+        ck_assert_int_eq(predicted.grads_bytes, 2 * n_model);
+        ck_assert_int_eq(predicted.optim_bytes, 8 * n_model);
+        ck_assert_int_eq(predicted.static_bytes,
+                         predicted.params_bytes + predicted.grads_bytes + predicted.optim_bytes);
+        ck_assert_int_eq(predicted.total_bytes,
+                         predicted.static_bytes + predicted.stash_bytes + predicted.act_bytes);
+    }
 }
 END_TEST
 
@@ -205,6 +274,7 @@ static void cpu_add_own(TCase *tc) {
     tcase_add_loop_test(tc, test_exec_single_stage_equals_trainer, 0, G_N_ELEMENTS(single_cases));
     tcase_add_test(tc, test_backend_registry);
     tcase_add_test(tc, test_speed_reference);
+    tcase_add_loop_test(tc, test_cpu_memory, 0, G_N_ELEMENTS(memory_cases));
 }
 
 static int cpu_run(Suite *suite) {
@@ -223,7 +293,7 @@ const TestBackend test_backend = {
     .select = cpu_select,
     .train_sets = cpu_train_sets,
     .cross_stage_slack_ns = 0, /* one host clock for every stage */
-    .accounts_memory = FALSE,
+    .accounts_memory = TRUE,
     .timeout_s = 30,
     .add_own = cpu_add_own,
     .run = cpu_run,

@@ -319,8 +319,9 @@ START_TEST(test_mpi_equals_threads) {
     Run              mp, th;
     run_ok(&mp, c->np, mp_dir, (const char *const *)sets, NULL);
     run_ok(&th, 0, th_dir, (const char *const *)sets, NULL);
-    /* Rank 0 alone prints the summary. */
-    ck_assert_int_eq(count_lines(mp.out, "pacer-train: "), 1);
+    /* Rank 0 alone prints the summary and the memory of every rank's stage. */
+    ck_assert_int_eq(count_lines(mp.out, "pacer-train: "), 2);
+    ck_assert_int_eq(count_lines(mp.out, "pacer-train: memory "), 1);
     assert_same_unit(mp_dir, th_dir, 2);
     assert_same_file(mp_dir, th_dir, "scenario.ini");
     assert_same_log(mp_dir, th_dir);
@@ -381,6 +382,62 @@ static char *log_cell(const char *dir, int step, int col) {
     return NULL;
 }
 
+/* Column @name of @dir/memory.csv, one cell per (stage, replica) row: (stages * replicas), at
+ * stage * replicas + replica, the rows checked to come in that order. Returns: (transfer
+ * full). */
+static int64_t *memory_column(const char *dir, int stages, int replicas, const char *name) {
+    g_autofree char *text = read_in(dir, "memory.csv", NULL);
+    g_auto(GStrv) lines = g_strsplit(g_strchomp(text), "\n", -1);
+    ck_assert_int_eq(g_strv_length(lines), 1 + stages * replicas);
+    g_auto(GStrv) header = g_strsplit(lines[0], ",", -1);
+    ck_assert_str_eq(header[0], "stage");
+    ck_assert_str_eq(header[1], "replica");
+    guint col = 0;
+    while (header[col] && strcmp(header[col], name) != 0)
+        col++;
+    ck_assert_msg(header[col] != NULL, "memory.csv has no column %s", name);
+    int64_t *cells = g_new(int64_t, stages * replicas);
+    for (int i = 0; i < stages * replicas; i++) {
+        g_auto(GStrv) row = g_strsplit(lines[1 + i], ",", -1);
+        ck_assert_uint_eq(g_strv_length(row), g_strv_length(header));
+        ck_assert_int_eq(atoi(row[0]), i / replicas);
+        ck_assert_int_eq(atoi(row[1]), i % replicas);
+        cells[i] = g_ascii_strtoll(row[col], NULL, 10);
+    }
+    return cells;
+}
+
+/* The shards' granularity: KERN_GRAD_NORM_CHUNK floats (kernels/optim-cpu.h). */
+enum { GRAD_NORM_CHUNK_FLOATS = 65536 };
+
+/* memory.csv of a replicated run (@full_dir) and of the same run with a sharded optimizer
+ * (@zero_dir), 2 replicas of @stages stages: every process holds the whole parameters and
+ * gradients either way; the shards' optimizer state adds up to a replica's whole state, each
+ * within one chunk of the gradient norm (AdamW: 2 floats per parameter) of half of it; the
+ * memory model predicts half the moments. */
+static void assert_zero_memory(const char *full_dir, const char *zero_dir, int stages) {
+    const char *const same[] = {"params_bytes", "grads_bytes", "act_bytes"};
+    for (size_t k = 0; k < G_N_ELEMENTS(same); k++) {
+        g_autofree int64_t *full = memory_column(full_dir, stages, 2, same[k]);
+        g_autofree int64_t *zero = memory_column(zero_dir, stages, 2, same[k]);
+        for (int i = 0; i < 2 * stages; i++)
+            ck_assert_int_eq(zero[i], full[i]);
+    }
+    g_autofree int64_t *full = memory_column(full_dir, stages, 2, "optim_bytes");
+    g_autofree int64_t *zero = memory_column(zero_dir, stages, 2, "optim_bytes");
+    g_autofree int64_t *full_p = memory_column(full_dir, stages, 2, "predicted_optim_bytes");
+    g_autofree int64_t *zero_p = memory_column(zero_dir, stages, 2, "predicted_optim_bytes");
+    for (int s = 0; s < stages; s++) {
+        int64_t whole = full[2 * s];
+        ck_assert_int_eq(full[2 * s + 1], whole);
+        ck_assert_int_eq(zero[2 * s] + zero[2 * s + 1], whole);
+        ck_assert_int_le(llabs(2 * zero[2 * s] - whole), 2 * 4 * GRAD_NORM_CHUNK_FLOATS);
+        ck_assert_int_gt(zero[2 * s + 1], 0);
+        for (int r = 0; r < 2; r++)
+            ck_assert_int_eq(2 * zero_p[2 * s + r], full_p[2 * s + r]);
+    }
+}
+
 /* @trace, of @replicas replicas of @sched's one segment: every replica ran every op of the
  * program once (compute rows) and @per_update reduction rows for each of its updates (1: the
  * reduction before it; 2 with a sharded optimizer: and the all-gather of the parameters after
@@ -435,7 +492,8 @@ static void assert_replica_trace(const char *dir, int replicas, int per_update) 
  *   grouping of the gradient sum, the validation loss after the run agrees to 1e-4;
  * - for 1f1b and paci, with a sharded optimizer (ZeRO-1, parallel.distributed_optimizer):
  *   bitwise the replicated run (unit and log but tokens/s), a reduction before and an
- *   all-gather after every update in the trace. */
+ *   all-gather after every update in the trace, each replica's optimizer state its shard's in
+ *   memory.csv. */
 START_TEST(test_mpi_data) {
     const DataCase *c = &data_cases[_i];
     g_auto(GStrv) sets = data_case_sets(c, 2, c->batch);
@@ -450,7 +508,8 @@ START_TEST(test_mpi_data) {
     Run              a, b, same, one, wide;
     run_ok(&a, np, a_dir, (const char *const *)sets, NULL);
     run_ok(&b, np, b_dir, (const char *const *)sets, NULL);
-    ck_assert_int_eq(count_lines(a.out, "pacer-train: "), 1);
+    ck_assert_int_eq(count_lines(a.out, "pacer-train: "), 2); /* summary and memory, rank 0 */
+    ck_assert_int_eq(count_lines(a.out, "pacer-train: memory "), 1);
     assert_same_unit(a_dir, b_dir, 2);
     assert_same_log(a_dir, b_dir);
     assert_replica_trace(a_dir, 2, 1);
@@ -465,6 +524,7 @@ START_TEST(test_mpi_data) {
         assert_same_unit(a_dir, zero_dir, 2);
         assert_same_log(a_dir, zero_dir);
         assert_replica_trace(zero_dir, 2, 2);
+        assert_zero_memory(a_dir, zero_dir, c->stages);
         run_clear(&zero);
         ck_assert(test_util_tmp_dir_remove(zero_dir));
     }
@@ -907,8 +967,8 @@ START_TEST(test_mpi_out_folder) {
     ck_assert_int_ne(mp.status, 0);
     ck_assert_int_eq(th.status, 1);
     g_autofree char *said = g_strdup_printf(
-        "--out %s holds log.csv, ops.csv, scenario.ini, checkpoints of another run: nothing was "
-        "changed. Continue that run with --resume %s, start over with --overwrite",
+        "--out %s holds log.csv, ops.csv, scenario.ini, memory.csv, checkpoints of another run: "
+        "nothing was changed. Continue that run with --resume %s, start over with --overwrite",
         dir, dir);
     g_autofree char *threaded = g_strdup_printf("pacer-train: %s", said);
     g_autofree char *rank0 = g_strdup_printf("pacer-train: rank 0: %s", said);
@@ -920,6 +980,8 @@ START_TEST(test_mpi_out_folder) {
     run_ok(&over, 2, dir, sets, overwrite);
     g_autofree char *removed = g_strdup_printf("--overwrite: removed %s/log.csv", dir);
     ck_assert_msg(count_lines(over.err, removed) == 1, "%s", over.err);
+    g_autofree char *removed_memory = g_strdup_printf("--overwrite: removed %s/memory.csv", dir);
+    ck_assert_msg(count_lines(over.err, removed_memory) == 1, "%s", over.err);
     run_clear(&first);
     run_clear(&mp);
     run_clear(&th);

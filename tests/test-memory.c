@@ -36,6 +36,9 @@ START_TEST(test_memory_gpt2_params) {
     PpMemoryBytes bytes;
     pp_memory_vstage_bytes(&m, 3, 3, FALSE, FALSE, 2, 1, &bytes);
     ck_assert_int_eq(bytes.static_bytes, 16 * 3 * 7087872);
+    ck_assert_int_eq(bytes.params_bytes, 6 * 3 * 7087872);
+    ck_assert_int_eq(bytes.grads_bytes, 2 * 3 * 7087872);
+    ck_assert_int_eq(bytes.optim_bytes, 8 * 3 * 7087872);
     ck_assert_int_eq(bytes.stash_bytes, 2 * 3 * 7087872);
     ck_assert_int_eq(bytes.act_bytes, 2 * 3 * 34 * 1024 * 4 * 768);
     ck_assert_int_eq(bytes.total_bytes, bytes.static_bytes + bytes.stash_bytes + bytes.act_bytes);
@@ -62,6 +65,9 @@ START_TEST(test_memory_matches_simulator) {
         PpMemoryBytes bytes;
         pp_memory_vstage_bytes(&m, begin, layers[s], s == 0, s == 3, 1, 1, &bytes);
         ck_assert_int_eq(bytes.static_bytes, cost->static_bytes[s]);
+        ck_assert_int_eq(bytes.params_bytes, cost->weights_bytes[s]);
+        ck_assert_int_eq(bytes.grads_bytes, cost->grads_bytes[s]);
+        ck_assert_int_eq(bytes.optim_bytes, cost->optim_bytes[s]);
         ck_assert_int_eq(bytes.act_bytes, cost->act_bytes[s]);
         ck_assert_int_eq(bytes.stash_bytes, cost->weight_copy_bytes[s]);
     }

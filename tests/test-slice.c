@@ -93,6 +93,15 @@ START_TEST(test_slice_table) {
         off += t->numel;
     }
     ck_assert_uint_eq(off, expect);
+    /* the arenas' sizes: params and grads 4 bytes per parameter, the (B, T, C) scratch */
+    Gpt2SliceSizes sizes;
+    gpt2_slice_sizes(s, &sizes);
+    ck_assert_uint_eq(sizes.params_bytes, 4 * expect);
+    ck_assert_uint_eq(sizes.grads_bytes, 4 * expect);
+    ck_assert_uint_eq(sizes.scratch_bytes, 4 * (size_t)TN * TC);
+    ck_assert_uint_gt(sizes.acts_bytes, 0);
+    ck_assert_uint_eq(sizes.total_bytes, sizes.params_bytes + sizes.grads_bytes + sizes.acts_bytes +
+                                             sizes.scratch_bytes);
     ck_assert_str_eq(gpt2_slice_tensor(s, 0)->name, "wte.weight");
     const Gpt2Tensor *qkv = gpt2_slice_tensor_by_name(s, "h.1.attn.c_attn.weight");
     ck_assert_ptr_nonnull(qkv);
@@ -470,6 +479,12 @@ START_TEST(test_slice_slots) {
     ck_assert_mem_eq(la, lb, sizeof la);
     ck_assert_mem_eq(gpt2_slice_grads(a), gpt2_slice_grads(b),
                      gpt2_slice_n_params(a) * sizeof(float));
+    /* two slots: twice one slot's activation arena, the rest the same */
+    Gpt2SliceSizes sa, sb;
+    gpt2_slice_sizes(a, &sa);
+    gpt2_slice_sizes(b, &sb);
+    ck_assert_uint_eq(sa.acts_bytes, 2 * sb.acts_bytes);
+    ck_assert_uint_eq(sa.total_bytes - sa.acts_bytes, sb.total_bytes - sb.acts_bytes);
     gpt2_slice_free(a);
     gpt2_slice_free(b);
 }

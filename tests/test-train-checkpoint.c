@@ -306,7 +306,7 @@ START_TEST(test_train_interrupted_resumes_exactly) {
                       per_segment);
     /* nothing half-written: no temporary file or unit left */
     g_autofree char *top = test_util_list_dir(out);
-    ck_assert_str_eq(top, "checkpoints log.csv ops.csv scenario.ini");
+    ck_assert_str_eq(top, "checkpoints log.csv memory.csv ops.csv scenario.ini");
     ck_assert_msg(strstr(listing, ".tmp") == NULL, "%s", listing);
 
     /* The command the line gives (the same arguments tt_train passes) finishes the run. */
@@ -788,8 +788,8 @@ START_TEST(test_train_fresh_run_refused) {
     int               status = tt_train_with(out, fewer, NULL, NULL, NULL, &err);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
     g_autofree char *refused = g_strdup_printf(
-        "--out %s holds log.csv, ops.csv, scenario.ini, checkpoints of another run: nothing was "
-        "changed. Continue that run with --resume %s, start over with --overwrite",
+        "--out %s holds log.csv, ops.csv, scenario.ini, memory.csv, checkpoints of another run: "
+        "nothing was changed. Continue that run with --resume %s, start over with --overwrite",
         out, out);
     ck_assert_msg(strstr(err, refused) != NULL, "no \"%s\" in: %s", refused, err);
     g_autofree char *after = test_util_snapshot(out);
@@ -851,8 +851,12 @@ START_TEST(test_train_overwrite) {
     g_autofree char  *err = NULL;
     int               status = tt_train_with(out, fewer, NULL, NULL, NULL, &err);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
-    const char *gone[] = {"checkpoints/step-00000002", "checkpoints/step-00000003", "log.csv",
-                          "ops.csv", "scenario.ini"};
+    const char *gone[] = {"checkpoints/step-00000002",
+                          "checkpoints/step-00000003",
+                          "log.csv",
+                          "ops.csv",
+                          "scenario.ini",
+                          "memory.csv"};
     for (size_t i = 0; i < G_N_ELEMENTS(gone); i++) {
         g_autofree char *said = g_strdup_printf("--overwrite: removed %s/%s\n", out, gone[i]);
         ck_assert_msg(strstr(err, said) != NULL, "no \"%s\" in: %s", said, err);
@@ -861,7 +865,7 @@ START_TEST(test_train_overwrite) {
     g_autofree char *listing = test_util_list_dir(units);
     ck_assert_str_eq(listing, "keep.txt step-00000001 step-00000002");
     g_autofree char *top = test_util_list_dir(out);
-    ck_assert_str_eq(top, "checkpoints log.csv notes.txt ops.csv scenario.ini");
+    ck_assert_str_eq(top, "checkpoints log.csv memory.csv notes.txt ops.csv scenario.ini");
     g_autofree char *log_path = g_build_filename(out, "log.csv", NULL);
     g_autofree char *log = test_util_read_file(log_path, NULL);
     g_auto(GStrv) rows = g_strsplit(g_strchomp(log), "\n", -1);

@@ -142,7 +142,7 @@ typedef struct {
 /* The memory a backend holds for one stage's state, by category, in bytes (device memory on a
  * GPU), as allocated at creation: nothing is allocated afterwards. */
 typedef struct {
-    int32_t device;          /* the stage's device id */
+    int32_t device;          /* the stage's device id; -1: host memory (the cpu backend) */
     int64_t params_bytes;    /* fp32 master weights and their compute copy (bf16 mode) */
     int64_t grads_bytes;     /* fp32 gradients */
     int64_t optim_bytes;     /* optimizer state and its scratch */

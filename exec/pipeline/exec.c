@@ -16,19 +16,21 @@
 
 /* The memory model's bytes of every stage (pp-memory.h): the stage's virtual stages with their
  * layers, @act_slots live units each and @versions[stage] - 1 extra weight copies when the
- * schedule stashes. Returns: (transfer full) (n_stages). */
+ * schedule stashes, the master weights and moments over @zero_shards replicas (ZeRO-1; 1:
+ * none). Returns: (transfer full) (n_stages). */
 static PpMemoryBytes *exec_pipeline_predict_memory(const ExecPipelineParams *params,
                                                    const PpPartition        *partition,
                                                    const PpSchedule         *shape,
                                                    const int32_t            *act_slots,
-                                                   const int32_t            *versions) {
+                                                   const int32_t *versions, int32_t zero_shards) {
     const Gpt2Config   *m = &params->model;
     const PpMemoryShape mshape = {.microbatch_size = params->microbatch_size,
                                   .seq_len = m->T,
                                   .hidden = m->C,
                                   .heads = m->NH,
                                   .vocab = m->V,
-                                  .flash_attention = params->flash_attention};
+                                  .flash_attention = params->flash_attention,
+                                  .zero_shards = zero_shards};
     PpMemoryModel       model;
     pp_memory_model(&mshape, &model);
     PpMemoryBytes *stages = g_new0(PpMemoryBytes, shape->n_stages);
@@ -40,6 +42,9 @@ static PpMemoryBytes *exec_pipeline_predict_memory(const ExecPipelineParams *par
                                partition->layer_end[vs] - partition->layer_begin[vs], vs == 0,
                                vs == shape->n_vstages - 1, act_slots[vs],
                                MAX(versions[stage] - 1, 0), &b);
+        sum->params_bytes += b.params_bytes;
+        sum->grads_bytes += b.grads_bytes;
+        sum->optim_bytes += b.optim_bytes;
         sum->static_bytes += b.static_bytes;
         sum->stash_bytes += b.stash_bytes;
         sum->act_bytes += b.act_bytes;
@@ -161,8 +166,8 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     pipeline->version = g_new0(int32_t, shape->n_stages);
     pipeline->nonfinite = g_new0(int32_t, shape->n_stages);
     pipeline->trace = pp_trace_new();
-    pipeline->predicted =
-        exec_pipeline_predict_memory(params, pipeline->partition, shape, act_slots, versions);
+    pipeline->predicted = exec_pipeline_predict_memory(params, pipeline->partition, shape,
+                                                       act_slots, versions, sharded ? replicas : 1);
     pipeline->reduce_ns = g_new0(int64_t, shape->n_stages);
     pipeline->gather_ns = g_new0(int64_t, shape->n_stages);
     const ExecBackendOps *ops = pipeline->backend->ops;

@@ -223,10 +223,11 @@ gboolean exec_pipeline_evaluate(ExecPipeline *pipeline, const int32_t *tokens,
 /* --- memory --- */
 
 /* The memory of @stage: *@predicted, the simulator's model (pp-memory.h, docs/design.md §4.5:
- * bf16 training with fp32 master weights and Adam) for the stage's layers, activation slots
- * and stashed versions; *@actual (nullable), what the backend allocated. Returns FALSE (and
- * leaves *@actual alone) when the backend does not account its memory (the CPU backend) or
- * the stage is not local. */
+ * bf16 training with fp32 master weights and Adam, the master weights and moments sharded over
+ * the replicas with a distributed optimizer) for the stage's layers, activation slots and
+ * stashed versions; *@actual (nullable), what this process's backend allocated for it.
+ * Returns FALSE (and leaves *@actual alone) when the backend does not account its memory or
+ * the stage is not local (another process holds it). */
 gboolean exec_pipeline_memory(const ExecPipeline *pipeline, int32_t stage, PpMemoryBytes *predicted,
                               ExecMemoryBytes *actual);
 

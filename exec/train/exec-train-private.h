@@ -2,9 +2,9 @@
  * exec-train-private.h: the parts of pacer-train's training loop (exec-train.h), one file each:
  * the pipeline parameters built from the scenario (exec-train-params.c), the training and
  * validation data (exec-train-data.c), running one segment (exec-train-segment.c), log.csv
- * rows and progress (exec-train-log.c), checkpoints and resume (exec-train-checkpoint.c), the
- * model state across processes (exec-train-dist.c). Internal to libppexec; exec-train.c drives
- * them.
+ * rows and progress (exec-train-log.c), the memory report (exec-train-memory.c), checkpoints
+ * and resume (exec-train-checkpoint.c), the model state across processes
+ * (exec-train-dist.c). Internal to libppexec; exec-train.c drives them.
  */
 #pragma once
 
@@ -130,13 +130,19 @@ gboolean exec_train_outputs_begin(const PpScenario *sc, const char *dir, GError 
 /* Writes every op the pipeline ran to @dir/ops.csv (sorted rows, the trace schema). */
 gboolean exec_train_write_ops(const ExecPipeline *pipeline, const char *dir, GError **error);
 
-/* The memory of every stage, when the backend accounts it (exec_pipeline_memory()): one
- * progress note per stage (predicted by the simulator's memory model vs allocated), the sums
- * into @summary (actual_bytes stays -1 otherwise) and, with @dir (nullable), @dir/memory.csv:
- * stage, device, the prediction by category and in all, the allocation by category and in all
- * (bytes). Returns FALSE with PP_IO_ERROR_WRITE when the file cannot be written. */
-gboolean exec_train_memory_report(const ExecPipeline *pipeline, ExecProgress *progress,
-                                  const char *dir, ExecTrainSummary *summary, GError **error);
+/* --- the memory report (exec-train-memory.c) --- */
+
+/* Collective: the memory of every stage of every replica, when the backend accounts it
+ * (exec_pipeline_memory() on the process running it), gathered on rank 0: one progress note
+ * each (predicted by the simulator's memory model vs allocated, by category), the sums over
+ * all of them into @summary (actual_bytes stays -1 otherwise) and, with @dir (nullable), @dir/
+ * memory.csv: stage, replica, device (-1: host), the prediction by category and in all, the
+ * allocation by category and in all (bytes), by stage then replica. Other ranks only send.
+ * Returns FALSE with EXEC_ERROR_COMM when the gather fails, PP_IO_ERROR_WRITE when the file
+ * cannot be written. */
+gboolean exec_train_memory_report(const ExecPipeline *pipeline, ExecComm *comm,
+                                  ExecProgress *progress, const char *dir,
+                                  ExecTrainSummary *summary, GError **error);
 
 /* --- the output folder (exec-train-out.c) --- */
 

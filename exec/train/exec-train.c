@@ -231,8 +231,9 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
                         .summary = summary};
     memset(summary, 0, sizeof *summary);
     summary->val_loss = NAN;
-    if (!exec_train_memory_report(pipeline, progress, root ? params->out_dir : NULL, summary,
-                                  error))
+    exec_train_memory_report(pipeline, comm, progress, root ? params->out_dir : NULL, summary,
+                             &local);
+    if (!exec_train_written(comm, local, "writing memory.csv", error))
         return FALSE;
     summary->steps = start;
     summary->tokens = (int64_t)start * live.tokens_per_step;

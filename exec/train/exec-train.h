@@ -94,9 +94,11 @@ typedef struct {
     double  tokens_per_s; /* over this invocation's steps */
     double  wall_s;
     int32_t n_skipped;       /* updates skipped for non-finite gradients */
-    int64_t predicted_bytes; /* the memory model's bytes over all stages (pp-memory.h) */
-    int64_t actual_bytes;    /* device bytes the backend allocated over all stages; -1 when
-                                the backend does not account its memory (cpu) */
+    int64_t predicted_bytes; /* the memory model's bytes over all stages and replicas
+                                (pp-memory.h); on rank 0 */
+    int64_t actual_bytes;    /* bytes the backend allocated over all stages and replicas (device
+                                memory, host memory on the cpu); -1 when the backend does not
+                                account its memory; on rank 0 (-1 elsewhere) */
     int32_t saved_step;      /* the newest checkpoint unit this invocation wrote to out_dir
                                 (0: none); also set when exec_train_run() fails */
 } ExecTrainSummary;

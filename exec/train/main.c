@@ -241,11 +241,15 @@ static int train_run(ExecComm **comm, ExecInterrupt *interrupt, int argc, char *
            "val loss %.4f (perplexity %.2f), %.0f tokens/s, %.1f s, %d skipped updates\n",
            scenario->pipeline.schedule, sum.steps, sum.tokens, sum.train_loss, sum.val_loss,
            exp(sum.val_loss), sum.tokens_per_s, sum.wall_s, sum.n_skipped);
-    if (sum.actual_bytes >= 0)
-        printf("pacer-train: device memory %.3f GiB allocated over %d stages, %.3f GiB "
-               "predicted by the memory model (memory.csv with --out)\n",
-               (double)sum.actual_bytes / (1 << 30), scenario->pipeline.stages,
+    if (sum.actual_bytes >= 0) {
+        g_autofree char *replicas = scenario->parallel.data > 1
+                                        ? g_strdup_printf(" x %d replicas", scenario->parallel.data)
+                                        : g_strdup("");
+        printf("pacer-train: memory %.3f GiB allocated over %d stages%s, %.3f GiB predicted by "
+               "the memory model (memory.csv with --out)\n",
+               (double)sum.actual_bytes / (1 << 30), scenario->pipeline.stages, replicas,
                (double)sum.predicted_bytes / (1 << 30));
+    }
     return 0;
 }
 

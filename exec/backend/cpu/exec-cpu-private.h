@@ -12,10 +12,12 @@
 G_BEGIN_DECLS
 
 typedef struct {
-    Gpt2Slice *slice; /* NULL when another process holds the virtual stage */
-    KernOptim *optim; /* NULL likewise */
-    float    **stash; /* (stashes.n) stashed weight copies (n_params each), allocated when
-                         first filled; the skeleton's ExecStashes says which version each holds */
+    Gpt2Slice *slice;    /* NULL when another process holds the virtual stage */
+    KernOptim *optim;    /* NULL likewise */
+    float    **stash;    /* (stashes.n) stashed weight copies of a local virtual stage, allocated
+                            with it (stash_floats each); the skeleton's ExecStashes says which
+                            version each holds */
+    size_t stash_floats; /* the slice's n_params; 0 for another process's virtual stage */
 } ExecCpuVstage;
 
 /* The speed reference: C = A @ B of these sizes, 134 MFLOP (about 1.5 ms on one core of the
@@ -53,5 +55,10 @@ gboolean exec_cpu_evaluate(ExecBackend *backend, const int32_t *tokens, const in
 
 float *exec_cpu_grads(ExecBackend *backend, int32_t vstage, size_t *n);
 float *exec_cpu_params(ExecBackend *backend, int32_t vstage, size_t *n);
+
+/* --- memory (exec-cpu-memory.c) --- */
+
+/* memory() (exec-backend-impl.h): local @stage's bytes by category. */
+void exec_cpu_memory(ExecBackend *backend, int32_t stage, ExecMemoryBytes *bytes);
 
 G_END_DECLS

@@ -55,8 +55,8 @@ static void exec_cpu_run_update(ExecCpuBackend *cpu, const ExecOpArgs *args, Exe
     }
 }
 
-/* F with the live weights, copying them first into the stash the skeleton picked (allocated
- * when first filled). Returns whether it copied the weights. */
+/* F with the live weights, copying them first into the stash the skeleton picked. Returns
+ * whether it copied the weights. */
 static gboolean exec_cpu_run_forward(ExecCpuBackend *cpu, const ExecOpArgs *args,
                                      ExecOpReport *report) {
     ExecCpuVstage      *v = &cpu->vstages[args->vstage];
@@ -64,11 +64,8 @@ static gboolean exec_cpu_run_forward(ExecCpuBackend *cpu, const ExecOpArgs *args
     size_t              n_params = gpt2_slice_n_params(v->slice);
     ExecSkeletonForward f;
     exec_skeleton_forward(&cpu->skel, args, &f);
-    if (f.fill >= 0) {
-        if (v->stash[f.fill] == NULL)
-            v->stash[f.fill] = g_new(float, n_params);
+    if (f.fill >= 0)
         memcpy(v->stash[f.fill], live, n_params * sizeof(float));
-    }
     gpt2_slice_forward(v->slice, live, f.slot, f.tokens, f.input, f.targets, f.output,
                        f.targets ? &report->loss : NULL);
     return f.fill >= 0;
@@ -175,7 +172,7 @@ static const ExecBackendOps exec_cpu_ops = {
     .grads = exec_cpu_grads,
     .params = exec_cpu_params,
     .evaluate = exec_cpu_evaluate,
-    .memory = NULL, /* host slices from malloc: no arenas of the backend's own to report */
+    .memory = exec_cpu_memory,
     .free = exec_cpu_free,
 };
 
@@ -208,8 +205,12 @@ ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error)
             PP_ASSERT(gpt2_slice_n_params(v->slice) == layout->n_params);
             gpt2_slice_init_params(v->slice, setup->seed);
             v->optim = kern_optim_new(exec_layout_optim(skel->layout), v->slice);
+            v->stash_floats = layout->n_params;
         }
+        /* Every copy the stage's weight versions need, now: nothing is allocated in a step. */
         v->stash = g_new0(float *, MAX(skel->vstages[vs].stashes.n, 1));
+        for (int32_t i = 0; v->stash_floats > 0 && i < skel->vstages[vs].stashes.n; i++)
+            v->stash[i] = g_new(float, v->stash_floats);
     }
     cpu->stages = g_new0(ExecCpuStage, skel->n_stages);
     skel->transport =
