@@ -131,13 +131,20 @@ static const ExecCommOps exec_comm_mpi_ops = {
  * and every page of it faults as the message is copied in: on a 2-core VM a 64 MiB message
  * then took 0.65 s one way instead of 16 ms (pacer-bench-comm). Served from the heap, freed
  * blocks are reused without faults; the process keeps at most its peak of messages in flight.
- * Blocks of 1 GiB and more still get their own mapping. */
+ * Blocks of 1 GiB and more still get their own mapping. The same holds for the blocks worker
+ * threads allocate (the copy the gradient reduction posts, exec-reduce.c): a thread's own
+ * arena grows in heaps of at most 64 MiB, and a heap its large block needed is unmapped when
+ * the block is freed, so every post faulted its pages in again (up to 190 ms for a 57 MB part
+ * on a 2-core VM, and the reduction of train-tiny's 2 replicas took 0.4 s instead of 0.1 s).
+ * One arena for every thread keeps them on the main heap too; the workers allocate a few
+ * blocks per op, so the arena's lock is not contended. */
 #define EXEC_COMM_MPI_MMAP_THRESHOLD (1 << 30)
 
 static void exec_comm_mpi_reuse_large_blocks(void) {
 #if defined(__GLIBC__)
     mallopt(M_MMAP_THRESHOLD, EXEC_COMM_MPI_MMAP_THRESHOLD);
     mallopt(M_TRIM_THRESHOLD, EXEC_COMM_MPI_MMAP_THRESHOLD);
+    mallopt(M_ARENA_MAX, 1);
 #endif
 }
 
@@ -148,6 +155,8 @@ gboolean exec_comm_mpi_new(int *argc, char ***argv, double timeout_s, ExecComm *
     if (launched < 2)
         return TRUE;
     exec_comm_test_stall("start");
+    /* Before MPI's threads and the workers exist, so that every thread takes the main arena. */
+    exec_comm_mpi_reuse_large_blocks();
     /* MPI_Init_thread and MPI_Comm_dup wait for every rank. */
     ExecCommGuard *guard =
         exec_comm_guard_new((int32_t)exec_comm_launched_rank(), (int32_t)launched, timeout_s,
@@ -181,7 +190,6 @@ gboolean exec_comm_mpi_new(int *argc, char ***argv, double timeout_s, ExecComm *
     for (int ch = 0; ch < EXEC_COMM_N_CHANNELS; ch++)
         MPI_Comm_dup(MPI_COMM_WORLD, &mpi->channels[ch]);
     exec_comm_guard_free(guard);
-    exec_comm_mpi_reuse_large_blocks();
     *comm = &mpi->base;
     return TRUE;
 }
