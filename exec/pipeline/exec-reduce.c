@@ -2,7 +2,8 @@
  * exec-reduce.c: the gradient reduction between the replicas of a stage (exec-reduce.h). The
  * host thread, serving the group while the workers run, files each arriving part in a table
  * keyed by its tag and sender; the worker posts its parts and waits for the others' under the
- * group's deadline, looking every EXEC_REDUCE_POLL_US at whether the replay stopped.
+ * group's deadline (twice it: EXEC_REDUCE_DEADLINES), looking every EXEC_REDUCE_POLL_US at
+ * whether the replay stopped.
  */
 #include "exec-reduce.h"
 
@@ -13,6 +14,11 @@
 
 /* How often a waiting worker looks at the group's stop signal. */
 #define EXEC_REDUCE_POLL_US 10000
+/* A part's deadline in run.comm_timeout_s: the replica that sends it may itself wait a whole
+ * deadline for its pipeline neighbour first (stage 0 of replica 1 for the gradient of a
+ * stopped stage 1), and that wait, which names the missing rank, must end the job before this
+ * one names the replica that is only waiting (docs/design.md §5.11). */
+#define EXEC_REDUCE_DEADLINES 2
 
 /* The rounds of one update's reduction: the reduce-scatter, the all-gather (of the reduced
  * gradients, or of the updated parameters with a sharded optimizer) and the all-gather of the
@@ -133,9 +139,9 @@ static void exec_reduce_post(ExecReduce *r, int32_t to, int64_t tag, const void 
  * failure, naming @what). */
 static ExecReducePart *exec_reduce_take(ExecReduce *r, int64_t tag, int32_t from, size_t bytes,
                                         const char *what) {
-    gint64 key = exec_reduce_key(r, tag, from);
-    gint64 deadline =
-        g_get_monotonic_time() + (gint64)(exec_comm_timeout(r->comm) * G_USEC_PER_SEC);
+    gint64          key = exec_reduce_key(r, tag, from);
+    double          timeout_s = EXEC_REDUCE_DEADLINES * exec_comm_timeout(r->comm);
+    gint64          deadline = g_get_monotonic_time() + (gint64)(timeout_s * G_USEC_PER_SEC);
     ExecReducePart *part = NULL;
     gpointer        stored_key = NULL;
     g_mutex_lock(&r->lock);
@@ -157,8 +163,8 @@ static ExecReducePart *exec_reduce_take(ExecReduce *r, int64_t tag, int32_t from
     int32_t rank = exec_comm_layout_rank(r->comm, from, r->stage);
     exec_comm_fail(r->comm, g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
                                         "%s from rank %d (replica %d) did not arrive within %g s "
-                                        "(run.comm_timeout_s); rank %d may have died or hung",
-                                        what, rank, from, exec_comm_timeout(r->comm), rank));
+                                        "(%d x run.comm_timeout_s); rank %d may have died or hung",
+                                        what, rank, from, timeout_s, EXEC_REDUCE_DEADLINES, rank));
     return NULL;
 }
 
