@@ -62,6 +62,12 @@ void exec_backend_free(ExecBackend *backend) {
         backend->ops->free(backend);
 }
 
+void exec_memory_bytes_sum(ExecMemoryBytes *bytes) {
+    bytes->total_bytes = bytes->params_bytes + bytes->grads_bytes + bytes->optim_bytes +
+                         bytes->stash_bytes + bytes->act_bytes + bytes->message_bytes +
+                         bytes->workspace_bytes;
+}
+
 const char *exec_tensor_role_name(ExecTensorRole role) {
     static const char *const names[EXEC_TENSOR_N_ROLES] = {
         "params", "grads", "adam_m", "adam_v", "muon_momentum", "prev_update",

@@ -154,6 +154,9 @@ typedef struct {
     int64_t total_bytes;     /* the sum */
 } ExecMemoryBytes;
 
+/* Sets @bytes->total_bytes to the sum of its categories. */
+void exec_memory_bytes_sum(ExecMemoryBytes *bytes);
+
 typedef struct _ExecBackend ExecBackend;
 
 /* --- the backend registry (exec-backend.c) --- */

@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+#include "gpt2-table.h"
 #include "pp-error.h"
 #include "pp-policy.h"
 
@@ -51,6 +52,18 @@ static PpMemoryBytes *exec_pipeline_predict_memory(const ExecPipelineParams *par
         sum->total_bytes += b.total_bytes;
     }
     return stages;
+}
+
+/* The most buckets any virtual stage of @layout hands its gradients over in
+ * (gpt2_table_n_buckets()). */
+static int32_t exec_pipeline_most_buckets(const ExecModelLayout *layout) {
+    int32_t most = 1;
+    for (int32_t vs = 0; vs < layout->n_vstages; vs++) {
+        Gpt2Table *table = gpt2_table_new(exec_layout_slice_params(layout, vs));
+        most = MAX(most, gpt2_table_n_buckets(table));
+        gpt2_table_free(table);
+    }
+    return most;
 }
 
 ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error) {
@@ -175,13 +188,8 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         replicas > 1 && ops->reduces_grads && ops->reduces_grads(pipeline->backend);
     PP_ASSERT(!pipeline->device_reduce || (ops->reduce_grads && !sharded));
     if (replicas > 1 && !pipeline->device_reduce) {
-        /* A virtual stage's gradients go by at most its blocks + 2 buckets (head, embeddings:
-         * gpt2_table_bucket()). */
-        int32_t n_buckets = 1;
-        for (int32_t vs = 0; vs < shape->n_vstages; vs++)
-            n_buckets = MAX(n_buckets, pipeline->partition->layer_end[vs] -
-                                           pipeline->partition->layer_begin[vs] + 2);
-        pipeline->reduce = exec_reduce_new(params->comm, shape->n_vstages, n_buckets);
+        pipeline->reduce =
+            exec_reduce_new(params->comm, shape->n_vstages, exec_pipeline_most_buckets(layout));
     }
     pipeline->sharded = sharded;
     /* The device's reduction is ordered on the stage's one queue, right before the U: no

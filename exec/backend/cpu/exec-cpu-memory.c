@@ -31,7 +31,5 @@ void exec_cpu_memory(ExecBackend *backend, int32_t stage, ExecMemoryBytes *bytes
     }
     /* the stage's token and target ids, (B, T) int32 each */
     bytes->workspace_bytes += 2 * (int64_t)(skel->layout->batch_tokens * sizeof(int32_t));
-    bytes->total_bytes = bytes->params_bytes + bytes->grads_bytes + bytes->optim_bytes +
-                         bytes->stash_bytes + bytes->act_bytes + bytes->message_bytes +
-                         bytes->workspace_bytes;
+    exec_memory_bytes_sum(bytes);
 }

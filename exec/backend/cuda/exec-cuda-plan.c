@@ -137,9 +137,7 @@ ExecCudaPlan *exec_cuda_plan_new(const ExecBackendSetup *setup, int n_visible, c
             mem->message_bytes = 2 * (int64_t)plan->msg_bytes;
         mem->workspace_bytes += (int64_t)kern_cuda_ctx_device_bytes() +
                                 EXEC_CUDA_STAGE_SCALARS_BYTES + 2 * (int64_t)plan->msg_bytes;
-        mem->total_bytes = mem->params_bytes + mem->grads_bytes + mem->optim_bytes +
-                           mem->stash_bytes + mem->act_bytes + mem->message_bytes +
-                           mem->workspace_bytes;
+        exec_memory_bytes_sum(mem);
     }
     return g_steal_pointer(&plan);
 }
