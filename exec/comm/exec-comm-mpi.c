@@ -157,6 +157,8 @@ gboolean exec_comm_mpi_new(int *argc, char ***argv, double timeout_s, ExecComm *
     exec_comm_test_stall("start");
     /* Before MPI's threads and the workers exist, so that every thread takes the main arena. */
     exec_comm_mpi_reuse_large_blocks();
+    /* Read by MPI_Init_thread. */
+    exec_comm_cma_choose();
     /* MPI_Init_thread and MPI_Comm_dup wait for every rank. */
     ExecCommGuard *guard =
         exec_comm_guard_new((int32_t)exec_comm_launched_rank(), (int32_t)launched, timeout_s,

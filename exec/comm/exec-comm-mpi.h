@@ -13,7 +13,9 @@ G_BEGIN_DECLS
  * > 1), initialises MPI with MPI_THREAD_FUNNELED (every MPI call on this, the main
  * thread: exec-comm.h) and sets *@comm to the world group; otherwise leaves *@comm NULL
  * without touching MPI (one process). With a group, glibc's malloc serves blocks under 1 GiB
- * from the heap from then on (message buffers are reused, not mapped anew each time).
+ * from the heap from then on (message buffers are reused, not mapped anew each time), and
+ * Open MPI's shared-memory single-copy mechanism is the caller's or the probe's
+ * (exec_comm_cma_choose()).
  * @argc, @argv as MPI_Init_thread() takes them. @timeout_s is the group's deadline
  * (exec_comm_set_timeout()) and already that of MPI's start-up, which waits for every rank:
  * past it this process prints which ranks may be missing and exits with status 1

@@ -86,6 +86,14 @@ void           exec_comm_guard_free(ExecCommGuard *guard);
  * (tests/test-exec-mpi.c) only. */
 void exec_comm_test_stall(const char *point);
 
+/* Open MPI's shared-memory single-copy mechanism (exec-comm-cma.c), decided before MPI_Init.
+ * exec_comm_cma_permitted(): whether one process on this machine may read a sibling's memory
+ * with process_vm_readv (two forked children try it; FALSE off Linux). exec_comm_cma_choose():
+ * the caller's OMPI_MCA_btl_vader_single_copy_mechanism when set, else sets it to "cma" when
+ * permitted and "none" otherwise. Returns: the mechanism now in the environment. */
+gboolean    exec_comm_cma_permitted(void);
+const char *exec_comm_cma_choose(void);
+
 /* Sets up the shared state of a new group of @size processes; implementations call it first. */
 void exec_comm_init(ExecComm *comm, const ExecCommOps *ops, int32_t rank, int32_t size,
                     int32_t tag_max);
