@@ -162,6 +162,10 @@ const PpScenarioKey pp_scenario_keys[] = {
     PP_SCALED("hardware", "internode_latency_us", hardware.internode_latency_ns, NULL, PP_US_MAX,
               1e3, PP_KEY_DERIVED,
               "latency of one message between nodes in us; absent (no preset): link_latency_us"),
+    PP_NUM("hardware", "allreduce_busbw_gbps", hardware.allreduce_busbw_bytes_per_s, "0", 0.0,
+           PP_RATE_MAX, 1e9, 0,
+           "bus bandwidth of the data-parallel collectives in GB/s, as nccl-tests reports a "
+           "measured all-reduce's busbw (pacer-bench-comm prints pacer-train's); 0: the links'"),
     PP_NUM("hardware", "kernel_eff_max", hardware.kernel_eff_max, "0.6", 0.0, 1.0, 1.0,
            PP_KEY_MIN_EXCL,
            "analytic cost model: share of peak_tflops that large micro-batches reach; "

@@ -77,6 +77,10 @@ typedef struct {
     int32_t gpus_per_node;
     double  internode_bw_bytes_per_s; /* one GPU's link to other nodes, one direction */
     int64_t internode_latency_ns;
+    /* The data-parallel group's collectives (the gradient all-reduce, FSDP's gathers) move
+     * their bytes at this bus bandwidth, as nccl-tests reports a measured all-reduce's busbw
+     * (bytes / time x 2(D - 1) / D), on either side of a node boundary; 0: at the links'. */
+    double allreduce_busbw_bytes_per_s;
     /* Kernel efficiency of the simulator's analytic cost model: a micro-batch of t tokens
      * reaches eff(t) = kernel_eff_max * t / (t + kernel_eff_half_tokens) of peak_flops. */
     double kernel_eff_max;         /* in (0, 1] */

@@ -433,7 +433,7 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
                                      : PP_MEMORY_GRADS_BYTES_PER_PARAM;
             double  bytes = unit_params[u] * grad_bytes;
             cost->dp_sync_ns[u] = sim_layout_allreduce_ns(
-                replicas, bytes, intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns,
+                replicas, bytes, sim_layout_dp_bytes_per_ns(layout, intra),
                 intra ? layout->intra_latency_ns : layout->inter_latency_ns);
             cost->dp_pieces[u] = MAX(unit_layers[u], 1);
         }
@@ -512,12 +512,12 @@ static void sim_cost_ring_ns(const PpScenario *scenario, const SimLayout *layout
  * F += max(0, gather - forward), B += max(0, gather - input-gradient compute), W +=
  * max(0, reduce-scatter - weight-gradient compute). A ring all-gather or reduce-scatter of
  * Z ranks takes (Z - 1)(latency + bytes / (Z bw)), on the intra-node link when a stage's
- * ranks fit a node. */
+ * ranks fit a node (bw: sim_layout_dp_bytes_per_ns()). */
 static void sim_cost_add_fsdp(const SimLayout *layout, double params, double ns_per_flop,
                               SimCostBlock *block) {
     const int32_t  Z = layout->data * layout->context;
     const gboolean intra = sim_layout_stage_node(layout, 0) >= 0;
-    const double   bw = intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns;
+    const double   bw = sim_layout_dp_bytes_per_ns(layout, intra);
     const double   bytes = params * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM; /* gathered block */
     if (Z < 2)
         return;

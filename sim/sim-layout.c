@@ -20,7 +20,14 @@ void sim_layout_init(SimLayout *layout, const PpScenario *scenario) {
         .intra_latency_ns = MAX(hw->link_latency_ns, 0),
         .inter_bytes_per_ns = MAX(hw->internode_bw_bytes_per_s, 0.0) / 1e9,
         .inter_latency_ns = MAX(hw->internode_latency_ns, 0),
+        .dp_bytes_per_ns = MAX(hw->allreduce_busbw_bytes_per_s, 0.0) / 1e9,
     };
+}
+
+double sim_layout_dp_bytes_per_ns(const SimLayout *layout, gboolean intra) {
+    if (layout->dp_bytes_per_ns > 0.0)
+        return layout->dp_bytes_per_ns;
+    return intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns;
 }
 
 int64_t sim_layout_stage_node(const SimLayout *layout, int32_t stage) {

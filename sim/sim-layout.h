@@ -27,10 +27,16 @@ typedef struct {
     int64_t intra_latency_ns;
     double  inter_bytes_per_ns; /* one GPU's link to other nodes; 0: latency only */
     int64_t inter_latency_ns;
+    double  dp_bytes_per_ns; /* the data-parallel collectives' bus bandwidth; 0: the links' */
 } SimLayout;
 
 /* Fills @layout from the scenario's [parallel] and [hardware] (links 0 without [hardware]). */
 void sim_layout_init(SimLayout *layout, const PpScenario *scenario);
+
+/* The bandwidth a collective of the data-parallel group moves its bytes at: the measured bus
+ * bandwidth when the scenario gives one (hardware.allreduce_busbw_gbps), else the intra-node
+ * link when @intra and the inter-node one otherwise. */
+double sim_layout_dp_bytes_per_ns(const SimLayout *layout, gboolean intra);
 
 /* Node that holds every GPU of @stage (ranks [T C D s, T C D (s + 1))), or -1 when they span
  * nodes. A hop between stages a and b stays inside a node exactly when both return the same

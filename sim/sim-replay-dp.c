@@ -77,8 +77,9 @@ int64_t *sim_replay_dp_grad_bytes(const PpScenario *scenario, GError **error) {
 
 int64_t sim_replay_dp_model_ns(const PpScenario *scenario, int32_t replicas, int64_t bytes) {
     const PpHardwareParams *hw = &scenario->hardware;
-    if (!(hw->link_bw_bytes_per_s > 0.0))
+    const double bw = hw->allreduce_busbw_bytes_per_s > 0.0 ? hw->allreduce_busbw_bytes_per_s
+                                                            : hw->link_bw_bytes_per_s;
+    if (!(bw > 0.0))
         return -1;
-    return sim_layout_allreduce_ns(replicas, (double)bytes, hw->link_bw_bytes_per_s / 1e9,
-                                   MAX(hw->link_latency_ns, 0));
+    return sim_layout_allreduce_ns(replicas, (double)bytes, bw / 1e9, MAX(hw->link_latency_ns, 0));
 }

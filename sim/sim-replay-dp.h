@@ -45,10 +45,10 @@ void sim_replay_dp_sync(const PpSchedule *sched, const int64_t *start_ns, const 
 int64_t *sim_replay_dp_grad_bytes(const PpScenario *scenario, GError **error);
 
 /* The model's reduction of @bytes among @replicas over @scenario's [hardware] link
- * (link_latency_us, link_gbps; the figures pacer-bench-comm fits): a reduce-scatter and an
- * all-gather, sim_layout_allreduce_ns() (2 (D - 1) (latency + bytes / D / bandwidth): for
- * D = 2 exactly the executor's two rounds of one message each way). -1 when the scenario has
- * no link bandwidth. */
+ * (link_latency_us, and allreduce_busbw_gbps when set, else link_gbps; the figures
+ * pacer-bench-comm fits): a reduce-scatter and an all-gather, sim_layout_allreduce_ns()
+ * (2 (D - 1) (latency + bytes / D / bandwidth): for D = 2 exactly the executor's two rounds of
+ * one message each way). -1 when the scenario has no bandwidth for it. */
 int64_t sim_replay_dp_model_ns(const PpScenario *scenario, int32_t replicas, int64_t bytes);
 
 G_END_DECLS

@@ -266,6 +266,36 @@ START_TEST(test_cost_zero1) {
 }
 END_TEST
 
+/* A measured bus bandwidth (hardware.allreduce_busbw_gbps) replaces the link's in the
+ * data-parallel all-reduce, inside a node and across nodes alike, and leaves the stage-to-stage
+ * hops on the link; 0 is the link's. */
+START_TEST(test_cost_busbw) {
+    const char *const link[] = {"parallel.data=4", NULL};
+    const char *const zero[] = {"parallel.data=4", "hardware.allreduce_busbw_gbps=0", NULL};
+    const char *const bus[] = {"parallel.data=4", "hardware.allreduce_busbw_gbps=120", NULL};
+    const char *const wide[] = {"parallel.data=4", "hardware.gpus_per_node=2",
+                                "hardware.allreduce_busbw_gbps=120", NULL};
+    g_autoptr(PpScenario) sl = test_load(link);
+    g_autoptr(PpScenario) s0 = test_load(zero);
+    g_autoptr(PpScenario) sb = test_load(bus);
+    g_autoptr(PpScenario) sw = test_load(wide);
+    g_autoptr(SimCostModel) cl = test_cost(sl);
+    g_autoptr(SimCostModel) c0 = test_cost(s0);
+    g_autoptr(SimCostModel) cb = test_cost(sb);
+    g_autoptr(SimCostModel) cw = test_cost(sw);
+    const double h = 12288, s = 2048, V = 51200;
+    for (int32_t st = 0; st < 4; st++) {
+        double params = 2 * (12 * h * h + 13 * h) + (st == 0 ? V * h + s * h : 0) +
+                        (st == 3 ? V * h + 2 * h : 0);
+        ck_assert_int_eq(c0->dp_sync_ns[st], cl->dp_sync_ns[st]);
+        ck_assert_int_eq(cb->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 2, 120.0, 5000));
+        /* a stage's 4 replicas span two nodes of 2: the inter-node latency, the same bandwidth */
+        ck_assert_int_eq(cw->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 2, 120.0, 10000));
+    }
+    ck_assert_int_eq(sim_cost_comm_ns(cb), sim_cost_comm_ns(cl));
+}
+END_TEST
+
 /* Hops: T = 8 fills a node, so every stage-to-stage hop crosses nodes: latency 10 us + 2bsh/8
  * bytes at 25 GB/s; with T = 2 and D = 1 the four stages share a node. */
 START_TEST(test_cost_hops) {
@@ -552,6 +582,7 @@ int main(void) {
     tcase_add_test(tc, test_cost_tensor);
     tcase_add_test(tc, test_cost_recompute);
     tcase_add_test(tc, test_cost_zero1);
+    tcase_add_test(tc, test_cost_busbw);
     tcase_add_test(tc, test_cost_hops);
     tcase_add_test(tc, test_cost_hidden_term);
     suite_add_tcase(s, tc);
