@@ -132,6 +132,8 @@ int main(int argc, char **argv) {
         printf("fit t(S) = a + S x 2(D-1)/(D busbw): a = %.1f us, "
                "hardware.allreduce_busbw_gbps = %.3f\n",
                a * 1e6, share / slope / 1e9);
+    } else if (ok && rank0) {
+        printf("one size: no fit (the largest array must be 4 MiB or more)\n");
     }
     exec_reduce_free(reduce);
     if (error != NULL && rank0)
