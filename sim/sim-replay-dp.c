@@ -76,10 +76,11 @@ int64_t *sim_replay_dp_grad_bytes(const PpScenario *scenario, GError **error) {
 }
 
 int64_t sim_replay_dp_model_ns(const PpScenario *scenario, int32_t replicas, int64_t bytes) {
-    const PpHardwareParams *hw = &scenario->hardware;
-    const double bw = hw->allreduce_busbw_bytes_per_s > 0.0 ? hw->allreduce_busbw_bytes_per_s
-                                                            : hw->link_bw_bytes_per_s;
-    if (!(bw > 0.0))
+    SimLayout layout;
+    sim_layout_init(&layout, scenario);
+    /* the [hardware] link pacer-bench-comm fits, at the bus bandwidth when one is set */
+    const double bytes_per_ns = sim_layout_dp_bytes_per_ns(&layout, TRUE);
+    if (!(bytes_per_ns > 0.0))
         return -1;
-    return sim_layout_allreduce_ns(replicas, (double)bytes, bw / 1e9, MAX(hw->link_latency_ns, 0));
+    return sim_layout_allreduce_ns(replicas, (double)bytes, bytes_per_ns, layout.intra_latency_ns);
 }
