@@ -160,7 +160,7 @@ static const PpModelPreset pp_model_presets[] = {
 };
 
 /* One calibration for both Blackwell presets (b200, gb200: the same GPU), fitted on six
- * published Megatron-Bridge rows (sim/README.md, Checked against published runs): DeepSeek-V3
+ * published Megatron-Bridge rows (docs/published-runs.md): DeepSeek-V3
  * and Qwen3-235B-A22B in bf16 with HybridEP's all-to-alls inside an NVL72 domain, Llama 3 8B
  * on GB200 and B200 and Llama 3.1 405B on GB200 in fp8: kernel_eff_max, kernel_eff_fp8 and
  * alltoall_eff; Qwen3-235B-A22B in fp8 on B200 with the all-to-all dispatcher: its host stall,
@@ -178,8 +178,8 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .peak_flops = 312e12,         /* A100 datasheet: 312 TFLOP/s dense BF16 tensor */
         .memory_bytes = 80 * PP_GIB,  /* A100 80GB SXM: 81920 MiB of HBM2e */
         .mem_bw_bytes_per_s = 2039e9, /* A100 80GB SXM datasheet: 2,039 GB/s */
-        /* Link bandwidths fitted (scripts/fit-published a100-sxm, sim/README.md): what NCCL
-         * reaches on NVLink 3 (datasheet 300 GB/s each way) and on one 200 Gb/s HDR
+        /* Link bandwidths fitted (scripts/fit-published a100-sxm, docs/published-runs.md): what
+         * NCCL reaches on NVLink 3 (datasheet 300 GB/s each way) and on one 200 Gb/s HDR
          * InfiniBand NIC per GPU (DGX A100; 25 GB/s each way). */
         .link_bw_bytes_per_s = 210e9,
         .link_latency_ns = 5000, /* ~5 us for a small NCCL p2p message in one node */
@@ -210,7 +210,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,               /* DGX H100: 8 GPUs on NVSwitch */
         .internode_bw_bytes_per_s = 50e9, /* DGX H100: one 400 Gb/s NDR NIC per GPU */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
-        /* Fitted on four published H100 rows (sim/README.md, Checked against published runs):
+        /* Fitted on four published H100 rows (docs/published-runs.md):
          * Llama 3 405B on 8,192 and 16,384 GPUs (Table 4, bf16), and Megatron-Bridge's Llama 3
          * 70B (fp8) and Qwen3-235B-A22B (fp8, expert all-to-alls mostly over InfiniBand):
          * kernel_eff_max, kernel_eff_fp8 and alltoall_eff; the curve's shape terms are the
@@ -283,8 +283,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,               /* DGX/HGX B200: 8 GPUs on NVSwitch */
         .internode_bw_bytes_per_s = 50e9, /* DGX B200: one 400 Gb/s ConnectX-7 NIC per GPU */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
-        /* Blackwell's fit, shared with gb200 (the same B200 GPU): sim/README.md, Checked
-         * against published runs. */
+        /* Blackwell's fit, shared with gb200 (the same B200 GPU): docs/published-runs.md. */
         PP_BLACKWELL_FIT,
     },
     {
@@ -301,8 +300,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 72,              /* the NVLink domain is the "node": one rack */
         .internode_bw_bytes_per_s = 50e9, /* one 400 Gb/s NIC per GPU, as on DGX (assumed) */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
-        /* Blackwell's fit, shared with b200 (sim/README.md, Checked against published
-         * runs). */
+        /* Blackwell's fit, shared with b200 (docs/published-runs.md). */
         PP_BLACKWELL_FIT,
     },
     {

@@ -31,7 +31,7 @@ typedef struct {
 
 /* One accelerator, its node and its two link classes (the fields of [hardware] except
  * devices). The kernel-efficiency fields are the simulator's calibration for this GPU type,
- * fitted once against published runs (sim/README.md); uncalibrated presets keep the key
+ * fitted once against published runs (docs/published-runs.md); uncalibrated presets keep the key
  * table's defaults. */
 typedef struct {
     const char *name;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * pp-scenario-blocks.c: the [model] keys of multi-head latent attention and mixtures of
  * experts and the [parallel] expert and context keys, checked against each other and the
- * layout (sim/README.md, "Multi-head latent attention and mixtures of experts", "Context
- * parallelism"); derives expert_ffn_hidden and parallel.expert_tensor when absent.
+ * layout (docs/cost-model.md, "Multi-head latent attention and mixtures of experts";
+ * docs/cluster.md, "Context parallelism"); derives expert_ffn_hidden and parallel.expert_tensor
+ * when absent.
  */
 #include "pp-error.h"
 #include "pp-scenario-private.h"

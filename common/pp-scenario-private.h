@@ -12,8 +12,8 @@
 
 G_BEGIN_DECLS
 
-/* The valid ranges, from what the arithmetic holds (sim/README.md lists them per key). Each
- * key is bounded alone here; products of keys (FLOPs, bytes, the run's total time) are
+/* The valid ranges, from what the arithmetic holds (docs/simulator-keys.md lists them per
+ * key). Each key is bounded alone here; products of keys (FLOPs, bytes, the run's total time) are
  * checked where they are formed (sim-cost.c, sim-engine.c, pp-partition.c) against 2^62. */
 #define PP_I32_MAX 2147483647.0
 /* Counts of steps and micro-batches: a schedule holds at most 2^24 (micro-batch, virtual

@@ -17,7 +17,7 @@
 
 G_BEGIN_DECLS
 
-/* How an MoE layer's tokens reach their experts (parallel.moe_dispatcher; sim/README.md,
+/* How an MoE layer's tokens reach their experts (parallel.moe_dispatcher; docs/cost-model.md,
  * Multi-head latent attention and mixtures of experts). */
 typedef enum {
     PP_MOE_DISPATCHER_ALLTOALL, /* Megatron's all-to-all dispatcher: permutation kernels around
@@ -36,7 +36,7 @@ typedef struct {
     gboolean flash_attention; /* TRUE: attention scores are never stored (the simulator's
                                  activation memory drops the 5as/h term) */
     char *recompute;          /* "none", "selective" or "full" (Korthikanti et al. 2022) */
-    /* Layer shape beyond GPT-2's (sim/README.md, "Model shapes"): grouped-query attention and
+    /* Layer shape beyond GPT-2's (docs/cost-model.md, "Model shapes"): grouped-query attention and
      * a gated FFN. Each defaults to the GPT-2 layer when absent. */
     int32_t kv_heads;        /* key/value heads, dividing heads (default heads: multi-head) */
     int32_t head_dim;        /* width of one head (default hidden / heads) */
@@ -44,7 +44,7 @@ typedef struct {
     int32_t ffn_hidden;      /* FFN inner width (default 4 * hidden) */
     char   *precision;       /* "bf16" or "fp8": the layers' matrix products (simulator) */
     char   *attention_flops; /* "full" (every s x s score counted) or "causal" (half) */
-    /* Multi-head latent attention (DeepSeek-V3's names; sim/README.md, "Model shapes"). */
+    /* Multi-head latent attention (DeepSeek-V3's names; docs/cost-model.md, "Model shapes"). */
     char   *attention;        /* "mha" (multi-head or grouped-query) or "mla" */
     int32_t q_lora_rank;      /* query latent width; 0: queries straight from hidden */
     int32_t kv_lora_rank;     /* key/value latent width */
@@ -89,7 +89,7 @@ typedef struct {
      * term): narrow models run more memory-bound work per GEMM FLOP. */
     double kernel_eff_half_hidden; /* >= 0 */
     /* fp8 matrix products (model.precision = fp8) reach kernel_eff_fp8 x eff of
-     * peak_fp8_flops: the casts and scaling that an fp8 product adds (sim/README.md). */
+     * peak_fp8_flops: the casts and scaling that an fp8 product adds (docs/cost-model.md). */
     double kernel_eff_fp8; /* in (0, 1] */
     /* An expert all-to-all moves its bytes at alltoall_eff x the link bandwidths: many small
      * peer-to-peer transfers, the routing metadata and the token permutation around them. */
@@ -97,7 +97,7 @@ typedef struct {
     /* With the all-to-all token dispatcher (parallel.moe_dispatcher) a token-dropless MoE
      * layer's forward waits on the host for the per-expert token counts, and the GPU then idles
      * while the host issues the layer's expert kernels: this much per local expert (E / EP)
-     * and forward (sim/README.md). */
+     * and forward (docs/cost-model.md). */
     int64_t moe_host_ns_per_expert; /* >= 0 */
     /* TRUE when the scenario has a [hardware] section; FALSE (CPU training, explicit
      * [costs]): preset is NULL and peak_flops .. nvlink are 0; devices is still derived and
@@ -124,7 +124,7 @@ typedef struct {
 } PpPipelineParams;
 
 /* The parallel layout around the simulated pipeline ([parallel]). GPUs = data * tensor *
- * stages, ranked tensor innermost, then data, then pipeline stage (sim/README.md). */
+ * stages, ranked tensor innermost, then data, then pipeline stage (docs/cluster.md). */
 typedef struct {
     int32_t  data;                  /* D: identical pipeline replicas */
     int32_t  tensor;                /* T: tensor-parallel degree inside each stage */
@@ -138,14 +138,14 @@ typedef struct {
     gboolean fsdp;                  /* ZeRO-3: weights, gradients and optimizer state sharded
                                        over data x context, each layer gathered per pass */
     int32_t context;                /* C: context-parallel ranks, each holding 1/C of every
-                                       sequence (ring attention; sim/README.md) */
+                                       sequence (ring attention; docs/cluster.md) */
     int32_t expert;                 /* EP: ranks sharing an MoE layer's routed experts, carved
-                                       out of tensor x data (sim/README.md) */
+                                       out of tensor x data (docs/cost-model.md) */
     int32_t  expert_tensor;         /* ranks splitting each routed expert (default tensor) */
     gboolean moe_a2a_overlap;       /* the expert all-to-alls of one micro-batch run under
-                                       another's compute (sim/README.md) */
+                                       another's compute (docs/cost-model.md) */
     char *moe_dispatcher;           /* "alltoall", "deepep" or "hybridep": how the tokens reach
-                                       the experts (sim/README.md) */
+                                       the experts (docs/cost-model.md) */
 } PpParallelParams;
 
 typedef struct {

@@ -160,7 +160,7 @@ static const char sim_main_run_description[] =
     "  pacer-sim schedules\n"
     "Run 'pacer-sim COMMAND --help' for a command's options. --out DIR writes ops.csv,\n"
     "stages.csv, summary.csv, memory.csv, trace.json (ui.perfetto.dev) and scenario.ini.\n"
-    "Exit status: 0 success, 1 bad input, 2 usage error. See sim/README.md.";
+    "Exit status: 0 success, 1 bad input, 2 usage error. See docs/simulator.md.";
 
 static int sim_main_run(int argc, char **argv) {
     g_auto(SimMainOptions) o = {.steps = SIM_MAIN_STEPS_UNSET};
@@ -389,7 +389,7 @@ static int sim_main_replay(int argc, char **argv) {
                         "schedule: train with run.eval_every=0 and run.checkpoint_every=0.\n"
                         "Replay makespan <= measured makespan; the difference is what\n"
                         "communication, channel waits and thread scheduling cost.\n"
-                        "See sim/README.md.",
+                        "See docs/measured-vs-predicted.md.",
                         entries, &error))
         return sim_main_fail(NULL, error);
     const char *path = NULL;
@@ -478,7 +478,7 @@ static int sim_main_plan(int argc, char **argv) {
                         "cannot fit in device memory, simulate the rest and rank them by the "
                         "job's tokens/s.",
                         "The scenario gives the model and the hardware ([hardware] required,\n"
-                        "no [costs]); see sim/README.md for the enumeration rules. Progress is\n"
+                        "no [costs]); see docs/cluster.md for the enumeration rules. Progress is\n"
                         "shown on stderr when it is a terminal.",
                         entries, &error))
         return sim_main_fail(NULL, error);

@@ -5,7 +5,7 @@
  * simulated ops per second on one core. End-to-end rows time what one simulation costs a
  * user (setup + engine without the trace) as the median of a few runs. A last table times
  * pacer-sim plan, run as a child process, on the 16,384-GPU dense job (the mixture of
- * experts' plan takes minutes: sim/README.md, Speed).
+ * experts' plan takes minutes: docs/simulator.md, Speed).
  */
 #include <json-glib/json-glib.h>
 #include <stdio.h>

@@ -319,7 +319,8 @@ static double sim_cal_forward_flops(const SimCalFit *fit, int32_t mb_size) {
  * SIM_CAL_OUTLIER times the median left out; -1 without samples. The mean, not the median:
  * a steady state runs at the ops' mean speed, and op times are skewed to the slow side (on
  * the 2-core VM a stage's F had median 42 ms, mean 45 ms, 90th percentile 51 ms in one
- * run), so medians predicted even the fitted runs a few percent short (sim/README.md). */
+ * run), so medians predicted even the fitted runs a few percent short
+ * (docs/measured-vs-predicted.md). */
 static int64_t sim_cal_size_typical(SimCalSize *z, int32_t stage, PpOpKind kind) {
     GArray *values = z->dur[stage * PP_OP_N_KINDS + kind];
     int64_t median = sim_cal_median(values);
@@ -1146,7 +1147,7 @@ int sim_calibrate_main(int argc, char **argv) {
             "traces run one model on one pipeline (chunks = 1). The steady-state step time is\n"
             "the median interval between consecutive optimizer steps' ends over steps\n"
             "max(N, K/4) .. 3K/4 of a K-step run, measured and predicted alike. See\n"
-            "sim/README.md.",
+            "docs/measured-vs-predicted.md.",
             entries, &error))
         return sim_main_fail(NULL, error);
     if (argc < 2)

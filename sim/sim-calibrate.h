@@ -45,10 +45,10 @@ typedef struct {
     int32_t lo_step, hi_step;
     int64_t measured_step_ns;
     int64_t predicted_step_ns; /* 0 when not predicted (note says why) */
-    /* The speed reference (run.speed_reference, sim/README.md): each stage's median reference
-     * time over steps lo..hi of this run divided by the fit's (SimCalibrateStage.reference_ns):
-     * above 1, the stage's core ran slower than in the fit runs. NULL when this trace or a fit
-     * trace has no reference rows. */
+    /* The speed reference (run.speed_reference, docs/measured-vs-predicted.md): each stage's
+     * median reference time over steps lo..hi of this run divided by the fit's
+     * (SimCalibrateStage.reference_ns): above 1, the stage's core ran slower than in the fit runs.
+     * NULL when this trace or a fit trace has no reference rows. */
     double *slowdown;         /* (n_stages) */
     int64_t adjusted_step_ns; /* predicted with every stage's costs times its slowdown; 0
                                  without slowdowns or without a prediction */
@@ -113,7 +113,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimCalibration, sim_calibrate_free)
 
 /* The readable report. Returns: (transfer full). */
 char *sim_calibrate_format(const SimCalibration *cal);
-/* The same as one JSON object (keys in sim/README.md). Returns: (transfer full). */
+/* The same as one JSON object (keys in docs/measured-vs-predicted.md). Returns: (transfer full). */
 JsonNode *sim_calibrate_build_json(const SimCalibration *cal);
 
 /* Steady-state step time of a trace of @n_steps optimizer steps: t_j = the latest end of a U

@@ -67,7 +67,7 @@ typedef struct {
     int64_t  samples_per_mb;
     double   flops_per_mb;  /* model FLOPs of one micro-batch fwd+bwd, all stages (MFU):
                                3 (24bsh^2 + 4bs^2h) per layer + 6bshV for the head (GPT-2's
-                               layer; sim/README.md, Model shapes, for the others) */
+                               layer; docs/cost-model.md, Model shapes, for the others) */
     double hw_flops_per_mb; /* the same plus the backward's recomputation (HFU) */
     double peak_flops;      /* one device, of the precision the matrix products run at
                                (model.precision); 0 = unknown (no MFU) */
@@ -99,7 +99,7 @@ static inline int64_t sim_cost_bw_ns(const SimCostModel *cost, int32_t unit) {
  * time in memory-bound work (LayerNorm, dropout, softmax: ~sbh bytes against 24sbh^2 FLOPs); by
  * default ([hardware] keys, defaults in pp-scenario-keys.c's key table) the curve saturates at 60%
  * of peak and reaches half of that at 2048 tokens, with no width term; the calibrated hardware
- * presets carry their own fit (sim/README.md); calibrate the keys against measurements. */
+ * presets carry their own fit (docs/published-runs.md); calibrate the keys against measurements. */
 double sim_cost_kernel_efficiency(const PpHardwareParams *hw, int64_t tokens, double hidden);
 
 /* Time per FLOP of matrix products of width @width running at @speedup times the bf16 rate,

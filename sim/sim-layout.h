@@ -2,7 +2,7 @@
  * sim-layout.h: the parallel layout around the simulated pipeline as the analytic cost model
  * sees it: which node each stage's GPUs sit on, what a ring collective costs on the link it
  * uses, and Korthikanti et al.'s per-layer activation bytes and recomputation FLOPs under
- * tensor and sequence parallelism. Pure functions of the scenario; sim/README.md states the
+ * tensor and sequence parallelism. Pure functions of the scenario; docs/cluster.md states the
  * formulas and where they come from.
  */
 #pragma once

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * sim-moe.h: what a mixture-of-experts layer costs the analytic model beyond its FLOPs: the
  * width the expert matrix products run at, and the expert all-to-alls' exposed
- * time with or without overlap (sim/README.md, Multi-head latent attention and mixtures of
+ * time with or without overlap (docs/cost-model.md, Multi-head latent attention and mixtures of
  * experts). Pure functions of their arguments.
  */
 #pragma once

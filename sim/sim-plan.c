@@ -177,7 +177,7 @@ static GArray *sim_plan_expert_layouts(const PpScenario *base, int32_t t, int64_
 }
 
 /* Appends candidate @proto with every micro-batch size, schedule, chunk count and
- * recomputation of the search (see sim/README.md for the rules), each checked against
+ * recomputation of the search (see docs/cluster.md for the rules), each checked against
  * sim_plan_memory_floor(). */
 static void sim_plan_add_batches(GArray *out, const PpScenario *base, const SimPlanOptions *o,
                                  int32_t global_batch, int64_t memory_bytes,
@@ -221,7 +221,7 @@ static void sim_plan_add_batches(GArray *out, const PpScenario *base, const SimP
     }
 }
 
-/* Lists every candidate (see sim/README.md for the rules). */
+/* Lists every candidate (see docs/cluster.md for the rules). */
 static GArray *sim_plan_candidates(const PpScenario *base, const SimPlanOptions *o,
                                    int32_t global_batch, int64_t memory_bytes) {
     GArray       *out = g_array_new(FALSE, TRUE, sizeof(SimPlanCandidate));

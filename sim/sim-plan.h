@@ -3,7 +3,7 @@
  * enumerates data x tensor x context x pipeline layouts, expert layouts of MoE models, ZeRO
  * stages, schedules, chunks, micro-batch sizes and recomputation, drops what cannot fit in
  * device memory before simulating (a memory floor, then the memory-constrained layer
- * partition), simulates the rest and ranks them by the whole job's throughput. sim/README.md
+ * partition), simulates the rest and ranks them by the whole job's throughput. docs/cluster.md
  * states the enumeration rules.
  */
 #pragma once

@@ -84,7 +84,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimReplay, sim_replay_free)
 
 /* The readable table (per stage, then the run). Returns: (transfer full). */
 char *sim_replay_format(const SimReplay *replay);
-/* The same figures as one JSON object (keys in sim/README.md). Returns: (transfer full). */
+/* The same figures as one JSON object (keys in docs/measured-vs-predicted.md).
+ * Returns: (transfer full). */
 JsonNode *sim_replay_build_json(const SimReplay *replay);
 /* Creates @dir and writes ops.csv (the replay prediction), calibrated.csv (the calibrated
  * one) and compare.csv (per op: stage,op,mb,chunk,step and the start and end in ns measured,

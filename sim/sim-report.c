@@ -163,7 +163,7 @@ char *sim_report_format_summary(const SimJob *job) {
                            sim_report_format_ms(ms2, sizeof ms2, res->makespan_ns));
     g_string_append_printf(out, "throughput  %.1f tokens/s, %.3f samples/s\n",
                            res->throughput_tokens_per_s, res->throughput_samples_per_s);
-    /* Two different figures (sim/README.md, "The summary"): the bottleneck stage's idle share
+    /* Two different figures (docs/simulator.md, the summary): the bottleneck stage's idle share
      * of one steady step, and every stage's busy share of the whole run. */
     g_string_append_printf(out,
                            "bubble      %.4f (schedule bubble: idle share of the busiest "

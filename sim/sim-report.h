@@ -60,7 +60,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimJob, sim_job_free)
  * figures and a per-stage table. Returns: (transfer full). */
 char *sim_report_format_summary(const SimJob *job);
 
-/* The run as one JSON object (integers as JSON integers; see sim/README.md for the keys).
+/* The run as one JSON object (integers as JSON integers; see docs/simulator.md for the keys).
  * Returns: (transfer full). */
 JsonNode *sim_report_build_json(const SimJob *job);
 

@@ -252,7 +252,7 @@ static int32_t sim_sweep_axis_find(const SimSweepAxis *axes, int32_t n_axes, con
 }
 
 /* Appends to @ov the overrides, and sets *@derive to the key to derive (or NULL), that keep
- * point @digit (one value index per axis) comparable (sim/README.md, sweep). A kind that
+ * point @digit (one value index per axis) comparable (docs/simulator.md, sweep). A kind that
  * accumulates (paci) counts its update's micro-batches in pipeline.accumulation: a sweep of
  * pipeline.microbatches without an accumulation axis sets a = m for it. When @base gives both
  * pipeline.microbatch_size and training.global_batch and no axis sets either, the point keeps the

@@ -25,7 +25,7 @@ typedef struct {
 } SimCompareRow;
 
 /* Runs each of @kinds (NULL-terminated) on the scenario @path with @overrides, setting per run
- * pipeline.schedule and, as the rule in sim/README.md says:
+ * pipeline.schedule and, as the rule in docs/simulator.md says:
  * - pipeline.chunks: the scenario's, clamped to the kind's registry range; a multi-chunk kind
  *   (interleaved) gets 2 when that leaves 1; other kinds 1;
  * - pipeline.accumulation: an accumulating kind (paci) the scenario's m (its own a when the
@@ -66,7 +66,7 @@ int64_t sim_sweep_n_points(const SimSweepAxis *axes, int32_t n_axes);
  * peak_memory_bytes, error. @out is flushed after the header and after every row, so the
  * rows of an interrupted sweep are out already. @base is @path loaded with @overrides, or
  * NULL when it does not load alone (then the points get no rules): each point's batch and
- * accumulation follow sim_sweep_point_rules() (sim/README.md). Sets *@n_failed to the number
+ * accumulation follow sim_sweep_point_rules() (docs/simulator.md). Sets *@n_failed to the number
  * of points with an error and *@n_mapped to the points of an accumulating schedule that ran
  * a = m. Returns FALSE and sets @error (PP_IO_ERROR_WRITE) when writing @out fails;
  * the sweep stops there. */

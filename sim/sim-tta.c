@@ -639,7 +639,7 @@ int sim_tta_main(int argc, char **argv) {
             "the run's schedule, m and a, else the run's own (tokens per update over the\n"
             "median tokens_per_s of its logged steps max(N, K/4) .. 3K/4). The loss is\n"
             "interpolated linearly between logged evaluations; a threshold a run never reaches\n"
-            "is reported as not reached. See sim/README.md.",
+            "is reported as not reached. See docs/measured-vs-predicted.md.",
             entries, &error))
         return sim_main_fail(NULL, error);
     g_autoptr(GArray) thresholds = g_array_new(FALSE, FALSE, sizeof(double));

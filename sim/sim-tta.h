@@ -88,7 +88,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimTta, sim_tta_free)
 
 /* The readable table. Returns: (transfer full). */
 char *sim_tta_format(const SimTta *tta);
-/* One JSON object (keys in sim/README.md). Returns: (transfer full). */
+/* One JSON object (keys in docs/measured-vs-predicted.md). Returns: (transfer full). */
 JsonNode *sim_tta_build_json(const SimTta *tta);
 /* tta.csv: one row per run and threshold. Returns: (transfer full). */
 char *sim_tta_csv(const SimTta *tta);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * test-context.c: context parallelism ([parallel] context; sim/README.md, "Context
+ * test-context.c: context parallelism ([parallel] context; docs/cluster.md, "Context
  * parallelism") in the simulator's cost model, in closed form: every rank holds s/C tokens
  * (compute, activations and logits / C), ring attention's exposed hops per layer, the layout's
  * GPUs and the seq_len check of causal load balancing.

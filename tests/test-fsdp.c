@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * test-fsdp.c: fully sharded data parallelism ([parallel] fsdp; sim/README.md, "Fully
+ * test-fsdp.c: fully sharded data parallelism ([parallel] fsdp; docs/cluster.md, "Fully
  * sharded data parallelism") in the simulator's cost model, in closed form: the per-layer
  * all-gathers and reduce-scatters' excess over the layer's compute, the sharded training
  * state with the gather buffers, and no end-of-step all-reduce.

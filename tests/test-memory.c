@@ -3,7 +3,7 @@
  * activation bytes per block in closed form, and that the simulator's cost model charges
  * exactly pp_memory_vstage_bytes() per stage (one formula for the simulator and the executor);
  * the grouped-query, SwiGLU layer of Llama 3 8B: parameters, activations, the analytic cost
- * model's FLOPs, op times at bf16 and fp8 and the causal count (sim/README.md, Model shapes).
+ * model's FLOPs, op times at bf16 and fp8 and the causal count (docs/cost-model.md, Model shapes).
  */
 #include <check.h>
 #include <math.h>

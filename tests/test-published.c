@@ -120,7 +120,7 @@ static void pub_simulate(PubRow *r) {
     r->pred_rate = B / (step_s * gpus);
 }
 
-/* The goal every row meets, whatever its stored bound (sim/README.md, Checked against
+/* The goal every row meets, whatever its stored bound (docs/published-runs.md, Checked against
  * published runs). */
 #define PUB_ROW_GOAL 0.15
 
@@ -160,7 +160,7 @@ static int pub_double_cmp(gconstpointer a, gconstpointer b) {
     return (x > y) - (x < y);
 }
 
-/* The tokens-per-second rows (sim/README.md, Checked against published runs: mixtures of
+/* The tokens-per-second rows (docs/published-runs.md, Checked against published runs: mixtures of
  * experts, context parallelism, fp8) keep a median |error| of at most 10%, beside each row's
  * own bound. */
 START_TEST(test_published_tokens_median) {
@@ -188,7 +188,7 @@ END_TEST
 /* Megatron-Bridge's other column, model TFLOP/s per GPU, for the same rows (25.11 tables, as
  * each file's comment quotes it): over the row's tokens/s it gives the FLOPs the source counts
  * per token, an independent check of the presets and of pacer's FLOP count (6 N_active per
- * token plus the causal half of the attention scores, sim/README.md, Model shapes). */
+ * token plus the causal half of the attention scores, docs/cost-model.md, Model shapes). */
 static const struct {
     const char *file;
     double      tflops;

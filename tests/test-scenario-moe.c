@@ -5,7 +5,7 @@
  * cost model charges for them in closed form: FLOPs of the active weights, the expert
  * all-to-alls on the links the placement gives, with and without their overlap, the
  * all-to-all dispatcher's host stall, the fused dispatchers' bytes, and the experts' matrix
- * products at the expert's width (sim/README.md, "Mixture of experts").
+ * products at the expert's width (docs/cost-model.md, "Mixture of experts").
  */
 #include <check.h>
 #include <math.h>

@@ -792,7 +792,7 @@ START_TEST(test_flash_and_kernel_eff) {
     ck_assert_ptr_nonnull(strstr(base_text_out, "\nflash_attention=false\n"));
 
     /* an uncalibrated hardware preset leaves the curve at its defaults, which to_data
-     * writes; the calibrated ones bring their fit (sim/README.md) */
+     * writes; the calibrated ones bring their fit (docs/published-runs.md) */
     const char *const a100[] = {"hardware.preset=a100-sxm", NULL};
     g_autoptr(PpScenario) fitted = load_base(a100);
     ck_assert_double_eq(fitted->hardware.kernel_eff_max, 0.68);

@@ -199,8 +199,9 @@ START_TEST(test_json_matches_engine) {
 END_TEST
 
 /* The summary labels whose figure each is: the schedule bubble of the busiest stage's step
- * and the utilisation of all stages over the run (README: 0.0051 next to 0.7379 for PACI on
- * the default scenario), with the JSON's values; efficiency = sum of busy / (N x makespan). */
+ * and the utilisation of all stages over the run (docs/simulator.md: 0.0051 next to 0.7379 for
+ * PACI on the default scenario), with the JSON's values; efficiency = sum of busy / (N x makespan).
+ */
 START_TEST(test_summary_labels) {
     const char      *text_args[] = {DEFAULT_INI, "--set", "pipeline.schedule=paci", NULL};
     const char      *json_args[] = {DEFAULT_INI, "--set", "pipeline.schedule=paci", "--json", NULL};

@@ -648,7 +648,7 @@ START_TEST(test_train_resume_identity) {
 }
 END_TEST
 
-/* The keys that may change on resume, as README.md lists them ("section.*": the whole
+/* The keys that may change on resume, as docs/checkpoints.md lists them ("section.*": the whole
  * section). */
 static const char *const tt_may_change[] = {
     "model.preset",
@@ -706,7 +706,7 @@ static gboolean tt_names_key(const char *const *list, size_t n, const char *sect
 }
 
 /* Every scenario key is either in the identity or may change on resume, never both: a new key
- * fails here until someone decides which (and says so in README.md). */
+ * fails here until someone decides which (and says so in docs/checkpoints.md). */
 START_TEST(test_train_identity_covers_every_key) {
     const char *const *identity = exec_train_identity_keys();
     size_t             n_identity = 0;

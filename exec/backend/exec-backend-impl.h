@@ -18,7 +18,7 @@
 
 G_BEGIN_DECLS
 
-/* How the members are called (exec/README.md has the whole story):
+/* How the members are called (docs/backends.md has the whole story):
  *
  * Threads. The caller's thread ("host") calls prepare, is_local, launch, the state members
  * (n_tensors .. evaluate) and free, never while launch runs. launch starts one worker per

@@ -8,7 +8,7 @@
  * optimizer rule: the model kernels' arguments and the optimizer's hyperparameters the layout
  * carries, and its constructor, are the backend author's (exec-layout-impl.h). A backend itself
  * is opaque here: the pipeline (exec.c) drives it through the backend author's interface,
- * exec-backend-impl.h. exec/README.md describes both.
+ * exec-backend-impl.h. docs/backends.md describes both.
  */
 #pragma once
 

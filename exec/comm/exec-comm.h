@@ -73,7 +73,7 @@ int exec_comm_finish(ExecComm *comm, const GError *error);
  * of replica r mod D: stage-major, so the D replicas of a stage, which reduce their gradients
  * together at every update, are consecutive ranks, and a launcher that fills each node with
  * consecutive ranks keeps those reductions inside a node (the simulator's [parallel] ranking,
- * sim/README.md, is the same: data inside pipeline stage). Until exec_comm_set_replicas(),
+ * docs/cluster.md, is the same: data inside pipeline stage). Until exec_comm_set_replicas(),
  * D = 1 and rank r runs stage r. A NULL group is replica 0, stage 0 of one. */
 
 /* Host thread, before the pipeline is built: @replicas (>= 1, a divisor of the size). */

@@ -7,7 +7,7 @@
  * reductions on rank 0. Prints the array's bytes, the time, and nccl-tests' two bandwidths,
  * algbw = bytes / time and busbw = algbw x 2 (D - 1) / D; ends with the least-squares line
  * t(S) = a + S x 2 (D - 1) / (D x busbw) over the sizes, the simulator's
- * hardware.allreduce_busbw_gbps (sim/README.md), which charges the reduction's copies and sum
+ * hardware.allreduce_busbw_gbps (docs/cluster.md), which charges the reduction's copies and sum
  * that the link alone (pacer-bench-comm) does not.
  *   scripts/mpirun-local -np 2 build/exec/pacer-bench-reduce [max MiB (256)]
  */

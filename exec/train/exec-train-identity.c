@@ -3,7 +3,7 @@
  * a resume makes against it: every scenario key that changes what is computed (the model, the
  * batch and schedule, the partition, the precision, the optimizer keys that give its state a
  * meaning, the seed), each refused by name with both values when it differs. The keys that may
- * change on resume are the others (README.md, "Which keys a resume may change").
+ * change on resume are the others (docs/checkpoints.md, "Which keys a resume may change").
  */
 #include "exec-train-private.h"
 

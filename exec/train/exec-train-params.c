@@ -81,7 +81,8 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
         return FALSE;
     }
     /* The kernels are GPT-2's: multi-head attention of hidden / heads per head and a GELU MLP
-     * of 4 * hidden. The other layer keys are the simulator's (sim/README.md, Model shapes). */
+     * of 4 * hidden. The other layer keys are the simulator's
+     * (docs/cost-model.md, Model shapes). */
     const PpModelParams *m = &sc->model;
     if (m->kv_heads != m->heads || m->head_dim * m->heads != m->hidden ||
         pp_scenario_ffn_gated(sc) || m->ffn_hidden != 4 * m->hidden) {
