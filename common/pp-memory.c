@@ -106,7 +106,8 @@ double pp_memory_attention_width(const PpMemoryShape *shape) {
  * tensor group unless sequence parallelism splits them; the 5as/h term is the attention
  * scores, softmax and dropout mask (a query heads: grouped-query attention shares K and V, not
  * the scores), which flash attention and selective recomputation never store. Full
- * recomputation keeps the layer input alone, 2sbh (split over T with sequence parallelism). */
+ * recomputation stores what a block it does not checkpoint stores without recomputation (the
+ * checkpointed ones' inputs are counted per unit, pp_memory_unit_act_bytes()). */
 static void pp_memory_layer_act(const PpMemoryShape *shape, const PpMemoryDims *dm, double ffn_acts,
                                 double t, double *per_sbh, double *w_share) {
     const double   s = shape->seq_len, h = shape->hidden, a = shape->heads;
@@ -115,27 +116,16 @@ static void pp_memory_layer_act(const PpMemoryShape *shape, const PpMemoryDims *
     const double   base = 10.0 + dm->latent_acts / h; /* replicated without sequence parallel */
     const gboolean sp = shape->sequence_parallel;
     double         kept = 0.0; /* the scores' share still stored */
-    *per_sbh = 0.0;
-    switch (shape->recompute) {
-    case PP_RECOMPUTE_NONE:
+    if (shape->recompute == PP_RECOMPUTE_SELECTIVE) {
+        *per_sbh = sp ? (base + sharded) / t : base + sharded / t;
+    } else {
         *per_sbh = sp ? (base + sharded + scores) / t : base + sharded / t + scores / t;
         kept = scores;
-        break;
-    case PP_RECOMPUTE_SELECTIVE:
-        *per_sbh = sp ? (base + sharded) / t : base + sharded / t;
-        break;
-    case PP_RECOMPUTE_FULL:
-        *per_sbh = sp ? 2.0 / t : 2.0;
-        break;
     }
     /* The weight-gradient pass needs the GEMM inputs: all but the block input's 2sbh and the
      * scores, 32sbh of the unsharded 34sbh + 5as^2b for GPT-2's layer (the zero-bubble paper's
-     * M_W), (8 + X)sbh in general: the same share of the sharded bytes. With full
-     * recomputation the split backward keeps the layer input until W (the recomputed tensors
-     * of one layer are transient). */
-    *w_share = shape->recompute == PP_RECOMPUTE_FULL
-                   ? 1.0
-                   : (base - 2.0 + sharded) / (base + sharded + kept);
+     * M_W), (8 + X)sbh in general: the same share of the sharded bytes. */
+    *w_share = (base - 2.0 + sharded) / (base + sharded + kept);
 }
 
 /* Stores one block's activation bytes and the part B frees, for @ffn_acts FFN bytes/token. */
@@ -159,11 +149,33 @@ static double pp_memory_moe_ffn_acts(const PpMemoryShape *shape) {
            4.0 * k * shape->hidden + 4.0 * shape->experts;
 }
 
+/* Bytes per parameter of weights, gradients and Adam moments with the master weights and
+ * moments over @zero ranks and, under ZeRO-3, everything over @fsdp ranks (docs/memory.md). */
+static void pp_memory_bpp(const PpMemoryShape *shape, double zero, double fsdp, double *weights,
+                          double *grads, double *optim) {
+    const double g = shape->grad_bytes > 0.0 ? shape->grad_bytes : PP_MEMORY_GRADS_BYTES_PER_PARAM;
+    *optim = PP_MEMORY_OPTIM_BYTES_PER_PARAM / zero;
+    if (fsdp > 1.0 && shape->fsdp_impl == PP_FSDP_TORCH2) {
+        /* the fp32 parameter shard is the optimizer's; its gradient shard is fp32 too */
+        *weights = PP_MEMORY_MASTER_BYTES_PER_PARAM / fsdp;
+        *grads = 4.0 / fsdp;
+        return;
+    }
+    *weights =
+        PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM / fsdp + PP_MEMORY_MASTER_BYTES_PER_PARAM / zero;
+    *grads = g / fsdp;
+}
+
 void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
     const double b = shape->microbatch_size, s = shape->seq_len, h = shape->hidden;
     const double V = shape->vocab;
     const double t = shape->tensor > 1.0 ? shape->tensor : 1.0;
+    const double c = shape->context > 1.0 ? shape->context : 1.0;
     const double zero = shape->zero_shards > 1.0 ? shape->zero_shards : 1.0;
+    const double fsdp = shape->fsdp_shards > 1.0 ? shape->fsdp_shards : 1.0;
+    /* the expert-data-parallel ranks: ZeRO shards the experts over them, FSDP as well */
+    const double ezero =
+        shape->expert_zero_shards > 0.0 ? MAX(shape->expert_zero_shards, 1.0) : zero;
     /* Parameters: per block the matrices (12h^2 for GPT-2's layer) plus GPT-2's biases and
      * LayerNorms, 13h there: QKV (a + 2k)d, projection h, FFN f + h (SwiGLU 2f + h),
      * LayerNorms 4h; embeddings Vh + sh, final LayerNorm 2h + head Vh; each GPU of a tensor
@@ -175,21 +187,32 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
     model->layer_params = (pp_memory_layer_matrix_params(shape) + small) / t;
     model->embed_params = (V * h + s * h) / t;
     model->head_params = (V * h + 2.0 * h) / t;
-    const double fsdp = shape->fsdp_shards > 1.0 ? shape->fsdp_shards : 1.0;
-    model->weights_bpp =
-        PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM / fsdp + PP_MEMORY_MASTER_BYTES_PER_PARAM / zero;
-    model->grads_bpp = PP_MEMORY_GRADS_BYTES_PER_PARAM / fsdp;
-    model->optim_bpp = PP_MEMORY_OPTIM_BYTES_PER_PARAM / zero;
+    pp_memory_bpp(shape, zero, fsdp, &model->weights_bpp, &model->grads_bpp, &model->optim_bpp);
     model->state_bpp = model->weights_bpp + model->grads_bpp + model->optim_bpp;
+    pp_memory_bpp(shape, ezero, fsdp > 1.0 ? ezero : 1.0, &model->expert_weights_bpp,
+                  &model->expert_grads_bpp, &model->expert_optim_bpp);
+    model->expert_state_bpp =
+        model->expert_weights_bpp + model->expert_grads_bpp + model->expert_optim_bpp;
     const double ffn_acts = (shape->ffn_gated ? 6.0 : 4.0) * dm.f; /* per token */
     pp_memory_block_act(shape, &dm, ffn_acts, t, &model->layer_act_bytes,
                         &model->layer_act_b_bytes);
-    const double c = shape->context > 1.0 ? shape->context : 1.0;
+    const gboolean sp = shape->sequence_parallel && t > 1.0;
+    model->layer_input_bytes = 2.0 * b * s * h / (sp ? t : 1.0) / c;
     model->logits_bytes = b * s * V * PP_MEMORY_LOGIT_BYTES / t / c; /* vocab-parallel head */
+    model->recompute = shape->recompute;
+    model->recompute_method = shape->recompute_method;
+    model->recompute_layers =
+        shape->recompute == PP_RECOMPUTE_FULL ? MAX(shape->recompute_layers, 1) : 0;
+    model->comm_buffer_bytes = 2.0 * shape->msg_bytes + (sp ? 2.0 * b * s * h / c : 0.0);
     model->first_moe_layer = G_MAXINT32;
-    model->moe_layer_params = model->moe_layer_act_bytes = model->moe_layer_act_b_bytes = 0.0;
-    model->fsdp_buffer_bytes =
-        fsdp > 1.0 ? 3.0 * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM * model->layer_params : 0.0;
+    model->moe_layer_params = model->moe_expert_params = 0.0;
+    model->moe_layer_act_bytes = model->moe_layer_act_b_bytes = 0.0;
+    /* ZeRO-3's gathers per block: the current and the prefetched bf16 block, one block's bf16
+     * gradient (FSDP2 with fp32 gradients: and its fp32 cast for the reduce-scatter) */
+    const double gathered =
+        2.0 * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM + 2.0 +
+        (shape->fsdp_impl == PP_FSDP_TORCH2 && shape->grad_bytes > 2.0 ? shape->grad_bytes : 0.0);
+    model->fsdp_buffer_bytes = fsdp > 1.0 ? gathered * model->layer_params : 0.0;
     if (!(shape->experts > 0.0))
         return;
     /* An MoE block on one GPU: attention, LayerNorms and shared experts over T, the router
@@ -198,14 +221,14 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
     const double etp = shape->expert_tensor > 1.0 ? shape->expert_tensor : 1.0;
     const double expert = pp_memory_expert_params(shape, &dm);
     model->first_moe_layer = MAX(shape->dense_layers, 0);
+    model->moe_expert_params = shape->experts * expert / (ep * etp);
     model->moe_layer_params =
         (dm.attn_matrix + dm.attn_small + 4.0 * h + shape->shared_experts * expert) / t +
-        h * shape->experts + shape->experts * expert / (ep * etp);
+        h * shape->experts + model->moe_expert_params;
     pp_memory_block_act(shape, &dm, pp_memory_moe_ffn_acts(shape), t, &model->moe_layer_act_bytes,
                         &model->moe_layer_act_b_bytes);
     if (fsdp > 1.0)
-        model->fsdp_buffer_bytes = 3.0 * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM *
-                                   MAX(model->layer_params, model->moe_layer_params);
+        model->fsdp_buffer_bytes = gathered * MAX(model->layer_params, model->moe_layer_params);
 }
 
 double pp_memory_model_params(const PpMemoryShape *shape, int32_t n_layers, gboolean active) {
@@ -248,28 +271,96 @@ double pp_memory_vstage_params(const PpMemoryModel *model, int32_t layer_begin, 
            (first ? model->embed_params : 0.0) + (last ? model->head_params : 0.0);
 }
 
+/* Blocks of the @n_layers whose inputs full recomputation checkpoints. */
+int32_t pp_memory_recomputed_layers(const PpMemoryModel *model, int32_t n_layers) {
+    if (model->recompute != PP_RECOMPUTE_FULL)
+        return 0;
+    return model->recompute_method == PP_RECOMPUTE_BLOCK ? MIN(model->recompute_layers, n_layers)
+                                                         : n_layers;
+}
+
+/* The stored activations of the blocks, @b_part: the part B frees. Full recomputation: a
+ * checkpointed input per group of N (uniform) or per each of the first N blocks (block), which
+ * B keeps for W, plus what the unchecked blocks store. */
+static double pp_memory_unit_blocks(const PpMemoryModel *model, int32_t layer_begin,
+                                    int32_t n_layers, gboolean b_part) {
+    double dense = b_part ? model->layer_act_b_bytes : model->layer_act_bytes;
+    double moe = b_part ? model->moe_layer_act_b_bytes : model->moe_layer_act_bytes;
+    if (model->recompute != PP_RECOMPUTE_FULL)
+        return pp_memory_span(model, layer_begin, n_layers, dense, moe);
+    const double  input = b_part ? 0.0 : model->layer_input_bytes;
+    const int32_t n = model->recompute_layers;
+    if (model->recompute_method == PP_RECOMPUTE_UNIFORM)
+        return ((n_layers + n - 1) / n) * input;
+    const int32_t k = MIN(n, n_layers);
+    return k * input + pp_memory_span(model, layer_begin + k, n_layers - k, dense, moe);
+}
+
 double pp_memory_unit_act_bytes(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
                                 gboolean last) {
-    return pp_memory_span(model, layer_begin, n_layers, model->layer_act_bytes,
-                          model->moe_layer_act_bytes) +
+    return pp_memory_unit_blocks(model, layer_begin, n_layers, FALSE) +
            (last ? model->logits_bytes : 0.0);
 }
 
 double pp_memory_unit_act_b_bytes(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
                                   gboolean last) {
-    return pp_memory_span(model, layer_begin, n_layers, model->layer_act_b_bytes,
-                          model->moe_layer_act_b_bytes) +
+    return pp_memory_unit_blocks(model, layer_begin, n_layers, TRUE) +
            (last ? model->logits_bytes : 0.0);
+}
+
+double pp_memory_unit_recompute_bytes(const PpMemoryModel *model, int32_t layer_begin,
+                                      int32_t n_layers) {
+    if (model->recompute != PP_RECOMPUTE_FULL || n_layers < 1)
+        return 0.0;
+    /* uniform: groups of N from the unit's first block; block: each checkpointed block alone */
+    const int32_t group =
+        model->recompute_method == PP_RECOMPUTE_UNIFORM ? model->recompute_layers : 1;
+    const int32_t end = layer_begin + pp_memory_recomputed_layers(model, n_layers);
+    double        most = 0.0;
+    for (int32_t g = layer_begin; g < end; g += group)
+        most = MAX(most, pp_memory_span(model, g, MIN(group, end - g), model->layer_act_bytes,
+                                        model->moe_layer_act_bytes));
+    return most;
+}
+
+double pp_memory_layer_stored_bytes(const PpMemoryModel *model, gboolean moe) {
+    if (model->recompute != PP_RECOMPUTE_FULL)
+        return moe ? model->moe_layer_act_bytes : model->layer_act_bytes;
+    return model->recompute_method == PP_RECOMPUTE_UNIFORM
+               ? model->layer_input_bytes / model->recompute_layers
+               : model->layer_input_bytes;
+}
+
+double pp_memory_layer_state_bytes(const PpMemoryModel *model) {
+    return model->layer_params * model->state_bpp;
+}
+
+double pp_memory_moe_layer_state_bytes(const PpMemoryModel *model) {
+    return (model->moe_layer_params - model->moe_expert_params) * model->state_bpp +
+           model->moe_expert_params * model->expert_state_bpp;
+}
+
+void pp_memory_vstage_state(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
+                            gboolean first, gboolean last, PpMemoryBytes *bytes) {
+    const double params = pp_memory_vstage_params(model, layer_begin, n_layers, first, last);
+    const double experts =
+        pp_memory_moe_layers(model, layer_begin, n_layers) * model->moe_expert_params;
+    const double rest = params - experts;
+    bytes->params_bytes = llround(rest * model->weights_bpp + experts * model->expert_weights_bpp);
+    bytes->grads_bytes = llround(rest * model->grads_bpp + experts * model->expert_grads_bpp);
+    bytes->optim_bytes = llround(rest * model->optim_bpp + experts * model->expert_optim_bpp);
+    bytes->static_bytes = bytes->params_bytes + bytes->grads_bytes + bytes->optim_bytes;
+}
+
+int64_t pp_memory_reserved_bytes(int64_t allocated_bytes) {
+    return llround((double)allocated_bytes * (1.0 + PP_MEMORY_RESERVED_OVERHEAD));
 }
 
 void pp_memory_vstage_bytes(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
                             gboolean first, gboolean last, int32_t live_units,
                             int32_t extra_versions, PpMemoryBytes *bytes) {
     double params = pp_memory_vstage_params(model, layer_begin, n_layers, first, last);
-    bytes->params_bytes = llround(params * model->weights_bpp);
-    bytes->grads_bytes = llround(params * model->grads_bpp);
-    bytes->optim_bytes = llround(params * model->optim_bpp);
-    bytes->static_bytes = bytes->params_bytes + bytes->grads_bytes + bytes->optim_bytes;
+    pp_memory_vstage_state(model, layer_begin, n_layers, first, last, bytes);
     bytes->stash_bytes =
         (int64_t)extra_versions * llround(params * PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM);
     bytes->act_bytes =

@@ -11,24 +11,44 @@
 
 G_BEGIN_DECLS
 
-/* Training state per parameter, 16 bytes by category: weights = bf16 copy (2) + fp32 master
- * (4); gradients in bf16 (2); optimizer state = Adam first and second moments in fp32 (4 + 4).
- * A stashed weight version is one more bf16 copy (2). A distributed optimizer (ZeRO-1) shards
- * the master copy and the moments over the data replicas. */
+/* Training state per parameter by category, as Megatron-Core allocates it for bf16 training
+ * (docs/memory.md): weights = bf16 copy (2) + fp32 master (4); gradients in the gradient
+ * buffer's dtype (PpMemoryShape.grad_bytes: 4 for Megatron's fp32 main gradients, 2 for bf16);
+ * optimizer state = Adam first and second moments in fp32 (4 + 4). A stashed weight version is
+ * one more bf16 copy (2). A distributed optimizer (ZeRO-1) shards the master copy and the
+ * moments over the data replicas (the experts' over the expert-data-parallel ranks). */
 #define PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM 2
 #define PP_MEMORY_MASTER_BYTES_PER_PARAM      4
 #define PP_MEMORY_WEIGHTS_BYTES_PER_PARAM     6
-#define PP_MEMORY_GRADS_BYTES_PER_PARAM       2
+#define PP_MEMORY_GRADS_BYTES_PER_PARAM       2 /* bf16: the default of a shape without one */
 #define PP_MEMORY_OPTIM_BYTES_PER_PARAM       8
-#define PP_MEMORY_STATE_BYTES_PER_PARAM       16
 #define PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM 2
+/* The caching allocator's reserve over what is allocated (fragmentation and the blocks it
+ * rounds up to), a stated constant: reserved = allocated x (1 + this). */
+#define PP_MEMORY_RESERVED_OVERHEAD 0.05
 
 /* Activation recomputation (Korthikanti et al. 2022; [model] recompute). */
 typedef enum {
     PP_RECOMPUTE_NONE,      /* every activation is stored */
     PP_RECOMPUTE_SELECTIVE, /* attention's scores, softmax and dropout are recomputed */
-    PP_RECOMPUTE_FULL,      /* only each layer's input is stored; the backward reruns F */
+    PP_RECOMPUTE_FULL,      /* checkpointed layers store their input; the backward reruns F */
 } PpRecompute;
+/* Which layers full recomputation checkpoints (Megatron's recompute_method), with N =
+ * recompute_layers: */
+typedef enum {
+    PP_RECOMPUTE_UNIFORM, /* every layer, in groups of N: each group stores its input and
+                             reruns its N layers at once in the backward */
+    PP_RECOMPUTE_BLOCK,   /* the first N layers of each virtual stage, one by one; the rest
+                             store everything */
+} PpRecomputeMethod;
+/* How ZeRO-3 holds its shards ([parallel] fsdp_impl). */
+typedef enum {
+    PP_FSDP_MEGATRON, /* Megatron's custom FSDP: bf16 weight, fp32 master and gradient-dtype
+                         shards; per gather the bf16 block, its bf16 gradient */
+    PP_FSDP_TORCH2,   /* torch FSDP2 with bf16 compute, fp32 reduce: fp32 parameter (the
+                         master) and fp32 gradient shards; per gather the bf16 block, its bf16
+                         gradient and that gradient cast to fp32 for the reduce-scatter */
+} PpFsdpImpl;
 /* Logits are kept in fp32 for the loss. */
 #define PP_MEMORY_LOGIT_BYTES 4
 
@@ -74,31 +94,51 @@ typedef struct {
                                   (with the master weights and moments; 0 or 1: none) */
     double context;            /* C context-parallel ranks, each holding s/C tokens of every
                                   sequence: activations and logits / C (0 or 1: none) */
+    double grad_bytes;         /* bytes per parameter of the gradient buffer: 4 (fp32 main
+                                  gradients) or 2 (bf16); 0: 2 */
+    double expert_zero_shards; /* ranks sharing the routed experts' master weights and
+                                  moments (ZeRO-1) or all their state (ZeRO-3): the
+                                  expert-data-parallel group, data x tensor x context /
+                                  (expert x expert_tensor); 0: zero_shards */
+    PpRecomputeMethod recompute_method; /* with PP_RECOMPUTE_FULL */
+    int32_t           recompute_layers; /* N of recompute_method; 0 or 1: one layer */
+    PpFsdpImpl        fsdp_impl;        /* with fsdp_shards > 1 */
+    double            msg_bytes;        /* one stage-to-stage activation message on this GPU
+                                           (0: a single stage, no pipeline buffers) */
 } PpMemoryShape;
 
 /* Per-part quantities of the model on one GPU (parameters, bytes per live micro-batch): with
  * tensor parallelism every count below is that GPU's 1/T share. */
 typedef struct {
-    double layer_params;      /* per block, (matrices + biases + LayerNorms) / T: GPT-2's
-                                 (12h^2 + 13h) / T; in general pp_memory_layer_matrix_params()
-                                 + (a + 2k)d + 2h + (f or 2f) + 4h, all over T */
-    double embed_params;      /* (V h + s h) / T (virtual stage 0) */
-    double head_params;       /* final LayerNorm + untied head: (V h + 2h) / T (last vstage) */
-    double weights_bpp;       /* bytes per parameter: bf16 copy + master (sharded by ZeRO-1;
-                                 both by ZeRO-3) */
-    double grads_bpp;         /* bf16 gradients (sharded by ZeRO-3) */
-    double optim_bpp;         /* Adam moments (sharded by ZeRO-1) */
-    double state_bpp;         /* weights + gradients + optimizer */
+    double layer_params; /* per block, (matrices + biases + LayerNorms) / T: GPT-2's
+                            (12h^2 + 13h) / T; in general pp_memory_layer_matrix_params()
+                            + (a + 2k)d + 2h + (f or 2f) + 4h, all over T */
+    double embed_params; /* (V h + s h) / T (virtual stage 0) */
+    double head_params;  /* final LayerNorm + untied head: (V h + 2h) / T (last vstage) */
+    double weights_bpp;  /* bytes per parameter: bf16 copy + master (sharded by ZeRO-1;
+                            both by ZeRO-3; FSDP2: the fp32 shard alone) */
+    double grads_bpp;    /* gradient buffer, grad_bytes (sharded by ZeRO-3) */
+    double optim_bpp;    /* Adam moments (sharded by ZeRO-1) */
+    double state_bpp;    /* weights + gradients + optimizer */
+    /* the same for the routed experts, sharded over expert_zero_shards instead */
+    double expert_weights_bpp, expert_grads_bpp, expert_optim_bpp, expert_state_bpp;
     double fsdp_buffer_bytes; /* ZeRO-3 (fsdp_shards > 1): per device, the gathered bf16
                                  weights of the current and the prefetched block and one
-                                 block's gradients before their reduce-scatter, 3 x 2 bytes x
-                                 the largest block's unsharded parameters; else 0 */
+                                 block's gradients before their reduce-scatter (bf16; FSDP2
+                                 also their fp32 cast), (2 x 2 + 2 (+ 4)) bytes x the largest
+                                 block's unsharded parameters; else 0 */
+    double comm_buffer_bytes; /* pipeline buffers: a received gradient and a sent activation
+                                 in flight, 2 x msg_bytes; + with sequence parallelism the
+                                 all-gathered layer input 2bsh/C a GEMM reads */
     double layer_act_bytes;   /* activations of one block per live micro-batch, M_F: without
                                  T, recomputation or flash sb(34h + 5as) for GPT-2's layer,
                                  sb(10h + 4(ad + kd) + 4f (gelu) or 6f (swiglu) + 5as) in
-                                 general (pp-memory.c) */
+                                 general (pp-memory.c); under full recomputation the value of
+                                 a block that is not checkpointed (block method) */
     double layer_act_b_bytes; /* the part a split backward frees at B, M_B: sb(2h + 5as) in the
                                  plain case; W frees the rest */
+    double layer_input_bytes; /* a checkpointed block's stored input, 2bsh (/T with sequence
+                                 parallelism) / C */
     double logits_bytes;      /* fp32 logits per live micro-batch, 4bsV / T (last vstage) */
     /* An MoE block (layers >= first_moe_layer; G_MAXINT32 for a dense model): attention, S
      * shared experts and LayerNorms over T, the router replicated, the E routed experts over
@@ -106,8 +146,13 @@ typedef struct {
      * K + S experts' and the routed tokens' copies (pp-memory.c). */
     int32_t first_moe_layer;
     double  moe_layer_params;
+    double  moe_expert_params; /* the routed experts' share of moe_layer_params */
     double  moe_layer_act_bytes;
     double  moe_layer_act_b_bytes;
+    /* Full recomputation (recompute FULL): method and N; otherwise recompute_layers is 0 */
+    PpRecompute       recompute;
+    PpRecomputeMethod recompute_method;
+    int32_t           recompute_layers;
 } PpMemoryModel;
 
 void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model);
@@ -144,11 +189,27 @@ double pp_memory_model_params(const PpMemoryShape *shape, int32_t n_layers, gboo
  * @first, + head when @last). */
 double pp_memory_vstage_params(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
                                gboolean first, gboolean last);
-/* Activation bytes of one live (micro-batch, virtual stage) unit, and the part B frees. */
+/* Activation bytes of one live (micro-batch, virtual stage) unit, and the part B frees:
+ * under full recomputation the checkpointed inputs and the blocks it does not checkpoint. */
 double pp_memory_unit_act_bytes(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
                                 gboolean last);
 double pp_memory_unit_act_b_bytes(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
                                   gboolean last);
+/* The transient bytes the backward of a unit rebuilds at once under full recomputation: the
+ * activations of one group of recompute_layers blocks (uniform) or of one block (block
+ * method); 0 otherwise. */
+double pp_memory_unit_recompute_bytes(const PpMemoryModel *model, int32_t layer_begin,
+                                      int32_t n_layers);
+/* Blocks of the @n_layers from @layer_begin whose forward the backward reruns. */
+int32_t pp_memory_recomputed_layers(const PpMemoryModel *model, int32_t n_layers);
+/* What one dense (@moe FALSE) or MoE block adds to a live unit's activations, for a layer
+ * partition that sums blocks: the block's bytes, under full recomputation its checkpointed
+ * input (uniform: shared by recompute_layers blocks; block method: as if every block of the
+ * stage were checkpointed, which undercounts the blocks past the first N). */
+double pp_memory_layer_stored_bytes(const PpMemoryModel *model, gboolean moe);
+/* Training state (weights, gradients, optimizer) of one dense and one MoE block, bytes. */
+double pp_memory_layer_state_bytes(const PpMemoryModel *model);
+double pp_memory_moe_layer_state_bytes(const PpMemoryModel *model);
 /* How many of the @n_layers blocks from @layer_begin are MoE blocks. */
 int32_t pp_memory_moe_layers(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers);
 
@@ -162,6 +223,14 @@ typedef struct {
     int64_t act_bytes;    /* live units x activation bytes per unit */
     int64_t total_bytes;  /* the sum */
 } PpMemoryBytes;
+
+/* The state of a virtual stage: params_bytes, grads_bytes, optim_bytes and static_bytes of
+ * @bytes (the other fields untouched), the routed experts at their own bytes per parameter. */
+void pp_memory_vstage_state(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
+                            gboolean first, gboolean last, PpMemoryBytes *bytes);
+/* What the caching allocator reserves for @allocated_bytes: allocated x (1 +
+ * PP_MEMORY_RESERVED_OVERHEAD), rounded. */
+int64_t pp_memory_reserved_bytes(int64_t allocated_bytes);
 
 /* The predicted peak of a virtual stage holding @n_layers blocks from @layer_begin (+ the
  * ends) with @live_units micro-batches' activations alive at once and @extra_versions stashed

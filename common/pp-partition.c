@@ -264,7 +264,7 @@ static gboolean pp_partition_balance(PpPartitionSums *s, int32_t *n, GError **er
                 "%.3f GiB (%" G_GINT64_FORMAT " bytes) on its fullest device (%d), %.3f GiB over "
                 "the limit of %.3f GiB (%" G_GINT64_FORMAT
                 " bytes) per device (hardware.memory_gib, "
-                "less FSDP's gather buffers)%s%s",
+                "less FSDP's gather buffers and the communication buffers)%s%s",
                 p->n_layers, V, n_devices, (double)need / (1 << 30), need, device,
                 (double)(need - p->mem_limit_bytes) / (1 << 30),
                 (double)p->mem_limit_bytes / (1 << 30), p->mem_limit_bytes,

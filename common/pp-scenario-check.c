@@ -171,6 +171,11 @@ static gboolean pp_scenario_check_layout(PpScenario *sc, GError **error) {
             "tensor parallelism splits whole key/value heads and the FFN's columns (Megatron "
             "needs both), choose a divisor of both",
             par->tensor, sc->model.kv_heads, sc->model.ffn_hidden);
+    if (!par->fsdp && pp_scenario_fsdp_impl(sc) != PP_FSDP_MEGATRON)
+        return pp_scenario_inconsistent(sc, error,
+                                        "[parallel] fsdp_impl = %s needs [parallel] fsdp = true; "
+                                        "set fsdp = true or leave fsdp_impl out",
+                                        par->fsdp_impl);
     int64_t gpus = pp_scenario_gpus(sc);
     if (gpus > G_MAXINT32)
         return pp_scenario_inconsistent(
@@ -227,6 +232,14 @@ static gboolean pp_scenario_derive_layer(PpScenario *sc, GError **error) {
                                             (int64_t)m->hidden * 4, PP_FFN_MAX);
         m->ffn_hidden = m->hidden * 4;
     }
+    if (pp_scenario_recompute(sc) != PP_RECOMPUTE_FULL &&
+        (m->recompute_num_layers != 1 || pp_scenario_recompute_method(sc) != PP_RECOMPUTE_UNIFORM))
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[model] recompute_method = %s, recompute_num_layers = %d apply to full "
+            "recomputation only (Megatron's recompute_granularity = full), but [model] "
+            "recompute = %s; set recompute = full or leave both keys out",
+            m->recompute_method, m->recompute_num_layers, m->recompute);
     return TRUE;
 }
 

@@ -27,6 +27,10 @@ static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
 /* PpRecompute order */
 static const char *const pp_recompute_choices[] = {"none", "selective", "full", NULL};
 static const char *const pp_precision_choices[] = {"fp32", "bf16", NULL};
+/* PpRecomputeMethod order */
+static const char *const pp_recompute_method_choices[] = {"uniform", "block", NULL};
+/* PpFsdpImpl order */
+static const char *const pp_fsdp_impl_choices[] = {"megatron", "fsdp2", NULL};
 /* [model] ffn: the first is GPT-2's two-matrix MLP, the second the gated three-matrix one */
 static const char *const pp_ffn_choices[] = {"gelu", "swiglu", NULL};
 static const char *const pp_model_precision_choices[] = {"bf16", "fp8", NULL};
@@ -90,6 +94,16 @@ const PpScenarioKey pp_scenario_keys[] = {
             "activation recomputation (simulator): none, selective (attention scores, softmax "
             "and dropout are recomputed in the backward) or full (only each layer's input is "
             "kept; the backward reruns the forward)"),
+    PP_ENUM("model", "recompute_method", model.recompute_method, "uniform",
+            pp_recompute_method_choices,
+            "with recompute = full, which layers are checkpointed (Megatron's "
+            "recompute_method): uniform (every layer, in groups of recompute_num_layers that each "
+            "store their input) or block (the first recompute_num_layers of each virtual stage; "
+            "the rest store everything)"),
+    PP_INT("model", "recompute_num_layers", model.recompute_num_layers, "1", 1,
+           PP_PARTITION_MAX_LAYERS, 0,
+           "with recompute = full: the layers of one checkpointed group (uniform) or the "
+           "checkpointed layers of each virtual stage (block)"),
     PP_INT("model", "kv_heads", model.kv_heads, NULL, 1, PP_DIM_MAX, PP_KEY_DERIVED,
            "key/value heads, dividing heads (grouped-query attention); absent: heads"),
     PP_INT("model", "head_dim", model.head_dim, NULL, 1, PP_DIM_MAX, PP_KEY_DERIVED,
@@ -227,6 +241,10 @@ const PpScenarioKey pp_scenario_keys[] = {
             "state sharded over data x context; each layer's weights are all-gathered for its "
             "forward and backward and its gradients reduce-scattered, overlapped with the "
             "neighbouring layers' compute"),
+    PP_ENUM("parallel", "fsdp_impl", parallel.fsdp_impl, "megatron", pp_fsdp_impl_choices,
+            "with fsdp: megatron (Megatron's custom FSDP: bf16 weight, fp32 master and gradient "
+            "shards) or fsdp2 (torch FSDP2: fp32 parameter and gradient shards, the bf16 "
+            "weights only gathered); sets the memory model's bytes (simulator)"),
     PP_INT("parallel", "context", parallel.context, "1", 1, PP_TENSOR_MAX, 0,
            "context-parallel ranks C, each holding 1/C of every sequence; ring attention "
            "passes key/value blocks between them (simulator)"),
@@ -250,9 +268,9 @@ const PpScenarioKey pp_scenario_keys[] = {
             "the data-parallel gradient all-reduce starts layer by layer during a chunk's last "
             "backward instead of after it (simulator)"),
     PP_INT("parallel", "grad_bytes", parallel.grad_bytes, "2", 1, 8, 0,
-           "bytes per parameter of the gradients the data-parallel all-reduce moves: 2 (bf16) "
-           "or 4 (fp32, what pacer-train's CPU executor reduces; pacer-sim calibrate writes it) "
-           "(simulator)"),
+           "bytes per parameter of the gradient buffer, which the data-parallel all-reduce "
+           "moves: 2 (bf16) or 4 (fp32: Megatron's main gradients in bf16 training, what "
+           "pacer-train's CPU executor reduces; pacer-sim calibrate writes it) (simulator)"),
 
     PP_INT("training", "global_batch", training.global_batch, NULL, 1, PP_I32_MAX, PP_KEY_DERIVED,
            "sequences per optimizer step, all data replicas together; absent: derived from the "
@@ -836,6 +854,16 @@ PpRecompute pp_scenario_recompute(const PpScenario *scenario) {
 const char *pp_recompute_name(PpRecompute recompute) {
     PP_ASSERT(recompute >= PP_RECOMPUTE_NONE && recompute <= PP_RECOMPUTE_FULL);
     return pp_recompute_choices[recompute];
+}
+
+PpRecomputeMethod pp_scenario_recompute_method(const PpScenario *scenario) {
+    return g_strcmp0(scenario->model.recompute_method, "block") == 0 ? PP_RECOMPUTE_BLOCK
+                                                                     : PP_RECOMPUTE_UNIFORM;
+}
+
+PpFsdpImpl pp_scenario_fsdp_impl(const PpScenario *scenario) {
+    return g_strcmp0(scenario->parallel.fsdp_impl, "fsdp2") == 0 ? PP_FSDP_TORCH2
+                                                                 : PP_FSDP_MEGATRON;
 }
 
 size_t pp_scenario_n_keys(void) {

@@ -333,13 +333,20 @@ PpScenario *pp_scenario_with(const PpScenario *base, const PpScenarioDelta *delt
         *PP_FIELD(sc, k, int32_t) = counts[i].value;
         sc->derived_keys &= ~pp_scenario_derived_bit(k); /* given now, as an override is */
     }
-    if (delta->set_recompute)
+    if (delta->set_recompute) {
         pp_scenario_set_text(&sc->model.recompute, pp_recompute_name(delta->recompute));
+        if (delta->recompute != PP_RECOMPUTE_FULL) { /* the full-only keys to their defaults */
+            pp_scenario_set_text(&sc->model.recompute_method, "uniform");
+            sc->model.recompute_num_layers = 1;
+        }
+    }
     if (delta->set_sequence_parallel)
         sc->parallel.sequence_parallel = delta->sequence_parallel;
     if (delta->set_sharding) {
         sc->parallel.distributed_optimizer = delta->distributed_optimizer;
         sc->parallel.fsdp = delta->fsdp;
+        if (!delta->fsdp)
+            pp_scenario_set_text(&sc->parallel.fsdp_impl, "megatron");
     }
     if (delta->static_mode)
         pp_scenario_set_text(&p->mode, "static");
@@ -470,7 +477,21 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .expert = par->expert,
                              .expert_tensor = par->expert_tensor,
                              .fsdp_shards = par->fsdp ? (double)par->data * par->context : 1,
-                             .context = par->context};
+                             .context = par->context,
+                             .grad_bytes = par->grad_bytes,
+                             .recompute_method = pp_scenario_recompute_method(scenario),
+                             .recompute_layers = scenario->model.recompute_num_layers,
+                             .fsdp_impl = pp_scenario_fsdp_impl(scenario)};
+    /* the experts' state is sharded over the expert-data-parallel ranks (Megatron-Core's
+     * expert_data_parallel_size: the data x tensor x context ranks of a stage over expert x
+     * expert_tensor) */
+    if (par->distributed_optimizer || par->fsdp)
+        shape->expert_zero_shards = (double)par->data * MAX(par->tensor, 1) * par->context /
+                                    ((double)MAX(par->expert, 1) * MAX(par->expert_tensor, 1));
+    if (scenario->pipeline.stages > 1) /* one bf16 activation message on this GPU */
+        shape->msg_bytes = (double)scenario->pipeline.microbatch_size * scenario->model.seq_len *
+                           scenario->model.hidden * 2.0 / MAX(par->tensor, 1) /
+                           MAX(par->context, 1);
 }
 
 gboolean pp_scenario_attention_mla(const PpScenario *scenario) {

@@ -27,15 +27,18 @@ typedef enum {
 } PpMoeDispatcher;
 
 typedef struct {
-    char    *preset;          /* "gpt2", "gpt2-medium", ..., "zb-28.3b"; NULL when none */
-    int32_t  layers;          /* transformer blocks L */
-    int32_t  hidden;          /* C */
-    int32_t  heads;           /* NH */
-    int32_t  seq_len;         /* T */
-    int32_t  vocab;           /* V (50257 for GPT-2; kernels pad to a multiple of 128) */
-    gboolean flash_attention; /* TRUE: attention scores are never stored (the simulator's
-                                 activation memory drops the 5as/h term) */
-    char *recompute;          /* "none", "selective" or "full" (Korthikanti et al. 2022) */
+    char    *preset;              /* "gpt2", "gpt2-medium", ..., "zb-28.3b"; NULL when none */
+    int32_t  layers;              /* transformer blocks L */
+    int32_t  hidden;              /* C */
+    int32_t  heads;               /* NH */
+    int32_t  seq_len;             /* T */
+    int32_t  vocab;               /* V (50257 for GPT-2; kernels pad to a multiple of 128) */
+    gboolean flash_attention;     /* TRUE: attention scores are never stored (the simulator's
+                                     activation memory drops the 5as/h term) */
+    char *recompute;              /* "none", "selective" or "full" (Korthikanti et al. 2022) */
+    char *recompute_method;       /* full: "uniform" (groups of recompute_num_layers) or "block"
+                                     (the first recompute_num_layers of each virtual stage) */
+    int32_t recompute_num_layers; /* N of recompute_method (default 1) */
     /* Layer shape beyond GPT-2's (docs/cost-model.md, "Model shapes"): grouped-query attention and
      * a gated FFN. Each defaults to the GPT-2 layer when absent. */
     int32_t kv_heads;        /* key/value heads, dividing heads (default heads: multi-head) */
@@ -137,6 +140,8 @@ typedef struct {
                                        bf16; 4: fp32, pacer-train's CPU executor) */
     gboolean fsdp;                  /* ZeRO-3: weights, gradients and optimizer state sharded
                                        over data x context, each layer gathered per pass */
+    char *fsdp_impl;                /* "megatron" (Megatron's custom FSDP) or "fsdp2" (torch
+                                       FSDP2): how ZeRO-3 holds its shards (docs/memory.md) */
     int32_t context;                /* C: context-parallel ranks, each holding 1/C of every
                                        sequence (ring attention; docs/cluster.md) */
     int32_t expert;                 /* EP: ranks sharing an MoE layer's routed experts, carved
@@ -359,6 +364,10 @@ gboolean pp_scenario_attention_causal(const PpScenario *scenario);
 PpRecompute pp_scenario_recompute(const PpScenario *scenario);
 /* The model.recompute value of @recompute: "none", "selective" or "full" (static). */
 const char *pp_recompute_name(PpRecompute recompute);
+/* model.recompute_method as a PpRecomputeMethod (NULL: uniform). */
+PpRecomputeMethod pp_scenario_recompute_method(const PpScenario *scenario);
+/* parallel.fsdp_impl as a PpFsdpImpl (NULL: megatron). */
+PpFsdpImpl pp_scenario_fsdp_impl(const PpScenario *scenario);
 /* GPUs of the whole job: parallel.data * parallel.tensor * parallel.context *
  * pipeline.stages (checked to fit int32_t when the scenario loads). */
 int64_t pp_scenario_gpus(const PpScenario *scenario);

@@ -54,6 +54,7 @@ static SimCostModel *sim_cost_alloc(int32_t n_stages, int32_t n_chunks) {
     cost->weights_bytes = g_new0(int64_t, n_stages);
     cost->grads_bytes = g_new0(int64_t, n_stages);
     cost->optim_bytes = g_new0(int64_t, n_stages);
+    cost->buffer_bytes = g_new0(int64_t, n_stages);
     cost->weight_copy_bytes = g_new0(int64_t, n_stages);
     cost->act_bytes = g_new0(int64_t, n_units);
     cost->act_b_bytes = g_new0(int64_t, n_units);
@@ -76,6 +77,7 @@ void sim_cost_free(SimCostModel *cost) {
     g_free(cost->weights_bytes);
     g_free(cost->grads_bytes);
     g_free(cost->optim_bytes);
+    g_free(cost->buffer_bytes);
     g_free(cost->weight_copy_bytes);
     g_free(cost->act_bytes);
     g_free(cost->act_b_bytes);
@@ -271,7 +273,8 @@ static gboolean sim_cost_check_magnitudes(const PpScenario *scenario, const SimC
  * memory each device must hold its virtual stages' state plus the schedule's peak in-flight
  * units of activations (pp_schedule_peak_inflight), shared evenly by its chunks (an
  * approximation: which chunk's units are live at the peak is not tracked), within the device's
- * memory less FSDP's gather buffers. Returns: (transfer full), or NULL with @error set. */
+ * memory less FSDP's gather buffers and the communication buffers. Returns: (transfer full), or
+ * NULL with @error set. */
 static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCostSplit *split,
                                        gboolean times, PpSchedCache *cache, GError **error) {
     const int32_t       n_stages = scenario->pipeline.stages, n_chunks = scenario->pipeline.chunks;
@@ -635,8 +638,8 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     };
     sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), 0.0, attention_flops,
                         times, &split.dense);
-    split.dense.static_bytes = mem.layer_params * mem.state_bpp;
-    split.dense.act_bytes = mem.layer_act_bytes;
+    split.dense.static_bytes = pp_memory_layer_state_bytes(&mem);
+    split.dense.act_bytes = pp_memory_layer_stored_bytes(&mem, FALSE);
     split.dense.comm_f_ns = SIM_LAYOUT_TP_COLLECTIVES_PER_PASS * tp_ns;
     split.dense.comm_b_ns = split.dense.comm_f_ns * passes_b;
     if (layout.context > 1) {
@@ -672,8 +675,8 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         const double expert_params = pp_memory_expert_matrix_params(&shape);
         sim_cost_fill_block(scenario, pp_memory_moe_layer_matrix_params(&shape, TRUE),
                             expert_params, attention_flops, times, &split.moe);
-        split.moe.static_bytes = mem.moe_layer_params * mem.state_bpp;
-        split.moe.act_bytes = mem.moe_layer_act_bytes;
+        split.moe.static_bytes = pp_memory_moe_layer_state_bytes(&mem);
+        split.moe.act_bytes = pp_memory_layer_stored_bytes(&mem, TRUE);
         const gboolean overlap = scenario->parallel.moe_a2a_overlap && times;
         const double   moe_f_ns = overlap ? split.moe.time_flops / t / c / rate * 1e9 : 0.0;
         const double   moe_b_ns =
@@ -698,7 +701,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         if (mem.first_moe_layer < model->layers)
             sim_cost_add_fsdp(&layout, mem.moe_layer_params, ns_per_flop, &split.moe);
     }
-    split.device_bytes = mem.fsdp_buffer_bytes;
+    split.device_bytes = mem.fsdp_buffer_bytes + mem.comm_buffer_bytes;
     /* One activation or gradient message between stages: each of the T GPUs sends its 1/T
      * of the bf16 activation 2bsh (sequence parallelism shards it; without it, Megatron's
      * scatter/gather optimisation does, and the intra-node all-gather after it is not
@@ -712,8 +715,9 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         return FALSE;
 
     const PpPlacement   placement = pp_sched_kind_placement(scenario->pipeline.schedule);
-    g_autofree double  *unit_params = g_new0(double, n_vstages);  /* per GPU */
-    g_autofree int32_t *unit_layers = g_new0(int32_t, n_vstages); /* by unit */
+    g_autofree double  *unit_params = g_new0(double, n_vstages);     /* per GPU */
+    g_autofree int32_t *unit_layers = g_new0(int32_t, n_vstages);    /* by unit */
+    g_autofree int64_t *recompute_bytes = g_new0(int64_t, n_stages); /* by stage */
     double              total_flops = 0.0, total_hw_flops = 0.0;
     const SimCostBlock *D = &split.dense, *M = &split.moe;
     for (int32_t vs = 0; vs < n_vstages; vs++) {
@@ -745,13 +749,15 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
                 llround(compute_ns + recompute_ns) + n_dense * D->comm_b_ns + n_moe * M->comm_b_ns;
             cost->w_ns[unit] = llround(compute_ns) + n_dense * D->comm_w_ns + n_moe * M->comm_w_ns;
         }
-        int64_t weights = llround(params * mem.weights_bpp);
-        int64_t grads = llround(params * mem.grads_bpp);
-        int64_t optim = llround(params * mem.optim_bpp);
-        cost->weights_bytes[stage] += weights;
-        cost->grads_bytes[stage] += grads;
-        cost->optim_bytes[stage] += optim;
-        cost->static_bytes[stage] += weights + grads + optim;
+        PpMemoryBytes state;
+        pp_memory_vstage_state(&mem, begin, layers, first, last, &state);
+        cost->weights_bytes[stage] += state.params_bytes;
+        cost->grads_bytes[stage] += state.grads_bytes;
+        cost->optim_bytes[stage] += state.optim_bytes;
+        cost->static_bytes[stage] += state.static_bytes;
+        /* the largest set of activations the stage's backward rebuilds at once */
+        recompute_bytes[stage] = MAX(recompute_bytes[stage],
+                                     llround(pp_memory_unit_recompute_bytes(&mem, begin, layers)));
         cost->weight_copy_bytes[stage] += llround(params * PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM);
         if (times && hw->mem_bw_bytes_per_s > 0.0)
             cost->u_ns[stage] +=
@@ -761,9 +767,10 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         cost->act_b_bytes[unit] = llround(pp_memory_unit_act_b_bytes(&mem, begin, layers, last));
     }
 
-    for (int32_t stage = 0; split.device_bytes > 0.0 && stage < n_stages; stage++) {
-        cost->weights_bytes[stage] += llround(split.device_bytes); /* fsdp's gathered blocks */
-        cost->static_bytes[stage] += llround(split.device_bytes);
+    for (int32_t stage = 0; stage < n_stages; stage++) {
+        /* communication buffers, fsdp's gathered blocks, recomputed activations */
+        cost->buffer_bytes[stage] = llround(split.device_bytes) + recompute_bytes[stage];
+        cost->static_bytes[stage] += cost->buffer_bytes[stage];
     }
     cost->act_msg_bytes = llround(msg_bytes);
     if (times) {

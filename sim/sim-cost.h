@@ -52,12 +52,16 @@ typedef struct {
     gboolean dp_overlap; /* the all-reduce of a unit starts layer by layer during its
                             last backward (else after it) */
     /* memory model, bytes per stage (index: stage) */
-    int64_t *static_bytes;      /* (n_stages) weights + grads + optim: held the whole run */
+    int64_t *static_bytes;      /* (n_stages) weights + grads + optim + buffers: held the
+                                   whole run */
     int64_t *weights_bytes;     /* (n_stages) bf16 weights + fp32 master copy (6 B/param) */
-    int64_t *grads_bytes;       /* (n_stages) bf16 gradients (2 B/param) */
-    int64_t *optim_bytes;       /* (n_stages) Adam first and second moments, fp32 (8 B/param);
-                                   static_bytes[s] == weights + grads + optim (the engine
-                                   asserts it): set all four when building a model by hand */
+    int64_t *grads_bytes;       /* (n_stages) gradient buffer (parallel.grad_bytes B/param) */
+    int64_t *optim_bytes;       /* (n_stages) Adam first and second moments, fp32 (8 B/param) */
+    int64_t *buffer_bytes;      /* (n_stages) communication buffers, fsdp's gathered blocks and
+                                   full recomputation's rebuilt activations (pp-memory.h);
+                                   static_bytes[s] == weights + grads + optim + buffers (the
+                                   engine asserts it): set all five when building a model by
+                                   hand */
     int64_t *weight_copy_bytes; /* (n_stages) bytes of one extra stashed weight version */
     int64_t *act_bytes;         /* (n_stages * n_chunks) activations held per live (mb, chunk):
                                    +act at F; non-split: -act at BW; split: -act_b at B,

@@ -627,8 +627,8 @@ static void sim_run_init(SimRun *run, const PpSchedule *sched, const SimCostMode
     for (int32_t s = 0; s < n_stages; s++) {
         SimStageState *st = &run->st[s];
         /* the static categories make up static_bytes (sim-cost.h) */
-        PP_ASSERT(cost->static_bytes[s] ==
-                  cost->weights_bytes[s] + cost->grads_bytes[s] + cost->optim_bytes[s]);
+        PP_ASSERT(cost->static_bytes[s] == cost->weights_bytes[s] + cost->grads_bytes[s] +
+                                               cost->optim_bytes[s] + cost->buffer_bytes[s]);
         for (int32_t i = 0; i < sched->n_ops[s]; i++) {
             const PpOp *op = &sched->programs[s][i];
             PP_ASSERT(sim_run_op_dur(run->cost, run->copy_ns, op, sched->op_offset[s] + i) >= 0);

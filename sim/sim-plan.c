@@ -101,10 +101,17 @@ static double sim_plan_memory_floor(const PpScenario *base, const SimPlanCandida
     shape.expert = c->expert;
     shape.expert_tensor = c->expert_tensor;
     shape.context = c->context;
+    /* the experts' state over the expert-data-parallel ranks (pp_scenario_memory_shape()) */
+    shape.expert_zero_shards = c->zero >= 1 ? (double)c->data * c->tensor * c->context /
+                                                  ((double)c->expert * c->expert_tensor)
+                                            : 1.0;
+    shape.msg_bytes = 0.0; /* a floor: no pipeline buffers */
     pp_memory_model(&shape, &mem);
     const int32_t L = base->model.layers;
-    const double  state = pp_memory_vstage_params(&mem, 0, L, TRUE, TRUE) * mem.state_bpp;
-    const double  act = pp_memory_unit_act_bytes(&mem, 0, L, TRUE);
+    PpMemoryBytes whole;
+    pp_memory_vstage_state(&mem, 0, L, TRUE, TRUE, &whole);
+    const double state = (double)whole.static_bytes;
+    const double act = pp_memory_unit_act_bytes(&mem, 0, L, TRUE);
     return (state + act) / c->stages + mem.fsdp_buffer_bytes;
 }
 

@@ -14,6 +14,7 @@
 
 #include "pp-error.h"
 #include "pp-memory-advice.h"
+#include "pp-memory.h"
 #include "pp-trace.h"
 #include "sim-perfetto.h"
 
@@ -179,8 +180,10 @@ char *sim_report_format_summary(const SimJob *job) {
     else
         g_string_append(out, "MFU         n/a (no FLOP rate)\n");
     g_string_append_printf(out, "\xce\x94max        %d\n", res->delta_max);
-    g_string_append_printf(out, "peak memory %.3f GiB",
-                           (double)res->peak_memory_bytes / SIM_REPORT_GIB);
+    g_string_append_printf(out, "peak memory %.3f GiB allocated, %.3f GiB reserved",
+                           (double)res->peak_memory_bytes / SIM_REPORT_GIB,
+                           (double)pp_memory_reserved_bytes(res->peak_memory_bytes) /
+                               SIM_REPORT_GIB);
     g_string_append_c(out, '\n');
     if (sc->hardware.set && res->peak_memory_bytes > sc->hardware.memory_bytes) {
         g_autofree char *over = pp_memory_over(res->peak_memory_bytes, sc->hardware.memory_bytes);
@@ -243,6 +246,7 @@ JsonNode *sim_report_build_json(const SimJob *job) {
         {"makespan_ns", res->makespan_ns},
         {"delta_max", res->delta_max},
         {"peak_memory_bytes", res->peak_memory_bytes},
+        {"peak_reserved_bytes", pp_memory_reserved_bytes(res->peak_memory_bytes)},
         {"ops_simulated", res->n_ops_simulated},
         {"gpus", res->gpus},
         {"data_parallel", sc->parallel.data},
@@ -289,6 +293,7 @@ JsonNode *sim_report_build_json(const SimJob *job) {
             {"weights_bytes", cost->weights_bytes[s]},
             {"grads_bytes", cost->grads_bytes[s]},
             {"optim_bytes", cost->optim_bytes[s]},
+            {"buffer_bytes", cost->buffer_bytes[s]},
             {"stash_peak_bytes", st->stash_peak_bytes},
             {"activation_peak_bytes", st->activation_peak_bytes},
             {"peak_stash_bytes", st->peak_stash_bytes},
@@ -300,15 +305,21 @@ JsonNode *sim_report_build_json(const SimJob *job) {
             json_builder_set_member_name(b, fields[i].name);
             json_builder_add_int_value(b, fields[i].value);
         }
-        /* The peak by category: the five parts add up to total_bytes. */
+        /* The peak by category: the six parts add up to total_bytes; reserved_bytes is what
+         * the caching allocator holds for it (pp_memory_reserved_bytes()). */
         const struct {
             const char *name;
             int64_t     value;
         } memory[] = {
-            {"total_bytes", st->peak_memory_bytes},          {"time_ns", st->peak_time_ns},
-            {"weights_bytes", cost->weights_bytes[s]},       {"grads_bytes", cost->grads_bytes[s]},
-            {"optim_bytes", cost->optim_bytes[s]},           {"stash_bytes", st->stash_peak_bytes},
+            {"total_bytes", st->peak_memory_bytes},
+            {"time_ns", st->peak_time_ns},
+            {"weights_bytes", cost->weights_bytes[s]},
+            {"grads_bytes", cost->grads_bytes[s]},
+            {"optim_bytes", cost->optim_bytes[s]},
+            {"buffer_bytes", cost->buffer_bytes[s]},
+            {"stash_bytes", st->stash_peak_bytes},
             {"activation_bytes", st->activation_peak_bytes},
+            {"reserved_bytes", pp_memory_reserved_bytes(st->peak_memory_bytes)},
         };
         json_builder_set_member_name(b, "memory");
         json_builder_begin_object(b);
@@ -364,18 +375,21 @@ static gboolean sim_report_write_stages_csv(const SimJob *job, const char *path,
     PP_ASSERT(fp != NULL);
     fputs("stage,busy_ns,span_ns,peak_inflight,peak_memory_bytes,peak_activation_bytes,"
           "delta_max,delay_max,weight_versions,weights_bytes,grads_bytes,optim_bytes,"
-          "stash_peak_bytes,activation_peak_bytes,peak_stash_bytes,peak_time_ns\n",
+          "stash_peak_bytes,activation_peak_bytes,peak_stash_bytes,peak_time_ns,buffer_bytes,"
+          "peak_reserved_bytes\n",
           fp);
     for (int32_t s = 0; s < job->result->n_stages; s++) {
         const SimStageResult *st = &job->result->stages[s];
-        fprintf(fp, "%d,%lld,%lld,%d,%lld,%lld,%d,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
+        fprintf(fp,
+                "%d,%lld,%lld,%d,%lld,%lld,%d,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
                 st->stage, (long long)st->busy_ns, (long long)st->span_ns, st->peak_inflight,
                 (long long)st->peak_memory_bytes, (long long)st->peak_activation_bytes,
                 st->delta_max, st->delay_max, st->weight_versions,
                 (long long)job->cost->weights_bytes[s], (long long)job->cost->grads_bytes[s],
                 (long long)job->cost->optim_bytes[s], (long long)st->stash_peak_bytes,
                 (long long)st->activation_peak_bytes, (long long)st->peak_stash_bytes,
-                (long long)st->peak_time_ns);
+                (long long)st->peak_time_ns, (long long)job->cost->buffer_bytes[s],
+                (long long)pp_memory_reserved_bytes(st->peak_memory_bytes));
     }
     return sim_report_flush_memstream(fp, &buf, &len, path, error);
 }

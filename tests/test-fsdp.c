@@ -44,17 +44,19 @@ START_TEST(test_fsdp_cost) {
     ck_assert_ptr_null(cost->dp_sync_ns);
     /* stage 0: two layers and the embeddings, every byte of state over 4 (bf16 weights 2 +
      * master 4, gradients 2, moments 8), plus two gathered layers and one layer's gradients
-     * in bf16 */
+     * in bf16 and the pipeline buffers (a gradient received, an activation sent: 2 x 2sh) */
     const double p0 = 2 * P + 1000 * h + 1024 * h;
-    ck_assert_int_eq(cost->static_bytes[0],
-                     llround(p0 * 1.5) + llround(p0 * 0.5) + llround(p0 * 2) + llround(6 * P));
+    ck_assert_int_eq(cost->buffer_bytes[0], llround(6 * P + 2 * 2 * s * h));
+    ck_assert_int_eq(cost->static_bytes[0], llround(p0 * 1.5) + llround(p0 * 0.5) +
+                                                llround(p0 * 2) + llround(6 * P + 2 * 2 * s * h));
     /* the same layout without fsdp keeps every byte and all-reduces at the end */
     const char *off[] = {"parallel.fsdp=false", NULL};
     g_autoptr(PpScenario) sc_off = pp_scenario_load_data(fsdp_text, "fsdp.ini", off, &err);
     ck_assert_msg(sc_off != NULL, "%s", err ? err->message : "");
     g_autoptr(SimCostModel) plain = sim_cost_new_from_scenario(sc_off, &err);
     ck_assert_msg(plain != NULL, "%s", err ? err->message : "");
-    ck_assert_int_eq(plain->static_bytes[0], llround(p0 * 6) + llround(p0 * 2) + llround(p0 * 8));
+    ck_assert_int_eq(plain->static_bytes[0],
+                     llround(p0 * 6) + llround(p0 * 2) + llround(p0 * 8) + llround(2 * 2 * s * h));
     ck_assert_ptr_nonnull(plain->dp_sync_ns);
     ck_assert_int_le(llabs(plain->f_ns[0] - llround(2 * layer_ns)), 1);
 }

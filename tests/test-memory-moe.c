@@ -125,12 +125,17 @@ START_TEST(test_moe_activations) {
                             1.0);
     /* B frees the block input's 2sbh; W keeps the rest (no scores with flash attention) */
     ck_assert_double_eq_tol(m.moe_layer_act_b_bytes, 2 * sbh, 1.0);
-    /* full recomputation keeps the layer input alone in either kind of block */
+    /* full recomputation keeps the layer input alone in either kind of block, and the
+     * backward rebuilds one block at a time: the MoE block's activations at most */
     PpMemoryShape full = deepseek_v3;
     full.recompute = PP_RECOMPUTE_FULL;
+    const double dense_act = m.layer_act_bytes, moe_act = m.moe_layer_act_bytes;
     pp_memory_model(&full, &m);
-    ck_assert_double_eq(m.moe_layer_act_bytes, 2 * sbh);
-    ck_assert_double_eq(m.layer_act_bytes, 2 * sbh);
+    ck_assert_double_eq(pp_memory_unit_act_bytes(&m, 1, 4, FALSE), 4 * 2 * sbh);
+    ck_assert_double_eq(pp_memory_layer_stored_bytes(&m, TRUE), 2 * sbh);
+    ck_assert_double_eq(pp_memory_layer_stored_bytes(&m, FALSE), 2 * sbh);
+    ck_assert_double_eq(pp_memory_unit_recompute_bytes(&m, 0, 3), dense_act);
+    ck_assert_double_eq(pp_memory_unit_recompute_bytes(&m, 1, 4), moe_act);
 }
 END_TEST
 

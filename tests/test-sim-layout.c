@@ -151,7 +151,8 @@ START_TEST(test_activation_table) {
         PpMemoryModel mem;
         pp_scenario_memory_shape(sc, &shape);
         pp_memory_model(&shape, &mem);
-        double act = mem.layer_act_bytes, act_w = act - mem.layer_act_b_bytes;
+        double act = pp_memory_unit_act_bytes(&mem, 0, 1, FALSE);
+        double act_w = act - pp_memory_unit_act_b_bytes(&mem, 0, 1, FALSE);
         ck_assert_msg(fabs(act - want[i]) <= 1e-9 * want[i], "row %zu: %.3f vs %.3f", i, act,
                       want[i]);
         ck_assert_msg(fabs(act_w - want_w[i]) <= 1e-9 * want[i], "row %zu: W %.3f vs %.3f", i,
@@ -184,8 +185,9 @@ START_TEST(test_cost_tensor) {
         ck_assert_int_eq(c8->w_ns[st], llround(flops / 8 / rate * 1e9));
         double params = 2 * (12 * h * h + 13 * h) + (st == 0 ? V * h + s * h : 0) +
                         (st == 3 ? V * h + 2 * h : 0);
-        ck_assert_int_eq(c1->static_bytes[st],
-                         llround(params * 6) + llround(params * 2) + llround(params * 8));
+        ck_assert_int_eq(c1->static_bytes[st], llround(params * 6) + llround(params * 2) +
+                                                   llround(params * 8) + c1->buffer_bytes[st]);
+        ck_assert_int_eq(c1->buffer_bytes[st], llround(2 * 2 * b * s * h)); /* pipeline */
         ck_assert_int_eq(c8->weights_bytes[st], llround(params / 8 * 6));
         ck_assert_int_eq(c8->optim_bytes[st], llround(params / 8 * 8));
         ck_assert_int_eq(c8->weight_copy_bytes[st], llround(params / 8 * 2));

@@ -653,6 +653,8 @@ END_TEST
 static const char *const tt_may_change[] = {
     "model.preset",
     "model.recompute",
+    "model.recompute_method",
+    "model.recompute_num_layers",
     "model.precision",
     "model.attention_flops",
     "model.attention",
