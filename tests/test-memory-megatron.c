@@ -9,6 +9,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pp-memory.h"
@@ -234,8 +235,8 @@ int main(void) {
     tcase_add_test(tc, test_memory_keys_bad_input);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
+    srunner_run_all(sr, CK_ENV);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
