@@ -155,6 +155,7 @@ gboolean exec_comm_mpi_new(int *argc, char ***argv, double timeout_s, ExecComm *
     if (launched < 2)
         return TRUE;
     exec_comm_test_stall("start");
+    int64_t launcher = exec_comm_launcher_tie();
     /* Before MPI's threads and the workers exist, so that every thread takes the main arena. */
     exec_comm_mpi_reuse_large_blocks();
     /* Read by MPI_Init_thread. */
@@ -189,6 +190,7 @@ gboolean exec_comm_mpi_new(int *argc, char ***argv, double timeout_s, ExecComm *
     /* The standard guarantees 32767. */
     exec_comm_init(&mpi->base, &exec_comm_mpi_ops, rank, size, found ? *(int *)tag_ub : 32767);
     exec_comm_set_timeout(&mpi->base, timeout_s);
+    mpi->base.launcher_pid = launcher;
     for (int ch = 0; ch < EXEC_COMM_N_CHANNELS; ch++)
         MPI_Comm_dup(MPI_COMM_WORLD, &mpi->channels[ch]);
     exec_comm_guard_free(guard);

@@ -238,6 +238,7 @@ static ExecCommDeadline exec_comm_deadline(const ExecComm *comm, int32_t peer) {
 
 /* One look at @d while waiting (answering the peers' probes too): TRUE once it has passed. */
 static gboolean exec_comm_deadline_passed(ExecComm *comm, ExecCommDeadline *d) {
+    exec_comm_launcher_check(comm);
     exec_comm_answer_probes(comm);
     int64_t now = g_get_monotonic_time();
     if (d->state == EXEC_COMM_PROBING &&
@@ -455,6 +456,7 @@ static gboolean exec_comm_reap(ExecComm *comm, gboolean drop) {
  * handed on in the order they started. Returns whether anything happened. */
 static gboolean exec_comm_pump(ExecComm *comm) {
     gboolean busy = FALSE;
+    exec_comm_launcher_check(comm);
     for (gpointer item; (item = g_async_queue_try_pop(comm->outbox)) != NULL; busy = TRUE)
         exec_comm_handle(comm, item);
     /* Only stop signals and probes: the control channel's other tags belong to the
