@@ -812,6 +812,26 @@ START_TEST(test_mpi_data_failures) {
 }
 END_TEST
 
+/* Rank 1's probe of process_vm_readv fails (PACER_TEST_CMA_REFUSE), rank 0's succeeds: the
+ * gradient reduction's large messages would fail inside Open MPI ("invalid bml for rdma get",
+ * exit 255, nothing of pacer's). Every rank stops at start-up with pacer's line naming both
+ * ranks' mechanisms and the remedy; where no rank may use the single copy, both chose none and
+ * the run succeeds. */
+START_TEST(test_mpi_data_cma_one_refused) {
+    const char *const sets[] = {"pipeline.stages=1", "parallel.data=2", NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-cma-XXXXXX");
+    Run               r;
+    run_train(&r, 2, dir, sets, NULL, "PACER_TEST_CMA_REFUSE=1");
+    ck_assert_msg(strstr(r.err, "invalid bml") == NULL, "%s", r.err);
+    const char *say = "rank 0 cma (its probe), rank 1 none (its probe), and Open MPI would fail "
+                      "the job at its first large message";
+    ck_assert_msg(r.status == 0 ? strstr(r.err, say) == NULL : count_lines(r.err, say) == 2,
+                  "exit %d: %s", r.status, r.err);
+    run_clear(&r);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* --- resume across processes --- */
 
 /* paci (asynchronous: segment boundaries are part of the math) on 4 processes, stopped at the
@@ -1269,6 +1289,11 @@ int main(void) {
     tcase_set_timeout(wide, 1200);
     tcase_add_loop_test(wide, test_mpi_data, N_DATA_NARROW, G_N_ELEMENTS(data_cases));
     suite_add_tcase(s, wide);
+    TCase *cma = tcase_create("exec-mpi-cma"); /* 2 replicas: in test-exec-mpi-data */
+    tcase_set_tags(cma, "data");
+    tcase_set_timeout(cma, 300);
+    tcase_add_test(cma, test_mpi_data_cma_one_refused);
+    suite_add_tcase(s, cma);
     TCase *launcher = tcase_create("exec-mpi-launcher"); /* CK_RUN_CASE runs it alone */
     tcase_set_timeout(launcher, 600);
     tcase_add_test(launcher, test_mpi_launcher_killed);

@@ -95,7 +95,7 @@ void exec_comm_test_stall(const char *point);
  * the caller's OMPI_MCA_btl_vader_single_copy_mechanism when set, else sets it to "cma" when
  * permitted and "none" otherwise. Returns: the mechanism now in the environment. */
 gboolean    exec_comm_cma_permitted(void);
-const char *exec_comm_cma_choose(void);
+const char *exec_comm_cma_choose(gboolean *set_by_caller);
 
 /* No rank outlives its launcher (exec-comm-launcher.c). exec_comm_launcher_tie(), before the
  * transport starts: this process gets SIGTERM when its parent, the launcher's process on this
