@@ -832,6 +832,41 @@ START_TEST(test_mpi_data_cma_one_refused) {
 }
 END_TEST
 
+/* D = 2 x N = 2, one rank stopped (SIGSTOP) inside the gradient reduction after posting
+ * some of its parts (PACER_TEST_FAULT=stop-reduce:RANK:PARTS): the ranks waiting for it
+ * directly (its replica peer in the reduction or all-gather, its pipeline neighbour) and those
+ * waiting for a waiting rank (the probe's answer names what it waits for) all end at it: the
+ * first line of stderr names the stopped rank, on every repetition (before the probes reached
+ * into replays, 5 of 8 such stops named a rank that was itself waiting). */
+static const char *const blame_faults[] = {"3:1", "2:1", "3:0", "2:0", "1:1", "3:1"};
+
+START_TEST(test_mpi_data_blame) {
+    const char *const sets[] = {"pipeline.stages=2",
+                                "parallel.data=2",
+                                "pipeline.schedule=1f1b",
+                                "pipeline.microbatches=4",
+                                "training.steps=4",
+                                "run.comm_timeout_s=10",
+                                NULL};
+    const char       *fault = blame_faults[_i];
+    g_autofree char  *hook = g_strconcat("PACER_TEST_FAULT=stop-reduce:", fault, NULL);
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-dp-blame-XXXXXX");
+    g_autofree char  *stopped = g_strndup(fault, strchr(fault, ':') - fault);
+    g_autofree char  *named = g_strdup_printf("rank %s may have died or hung", stopped);
+    Run               r;
+    run_train(&r, 4, dir, sets, NULL, hook);
+    ck_assert_int_ne(r.status, 0);
+    g_auto(GStrv) lines = g_strsplit(r.err, "\n", -1);
+    const char *first = NULL; /* the first line but the hook's own */
+    for (char **l = lines; *l && first == NULL; l++)
+        if (strstr(*l, "PACER_TEST_FAULT") == NULL)
+            first = *l;
+    ck_assert_msg(first && strstr(first, named), "%s: stderr:\n%s", hook, r.err);
+    run_clear(&r);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* --- resume across processes --- */
 
 /* paci (asynchronous: segment boundaries are part of the math) on 4 processes, stopped at the
@@ -1294,6 +1329,11 @@ int main(void) {
     tcase_set_timeout(cma, 300);
     tcase_add_test(cma, test_mpi_data_cma_one_refused);
     suite_add_tcase(s, cma);
+    TCase *blame = tcase_create("exec-mpi-data-blame"); /* in test-exec-mpi-data */
+    tcase_set_tags(blame, "data");
+    tcase_set_timeout(blame, 900);
+    tcase_add_loop_test(blame, test_mpi_data_blame, 0, G_N_ELEMENTS(blame_faults));
+    suite_add_tcase(s, blame);
     TCase *launcher = tcase_create("exec-mpi-launcher"); /* CK_RUN_CASE runs it alone */
     tcase_set_timeout(launcher, 600);
     tcase_add_test(launcher, test_mpi_launcher_killed);

@@ -50,7 +50,8 @@ struct _ExecComm {
     GAsyncQueue       *outbox;         /* ExecCommTransfer*, or a marker (exec-comm.c) */
     GPtrArray         *pending;        /* ExecCommTransfer* started, not complete, oldest first */
     gint               stopped;        /* atomic */
-    GMutex             lock;           /* guards error */
+    GMutex             lock;           /* guards error and watches */
+    GPtrArray         *watches;        /* ExecCommWatch*: the workers' waits, oldest first */
     GError            *error;          /* first failure recorded by exec_comm_fail() */
     gboolean           agreed_failure; /* the last agreement ended with a failure */
     ExecCommRecvFn     receivers[EXEC_COMM_N_CHANNELS];
@@ -58,10 +59,12 @@ struct _ExecComm {
     ExecCommStopFn     on_stop;
     gpointer           on_stop_data;
     int32_t            report_src, reports_expected, reports_seen;
-    /* Test hook (PACER_TEST_FAULT=kill|stop:RANK:COUNT): this rank raises SIGKILL or
-     * SIGSTOP on itself after posting COUNT data messages; fault_signal 0 = off. */
-    int     fault_signal;
-    int64_t fault_after, data_sent;
+    /* Test hook (PACER_TEST_FAULT=kill|stop|stop-reduce:RANK:COUNT): this rank raises SIGKILL
+     * or SIGSTOP on itself after posting COUNT data messages (stop-reduce: COUNT messages of
+     * the gradient reduction, SIGSTOP); fault_signal 0 = off. */
+    int             fault_signal;
+    ExecCommChannel fault_channel;
+    int64_t         fault_after, data_sent;
     /* The launcher's process on this node (exec_comm_launcher_tie()), 0 when none is watched,
      * and when the progress loop last checked that it is still this process's parent. */
     int64_t launcher_pid, launcher_checked_us;
