@@ -14,9 +14,13 @@
  * transport; the program exits 77 (skip) when pacer-train sees no CUDA device.
  */
 #include <check.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "pp-error.h"
 #include "pp-partition.h"
@@ -65,18 +69,13 @@ static void run_clear(Run *r) {
     g_strfreev(r->sets);
 }
 
-/* Runs pacer-train on @np processes (0: one process, threads) with the base overrides, then
- * @sets (NULL-terminated, nullable), then @args (nullable), writing into @dir; @fault
- * (nullable) is a test hook for the ranks, "NAME=VALUE" (PACER_TEST_FAULT, PACER_TEST_KILL_AT
- * or PACER_TEST_STALL_AT); all are unset otherwise. */
-static void run_train(Run *r, int np, const char *dir, const char *const *sets,
-                      const char *const *args, const char *fault) {
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+/* The command that runs pacer-train on @np processes (0: one process, threads) with the base
+ * overrides, then @sets (NULL-terminated, nullable), then @args (nullable), writing into @dir;
+ * *@each (nullable) gets every override. Returns: (transfer full) a NULL-ended argv. */
+static GPtrArray *train_argv(int np, const char *dir, const char *const *sets,
+                             const char *const *args, GStrv *each) {
+    GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GStrvBuilder) all_sets = g_strv_builder_new();
-    const char *const prefix[] = {"timeout", "-k", "10"};
-    for (size_t i = 0; i < G_N_ELEMENTS(prefix); i++)
-        g_ptr_array_add(argv, g_strdup(prefix[i]));
-    g_ptr_array_add(argv, g_strdup_printf("%d", RUN_LIMIT_S * mpi_slowdown()));
     if (np > 0) {
         g_ptr_array_add(argv, g_strdup(MPIRUN_LOCAL));
         g_ptr_array_add(argv, g_strdup("-np"));
@@ -94,8 +93,8 @@ static void run_train(Run *r, int np, const char *dir, const char *const *sets,
         g_strv_builder_add(all_sets, *s);
     for (const char *const *s = sets; s && *s; s++)
         g_strv_builder_add(all_sets, *s);
-    g_auto(GStrv) each = g_strv_builder_end(all_sets);
-    for (char **s = each; *s; s++) {
+    g_auto(GStrv) sets_all = g_strv_builder_end(all_sets);
+    for (char **s = sets_all; *s; s++) {
         g_ptr_array_add(argv, g_strdup("--set"));
         g_ptr_array_add(argv, g_strdup(*s));
     }
@@ -105,12 +104,33 @@ static void run_train(Run *r, int np, const char *dir, const char *const *sets,
     g_ptr_array_add(argv, g_strdup("--out"));
     g_ptr_array_add(argv, g_strdup(dir));
     g_ptr_array_add(argv, NULL);
+    if (each)
+        *each = g_steal_pointer(&sets_all);
+    return argv;
+}
+
+/* Runs pacer-train as train_argv() says, under the harness's time limit; @fault
+ * (nullable) is a test hook for the ranks, "NAME=VALUE" (PACER_TEST_FAULT, PACER_TEST_KILL_AT,
+ * PACER_TEST_STALL_AT or PACER_TEST_CMA_REFUSE); all are unset otherwise. */
+static void run_train(Run *r, int np, const char *dir, const char *const *sets,
+                      const char *const *args, const char *fault) {
+    g_auto(GStrv) each = NULL;
+    g_autoptr(GPtrArray) cmd = train_argv(np, dir, sets, args, &each);
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    const char *const prefix[] = {"timeout", "-k", "10"};
+    for (size_t i = 0; i < G_N_ELEMENTS(prefix); i++)
+        g_ptr_array_add(argv, g_strdup(prefix[i]));
+    g_ptr_array_add(argv, g_strdup_printf("%d", RUN_LIMIT_S * mpi_slowdown()));
+    for (guint i = 0; i + 1 < cmd->len; i++)
+        g_ptr_array_add(argv, g_strdup(g_ptr_array_index(cmd, i)));
+    g_ptr_array_add(argv, NULL);
 
     g_auto(GStrv) env = g_get_environ();
     env = g_environ_unsetenv(env, "PACER_TEST_FAULT");
     env = g_environ_unsetenv(env, "PACER_TEST_KILL_AT");
     env = g_environ_unsetenv(env, "PACER_TEST_STALL_AT");
     env = g_environ_unsetenv(env, "PACER_TEST_REPLICA_DATA");
+    env = g_environ_unsetenv(env, "PACER_TEST_CMA_REFUSE");
     if (fault) {
         g_auto(GStrv) kv = g_strsplit(fault, "=", 2);
         env = g_environ_setenv(env, kv[0], kv[1], TRUE);
@@ -792,6 +812,61 @@ START_TEST(test_mpi_data_failures) {
 }
 END_TEST
 
+/* Rank 1's probe of process_vm_readv fails (PACER_TEST_CMA_REFUSE), rank 0's succeeds: the
+ * gradient reduction's large messages would fail inside Open MPI ("invalid bml for rdma get",
+ * exit 255, nothing of pacer's). Every rank stops at start-up with pacer's line naming both
+ * ranks' mechanisms and the remedy; where no rank may use the single copy, both chose none and
+ * the run succeeds. */
+START_TEST(test_mpi_data_cma_one_refused) {
+    const char *const sets[] = {"pipeline.stages=1", "parallel.data=2", NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-cma-XXXXXX");
+    Run               r;
+    run_train(&r, 2, dir, sets, NULL, "PACER_TEST_CMA_REFUSE=1");
+    ck_assert_msg(strstr(r.err, "invalid bml") == NULL, "%s", r.err);
+    const char *say = "rank 0 cma (its probe), rank 1 none (its probe), and Open MPI would fail "
+                      "the job at its first large message";
+    ck_assert_msg(r.status == 0 ? strstr(r.err, say) == NULL : count_lines(r.err, say) == 2,
+                  "exit %d: %s", r.status, r.err);
+    run_clear(&r);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* D = 2 x N = 2, one rank stopped (SIGSTOP) inside the gradient reduction after posting
+ * some of its parts (PACER_TEST_FAULT=stop-reduce:RANK:PARTS): the ranks waiting for it
+ * directly (its replica peer in the reduction or all-gather, its pipeline neighbour) and those
+ * waiting for a waiting rank (the probe's answer names what it waits for) all end at it: the
+ * first line of stderr names the stopped rank, on every repetition (before the probes reached
+ * into replays, 5 of 8 such stops named a rank that was itself waiting). */
+static const char *const blame_faults[] = {"3:1", "2:1", "3:0", "2:0", "1:1", "3:1"};
+
+START_TEST(test_mpi_data_blame) {
+    const char *const sets[] = {"pipeline.stages=2",
+                                "parallel.data=2",
+                                "pipeline.schedule=1f1b",
+                                "pipeline.microbatches=4",
+                                "training.steps=4",
+                                "run.comm_timeout_s=10",
+                                NULL};
+    const char       *fault = blame_faults[_i];
+    g_autofree char  *hook = g_strconcat("PACER_TEST_FAULT=stop-reduce:", fault, NULL);
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-dp-blame-XXXXXX");
+    g_autofree char  *stopped = g_strndup(fault, strchr(fault, ':') - fault);
+    g_autofree char  *named = g_strdup_printf("rank %s may have died or hung", stopped);
+    Run               r;
+    run_train(&r, 4, dir, sets, NULL, hook);
+    ck_assert_int_ne(r.status, 0);
+    g_auto(GStrv) lines = g_strsplit(r.err, "\n", -1);
+    const char *first = NULL; /* the first line but the hook's own */
+    for (char **l = lines; *l && first == NULL; l++)
+        if (strstr(*l, "PACER_TEST_FAULT") == NULL)
+            first = *l;
+    ck_assert_msg(first && strstr(first, named), "%s: stderr:\n%s", hook, r.err);
+    run_clear(&r);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* --- resume across processes --- */
 
 /* paci (asynchronous: segment boundaries are part of the math) on 4 processes, stopped at the
@@ -945,6 +1020,112 @@ START_TEST(test_mpi_dead_peer) {
                   "%s", stopped.err);
     run_clear(&killed);
     run_clear(&stopped);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* --- the launcher --- */
+
+/* The state letter of process @pid (/proc/PID/stat; 'Z' a zombie), or 0 when there is none. */
+static char proc_state(GPid pid) {
+    g_autofree char *path = g_strdup_printf("/proc/%d/stat", (int)pid);
+    g_autofree char *stat = NULL;
+    if (!g_file_get_contents(path, &stat, NULL, NULL))
+        return 0;
+    const char *close = strrchr(stat, ')'); /* the name may hold spaces and parentheses */
+    return close && close[1] == ' ' ? close[2] : 0;
+}
+
+/* The processes whose parent is @parent. Returns: (transfer full) GPid values. */
+static GArray *proc_children(GPid parent) {
+    GArray *out = g_array_new(FALSE, FALSE, sizeof(GPid));
+    g_autoptr(GDir) proc = g_dir_open("/proc", 0, NULL);
+    for (const char *name; proc && (name = g_dir_read_name(proc)) != NULL;) {
+        gint64 pid = 0;
+        if (!g_ascii_string_to_signed(name, 10, 1, G_MAXINT32, &pid, NULL))
+            continue;
+        g_autofree char *path = g_strdup_printf("/proc/%s/stat", name);
+        g_autofree char *stat = NULL;
+        if (!g_file_get_contents(path, &stat, NULL, NULL))
+            continue;
+        const char *close = strrchr(stat, ')');
+        int         ppid = 0;
+        if (close && sscanf(close + 2, "%*c %d", &ppid) == 1 && ppid == (int)parent) {
+            GPid child = (GPid)pid;
+            g_array_append_val(out, child);
+        }
+    }
+    return out;
+}
+
+/* The launcher dies (SIGKILL to mpirun, as when a wrapper's signal ends it and the ranks go on):
+ * within a few seconds no rank is left, and the run folder is one a resume continues: every
+ * checkpoint unit complete, and --resume on threads runs from the newest. */
+START_TEST(test_mpi_launcher_killed) {
+    const char *const sets[] = {"pipeline.stages=2",
+                                "pipeline.schedule=1f1b",
+                                "pipeline.microbatches=2",
+                                "training.steps=100000",
+                                "run.checkpoint_every=2",
+                                "run.keep_checkpoints=2",
+                                NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-launcher-XXXXXX");
+    g_autoptr(GPtrArray) argv = train_argv(2, dir, sets, NULL, NULL);
+    GPid mpirun = 0;
+    g_autoptr(GError) error = NULL;
+    gboolean ok = g_spawn_async(NULL, (char **)argv->pdata, NULL,
+                                G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL |
+                                    G_SPAWN_STDERR_TO_DEV_NULL,
+                                NULL, NULL, &mpirun, &error);
+    ck_assert_msg(ok, "cannot start mpirun: %s", ok ? "" : error->message);
+    /* Training is under way once the step-4 unit is there (start-up takes seconds). */
+    g_autofree char *unit = g_build_filename(dir, "checkpoints", "step-00000004", NULL);
+    int64_t          limit = g_get_monotonic_time() + (int64_t)RUN_LIMIT_S * G_USEC_PER_SEC;
+    while (!g_file_test(unit, G_FILE_TEST_IS_DIR) && g_get_monotonic_time() < limit &&
+           waitpid(mpirun, NULL, WNOHANG) == 0)
+        g_usleep(50000);
+    ck_assert_msg(g_file_test(unit, G_FILE_TEST_IS_DIR), "no %s", unit);
+    g_autoptr(GArray) ranks = proc_children(mpirun);
+    ck_assert_int_eq(ranks->len, 2);
+    ck_assert_int_eq(kill(mpirun, SIGKILL), 0);
+    ck_assert_int_eq(waitpid(mpirun, NULL, 0), mpirun);
+    g_spawn_close_pid(mpirun);
+    int64_t killed = g_get_monotonic_time();
+    guint   left = ranks->len;
+    while (left > 0 && g_get_monotonic_time() - killed < 5 * G_USEC_PER_SEC) {
+        g_usleep(20000);
+        left = 0;
+        for (guint i = 0; i < ranks->len; i++) {
+            char state = proc_state(g_array_index(ranks, GPid, i));
+            left += state != 0 && state != 'Z';
+        }
+    }
+    double gone_s = (double)(g_get_monotonic_time() - killed) / G_USEC_PER_SEC;
+    for (guint i = 0; i < ranks->len && left > 0; i++) /* leave nothing running */
+        kill(g_array_index(ranks, GPid, i), SIGKILL);
+    ck_assert_msg(left == 0, "%u of %u ranks still ran %.1f s after mpirun was killed", left,
+                  ranks->len, gone_s);
+    /* Every unit the run left is complete (interrupted writes are hidden temporaries). */
+    g_autofree char *units = g_build_filename(dir, "checkpoints", NULL);
+    g_autoptr(GDir) listing = g_dir_open(units, 0, NULL);
+    ck_assert_ptr_nonnull(listing);
+    int newest = 0, step = 0;
+    for (const char *name; (name = g_dir_read_name(listing)) != NULL;) {
+        g_autofree char *manifest = g_build_filename(units, name, "manifest.json", NULL);
+        ck_assert_msg(name[0] == '.' || g_file_test(manifest, G_FILE_TEST_IS_REGULAR),
+                      "%s/%s has no manifest", units, name);
+        if (sscanf(name, "step-%d", &step) == 1)
+            newest = MAX(newest, step);
+    }
+    ck_assert_int_ge(newest, 4);
+    g_autofree char  *stop = g_strdup_printf("%d", newest + 1);
+    const char *const resume[] = {"--resume", dir, "--stop-at", stop, NULL};
+    g_autofree char  *th_dir = test_util_tmp_dir_new("mpi-launcher-resume-XXXXXX");
+    Run               again;
+    run_ok(&again, 0, th_dir, sets, resume);
+    ck_assert_msg(strstr(again.err, "resuming from ") != NULL, "%s", again.err);
+    run_clear(&again);
+    ck_assert(test_util_tmp_dir_remove(th_dir));
     ck_assert(test_util_tmp_dir_remove(dir));
 }
 END_TEST
@@ -1143,6 +1324,20 @@ int main(void) {
     tcase_set_timeout(wide, 1200);
     tcase_add_loop_test(wide, test_mpi_data, N_DATA_NARROW, G_N_ELEMENTS(data_cases));
     suite_add_tcase(s, wide);
+    TCase *cma = tcase_create("exec-mpi-cma"); /* 2 replicas: in test-exec-mpi-data */
+    tcase_set_tags(cma, "data");
+    tcase_set_timeout(cma, 300);
+    tcase_add_test(cma, test_mpi_data_cma_one_refused);
+    suite_add_tcase(s, cma);
+    TCase *blame = tcase_create("exec-mpi-data-blame"); /* in test-exec-mpi-data */
+    tcase_set_tags(blame, "data");
+    tcase_set_timeout(blame, 900);
+    tcase_add_loop_test(blame, test_mpi_data_blame, 0, G_N_ELEMENTS(blame_faults));
+    suite_add_tcase(s, blame);
+    TCase *launcher = tcase_create("exec-mpi-launcher"); /* CK_RUN_CASE runs it alone */
+    tcase_set_timeout(launcher, 600);
+    tcase_add_test(launcher, test_mpi_launcher_killed);
+    suite_add_tcase(s, launcher);
     TCase *out = tcase_create("exec-mpi-out"); /* CK_RUN_CASE=exec-mpi-out runs it alone */
     tcase_set_timeout(out, 600);
     tcase_add_test(out, test_mpi_out_folder);

@@ -95,11 +95,22 @@ gboolean exec_comm_cma_permitted(void) {
 }
 #endif
 
-const char *exec_comm_cma_choose(void) {
+/* Test hook: PACER_TEST_CMA_REFUSE=RANK makes the probe of launcher rank RANK fail, as a probe
+ * child killed or a policy of that process alone would. */
+static gboolean exec_comm_cma_refused_for_test(void) {
+    const char *refuse = g_getenv("PACER_TEST_CMA_REFUSE");
+    gint64      rank = -1;
+    return refuse && g_ascii_string_to_signed(refuse, 10, 0, G_MAXINT32, &rank, NULL) &&
+           rank == exec_comm_launched_rank();
+}
+
+const char *exec_comm_cma_choose(gboolean *set_by_caller) {
     const char *set = g_getenv(EXEC_COMM_CMA_MCA);
+    *set_by_caller = set != NULL;
     if (set != NULL)
         return set;
-    const char *mechanism = exec_comm_cma_permitted() ? "cma" : "none";
+    gboolean    permitted = !exec_comm_cma_refused_for_test() && exec_comm_cma_permitted();
+    const char *mechanism = permitted ? "cma" : "none";
     g_setenv(EXEC_COMM_CMA_MCA, mechanism, TRUE);
     return mechanism;
 }

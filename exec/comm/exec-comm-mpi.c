@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
+#include <string.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -148,6 +149,49 @@ static void exec_comm_mpi_reuse_large_blocks(void) {
 #endif
 }
 
+/* What a rank tells the others of its single-copy mechanism. */
+typedef struct {
+    int32_t node;     /* the lowest world rank on this rank's node */
+    int32_t by_probe; /* 1: the probe's answer, 0: the caller's setting */
+    char    mechanism[24];
+} ExecCommMpiMechanism;
+
+/* Every rank of a node must use one single-copy mechanism: a rank that asked for cma reads the
+ * memory of a peer that asked for none, and Open MPI fails the job at its first large message
+ * ("invalid bml for rdma get", with nothing of pacer's). Collective over the world, right
+ * after MPI_Init (small messages never take the single copy): every rank learns of any node
+ * whose ranks differ. Returns FALSE with EXEC_ERROR_COMM naming two such ranks and why. */
+static gboolean exec_comm_mpi_same_mechanism(int rank, int size, const char *mechanism,
+                                             gboolean by_probe, GError **error) {
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    int32_t first = rank;
+    MPI_Bcast(&first, 1, MPI_INT32_T, 0, node);
+    MPI_Comm_free(&node);
+    ExecCommMpiMechanism mine = {.node = first, .by_probe = by_probe};
+    g_strlcpy(mine.mechanism, mechanism, sizeof mine.mechanism);
+    g_autofree ExecCommMpiMechanism *all = g_new0(ExecCommMpiMechanism, size);
+    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                  MPI_COMM_WORLD);
+    for (int r = 0; r < size; r++) {
+        const ExecCommMpiMechanism *a = &all[all[r].node];
+        if (strcmp(a->mechanism, all[r].mechanism) == 0)
+            continue;
+        g_set_error(
+            error, EXEC_ERROR, EXEC_ERROR_COMM,
+            "the ranks of one node chose different shared-memory single-copy mechanisms for "
+            "Open MPI (OMPI_MCA_btl_vader_single_copy_mechanism): rank %d %s (%s), rank %d %s "
+            "(%s), and Open MPI would fail the job at its first large message. Where a rank's "
+            "probe of process_vm_readv fails (a probe child killed, fork failing near a process "
+            "limit, a per-process security policy), set the variable to none for every rank "
+            "(mpirun -x OMPI_MCA_btl_vader_single_copy_mechanism=none)",
+            all[r].node, a->mechanism, a->by_probe ? "its probe" : "set by the caller", r,
+            all[r].mechanism, all[r].by_probe ? "its probe" : "set by the caller");
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean exec_comm_mpi_new(int *argc, char ***argv, double timeout_s, ExecComm **comm,
                            GError **error) {
     *comm = NULL;
@@ -155,10 +199,12 @@ gboolean exec_comm_mpi_new(int *argc, char ***argv, double timeout_s, ExecComm *
     if (launched < 2)
         return TRUE;
     exec_comm_test_stall("start");
+    int64_t launcher = exec_comm_launcher_tie();
     /* Before MPI's threads and the workers exist, so that every thread takes the main arena. */
     exec_comm_mpi_reuse_large_blocks();
     /* Read by MPI_Init_thread. */
-    exec_comm_cma_choose();
+    gboolean         mechanism_set = FALSE;
+    g_autofree char *mechanism = g_strdup(exec_comm_cma_choose(&mechanism_set));
     /* MPI_Init_thread and MPI_Comm_dup wait for every rank. */
     ExecCommGuard *guard =
         exec_comm_guard_new((int32_t)exec_comm_launched_rank(), (int32_t)launched, timeout_s,
@@ -182,6 +228,11 @@ gboolean exec_comm_mpi_new(int *argc, char ***argv, double timeout_s, ExecComm *
         MPI_Finalize();
         return TRUE;
     }
+    if (!exec_comm_mpi_same_mechanism(rank, size, mechanism, !mechanism_set, error)) {
+        exec_comm_guard_free(guard);
+        MPI_Finalize();
+        return FALSE;
+    }
     void *tag_ub = NULL;
     int   found = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
@@ -189,6 +240,7 @@ gboolean exec_comm_mpi_new(int *argc, char ***argv, double timeout_s, ExecComm *
     /* The standard guarantees 32767. */
     exec_comm_init(&mpi->base, &exec_comm_mpi_ops, rank, size, found ? *(int *)tag_ub : 32767);
     exec_comm_set_timeout(&mpi->base, timeout_s);
+    mpi->base.launcher_pid = launcher;
     for (int ch = 0; ch < EXEC_COMM_N_CHANNELS; ch++)
         MPI_Comm_dup(MPI_COMM_WORLD, &mpi->channels[ch]);
     exec_comm_guard_free(guard);

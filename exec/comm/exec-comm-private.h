@@ -50,7 +50,8 @@ struct _ExecComm {
     GAsyncQueue       *outbox;         /* ExecCommTransfer*, or a marker (exec-comm.c) */
     GPtrArray         *pending;        /* ExecCommTransfer* started, not complete, oldest first */
     gint               stopped;        /* atomic */
-    GMutex             lock;           /* guards error */
+    GMutex             lock;           /* guards error and watches */
+    GPtrArray         *watches;        /* ExecCommWatch*: the workers' waits, oldest first */
     GError            *error;          /* first failure recorded by exec_comm_fail() */
     gboolean           agreed_failure; /* the last agreement ended with a failure */
     ExecCommRecvFn     receivers[EXEC_COMM_N_CHANNELS];
@@ -58,10 +59,15 @@ struct _ExecComm {
     ExecCommStopFn     on_stop;
     gpointer           on_stop_data;
     int32_t            report_src, reports_expected, reports_seen;
-    /* Test hook (PACER_TEST_FAULT=kill|stop:RANK:COUNT): this rank raises SIGKILL or
-     * SIGSTOP on itself after posting COUNT data messages; fault_signal 0 = off. */
-    int     fault_signal;
-    int64_t fault_after, data_sent;
+    /* Test hook (PACER_TEST_FAULT=kill|stop|stop-reduce:RANK:COUNT): this rank raises SIGKILL
+     * or SIGSTOP on itself after posting COUNT data messages (stop-reduce: COUNT messages of
+     * the gradient reduction, SIGSTOP); fault_signal 0 = off. */
+    int             fault_signal;
+    ExecCommChannel fault_channel;
+    int64_t         fault_after, data_sent;
+    /* The launcher's process on this node (exec_comm_launcher_tie()), 0 when none is watched,
+     * and when the progress loop last checked that it is still this process's parent. */
+    int64_t launcher_pid, launcher_checked_us;
 };
 
 /* The launcher forwards a rank's stderr on a path of its own: a rank that ends the job
@@ -92,7 +98,16 @@ void exec_comm_test_stall(const char *point);
  * the caller's OMPI_MCA_btl_vader_single_copy_mechanism when set, else sets it to "cma" when
  * permitted and "none" otherwise. Returns: the mechanism now in the environment. */
 gboolean    exec_comm_cma_permitted(void);
-const char *exec_comm_cma_choose(void);
+const char *exec_comm_cma_choose(gboolean *set_by_caller);
+
+/* No rank outlives its launcher (exec-comm-launcher.c). exec_comm_launcher_tie(), before the
+ * transport starts: this process gets SIGTERM when its parent, the launcher's process on this
+ * node, dies (Linux's PR_SET_PDEATHSIG), and ends at once as on SIGTERM when it already has.
+ * Returns: the parent's process id, for comm->launcher_pid. exec_comm_launcher_check(), from
+ * the progress loops (at most every 0.1 s): ends this process as on SIGTERM, after one line
+ * naming the launcher, once its parent is no longer comm->launcher_pid. */
+int64_t exec_comm_launcher_tie(void);
+void    exec_comm_launcher_check(ExecComm *comm);
 
 /* Sets up the shared state of a new group of @size processes; implementations call it first. */
 void exec_comm_init(ExecComm *comm, const ExecCommOps *ops, int32_t rank, int32_t size,

@@ -59,18 +59,23 @@ void exec_comm_init(ExecComm *comm, const ExecCommOps *ops, int32_t rank, int32_
     comm->timeout_us = (int64_t)(EXEC_COMM_TIMEOUT_DEFAULT_S * G_USEC_PER_SEC);
     comm->outbox = g_async_queue_new();
     comm->pending = g_ptr_array_new();
+    comm->watches = g_ptr_array_new();
     g_mutex_init(&comm->lock);
     const char *fault = g_getenv("PACER_TEST_FAULT");
     if (fault != NULL) {
         g_auto(GStrv) parts = g_strsplit(fault, ":", -1);
         gint64 fault_rank = -1, after = -1;
         if (g_strv_length(parts) != 3 ||
-            (strcmp(parts[0], "kill") != 0 && strcmp(parts[0], "stop") != 0) ||
+            (strcmp(parts[0], "kill") != 0 && strcmp(parts[0], "stop") != 0 &&
+             strcmp(parts[0], "stop-reduce") != 0) ||
             !g_ascii_string_to_signed(parts[1], 10, 0, G_MAXINT32, &fault_rank, NULL) ||
             !g_ascii_string_to_signed(parts[2], 10, 0, G_MAXINT64, &after, NULL)) {
-            g_warning("PACER_TEST_FAULT=%s: expected kill|stop:RANK:MESSAGES; ignored", fault);
+            g_warning("PACER_TEST_FAULT=%s: expected kill|stop|stop-reduce:RANK:MESSAGES; ignored",
+                      fault);
         } else if (fault_rank == rank) {
             comm->fault_signal = strcmp(parts[0], "kill") == 0 ? SIGKILL : SIGSTOP;
+            comm->fault_channel =
+                strcmp(parts[0], "stop-reduce") == 0 ? EXEC_COMM_REDUCE : EXEC_COMM_DATA;
             comm->fault_after = after;
         }
     }
@@ -80,6 +85,7 @@ void exec_comm_clear(ExecComm *comm) {
     /* Sends still pending here were abandoned by a stopped replay: their buffers may still be
      * read by the transport, so they are not freed (the process is ending). */
     g_ptr_array_unref(comm->pending);
+    g_ptr_array_unref(comm->watches);
     g_async_queue_unref(comm->outbox);
     g_clear_error(&comm->error);
     g_mutex_clear(&comm->lock);
@@ -164,11 +170,15 @@ static void exec_comm_sleep(int64_t idle_us) {
         g_usleep((gulong)idle_us);
 }
 
-/* EXEC_ERROR_COMM: rank @peer did not answer within the deadline; @what happened. */
-static GError *exec_comm_timeout_error(const ExecComm *comm, int32_t peer, const char *what) {
-    return g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
-                       "%s within %g s (run.comm_timeout_s); rank %d may have died or hung", what,
-                       exec_comm_timeout(comm), peer);
+/* EXEC_ERROR_COMM: rank @peer did not answer within the deadline (its answer to a probe, if
+ * any, said it waits for rank @peer_waits_for, else -1); @what happened. */
+static GError *exec_comm_timeout_error(const ExecComm *comm, int32_t peer, int32_t peer_waits_for,
+                                       const char *what) {
+    GString *msg = g_string_new(NULL);
+    g_string_printf(msg, "%s within %g s (run.comm_timeout_s); ", what, exec_comm_timeout(comm));
+    exec_comm_blame(msg, peer, peer_waits_for);
+    g_autofree char *text = g_string_free(msg, FALSE);
+    return g_error_new_literal(EXEC_ERROR, EXEC_ERROR_COMM, text);
 }
 
 /* Starts sending @send and keeps it in flight. */
@@ -186,9 +196,10 @@ static void exec_comm_signal(ExecComm *comm, int32_t peer, int32_t tag) {
     exec_comm_start(comm, t);
 }
 
-/* Takes an empty control message with @tag from @src (-1: any) if one has arrived; *@from
- * (nullable) is its sender. */
-static gboolean exec_comm_take_signal(ExecComm *comm, int32_t src, int32_t tag, int32_t *from) {
+/* Takes a control message with @tag from @src (-1: any) if one has arrived: empty, or one
+ * int32 that goes to *@word (nullable; -1 for an empty one); *@from (nullable) is its sender. */
+static gboolean exec_comm_take_signal(ExecComm *comm, int32_t src, int32_t tag, int32_t *from,
+                                      int32_t *word) {
     int32_t  peer, got_tag;
     void    *data = NULL;
     size_t   bytes = 0;
@@ -196,19 +207,33 @@ static gboolean exec_comm_take_signal(ExecComm *comm, int32_t src, int32_t tag, 
         comm->ops->irecv(comm, EXEC_COMM_CONTROL, src, tag, &peer, &got_tag, &data, &bytes);
     if (request == NULL)
         return FALSE;
-    /* It has arrived, and it is empty: the receive completes at once. */
+    /* It has arrived, and it is small: the receive completes at once. */
     while (!comm->ops->test(comm, request))
         g_thread_yield();
+    if (word)
+        *word = -1;
+    if (word && bytes == sizeof *word)
+        memcpy(word, data, sizeof *word);
     g_free(data);
     if (from)
         *from = peer;
     return TRUE;
 }
 
-/* Answers every probe that has arrived: this rank is waiting in the group. */
-static void exec_comm_answer_probes(ExecComm *comm) {
-    for (int32_t from; exec_comm_take_signal(comm, -1, EXEC_COMM_TAG_PROBE, &from);)
-        exec_comm_signal(comm, from, EXEC_COMM_TAG_ALIVE);
+/* Answers every probe that has arrived: this rank is there, and waits for rank @waits_for
+ * (-1: for none; the host between replays, or the oldest wait of a worker in a replay). */
+static void exec_comm_answer_probes(ExecComm *comm, int32_t waits_for) {
+    for (int32_t from; exec_comm_take_signal(comm, -1, EXEC_COMM_TAG_PROBE, &from, NULL);) {
+        ExecCommTransfer *t = g_new0(ExecCommTransfer, 1);
+        int32_t          *word = g_new(int32_t, 1);
+        *word = waits_for;
+        *t = (ExecCommTransfer){.channel = EXEC_COMM_CONTROL,
+                                .peer = from,
+                                .tag = EXEC_COMM_TAG_ALIVE,
+                                .data = word,
+                                .bytes = sizeof *word};
+        exec_comm_start(comm, t);
+    }
 }
 
 /* The deadline of one wait for rank @peer. Past run.comm_timeout_s the waiting rank probes
@@ -223,6 +248,7 @@ typedef struct {
     int32_t           peer;
     int64_t           deadline_us; /* g_get_monotonic_time() */
     ExecCommWaitState state;
+    int32_t           peer_waits_for; /* what the peer's answer said it waits for, or -1 */
 } ExecCommDeadline;
 
 /* How long a probe's answer may take. */
@@ -233,15 +259,18 @@ static int64_t exec_comm_probe_us(const ExecComm *comm) {
 static ExecCommDeadline exec_comm_deadline(const ExecComm *comm, int32_t peer) {
     return (ExecCommDeadline){.peer = peer,
                               .deadline_us = g_get_monotonic_time() + comm->timeout_us,
-                              .state = EXEC_COMM_WAITING};
+                              .state = EXEC_COMM_WAITING,
+                              .peer_waits_for = -1};
 }
 
-/* One look at @d while waiting (answering the peers' probes too): TRUE once it has passed. */
-static gboolean exec_comm_deadline_passed(ExecComm *comm, ExecCommDeadline *d) {
-    exec_comm_answer_probes(comm);
+/* One look at @d: TRUE once it has passed (the probe unanswered, or the extension over). */
+static gboolean exec_comm_deadline_advance(ExecComm *comm, ExecCommDeadline *d) {
     int64_t now = g_get_monotonic_time();
     if (d->state == EXEC_COMM_PROBING &&
-        exec_comm_take_signal(comm, d->peer, EXEC_COMM_TAG_ALIVE, NULL)) {
+        exec_comm_take_signal(comm, d->peer, EXEC_COMM_TAG_ALIVE, NULL, &d->peer_waits_for)) {
+        /* A peer waiting for this rank points nowhere further: it is the one to name. */
+        if (d->peer_waits_for == comm->rank)
+            d->peer_waits_for = -1;
         d->state = EXEC_COMM_EXTENDED;
         d->deadline_us = now + comm->timeout_us + exec_comm_probe_us(comm);
     }
@@ -255,13 +284,80 @@ static gboolean exec_comm_deadline_passed(ExecComm *comm, ExecCommDeadline *d) {
     return FALSE;
 }
 
+/* One look at @d while the host waits (answering the peers' probes too): TRUE once passed. */
+static gboolean exec_comm_deadline_passed(ExecComm *comm, ExecCommDeadline *d) {
+    exec_comm_launcher_check(comm);
+    exec_comm_answer_probes(comm, d->peer);
+    return exec_comm_deadline_advance(comm, d);
+}
+
+/* --- waits of the workers while a replay runs --- */
+
+struct _ExecCommWatch {
+    ExecCommDeadline d;
+    ExecCommWakeFn   wake;
+    gpointer         wake_data;
+    gboolean         expired; /* under comm->lock */
+};
+
+ExecCommWatch *exec_comm_watch_begin(ExecComm *comm, int32_t peer, ExecCommWakeFn wake,
+                                     gpointer user_data) {
+    ExecCommWatch *w = g_new0(ExecCommWatch, 1);
+    *w = (ExecCommWatch){.d = exec_comm_deadline(comm, peer), .wake = wake, .wake_data = user_data};
+    g_mutex_lock(&comm->lock);
+    g_ptr_array_add(comm->watches, w);
+    g_mutex_unlock(&comm->lock);
+    return w;
+}
+
+gboolean exec_comm_watch_end(ExecComm *comm, ExecCommWatch *watch, int32_t *peer_waits_for) {
+    g_mutex_lock(&comm->lock);
+    g_ptr_array_remove(comm->watches, watch);
+    gboolean expired = watch->expired;
+    g_mutex_unlock(&comm->lock);
+    if (peer_waits_for)
+        *peer_waits_for = watch->d.peer_waits_for;
+    g_free(watch);
+    return expired;
+}
+
+/* Host, in a replay: answers the probes with the oldest worker wait's peer, and advances every
+ * worker wait's deadline as the host's own waits do; one that passed is marked and woken. */
+static void exec_comm_watch_all(ExecComm *comm) {
+    g_mutex_lock(&comm->lock);
+    int32_t waits_for = -1;
+    for (guint i = 0; i < comm->watches->len && waits_for < 0; i++) {
+        const ExecCommWatch *w = g_ptr_array_index(comm->watches, i);
+        if (!w->expired)
+            waits_for = w->d.peer;
+    }
+    exec_comm_answer_probes(comm, waits_for);
+    for (guint i = 0; i < comm->watches->len; i++) {
+        ExecCommWatch *w = g_ptr_array_index(comm->watches, i);
+        if (!w->expired && exec_comm_deadline_advance(comm, &w->d)) {
+            w->expired = TRUE;
+            w->wake(w->wake_data);
+        }
+    }
+    g_mutex_unlock(&comm->lock);
+}
+
+void exec_comm_blame(GString *out, int32_t peer, int32_t peer_waits_for) {
+    if (peer_waits_for >= 0 && peer_waits_for != peer)
+        g_string_append_printf(out, "rank %d answered that it waits for rank %d: ", peer,
+                               peer_waits_for);
+    int32_t blamed = peer_waits_for >= 0 ? peer_waits_for : peer;
+    g_string_append_printf(out, "rank %d may have died or hung", blamed);
+}
+
 /* Waits until @request (a transfer with @d's peer, started now) completes. */
 static gboolean exec_comm_wait_request(ExecComm *comm, gpointer request, ExecCommDeadline *d,
                                        const char *what, GError **error) {
     int64_t start = g_get_monotonic_time(), idle = 0;
     while (!comm->ops->test(comm, request)) {
         if (exec_comm_deadline_passed(comm, d)) {
-            g_propagate_error(error, exec_comm_timeout_error(comm, d->peer, what));
+            g_propagate_error(error,
+                              exec_comm_timeout_error(comm, d->peer, d->peer_waits_for, what));
             return FALSE;
         }
         idle = exec_comm_next_idle(idle, g_get_monotonic_time() - start < EXEC_COMM_BUSY_US);
@@ -289,7 +385,7 @@ static gboolean exec_comm_wait_take(ExecComm *comm, ExecCommChannel channel, int
     gpointer         request;
     while (!(request = comm->ops->irecv(comm, channel, src, tag, &from, &got_tag, data, bytes))) {
         if (exec_comm_deadline_passed(comm, &d)) {
-            g_propagate_error(error, exec_comm_timeout_error(comm, src, msg));
+            g_propagate_error(error, exec_comm_timeout_error(comm, src, d.peer_waits_for, msg));
             return FALSE;
         }
         idle = exec_comm_next_idle(idle, g_get_monotonic_time() - start < EXEC_COMM_EAGER_US);
@@ -383,13 +479,13 @@ static void exec_comm_handle(ExecComm *comm, gpointer item) {
         return;
     }
     ExecCommTransfer *send = item;
-    if (send->channel == EXEC_COMM_DATA && comm->fault_signal != 0 &&
+    if (comm->fault_signal != 0 && send->channel == comm->fault_channel &&
         comm->data_sent++ == comm->fault_after) {
         fprintf(stderr,
                 "pacer-train: rank %d: PACER_TEST_FAULT: raising %s after %" G_GINT64_FORMAT
-                " data messages\n",
+                " %s messages\n",
                 comm->rank, comm->fault_signal == SIGKILL ? "SIGKILL" : "SIGSTOP",
-                comm->fault_after);
+                comm->fault_after, comm->fault_channel == EXEC_COMM_REDUCE ? "reduction" : "data");
         fflush(stderr);
         raise(comm->fault_signal);
     }
@@ -455,12 +551,13 @@ static gboolean exec_comm_reap(ExecComm *comm, gboolean drop) {
  * handed on in the order they started. Returns whether anything happened. */
 static gboolean exec_comm_pump(ExecComm *comm) {
     gboolean busy = FALSE;
+    exec_comm_launcher_check(comm);
     for (gpointer item; (item = g_async_queue_try_pop(comm->outbox)) != NULL; busy = TRUE)
         exec_comm_handle(comm, item);
     /* Only stop signals and probes: the control channel's other tags belong to the
      * collectives. */
     busy |= exec_comm_receive(comm, EXEC_COMM_CONTROL, EXEC_COMM_TAG_STOP);
-    exec_comm_answer_probes(comm);
+    exec_comm_watch_all(comm);
     busy |= exec_comm_receive(comm, EXEC_COMM_DATA, -1);
     busy |= exec_comm_receive(comm, EXEC_COMM_REPORT, -1);
     busy |= exec_comm_receive(comm, EXEC_COMM_REDUCE, -1);
@@ -479,12 +576,12 @@ static GError *exec_comm_serve_timeout(const ExecComm *comm) {
                                : g_strdup_printf("rank %d did not take %zu bytes sent on channel %d "
                                                         "with tag %d",
                                                  t->peer, t->bytes, (int)t->channel, t->tag);
-        return exec_comm_timeout_error(comm, t->peer, msg);
+        return exec_comm_timeout_error(comm, t->peer, -1, msg);
     }
     g_autofree char *msg = g_strdup_printf("%d of %d loss reports from rank %d did not arrive",
                                            comm->reports_expected - comm->reports_seen,
                                            comm->reports_expected, comm->report_src);
-    return exec_comm_timeout_error(comm, comm->report_src, msg);
+    return exec_comm_timeout_error(comm, comm->report_src, -1, msg);
 }
 
 void exec_comm_serve(ExecComm *comm, gint *running) {

@@ -126,6 +126,27 @@ gboolean exec_comm_stopped(ExecComm *comm);
 /* Any thread: wakes exec_comm_serve() to look at @running again (a worker finished). */
 void exec_comm_wake(ExecComm *comm);
 
+/* A worker's wait for rank @peer while a replay runs (any thread but the host), under the
+ * group's deadline as the host's own waits are: past run.comm_timeout_s the host probes the
+ * peer; a peer that answers (it is waiting too, for the rank its answer names) buys one more
+ * deadline and the probe's second; one that does not answer within the probe's second ends
+ * the wait: the watch is marked expired and @wake(@user_data) runs once, on the host thread,
+ * to wake the worker (it must not block). While this rank has watches, its own answer to a
+ * probe names the peer of the oldest. So in a chain of waits, across replays, reductions and
+ * all-gathers alike, the rank that waits for the stopped one reports first.
+ * exec_comm_watch_end() removes the watch and returns whether it expired (the worker then
+ * records its failure naming the peer, exec_comm_blame()); *@peer_waits_for (nullable): the
+ * rank the peer's answer said it waits for, or -1. */
+typedef struct _ExecCommWatch ExecCommWatch;
+typedef void (*ExecCommWakeFn)(gpointer user_data);
+ExecCommWatch *exec_comm_watch_begin(ExecComm *comm, int32_t peer, ExecCommWakeFn wake,
+                                     gpointer user_data);
+gboolean       exec_comm_watch_end(ExecComm *comm, ExecCommWatch *watch, int32_t *peer_waits_for);
+/* Appends the end of a missed deadline's message to @out: "rank P may have died or hung", or,
+ * when P answered that it waits for rank Q, "rank P answered that it waits for rank Q: rank Q
+ * may have died or hung". */
+void exec_comm_blame(GString *out, int32_t peer, int32_t peer_waits_for);
+
 /* Host thread, while the workers of a replay run: sends what they post, hands arriving
  * messages to the receivers, and returns once *@running (the workers still running, atomic)
  * is 0, every posted message has been taken by its peer and the expected reports have

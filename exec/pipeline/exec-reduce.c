@@ -2,7 +2,7 @@
  * exec-reduce.c: the gradient reduction between the replicas of a stage (exec-reduce.h). The
  * host thread, serving the group while the workers run, files each arriving part in a table
  * keyed by its tag and sender; the worker posts its parts and waits for the others' under the
- * group's deadline (twice it: EXEC_REDUCE_DEADLINES), looking every EXEC_REDUCE_POLL_US at
+ * group's watch of the sender (exec_comm_watch_begin()), looking every EXEC_REDUCE_POLL_US at
  * whether the replay stopped.
  */
 #include "exec-reduce.h"
@@ -14,11 +14,6 @@
 
 /* How often a waiting worker looks at the group's stop signal. */
 #define EXEC_REDUCE_POLL_US 10000
-/* A part's deadline in run.comm_timeout_s: the replica that sends it may itself wait a whole
- * deadline for its pipeline neighbour first (stage 0 of replica 1 for the gradient of a
- * stopped stage 1), and that wait, which names the missing rank, must end the job before this
- * one names the replica that is only waiting (docs/design.md §5.11). */
-#define EXEC_REDUCE_DEADLINES 2
 
 /* The rounds of one update's reduction: the reduce-scatter, the all-gather (of the reduced
  * gradients, or of the updated parameters with a sharded optimizer) and the all-gather of the
@@ -134,37 +129,60 @@ static void exec_reduce_post(ExecReduce *r, int32_t to, int64_t tag, const void 
                    (int32_t)tag, copy, bytes);
 }
 
-/* Waits for the part with @tag from replica @from, of @bytes bytes. Returns: (transfer full),
- * or NULL when the replay stopped or the deadline passed (then recorded as this rank's
- * failure, naming @what). */
+/* One waiter: woken (under the reduction's lock) once the host found its peer silent. */
+typedef struct {
+    ExecReduce *r;
+    gboolean    woken;
+} ExecReduceWaiter;
+
+/* The watch's wake-up (exec_comm_watch_begin()), on the host thread. */
+static void exec_reduce_wake(gpointer user_data) {
+    ExecReduceWaiter *w = user_data;
+    g_mutex_lock(&w->r->lock);
+    w->woken = TRUE;
+    g_cond_broadcast(&w->r->cond);
+    g_mutex_unlock(&w->r->lock);
+}
+
+/* Waits for the part with @tag from replica @from, of @bytes bytes, under the group's watch
+ * of that rank (exec_comm_watch_begin(): a replica that is itself waiting answers the probe
+ * and is not blamed). Returns: (transfer full), or NULL when the replay stopped or the peer
+ * was found silent (then recorded as this rank's failure, naming @what). */
 static ExecReducePart *exec_reduce_take(ExecReduce *r, int64_t tag, int32_t from, size_t bytes,
                                         const char *what) {
-    gint64          key = exec_reduce_key(r, tag, from);
-    double          timeout_s = EXEC_REDUCE_DEADLINES * exec_comm_timeout(r->comm);
-    gint64          deadline = g_get_monotonic_time() + (gint64)(timeout_s * G_USEC_PER_SEC);
-    ExecReducePart *part = NULL;
-    gpointer        stored_key = NULL;
+    gint64           key = exec_reduce_key(r, tag, from);
+    int32_t          rank = exec_comm_layout_rank(r->comm, from, r->stage);
+    ExecReduceWaiter waiter = {.r = r};
+    ExecCommWatch   *watch = exec_comm_watch_begin(r->comm, rank, exec_reduce_wake, &waiter);
+    ExecReducePart  *part = NULL;
+    gpointer         stored_key = NULL;
     g_mutex_lock(&r->lock);
     while (!g_hash_table_steal_extended(r->arrived, &key, &stored_key, (gpointer *)&part)) {
-        gint64 now = g_get_monotonic_time();
-        if (exec_comm_stopped(r->comm) || now >= deadline)
+        if (exec_comm_stopped(r->comm) || waiter.woken)
             break;
-        g_cond_wait_until(&r->cond, &r->lock, MIN(deadline, now + EXEC_REDUCE_POLL_US));
+        g_cond_wait_until(&r->cond, &r->lock, g_get_monotonic_time() + EXEC_REDUCE_POLL_US);
     }
     g_mutex_unlock(&r->lock);
     g_free(stored_key);
-    if (part != NULL) {
+    int32_t  peer_waits_for = -1;
+    gboolean expired = exec_comm_watch_end(r->comm, watch, &peer_waits_for);
+    if (part != NULL && !expired) {
         /* Sent by exec_reduce_post() of the same program for the same array. */
         PP_ASSERT(part->bytes == bytes);
         return part;
     }
-    if (exec_comm_stopped(r->comm))
-        return NULL;
-    int32_t rank = exec_comm_layout_rank(r->comm, from, r->stage);
-    exec_comm_fail(r->comm, g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
-                                        "%s from rank %d (replica %d) did not arrive within %g s "
-                                        "(%d x run.comm_timeout_s); rank %d may have died or hung",
-                                        what, rank, from, timeout_s, EXEC_REDUCE_DEADLINES, rank));
+    if (part != NULL)
+        exec_reduce_part_free(part);
+    if (!expired)
+        return NULL; /* the replay stopped */
+    GString *msg = g_string_new(NULL);
+    g_string_printf(msg,
+                    "%s from rank %d (replica %d) did not arrive within %g s "
+                    "(run.comm_timeout_s); ",
+                    what, rank, from, exec_comm_timeout(r->comm));
+    exec_comm_blame(msg, rank, peer_waits_for);
+    g_autofree char *text = g_string_free(msg, FALSE);
+    exec_comm_fail(r->comm, g_error_new_literal(EXEC_ERROR, EXEC_ERROR_COMM, text));
     return NULL;
 }
 

@@ -110,15 +110,9 @@ static gboolean exec_transport_queue_recv(ExecTransport *t, ExecMsgKind kind, co
                                           ExecTransportMsg **msg, const void **data) {
     (void)queue;
     ExecTransportQueue *q = exec_transport_queue(t);
-    gboolean            late = FALSE;
-    ExecInboxMsg       *head =
-        exec_inbox_take(exec_transport_queue_inbox(q, vstage), exec_msg_key(kind, mb, vstage),
-                        exec_transport_queue_timeout_us(q), &late);
-    if (late) {
-        int32_t producer = q->vstage_stage[exec_msg_producer(kind, vstage)];
-        exec_comm_fail(
-            q->comm, exec_msg_late_input(q->comm, kind == EXEC_MSG_GRAD, op, mb, vstage, producer));
-    }
+    int32_t             producer = q->vstage_stage[exec_msg_producer(kind, vstage)];
+    ExecInboxMsg *head = exec_msg_take(q->comm, exec_transport_queue_inbox(q, vstage), kind, op, mb,
+                                       vstage, producer);
     if (head == NULL)
         return FALSE;
     *msg = (ExecTransportMsg *)head;

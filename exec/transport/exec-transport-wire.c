@@ -37,15 +37,39 @@ GError *exec_msg_tag_error(const ExecComm *comm, int32_t n_vstages, int32_t mb) 
 }
 
 GError *exec_msg_late_input(const ExecComm *comm, gboolean grad, const char *op, int32_t mb,
-                            int32_t vstage, int32_t producer) {
+                            int32_t vstage, int32_t producer, int32_t peer_waits_for) {
     g_autofree char *for_what =
         op ? g_strdup_printf("%s(mb=%d)", op, mb) : g_strdup_printf("micro-batch %d", mb);
-    int32_t rank = exec_comm_stage_rank(comm, producer);
-    return g_error_new(EXEC_ERROR, EXEC_ERROR_COMM,
-                       "the %s for %s of virtual stage %d from rank %d did not arrive within %g s "
-                       "(run.comm_timeout_s); rank %d may have died or hung",
-                       grad ? "gradient" : "activation", for_what, vstage, rank,
-                       exec_comm_timeout(comm), rank);
+    int32_t  rank = exec_comm_stage_rank(comm, producer);
+    GString *msg = g_string_new(NULL);
+    g_string_printf(msg,
+                    "the %s for %s of virtual stage %d from rank %d did not arrive within %g s "
+                    "(run.comm_timeout_s); ",
+                    grad ? "gradient" : "activation", for_what, vstage, rank,
+                    exec_comm_timeout(comm));
+    exec_comm_blame(msg, rank, peer_waits_for);
+    g_autofree char *text = g_string_free(msg, FALSE);
+    return g_error_new_literal(EXEC_ERROR, EXEC_ERROR_COMM, text);
+}
+
+/* The watch's wake-up, on the host thread: the worker's take returns. */
+static void exec_msg_wake(gpointer user_data) {
+    exec_inbox_abort(user_data);
+}
+
+ExecInboxMsg *exec_msg_take(ExecComm *comm, ExecInbox *box, ExecMsgKind kind, const char *op,
+                            int32_t mb, int32_t vstage, int32_t producer) {
+    gint64 key = exec_msg_key(kind, mb, vstage);
+    if (comm == NULL)
+        return exec_inbox_take(box, key, -1, NULL);
+    ExecCommWatch *watch =
+        exec_comm_watch_begin(comm, exec_comm_stage_rank(comm, producer), exec_msg_wake, box);
+    ExecInboxMsg *msg = exec_inbox_take(box, key, -1, NULL);
+    int32_t       peer_waits_for = -1;
+    if (exec_comm_watch_end(comm, watch, &peer_waits_for))
+        exec_comm_fail(comm, exec_msg_late_input(comm, kind == EXEC_MSG_GRAD, op, mb, vstage,
+                                                 producer, peer_waits_for));
+    return msg;
 }
 
 GError *exec_msg_late_poll(const ExecComm *comm, int32_t stage, int32_t n_stages) {

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "exec-comm.h"
+#include "exec-inbox.h"
 
 G_BEGIN_DECLS
 
@@ -98,11 +99,20 @@ void exec_msg_untag(int32_t n_vstages, int32_t tag, gboolean *grad, int32_t *mb,
 GError *exec_msg_tag_error(const ExecComm *comm, int32_t n_vstages, int32_t mb);
 /* EXEC_ERROR_COMM for an input that missed the group's deadline: the activation or gradient
  * for op @op (nullable: the op is not known) of micro-batch @mb on @vstage, from stage
- * @producer (named by its rank in this rank's replica); and for dynamic mode's blocking poll
+ * @producer (named by its rank in this rank's replica; @peer_waits_for: the rank its answer
+ * to the probe said it waits for, or -1, exec_comm_blame()); and for dynamic mode's blocking poll
  * of @stage (its neighbours' ranks named). */
 GError *exec_msg_late_input(const ExecComm *comm, gboolean grad, const char *op, int32_t mb,
-                            int32_t vstage, int32_t producer);
-GError *exec_msg_late_poll(const ExecComm *comm, int32_t stage, int32_t n_stages);
+                            int32_t vstage, int32_t producer, int32_t peer_waits_for);
+/* Worker: the message of @kind for @mb on @vstage from stage @producer out of @box (transfer
+ * full), as exec_inbox_take() gives it. Without a group (@comm NULL) it waits without limit;
+ * with one, under the group's watch of the producer's rank (exec_comm_watch_begin(): a
+ * producer that is itself waiting answers the probe and is not blamed); a silent producer
+ * aborts the inbox and is recorded as this rank's failure (exec_msg_late_input(), naming what
+ * its answer said it waits for). Returns NULL once the inbox is aborted. */
+ExecInboxMsg *exec_msg_take(ExecComm *comm, ExecInbox *box, ExecMsgKind kind, const char *op,
+                            int32_t mb, int32_t vstage, int32_t producer);
+GError       *exec_msg_late_poll(const ExecComm *comm, int32_t stage, int32_t n_stages);
 
 /* The host-queue transport (exec-transport-queue.c): messages of @msg_bytes in host memory.
  * A message for a stage this process runs (@local, (n_stages), borrowed for the call) goes into

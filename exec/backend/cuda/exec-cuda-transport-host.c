@@ -167,12 +167,8 @@ static gboolean exec_cuda_host_recv(ExecTransport *t, ExecMsgKind kind, const ch
     ExecCudaHost      *h = exec_cuda_host(t);
     ExecCudaHostStage *st = exec_cuda_host_stage(h, vstage);
     int32_t            producer = h->vstage_stage[exec_msg_producer(kind, vstage)];
-    gboolean           late = FALSE;
-    ExecTransportMsg  *m = (ExecTransportMsg *)exec_inbox_take(
-         &st->inbox, exec_msg_key(kind, mb, vstage), exec_cuda_host_timeout_us(h), &late);
-    if (late)
-        exec_comm_fail(
-            h->comm, exec_msg_late_input(h->comm, kind == EXEC_MSG_GRAD, op, mb, vstage, producer));
+    ExecTransportMsg  *m =
+        (ExecTransportMsg *)exec_msg_take(h->comm, &st->inbox, kind, op, mb, vstage, producer);
     if (m == NULL)
         return FALSE;
     ExecCudaHostCopy *c = g_new(ExecCudaHostCopy, 1);
