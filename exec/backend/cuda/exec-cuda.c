@@ -545,15 +545,8 @@ static ExecCudaPlan *exec_cuda_plan_for(const ExecBackendSetup *setup, ExecGradP
 }
 
 ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error) {
-    int shards = exec_layout_optim(setup->layout)->shards;
-    if (shards > 1) {
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
-                    "parallel.distributed_optimizer with %d replicas: the cuda backend has no "
-                    "sharded optimizer; set parallel.distributed_optimizer = false or use "
-                    "run.backend = cpu",
-                    shards);
-        return NULL;
-    }
+    /* Its registry row has no sharded optimizer: exec_pipeline_new() refused one. */
+    PP_ASSERT(exec_layout_optim(setup->layout)->shards <= 1);
     ExecCudaBackend *cuda = g_new0(ExecCudaBackend, 1);
     ExecSkeleton    *skel = &cuda->skel;
     if (!exec_skeleton_init(skel, &exec_cuda_ops, "the CUDA backend", setup, error)) {
