@@ -109,6 +109,33 @@ START_TEST(test_backend_registry) {
         ck_assert_str_eq(names, "cpu, cuda");
     }
     g_clear_error(&error);
+    /* What each backend can do is its registry row's capabilities: the CPU backend is the
+     * reference (the backend when none is named), reduces gradients, shards the optimizer and
+     * times a speed reference, in fp32 on host threads; the CUDA backend reduces gradients
+     * (host-staged or NCCL) on devices in fp32 or bf16. */
+    ck_assert_ptr_eq(exec_backend_find(NULL, NULL), cpu);
+    ck_assert_uint_eq(exec_backend_caps(cpu)->can,
+                      EXEC_BACKEND_CAN_REDUCE_GRADS | EXEC_BACKEND_CAN_SHARD_OPTIMIZER |
+                          EXEC_BACKEND_CAN_SPEED_REFERENCE | EXEC_BACKEND_CAN_FP32 |
+                          EXEC_BACKEND_IS_REFERENCE);
+    const ExecBackendInfo *cuda = exec_backend_find("cuda", NULL);
+    if (cuda) {
+        ck_assert_uint_eq(exec_backend_caps(cuda)->can,
+                          EXEC_BACKEND_CAN_REDUCE_GRADS | EXEC_BACKEND_CAN_DEVICES |
+                              EXEC_BACKEND_CAN_FP32 | EXEC_BACKEND_CAN_BF16);
+    }
+    ck_assert(exec_backend_require(cpu, EXEC_BACKEND_CAN_REDUCE_GRADS | EXEC_BACKEND_CAN_FP32,
+                                   "parallel.data = 2", "set parallel.data = 1", &error));
+    ck_assert(!exec_backend_require(cpu, EXEC_BACKEND_CAN_DEVICES | EXEC_BACKEND_CAN_BF16,
+                                    "run.devices with bf16", "remove them", &error));
+    ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_BACKEND));
+    ck_assert_str_eq(error->message,
+                     cuda ? "run.devices with bf16: the cpu backend has no devices (every stage "
+                            "runs on host threads) and does not compute in bf16; remove them, or "
+                            "use run.backend = cuda"
+                          : "run.devices with bf16: the cpu backend has no devices (every stage "
+                            "runs on host threads) and does not compute in bf16; remove them");
+    g_clear_error(&error);
     ck_assert_ptr_null(exec_backend_find("tpu", &error));
     ck_assert_ptr_nonnull(strstr(error->message, "backend = tpu: unknown backend"));
     g_clear_error(&error);
@@ -125,7 +152,7 @@ START_TEST(test_backend_registry) {
                       "%s", error->message);
         g_clear_error(&error);
     }
-    /* The CPU backend has no devices and computes in fp32 only. */
+    /* The CPU backend has no devices and computes in fp32 only (its capabilities). */
     const int32_t devices[] = {0, 0};
     p.backend = "cpu";
     p.devices = devices;
@@ -137,8 +164,8 @@ START_TEST(test_backend_registry) {
     p.precision = EXEC_PRECISION_BF16;
     ck_assert_ptr_null(exec_pipeline_new(&p, &error));
     ck_assert(g_error_matches(error, EXEC_ERROR, EXEC_ERROR_BACKEND));
-    ck_assert_ptr_nonnull(strstr(error->message, "run.precision = bf16: the cpu backend computes "
-                                                 "in fp32 only"));
+    ck_assert_ptr_nonnull(strstr(error->message, "run.precision = bf16: the cpu backend does not "
+                                                 "compute in bf16"));
     g_clear_error(&error);
     p.precision = EXEC_PRECISION_FP32;
     g_autoptr(ExecPipeline) fp32 = exec_pipeline_new(&p, &error);

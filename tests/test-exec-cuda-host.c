@@ -227,6 +227,33 @@ START_TEST(test_plan_bytes_processes) {
 }
 END_TEST
 
+/* The NCCL path's scratch: D chunks of the largest local virtual stage's floats, 16 MiB each
+ * at most, on the workspace of each local stage only. */
+START_TEST(test_plan_nccl_scratch) {
+    ck_assert_uint_eq(exec_cuda_plan_nccl_chunk(0), 1);
+    ck_assert_uint_eq(exec_cuda_plan_nccl_chunk(10), 10);
+    ck_assert_uint_eq(exec_cuda_plan_nccl_chunk((size_t)1 << 22), (size_t)1 << 22);
+    ck_assert_uint_eq(exec_cuda_plan_nccl_chunk((size_t)124 << 20), (size_t)1 << 22);
+    PlanFixture f;
+    plan_fixture_init(&f, "1f1b", 4, 4);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ExecCudaPlan) plan = exec_cuda_plan_new(&f.setup, 4, NULL, &error);
+    ck_assert_msg(plan != NULL, "%s", error ? error->message : "");
+    ExecMemoryBytes before[4];
+    memcpy(before, plan->memory, sizeof before);
+    const gboolean local[4] = {FALSE, TRUE, FALSE, FALSE};
+    exec_cuda_plan_add_nccl_scratch(plan, &f.setup, local, 3);
+    size_t n = vstage_params(plan, 1);
+    ck_assert_uint_lt(n, (size_t)1 << 22); /* the tiny model: its whole stage per exchange */
+    for (int32_t s = 0; s < 4; s++) {
+        int64_t scratch = s == 1 ? 3 * (int64_t)n * 4 : 0;
+        ck_assert_int_eq(plan->memory[s].workspace_bytes, before[s].workspace_bytes + scratch);
+        ck_assert_int_eq(plan->memory[s].total_bytes, before[s].total_bytes + scratch);
+    }
+    plan_fixture_clear(&f);
+}
+END_TEST
+
 START_TEST(test_plan_refusals) {
     PlanFixture f;
     plan_fixture_init(&f, "1f1b", 2, 2);
@@ -293,6 +320,7 @@ int main(void) {
     tcase_add_test(tc, test_plan_bytes_bf16);
     tcase_add_test(tc, test_plan_bytes_fp32_one_device);
     tcase_add_test(tc, test_plan_bytes_processes);
+    tcase_add_test(tc, test_plan_nccl_scratch);
     tcase_add_test(tc, test_plan_refusals);
     tcase_set_timeout(tc, 60);
     /* pacer-train loads the GPT-2 vocabulary before it looks for a device: skipped without

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # test-gpu-check.sh SOURCE_ROOT: scripts/gpu-check's own logic, without a GPU, through its
-# --dry-run stubs: every row and the exit status when all pass; a failure, a skip (a FAIL that
-# quotes the reason) and hangs (TIMEOUT rows) within a small budget; a budget so small that
-# every step hangs or never starts; and a TERM in the middle. Each run must end within its
+# --dry-run stubs: every row, the exit status and at most 7 files in $OUT when all pass; a
+# failure, a skip (a FAIL that quotes the reason) and hangs (TIMEOUT rows) within a small
+# budget; a budget so small that every step hangs or never starts; one GPU (NCCL not run, said
+# in the summary line); and a TERM in the middle. Each run must end within its
 # budget (plus the kill grace) and print the table last.
 set -euo pipefail
 src=$1
@@ -47,18 +48,21 @@ check pass 120 ""
 [ $rc = 0 ] || bad "pass: exit $rc, want 0"
 for key in setup test-kernels-cuda test-optim-cuda test-slice-cuda test-exec-conformance-cuda \
     pacer-bench-cuda "124M 8-stage 1f1b" "124M 8-stage paci" "replay 1f1b \(sim / measured\)" \
-    "mpi 2 ranks, host-staged" "mpi 2 replicas x 2 stages" "mpi 2 replicas x 2 stages, NCCL"; do
+    "mpi 2 ranks, host-staged" "mpi 2 replicas x 2 stages" "mpi 2 replicas own data, overlap" \
+    "mpi 2 replicas x 2 stages, NCCL"; do
     row pass "$key" PASS
 done
-[ "$(grep -cE '^[^ ].* (PASS|FAIL|TIMEOUT|NOTRUN)' "$tmp/pass")" -ge 12 ] || bad "pass: rows"
+[ "$(grep -cE '^[^ ].* (PASS|FAIL|TIMEOUT|NOTRUN)' "$tmp/pass")" -ge 13 ] || bad "pass: rows"
+# $OUT: at most 7 files, one under the 8 the device tool brings back.
+[ "$(find "$tmp/pass-out" -type f | wc -l)" -le 7 ] || bad "pass: more than 7 files in OUT"
 last_is pass "gpu-check: PASS, *"
 
 # 2. A failure, a skip, two hangs: the skip fails with its reason, the hangs are killed within
 # their shares, a failed 1f1b run leaves the replay NOTRUN, exit 1, within the budget.
-check mixed 24 \
+check mixed 30 \
     "test-optim-cuda=fail test-slice-cuda=skip test-exec-conformance-cuda=hang train-1f1b=hang"
 [ $rc = 1 ] || bad "mixed: exit $rc, want 1"
-[ $secs -le 25 ] || bad "mixed: $secs s, over the 24 s budget"
+[ $secs -le 31 ] || bad "mixed: $secs s, over the 30 s budget"
 row mixed test-kernels-cuda PASS
 row mixed test-optim-cuda 'FAIL\(3\)' "stub: failing"
 row mixed test-slice-cuda FAIL "skipped: no usable CUDA device: stub driver too old"
@@ -69,13 +73,15 @@ row mixed "124M 8-stage paci" PASS
 row mixed "replay 1f1b \(sim / measured\)" NOTRUN "the 1f1b run failed"
 row mixed "mpi 2 ranks, host-staged" PASS
 row mixed "mpi 2 replicas x 2 stages" PASS
+row mixed "mpi 2 replicas own data, overlap" PASS
 last_is mixed "gpu-check: FAIL, *"
 
 # 3. Everything hangs in 10 s: no row passes but setup, and the check still ends in time with
 # its table.
 all=""
 for k in test-kernels-cuda test-optim-cuda test-slice-cuda test-exec-conformance-cuda \
-    pacer-bench-cuda train-1f1b train-paci replay-1f1b mpi-one mpi-two mpi-replicas mpi-nccl; do
+    pacer-bench-cuda train-1f1b train-paci replay-1f1b mpi-one mpi-two mpi-replicas mpi-overlap \
+    mpi-overlap-cpu mpi-nccl; do
     all="$all $k=hang"
 done
 check hang 10 "$all"
@@ -88,11 +94,16 @@ row hang "mpi 2 replicas x 2 stages" '(TIMEOUT|NOTRUN)'
 [ "$(grep -cE '^[^ ].* (TIMEOUT|NOTRUN) ' "$tmp/hang")" -ge 8 ] || bad "hang: TIMEOUT rows"
 last_is hang "gpu-check: FAIL, *"
 
-# 4. One GPU: the NCCL step is a SKIP row that does not fail the check.
+# 4. One GPU: the NCCL step is a SKIP row that does not fail the check, and the summary line
+# says that NCCL was not run (two GPUs: it does not).
 GPU_CHECK_STUB_GPUS=1 check one-gpu 120 ""
 [ $rc = 0 ] || bad "one-gpu: exit $rc, want 0"
 row one-gpu "mpi 2 replicas x 2 stages, NCCL" SKIP "skipped: needs 2 GPUs"
-last_is one-gpu "gpu-check: PASS, *"
+last_is one-gpu "gpu-check: PASS, NCCL not run (one GPU), *"
+[[ "$(tail -1 "$tmp/pass")" != *NCCL* ]] || bad "pass: the summary line mentions NCCL"
+# A failing own-data run names its side.
+check overlap-fail 120 "mpi-overlap-cpu=fail"
+row overlap-fail "mpi 2 replicas own data, overlap" 'FAIL\(3\)' "cpu: stub: failing"
 
 # 5. TERM while a step hangs: the step is stopped, the table still comes, exit 1.
 set +e

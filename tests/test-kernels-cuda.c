@@ -932,8 +932,10 @@ START_TEST(test_crossentropy) {
 END_TEST
 
 /* A confident prediction (p[target] from 0.99 to 0.9998): the target's gradient p - 1 must
- * hold to bf16's storage rounding of itself (2^-9), which p rounded to bf16 and then less 1
- * cannot (its error is up to 2^-9 absolute, 20% or more of p - 1 here). */
+ * hold to bf16's storage rounding of itself (at most 2^-8 = 3.9e-3 relative, plus the fp32
+ * loss's own error: bound 6e-3), which p rounded to bf16 and then less 1 cannot: its error is
+ * up to 2^-9 absolute, 20% or more of p - 1 here, and every row with 1 - p < 2^-9 (margins
+ * from 10.35 on) rounds p to 1 and gets 0, an error of 100%. */
 START_TEST(test_crossentropy_confident) {
     KernDtype dt = (KernDtype)_i;
     float    *logits = hrand(XN * XVP, 0.5f, 40, dt);
@@ -954,7 +956,7 @@ START_TEST(test_crossentropy_confident) {
         /* the reference in double from the fp32 loss: p - 1 = expm1(-loss) */
         double want = expm1(-(double)rloss[n]), got = gd[(size_t)n * XVP + targets[n]];
         ck_assert_msg(want < -1e-4 && want > -1e-2, "row %d: p - 1 = %g", n, want);
-        ck_assert_msg(fabs(got - want) <= 4e-3 * fabs(want), "row %d (%s): p - 1 %.6g, want %.6g",
+        ck_assert_msg(fabs(got - want) <= 6e-3 * fabs(want), "row %d (%s): p - 1 %.6g, want %.6g",
                       n, kern_dtype_name(dt), got, want);
     }
     free(gd);

@@ -11,12 +11,32 @@
 #include "pp-error.h"
 
 static const ExecBackendInfo exec_backend_table[] = {
-    {"cpu", exec_backend_cpu_new, "CPU threads, one per stage (reference and test double)", "fp32"},
+    {"cpu",
+     exec_backend_cpu_new,
+     "CPU threads, one per stage (reference and test double)",
+     "fp32",
+     {EXEC_BACKEND_CAN_REDUCE_GRADS | EXEC_BACKEND_CAN_SHARD_OPTIMIZER |
+      EXEC_BACKEND_CAN_SPEED_REFERENCE | EXEC_BACKEND_CAN_FP32 | EXEC_BACKEND_IS_REFERENCE}},
 #if PP_HAVE_CUDA
-    {"cuda", exec_backend_cuda_new,
-     "CUDA devices, a stream and a host worker per stage (run.devices, run.precision)", "bf16"},
+    {"cuda",
+     exec_backend_cuda_new,
+     "CUDA devices, a stream and a host worker per stage (run.devices, run.precision)",
+     "bf16",
+     {EXEC_BACKEND_CAN_REDUCE_GRADS | EXEC_BACKEND_CAN_DEVICES | EXEC_BACKEND_CAN_FP32 |
+      EXEC_BACKEND_CAN_BF16}},
 #endif
-    {NULL, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, {0}},
+};
+
+/* What a backend without each capability is said to lack, in ExecBackendCap bit order. */
+static const char *const exec_backend_lacks[] = {
+    "cannot reduce gradients between replicas",
+    "has no sharded optimizer",
+    "has no speed reference",
+    "has no devices (every stage runs on host threads)",
+    "does not compute in fp32",
+    "does not compute in bf16",
+    "is not the reference backend",
 };
 
 /* Backends pacer knows of that this build lacks, and what a scenario naming one is told. */
@@ -43,9 +63,11 @@ char *exec_backend_names(void) {
 
 const ExecBackendInfo *exec_backend_find(const char *name, GError **error) {
     for (const ExecBackendInfo *info = exec_backend_table; info->name != NULL; info++) {
-        if (strcmp(info->name, name) == 0)
+        if (name == NULL ? (info->caps.can & EXEC_BACKEND_IS_REFERENCE) != 0
+                         : strcmp(info->name, name) == 0)
             return info;
     }
+    PP_ASSERT(name != NULL); /* the table has its reference backend */
     const char *why = "unknown backend";
     for (size_t i = 0; exec_backend_absent[i].name != NULL; i++) {
         if (strcmp(exec_backend_absent[i].name, name) == 0)
@@ -55,6 +77,37 @@ const ExecBackendInfo *exec_backend_find(const char *name, GError **error) {
     g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND, "backend = %s: %s; valid: %s", name, why,
                 valid);
     return NULL;
+}
+
+const ExecBackendCaps *exec_backend_caps(const ExecBackendInfo *info) {
+    return &info->caps;
+}
+
+gboolean exec_backend_require(const ExecBackendInfo *info, guint need, const char *setting,
+                              const char *instead, GError **error) {
+    guint missing = need & ~info->caps.can;
+    if (missing == 0)
+        return TRUE;
+    G_STATIC_ASSERT(EXEC_BACKEND_IS_REFERENCE == 1u << (G_N_ELEMENTS(exec_backend_lacks) - 1));
+    PP_ASSERT(missing < (1u << G_N_ELEMENTS(exec_backend_lacks)));
+    GString *msg = g_string_new(NULL);
+    g_string_append_printf(msg, "%s: the %s backend", setting, info->name);
+    for (guint bit = 0, said = 0; bit < G_N_ELEMENTS(exec_backend_lacks); bit++) {
+        if (missing & (1u << bit))
+            g_string_append_printf(msg, "%s %s", said++ ? " and" : "", exec_backend_lacks[bit]);
+    }
+    g_string_append_printf(msg, "; %s", instead);
+    GString *able = g_string_new(NULL);
+    for (const ExecBackendInfo *other = exec_backend_table; other->name != NULL; other++) {
+        if ((other->caps.can & need) == need)
+            g_string_append_printf(able, "%s%s", able->len ? " or " : "", other->name);
+    }
+    if (able->len)
+        g_string_append_printf(msg, ", or use run.backend = %s", able->str);
+    g_string_free(able, TRUE);
+    g_set_error_literal(error, EXEC_ERROR, EXEC_ERROR_BACKEND, msg->str);
+    g_string_free(msg, TRUE);
+    return FALSE;
 }
 
 void exec_backend_free(ExecBackend *backend) {

@@ -165,21 +165,56 @@ typedef struct _ExecBackend ExecBackend;
  * (EXEC_ERROR_BACKEND: no device, ...). */
 typedef ExecBackend *(*ExecBackendNewFn)(const ExecBackendSetup *setup, GError **error);
 
+/* What a backend can do, one bit each in ExecBackendCaps.can. Every check of a scenario or a
+ * pipeline against its backend asks these (exec_backend_require()), never the backend's name. */
+typedef enum {
+    /* parallel.data > 1: reduces the gradients between replicas (grads(), or reduce_grads()
+     * on the device) */
+    EXEC_BACKEND_CAN_REDUCE_GRADS = 1u << 0,
+    /* parallel.distributed_optimizer: a sharded optimizer, ZeRO-1 (params()) */
+    EXEC_BACKEND_CAN_SHARD_OPTIMIZER = 1u << 1,
+    /* run.speed_reference (reference()) */
+    EXEC_BACKEND_CAN_SPEED_REFERENCE = 1u << 2,
+    /* run.devices: places stages on devices */
+    EXEC_BACKEND_CAN_DEVICES = 1u << 3,
+    /* run.precision = fp32, run.precision = bf16 */
+    EXEC_BACKEND_CAN_FP32 = 1u << 4,
+    EXEC_BACKEND_CAN_BF16 = 1u << 5,
+    /* the reference the other backends are tested against, and the backend when none is
+     * named */
+    EXEC_BACKEND_IS_REFERENCE = 1u << 6,
+} ExecBackendCap;
+
+/* A backend's capabilities, answered by its registry row before one is built (no device is
+ * touched): the pipeline asserts that the built backend's ops agree. */
+typedef struct {
+    guint can; /* ExecBackendCap bits */
+} ExecBackendCaps;
+
 typedef struct {
     const char      *name; /* run.backend value */
     ExecBackendNewFn create;
     const char      *summary;           /* one line for --help */
     const char      *default_precision; /* run.precision when the key is absent */
+    ExecBackendCaps  caps;
 } ExecBackendInfo;
 
 /* Returns: (transfer none): the NULL-terminated table of the backends this build has. */
 const ExecBackendInfo *exec_backends(void);
-/* Returns: (transfer none): the backend called @name, or NULL with EXEC_ERROR_BACKEND set: a
- * message that names @name, says plainly when it is a backend this build lacks ("this build
- * has no CUDA backend") and lists the valid names. */
+/* Returns: (transfer none): the backend called @name (NULL: the reference backend, the one with
+ * EXEC_BACKEND_IS_REFERENCE), or NULL with EXEC_ERROR_BACKEND set: a message that names @name,
+ * says plainly when it is a backend this build lacks ("this build has no CUDA backend") and
+ * lists the valid names. */
 const ExecBackendInfo *exec_backend_find(const char *name, GError **error);
 /* Returns: (transfer full): "cpu, ..." (the backends this build has). */
 char *exec_backend_names(void);
+/* Returns: (transfer none): the capabilities of @info's backend. */
+const ExecBackendCaps *exec_backend_caps(const ExecBackendInfo *info);
+/* Whether @info's backend has every capability in @need (ExecBackendCap bits); FALSE with
+ * EXEC_ERROR_BACKEND otherwise: "@setting: the NAME backend <what it lacks>; @instead, or use
+ * run.backend = <this build's backends that have them>" (the last part only where one has). */
+gboolean exec_backend_require(const ExecBackendInfo *info, guint need, const char *setting,
+                              const char *instead, GError **error);
 
 void exec_backend_free(ExecBackend *backend);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecBackend, exec_backend_free)

@@ -66,12 +66,43 @@ static int32_t exec_pipeline_most_buckets(const ExecModelLayout *layout) {
     return most;
 }
 
+/* What @params asks of the backend, against its capabilities (exec-backend.h): FALSE with
+ * EXEC_ERROR_BACKEND naming the first setting it cannot run. */
+static gboolean exec_pipeline_check_caps(const ExecPipelineParams *params,
+                                         const ExecBackendInfo *backend, GError **error) {
+    if (params->devices && !exec_backend_require(backend, EXEC_BACKEND_CAN_DEVICES, "run.devices",
+                                                 "remove the key", error))
+        return FALSE;
+    if (params->precision != EXEC_PRECISION_DEFAULT) {
+        gboolean         bf16 = params->precision == EXEC_PRECISION_BF16;
+        g_autofree char *setting = g_strdup_printf("run.precision = %s", bf16 ? "bf16" : "fp32");
+        if (!exec_backend_require(backend, bf16 ? EXEC_BACKEND_CAN_BF16 : EXEC_BACKEND_CAN_FP32,
+                                  setting, "remove the key or set the other precision", error))
+            return FALSE;
+    }
+    int32_t replicas = exec_comm_replicas(params->comm);
+    if (replicas > 1) {
+        g_autofree char *data = g_strdup_printf("parallel.data = %d", replicas);
+        if (!exec_backend_require(backend, EXEC_BACKEND_CAN_REDUCE_GRADS, data,
+                                  "set parallel.data = 1", error))
+            return FALSE;
+        g_autofree char *sharded =
+            g_strdup_printf("parallel.distributed_optimizer with parallel.data = %d", replicas);
+        if (params->distributed_optimizer &&
+            !exec_backend_require(backend, EXEC_BACKEND_CAN_SHARD_OPTIMIZER, sharded,
+                                  "set parallel.distributed_optimizer = false", error))
+            return FALSE;
+    }
+    return !params->speed_reference ||
+           exec_backend_require(backend, EXEC_BACKEND_CAN_SPEED_REFERENCE,
+                                "run.speed_reference = true", "set it to false", error);
+}
+
 ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error) {
     const PpSchedule      *shape = params->shape;
     const Gpt2Config      *m = &params->model;
-    const ExecBackendInfo *backend =
-        exec_backend_find(params->backend ? params->backend : "cpu", error);
-    if (!backend)
+    const ExecBackendInfo *backend = exec_backend_find(params->backend, error);
+    if (!backend || !exec_pipeline_check_caps(params, backend, error))
         return NULL;
     if (m->NH < 1 || m->C % m->NH != 0 || m->V > m->Vp || params->microbatch_size < 1) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_SHAPE,
@@ -138,28 +169,11 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     g_autoptr(ExecBackend) made = backend->create(&setup, error);
     if (!made)
         return NULL;
-    if (sharded && made->ops->params == NULL) {
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
-                    "parallel.distributed_optimizer with parallel.data = %d: the %s backend has "
-                    "no sharded optimizer; set parallel.distributed_optimizer = false or use "
-                    "run.backend = cpu",
-                    replicas, made->ops->name);
-        return NULL;
-    }
-    if (replicas > 1 && made->ops->grads == NULL) {
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
-                    "parallel.data = %d: the %s backend cannot reduce gradients between "
-                    "replicas; set parallel.data = 1 or use run.backend = cpu",
-                    replicas, made->ops->name);
-        return NULL;
-    }
-    if (params->speed_reference && made->ops->reference == NULL) {
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
-                    "run.speed_reference = true: the %s backend has no speed reference; set it "
-                    "to false or use run.backend = cpu",
-                    made->ops->name);
-        return NULL;
-    }
+    /* The registry row's capabilities are what the checks above asked: the ops must agree. */
+    guint can = exec_backend_caps(backend)->can;
+    PP_ASSERT(!(can & EXEC_BACKEND_CAN_REDUCE_GRADS) == (made->ops->grads == NULL));
+    PP_ASSERT(!(can & EXEC_BACKEND_CAN_SHARD_OPTIMIZER) == (made->ops->params == NULL));
+    PP_ASSERT(!(can & EXEC_BACKEND_CAN_SPEED_REFERENCE) == (made->ops->reference == NULL));
     ExecPipeline *pipeline = g_new0(ExecPipeline, 1);
     pipeline->params = *params;
     pipeline->params.backend = NULL;

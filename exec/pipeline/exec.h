@@ -29,7 +29,7 @@ typedef void (*ExecLossFn)(gpointer user_data, int32_t mb, int32_t step, float l
 
 /* Parameters of exec_pipeline_new(). */
 typedef struct {
-    const char       *backend; /* exec_backends() name (run.backend); NULL: "cpu" */
+    const char       *backend; /* run.backend (exec_backends()); NULL: the reference one */
     Gpt2Config        model;
     int32_t           microbatch_size; /* B sequences per micro-batch */
     const PpSchedule *shape;           /* a schedule of the kind the pipeline will run:

@@ -34,17 +34,19 @@ gboolean exec_train_check_scenario(const ExecTrainParams *params, GError **error
         return FALSE;
     }
     g_autoptr(GError) backend_error = NULL;
-    if (!exec_backend_find(sc->run.backend, &backend_error)) {
+    const ExecBackendInfo *backend = exec_backend_find(sc->run.backend, &backend_error);
+    if (!backend) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE, "%s: [run] %s",
                     sc->path, backend_error->message);
         return FALSE;
     }
-    if (data > 1 && g_strcmp0(sc->run.backend, "cpu") != 0) {
-        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
-                    "%s: parallel.data = %d with run.backend = %s: the gradient reduction "
-                    "between replicas runs on the cpu backend only (set run.backend = cpu or "
-                    "parallel.data = 1)",
-                    sc->path, data, sc->run.backend);
+    /* By capability, never by name: the same rule as exec_pipeline_new(), before any data is
+     * read or any device touched. */
+    g_autofree char *replicas = g_strdup_printf("parallel.data = %d", data);
+    if (data > 1 && !exec_backend_require(backend, EXEC_BACKEND_CAN_REDUCE_GRADS, replicas,
+                                          "set parallel.data = 1", &backend_error)) {
+        g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT, "%s: %s", sc->path,
+                    backend_error->message);
         return FALSE;
     }
     if (params->dynamic && !sc->pipeline.kind->has_policy) {

@@ -177,18 +177,8 @@ static const ExecBackendOps exec_cpu_ops = {
 };
 
 ExecBackend *exec_backend_cpu_new(const ExecBackendSetup *setup, GError **error) {
-    if (setup->devices != NULL) {
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
-                    "run.devices: the cpu backend runs every stage on host threads and has no "
-                    "devices; remove the key or use run.backend = cuda");
-        return NULL;
-    }
-    if (setup->precision == EXEC_PRECISION_BF16) {
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
-                    "run.precision = bf16: the cpu backend computes in fp32 only; remove the key, "
-                    "set fp32, or use run.backend = cuda");
-        return NULL;
-    }
+    /* Its registry row has neither devices nor bf16: exec_pipeline_new() refused both. */
+    PP_ASSERT(setup->devices == NULL && setup->precision != EXEC_PRECISION_BF16);
     ExecCpuBackend *cpu = g_new0(ExecCpuBackend, 1);
     ExecSkeleton   *skel = &cpu->skel;
     if (!exec_skeleton_init(skel, &exec_cpu_ops, "the CPU backend", setup, error)) {

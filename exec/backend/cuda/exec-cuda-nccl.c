@@ -46,7 +46,7 @@ static ExecCudaNccl *exec_cuda_nccl_join(ExecComm *group, const ncclUniqueId *id
                                          size_t max_n, GError **error) {
     ExecCudaNccl *nccl = g_new0(ExecCudaNccl, 1);
     nccl->replicas = exec_comm_replicas(group);
-    nccl->chunk = MAX(MIN(max_n, EXEC_CUDA_NCCL_CHUNK_FLOATS), 1);
+    nccl->chunk = exec_cuda_plan_nccl_chunk(max_n);
     nccl->timeout_s = exec_comm_timeout(group);
     KERN_CUDA_CHECK(cudaSetDevice(device));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;

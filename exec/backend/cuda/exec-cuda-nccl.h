@@ -12,12 +12,9 @@
 #include <cuda_runtime_api.h>
 
 #include "exec-comm.h"
+#include "exec-cuda-plan.h"
 
 G_BEGIN_DECLS
-
-/* Floats of one replica's share of an exchange: the all-gather's scratch holds D of them
- * (D x 16 MiB at most), whatever the size of the gradients. */
-#define EXEC_CUDA_NCCL_CHUNK_FLOATS ((size_t)1 << 22)
 
 typedef struct _ExecCudaNccl ExecCudaNccl;
 

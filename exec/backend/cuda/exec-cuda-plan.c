@@ -141,3 +141,23 @@ ExecCudaPlan *exec_cuda_plan_new(const ExecBackendSetup *setup, int n_visible, c
     }
     return g_steal_pointer(&plan);
 }
+
+size_t exec_cuda_plan_nccl_chunk(size_t max_n) {
+    return MAX(MIN(max_n, EXEC_CUDA_NCCL_CHUNK_FLOATS), 1);
+}
+
+void exec_cuda_plan_add_nccl_scratch(ExecCudaPlan *plan, const ExecBackendSetup *setup,
+                                     const gboolean *local, int32_t replicas) {
+    size_t max_n = 0;
+    for (int32_t vs = 0; vs < plan->n_vstages; vs++) {
+        if (local[setup->vstage_stage[vs]])
+            max_n = MAX(max_n, setup->layout->vstages[vs].n_params);
+    }
+    int64_t bytes = (int64_t)replicas * (int64_t)exec_cuda_plan_nccl_chunk(max_n) * 4;
+    for (int32_t s = 0; s < plan->n_stages; s++) {
+        if (!local[s])
+            continue;
+        plan->memory[s].workspace_bytes += bytes;
+        exec_memory_bytes_sum(&plan->memory[s]);
+    }
+}

@@ -37,6 +37,20 @@ typedef struct {
  * buffers that evaluate() passes between virtual stages. */
 #define EXEC_CUDA_STAGE_SCALARS_BYTES 256
 
+/* Floats of one replica's share of an NCCL exchange (exec-cuda-nccl.h): the all-gather's
+ * scratch holds D of them (D x 16 MiB at most), whatever the size of the gradients. */
+#define EXEC_CUDA_NCCL_CHUNK_FLOATS ((size_t)1 << 22)
+
+/* Floats per replica of the NCCL reduction's scratch when the largest local virtual stage has
+ * @max_n floats: min(@max_n, EXEC_CUDA_NCCL_CHUNK_FLOATS), at least 1. */
+size_t exec_cuda_plan_nccl_chunk(size_t max_n);
+/* The NCCL path (exec-grad-path.h), decided after the plan: adds the reduction's device
+ * scratch, @replicas x exec_cuda_plan_nccl_chunk(largest virtual stage of a @local stage) fp32
+ * values, to the workspace (and the total) of each @local (n_stages) stage, whose device holds
+ * it. */
+void exec_cuda_plan_add_nccl_scratch(ExecCudaPlan *plan, const ExecBackendSetup *setup,
+                                     const gboolean *local, int32_t replicas);
+
 /* The device of each of @n_stages stages into @out (n_stages): @devices (nullable, run.devices)
  * checked against the @n_visible devices this process sees, else stage s on s % n_visible.
  * Returns FALSE with EXEC_ERROR_BACKEND when no device is visible (@why, nullable: the CUDA

@@ -90,12 +90,32 @@ static void exec_cuda_read_window(ExecCudaBackend *cuda, int32_t stage) {
 
 /* --- vtable: replay control --- */
 
+/* A replay starts from no gradients: one stopped between the reduction and U (an interrupt,
+ * a peer's failure, too many non-finite updates elsewhere) left its window's, and with them
+ * host_grads_taken (the next U would upload the old window's reduced gradients) and reducing
+ * (the next U would report the old reduction's span). */
 static gboolean exec_cuda_prepare(ExecBackend *backend, const PpSchedule *sched, GError **error) {
     ExecCudaBackend *cuda = exec_cuda(backend);
     if (!exec_cuda_grads_check(cuda, error) || !exec_skeleton_prepare(&cuda->skel, sched, error))
         return FALSE;
-    for (int32_t s = 0; s < cuda->skel.n_stages; s++)
-        PP_ASSERT(!cuda->skel.local[s] || cuda->stages[s].n_window == 0);
+    for (int32_t vs = 0; vs < cuda->skel.n_vstages; vs++) {
+        ExecCudaVstage *v = &cuda->vstages[vs];
+        if (v->slice == NULL)
+            continue; /* another process's */
+        ExecCudaStage *st = exec_cuda_stage_enter(cuda, vs);
+        v->host_grads_taken = FALSE;
+        gpt2_cuda_slice_zero_grads(v->slice, st->ctx);
+    }
+    for (int32_t s = 0; s < cuda->skel.n_stages; s++) {
+        if (!cuda->skel.local[s])
+            continue;
+        ExecCudaStage *st = &cuda->stages[s];
+        PP_ASSERT(st->n_window == 0);
+        st->reducing = FALSE;
+        st->reduce_op = -1;
+        KERN_CUDA_CHECK(cudaSetDevice(st->device));
+        KERN_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+    }
     return TRUE;
 }
 
@@ -545,15 +565,8 @@ static ExecCudaPlan *exec_cuda_plan_for(const ExecBackendSetup *setup, ExecGradP
 }
 
 ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error) {
-    int shards = exec_layout_optim(setup->layout)->shards;
-    if (shards > 1) {
-        g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
-                    "parallel.distributed_optimizer with %d replicas: the cuda backend has no "
-                    "sharded optimizer; set parallel.distributed_optimizer = false or use "
-                    "run.backend = cpu",
-                    shards);
-        return NULL;
-    }
+    /* Its registry row has no sharded optimizer: exec_pipeline_new() refused one. */
+    PP_ASSERT(exec_layout_optim(setup->layout)->shards <= 1);
     ExecCudaBackend *cuda = g_new0(ExecCudaBackend, 1);
     ExecSkeleton    *skel = &cuda->skel;
     if (!exec_skeleton_init(skel, &exec_cuda_ops, "the CUDA backend", setup, error)) {
@@ -570,6 +583,8 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
     }
     exec_cuda_grads_choose(cuda, group);
     ExecCudaPlan *plan = cuda->plan;
+    if (cuda->grad_path == EXEC_GRAD_PATH_NCCL)
+        exec_cuda_plan_add_nccl_scratch(plan, setup, skel->local, exec_comm_replicas(skel->comm));
     /* With a group a rank whose device is short of memory tells the others (they agree). */
     GError *no_fit = NULL;
     exec_cuda_check_fit(plan, skel->local, &no_fit);
