@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pp-error.h"
+#include "pp-hf-config.h"
 #include "pp-presets.h"
 #include "pp-scenario-private.h"
 
@@ -77,6 +78,9 @@ static const char *const pp_attention_choices[] = {"mha", "mla", NULL};
 const PpScenarioKey pp_scenario_keys[] = {
     PP_TEXT("model", "preset", PP_KEY_MODEL_PRESET, model.preset, NULL, PP_KEY_OPTIONAL,
             "named shape that fills this section; the keys below override it"),
+    PP_TEXT("model", "hf_config", PP_KEY_HF_CONFIG, model.hf_config, NULL, PP_KEY_OPTIONAL,
+            "a Hugging Face config.json, relative to this file, whose shape fills this section "
+            "after preset; the keys below override it"),
     PP_INT("model", "layers", model.layers, NULL, 1, PP_PARTITION_MAX_LAYERS, PP_KEY_REQUIRED,
            "transformer blocks L"),
     PP_INT("model", "hidden", model.hidden, NULL, 1, PP_DIM_MAX, PP_KEY_REQUIRED,
@@ -400,6 +404,7 @@ gboolean pp_key_is_text(PpKeyType type) {
     case PP_KEY_SCHEDULE:
     case PP_KEY_MODEL_PRESET:
     case PP_KEY_HARDWARE_PRESET:
+    case PP_KEY_HF_CONFIG:
         return TRUE;
     default:
         return FALSE;
@@ -440,12 +445,15 @@ char *pp_scenario_section_names(void) {
     return g_string_free(names, FALSE);
 }
 
-/* The preset name a section was given, or NULL (also for sections without a preset key). */
+/* The preset name (or Hugging Face config) that filled @section, or NULL (also for sections
+ * without a preset key). */
 const char *pp_scenario_section_preset(const PpScenario *sc, const char *section) {
     for (size_t i = 0; i < G_N_ELEMENTS(pp_scenario_keys); i++) {
         const PpScenarioKey *k = &pp_scenario_keys[i];
         if (strcmp(k->section, section) == 0 &&
-            (k->type == PP_KEY_MODEL_PRESET || k->type == PP_KEY_HARDWARE_PRESET))
+            (k->type == PP_KEY_MODEL_PRESET || k->type == PP_KEY_HARDWARE_PRESET ||
+             k->type == PP_KEY_HF_CONFIG) &&
+            *PP_CFIELD(sc, k, char *) != NULL)
             return *PP_CFIELD(sc, k, char *);
     }
     return NULL;
@@ -495,6 +503,10 @@ char *pp_scenario_key_expected(const PpScenarioKey *k) {
         return pp_preset_model_names();
     case PP_KEY_HARDWARE_PRESET:
         return pp_preset_hardware_names();
+    case PP_KEY_HF_CONFIG: {
+        g_autofree char *archs = pp_hf_config_architectures();
+        return g_strdup_printf("the path of a Hugging Face config.json of %s", archs);
+    }
     case PP_KEY_STRING:
     case PP_KEY_PATH:
     case PP_KEY_STRING_LIST:
@@ -703,6 +715,27 @@ gboolean pp_scenario_parse_value(PpScenario *sc, const PpScenarioKey *k, const c
             pp_scenario_apply_hardware_preset(sc, hw);
         break;
     }
+    case PP_KEY_HF_CONFIG: {
+        if (value[0] == '\0')
+            return pp_scenario_value_error(k, origin, value, "empty", error);
+        g_autofree char *path = g_canonicalize_filename(value, base_dir);
+        PpModelPreset    shape;
+        g_auto(GStrv) warnings = NULL;
+        g_autoptr(GError) err = NULL;
+        if (!pp_hf_config_read(path, &shape, &warnings, &err)) {
+            g_set_error(error, PP_SCENARIO_ERROR, err->code, "%s: [%s] %s: %s", origin, k->section,
+                        k->key, err->message);
+            return FALSE;
+        }
+        pp_scenario_apply_model_preset(sc, &shape);
+        /* the file replaced every shape field a preset set: the preset no longer names it */
+        g_clear_pointer(&sc->model.preset, g_free);
+        g_strfreev(sc->warnings);
+        sc->warnings = warnings[0] != NULL ? g_steal_pointer(&warnings) : NULL;
+        g_free(*PP_FIELD(sc, k, char *));
+        *PP_FIELD(sc, k, char *) = g_steal_pointer(&path);
+        return TRUE;
+    }
     case PP_KEY_STRING:
     case PP_KEY_PATH:
         if (value[0] == '\0')
@@ -809,6 +842,7 @@ static char *pp_scenario_format_value(const PpScenario *sc, const PpScenarioKey 
     case PP_KEY_SCHEDULE:
     case PP_KEY_MODEL_PRESET:
     case PP_KEY_HARDWARE_PRESET:
+    case PP_KEY_HF_CONFIG:
         return g_strdup(*PP_CFIELD(sc, k, char *));
     }
     PP_UNREACHABLE();

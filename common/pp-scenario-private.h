@@ -63,6 +63,8 @@ typedef enum {
     PP_KEY_SCHEDULE,        /* a schedule registry name */
     PP_KEY_MODEL_PRESET,    /* a pp-presets.h model; fills [model] */
     PP_KEY_HARDWARE_PRESET, /* a pp-presets.h device; fills [hardware] */
+    PP_KEY_HF_CONFIG,       /* a Hugging Face config.json (pp-hf-config.h), relative to the
+                               scenario file's folder; fills [model] after its preset */
     PP_KEY_INT32_LIST,      /* comma-separated whole numbers in [min, max] */
     PP_KEY_STRING_LIST,     /* comma-separated non-empty texts */
     PP_KEY_SCALED_LIST,     /* comma-separated numbers in the range, stored as int64_t
@@ -112,7 +114,8 @@ const PpScenarioKey *pp_scenario_key_find(const char *section, const char *key);
 char *pp_scenario_key_names(const char *section);
 /* Returns: (transfer full): every section, "[model], [hardware], ...". */
 char *pp_scenario_section_names(void);
-/* The preset name a section was given, or NULL (also for sections without a preset key). */
+/* The preset name (or Hugging Face config) that filled @section, or NULL (also for sections
+ * without a preset key). */
 const char *pp_scenario_section_preset(const PpScenario *sc, const char *section);
 /* Returns: (transfer full): the valid values of @k, for messages. */
 char *pp_scenario_key_expected(const PpScenarioKey *k);

@@ -24,6 +24,7 @@ void pp_scenario_free(PpScenario *scenario) {
         else if (k->type == PP_KEY_STRING_LIST)
             g_strfreev(*PP_FIELD(scenario, k, char **));
     }
+    g_strfreev(scenario->warnings);
     g_free(scenario->path);
     g_free(scenario);
 }
@@ -271,6 +272,7 @@ static void pp_scenario_reset_derived(PpScenario *sc) {
 static PpScenario *pp_scenario_copy(const PpScenario *base) {
     PpScenario *sc = g_memdup2(base, sizeof *base);
     sc->path = g_strdup(base->path);
+    sc->warnings = g_strdupv(base->warnings);
     for (size_t i = 0; i < pp_scenario_n_keys(); i++) {
         const PpScenarioKey *k = &pp_scenario_keys[i];
         int32_t n = k->count_offset ? *(const int32_t *)((const char *)base + k->count_offset) : 0;

@@ -27,7 +27,9 @@ typedef enum {
 } PpMoeDispatcher;
 
 typedef struct {
-    char    *preset;              /* "gpt2", "gpt2-medium", ..., "zb-28.3b"; NULL when none */
+    char *preset;                 /* "gpt2", "gpt2-medium", ..., "zb-28.3b"; NULL when none */
+    char *hf_config;              /* absolute path of the Hugging Face config.json that filled
+                                     the shape after the preset (pp-hf-config.h); NULL: none */
     int32_t  layers;              /* transformer blocks L */
     int32_t  hidden;              /* C */
     int32_t  heads;               /* NH */
@@ -239,6 +241,10 @@ struct _PpScenario {
     PpDataParams      data;
     PpOptimizerParams optimizer;
     PpRunParams       run;
+    /* NULL-terminated warnings about what the inputs describe and the model does not capture
+     * (model.hf_config's sliding windows, tied embeddings, ...), each naming its file and
+     * field, for the command line to print; NULL when none. */
+    char **warnings;
     /* Private to pp-scenario.c: bit j set when the j-th DERIVED key of the table was absent
      * (derived), so that pp_scenario_with() derives it again for the changed scenario. */
     uint32_t derived_keys;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "pp-error.h"
+#include "pp-scenario.h"
 #include "pp-schedule.h"
 #include "sim-calibrate.h"
 #include "sim-json.h"
@@ -32,6 +33,7 @@
 /* Options of every command; each command registers the ones it takes. */
 typedef struct {
     char   **sets;           /* --set section.key=value (NULL-terminated, nullable) */
+    char    *hf_config;      /* --hf-config PATH (nullable) */
     gint     steps;          /* --steps N; SIM_MAIN_STEPS_UNSET: the scenario's training.steps */
     gboolean json;           /* --json */
     char    *out;            /* --out DIR (run) or FILE.csv (sweep) */
@@ -48,6 +50,7 @@ typedef struct {
 
 static void sim_main_options_clear(SimMainOptions *o) {
     g_strfreev(o->sets);
+    g_free(o->hf_config);
     g_free(o->out);
     g_free(o->schedules);
     g_strfreev(o->sweeps);
@@ -87,10 +90,17 @@ int sim_main_fail(const char *file, const GError *error) {
     return 1;
 }
 
-/* Checks that every --set is "section.key=value" and appends --steps as training.steps.
+/* Checks that every --set is "section.key=value", puts --hf-config before them as
+ * model.hf_config (absolute, so that it does not start at the scenario's folder) and appends
+ * --steps as training.steps.
  * Returns: (transfer full): the NULL-terminated override list, or NULL with a usage @error. */
 static GStrv sim_main_overrides(const SimMainOptions *o, GError **error) {
     g_autoptr(GStrvBuilder) b = g_strv_builder_new();
+    if (o->hf_config != NULL) {
+        g_autofree char *abs = g_canonicalize_filename(o->hf_config, NULL);
+        g_autofree char *set = g_strdup_printf("model.hf_config=%s", abs);
+        g_strv_builder_add(b, set);
+    }
     for (size_t i = 0; o->sets != NULL && o->sets[i] != NULL; i++) {
         const char *s = o->sets[i];
         const char *eq = strchr(s, '=');
@@ -125,6 +135,15 @@ gboolean sim_main_parse(int *argc, char ***argv, const char *params, const char 
     return g_option_context_parse(ctx, argc, argv, error);
 }
 
+/* Prints the scenario's warnings (what its model.hf_config describes and pacer does not
+ * model) once, before the command runs. A scenario that does not load prints none here: the
+ * command reports its error. */
+static void sim_main_print_warnings(const char *path, const char *const *overrides) {
+    g_autoptr(PpScenario) sc = pp_scenario_load(path, overrides, NULL);
+    for (size_t i = 0; sc != NULL && sc->warnings != NULL && sc->warnings[i] != NULL; i++)
+        sim_main_print_line("warning: ", sc->warnings[i]);
+}
+
 /* Requires exactly one positional argument after parsing: the scenario, stored in @path; then
  * returns sim_main_overrides() of @o. Returns NULL with a usage @error. */
 static GStrv sim_main_scenario_args(int argc, char **argv, const SimMainOptions *o,
@@ -136,7 +155,12 @@ static GStrv sim_main_scenario_args(int argc, char **argv, const SimMainOptions 
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
                     "expected one SCENARIO, got %d arguments (%s, %s, ...)", argc - 1, argv[1],
                     argv[2]);
-    return *path != NULL ? sim_main_overrides(o, error) : NULL;
+    if (*path == NULL)
+        return NULL;
+    GStrv overrides = sim_main_overrides(o, error);
+    if (overrides != NULL)
+        sim_main_print_warnings(*path, (const char *const *)overrides);
+    return overrides;
 }
 
 /* Prints @root (transfer full) as indented JSON on stdout. */
@@ -158,6 +182,8 @@ static const char sim_main_run_description[] =
     "  pacer-sim calibrate TRACE... [--check TRACE]... [--out SCENARIO] [--json]\n"
     "  pacer-sim tta RUN... --threshold LOSS,... [--target SCENARIO] [--step-ms NAME=MS]\n"
     "  pacer-sim schedules\n"
+    "Every command that reads a SCENARIO takes --hf-config PATH: the model's shape from a\n"
+    "Hugging Face config.json, under the scenario's own [model] keys and --set.\n"
     "Run 'pacer-sim COMMAND --help' for a command's options. --out DIR writes ops.csv,\n"
     "stages.csv, summary.csv, memory.csv, trace.json (ui.perfetto.dev) and scenario.ini.\n"
     "Exit status: 0 success, 1 bad input, 2 usage error. See docs/simulator.md.";
@@ -166,6 +192,7 @@ static int sim_main_run(int argc, char **argv) {
     g_auto(SimMainOptions) o = {.steps = SIM_MAIN_STEPS_UNSET};
     const GOptionEntry entries[] = {
         SIM_MAIN_OPTION_SET(&o.sets),
+        SIM_MAIN_OPTION_HF_CONFIG(&o.hf_config),
         {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the result as one JSON object", NULL},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write the output files into DIR", "DIR"},
         {"steps", 'n', 0, G_OPTION_ARG_INT, &o.steps, "Simulate N optimizer steps", "N"},
@@ -220,6 +247,7 @@ static int sim_main_compare(int argc, char **argv) {
         {"schedules", 'S', 0, G_OPTION_ARG_STRING, &o.schedules,
          "Comma-separated schedules (default " SIM_MAIN_DEFAULT_SCHEDULES ")", "A,B,..."},
         SIM_MAIN_OPTION_SET(&o.sets),
+        SIM_MAIN_OPTION_HF_CONFIG(&o.hf_config),
         {"steps", 'n', 0, G_OPTION_ARG_INT, &o.steps, "Simulate N optimizer steps", "N"},
         {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the table as JSON", NULL},
         SIM_MAIN_OPTION_END,
@@ -287,6 +315,7 @@ static int sim_main_sweep(int argc, char **argv) {
         {"sweep", 'w', 0, G_OPTION_ARG_STRING_ARRAY, &o.sweeps,
          "A key and its values (repeatable; the last one varies fastest)", "SECTION.KEY=V1,V2,..."},
         SIM_MAIN_OPTION_SET(&o.sets),
+        SIM_MAIN_OPTION_HF_CONFIG(&o.hf_config),
         {"steps", 'n', 0, G_OPTION_ARG_INT, &o.steps, "Simulate N optimizer steps", "N"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write the CSV to FILE (default stdout)",
          "FILE.csv"},
@@ -369,6 +398,7 @@ static int sim_main_replay(int argc, char **argv) {
         {"trace", 't', 0, G_OPTION_ARG_FILENAME, &o.trace,
          "The measured trace (pacer-train --out DIR writes DIR/ops.csv)", "MEASURED.csv"},
         SIM_MAIN_OPTION_SET(&o.sets),
+        SIM_MAIN_OPTION_HF_CONFIG(&o.hf_config),
         {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the comparison as one JSON object",
          NULL},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out,
@@ -467,6 +497,7 @@ static int sim_main_plan(int argc, char **argv) {
          "(default " SIM_MAIN_PLAN_ZERO ")",
          "Z,..."},
         SIM_MAIN_OPTION_SET(&o.sets),
+        SIM_MAIN_OPTION_HF_CONFIG(&o.hf_config),
         {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the plan as JSON", NULL},
         SIM_MAIN_OPTION_END,
     };

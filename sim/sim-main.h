@@ -20,6 +20,15 @@ G_BEGIN_DECLS
             "SECTION.KEY=VALUE"                                                                    \
     }
 
+/* The --hf-config option of every command that reads a scenario, filling the string @path:
+ * appended as the override model.hf_config=PATH (PATH relative to the working folder) before
+ * the --set overrides, so that those and the scenario's own [model] keys override the file. */
+#define SIM_MAIN_OPTION_HF_CONFIG(path)                                                            \
+    {                                                                                              \
+        "hf-config", 0, 0, G_OPTION_ARG_FILENAME, (path),                                          \
+            "Read the model's shape from a Hugging Face config.json", "PATH"                       \
+    }
+
 /* Reports @error about @file (nullable) on stderr and returns the exit status: 2 for usage
  * errors (G_OPTION_ERROR), 1 for everything else. */
 int sim_main_fail(const char *file, const GError *error);

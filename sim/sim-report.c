@@ -109,8 +109,12 @@ static char *sim_report_format_ms(char *buf, size_t size, int64_t ns) {
     return buf;
 }
 
+/* The preset's name, else the Hugging Face config's file name, else "custom". */
 static const char *sim_report_model_name(const PpScenario *scenario) {
-    return scenario->model.preset != NULL ? scenario->model.preset : "custom";
+    const char *hf = scenario->model.hf_config;
+    if (scenario->model.preset != NULL)
+        return scenario->model.preset;
+    return hf != NULL ? (strrchr(hf, '/') != NULL ? strrchr(hf, '/') + 1 : hf) : "custom";
 }
 
 static const char *sim_report_hardware_name(const PpScenario *scenario) {

@@ -866,7 +866,7 @@ static const BadCase bad_cases[] = {
      "[model]\nlayer = 4\n",
      {NULL},
      PP_SCENARIO_ERROR_UNKNOWN_KEY,
-     {"'layer'", "valid keys: preset, layers, hidden, heads, seq_len, vocab"}},
+     {"'layer'", "valid keys: preset, hf_config, layers, hidden, heads, seq_len, vocab"}},
     {"unknown schedule",
      NULL,
      {"pipeline.schedule=1f2b"},

@@ -1302,6 +1302,62 @@ END_TEST
 
 /* --- schedules --- */
 
+/* --hf-config: the same run as the scenario with the config's shape written as [model] keys,
+ * to the byte of --json; the config's sliding window is named once on stderr; --set and the
+ * scenario's own keys override the file's. */
+START_TEST(test_hf_config_option) {
+    const char       *hf = PP_SOURCE_ROOT "/tests/data/hf/mistral-7b-v0.1.json";
+    const char *const by_file[] = {
+        DEFAULT_INI, "--hf-config", hf,       "--set", "model.seq_len=1024",
+        "--steps",   "2",           "--json", NULL};
+    const char *const by_hand[] = {DEFAULT_INI,
+                                   "--set",
+                                   "model.layers=32",
+                                   "--set",
+                                   "model.hidden=4096",
+                                   "--set",
+                                   "model.heads=32",
+                                   "--set",
+                                   "model.kv_heads=8",
+                                   "--set",
+                                   "model.ffn=swiglu",
+                                   "--set",
+                                   "model.ffn_hidden=14336",
+                                   "--set",
+                                   "model.vocab=32000",
+                                   "--set",
+                                   "model.seq_len=1024",
+                                   "--steps",
+                                   "2",
+                                   "--json",
+                                   NULL};
+    g_autofree char  *out_file = NULL, *err_file = NULL, *out_hand = NULL, *err_hand = NULL;
+    ck_assert_int_eq(run_cli(by_file, &out_file, &err_file), 0);
+    ck_assert_int_eq(run_cli(by_hand, &out_hand, &err_hand), 0);
+    ck_assert_ptr_nonnull(strstr(err_file, "pacer-sim: warning: "));
+    ck_assert_ptr_nonnull(strstr(err_file, "sliding_window = 4096"));
+    ck_assert_ptr_null(strstr(strstr(err_file, "sliding_window") + 1, "sliding_window"));
+    ck_assert_str_eq(err_hand, "");
+    /* the JSON differs in the model's name only */
+    g_autoptr(JsonNode) a = parse_json(out_file);
+    g_autoptr(JsonNode) b = parse_json(out_hand);
+    JsonObject *oa = json_node_get_object(a), *ob = json_node_get_object(b);
+    ck_assert_str_eq(json_object_get_string_member(oa, "model"), "mistral-7b-v0.1.json");
+    ck_assert_str_eq(json_object_get_string_member(ob, "model"), "gpt2-medium");
+    json_object_set_string_member(oa, "model", "same");
+    json_object_set_string_member(ob, "model", "same");
+    g_autofree char *ta = json_to_string(a, FALSE);
+    g_autofree char *tb = json_to_string(b, FALSE);
+    ck_assert_str_eq(ta, tb);
+
+    const char *const missing[] = {DEFAULT_INI, "--hf-config", "no-such.json", NULL};
+    g_autofree char  *err = NULL;
+    ck_assert_int_eq(run_cli(missing, NULL, &err), 1);
+    ck_assert_ptr_nonnull(strstr(err, "[model] hf_config"));
+    ck_assert_ptr_nonnull(strstr(err, "no-such.json"));
+}
+END_TEST
+
 START_TEST(test_schedules) {
     const char      *args[] = {"schedules", NULL};
     g_autofree char *out = NULL;
@@ -1355,6 +1411,7 @@ static Suite *sim_cli_suite(void) {
     tcase_add_loop_test(tc, test_json_numbers, 0, G_N_ELEMENTS(json_numbers));
     tcase_add_test(tc, test_json_strict);
     tcase_add_test(tc, test_json_tree);
+    tcase_add_test(tc, test_hf_config_option);
     suite_add_tcase(s, tc);
     return s;
 }
