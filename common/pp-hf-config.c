@@ -28,10 +28,10 @@ static const struct {
     const char *architecture; /* the config's architectures[0] */
     PpHfFamily  family;
 } pp_hf_architectures[] = {
-    {"GPT2LMHeadModel", PP_HF_GPT2},          {"LlamaForCausalLM", PP_HF_LLAMA},
-    {"MistralForCausalLM", PP_HF_LLAMA},      {"MixtralForCausalLM", PP_HF_MIXTRAL},
-    {"Qwen2ForCausalLM", PP_HF_LLAMA},        {"Qwen3ForCausalLM", PP_HF_LLAMA},
-    {"Qwen3MoeForCausalLM", PP_HF_QWEN_MOE},  {"DeepseekV2ForCausalLM", PP_HF_DEEPSEEK},
+    {"GPT2LMHeadModel", PP_HF_GPT2},           {"LlamaForCausalLM", PP_HF_LLAMA},
+    {"MistralForCausalLM", PP_HF_LLAMA},       {"MixtralForCausalLM", PP_HF_MIXTRAL},
+    {"Qwen2ForCausalLM", PP_HF_LLAMA},         {"Qwen3ForCausalLM", PP_HF_LLAMA},
+    {"Qwen3MoeForCausalLM", PP_HF_QWEN_MOE},   {"DeepseekV2ForCausalLM", PP_HF_DEEPSEEK},
     {"DeepseekV3ForCausalLM", PP_HF_DEEPSEEK}, {"GptOssForCausalLM", PP_HF_GPT_OSS},
 };
 
@@ -56,8 +56,8 @@ static void pp_hf_note_missing(PpHfReader *r, const char *name) {
 
 /* Stores the whole number @name, in [lo, hi], in @out. Absent (or null): recorded as missing
  * when @required, else @out keeps its value. Returns TRUE when the file gave a valid one. */
-static gboolean pp_hf_int(PpHfReader *r, const char *name, gboolean required, double lo,
-                          double hi, int32_t *out) {
+static gboolean pp_hf_int(PpHfReader *r, const char *name, gboolean required, double lo, double hi,
+                          int32_t *out) {
     JsonNode *node = pp_hf_member(r, name);
     if (node == NULL) {
         if (required)
@@ -146,8 +146,9 @@ static void pp_hf_check_sliding(PpHfReader *r) {
                    "attention over seq_len on every layer",
                    w, sliding, n_types);
     else
-        pp_hf_warn(r, "sliding_window = %s: pacer counts full attention over seq_len on every "
-                      "layer",
+        pp_hf_warn(r,
+                   "sliding_window = %s: pacer counts full attention over seq_len on every "
+                   "layer",
                    w);
 }
 
@@ -274,8 +275,7 @@ char *pp_hf_config_architectures(void) {
 }
 
 /* The family of the file's architectures[0], or FALSE with @error naming the field. */
-static gboolean pp_hf_family(PpHfReader *r, PpHfFamily *family, const char **name,
-                             GError **error) {
+static gboolean pp_hf_family(PpHfReader *r, PpHfFamily *family, const char **name, GError **error) {
     JsonNode        *node = pp_hf_member(r, "architectures");
     const char      *arch = NULL;
     g_autofree char *known = pp_hf_config_architectures();
@@ -302,9 +302,9 @@ static gboolean pp_hf_family(PpHfReader *r, PpHfFamily *family, const char **nam
     /* Say which of the common decoder fields the file lacks too: with them, the shape can be
      * written into [model] by hand. */
     static const char *const common[] = {"num_hidden_layers",   "hidden_size",
-                                          "num_attention_heads", "intermediate_size",
-                                          "vocab_size",          "max_position_embeddings"};
-    GString *lacking = g_string_new(NULL);
+                                         "num_attention_heads", "intermediate_size",
+                                         "vocab_size",          "max_position_embeddings"};
+    GString                 *lacking = g_string_new(NULL);
     for (size_t i = 0; i < G_N_ELEMENTS(common); i++) {
         if (pp_hf_member(r, common[i]) == NULL)
             g_string_append_printf(lacking, "%s%s", lacking->len ? ", " : "", common[i]);
@@ -343,10 +343,8 @@ gboolean pp_hf_config_read(const char *path, PpModelPreset *shape, GStrv *warnin
     }
     g_autoptr(GString) missing = g_string_new(NULL);
     g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
-    PpHfReader r = {.path = path,
-                    .root = json_node_get_object(root),
-                    .missing = missing,
-                    .warnings = notes};
+    PpHfReader r = {
+        .path = path, .root = json_node_get_object(root), .missing = missing, .warnings = notes};
     PpHfFamily  family = PP_HF_LLAMA;
     const char *arch = NULL;
     if (!pp_hf_family(&r, &family, &arch, error))

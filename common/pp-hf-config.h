@@ -23,8 +23,7 @@ G_BEGIN_DECLS
  * PARSE when it is not a JSON object, INVALID_VALUE for an architecture pacer does not read
  * or a field of the wrong type or range, MISSING_KEY naming the fields the architecture
  * needs and the file lacks. Every message starts with @path. */
-gboolean pp_hf_config_read(const char *path, PpModelPreset *shape, GStrv *warnings,
-                           GError **error);
+gboolean pp_hf_config_read(const char *path, PpModelPreset *shape, GStrv *warnings, GError **error);
 
 /* Returns: (transfer full): "GPT2LMHeadModel, LlamaForCausalLM, ..." for messages and docs. */
 char *pp_hf_config_architectures(void);

@@ -15,6 +15,7 @@
 #include "pp-scenario.h"
 #include "pp-schedule.h"
 #include "sim-calibrate.h"
+#include "sim-import.h"
 #include "sim-json.h"
 #include "sim-main.h"
 #include "sim-plan.h"
@@ -181,6 +182,7 @@ static const char sim_main_run_description[] =
     "  pacer-sim plan SCENARIO --gpus G [--global-batch B] [--schedules a,b,...] [--json]\n"
     "  pacer-sim calibrate TRACE... [--check TRACE]... [--out SCENARIO] [--json]\n"
     "  pacer-sim tta RUN... --threshold LOSS,... [--target SCENARIO] [--step-ms NAME=MS]\n"
+    "  pacer-sim import megatron|deepspeed [CONFIG.json] --gpus N [--out FILE] [-- ARGS...]\n"
     "  pacer-sim schedules\n"
     "Every command that reads a SCENARIO takes --hf-config PATH: the model's shape from a\n"
     "Hugging Face config.json, under the scenario's own [model] keys and --set.\n"
@@ -589,7 +591,7 @@ int main(int argc, char **argv) {
         {"compare", sim_main_compare},     {"sweep", sim_main_sweep},
         {"replay", sim_main_replay},       {"plan", sim_main_plan},
         {"calibrate", sim_calibrate_main}, {"tta", sim_tta_main},
-        {"schedules", sim_main_schedules},
+        {"import", sim_import_main},       {"schedules", sim_main_schedules},
     };
     /* Characters only (UTF-8 help text); numbers keep the C locale's format. */
     setlocale(LC_CTYPE, "");

@@ -82,8 +82,8 @@ static void check_same_model(const PpScenario *a, const PpScenario *b, const cha
 }
 
 START_TEST(test_presets_equal_configs) {
-    const char *preset = preset_files[_i].preset;
-    const char *file = preset_files[_i].file;
+    const char      *preset = preset_files[_i].preset;
+    const char      *file = preset_files[_i].file;
     g_autofree char *model = g_strdup_printf("preset = %s\n", preset);
     g_autoptr(GError) err = NULL;
     g_autoptr(PpScenario) from_preset = load_model(model, NULL, &err);
@@ -228,7 +228,8 @@ static const struct {
      "\"4096\"}",
      PP_SCENARIO_ERROR_INVALID_VALUE,
      {"hidden_size = \"4096\"", "whole number from 1 to", NULL}},
-    {"{\"architectures\": [\"GPT2LMHeadModel\"], \"n_layer\": -12}", PP_SCENARIO_ERROR_INVALID_VALUE,
+    {"{\"architectures\": [\"GPT2LMHeadModel\"], \"n_layer\": -12}",
+     PP_SCENARIO_ERROR_INVALID_VALUE,
      {"n_layer = -12", "from 1 to 1024", NULL}},
     {"{\"architectures\": [\"MixtralForCausalLM\"], \"num_hidden_layers\": 32, \"hidden_size\": "
      "4096.5}",
