@@ -4,6 +4,7 @@
  * `plan`, `calibrate`, `tta` and `schedules` are subcommands. Exit status: 0 success, 1 bad
  * input (one line on stderr "pacer-sim: FILE: message"), 2 usage errors.
  */
+#include <errno.h>
 #include <locale.h>
 #include <math.h>
 #include <stdio.h>
@@ -180,6 +181,7 @@ static const char sim_main_run_description[] =
     "  pacer-sim sweep SCENARIO --sweep section.key=v1,v2,... [--sweep ...] [--out FILE.csv]\n"
     "  pacer-sim replay SCENARIO --trace MEASURED.csv [--link] [--set ...] [--json] [--out DIR]\n"
     "  pacer-sim plan SCENARIO --gpus G [--global-batch B] [--schedules a,b,...] [--json]\n"
+    "      [--out DIR]\n"
     "  pacer-sim calibrate TRACE... [--check TRACE]... [--out SCENARIO] [--json]\n"
     "  pacer-sim tta RUN... --threshold LOSS,... [--target SCENARIO] [--step-ms NAME=MS]\n"
     "  pacer-sim import megatron|deepspeed [CONFIG.json] --gpus N [--out FILE] [-- ARGS...]\n"
@@ -501,6 +503,8 @@ static int sim_main_plan(int argc, char **argv) {
         SIM_MAIN_OPTION_SET(&o.sets),
         SIM_MAIN_OPTION_HF_CONFIG(&o.hf_config),
         {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the plan as JSON", NULL},
+        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out,
+         "Write every simulated layout to DIR/plan.csv (plots/plan.gp draws it)", "DIR"},
         SIM_MAIN_OPTION_END,
     };
     g_autoptr(GError) error = NULL;
@@ -549,12 +553,23 @@ static int sim_main_plan(int argc, char **argv) {
                          .max_microbatch = o.max_microbatch,
                          .top = o.top,
                          .headroom_bytes = llround(o.headroom_gib * 1073741824.0),
-                         .progress = isatty(STDERR_FILENO)};
+                         /* quiet off a terminal and in CI (CI set, as CI services do) */
+                         .progress = isatty(STDERR_FILENO) && g_getenv("CI") == NULL};
     if (!sim_main_zero_list(o.zero != NULL ? o.zero : SIM_MAIN_PLAN_ZERO, &po, &error))
         return sim_main_fail(NULL, error);
     g_autoptr(SimPlan) plan = sim_plan_run(path, (const char *const *)overrides, &po, &error);
     if (plan == NULL)
         return sim_main_fail(path, error);
+    if (o.out != NULL) {
+        g_autofree char *csv = g_build_filename(o.out, "plan.csv", NULL);
+        if (g_mkdir_with_parents(o.out, 0755) != 0) {
+            g_set_error(&error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot create directory %s: %s",
+                        o.out, g_strerror(errno));
+            return sim_main_fail(NULL, error);
+        }
+        if (!sim_plan_write_csv(plan, csv, &error))
+            return sim_main_fail(NULL, error);
+    }
     if (o.json) {
         sim_main_print_json(sim_plan_build_json(plan, o.top));
     } else {

@@ -60,6 +60,8 @@ void sim_plan_free(SimPlan *plan) {
     g_strfreev(plan->schedules);
     if (plan->rows != NULL)
         g_array_unref(plan->rows);
+    if (plan->over_memory != NULL)
+        g_array_unref(plan->over_memory);
     g_free(plan->first_error);
     g_free(plan);
 }
@@ -406,10 +408,8 @@ static void sim_plan_try(SimPlan *plan, SimPlanBound *bound, PpSchedCache *cache
         return;
     }
     plan->n_simulated++;
-    if (res->peak_memory_bytes > plan->memory_bytes) {
-        plan->n_over_memory++;
-        return;
-    }
+    gboolean fits = res->peak_memory_bytes <= plan->memory_bytes;
+    plan->n_over_memory += !fits;
     SimPlanRow row = {
         .schedule = g_strdup(c->kind->name),
         .data = c->data,
@@ -431,6 +431,10 @@ static void sim_plan_try(SimPlan *plan, SimPlanBound *bound, PpSchedCache *cache
         .peak_memory_bytes = res->peak_memory_bytes,
         .delta_max = res->delta_max,
     };
+    if (!fits) {
+        g_array_append_val(plan->over_memory, row);
+        return;
+    }
     g_array_append_val(plan->rows, row);
     sim_plan_bound_add(bound, c->kind, row.tokens_per_s);
 }
@@ -460,10 +464,15 @@ static void sim_plan_sort(GArray *rows) {
         g_array_index(rows, SimPlanRow, i) = items[i].row;
 }
 
-static void sim_plan_progress(const SimPlan *plan, guint done, guint total) {
+/* The search's progress on a terminal, with the time left at the pace so far (the wall clock
+ * only paces this line; no simulated number depends on it). */
+static void sim_plan_progress(const SimPlan *plan, guint done, guint total, int64_t start_us) {
+    double elapsed_s = (double)(g_get_monotonic_time() - start_us) / 1e6;
+    double left_s = done > 0 ? elapsed_s / done * (total - done) : 0.0;
     fprintf(stderr,
-            "\rplan: %u/%u layouts, %" G_GINT64_FORMAT " simulated, %" G_GINT64_FORMAT " fit", done,
-            total, plan->n_simulated, (int64_t)plan->rows->len);
+            "\rplan: %u/%u layouts, %" G_GINT64_FORMAT " simulated, %" G_GINT64_FORMAT
+            " fit, %.0f s, ETA %.0f s   ",
+            done, total, plan->n_simulated, (int64_t)plan->rows->len, elapsed_s, left_s);
     if (done == total)
         fputs("\n", stderr);
     fflush(stderr);
@@ -543,6 +552,8 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
     }
     plan->rows = g_array_new(FALSE, TRUE, sizeof(SimPlanRow));
     g_array_set_clear_func(plan->rows, sim_plan_row_clear);
+    plan->over_memory = g_array_new(FALSE, TRUE, sizeof(SimPlanRow));
+    g_array_set_clear_func(plan->over_memory, sim_plan_row_clear);
 
     g_autoptr(GArray) cands = sim_plan_candidates(base, o, global_batch, plan->memory_bytes);
     plan->n_layouts = cands->len;
@@ -560,10 +571,11 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
     g_autofree double *kind_best = g_new0(double, n_schedules);
     SimPlanBound       bound = {.options = o, .best = best, .kind_best = kind_best};
     g_autoptr(PpSchedCache) cache = pp_sched_cache_new(SIM_PLAN_CACHE_OPS);
+    int64_t start_us = g_get_monotonic_time();
     for (guint i = 0; i < cands->len; i++) {
         sim_plan_try(plan, &bound, cache, base, &g_array_index(cands, SimPlanCandidate, i));
         if (o->progress && ((i + 1) % SIM_PLAN_PROGRESS_EVERY == 0 || i + 1 == cands->len))
-            sim_plan_progress(plan, i + 1, cands->len);
+            sim_plan_progress(plan, i + 1, cands->len, start_us);
     }
     sim_plan_sort(plan->rows);
     return g_steal_pointer(&plan);

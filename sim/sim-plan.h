@@ -31,7 +31,7 @@ typedef struct {
     gboolean progress;                /* report progress on stderr (a terminal) */
 } SimPlanOptions;
 
-/* One simulated layout that fits. */
+/* One simulated layout (SimPlan.rows: those that fit, SimPlan.over_memory: those that do not). */
 typedef struct {
     char   *schedule;
     int32_t data, tensor, context, stages, chunks;
@@ -56,6 +56,8 @@ typedef struct {
     int64_t memory_bytes;   /* one device's, less the headroom: what a row may use */
     int64_t headroom_bytes; /* SimPlanOptions.headroom_bytes */
     GArray *rows;           /* (SimPlanRow) fitting layouts, best throughput first */
+    GArray *over_memory;    /* (SimPlanRow) simulated layouts whose peak exceeded memory_bytes,
+                               in the order they were simulated */
     int64_t n_layouts;      /* candidates enumerated */
     int64_t n_static;       /* dropped: the memory floor (training state plus one micro-batch's
                                activations, over the stages) exceeds memory */
@@ -89,5 +91,11 @@ char *sim_plan_format(const SimPlan *plan, int32_t top);
  * object of "section.key": value, and "command"; "best_per_schedule": one object per schedule,
  * "fits" and, when it does, "rank" and the row's members). Returns: (transfer full). */
 JsonNode *sim_plan_build_json(const SimPlan *plan, int32_t top);
+
+/* Writes every simulated layout to @path as CSV (sim-plan-csv.c; docs/cluster.md lists the
+ * columns): the fitting rows by rank, then those over memory (rank empty, fits 0), each with
+ * the memory limit, so that plots/plan.gp draws the search from this file alone. Atomic
+ * (temporary file and rename). Returns FALSE with @error (PP_IO_ERROR) when it cannot write. */
+gboolean sim_plan_write_csv(const SimPlan *plan, const char *path, GError **error);
 
 G_END_DECLS

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "pp-scenario.h"
+#include "pp-trace.h"
 #include "pp-schedule.h"
 #include "sim-cost.h"
 #include "sim-engine.h"
@@ -354,6 +355,129 @@ START_TEST(test_plan_headroom) {
 }
 END_TEST
 
+/* plan.csv's rows as text fields: (element-type GStrv), the header first. */
+static gboolean collect_csv_row(char **fields, int32_t n_fields, int64_t line, void *user_data,
+                                GError **error) {
+    (void)line;
+    (void)error;
+    GPtrArray *rows = user_data;
+    GStrv      copy = g_new0(char *, (gsize)n_fields + 1);
+    for (int32_t i = 0; i < n_fields; i++)
+        copy[i] = g_strdup(fields[i]);
+    g_ptr_array_add(rows, copy);
+    return TRUE;
+}
+
+/* Column @name of the CSV row @row under @header. */
+static const char *csv_field(char **header, char **row, const char *name) {
+    for (int i = 0; header[i] != NULL; i++) {
+        if (strcmp(header[i], name) == 0)
+            return row[i];
+    }
+    ck_abort_msg("plan.csv has no column %s", name);
+    return NULL;
+}
+
+/* plan --out DIR: plan.csv, read back with libcsv, holds every simulated layout: the fitting
+ * ones in the order and with the numbers of plan's JSON rows (to the bit: integers exact,
+ * doubles read back equal) and of its table (as printed), then those over memory, none of
+ * them within the limit; the counts are the JSON's. */
+START_TEST(test_plan_csv) {
+    g_autofree char  *dir = test_util_tmp_dir_new("plan-csv-XXXXXX");
+    const char *const extra[] = {"--headroom", "60", "--out", dir, NULL};
+    g_autofree char  *json = run_plan(extra);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject      *plan = parse_object(json, parser);
+    g_autofree char *csv = g_build_filename(dir, "plan.csv", NULL);
+    g_autoptr(GPtrArray) rows = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(pp_csv_read(csv, collect_csv_row, rows, &error), "%s",
+                  error ? error->message : "");
+    char **header = g_ptr_array_index(rows, 0);
+    ck_assert_int_eq(g_strv_length(header), 21);
+    JsonArray *ranked = json_object_get_array_member(plan, "rows");
+    guint      n_fit = json_array_get_length(ranked);
+    int64_t    n_over = json_object_get_int_member(plan, "over_memory");
+    int64_t    limit = json_object_get_int_member(plan, "memory_bytes");
+    ck_assert_int_eq(n_fit, json_object_get_int_member(plan, "fit"));
+    ck_assert_int_gt(n_over, 10);
+    ck_assert_uint_eq(rows->len, 1 + n_fit + (guint)n_over);
+    ck_assert_int_eq(n_fit + n_over, json_object_get_int_member(plan, "simulated"));
+    for (guint i = 1; i < rows->len; i++) {
+        char **r = g_ptr_array_index(rows, i);
+        ck_assert_int_eq(g_ascii_strtoll(csv_field(header, r, "memory_limit_bytes"), NULL, 10),
+                         limit);
+        int64_t peak = g_ascii_strtoll(csv_field(header, r, "peak_memory_bytes"), NULL, 10);
+        if (i > n_fit) {
+            ck_assert_str_eq(csv_field(header, r, "rank"), "");
+            ck_assert_str_eq(csv_field(header, r, "fits"), "0");
+            ck_assert_int_gt(peak, limit);
+            continue;
+        }
+        JsonObject *q = json_array_get_object_element(ranked, i - 1);
+        ck_assert_int_eq(g_ascii_strtoll(csv_field(header, r, "rank"), NULL, 10), i);
+        ck_assert_str_eq(csv_field(header, r, "fits"), "1");
+        ck_assert_str_eq(csv_field(header, r, "schedule"),
+                         json_object_get_string_member(q, "schedule"));
+        ck_assert_str_eq(csv_field(header, r, "recompute"),
+                         json_object_get_string_member(q, "recompute"));
+        const char *const ints[] = {"data",          "tensor",       "context",
+                                    "stages",        "chunks",       "expert",
+                                    "expert_tensor", "zero",         "microbatch_size",
+                                    "microbatches",  "step_time_ns", "peak_memory_bytes",
+                                    "delta_max"};
+        for (size_t k = 0; k < G_N_ELEMENTS(ints); k++)
+            ck_assert_int_eq(g_ascii_strtoll(csv_field(header, r, ints[k]), NULL, 10),
+                             json_object_get_int_member(q, ints[k]));
+        ck_assert(g_ascii_strtod(csv_field(header, r, "tokens_per_s"), NULL) ==
+                  json_object_get_double_member(q, "throughput_tokens_per_s"));
+        ck_assert(g_ascii_strtod(csv_field(header, r, "mfu"), NULL) ==
+                  json_object_get_double_member(q, "mfu"));
+    }
+
+    /* the table's first row, as printed, from the CSV's rank 1 */
+    const char *const args[] = {"plan",  CLUSTER, "--gpus", G_STRINGIFY(N_GPUS), "--headroom", "60",
+                                "--top", "1",     NULL};
+    g_autofree char  *table = NULL, *err = NULL;
+    ck_assert_int_eq(test_util_spawn(SIM_BIN, args, &table, &err), 0);
+    char           **r = g_ptr_array_index(rows, 1);
+    g_autofree char *want = g_strdup_printf(
+        "%14.1f %7.4f %11.3f %9.3f", g_ascii_strtod(csv_field(header, r, "tokens_per_s"), NULL),
+        g_ascii_strtod(csv_field(header, r, "mfu"), NULL),
+        (double)g_ascii_strtoll(csv_field(header, r, "step_time_ns"), NULL, 10) / 1e6,
+        (double)g_ascii_strtoll(csv_field(header, r, "peak_memory_bytes"), NULL, 10) /
+            (1024.0 * 1024.0 * 1024.0));
+    ck_assert_msg(strstr(table, "\n   1  ") != NULL && strstr(table, want) != NULL,
+                  "'%s' not in the table:\n%s", want, table);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* On a terminal (a pseudo-terminal from script(1)) the search reports layouts done of the
+ * total and the time left; with CI set it stays quiet there too. */
+START_TEST(test_plan_progress_terminal) {
+    g_autofree char *script = g_find_program_in_path("script");
+    g_autofree char *env = g_find_program_in_path("env");
+    ck_assert_msg(script != NULL && env != NULL, "script(1) and env(1) are needed (util-linux)");
+    g_autofree char *cmd =
+        g_strdup_printf("%s plan %s --gpus %d >/dev/null", SIM_BIN, CLUSTER, N_GPUS);
+    const char *const tty[] = {"-u", "CI", script, "-qec", cmd, "/dev/null", NULL};
+    g_autofree char  *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_util_spawn(env, tty, &out, &err), 0);
+    g_autofree char *json = run_plan(NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    int64_t          n = json_object_get_int_member(parse_object(json, parser), "layouts");
+    g_autofree char *last =
+        g_strdup_printf("plan: %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " layouts", n, n);
+    ck_assert_msg(strstr(out, last) != NULL, "no final progress line in: %s", out);
+    ck_assert_msg(strstr(out, " ETA ") != NULL, "no ETA in: %s", out);
+    const char *const ci[] = {"CI=1", script, "-qec", cmd, "/dev/null", NULL};
+    g_autofree char  *quiet = NULL, *err2 = NULL;
+    ck_assert_int_eq(test_util_spawn(env, ci, &quiet, &err2), 0);
+    ck_assert_str_eq(quiet, "");
+}
+END_TEST
+
 /* Every registered kind the planner can generate is planned from its record alone: it gets
  * layouts, none fails, and each row's chunks and micro-batches are ones its record allows. A
  * newly registered kind is covered without editing the test. */
@@ -540,6 +664,8 @@ int main(void) {
     tcase_add_test(tc, test_plan_moe_axes);
     tcase_add_test(tc, test_plan_bound);
     tcase_add_test(tc, test_plan_headroom);
+    tcase_add_test(tc, test_plan_csv);
+    tcase_add_test(tc, test_plan_progress_terminal);
     tcase_add_test(tc, test_plan_layout_precedence);
     int32_t n_kinds = 0;
     while (pp_sched_kinds()[n_kinds] != NULL)
