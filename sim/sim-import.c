@@ -351,15 +351,17 @@ static void sim_import_megatron_compute(SimImport *im) {
         g = "selective";
     const char *how = sim_import_choice(im, "--recompute-method", method);
     int64_t     n = 0;
-    sim_import_int(im, "--recompute-num-layers", 1, &n);
+    gboolean    has_n = sim_import_int(im, "--recompute-num-layers", 1, &n);
     if (g != NULL)
         sim_import_set(im, "model", "recompute", "%s", g);
-    /* pacer's full recomputation keeps each layer's input: Megatron's uniform method over one
-     * layer; another method or count has no key */
-    if (!(g != NULL && strcmp(g, "full") == 0 && how != NULL && strcmp(how, "uniform") == 0 &&
-          n == 1)) {
-        const char *reason = "pacer's full recomputation keeps every layer's input (uniform over "
-                             "1 layer); no key for another method or layer count";
+    /* Megatron reads the method and layer count with full recomputation only */
+    if (g != NULL && strcmp(g, "full") == 0) {
+        if (how != NULL)
+            sim_import_set(im, "model", "recompute_method", "%s", how);
+        if (has_n)
+            sim_import_set(im, "model", "recompute_num_layers", "%" G_GINT64_FORMAT, n);
+    } else {
+        const char *reason = "read with --recompute-granularity full only";
         sim_import_ignore(im, "--recompute-method", reason);
         sim_import_ignore(im, "--recompute-num-layers", reason);
     }
@@ -417,13 +419,14 @@ static void sim_import_megatron_layout(SimImport *im) {
         sim_import_set(im, "parallel", "distributed_optimizer", "true");
     if (sim_import_switch(im, "--overlap-grad-reduce"))
         sim_import_set(im, "parallel", "overlap_grad_reduce", "true");
-    gboolean fsdp = sim_import_switch(im, "--use-torch-fsdp2");
-    fsdp = sim_import_switch(im, "--use-custom-fsdp") || fsdp;
+    gboolean fsdp2 = sim_import_switch(im, "--use-torch-fsdp2");
+    gboolean fsdp = sim_import_switch(im, "--use-custom-fsdp") || fsdp2;
     fsdp = sim_import_switch(im, "--use-megatron-fsdp") || fsdp;
     const char *strategy = sim_import_choice(im, "--data-parallel-sharding-strategy", strategies);
-    if (fsdp && (strategy == NULL || strcmp(strategy, "optim_grads_params") == 0))
+    if (fsdp && (strategy == NULL || strcmp(strategy, "optim_grads_params") == 0)) {
         sim_import_set(im, "parallel", "fsdp", "true");
-    else if (fsdp && strcmp(strategy, "no_shard") != 0) {
+        sim_import_set(im, "parallel", "fsdp_impl", fsdp2 ? "fsdp2" : "megatron");
+    } else if (fsdp && strcmp(strategy, "no_shard") != 0) {
         /* ZeRO-1 (optim) and ZeRO-2 (optim_grads) shard the optimizer state like pacer's
          * distributed optimizer; ZeRO-2's gradient shards have no key */
         sim_import_set(im, "parallel", "distributed_optimizer", "true");

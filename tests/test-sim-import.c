@@ -407,6 +407,68 @@ START_TEST(test_deepspeed_zero3) {
 }
 END_TEST
 
+/* Recomputation's method and layer count and torch FSDP2 map to their keys; the same run
+ * written by hand simulates the same. */
+START_TEST(test_megatron_recompute_fsdp2) {
+    g_autofree char  *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
+    g_autofree char  *out = g_build_filename(dir, "r.ini", NULL);
+    g_autofree char  *hand = g_build_filename(dir, "hand.ini", NULL);
+    const char *const head[] = {"megatron", "--gpus", "16", "--set", "hardware.preset=h100-sxm",
+                                "--out",    out,      NULL};
+    const char *const command[] = {"pretrain_gpt.py",
+                                   "--num-layers",
+                                   "16",
+                                   "--hidden-size",
+                                   "2048",
+                                   "--num-attention-heads",
+                                   "16",
+                                   "--seq-length",
+                                   "4096",
+                                   "--vocab-size",
+                                   "32000",
+                                   "--micro-batch-size",
+                                   "2",
+                                   "--global-batch-size",
+                                   "64",
+                                   "--pipeline-model-parallel-size",
+                                   "2",
+                                   "--tensor-model-parallel-size",
+                                   "2",
+                                   "--recompute-granularity",
+                                   "full",
+                                   "--recompute-method",
+                                   "block",
+                                   "--recompute-num-layers",
+                                   "3",
+                                   "--use-torch-fsdp2",
+                                   NULL};
+    g_autofree char  *err = NULL;
+    ck_assert_int_eq(run_import(head, command, &err), 0);
+    g_autofree char  *text = test_util_read_file(out, NULL);
+    const char *const keys[] = {"recompute=full\n",         "recompute_method=block\n",
+                                "recompute_num_layers=3\n", "fsdp=true\n",
+                                "fsdp_impl=fsdp2\n",        "data=4\n",
+                                "microbatches=8\n"};
+    for (size_t i = 0; i < G_N_ELEMENTS(keys); i++)
+        ck_assert_msg(strstr(text, keys[i]) != NULL, "'%s' not in:\n%s", keys[i], text);
+    ck_assert(g_file_set_contents(hand,
+                                  "[model]\nlayers = 16\nhidden = 2048\nheads = 16\n"
+                                  "seq_len = 4096\nvocab = 32000\nrecompute = full\n"
+                                  "recompute_method = block\nrecompute_num_layers = 3\n"
+                                  "[hardware]\npreset = h100-sxm\n"
+                                  "[pipeline]\nschedule = 1f1b\nstages = 2\nmicrobatches = 8\n"
+                                  "microbatch_size = 2\n"
+                                  "[parallel]\ndata = 4\ntensor = 2\nfsdp = true\n"
+                                  "fsdp_impl = fsdp2\n"
+                                  "[training]\nglobal_batch = 64\n",
+                                  -1, NULL));
+    g_autofree char *a = simulate(out);
+    g_autofree char *b = simulate(hand);
+    ck_assert_str_eq(a, b);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* An existing file is never replaced without --force; with it, atomically (no temporary left
  * behind either way). */
 START_TEST(test_out_never_overwrites) {
@@ -448,6 +510,9 @@ static const struct {
     {"8",
      {"--recompute-granularity", "most", NULL},
      "--recompute-granularity 'most': expected one of full, selective"},
+    {"8",
+     {"--recompute-granularity", "full", "--recompute-method", "even", NULL},
+     "--recompute-method 'even': expected one of uniform, block"},
     {"8", {"--fp8-format", "e5m2", NULL}, "--fp8-format 'e5m2': expected one of e4m3, hybrid"},
     {"8",
      {"--global-batch-size", "12", NULL},
@@ -537,6 +602,7 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_megatron_mixtral_moe);
     tcase_add_test(tc, test_nemo_overrides);
     tcase_add_test(tc, test_deepspeed_zero3);
+    tcase_add_test(tc, test_megatron_recompute_fsdp2);
     tcase_add_test(tc, test_out_never_overwrites);
     tcase_add_loop_test(tc, test_bad_commands, 0, (int)G_N_ELEMENTS(bad_commands));
     tcase_add_test(tc, test_bad_files);
