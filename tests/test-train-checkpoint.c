@@ -652,6 +652,7 @@ END_TEST
  * section). */
 static const char *const tt_may_change[] = {
     "model.preset",
+    "model.hf_config",
     "model.recompute",
     "model.recompute_method",
     "model.recompute_num_layers",
