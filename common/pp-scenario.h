@@ -102,6 +102,13 @@ typedef struct {
      * while the host issues the layer's expert kernels: this much per local expert (E / EP)
      * and forward (docs/cost-model.md). */
     int64_t moe_host_ns_per_expert; /* >= 0 */
+    /* The simulator's cost model: "curve" (a layer's FLOPs at the kernel-efficiency curve
+     * above) or "operators" (each operator by what bounds it; sim/README.md, The operator cost
+     * model: kernel_eff_max is then the matmul ceiling, kernel_eff_half_hidden and
+     * kernel_eff_half_tokens a product's K and M at which it halves). */
+    char   *cost_model;
+    int64_t launch_ns; /* operators: the host's time to launch one operator (>= 0) */
+    int32_t sms;       /* operators: multiprocessors a product's tiles fill in waves; 0: none */
     /* TRUE when the scenario has a [hardware] section; FALSE (CPU training, explicit
      * [costs]): preset is NULL and peak_flops .. nvlink are 0; devices is still derived and
      * kernel_eff_max, kernel_eff_half_tokens keep their defaults. */
@@ -360,6 +367,8 @@ gboolean pp_scenario_precision_fp8(const PpScenario *scenario);
 gboolean pp_scenario_attention_mla(const PpScenario *scenario);
 /* TRUE when model.attention_flops is causal (half the s x s score FLOPs). */
 gboolean pp_scenario_attention_causal(const PpScenario *scenario);
+/* TRUE when hardware.cost_model is operators (the operator-level cost model). */
+gboolean pp_scenario_cost_operators(const PpScenario *scenario);
 /* model.recompute as a PpRecompute. */
 PpRecompute pp_scenario_recompute(const PpScenario *scenario);
 /* The model.recompute value of @recompute: "none", "selective" or "full" (static). */
