@@ -178,6 +178,9 @@ const PpScenarioKey pp_scenario_keys[] = {
     PP_SCALED("hardware", "internode_latency_us", hardware.internode_latency_ns, NULL, PP_US_MAX,
               1e3, PP_KEY_DERIVED,
               "latency of one message between nodes in us; absent (no preset): link_latency_us"),
+    PP_INT("hardware", "nics_per_node", hardware.nics_per_node, "1", 1, PP_REPLICAS_MAX, 0,
+           "NICs of a node a tensor-parallel group spanning nodes drives at once, each at "
+           "internode_gbps (rail-optimised: one per GPU)"),
     PP_NUM("hardware", "allreduce_busbw_gbps", hardware.allreduce_busbw_bytes_per_s, "0", 0.0,
            PP_RATE_MAX, 1e9, 0,
            "bus bandwidth of the data-parallel collectives in GB/s, as nccl-tests reports a "
@@ -612,6 +615,7 @@ static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePr
     sc->hardware.gpus_per_node = p->gpus_per_node;
     sc->hardware.internode_bw_bytes_per_s = p->internode_bw_bytes_per_s;
     sc->hardware.internode_latency_ns = p->internode_latency_ns;
+    sc->hardware.nics_per_node = MAX(p->nics_per_node, 1);
     if (p->calibrated) {
         sc->hardware.kernel_eff_max = p->kernel_eff_max;
         sc->hardware.kernel_eff_half_tokens = p->kernel_eff_half_tokens;

@@ -80,6 +80,9 @@ typedef struct {
     int32_t gpus_per_node;
     double  internode_bw_bytes_per_s; /* one GPU's link to other nodes, one direction */
     int64_t internode_latency_ns;
+    /* NICs of a node that one collective spanning nodes drives at once, each at
+     * internode_bw_bytes_per_s (rail-optimised fabrics: one per GPU); 1: one NIC. */
+    int32_t nics_per_node;
     /* The data-parallel group's collectives (the gradient all-reduce, FSDP's gathers) move
      * their bytes at this bus bandwidth, as nccl-tests reports a measured all-reduce's busbw
      * (bytes / time x 2(D - 1) / D), on either side of a node boundary; 0: at the links'. */

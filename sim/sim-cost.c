@@ -626,11 +626,12 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     SimCostOps     dense_ops = {0}, moe_ops = {0}, head_ops = {0};
     /* Tensor parallelism: SIM_LAYOUT_TP_COLLECTIVES_PER_PASS collectives of the layer's full
      * bf16 activation 2bsh per forward and per input-gradient backward (and per recomputed
-     * forward), on the intra-node link when the group fits in a node. */
+     * forward), on the intra-node link when the group fits in a node, else over the node's
+     * NICs (sim_layout_tensor_bytes_per_ns()). */
     const gboolean tp_intra = sim_layout_tensor_intra(&layout);
     const int64_t  tp_ns = sim_layout_allreduce_ns(
          scenario->parallel.tensor, b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / c,
-        tp_intra ? layout.intra_bytes_per_ns : layout.inter_bytes_per_ns,
+         sim_layout_tensor_bytes_per_ns(&layout),
         tp_intra ? layout.intra_latency_ns : layout.inter_latency_ns);
     const int32_t passes_b = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? 2 : 1;
     SimCostSplit  split = {
