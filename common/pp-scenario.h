@@ -106,8 +106,8 @@ typedef struct {
      * and forward (docs/cost-model.md). */
     int64_t moe_host_ns_per_expert; /* >= 0 */
     /* The simulator's cost model: "curve" (a layer's FLOPs at the kernel-efficiency curve
-     * above) or "operators" (each operator by what bounds it; sim/README.md, The operator cost
-     * model: kernel_eff_max is then the matmul ceiling, kernel_eff_half_hidden and
+     * above) or "operators" (each operator by what bounds it; docs/cost-model.md, The operator
+     * cost model: kernel_eff_max is then the matmul ceiling, kernel_eff_half_hidden and
      * kernel_eff_half_tokens a product's K and M at which it halves). */
     char   *cost_model;
     int64_t launch_ns; /* operators: the host's time to launch one operator (>= 0) */
