@@ -187,15 +187,21 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8, /* DGX A100: 8 GPUs on NVSwitch */
         .internode_bw_bytes_per_s = 25.8e9,
         .internode_latency_ns = 10000, /* ~10 us for a small NCCL message across nodes */
-        /* Fitted on the 26 published A100 rows (Megatron-LM 2021 and 2022, BLOOM): 68% of
-         * peak for wide models, half of it at hidden 1450; no micro-batch effect within the
-         * rows' range (>= 2048 tokens per micro-batch). */
+        .nics_per_node = 8,            /* DGX A100: 8 HDR compute NICs, one per GPU */
+        /* The operator cost model, fitted on the 26 published A100 rows (Megatron-LM 2021 and
+         * 2022, BLOOM) and every 4th of vTrain's 1,440 single-node runs (docs/published-runs.md,
+         * Checked against published runs): matrix products reach 69% of peak, half of that
+         * at a reduction of 54; the host launches an operator in 75 us (Megatron's eager
+         * PyTorch, which the small runs expose); 108 SMs (A100 datasheet). */
         .calibrated = TRUE,
-        .kernel_eff_max = 0.68,
+        .kernel_eff_max = 0.69,
         .kernel_eff_half_tokens = 0.0,
-        .kernel_eff_half_hidden = 1450.0,
+        .kernel_eff_half_hidden = 54.0,
         .kernel_eff_fp8 = 1.0,
         .alltoall_eff = 1.0,
+        .operator_costs = TRUE,
+        .launch_ns = 75000,
+        .sms = 108,
     },
     {
         .name = "h100-sxm",
@@ -210,6 +216,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,               /* DGX H100: 8 GPUs on NVSwitch */
         .internode_bw_bytes_per_s = 50e9, /* DGX H100: one 400 Gb/s NDR NIC per GPU */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
+        .nics_per_node = 8,               /* DGX H100: 8 NDR NICs, one per GPU */
         /* Fitted on four published H100 rows (docs/published-runs.md):
          * Llama 3 405B on 8,192 and 16,384 GPUs (Table 4, bf16), and Megatron-Bridge's Llama 3
          * 70B (fp8) and Qwen3-235B-A22B (fp8, expert all-to-alls mostly over InfiniBand):
@@ -237,6 +244,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,               /* HGX H200: 8 GPUs on NVSwitch */
         .internode_bw_bytes_per_s = 50e9, /* one 400 Gb/s NIC per GPU, as on DGX H100 */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
+        .nics_per_node = 8,               /* HGX H200: 8 NDR NICs, one per GPU */
         /* Same SMs and tensor cores as H100 SXM and no published H200 row: H100's fit. */
         .calibrated = TRUE,
         .kernel_eff_max = 0.65,
@@ -261,6 +269,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         /* InfiniBand between nodes, 50 GB/s per GPU (DeepSeek-V3 report §3.2.2) */
         .internode_bw_bytes_per_s = 50e9,
         .internode_latency_ns = 10000, /* ~10 us for a small NCCL message across nodes */
+        .nics_per_node = 8,            /* 8 InfiniBand NICs per node (DeepSeek-V3 report §3.1) */
         /* Same SMs as H100 SXM and no published H800 row: H100's fit, as for h200-sxm. */
         .calibrated = TRUE,
         .kernel_eff_max = 0.65,
@@ -283,6 +292,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,               /* DGX/HGX B200: 8 GPUs on NVSwitch */
         .internode_bw_bytes_per_s = 50e9, /* DGX B200: one 400 Gb/s ConnectX-7 NIC per GPU */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
+        .nics_per_node = 8,               /* DGX B200: 8 ConnectX-7 NICs, one per GPU */
         /* Blackwell's fit, shared with gb200 (the same B200 GPU): docs/published-runs.md. */
         PP_BLACKWELL_FIT,
     },
@@ -300,6 +310,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 72,              /* the NVLink domain is the "node": one rack */
         .internode_bw_bytes_per_s = 50e9, /* one 400 Gb/s NIC per GPU, as on DGX (assumed) */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
+        .nics_per_node = 72,              /* one ConnectX-7 per GPU of the rack */
         /* Blackwell's fit, shared with b200 (docs/published-runs.md). */
         PP_BLACKWELL_FIT,
     },

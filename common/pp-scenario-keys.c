@@ -37,6 +37,8 @@ static const char *const pp_ffn_choices[] = {"gelu", "swiglu", NULL};
 static const char *const pp_model_precision_choices[] = {"bf16", "fp8", NULL};
 static const char *const pp_attention_flops_choices[] = {"full", "causal", NULL};
 static const char *const pp_attention_choices[] = {"mha", "mla", NULL};
+/* [hardware] cost_model: the first is the whole-layer curve */
+static const char *const pp_cost_model_choices[] = {"curve", "operators", NULL};
 
 #define PP_OFF(field) offsetof(PpScenario, field)
 
@@ -180,6 +182,9 @@ const PpScenarioKey pp_scenario_keys[] = {
     PP_SCALED("hardware", "internode_latency_us", hardware.internode_latency_ns, NULL, PP_US_MAX,
               1e3, PP_KEY_DERIVED,
               "latency of one message between nodes in us; absent (no preset): link_latency_us"),
+    PP_INT("hardware", "nics_per_node", hardware.nics_per_node, "1", 1, PP_REPLICAS_MAX, 0,
+           "NICs of a node a tensor-parallel group spanning nodes drives at once, each at "
+           "internode_gbps (rail-optimised: one per GPU)"),
     PP_NUM("hardware", "allreduce_busbw_gbps", hardware.allreduce_busbw_bytes_per_s, "0", 0.0,
            PP_RATE_MAX, 1e9, 0,
            "bus bandwidth of the data-parallel collectives in GB/s, as nccl-tests reports a "
@@ -207,6 +212,16 @@ const PpScenarioKey pp_scenario_keys[] = {
               "analytic cost model: with parallel.moe_dispatcher = alltoall, each MoE layer's "
               "forward waits this long per local expert for the host to size the all-to-all "
               "and issue the experts' kernels; 0: never"),
+    PP_ENUM("hardware", "cost_model", hardware.cost_model, "curve", pp_cost_model_choices,
+            "analytic cost model: curve (a layer's FLOPs at the kernel-efficiency curve) or "
+            "operators (each matrix product by its shape, attention, memory-bound operators by "
+            "bytes, a host floor of launch_us per operator)"),
+    PP_SCALED("hardware", "launch_us", hardware.launch_ns, "0", PP_US_MAX, 1e3, 0,
+              "cost_model = operators: the host's time to launch one operator; a pass takes at "
+              "least its operators' launches"),
+    PP_INT("hardware", "sms", hardware.sms, "0", 0, 1 << 16, 0,
+           "cost_model = operators: multiprocessors a matrix product's 128 x 128 tiles fill in "
+           "waves; 0: no wave quantisation"),
 
     PP_TEXT("pipeline", "schedule", PP_KEY_SCHEDULE, pipeline.schedule, NULL, PP_KEY_REQUIRED,
             "schedule registry name"),
@@ -612,6 +627,7 @@ static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePr
     sc->hardware.gpus_per_node = p->gpus_per_node;
     sc->hardware.internode_bw_bytes_per_s = p->internode_bw_bytes_per_s;
     sc->hardware.internode_latency_ns = p->internode_latency_ns;
+    sc->hardware.nics_per_node = MAX(p->nics_per_node, 1);
     if (p->calibrated) {
         sc->hardware.kernel_eff_max = p->kernel_eff_max;
         sc->hardware.kernel_eff_half_tokens = p->kernel_eff_half_tokens;
@@ -619,7 +635,11 @@ static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePr
         sc->hardware.kernel_eff_fp8 = p->kernel_eff_fp8;
         sc->hardware.alltoall_eff = p->alltoall_eff;
         sc->hardware.moe_host_ns_per_expert = p->moe_host_ns_per_expert;
+        g_free(sc->hardware.cost_model);
+        sc->hardware.cost_model = g_strdup(pp_cost_model_choices[p->operator_costs ? 1 : 0]);
+        sc->hardware.launch_ns = p->launch_ns;
     }
+    sc->hardware.sms = p->sms;
 }
 
 static gboolean pp_scenario_parse_list(const PpScenarioKey *k, const char *origin,

@@ -496,6 +496,10 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                            MAX(par->context, 1);
 }
 
+gboolean pp_scenario_cost_operators(const PpScenario *scenario) {
+    return g_strcmp0(scenario->hardware.cost_model, "operators") == 0;
+}
+
 gboolean pp_scenario_attention_mla(const PpScenario *scenario) {
     return g_strcmp0(scenario->model.attention, "mla") == 0;
 }

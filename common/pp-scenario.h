@@ -82,6 +82,9 @@ typedef struct {
     int32_t gpus_per_node;
     double  internode_bw_bytes_per_s; /* one GPU's link to other nodes, one direction */
     int64_t internode_latency_ns;
+    /* NICs of a node that one collective spanning nodes drives at once, each at
+     * internode_bw_bytes_per_s (rail-optimised fabrics: one per GPU); 1: one NIC. */
+    int32_t nics_per_node;
     /* The data-parallel group's collectives (the gradient all-reduce, FSDP's gathers) move
      * their bytes at this bus bandwidth, as nccl-tests reports a measured all-reduce's busbw
      * (bytes / time x 2(D - 1) / D), on either side of a node boundary; 0: at the links'. */
@@ -104,6 +107,13 @@ typedef struct {
      * while the host issues the layer's expert kernels: this much per local expert (E / EP)
      * and forward (docs/cost-model.md). */
     int64_t moe_host_ns_per_expert; /* >= 0 */
+    /* The simulator's cost model: "curve" (a layer's FLOPs at the kernel-efficiency curve
+     * above) or "operators" (each operator by what bounds it; docs/cost-model.md, The operator
+     * cost model: kernel_eff_max is then the matmul ceiling, kernel_eff_half_hidden and
+     * kernel_eff_half_tokens a product's K and M at which it halves). */
+    char   *cost_model;
+    int64_t launch_ns; /* operators: the host's time to launch one operator (>= 0) */
+    int32_t sms;       /* operators: multiprocessors a product's tiles fill in waves; 0: none */
     /* TRUE when the scenario has a [hardware] section; FALSE (CPU training, explicit
      * [costs]): preset is NULL and peak_flops .. nvlink are 0; devices is still derived and
      * kernel_eff_max, kernel_eff_half_tokens keep their defaults. */
@@ -366,6 +376,8 @@ gboolean pp_scenario_precision_fp8(const PpScenario *scenario);
 gboolean pp_scenario_attention_mla(const PpScenario *scenario);
 /* TRUE when model.attention_flops is causal (half the s x s score FLOPs). */
 gboolean pp_scenario_attention_causal(const PpScenario *scenario);
+/* TRUE when hardware.cost_model is operators (the operator-level cost model). */
+gboolean pp_scenario_cost_operators(const PpScenario *scenario);
 /* model.recompute as a PpRecompute. */
 PpRecompute pp_scenario_recompute(const PpScenario *scenario);
 /* The model.recompute value of @recompute: "none", "selective" or "full" (static). */

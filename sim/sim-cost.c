@@ -13,6 +13,7 @@
 #include "pp-memory-advice.h"
 #include "pp-memory.h"
 #include "pp-partition.h"
+#include "sim-cost-ops.h"
 #include "sim-layout.h"
 #include "sim-moe.h"
 
@@ -617,16 +618,20 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     const double causal = pp_scenario_attention_causal(scenario) ? 0.5 : 1.0;
     const double attention_flops = 2.0 * b * s * s * pp_memory_attention_width(&shape) * causal;
     const double head_flops = 2.0 * b * s * h * V;
-    const double rate =
-        times ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens / layout.context, h)
-              : 0.0; /* FLOP/s */
+    double       rate = times
+                            ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens / layout.context, h)
+                            : 0.0; /* FLOP/s */
+    /* hardware.cost_model = operators: the blocks' and the head's operators (sim/cost/) */
+    const gboolean ops_model = times && pp_scenario_cost_operators(scenario);
+    SimCostOps     dense_ops = {0}, moe_ops = {0}, head_ops = {0};
     /* Tensor parallelism: SIM_LAYOUT_TP_COLLECTIVES_PER_PASS collectives of the layer's full
      * bf16 activation 2bsh per forward and per input-gradient backward (and per recomputed
-     * forward), on the intra-node link when the group fits in a node. */
+     * forward), on the intra-node link when the group fits in a node, else over the node's
+     * NICs (sim_layout_tensor_bytes_per_ns()). */
     const gboolean tp_intra = sim_layout_tensor_intra(&layout);
     const int64_t  tp_ns = sim_layout_allreduce_ns(
          scenario->parallel.tensor, b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / c,
-        tp_intra ? layout.intra_bytes_per_ns : layout.inter_bytes_per_ns,
+         sim_layout_tensor_bytes_per_ns(&layout),
         tp_intra ? layout.intra_latency_ns : layout.inter_latency_ns);
     const int32_t passes_b = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? 2 : 1;
     SimCostSplit  split = {
@@ -638,6 +643,17 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     };
     sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), 0.0, attention_flops,
                         times, &split.dense);
+    if (ops_model) {
+        /* the collectives' overlap below (ring, expert all-to-alls, FSDP) reads the block's
+         * forward time as its FLOPs at this rate */
+        sim_cost_ops_block(scenario, &shape, FALSE, &dense_ops);
+        sim_cost_ops_head(scenario, &head_ops);
+        if (!sim_cost_ops_check(&dense_ops, scenario, error) ||
+            !sim_cost_ops_check(&head_ops, scenario, error))
+            return FALSE;
+        rate = split.dense.time_flops / (t * c) /
+               sim_cost_ops_pass_ns(&dense_ops, hw, SIM_COST_PASS_F, PP_RECOMPUTE_NONE) * 1e9;
+    }
     split.dense.static_bytes = pp_memory_layer_state_bytes(&mem);
     split.dense.act_bytes = pp_memory_layer_stored_bytes(&mem, FALSE);
     split.dense.comm_f_ns = SIM_LAYOUT_TP_COLLECTIVES_PER_PASS * tp_ns;
@@ -675,6 +691,11 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         const double expert_params = pp_memory_expert_matrix_params(&shape);
         sim_cost_fill_block(scenario, pp_memory_moe_layer_matrix_params(&shape, TRUE),
                             expert_params, attention_flops, times, &split.moe);
+        if (ops_model) {
+            sim_cost_ops_block(scenario, &shape, TRUE, &moe_ops);
+            if (!sim_cost_ops_check(&moe_ops, scenario, error))
+                return FALSE;
+        }
         split.moe.static_bytes = pp_memory_moe_layer_state_bytes(&mem);
         split.moe.act_bytes = pp_memory_layer_stored_bytes(&mem, TRUE);
         const gboolean overlap = scenario->parallel.moe_a2a_overlap && times;
@@ -738,7 +759,17 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
             3.0 * flops + sim_cost_blocks(n_dense, D->recompute_flops, n_moe, M->recompute_flops);
         unit_params[unit] = params;
         unit_layers[unit] = layers;
-        if (times) {
+        if (ops_model) {
+            double ns[SIM_COST_PASS_N_KINDS];
+            sim_cost_ops_unit_ns(&dense_ops, n_dense, &moe_ops, n_moe, last ? &head_ops : NULL, hw,
+                                 pp_scenario_recompute(scenario), ns);
+            cost->f_ns[unit] =
+                llround(ns[SIM_COST_PASS_F]) + n_dense * D->comm_f_ns + n_moe * M->comm_f_ns;
+            cost->b_ns[unit] =
+                llround(ns[SIM_COST_PASS_B]) + n_dense * D->comm_b_ns + n_moe * M->comm_b_ns;
+            cost->w_ns[unit] =
+                llround(ns[SIM_COST_PASS_W]) + n_dense * D->comm_w_ns + n_moe * M->comm_w_ns;
+        } else if (times) {
             /* ns of this GPU's share of the unit's forward FLOPs */
             double compute_ns = time_flops / t / c / rate * 1e9;
             double recompute_ns =

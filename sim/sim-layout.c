@@ -21,6 +21,7 @@ void sim_layout_init(SimLayout *layout, const PpScenario *scenario) {
         .inter_bytes_per_ns = MAX(hw->internode_bw_bytes_per_s, 0.0) / 1e9,
         .inter_latency_ns = MAX(hw->internode_latency_ns, 0),
         .dp_bytes_per_ns = MAX(hw->allreduce_busbw_bytes_per_s, 0.0) / 1e9,
+        .nics_per_node = MAX(hw->nics_per_node, 1),
     };
 }
 
@@ -40,6 +41,14 @@ int64_t sim_layout_stage_node(const SimLayout *layout, int32_t stage) {
 
 gboolean sim_layout_tensor_intra(const SimLayout *layout) {
     return layout->tensor <= layout->gpus_per_node && layout->gpus_per_node % layout->tensor == 0;
+}
+
+double sim_layout_tensor_bytes_per_ns(const SimLayout *layout) {
+    if (sim_layout_tensor_intra(layout))
+        return layout->intra_bytes_per_ns;
+    const double nics = MIN(layout->nics_per_node, layout->gpus_per_node);
+    const double spanning = nics * layout->inter_bytes_per_ns;
+    return layout->intra_bytes_per_ns > 0.0 ? MIN(spanning, layout->intra_bytes_per_ns) : spanning;
 }
 
 gboolean sim_layout_context_intra(const SimLayout *layout) {

@@ -28,6 +28,7 @@ typedef struct {
     double  inter_bytes_per_ns; /* one GPU's link to other nodes; 0: latency only */
     int64_t inter_latency_ns;
     double  dp_bytes_per_ns; /* the data-parallel collectives' bus bandwidth; 0: the links' */
+    int32_t nics_per_node;   /* NICs a collective spanning nodes drives at once */
 } SimLayout;
 
 /* Fills @layout from the scenario's [parallel] and [hardware] (links 0 without [hardware]). */
@@ -45,6 +46,10 @@ int64_t sim_layout_stage_node(const SimLayout *layout, int32_t stage);
 
 /* TRUE when every tensor group sits inside one node (T <= G and T divides G). */
 gboolean sim_layout_tensor_intra(const SimLayout *layout);
+/* The bandwidth a tensor group's ring moves its bytes at: the intra-node link inside a node;
+ * spanning nodes, the node's G ranks of the group cross over min(nics_per_node, G) NICs at
+ * internode_gbps each, capped by the intra-node link (NCCL's rings, one per NIC rail). */
+double sim_layout_tensor_bytes_per_ns(const SimLayout *layout);
 /* TRUE when every context-parallel ring (C ranks T apart) sits inside one node (T C <= G and
  * T C divides G); else its hops cross nodes. */
 gboolean sim_layout_context_intra(const SimLayout *layout);

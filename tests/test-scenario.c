@@ -795,9 +795,17 @@ START_TEST(test_flash_and_kernel_eff) {
      * writes; the calibrated ones bring their fit (docs/published-runs.md) */
     const char *const a100[] = {"hardware.preset=a100-sxm", NULL};
     g_autoptr(PpScenario) fitted = load_base(a100);
-    ck_assert_double_eq(fitted->hardware.kernel_eff_max, 0.68);
+    ck_assert_double_eq(fitted->hardware.kernel_eff_max, 0.69);
     ck_assert_double_eq(fitted->hardware.kernel_eff_half_tokens, 0.0);
-    ck_assert_double_eq(fitted->hardware.kernel_eff_half_hidden, 1450.0);
+    ck_assert_double_eq(fitted->hardware.kernel_eff_half_hidden, 54.0);
+    ck_assert(pp_scenario_cost_operators(fitted));
+    ck_assert_int_eq(fitted->hardware.launch_ns, 75000);
+    ck_assert_int_eq(fitted->hardware.sms, 108);
+    ck_assert(!pp_scenario_cost_operators(base));
+    g_autofree char *fitted_text = pp_scenario_to_data(fitted);
+    ck_assert_ptr_nonnull(strstr(fitted_text, "\ncost_model=operators\n"));
+    ck_assert_ptr_nonnull(strstr(fitted_text, "\nlaunch_us=75\n"));
+    ck_assert_ptr_nonnull(strstr(fitted_text, "\nsms=108\n"));
     const char *const preset[] = {"hardware.preset=rtx-pro-6000", NULL};
     g_autoptr(PpScenario) hw = load_base(preset);
     ck_assert_double_eq(hw->hardware.kernel_eff_max, 0.6);

@@ -199,6 +199,37 @@ START_TEST(test_cost_tensor) {
 }
 END_TEST
 
+/* A tensor group of 16 spans two nodes of 8: its all-reduces cross over the node's NICs, one
+ * at 25 GB/s by default and 8 rail-optimised ones at 200 GB/s (capped by the 300 GB/s link). */
+START_TEST(test_cost_tensor_spanning) {
+    const char *const one[] = {"parallel.tensor=16", "model.heads=128", NULL};
+    const char *const rails[] = {"parallel.tensor=16", "model.heads=128",
+                                 "hardware.nics_per_node=8", NULL};
+    const char *const many[] = {"parallel.tensor=16", "model.heads=128",
+                                "hardware.nics_per_node=64", NULL};
+    g_autoptr(PpScenario) sc1 = test_load(one);
+    g_autoptr(PpScenario) sc8 = test_load(rails);
+    g_autoptr(PpScenario) sc64 = test_load(many);
+    g_autoptr(SimCostModel) c1 = test_cost(sc1);
+    g_autoptr(SimCostModel) c8 = test_cost(sc8);
+    g_autoptr(SimCostModel) c64 = test_cost(sc64);
+    SimLayout layout;
+    sim_layout_init(&layout, sc8);
+    ck_assert_double_eq(sim_layout_tensor_bytes_per_ns(&layout), 200.0);
+    sim_layout_init(&layout, sc64); /* at most one NIC per GPU of the node, under the link */
+    ck_assert_double_eq(sim_layout_tensor_bytes_per_ns(&layout), 200.0);
+    sim_layout_init(&layout, sc1);
+    ck_assert_double_eq(sim_layout_tensor_bytes_per_ns(&layout), 25.0);
+    const double  bytes = 2.0 * 2048 * 12288;
+    const int64_t ar1 = sim_layout_allreduce_ns(16, bytes, 25.0, 10000);
+    const int64_t ar8 = sim_layout_allreduce_ns(16, bytes, 200.0, 10000);
+    for (int32_t st = 0; st < 4; st++) {
+        ck_assert_int_eq(c1->f_ns[st] - c8->f_ns[st], 2 * 2 * (ar1 - ar8));
+        ck_assert_int_eq(c8->f_ns[st], c64->f_ns[st]);
+    }
+}
+END_TEST
+
 /* selective: B also pays QK^T and attention over V, 4bs^2h per layer; full: B reruns the
  * layers' forward and its two all-reduces; HFU counts both, MFU neither. */
 START_TEST(test_cost_recompute) {
@@ -532,6 +563,7 @@ static const struct {
     {{"model.recompute=some"}, PP_SCENARIO_ERROR_INVALID_VALUE, "none, selective, full"},
     {{"hardware.internode_gbps=0"}, PP_SCENARIO_ERROR_INVALID_VALUE, "internode_gbps = '0'"},
     {{"hardware.gpus_per_node=0"}, PP_SCENARIO_ERROR_INVALID_VALUE, "gpus_per_node = '0'"},
+    {{"hardware.nics_per_node=0"}, PP_SCENARIO_ERROR_INVALID_VALUE, "nics_per_node = '0'"},
     {{"hardware.kernel_eff_half_hidden=-1"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
      "kernel_eff_half_hidden = '-1'"},
@@ -582,6 +614,7 @@ int main(void) {
 
     tc = tcase_create("cost");
     tcase_add_test(tc, test_cost_tensor);
+    tcase_add_test(tc, test_cost_tensor_spanning);
     tcase_add_test(tc, test_cost_recompute);
     tcase_add_test(tc, test_cost_zero1);
     tcase_add_test(tc, test_cost_busbw);

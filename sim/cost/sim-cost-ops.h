@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT
+ * sim-cost-ops.h: the operator-level cost model (hardware.cost_model = operators;
+ * docs/cost-model.md, The operator cost model). One transformer block is the list of its operators
+ * on one GPU, after the parallel splits: matrix products by their (M, N, K), the attention core,
+ * the memory-bound operators by the bytes they move, each timed by what bounds it on the device,
+ * and a host floor of hardware.launch_us per operator launched. Each operator family has its
+ * own file (sim-cost-matmul.c, sim-cost-attention.c, sim-cost-elementwise.c), the device's
+ * efficiency curves are in sim-cost-device.c, the splits in sim-cost-slice.c (one function per
+ * parallelism dimension) and the block's list of operators in sim-cost-block.c.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "pp-memory.h"
+#include "pp-scenario.h"
+
+G_BEGIN_DECLS
+
+/* The passes an operator's time falls into: forward, input-gradient backward (B), weight
+ * gradient (W: the weight-gradient matrix products alone). */
+typedef enum {
+    SIM_COST_PASS_F,
+    SIM_COST_PASS_B,
+    SIM_COST_PASS_W,
+    SIM_COST_PASS_N_KINDS,
+} SimCostPass;
+
+/* What a list of operators takes on one GPU per micro-batch: device time and operators
+ * launched in each pass; core_*: the part of the forward that selective recomputation reruns
+ * (the attention core without flash attention). */
+typedef struct {
+    double gpu_ns[SIM_COST_PASS_N_KINDS];
+    double kernels[SIM_COST_PASS_N_KINDS];
+    double core_gpu_ns;
+    double core_kernels;
+} SimCostOps;
+
+/* The work of one block on one GPU after the parallel splits (sim-cost-slice.c). */
+typedef struct {
+    const PpHardwareParams *hw;
+    double                  batch;       /* b sequences per micro-batch */
+    double                  keys;        /* s: keys every query attends to */
+    double                  queries;     /* s / C: this GPU's queries of every sequence */
+    double                  tokens;      /* b s / C: rows of this GPU's matrix products */
+    double                  tensor;      /* T: heads and FFN columns are split T ways */
+    double                  norm_shards; /* T with sequence parallelism, else 1: the share of
+                                            the h-wide memory-bound operators on this GPU */
+    double local_experts;                /* E / EP routed experts on this GPU */
+    double expert_rows;                  /* token rows of each local expert's products */
+    double expert_split;                 /* expert_tensor: each expert's columns split */
+    double speedup;                      /* the block's matrix products run this many times
+                                            the bf16 rate (fp8) */
+    gboolean flash;                      /* fused attention (model.flash_attention) */
+    gboolean causal;                     /* flash skips the masked half (attention_flops) */
+} SimCostSlice;
+
+/* --- the parallelism passes (sim-cost-slice.c) --- */
+/* One GPU holding the whole micro-batch and every weight. */
+void sim_cost_slice_init(SimCostSlice *slice, const PpScenario *scenario);
+/* Tensor parallelism (T) and sequence parallelism over the tensor group. */
+void sim_cost_slice_tensor(SimCostSlice *slice, const PpScenario *scenario);
+/* Context parallelism (C): each GPU holds s / C queries of every sequence. */
+void sim_cost_slice_context(SimCostSlice *slice, const PpScenario *scenario);
+/* Expert parallelism (EP, expert_tensor): the routed experts this GPU runs and their rows. */
+void sim_cost_slice_expert(SimCostSlice *slice, const PpScenario *scenario);
+
+/* --- the device (sim-cost-device.c) --- */
+/* ns of @batch M x K by K x N products launched together (a batched or grouped kernel) at
+ * the device's matmul efficiency for that shape. */
+double sim_cost_device_matmul_ns(const PpHardwareParams *hw, double batch, double M, double N,
+                                 double K, double speedup);
+/* ns of @flops of fused attention in @pass (F or B) over sequences of @keys keys. */
+double sim_cost_device_flash_ns(const PpHardwareParams *hw, double flops, double keys,
+                                SimCostPass pass);
+/* ns to move @bytes through device memory. */
+double sim_cost_device_memory_ns(const PpHardwareParams *hw, double bytes);
+
+/* --- the operator families --- */
+/* @count products of @M rows by a @K x @N weight, one grouped kernel per pass: the forward
+ * (M, N, K) in F, the input gradient (M, K, N) in B, the weight gradient (K, N, M) in W
+ * (sim-cost-matmul.c). */
+void sim_cost_ops_matmul(SimCostOps *ops, const SimCostSlice *slice, double M, double N, double K,
+                         double count);
+/* The attention core of @heads local query heads of widths @d_qk, @d_v (sim-cost-attention.c). */
+void sim_cost_ops_attention(SimCostOps *ops, const SimCostSlice *slice, double heads, double d_qk,
+                            double d_v);
+/* A memory-bound operator over @elements 2-byte elements moving @f_bytes per element in the
+ * forward and @b_bytes in the backward (sim-cost-elementwise.c). */
+void sim_cost_ops_elementwise(SimCostOps *ops, const SimCostSlice *slice, double elements,
+                              double f_bytes, double b_bytes);
+
+/* --- the block and the head (sim-cost-block.c) --- */
+/* The operators of one block (@moe: an MoE block of @shape) on one GPU. */
+void sim_cost_ops_block(const PpScenario *scenario, const PpMemoryShape *shape, gboolean moe,
+                        SimCostOps *ops);
+/* The LM head's matrix product and the cross-entropy over its logits on one GPU. */
+void sim_cost_ops_head(const PpScenario *scenario, SimCostOps *ops);
+/* ns of @pass of @ops: the device time, or the host's launches when they take longer; B
+ * includes what @recompute reruns of the forward (full: all of it; selective: the attention
+ * core without flash attention). */
+double sim_cost_ops_pass_ns(const SimCostOps *ops, const PpHardwareParams *hw, SimCostPass pass,
+                            PpRecompute recompute);
+/* Checks that every pass of @ops (one block or the head) stays within the simulator's clock
+ * over the model's layers; FALSE with @error naming hardware.launch_us and the rates. */
+gboolean sim_cost_ops_check(const SimCostOps *ops, const PpScenario *scenario, GError **error);
+/* The F, B and W ns of @n_dense blocks of @dense, @n_moe of @moe and @head (NULL: none). */
+void sim_cost_ops_unit_ns(const SimCostOps *dense, int32_t n_dense, const SimCostOps *moe,
+                          int32_t n_moe, const SimCostOps *head, const PpHardwareParams *hw,
+                          PpRecompute recompute, double ns[SIM_COST_PASS_N_KINDS]);
+
+G_END_DECLS
