@@ -880,6 +880,70 @@ START_TEST(test_train_overwrite) {
 }
 END_TEST
 
+/* A folder of the user's beside the runs, with a file named like a unit's and one not. */
+static char *tt_victim_new(const char *name) {
+    char *victim = g_build_filename(tt.root, name, NULL);
+    ck_assert_int_eq(g_mkdir(victim, 0755), 0);
+    const char *files[] = {"model.safetensors", "photo.jpg"};
+    for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+        g_autofree char *path = g_build_filename(victim, files[i], NULL);
+        ck_assert(g_file_set_contents(path, files[i], -1, NULL));
+    }
+    return victim;
+}
+
+/* Links in checkpoints/ named like a unit and like an interrupted temporary, pointing at a
+ * folder of the user's: --overwrite, the stale-temporary cleanup and the rotation of the new
+ * run all leave the links and the folder as they were, and say so; a checkpoints/ that is
+ * itself a link refuses --overwrite before anything is removed. */
+START_TEST(test_train_overwrite_links) {
+    g_autofree char *out = tt_copy_ref("overwrite-links");
+    g_autofree char *victim = tt_victim_new("victim-overwrite");
+    g_autofree char *before = test_util_snapshot(victim);
+    const char      *links[] = {"step-00000010", ".step-00000009.tmp-999"};
+    for (size_t i = 0; i < G_N_ELEMENTS(links); i++) {
+        g_autofree char *link = g_build_filename(out, "checkpoints", links[i], NULL);
+        ck_assert_int_eq(symlink(victim, link), 0);
+    }
+    const char *const fewer[] = {"--overwrite", "--set", "training.steps=2", NULL};
+    g_autofree char  *err = NULL;
+    int               status = tt_train_with(out, fewer, NULL, NULL, NULL, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+    g_autofree char *after = test_util_snapshot(victim);
+    ck_assert_str_eq(after, before);
+    for (size_t i = 0; i < G_N_ELEMENTS(links); i++) {
+        g_autofree char *link = g_build_filename(out, "checkpoints", links[i], NULL);
+        ck_assert(g_file_test(link, G_FILE_TEST_IS_SYMLINK));
+        g_autofree char *said = g_strdup_printf(
+            "not removed: %s: a symbolic link or not a folder, left in place", link);
+        ck_assert_msg(strstr(err, said) != NULL, "no \"%s\" in: %s", said, err);
+    }
+    g_autofree char *units = g_build_filename(out, "checkpoints", NULL);
+    g_autofree char *listing = test_util_list_dir(units);
+    ck_assert_str_eq(listing, ".step-00000009.tmp-999 step-00000001 step-00000002 step-00000010");
+
+    /* checkpoints/ itself a link to the user's folder */
+    g_autofree char *out2 = tt_copy_ref("overwrite-link-units");
+    g_autofree char *units2 = g_build_filename(out2, "checkpoints", NULL);
+    ck_assert(test_util_tmp_dir_remove(units2));
+    ck_assert_int_eq(symlink(victim, units2), 0);
+    g_autofree char *top = test_util_snapshot(out2);
+    g_clear_pointer(&err, g_free);
+    status = tt_train_with(out2, fewer, NULL, NULL, NULL, &err);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    g_autofree char *refused =
+        g_strdup_printf("--overwrite: %s is a symbolic link, not the folder pacer-train writes "
+                        "there: nothing was changed",
+                        units2);
+    ck_assert_msg(strstr(err, refused) != NULL, "no \"%s\" in: %s", refused, err);
+    g_autofree char *top_after = test_util_snapshot(out2);
+    ck_assert_str_eq(top_after, top);
+    g_clear_pointer(&after, g_free);
+    after = test_util_snapshot(victim);
+    ck_assert_str_eq(after, before);
+}
+END_TEST
+
 int main(void) {
     Suite       *s = suite_create("train-checkpoint");
     TCase       *tc = tcase_create("train-checkpoint");
@@ -912,6 +976,7 @@ int main(void) {
         tcase_add_unchecked_fixture(out, tt_setup, tt_teardown);
     test_util_data_add(&data, out, test_train_fresh_run_refused, 0, 1);
     test_util_data_add(&data, out, test_train_overwrite, 0, 1);
+    test_util_data_add(&data, out, test_train_overwrite_links, 0, 1);
     test_util_data_add(&data, out, test_train_nothing_left, 0, 1);
     test_util_data_add(&data, out, test_train_evaluate_val_split, 0, 1);
     suite_add_tcase(s, out);

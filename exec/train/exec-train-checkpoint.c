@@ -220,6 +220,16 @@ static GHashTable *exec_train_counters(ExecPipeline *pipeline, const PpScenario 
     return meta;
 }
 
+/* exec_checkpoint_units_prune() of @units_dir after the unit of @step, saying in the log what
+ * it left in place. */
+static gboolean exec_train_prune(const char *units_dir, int32_t step, int32_t keep,
+                                 GError **error) {
+    g_autoptr(GPtrArray) kept = g_ptr_array_new_with_free_func(g_free);
+    gboolean ok = exec_checkpoint_units_prune(units_dir, step, keep, NULL, kept, error);
+    exec_train_say_kept(kept);
+    return ok;
+}
+
 /* Writes the unit of @step from the host lists and counters, then @out_dir/log.csv, then prunes
  * (one process: the only one, or rank 0). Returns: (transfer full) the unit's path, or NULL
  * with @error set. */
@@ -248,7 +258,7 @@ static char *exec_train_checkpoint_write(ExecPipeline *pipeline, const PpScenari
     }
     /* Older units go only once the new one and the log it holds are in place. */
     if (!exec_train_log_write(log, out_dir, error) ||
-        !exec_checkpoint_units_prune(units_dir, step, sc->run.keep_checkpoints, NULL, error))
+        !exec_train_prune(units_dir, step, sc->run.keep_checkpoints, error))
         return NULL;
     return g_steal_pointer(&unit);
 }

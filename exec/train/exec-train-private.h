@@ -151,10 +151,15 @@ gboolean exec_train_memory_report(const ExecPipeline *pipeline, ExecComm *comm,
  * --resume and --overwrite, and left as it is, unless @resumed_unit (nullable: the unit this
  * run resumed) lies in @dir/checkpoints (the run continues) or @overwrite is set: then
  * those files and the checkpoint units (exec_checkpoint_units_remove_all()) are removed, each
- * said in the log, and nothing else. @overwrite with a @resumed_unit in @dir is refused (it
- * would remove what the run continues from). PP_IO_ERROR_WRITE when a removal fails. */
+ * said in the log, and nothing else; an entry of those names that is a symbolic link or of
+ * another kind refuses the removal (PP_IO_ERROR_EXISTS) before anything goes. @overwrite with a
+ * @resumed_unit in @dir is refused (it would remove what the run continues from). PP_IO_ERROR_WRITE
+ * when a removal fails. */
 gboolean exec_train_out_prepare(const char *dir, const char *resumed_unit, gboolean overwrite,
                                 GError **error);
+/* Says in the log (g_message) each entry a removal left in place (@kept: element-type utf8,
+ * nullable, "PATH: why", as exec-checkpoint-unit.h's removals fill it). */
+void exec_train_say_kept(const GPtrArray *kept);
 
 /* --- segments (exec-train-segment.c) --- */
 

@@ -100,10 +100,12 @@ static void exec_train_keep_interrupted(const ExecTrainRun *run, GError **error)
 static gboolean exec_train_remove_stale(const char *out_dir, GError **error) {
     g_autofree char *units_dir = g_build_filename(out_dir, EXEC_CHECKPOINT_UNITS_DIR, NULL);
     g_autoptr(GPtrArray) removed = g_ptr_array_new_with_free_func(g_free);
-    gboolean ok = exec_checkpoint_units_remove_stale(units_dir, removed, error);
+    g_autoptr(GPtrArray) kept = g_ptr_array_new_with_free_func(g_free);
+    gboolean ok = exec_checkpoint_units_remove_stale(units_dir, removed, kept, error);
     for (guint i = 0; i < removed->len; i++)
         g_message("removed %s, left by an interrupted checkpoint write",
                   (const char *)g_ptr_array_index(removed, i));
+    exec_train_say_kept(kept);
     return ok;
 }
 
