@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -306,7 +307,7 @@ START_TEST(test_train_interrupted_resumes_exactly) {
                       per_segment);
     /* nothing half-written: no temporary file or unit left */
     g_autofree char *top = test_util_list_dir(out);
-    ck_assert_str_eq(top, "checkpoints log.csv memory.csv ops.csv scenario.ini");
+    ck_assert_str_eq(top, "checkpoints log.csv memory.csv ops.csv pacer.lock scenario.ini");
     ck_assert_msg(strstr(listing, ".tmp") == NULL, "%s", listing);
 
     /* The command the line gives (the same arguments tt_train passes) finishes the run. */
@@ -868,7 +869,8 @@ START_TEST(test_train_overwrite) {
     g_autofree char *listing = test_util_list_dir(units);
     ck_assert_str_eq(listing, "keep.txt step-00000001 step-00000002");
     g_autofree char *top = test_util_list_dir(out);
-    ck_assert_str_eq(top, "checkpoints log.csv memory.csv notes.txt ops.csv scenario.ini");
+    ck_assert_str_eq(top,
+                     "checkpoints log.csv memory.csv notes.txt ops.csv pacer.lock scenario.ini");
     g_autofree char *log_path = g_build_filename(out, "log.csv", NULL);
     g_autofree char *log = test_util_read_file(log_path, NULL);
     g_auto(GStrv) rows = g_strsplit(g_strchomp(log), "\n", -1);
@@ -944,6 +946,85 @@ START_TEST(test_train_overwrite_links) {
 }
 END_TEST
 
+/* --- one run per folder --- */
+
+/* The text of @out/pacer.lock. Returns: (transfer full). */
+static char *tt_lock_text(const char *out) {
+    g_autofree char *path = g_build_filename(out, "pacer.lock", NULL);
+    char            *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return g_strdup("");
+    return text;
+}
+
+/* GSpawnChildSetupFunc: the child is killed when the test's process ends, even on a failed
+ * assertion. */
+static void tt_die_with_parent(gpointer user_data) {
+    (void)user_data;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+/* Two runs into one --out: while a run trains (started in the background, long enough to be
+ * caught), a second one, even with --overwrite, is refused naming the first one's PID and host,
+ * and the first one's lock and units stay; once the first is killed its lock file, left
+ * naming it, is taken over by the next run, which says so, and a run that ends empties it. */
+START_TEST(test_train_one_run_per_folder) {
+    g_autofree char  *out = g_build_filename(tt.root, "locked", NULL);
+    const char *const argv[] = {
+        TT_TRAIN, tt.scenario, "--quiet", "--out", out, "--set", "training.steps=100000", NULL};
+    GPid holder;
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(g_spawn_async(NULL, (char **)argv, NULL,
+                                G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL |
+                                    G_SPAWN_STDERR_TO_DEV_NULL,
+                                tt_die_with_parent, NULL, &holder, &error),
+                  "%s", error ? error->message : "");
+    g_autofree char *line = g_strdup_printf("%d %s\n", (int)holder, g_get_host_name());
+    g_autofree char *unit1 = g_build_filename(out, "checkpoints", "step-00000001", NULL);
+    for (int i = 0; i < 1200; i++) { /* up to 60 s for its first unit */
+        g_autofree char *text = tt_lock_text(out);
+        if (strcmp(text, line) == 0 && g_file_test(unit1, G_FILE_TEST_IS_DIR))
+            break;
+        g_usleep(50000);
+    }
+    g_autofree char *held = tt_lock_text(out);
+    ck_assert_str_eq(held, line);
+
+    const char *const over[] = {"--overwrite", "--set", "training.steps=2", NULL};
+    g_autofree char  *err = NULL;
+    int               status = tt_train_with(out, over, NULL, NULL, NULL, &err);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    g_autofree char *refused = g_strdup_printf(
+        "--out %s is in use by another run, pacer-train PID %d on host %s (it holds "
+        "%s/pacer.lock): nothing was changed",
+        out, (int)holder, g_get_host_name(), out);
+    ck_assert_msg(strstr(err, refused) != NULL, "no \"%s\" in: %s", refused, err);
+    ck_assert_msg(strstr(err, "--overwrite: removed") == NULL, "%s", err);
+    g_autofree char *still = tt_lock_text(out);
+    ck_assert_str_eq(still, line);
+    g_autofree char *log = g_build_filename(out, "log.csv", NULL);
+    ck_assert(g_file_test(log, G_FILE_TEST_EXISTS));
+
+    /* the holder dies holding it: its line stays, and the lock is taken over */
+    ck_assert_int_eq(kill(holder, SIGKILL), 0);
+    int wstatus = 0;
+    ck_assert_int_eq(waitpid(holder, &wstatus, 0), holder);
+    g_spawn_close_pid(holder);
+    g_autofree char *stale = tt_lock_text(out);
+    ck_assert_str_eq(stale, line);
+    g_clear_pointer(&err, g_free);
+    status = tt_train_with(out, over, NULL, NULL, NULL, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+    g_autofree char *took = g_strdup_printf(
+        "took over %s/pacer.lock from pacer-train PID %d on host %s, which ended without "
+        "releasing it",
+        out, (int)holder, g_get_host_name());
+    ck_assert_msg(strstr(err, took) != NULL, "no \"%s\" in: %s", took, err);
+    g_autofree char *released = tt_lock_text(out);
+    ck_assert_str_eq(released, "");
+}
+END_TEST
+
 int main(void) {
     Suite       *s = suite_create("train-checkpoint");
     TCase       *tc = tcase_create("train-checkpoint");
@@ -977,6 +1058,7 @@ int main(void) {
     test_util_data_add(&data, out, test_train_fresh_run_refused, 0, 1);
     test_util_data_add(&data, out, test_train_overwrite, 0, 1);
     test_util_data_add(&data, out, test_train_overwrite_links, 0, 1);
+    test_util_data_add(&data, out, test_train_one_run_per_folder, 0, 1);
     test_util_data_add(&data, out, test_train_nothing_left, 0, 1);
     test_util_data_add(&data, out, test_train_evaluate_val_split, 0, 1);
     suite_add_tcase(s, out);

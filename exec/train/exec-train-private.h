@@ -161,6 +161,24 @@ gboolean exec_train_out_prepare(const char *dir, const char *resumed_unit, gbool
  * nullable, "PATH: why", as exec-checkpoint-unit.h's removals fill it). */
 void exec_train_say_kept(const GPtrArray *kept);
 
+/* --- one run per folder (exec-train-lock.c) --- */
+
+/* The lock file of a run folder. */
+#define EXEC_TRAIN_LOCK_FILE "pacer.lock"
+
+/* A held lock on a run folder. */
+typedef struct _ExecTrainLock ExecTrainLock;
+
+/* Creates @dir if needed and takes an exclusive flock() on @dir/pacer.lock (created when
+ * missing, never through a symbolic link), then writes this process's PID and host into it.
+ * A lock file naming a holder that is gone (the kernel released its lock) is taken over,
+ * said in the log. Returns: (transfer full) the held lock, or NULL with PP_IO_ERROR_EXISTS
+ * naming the live holder's PID and host, or PP_IO_ERROR_WRITE. */
+ExecTrainLock *exec_train_lock_take(const char *dir, GError **error);
+/* Empties the lock file (a normal end) and releases the lock; NULL is accepted. */
+void exec_train_lock_free(ExecTrainLock *lock);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecTrainLock, exec_train_lock_free)
+
 /* --- segments (exec-train-segment.c) --- */
 
 /* The schedules of a run, one per distinct segment length (usually the eval interval and a

@@ -207,6 +207,13 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     /* Progress on rank 0 only (it receives the last stage's losses). */
     g_autoptr(ExecProgress) progress = exec_progress_new(
         stdout, root ? params->progress : EXEC_PROGRESS_QUIET, MAX(sc->run.log_every, 1));
+    /* One run per folder, from before the resume reads its units to the end (rank 0's lock;
+     * every rank stops when it is held by another run). */
+    g_autoptr(ExecTrainLock) lock = NULL;
+    if (root && params->out_dir)
+        lock = exec_train_lock_take(params->out_dir, &local);
+    if (!exec_train_written(comm, local, "locking the output folder", error))
+        return FALSE;
     int32_t          start;
     g_autofree char *resumed_log = NULL, *resumed_unit = NULL;
     if (!exec_train_resume(params, pipeline, vocab, progress, &start, &resumed_log, &resumed_unit,
