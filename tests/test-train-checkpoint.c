@@ -729,6 +729,47 @@ START_TEST(test_train_identity_covers_every_key) {
 }
 END_TEST
 
+/* A resume with another parallel.data changes the batch keys it derives (microbatches or
+ * accumulation, or the global batch): the refusal names parallel.data, the key the user
+ * changed, with both replica counts, by each schedule's batch rule; with the same replicas it
+ * names the batch key that differs. */
+START_TEST(test_train_identity_names_data) {
+    static const struct {
+        const char *saved[10], *now[10];
+        int32_t     data;
+        const char *needle;
+    } cases[] = {
+        {{"pipeline.schedule", "paci", "pipeline.accumulation", "2", "pipeline.microbatch_size",
+          "1", "training.global_batch", "2", NULL},
+         {"pipeline.schedule", "paci", "pipeline.accumulation", "1", "pipeline.microbatch_size",
+          "1", "training.global_batch", "2", NULL},
+         2,
+         "u: parallel.data = 1 in the checkpoint (its training.global_batch over microbatch_size "
+         "and the step's micro-batches), 2 in this run"},
+        {{"pipeline.schedule", "1f1b", "pipeline.microbatches", "4", "pipeline.microbatch_size",
+          "2", "training.global_batch", "16", NULL},
+         {"pipeline.schedule", "1f1b", "pipeline.microbatches", "4", "pipeline.microbatch_size",
+          "2", "training.global_batch", "8", NULL},
+         1,
+         "u: parallel.data = 2 in the checkpoint"},
+        {{"pipeline.schedule", "1f1b", "pipeline.microbatches", "4", "pipeline.microbatch_size",
+          "2", "training.global_batch", "8", NULL},
+         {"pipeline.schedule", "1f1b", "pipeline.microbatches", "8", "pipeline.microbatch_size",
+          "2", "training.global_batch", "16", NULL},
+         1,
+         "u: pipeline.microbatches = 4 in the checkpoint, 8 in this run"},
+    };
+    for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+        g_autoptr(GHashTable) saved = g_hash_table_new(g_str_hash, g_str_equal);
+        for (const char *const *p = cases[c].saved; *p; p += 2)
+            g_hash_table_insert(saved, (gpointer)p[0], (gpointer)p[1]);
+        g_autoptr(GError) error = NULL;
+        ck_assert(!exec_train_identity_check(cases[c].now, cases[c].data, saved, "u", &error));
+        ck_assert_msg(g_str_has_prefix(error->message, cases[c].needle), "%s", error->message);
+    }
+}
+END_TEST
+
 /* Data parallelism: over D replicas of m micro-batches per step, each replica's run of
  * micro-batches maps one to one onto step k's global batch, k D m .. (k + 1) D m - 1, replica
  * d reading the d-th run of m; with one replica the positions are the run's own. */
@@ -1049,6 +1090,7 @@ int main(void) {
     suite_add_tcase(s, identity);
     TCase *keys = tcase_create("identity-keys");
     tcase_add_test(keys, test_train_identity_covers_every_key);
+    tcase_add_test(keys, test_train_identity_names_data);
     tcase_add_test(keys, test_train_replica_batches);
     suite_add_tcase(s, keys);
     TCase *out = tcase_create("out-folder");

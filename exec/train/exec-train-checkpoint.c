@@ -316,8 +316,8 @@ static gboolean exec_train_check_identity(ExecTrainResume *r, ExecCheckpointUnit
     GHashTable        *saved = exec_checkpoint_unit_identity(unit);
     if (saved) {
         g_auto(GStrv) identity = exec_train_identity_new(r->sc, part, error);
-        return identity &&
-               exec_train_identity_check((const char *const *)identity, saved, dir, error);
+        return identity && exec_train_identity_check((const char *const *)identity,
+                                                     r->sc->parallel.data, saved, dir, error);
     }
     g_autofree char *run = exec_train_identity_summary(r->sc, part);
     if (strcmp(exec_checkpoint_unit_run(unit), run) != 0) {

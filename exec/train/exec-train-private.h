@@ -215,11 +215,6 @@ char *exec_train_join_ints(const int32_t *v, int32_t n);
  * ... for every key of exec_train_identity_keys(), in that order. Returns: (transfer full),
  * or NULL with a PP_IO_ERROR naming the file when pipeline.order_file cannot be read. */
 GStrv exec_train_identity_new(const PpScenario *sc, const PpPartition *part, GError **error);
-/* Checks @identity (exec_train_identity_new()) against @saved, the identity the unit @dir
- * records (key -> value). Returns FALSE with PP_IO_ERROR_MISMATCH naming @dir, the first key
- * that differs (or that the unit does not record) and both values. */
-gboolean exec_train_identity_check(const char *const *identity, GHashTable *saved, const char *dir,
-                                   GError **error);
 /* The one-line summary units record as "run" (schedule, layout, partition, seed): all that
  * units written before the identity existed record, and what a resume of one compares.
  * Returns: (transfer full). */
