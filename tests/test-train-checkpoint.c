@@ -1066,6 +1066,31 @@ START_TEST(test_train_one_run_per_folder) {
 }
 END_TEST
 
+/* A run killed before its first unit is in place leaves a folder with nothing to resume: a
+ * fresh run into it is refused suggesting --overwrite only (no --resume, which would fail), and
+ * doing what it says trains. */
+START_TEST(test_train_killed_before_first_unit) {
+    g_autofree char *out = g_build_filename(tt.root, "killed-early", NULL);
+    g_autofree char *err = NULL;
+    int              status = tt_train(out, NULL, "after-model@1", NULL, &err);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "%s", err);
+    g_clear_pointer(&err, g_free);
+    status = tt_train(out, NULL, NULL, NULL, &err);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    g_autofree char *said =
+        g_strdup_printf("--out %s holds scenario.ini, memory.csv, checkpoints of another run, "
+                        "which wrote no complete checkpoint unit (nothing to resume): nothing was "
+                        "changed. Start over with --overwrite",
+                        out);
+    ck_assert_msg(strstr(err, said) != NULL, "no \"%s\" in: %s", said, err);
+    ck_assert_msg(strstr(err, "--resume") == NULL, "%s", err);
+    const char *const over[] = {"--overwrite", NULL};
+    g_clear_pointer(&err, g_free);
+    status = tt_train_with(out, over, NULL, NULL, NULL, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+}
+END_TEST
+
 int main(void) {
     Suite       *s = suite_create("train-checkpoint");
     TCase       *tc = tcase_create("train-checkpoint");
@@ -1101,6 +1126,7 @@ int main(void) {
     test_util_data_add(&data, out, test_train_overwrite, 0, 1);
     test_util_data_add(&data, out, test_train_overwrite_links, 0, 1);
     test_util_data_add(&data, out, test_train_one_run_per_folder, 0, 1);
+    test_util_data_add(&data, out, test_train_killed_before_first_unit, 0, 1);
     test_util_data_add(&data, out, test_train_nothing_left, 0, 1);
     test_util_data_add(&data, out, test_train_evaluate_val_split, 0, 1);
     suite_add_tcase(s, out);

@@ -30,6 +30,22 @@ static char *exec_train_out_marks(const char *dir) {
     return g_string_free(marks, FALSE);
 }
 
+/* ExecCheckpointUnitReadFn that takes any unit whose manifest and files check out. */
+static gboolean exec_train_out_any_unit(ExecCheckpointUnit *unit, gpointer user_data,
+                                        GError **error) {
+    (void)unit;
+    (void)user_data;
+    (void)error;
+    return TRUE;
+}
+
+/* Whether @dir holds a complete checkpoint unit, one a --resume of it could start from. */
+static gboolean exec_train_out_has_unit(const char *dir) {
+    g_autoptr(ExecCheckpointUnit) unit =
+        exec_checkpoint_unit_find(dir, exec_train_out_any_unit, NULL, NULL, NULL);
+    return unit != NULL;
+}
+
 /* Whether @unit_dir (a unit folder) lies in @dir/checkpoints, the same folder however named. */
 static gboolean exec_train_out_holds_unit(const char *dir, const char *unit_dir) {
     g_autofree char *units = g_path_get_dirname(unit_dir);
@@ -107,6 +123,16 @@ gboolean exec_train_out_prepare(const char *dir, const char *resumed_unit, gbool
         return TRUE;
     if (overwrite)
         return exec_train_out_remove(dir, error);
+    if (!exec_train_out_has_unit(dir)) {
+        /* A run stopped before its first unit: there is nothing a --resume could continue. */
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_EXISTS,
+                    "--out %s holds %s of another run%s, which wrote no complete checkpoint unit "
+                    "(nothing to resume): nothing was changed. Start over with --overwrite "
+                    "(removes log.csv, ops.csv, scenario.ini, memory.csv and the checkpoint "
+                    "units there, nothing else), or give another --out",
+                    dir, marks, resumed_unit ? " than the one --resume continues" : "");
+        return FALSE;
+    }
     g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_EXISTS,
                 "--out %s holds %s of another run%s: nothing was changed. Continue that run "
                 "with --resume %s, start over with --overwrite (removes log.csv, ops.csv, "
