@@ -1091,6 +1091,24 @@ START_TEST(test_train_killed_before_first_unit) {
 }
 END_TEST
 
+/* --stop-at before any validation is due: the summary says none ran instead of a NaN loss;
+ * the run's end validates and says the loss. */
+START_TEST(test_train_stop_before_validation) {
+    g_autofree char  *out = g_build_filename(tt.root, "stop-early", NULL);
+    const char *const stop[] = {"--stop-at", "1", NULL};
+    g_autofree char  *text = NULL, *err = NULL;
+    int               status = tt_train_with(out, stop, NULL, NULL, &text, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+    ck_assert_msg(strstr(text, ", no validation run in this invocation, ") != NULL, "%s", text);
+    ck_assert_msg(strstr(text, "nan") == NULL, "%s", text);
+    g_clear_pointer(&text, g_free);
+    g_clear_pointer(&err, g_free);
+    status = tt_train_with(out, NULL, out, NULL, &text, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+    ck_assert_msg(strstr(text, ", val loss ") != NULL, "%s", text);
+}
+END_TEST
+
 int main(void) {
     Suite       *s = suite_create("train-checkpoint");
     TCase       *tc = tcase_create("train-checkpoint");
@@ -1127,6 +1145,7 @@ int main(void) {
     test_util_data_add(&data, out, test_train_overwrite_links, 0, 1);
     test_util_data_add(&data, out, test_train_one_run_per_folder, 0, 1);
     test_util_data_add(&data, out, test_train_killed_before_first_unit, 0, 1);
+    test_util_data_add(&data, out, test_train_stop_before_validation, 0, 1);
     test_util_data_add(&data, out, test_train_nothing_left, 0, 1);
     test_util_data_add(&data, out, test_train_evaluate_val_split, 0, 1);
     suite_add_tcase(s, out);

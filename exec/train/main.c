@@ -237,10 +237,14 @@ static int train_run(ExecComm **comm, ExecInterrupt *interrupt, int argc, char *
     }
     if (!root)
         return 0;
-    printf("pacer-train: %s, %d steps, %" G_GINT64_FORMAT " tokens, train loss %.4f, "
-           "val loss %.4f (perplexity %.2f), %.0f tokens/s, %.1f s, %d skipped updates\n",
-           scenario->pipeline.schedule, sum.steps, sum.tokens, sum.train_loss, sum.val_loss,
-           exp(sum.val_loss), sum.tokens_per_s, sum.wall_s, sum.n_skipped);
+    /* No validation is due before the run's end or run.eval_every (--stop-at, eval_batches 0). */
+    g_autofree char *val = isnan(sum.val_loss) ? g_strdup("no validation run in this invocation")
+                                               : g_strdup_printf("val loss %.4f (perplexity %.2f)",
+                                                                 sum.val_loss, exp(sum.val_loss));
+    printf("pacer-train: %s, %d steps, %" G_GINT64_FORMAT " tokens, train loss %.4f, %s, "
+           "%.0f tokens/s, %.1f s, %d skipped updates\n",
+           scenario->pipeline.schedule, sum.steps, sum.tokens, sum.train_loss, val,
+           sum.tokens_per_s, sum.wall_s, sum.n_skipped);
     if (sum.actual_bytes >= 0) {
         g_autofree char *replicas = scenario->parallel.data > 1
                                         ? g_strdup_printf(" x %d replicas", scenario->parallel.data)
