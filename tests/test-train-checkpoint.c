@@ -1109,6 +1109,24 @@ START_TEST(test_train_stop_before_validation) {
 }
 END_TEST
 
+/* Threads that cannot be created (each thread's stack, ulimit -s 2 GiB, beyond what ulimit -v
+ * leaves): pacer-train says so and why, and exits 1, instead of GLib's error and SIGTRAP. */
+START_TEST(test_train_no_threads) {
+    g_autofree char *out = g_build_filename(tt.root, "no-threads", NULL);
+    g_autofree char *cmd =
+        g_strdup_printf("ulimit -s 2097152 && ulimit -v 3500000 && exec %s %s --quiet --out %s",
+                        TT_TRAIN, tt.scenario, out);
+    const char *const args[] = {"-c", cmd, NULL};
+    g_autofree char  *text = NULL, *err = NULL;
+    int               status = test_util_spawn_status("/bin/sh", args, NULL, &text, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d: %s", status, err);
+    ck_assert_msg(strstr(err, "pacer-train: cannot start a thread (creating thread '") != NULL,
+                  "%s", err);
+    ck_assert_msg(strstr(err, "the limit on processes and threads (ulimit -u), on memory") != NULL,
+                  "%s", err);
+}
+END_TEST
+
 int main(void) {
     Suite       *s = suite_create("train-checkpoint");
     TCase       *tc = tcase_create("train-checkpoint");
@@ -1146,6 +1164,7 @@ int main(void) {
     test_util_data_add(&data, out, test_train_one_run_per_folder, 0, 1);
     test_util_data_add(&data, out, test_train_killed_before_first_unit, 0, 1);
     test_util_data_add(&data, out, test_train_stop_before_validation, 0, 1);
+    test_util_data_add(&data, out, test_train_no_threads, 0, 1);
     test_util_data_add(&data, out, test_train_nothing_left, 0, 1);
     test_util_data_add(&data, out, test_train_evaluate_val_split, 0, 1);
     suite_add_tcase(s, out);
