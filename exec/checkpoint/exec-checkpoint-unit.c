@@ -442,6 +442,10 @@ static gboolean exec_ckpt_unit_write_files(const char *tmp, const ExecCheckpoint
     if (!exec_ckpt_unit_write_text(manifest, text, NULL, error))
         return FALSE;
     exec_ckpt_unit_kill_point("before-rename", data->step);
+    /* Test hook: a storage slower than the peers' deadline. */
+    const char *slow = g_getenv(EXEC_CHECKPOINT_SLOW_ENV);
+    if (slow)
+        g_usleep((gulong)(g_ascii_strtod(slow, NULL) * G_USEC_PER_SEC));
     return exec_ckpt_unit_sync_dir(tmp, error);
 }
 

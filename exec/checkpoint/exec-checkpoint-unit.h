@@ -32,6 +32,11 @@ G_BEGIN_DECLS
  * not done yet). Unset in normal use; the writer reads it at each point. */
 #define EXEC_CHECKPOINT_KILL_ENV "PACER_TEST_KILL_AT"
 
+/* Test hook: PACER_TEST_SLOW_WRITE_S = SECONDS makes every unit write take that much longer
+ * (a sleep before the rename), to test a write slower than run.comm_timeout_s. Unset in normal
+ * use. */
+#define EXEC_CHECKPOINT_SLOW_ENV "PACER_TEST_SLOW_WRITE_S"
+
 /* --- writing --- */
 
 /* Everything a unit holds, in host memory (borrowed for the call). */
