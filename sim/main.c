@@ -516,7 +516,8 @@ static int sim_main_plan(int argc, char **argv) {
                         "job's tokens/s.",
                         "The scenario gives the model and the hardware ([hardware] required,\n"
                         "no [costs]); see docs/cluster.md for the enumeration rules. Progress is\n"
-                        "shown on stderr when it is a terminal.",
+                        "redrawn on stderr on a terminal (CI unset); elsewhere a line at most\n"
+                        "every 5 seconds.",
                         entries, &error))
         return sim_main_fail(NULL, error);
     const char *path = NULL;

@@ -36,6 +36,10 @@
 #define SIM_PLAN_CACHE_OPS (INT64_C(1) << 23)
 /* Progress is redrawn every this many candidates. */
 #define SIM_PLAN_PROGRESS_EVERY 16
+/* Off a terminal: a search this large says its size first, and a progress line comes at most
+ * this often. */
+#define SIM_PLAN_ANNOUNCE_LAYOUTS 100000
+#define SIM_PLAN_PROGRESS_LINE_S  5
 
 typedef struct {
     const PpSchedKindInfo *kind;
@@ -144,6 +148,24 @@ static gint sim_plan_int_cmp(gconstpointer a, gconstpointer b) {
     return x < y ? -1 : x > y;
 }
 
+/* The divisors of @n >= 1 that are at most @max, ascending, found in sqrt(@n) steps (a loop
+ * up to @n would take seconds and overflow its counter near INT32_MAX). Returns: (transfer
+ * full) (int32_t). */
+static GArray *sim_plan_divisors(int32_t n, int32_t max) {
+    GArray *out = g_array_new(FALSE, FALSE, sizeof(int32_t));
+    for (int32_t e = 1; (int64_t)e * e <= n; e++) {
+        if (n % e != 0)
+            continue;
+        int32_t pair = n / e;
+        if (e <= max)
+            g_array_append_val(out, e);
+        if (pair != e && pair <= max)
+            g_array_append_val(out, pair);
+    }
+    g_array_sort(out, sim_plan_int_cmp);
+    return out;
+}
+
 /* The expert layouts of a stage of @ranks = T x C x D GPUs, in search order. A dense model has
  * one, EP = 1 and expert_tensor = 1 (ignored). An MoE model tries every EP dividing both
  * model.experts and the stage's ranks, ascending, each with expert_tensor 1 and, when T > 1
@@ -163,16 +185,7 @@ static GArray *sim_plan_expert_layouts(const PpScenario *base, int32_t t, int64_
         common = r;
         r = next;
     }
-    g_autoptr(GArray) eps = g_array_new(FALSE, FALSE, sizeof(int32_t));
-    for (int32_t e = 1; (int64_t)e * e <= common; e++) {
-        if (common % e != 0)
-            continue;
-        int32_t pair = (int32_t)(common / e);
-        g_array_append_val(eps, e);
-        if (pair != e)
-            g_array_append_val(eps, pair);
-    }
-    g_array_sort(eps, sim_plan_int_cmp);
+    g_autoptr(GArray) eps = sim_plan_divisors((int32_t)common, (int32_t)common);
     for (guint i = 0; i < eps->len; i++) {
         const int32_t e = g_array_index(eps, int32_t, i), splits[2] = {1, t};
         for (size_t k = 0; k < (t > 1 ? 2u : 1u); k++) {
@@ -193,10 +206,9 @@ static void sim_plan_add_batches(GArray *out, const PpScenario *base, const SimP
                                  const SimPlanCandidate *proto) {
     const int32_t n = proto->stages, layers = base->model.layers;
     const int32_t per_replica = global_batch / proto->data;
-    for (int32_t b = 1; b <= MIN(per_replica, o->max_microbatch); b++) {
-        if (per_replica % b != 0)
-            continue;
-        int32_t m = per_replica / b;
+    g_autoptr(GArray) sizes = sim_plan_divisors(per_replica, o->max_microbatch);
+    for (guint i = 0; i < sizes->len; i++) {
+        int32_t b = g_array_index(sizes, int32_t, i), m = per_replica / b;
         for (size_t k = 0; o->schedules[k] != NULL; k++) {
             const PpSchedKindInfo *kind = pp_sched_kind_lookup(o->schedules[k]);
             PP_ASSERT(kind != NULL);
@@ -238,7 +250,9 @@ static GArray *sim_plan_candidates(const PpScenario *base, const SimPlanOptions 
     for (int32_t t = 1; t <= MIN(g, base->hardware.gpus_per_node); t++) {
         if (!sim_plan_tensor_ok(base, g, t))
             continue;
-        for (int32_t c = 1; c <= g / t; c++) {
+        /* C > seq_len is never a context layout (sim_plan_context_ok()): the bound also keeps
+         * c from overflowing when G is near INT32_MAX */
+        for (int32_t c = 1; c <= MIN(g / t, base->model.seq_len); c++) {
             if ((g / t) % c != 0 || !sim_plan_context_ok(base->model.seq_len, c))
                 continue;
             for (int32_t n = 1; n <= MIN(g / t / c, layers); n++) {
@@ -478,6 +492,38 @@ static void sim_plan_progress(const SimPlan *plan, guint done, guint total, int6
     fflush(stderr);
 }
 
+/* Progress of a search started at @start_us at @done of @cands' layouts: on a terminal
+ * (@o->progress) the line sim_plan_progress() rewrites; elsewhere, before a search of
+ * SIM_PLAN_ANNOUNCE_LAYOUTS or more, how many layouts it holds and how many pass the memory floor
+ * (the most it simulates), then a line at most every SIM_PLAN_PROGRESS_LINE_S seconds
+ * (*@last_line_us: when the last was written, g_get_monotonic_time()). */
+static void sim_plan_report(const SimPlan *plan, const SimPlanOptions *o, guint done,
+                            const GArray *cands, int64_t start_us, int64_t *last_line_us) {
+    if (o->progress) {
+        if (done > 0 && (done % SIM_PLAN_PROGRESS_EVERY == 0 || done == cands->len))
+            sim_plan_progress(plan, done, cands->len, start_us);
+        return;
+    }
+    if (done == 0 && cands->len >= SIM_PLAN_ANNOUNCE_LAYOUTS) {
+        guint n_floor = 0;
+        for (guint i = 0; i < cands->len; i++)
+            n_floor += g_array_index(cands, SimPlanCandidate, i).floor_fits;
+        fprintf(stderr,
+                "plan: %u layouts, %u of them within device memory by the floor: at most "
+                "%u to simulate\n",
+                cands->len, n_floor, n_floor);
+        return;
+    }
+    int64_t now = g_get_monotonic_time();
+    if (done == 0 || done % SIM_PLAN_PROGRESS_EVERY != 0 ||
+        now - *last_line_us < SIM_PLAN_PROGRESS_LINE_S * G_USEC_PER_SEC)
+        return;
+    *last_line_us = now;
+    fprintf(stderr,
+            "plan: %u/%u layouts, %" G_GINT64_FORMAT " simulated, %" G_GINT64_FORMAT " fit\n", done,
+            cands->len, plan->n_simulated, (int64_t)plan->rows->len);
+}
+
 /* The base scenario of a plan: the model and hardware of @path with @overrides. Plan chooses
  * every layout key itself, so -b and -g take precedence over the file's layout: the file is
  * read on a neutral one-GPU layout (one stage, one micro-batch, one replica, no tensor,
@@ -571,11 +617,11 @@ SimPlan *sim_plan_run(const char *path, const char *const *overrides, const SimP
     g_autofree double *kind_best = g_new0(double, n_schedules);
     SimPlanBound       bound = {.options = o, .best = best, .kind_best = kind_best};
     g_autoptr(PpSchedCache) cache = pp_sched_cache_new(SIM_PLAN_CACHE_OPS);
-    int64_t start_us = g_get_monotonic_time();
+    int64_t start_us = g_get_monotonic_time(), last_line_us = start_us;
+    sim_plan_report(plan, o, 0, cands, start_us, &last_line_us);
     for (guint i = 0; i < cands->len; i++) {
         sim_plan_try(plan, &bound, cache, base, &g_array_index(cands, SimPlanCandidate, i));
-        if (o->progress && ((i + 1) % SIM_PLAN_PROGRESS_EVERY == 0 || i + 1 == cands->len))
-            sim_plan_progress(plan, i + 1, cands->len, start_us);
+        sim_plan_report(plan, o, i + 1, cands, start_us, &last_line_us);
     }
     sim_plan_sort(plan->rows);
     return g_steal_pointer(&plan);

@@ -28,7 +28,7 @@ typedef struct {
     int64_t  headroom_bytes; /* device memory a row must leave free (>= 0) */
     int32_t  zero[SIM_PLAN_MAX_ZERO]; /* ZeRO stages tried, in order: 0, 1 or 3 */
     size_t   n_zero;                  /* 1..SIM_PLAN_MAX_ZERO */
-    gboolean progress;                /* report progress on stderr (a terminal) */
+    gboolean progress;                /* redraw a progress line (stderr a terminal, no CI) */
 } SimPlanOptions;
 
 /* One simulated layout (SimPlan.rows: those that fit, SimPlan.over_memory: those that do not). */

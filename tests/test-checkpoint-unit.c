@@ -66,8 +66,9 @@ static void tu_data_clear(TuData *d) {
     g_free(d->log);
 }
 
-/* Writes the unit of @step into @units from data of seed @step. Returns: (transfer full). */
-static char *tu_write(const char *units, int32_t step) {
+/* Writes the unit of @step into @units from data of seed @step. Returns: (transfer full), or
+ * NULL with @error set. */
+static char *tu_try_write(const char *units, int32_t step, GError **error) {
     TuData d;
     tu_data_init(&d, (uint64_t)step);
     ExecCheckpointUnitData data = {.step = step,
@@ -78,10 +79,16 @@ static char *tu_write(const char *units, int32_t step) {
                                    .state = d.state,
                                    .state_metadata = d.meta,
                                    .log = d.log};
-    g_autoptr(GError) error = NULL;
-    char *dir = exec_checkpoint_unit_write(units, &data, &error);
-    ck_assert_msg(dir != NULL, "%s", error ? error->message : "");
+    char                  *dir = exec_checkpoint_unit_write(units, &data, error);
     tu_data_clear(&d);
+    return dir;
+}
+
+/* tu_try_write(), which must succeed. Returns: (transfer full). */
+static char *tu_write(const char *units, int32_t step) {
+    g_autoptr(GError) error = NULL;
+    char *dir = tu_try_write(units, step, &error);
+    ck_assert_msg(dir != NULL, "%s", error ? error->message : "");
     return dir;
 }
 
@@ -537,7 +544,7 @@ START_TEST(test_unit_remove_stale) {
     }
     g_autoptr(GPtrArray) removed = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GError) error = NULL;
-    ck_assert(exec_checkpoint_units_remove_stale(r.units, removed, &error));
+    ck_assert(exec_checkpoint_units_remove_stale(r.units, removed, NULL, &error));
     ck_assert_uint_eq(removed->len, 1);
     g_autofree char *want = g_build_filename(r.units, ".step-00000002.tmp-1", NULL);
     ck_assert_str_eq(g_ptr_array_index(removed, 0), want);
@@ -546,7 +553,7 @@ START_TEST(test_unit_remove_stale) {
         "%s .step-00000003.tmp-1a .step-x.tmp-1 step-00000001 step-00000004.tmp-1", own);
     ck_assert_str_eq(listing, expect);
     /* A missing folder is no error. */
-    ck_assert(exec_checkpoint_units_remove_stale("/nonexistent/checkpoints", NULL, &error));
+    ck_assert(exec_checkpoint_units_remove_stale("/nonexistent/checkpoints", NULL, NULL, &error));
     tu_run_clear(&r);
 }
 END_TEST
@@ -576,12 +583,149 @@ START_TEST(test_unit_prune) {
         }
         g_autoptr(GPtrArray) removed = g_ptr_array_new_with_free_func(g_free);
         g_autoptr(GError) error = NULL;
-        ck_assert(exec_checkpoint_units_prune(r.units, 4, cases[c].keep, removed, &error));
+        ck_assert(exec_checkpoint_units_prune(r.units, 4, cases[c].keep, removed, NULL, &error));
         g_autofree char *listing = test_util_list_dir(r.units);
         ck_assert_str_eq(listing, cases[c].left);
         ck_assert_uint_eq(removed->len, cases[c].n_removed);
         tu_run_clear(&r);
     }
+}
+END_TEST
+
+/* --- removals never follow a link --- */
+
+/* A folder of the user's outside the run, with files named like a unit's and not. */
+static char *tu_victim_new(const char *root) {
+    char *victim = g_build_filename(root, "victim", NULL);
+    ck_assert_int_eq(g_mkdir(victim, 0755), 0);
+    const char *files[] = {"model.safetensors", "manifest.json", "photo.jpg"};
+    for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+        g_autofree char *path = g_build_filename(victim, files[i], NULL);
+        ck_assert(g_file_set_contents(path, files[i], -1, NULL));
+    }
+    return victim;
+}
+
+/* The removal paths of a units folder; each is given the run's units folder. */
+static gboolean tu_remove_stale(const char *units, GPtrArray *removed, GPtrArray *kept,
+                                GError **error) {
+    return exec_checkpoint_units_remove_stale(units, removed, kept, error);
+}
+static gboolean tu_remove_all(const char *units, GPtrArray *removed, GPtrArray *kept,
+                              GError **error) {
+    return exec_checkpoint_units_remove_all(units, removed, kept, error);
+}
+/* A resume of step 4 writing its unit: the newer units go. */
+static gboolean tu_prune_newer(const char *units, GPtrArray *removed, GPtrArray *kept,
+                               GError **error) {
+    return exec_checkpoint_units_prune(units, 4, 0, removed, kept, error);
+}
+/* keep_checkpoints = 1 after the unit of step 10: all but the newest complete unit go. */
+static gboolean tu_prune_rotate(const char *units, GPtrArray *removed, GPtrArray *kept,
+                                GError **error) {
+    return exec_checkpoint_units_prune(units, 10, 1, removed, kept, error);
+}
+
+static const struct {
+    const char *what;
+    gboolean (*remove)(const char *units, GPtrArray *removed, GPtrArray *kept, GError **error);
+    const char *left;       /* the real folders of pacer's that stay, by name */
+    const char *kept_names; /* which of the other entries it left in place, said in kept */
+} tu_removals[] = {
+    {"stale temporaries", tu_remove_stale, "step-00000002 step-00000004", ".step-00000009.tmp-999"},
+    {"--overwrite", tu_remove_all, "",
+     ".step-00000009.tmp-999 step-00000001 step-00000010 step-00000011"},
+    {"a resume of an older unit", tu_prune_newer, "step-00000002 step-00000004",
+     "step-00000011 step-00000010"},
+    {"keep_checkpoints rotation", tu_prune_rotate, "step-00000004", "step-00000011 step-00000001"},
+};
+
+/* Links named like a unit (newer and older than the run's) and like an interrupted temporary,
+ * each pointing at a folder of the user's, and a real folder named like a unit holding a file
+ * pacer never writes: every removal path leaves all four and what they hold in place, and
+ * still removes the units it should. */
+START_TEST(test_unit_remove_never_follows) {
+    TuRun r;
+    tu_run_init(&r);
+    g_autofree char *victim = tu_victim_new(r.run);
+    g_autofree char *before = test_util_snapshot(victim);
+    g_free(tu_write(r.units, 2));
+    g_free(tu_write(r.units, 4));
+    const char *links[] = {"step-00000010", "step-00000001", ".step-00000009.tmp-999"};
+    for (size_t i = 0; i < G_N_ELEMENTS(links); i++) {
+        g_autofree char *link = g_build_filename(r.units, links[i], NULL);
+        ck_assert_int_eq(symlink(victim, link), 0);
+    }
+    g_autofree char *foreign = g_build_filename(r.units, "step-00000011", NULL);
+    g_autofree char *notes = g_build_filename(foreign, "notes.txt", NULL);
+    ck_assert_int_eq(g_mkdir(foreign, 0755), 0);
+    ck_assert(g_file_set_contents(notes, "mine\n", -1, NULL));
+
+    g_autoptr(GPtrArray) removed = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) kept = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) error = NULL;
+    gboolean ok = tu_removals[_i].remove(r.units, removed, kept, &error);
+    ck_assert_msg(ok, "%s: %s", tu_removals[_i].what, error ? error->message : "");
+    g_autofree char *after = test_util_snapshot(victim);
+    ck_assert_msg(strcmp(after, before) == 0, "%s changed the linked folder:\n%s",
+                  tu_removals[_i].what, after);
+    for (size_t i = 0; i < G_N_ELEMENTS(links); i++) {
+        g_autofree char *link = g_build_filename(r.units, links[i], NULL);
+        ck_assert_msg(g_file_test(link, G_FILE_TEST_IS_SYMLINK), "%s removed the link %s",
+                      tu_removals[_i].what, links[i]);
+    }
+    g_autofree char *mine = test_util_read_file(notes, NULL);
+    ck_assert_str_eq(mine, "mine\n");
+    /* what each path removes of pacer's own, and what it says it left */
+    g_autoptr(GString) units = g_string_new(NULL);
+    g_autofree char *listing = test_util_list_dir(r.units);
+    g_auto(GStrv) names = g_strsplit(listing, " ", -1);
+    for (char **n = names; *n; n++) {
+        GStatBuf         st;
+        g_autofree char *path = g_build_filename(r.units, *n, NULL);
+        if (g_lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && strcmp(*n, "step-00000011") != 0)
+            g_string_append_printf(units, "%s%s", units->len ? " " : "", *n);
+    }
+    g_autoptr(GString) said = g_string_new(NULL);
+    for (guint i = 0; i < kept->len; i++) {
+        const char      *note = g_ptr_array_index(kept, i);
+        g_autofree char *prefix = g_strconcat(r.units, "/", NULL);
+        ck_assert_msg(g_str_has_prefix(note, prefix), "%s", note);
+        g_string_append_printf(said, "%s%.*s", i ? " " : "",
+                               (int)(strchr(note + strlen(prefix), ':') - note - strlen(prefix)),
+                               note + strlen(prefix));
+    }
+    ck_assert_msg(strcmp(said->str, tu_removals[_i].kept_names) == 0, "%s kept %s",
+                  tu_removals[_i].what, said->str);
+    ck_assert_msg(strcmp(units->str, tu_removals[_i].left) == 0, "%s left %s", tu_removals[_i].what,
+                  units->str);
+    tu_run_clear(&r);
+}
+END_TEST
+
+/* A unit written where a link of the same name stands fails naming it, and leaves the link
+ * and what it points to as they were. */
+START_TEST(test_unit_write_over_link) {
+    TuRun r;
+    tu_run_init(&r);
+    g_autofree char *victim = tu_victim_new(r.run);
+    g_autofree char *before = test_util_snapshot(victim);
+    g_free(tu_write(r.units, 1));
+    g_autofree char *own = g_strdup_printf(".step-00000005.tmp-%d", (int)getpid());
+    const char      *names[] = {"step-00000005", own};
+    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+        g_autofree char *link = g_build_filename(r.units, names[i], NULL);
+        ck_assert_int_eq(symlink(victim, link), 0);
+        g_autoptr(GError) error = NULL;
+        g_autofree char *dir = tu_try_write(r.units, 5, &error);
+        ck_assert(dir == NULL);
+        ck_assert_msg(strstr(error->message, link) != NULL, "%s", error->message);
+        ck_assert(g_file_test(link, G_FILE_TEST_IS_SYMLINK));
+        g_autofree char *after = test_util_snapshot(victim);
+        ck_assert_str_eq(after, before);
+        ck_assert_int_eq(g_unlink(link), 0);
+    }
+    tu_run_clear(&r);
 }
 END_TEST
 
@@ -596,6 +740,8 @@ int main(void) {
     tcase_add_test(tc, test_unit_find);
     tcase_add_test(tc, test_unit_remove_stale);
     tcase_add_test(tc, test_unit_prune);
+    tcase_add_loop_test(tc, test_unit_remove_never_follows, 0, G_N_ELEMENTS(tu_removals));
+    tcase_add_test(tc, test_unit_write_over_link);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -111,7 +111,8 @@ static GPtrArray *train_argv(int np, const char *dir, const char *const *sets,
 
 /* Runs pacer-train as train_argv() says, under the harness's time limit; @fault
  * (nullable) is a test hook for the ranks, "NAME=VALUE" (PACER_TEST_FAULT, PACER_TEST_KILL_AT,
- * PACER_TEST_STALL_AT or PACER_TEST_CMA_REFUSE); all are unset otherwise. */
+ * PACER_TEST_STALL_AT, PACER_TEST_CMA_REFUSE or PACER_TEST_SLOW_WRITE_S); all are unset
+ * otherwise. */
 static void run_train(Run *r, int np, const char *dir, const char *const *sets,
                       const char *const *args, const char *fault) {
     g_auto(GStrv) each = NULL;
@@ -129,6 +130,7 @@ static void run_train(Run *r, int np, const char *dir, const char *const *sets,
     env = g_environ_unsetenv(env, "PACER_TEST_FAULT");
     env = g_environ_unsetenv(env, "PACER_TEST_KILL_AT");
     env = g_environ_unsetenv(env, "PACER_TEST_STALL_AT");
+    env = g_environ_unsetenv(env, "PACER_TEST_SLOW_WRITE_S");
     env = g_environ_unsetenv(env, "PACER_TEST_REPLICA_DATA");
     env = g_environ_unsetenv(env, "PACER_TEST_CMA_REFUSE");
     if (fault) {
@@ -1250,6 +1252,25 @@ START_TEST(test_mpi_stall_resume) {
 }
 END_TEST
 
+/* A checkpoint write (rank 0's alone) that takes 12 s, longer than run.comm_timeout_s = 5 and
+ * its probe together: the peers wait for it and the job ends well, with the unit in place. */
+START_TEST(test_mpi_slow_checkpoint) {
+    const char *const sets[] = {"pipeline.stages=2", "pipeline.schedule=1f1b",
+                                "pipeline.microbatches=4", "run.comm_timeout_s=5", NULL};
+    g_autofree char  *dir = test_util_tmp_dir_new("mpi-slow-write-XXXXXX");
+    Run               r;
+    int64_t           start = g_get_monotonic_time();
+    run_train(&r, 2, dir, sets, NULL, "PACER_TEST_SLOW_WRITE_S=12");
+    double elapsed_s = (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC;
+    ck_assert_msg(r.status == 0, "exited %d:\n%s", r.status, r.err);
+    ck_assert_msg(elapsed_s >= 12.0, "the write was not slowed: %.1f s", elapsed_s);
+    g_autofree char *unit = g_build_filename(dir, "checkpoints", "step-00000002", NULL);
+    ck_assert(g_file_test(unit, G_FILE_TEST_IS_DIR));
+    run_clear(&r);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* PACER_TEST_BACKEND=cuda: FALSE when pacer-train sees no CUDA device (the program skips). */
 static gboolean backend_usable(void) {
     const char *backend = g_getenv("PACER_TEST_BACKEND");
@@ -1342,6 +1363,10 @@ int main(void) {
     tcase_set_timeout(out, 600);
     tcase_add_test(out, test_mpi_out_folder);
     suite_add_tcase(s, out);
+    TCase *slow = tcase_create("exec-mpi-slow-write"); /* CK_RUN_CASE=exec-mpi-slow-write */
+    tcase_set_timeout(slow, 300);
+    tcase_add_test(slow, test_mpi_slow_checkpoint);
+    suite_add_tcase(s, slow);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
     int failed = srunner_ntests_failed(sr);

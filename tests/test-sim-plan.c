@@ -605,6 +605,10 @@ static const struct {
     {{"plan", CLUSTER, "--gpus", "8", "--schedules", "custom"}, 2, "not a schedule plan"},
     {{"plan", CLUSTER, "--gpus", "8", "--schedules", "1f1b,,paci"}, 2, "empty schedule name"},
     {{"plan", CLUSTER, "--gpus", "1000003"}, 1, "no layout of 1000003 GPUs"},
+    /* the largest values the parser accepts end with an answer, not SIGFPE */
+    {{"plan", CLUSTER, "--gpus", "2147483647"}, 1, "no layout of 2147483647 GPUs"},
+    {{"plan", CLUSTER, "--gpus", "8", "-b", "2147483647", "-M", "2147483647"}, 0, ""},
+    {{"plan", CLUSTER, "--gpus", "2147483647", "-b", "2147483647", "-M", "2147483647"}, 0, ""},
     {{"plan", PP_SOURCE_ROOT "/tests/data/sim/1f1b.ini", "--gpus", "8"}, 1, "[hardware]"},
     {{"plan", CLUSTER, "--gpus", "8", "--headroom", "-1"}, 2, "--headroom GIB in [0, 1e9]"},
     {{"plan", CLUSTER, "--gpus", "8", "--headroom", "80"}, 1, "leaves nothing"},
@@ -617,6 +621,24 @@ START_TEST(test_plan_bad) {
     int              status = test_util_spawn(SIM_BIN, plan_bad[_i].args, &out, &err);
     ck_assert_int_eq(status, plan_bad[_i].status);
     ck_assert_msg(strstr(err, plan_bad[_i].needle) != NULL, "%s", err);
+}
+END_TEST
+
+/* Off a terminal, a search of 100000 layouts or more says first how many it holds and how many
+ * it may simulate (168562 here, none within 80 GB by the floor; nothing simulated). */
+START_TEST(test_plan_announces_size) {
+    const char *const args[] = {"plan",   PP_SOURCE_ROOT "/scenarios/cluster/llama3-405b-like.ini",
+                                "--gpus", "64",
+                                "-b",     "720720",
+                                "-M",     "720720",
+                                "--json", NULL};
+    g_autofree char  *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_util_spawn(SIM_BIN, args, &out, &err), 0);
+    ck_assert_str_eq(err, "plan: 168562 layouts, 0 of them within device memory by the floor: "
+                          "at most 0 to simulate\n");
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *obj = parse_object(out, parser);
+    ck_assert_int_eq(json_object_get_int_member(obj, "layouts"), 168562);
 }
 END_TEST
 
@@ -672,6 +694,7 @@ int main(void) {
         n_kinds++;
     tcase_add_loop_test(tc, test_plan_every_kind, 0, n_kinds);
     tcase_add_test(tc, test_plan_memory);
+    tcase_add_test(tc, test_plan_announces_size);
     tcase_add_loop_test(tc, test_plan_bad, 0, G_N_ELEMENTS(plan_bad));
     tcase_add_test(tc, test_cluster_json);
     suite_add_tcase(s, tc);

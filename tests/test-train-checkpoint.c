@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -306,7 +307,7 @@ START_TEST(test_train_interrupted_resumes_exactly) {
                       per_segment);
     /* nothing half-written: no temporary file or unit left */
     g_autofree char *top = test_util_list_dir(out);
-    ck_assert_str_eq(top, "checkpoints log.csv memory.csv ops.csv scenario.ini");
+    ck_assert_str_eq(top, "checkpoints log.csv memory.csv ops.csv pacer.lock scenario.ini");
     ck_assert_msg(strstr(listing, ".tmp") == NULL, "%s", listing);
 
     /* The command the line gives (the same arguments tt_train passes) finishes the run. */
@@ -728,6 +729,47 @@ START_TEST(test_train_identity_covers_every_key) {
 }
 END_TEST
 
+/* A resume with another parallel.data changes the batch keys it derives (microbatches or
+ * accumulation, or the global batch): the refusal names parallel.data, the key the user
+ * changed, with both replica counts, by each schedule's batch rule; with the same replicas it
+ * names the batch key that differs. */
+START_TEST(test_train_identity_names_data) {
+    static const struct {
+        const char *saved[10], *now[10];
+        int32_t     data;
+        const char *needle;
+    } cases[] = {
+        {{"pipeline.schedule", "paci", "pipeline.accumulation", "2", "pipeline.microbatch_size",
+          "1", "training.global_batch", "2", NULL},
+         {"pipeline.schedule", "paci", "pipeline.accumulation", "1", "pipeline.microbatch_size",
+          "1", "training.global_batch", "2", NULL},
+         2,
+         "u: parallel.data = 1 in the checkpoint (its training.global_batch over microbatch_size "
+         "and the step's micro-batches), 2 in this run"},
+        {{"pipeline.schedule", "1f1b", "pipeline.microbatches", "4", "pipeline.microbatch_size",
+          "2", "training.global_batch", "16", NULL},
+         {"pipeline.schedule", "1f1b", "pipeline.microbatches", "4", "pipeline.microbatch_size",
+          "2", "training.global_batch", "8", NULL},
+         1,
+         "u: parallel.data = 2 in the checkpoint"},
+        {{"pipeline.schedule", "1f1b", "pipeline.microbatches", "4", "pipeline.microbatch_size",
+          "2", "training.global_batch", "8", NULL},
+         {"pipeline.schedule", "1f1b", "pipeline.microbatches", "8", "pipeline.microbatch_size",
+          "2", "training.global_batch", "16", NULL},
+         1,
+         "u: pipeline.microbatches = 4 in the checkpoint, 8 in this run"},
+    };
+    for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+        g_autoptr(GHashTable) saved = g_hash_table_new(g_str_hash, g_str_equal);
+        for (const char *const *p = cases[c].saved; *p; p += 2)
+            g_hash_table_insert(saved, (gpointer)p[0], (gpointer)p[1]);
+        g_autoptr(GError) error = NULL;
+        ck_assert(!exec_train_identity_check(cases[c].now, cases[c].data, saved, "u", &error));
+        ck_assert_msg(g_str_has_prefix(error->message, cases[c].needle), "%s", error->message);
+    }
+}
+END_TEST
+
 /* Data parallelism: over D replicas of m micro-batches per step, each replica's run of
  * micro-batches maps one to one onto step k's global batch, k D m .. (k + 1) D m - 1, replica
  * d reading the d-th run of m; with one replica the positions are the run's own. */
@@ -868,7 +910,8 @@ START_TEST(test_train_overwrite) {
     g_autofree char *listing = test_util_list_dir(units);
     ck_assert_str_eq(listing, "keep.txt step-00000001 step-00000002");
     g_autofree char *top = test_util_list_dir(out);
-    ck_assert_str_eq(top, "checkpoints log.csv memory.csv notes.txt ops.csv scenario.ini");
+    ck_assert_str_eq(top,
+                     "checkpoints log.csv memory.csv notes.txt ops.csv pacer.lock scenario.ini");
     g_autofree char *log_path = g_build_filename(out, "log.csv", NULL);
     g_autofree char *log = test_util_read_file(log_path, NULL);
     g_auto(GStrv) rows = g_strsplit(g_strchomp(log), "\n", -1);
@@ -877,6 +920,210 @@ START_TEST(test_train_overwrite) {
     g_autofree char *mine_too = test_util_read_file(keep, NULL);
     ck_assert_str_eq(mine, "mine\n");
     ck_assert_str_eq(mine_too, "mine too\n");
+}
+END_TEST
+
+/* A folder of the user's beside the runs, with a file named like a unit's and one not. */
+static char *tt_victim_new(const char *name) {
+    char *victim = g_build_filename(tt.root, name, NULL);
+    ck_assert_int_eq(g_mkdir(victim, 0755), 0);
+    const char *files[] = {"model.safetensors", "photo.jpg"};
+    for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+        g_autofree char *path = g_build_filename(victim, files[i], NULL);
+        ck_assert(g_file_set_contents(path, files[i], -1, NULL));
+    }
+    return victim;
+}
+
+/* Links in checkpoints/ named like a unit and like an interrupted temporary, pointing at a
+ * folder of the user's: --overwrite, the stale-temporary cleanup and the rotation of the new
+ * run all leave the links and the folder as they were, and say so; a checkpoints/ that is
+ * itself a link refuses --overwrite before anything is removed. */
+START_TEST(test_train_overwrite_links) {
+    g_autofree char *out = tt_copy_ref("overwrite-links");
+    g_autofree char *victim = tt_victim_new("victim-overwrite");
+    g_autofree char *before = test_util_snapshot(victim);
+    const char      *links[] = {"step-00000010", ".step-00000009.tmp-999"};
+    for (size_t i = 0; i < G_N_ELEMENTS(links); i++) {
+        g_autofree char *link = g_build_filename(out, "checkpoints", links[i], NULL);
+        ck_assert_int_eq(symlink(victim, link), 0);
+    }
+    const char *const fewer[] = {"--overwrite", "--set", "training.steps=2", NULL};
+    g_autofree char  *err = NULL;
+    int               status = tt_train_with(out, fewer, NULL, NULL, NULL, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+    g_autofree char *after = test_util_snapshot(victim);
+    ck_assert_str_eq(after, before);
+    for (size_t i = 0; i < G_N_ELEMENTS(links); i++) {
+        g_autofree char *link = g_build_filename(out, "checkpoints", links[i], NULL);
+        ck_assert(g_file_test(link, G_FILE_TEST_IS_SYMLINK));
+        g_autofree char *said = g_strdup_printf(
+            "not removed: %s: a symbolic link or not a folder, left in place", link);
+        ck_assert_msg(strstr(err, said) != NULL, "no \"%s\" in: %s", said, err);
+    }
+    g_autofree char *units = g_build_filename(out, "checkpoints", NULL);
+    g_autofree char *listing = test_util_list_dir(units);
+    ck_assert_str_eq(listing, ".step-00000009.tmp-999 step-00000001 step-00000002 step-00000010");
+
+    /* checkpoints/ itself a link to the user's folder */
+    g_autofree char *out2 = tt_copy_ref("overwrite-link-units");
+    g_autofree char *units2 = g_build_filename(out2, "checkpoints", NULL);
+    ck_assert(test_util_tmp_dir_remove(units2));
+    ck_assert_int_eq(symlink(victim, units2), 0);
+    g_autofree char *top = test_util_snapshot(out2);
+    g_clear_pointer(&err, g_free);
+    status = tt_train_with(out2, fewer, NULL, NULL, NULL, &err);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    g_autofree char *refused =
+        g_strdup_printf("--overwrite: %s is a symbolic link, not the folder pacer-train writes "
+                        "there: nothing was changed",
+                        units2);
+    ck_assert_msg(strstr(err, refused) != NULL, "no \"%s\" in: %s", refused, err);
+    g_autofree char *top_after = test_util_snapshot(out2);
+    ck_assert_str_eq(top_after, top);
+    g_clear_pointer(&after, g_free);
+    after = test_util_snapshot(victim);
+    ck_assert_str_eq(after, before);
+}
+END_TEST
+
+/* --- one run per folder --- */
+
+/* The text of @out/pacer.lock. Returns: (transfer full). */
+static char *tt_lock_text(const char *out) {
+    g_autofree char *path = g_build_filename(out, "pacer.lock", NULL);
+    char            *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return g_strdup("");
+    return text;
+}
+
+/* GSpawnChildSetupFunc: the child is killed when the test's process ends, even on a failed
+ * assertion. */
+static void tt_die_with_parent(gpointer user_data) {
+    (void)user_data;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+/* Two runs into one --out: while a run trains (started in the background, long enough to be
+ * caught), a second one, even with --overwrite, is refused naming the first one's PID and host,
+ * and the first one's lock and units stay; once the first is killed its lock file, left
+ * naming it, is taken over by the next run, which says so, and a run that ends empties it. */
+START_TEST(test_train_one_run_per_folder) {
+    g_autofree char  *out = g_build_filename(tt.root, "locked", NULL);
+    const char *const argv[] = {
+        TT_TRAIN, tt.scenario, "--quiet", "--out", out, "--set", "training.steps=100000", NULL};
+    GPid holder;
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(g_spawn_async(NULL, (char **)argv, NULL,
+                                G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL |
+                                    G_SPAWN_STDERR_TO_DEV_NULL,
+                                tt_die_with_parent, NULL, &holder, &error),
+                  "%s", error ? error->message : "");
+    g_autofree char *line = g_strdup_printf("%d %s\n", (int)holder, g_get_host_name());
+    g_autofree char *unit1 = g_build_filename(out, "checkpoints", "step-00000001", NULL);
+    for (int i = 0; i < 1200; i++) { /* up to 60 s for its first unit */
+        g_autofree char *text = tt_lock_text(out);
+        if (strcmp(text, line) == 0 && g_file_test(unit1, G_FILE_TEST_IS_DIR))
+            break;
+        g_usleep(50000);
+    }
+    g_autofree char *held = tt_lock_text(out);
+    ck_assert_str_eq(held, line);
+
+    const char *const over[] = {"--overwrite", "--set", "training.steps=2", NULL};
+    g_autofree char  *err = NULL;
+    int               status = tt_train_with(out, over, NULL, NULL, NULL, &err);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    g_autofree char *refused = g_strdup_printf(
+        "--out %s is in use by another run, pacer-train PID %d on host %s (it holds "
+        "%s/pacer.lock): nothing was changed",
+        out, (int)holder, g_get_host_name(), out);
+    ck_assert_msg(strstr(err, refused) != NULL, "no \"%s\" in: %s", refused, err);
+    ck_assert_msg(strstr(err, "--overwrite: removed") == NULL, "%s", err);
+    g_autofree char *still = tt_lock_text(out);
+    ck_assert_str_eq(still, line);
+    g_autofree char *log = g_build_filename(out, "log.csv", NULL);
+    ck_assert(g_file_test(log, G_FILE_TEST_EXISTS));
+
+    /* the holder dies holding it: its line stays, and the lock is taken over */
+    ck_assert_int_eq(kill(holder, SIGKILL), 0);
+    int wstatus = 0;
+    ck_assert_int_eq(waitpid(holder, &wstatus, 0), holder);
+    g_spawn_close_pid(holder);
+    g_autofree char *stale = tt_lock_text(out);
+    ck_assert_str_eq(stale, line);
+    g_clear_pointer(&err, g_free);
+    status = tt_train_with(out, over, NULL, NULL, NULL, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+    g_autofree char *took = g_strdup_printf(
+        "took over %s/pacer.lock from pacer-train PID %d on host %s, which ended without "
+        "releasing it",
+        out, (int)holder, g_get_host_name());
+    ck_assert_msg(strstr(err, took) != NULL, "no \"%s\" in: %s", took, err);
+    g_autofree char *released = tt_lock_text(out);
+    ck_assert_str_eq(released, "");
+}
+END_TEST
+
+/* A run killed before its first unit is in place leaves a folder with nothing to resume: a
+ * fresh run into it is refused suggesting --overwrite only (no --resume, which would fail), and
+ * doing what it says trains. */
+START_TEST(test_train_killed_before_first_unit) {
+    g_autofree char *out = g_build_filename(tt.root, "killed-early", NULL);
+    g_autofree char *err = NULL;
+    int              status = tt_train(out, NULL, "after-model@1", NULL, &err);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "%s", err);
+    g_clear_pointer(&err, g_free);
+    status = tt_train(out, NULL, NULL, NULL, &err);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    g_autofree char *said =
+        g_strdup_printf("--out %s holds scenario.ini, memory.csv, checkpoints of another run, "
+                        "which wrote no complete checkpoint unit (nothing to resume): nothing was "
+                        "changed. Start over with --overwrite",
+                        out);
+    ck_assert_msg(strstr(err, said) != NULL, "no \"%s\" in: %s", said, err);
+    ck_assert_msg(strstr(err, "--resume") == NULL, "%s", err);
+    const char *const over[] = {"--overwrite", NULL};
+    g_clear_pointer(&err, g_free);
+    status = tt_train_with(out, over, NULL, NULL, NULL, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+}
+END_TEST
+
+/* --stop-at before any validation is due: the summary says none ran instead of a NaN loss;
+ * the run's end validates and says the loss. */
+START_TEST(test_train_stop_before_validation) {
+    g_autofree char  *out = g_build_filename(tt.root, "stop-early", NULL);
+    const char *const stop[] = {"--stop-at", "1", NULL};
+    g_autofree char  *text = NULL, *err = NULL;
+    int               status = tt_train_with(out, stop, NULL, NULL, &text, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+    ck_assert_msg(strstr(text, ", no validation run in this invocation, ") != NULL, "%s", text);
+    ck_assert_msg(strstr(text, "nan") == NULL, "%s", text);
+    g_clear_pointer(&text, g_free);
+    g_clear_pointer(&err, g_free);
+    status = tt_train_with(out, NULL, out, NULL, &text, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+    ck_assert_msg(strstr(text, ", val loss ") != NULL, "%s", text);
+}
+END_TEST
+
+/* Threads that cannot be created (each thread's stack, ulimit -s 2 GiB, beyond what ulimit -v
+ * leaves): pacer-train says so and why, and exits 1, instead of GLib's error and SIGTRAP. */
+START_TEST(test_train_no_threads) {
+    g_autofree char *out = g_build_filename(tt.root, "no-threads", NULL);
+    g_autofree char *cmd =
+        g_strdup_printf("ulimit -s 2097152 && ulimit -v 3500000 && exec %s %s --quiet --out %s",
+                        TT_TRAIN, tt.scenario, out);
+    const char *const args[] = {"-c", cmd, NULL};
+    g_autofree char  *text = NULL, *err = NULL;
+    int               status = test_util_spawn_status("/bin/sh", args, NULL, &text, &err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d: %s", status, err);
+    ck_assert_msg(strstr(err, "pacer-train: cannot start a thread (creating thread '") != NULL,
+                  "%s", err);
+    ck_assert_msg(strstr(err, "the limit on processes and threads (ulimit -u), on memory") != NULL,
+                  "%s", err);
 }
 END_TEST
 
@@ -904,6 +1151,7 @@ int main(void) {
     suite_add_tcase(s, identity);
     TCase *keys = tcase_create("identity-keys");
     tcase_add_test(keys, test_train_identity_covers_every_key);
+    tcase_add_test(keys, test_train_identity_names_data);
     tcase_add_test(keys, test_train_replica_batches);
     suite_add_tcase(s, keys);
     TCase *out = tcase_create("out-folder");
@@ -912,6 +1160,11 @@ int main(void) {
         tcase_add_unchecked_fixture(out, tt_setup, tt_teardown);
     test_util_data_add(&data, out, test_train_fresh_run_refused, 0, 1);
     test_util_data_add(&data, out, test_train_overwrite, 0, 1);
+    test_util_data_add(&data, out, test_train_overwrite_links, 0, 1);
+    test_util_data_add(&data, out, test_train_one_run_per_folder, 0, 1);
+    test_util_data_add(&data, out, test_train_killed_before_first_unit, 0, 1);
+    test_util_data_add(&data, out, test_train_stop_before_validation, 0, 1);
+    test_util_data_add(&data, out, test_train_no_threads, 0, 1);
     test_util_data_add(&data, out, test_train_nothing_left, 0, 1);
     test_util_data_add(&data, out, test_train_evaluate_val_split, 0, 1);
     suite_add_tcase(s, out);

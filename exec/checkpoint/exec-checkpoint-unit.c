@@ -7,12 +7,14 @@
 #include "exec-checkpoint-unit.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <signal.h>
 #include <stdio.h> /* renameat2(), RENAME_EXCHANGE (_GNU_SOURCE: the root meson.build) */
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pp-error.h"
@@ -91,23 +93,133 @@ static gboolean exec_ckpt_unit_io_error(GError **error, const char *what, const 
     return FALSE;
 }
 
-/* Removes the folder @dir and the files in it (unit folders hold files only). */
-static gboolean exec_ckpt_unit_remove_dir(const char *dir, GError **error) {
-    g_autoptr(GError) local = NULL;
-    g_autoptr(GDir) d = g_dir_open(dir, 0, &local);
-    if (!d) {
-        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE, "cannot remove %s: %s", dir,
-                    local->message);
-        return FALSE;
+/* Whether @name is a file pacer writes in a unit folder: one of the unit's files, or a
+ * safetensors file's temporary (NAME.tmp-XXXXXX, exec_checkpoint_write()). */
+static gboolean exec_ckpt_unit_is_own_file(const char *name) {
+    if (strcmp(name, EXEC_CHECKPOINT_UNIT_MANIFEST) == 0)
+        return TRUE;
+    for (int i = 0; i < EXEC_CKPT_UNIT_N_FILES; i++) {
+        size_t n = strlen(exec_ckpt_unit_files[i]);
+        if (strncmp(name, exec_ckpt_unit_files[i], n) != 0)
+            continue;
+        if (name[n] == '\0')
+            return TRUE;
+        const char *tmp = name + n;
+        if (g_str_has_prefix(tmp, ".tmp-") && strlen(tmp + 5) == 6 &&
+            strspn(tmp + 5, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") == 6)
+            return TRUE;
     }
-    for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
-        g_autofree char *path = g_build_filename(dir, name, NULL);
-        if (g_unlink(path) != 0)
-            return exec_ckpt_unit_io_error(error, "remove", path, errno);
+    return FALSE;
+}
+
+/* Says why the entry @path stays: into @kept (nullable) as "PATH: WHY", else as the error. */
+static gboolean exec_ckpt_unit_keep(GPtrArray *kept, const char *path, const char *why,
+                                    GError **error) {
+    if (kept) {
+        g_ptr_array_add(kept, g_strdup_printf("%s: %s", path, why));
+        return TRUE;
     }
-    if (g_rmdir(dir) != 0)
-        return exec_ckpt_unit_io_error(error, "remove", dir, errno);
+    g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE,
+                "cannot remove %s: %s; pacer removes only the unit folders it wrote", path, why);
+    return FALSE;
+}
+
+/* The entries of the open folder @fd (@path, for messages) into @files when every one is a
+ * regular file of a name pacer writes in a unit (exec_ckpt_unit_is_own_file()); otherwise
+ * *@foreign (transfer full) says which is not. */
+static gboolean exec_ckpt_unit_list_own(int fd, const char *path, GPtrArray *files, char **foreign,
+                                        GError **error) {
+    int  dup_fd = dup(fd);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (d == NULL) {
+        int en = errno;
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return exec_ckpt_unit_io_error(error, "read folder", path, en);
+    }
+    for (struct dirent *e; *foreign == NULL && (e = readdir(d)) != NULL;) {
+        struct stat st;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (exec_ckpt_unit_is_own_file(e->d_name) &&
+            fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            g_ptr_array_add(files, g_strdup(e->d_name));
+        else
+            *foreign =
+                g_strdup_printf("it holds %s, which pacer did not write; left in place", e->d_name);
+    }
+    closedir(d);
     return TRUE;
+}
+
+/* Removes the unit folder @name of the open folder @parent_fd (@path: its path, for messages)
+ * when it is one pacer wrote: a folder itself, never a link (O_NOFOLLOW), that holds only
+ * regular files of the names pacer writes there. The files go by name relative to the
+ * folder's descriptor (unlinkat), so nothing outside it is reached, then the folder. Anything
+ * else stays, said in @kept (nullable: then it is an error). A missing entry is no error.
+ * @was_removed (nullable) says whether it went. */
+static gboolean exec_ckpt_unit_remove_at(int parent_fd, const char *name, const char *path,
+                                         GPtrArray *kept, gboolean *was_removed, GError **error) {
+    if (was_removed)
+        *was_removed = FALSE;
+    int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return TRUE;
+        if (errno == ELOOP || errno == ENOTDIR)
+            return exec_ckpt_unit_keep(kept, path,
+                                       "a symbolic link or not a folder, left in place with "
+                                       "what it points to",
+                                       error);
+        return exec_ckpt_unit_io_error(error, "open folder", path, errno);
+    }
+    g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
+    g_autofree char *foreign = NULL;
+    gboolean         ok = exec_ckpt_unit_list_own(fd, path, files, &foreign, error);
+    if (ok && foreign)
+        ok = exec_ckpt_unit_keep(kept, path, foreign, error);
+    if (!ok || foreign) {
+        close(fd);
+        return ok;
+    }
+    for (guint i = 0; ok && i < files->len; i++) {
+        const char *file = g_ptr_array_index(files, i);
+        if (unlinkat(fd, file, 0) != 0 && errno != ENOENT) {
+            g_autofree char *file_path = g_build_filename(path, file, NULL);
+            ok = exec_ckpt_unit_io_error(error, "remove", file_path, errno);
+        }
+    }
+    close(fd);
+    if (!ok)
+        return FALSE;
+    if (unlinkat(parent_fd, name, AT_REMOVEDIR) != 0) {
+        if (errno == ENOTEMPTY || errno == EEXIST)
+            return exec_ckpt_unit_keep(kept, path,
+                                       "something was added to it meanwhile; left "
+                                       "in place",
+                                       error);
+        return exec_ckpt_unit_io_error(error, "remove", path, errno);
+    }
+    if (was_removed)
+        *was_removed = TRUE;
+    return TRUE;
+}
+
+/* Opens the folder @dir for exec_ckpt_unit_remove_at(): -1 with errno set when it cannot. */
+static int exec_ckpt_unit_open_dir(const char *dir) {
+    return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* exec_ckpt_unit_remove_at() of the folder @dir, by its parent; an error for anything kept. */
+static gboolean exec_ckpt_unit_remove_dir(const char *dir, GError **error) {
+    g_autofree char *parent = g_path_get_dirname(dir);
+    g_autofree char *name = g_path_get_basename(dir);
+    int              parent_fd = exec_ckpt_unit_open_dir(parent);
+    if (parent_fd < 0)
+        return exec_ckpt_unit_io_error(error, "open folder", parent, errno);
+    gboolean ok = exec_ckpt_unit_remove_at(parent_fd, name, dir, NULL, NULL, error);
+    close(parent_fd);
+    return ok;
 }
 
 /* fsync of the folder @dir, so that the names created or renamed in it are durable. */
@@ -330,6 +442,10 @@ static gboolean exec_ckpt_unit_write_files(const char *tmp, const ExecCheckpoint
     if (!exec_ckpt_unit_write_text(manifest, text, NULL, error))
         return FALSE;
     exec_ckpt_unit_kill_point("before-rename", data->step);
+    /* Test hook: a storage slower than the peers' deadline. */
+    const char *slow = g_getenv(EXEC_CHECKPOINT_SLOW_ENV);
+    if (slow)
+        g_usleep((gulong)(g_ascii_strtod(slow, NULL) * G_USEC_PER_SEC));
     return exec_ckpt_unit_sync_dir(tmp, error);
 }
 
@@ -339,6 +455,13 @@ static gboolean exec_ckpt_unit_write_files(const char *tmp, const ExecCheckpoint
 static gboolean exec_ckpt_unit_place(const char *tmp, const char *final, GError **error) {
     if (g_rename(tmp, final) == 0)
         return TRUE;
+    if (errno == ENOTDIR) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE,
+                    "cannot rename %s into place: %s is a symbolic link or not a folder, which "
+                    "pacer leaves in place; remove or rename it",
+                    tmp, final);
+        return FALSE;
+    }
     if (errno != ENOTEMPTY && errno != EEXIST)
         return exec_ckpt_unit_io_error(error, "rename into place", tmp, errno);
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0)
@@ -371,15 +494,14 @@ char *exec_checkpoint_unit_write(const char *units_dir, const ExecCheckpointUnit
     g_autofree char *final = g_build_filename(units_dir, name, NULL);
     /* Left by this process's own failed attempt at this step (another process's are removed
      * at its start: exec_checkpoint_units_remove_stale()). */
-    if (g_file_test(tmp, G_FILE_TEST_IS_DIR) && !exec_ckpt_unit_remove_dir(tmp, error))
+    if (!exec_ckpt_unit_remove_dir(tmp, error))
         return NULL;
     if (g_mkdir(tmp, 0755) != 0) {
         exec_ckpt_unit_io_error(error, "create", tmp, errno);
         return NULL;
     }
     if (!exec_ckpt_unit_write_files(tmp, data, error) || !exec_ckpt_unit_place(tmp, final, error)) {
-        if (g_file_test(tmp, G_FILE_TEST_IS_DIR))
-            exec_ckpt_unit_remove_dir(tmp, NULL); /* best effort: the first error is the news */
+        exec_ckpt_unit_remove_dir(tmp, NULL); /* best effort: the first error is the news */
         return NULL;
     }
     if (!exec_ckpt_unit_sync_dir(units_dir, error))
@@ -637,94 +759,105 @@ static int exec_ckpt_unit_cmp_names(gconstpointer a, gconstpointer b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Removes the folder @name of @units_dir, adding its path to @removed (nullable). */
-static gboolean exec_ckpt_unit_remove_named(const char *units_dir, const char *name,
-                                            GPtrArray *removed, GError **error) {
-    g_autofree char *path = g_build_filename(units_dir, name, NULL);
-    if (!exec_ckpt_unit_remove_dir(path, error))
-        return FALSE;
-    if (removed)
-        g_ptr_array_add(removed, g_steal_pointer(&path));
-    return TRUE;
-}
+/* Which entries of a units folder a removal takes, by name. */
+typedef gboolean (*ExecCkptUnitPick)(const char *name);
 
-/* Which folders of a units folder a removal takes. */
-typedef gboolean (*ExecCkptUnitPick)(const char *units_dir, const char *name);
-
-/* Removes the folders of @units_dir that @pick takes, in name order, adding their paths to
- * @removed (nullable). A missing @units_dir is no error. */
+/* Removes the entries of @units_dir that @pick takes, in name order, as
+ * exec_ckpt_unit_remove_at() does, adding the paths removed to @removed and what stays to
+ * @kept (both nullable). A missing @units_dir is no error. */
 static gboolean exec_ckpt_unit_remove_picked(const char *units_dir, ExecCkptUnitPick pick,
-                                             GPtrArray *removed, GError **error) {
-    g_autoptr(GDir) d = g_dir_open(units_dir, 0, NULL);
-    if (!d)
-        return TRUE;
+                                             GPtrArray *removed, GPtrArray *kept, GError **error) {
+    int fd = exec_ckpt_unit_open_dir(units_dir);
+    if (fd < 0)
+        return errno == ENOENT ? TRUE
+                               : exec_ckpt_unit_io_error(error, "open folder", units_dir, errno);
     /* Collect first: removing while reading a folder may skip entries. */
     g_autoptr(GPtrArray) picked = g_ptr_array_new_with_free_func(g_free);
-    for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
-        if (pick(units_dir, name))
+    g_autoptr(GDir) d = g_dir_open(units_dir, 0, NULL);
+    for (const char *name; d && (name = g_dir_read_name(d)) != NULL;) {
+        if (pick(name))
             g_ptr_array_add(picked, g_strdup(name));
     }
     g_ptr_array_sort(picked, exec_ckpt_unit_cmp_names);
-    for (guint i = 0; i < picked->len; i++) {
-        if (!exec_ckpt_unit_remove_named(units_dir, g_ptr_array_index(picked, i), removed, error))
-            return FALSE;
+    gboolean ok = TRUE;
+    for (guint i = 0; ok && i < picked->len; i++) {
+        const char      *name = g_ptr_array_index(picked, i);
+        g_autofree char *path = g_build_filename(units_dir, name, NULL);
+        gboolean         gone = FALSE;
+        ok = exec_ckpt_unit_remove_at(fd, name, path, kept, &gone, error);
+        if (gone && removed)
+            g_ptr_array_add(removed, g_steal_pointer(&path));
     }
-    return TRUE;
+    close(fd);
+    return ok;
 }
 
 /* ExecCkptUnitPick: another process's temporary unit. */
-static gboolean exec_ckpt_unit_pick_stale(const char *units_dir, const char *name) {
-    (void)units_dir;
+static gboolean exec_ckpt_unit_pick_stale(const char *name) {
     int32_t pid;
     return exec_ckpt_unit_parse_tmp_name(name, &pid) && pid != (int32_t)getpid();
 }
 
-/* ExecCkptUnitPick: a unit or a temporary one, a real folder (lstat: a link is not a folder
- * pacer wrote, and what it points to stays). */
-static gboolean exec_ckpt_unit_pick_any(const char *units_dir, const char *name) {
-    int32_t          n;
-    GStatBuf         st;
-    g_autofree char *path = g_build_filename(units_dir, name, NULL);
-    return (exec_ckpt_unit_parse_name(name, &n) || exec_ckpt_unit_parse_tmp_name(name, &n)) &&
-           g_lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+/* ExecCkptUnitPick: a unit or a temporary one. */
+static gboolean exec_ckpt_unit_pick_any(const char *name) {
+    int32_t n;
+    return exec_ckpt_unit_parse_name(name, &n) || exec_ckpt_unit_parse_tmp_name(name, &n);
 }
 
 gboolean exec_checkpoint_units_remove_stale(const char *units_dir, GPtrArray *removed,
-                                            GError **error) {
-    return exec_ckpt_unit_remove_picked(units_dir, exec_ckpt_unit_pick_stale, removed, error);
+                                            GPtrArray *kept, GError **error) {
+    return exec_ckpt_unit_remove_picked(units_dir, exec_ckpt_unit_pick_stale, removed, kept, error);
 }
 
 gboolean exec_checkpoint_units_remove_all(const char *units_dir, GPtrArray *removed,
-                                          GError **error) {
-    if (!g_file_test(units_dir, G_FILE_TEST_IS_DIR))
-        return TRUE;
-    if (!exec_ckpt_unit_remove_picked(units_dir, exec_ckpt_unit_pick_any, removed, error))
+                                          GPtrArray *kept, GError **error) {
+    GStatBuf st;
+    if (g_lstat(units_dir, &st) != 0)
+        return errno == ENOENT ? TRUE : exec_ckpt_unit_io_error(error, "read", units_dir, errno);
+    if (!S_ISDIR(st.st_mode))
+        return exec_ckpt_unit_keep(kept, units_dir,
+                                   "a symbolic link or not a folder, left in place with what it "
+                                   "points to",
+                                   error);
+    if (!exec_ckpt_unit_remove_picked(units_dir, exec_ckpt_unit_pick_any, removed, kept, error))
         return FALSE;
-    /* Another tool's files keep the folder (and themselves); a link to one stays. */
+    /* Another tool's files keep the folder (and themselves). */
     if (g_rmdir(units_dir) == 0) {
         if (removed)
             g_ptr_array_add(removed, g_strdup(units_dir));
-    } else if (errno != ENOTEMPTY && errno != EEXIST && errno != ENOTDIR) {
+    } else if (errno != ENOTEMPTY && errno != EEXIST) {
         return exec_ckpt_unit_io_error(error, "remove", units_dir, errno);
     }
     return TRUE;
 }
 
 gboolean exec_checkpoint_units_prune(const char *units_dir, int32_t step, int32_t keep,
-                                     GPtrArray *removed, GError **error) {
+                                     GPtrArray *removed, GPtrArray *kept, GError **error) {
     g_autoptr(GArray) steps = exec_ckpt_unit_list(units_dir);
-    int32_t n_complete = 0;
-    for (guint i = 0; i < steps->len; i++) {
+    int fd = exec_ckpt_unit_open_dir(units_dir);
+    if (fd < 0)
+        return errno == ENOENT ? TRUE
+                               : exec_ckpt_unit_io_error(error, "open folder", units_dir, errno);
+    int32_t  n_complete = 0;
+    gboolean ok = TRUE;
+    for (guint i = 0; ok && i < steps->len; i++) {
         int32_t          s = g_array_index(steps, int32_t, i);
         g_autofree char *name = exec_checkpoint_unit_name(s);
+        g_autofree char *dir = g_build_filename(units_dir, name, NULL);
         if (s > step || (keep > 0 && n_complete >= keep)) {
-            if (!exec_ckpt_unit_remove_named(units_dir, name, removed, error))
-                return FALSE;
+            gboolean gone = FALSE;
+            ok = exec_ckpt_unit_remove_at(fd, name, dir, kept, &gone, error);
+            if (gone && removed)
+                g_ptr_array_add(removed, g_steal_pointer(&dir));
             continue;
         }
-        g_autofree char *dir = g_build_filename(units_dir, name, NULL);
+        /* Only a folder itself counts as a unit kept: a link is none of pacer's. */
+        GStatBuf st;
+        if (g_lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
         g_autoptr(ExecCheckpointUnit) unit = exec_checkpoint_unit_open(dir, NULL);
         n_complete += unit != NULL;
     }
-    return TRUE;
+    close(fd);
+    return ok;
 }

@@ -32,6 +32,11 @@ G_BEGIN_DECLS
  * not done yet). Unset in normal use; the writer reads it at each point. */
 #define EXEC_CHECKPOINT_KILL_ENV "PACER_TEST_KILL_AT"
 
+/* Test hook: PACER_TEST_SLOW_WRITE_S = SECONDS makes every unit write take that much longer
+ * (a sleep before the rename), to test a write slower than run.comm_timeout_s. Unset in normal
+ * use. */
+#define EXEC_CHECKPOINT_SLOW_ENV "PACER_TEST_SLOW_WRITE_S"
+
 /* --- writing --- */
 
 /* Everything a unit holds, in host memory (borrowed for the call). */
@@ -122,29 +127,32 @@ ExecCheckpointUnit *exec_checkpoint_unit_find(const char *path, ExecCheckpointUn
 
 /* --- housekeeping --- */
 
+/* The removals below take only what pacer wrote: an entry of @units_dir of a unit's name that
+ * is a folder itself (never a symbolic link, which stays with what it points to) holding only
+ * regular files of the names a unit writer leaves there (the unit's files, a safetensors
+ * file's temporary NAME.tmp-XXXXXX). The files are removed by name relative to the folder's
+ * descriptor, so nothing outside @units_dir is ever reached. What stays is said in @kept
+ * (element-type utf8, nullable: "PATH: why"); @removed (element-type filename, nullable)
+ * receives the paths removed. A missing @units_dir is no error. Each returns FALSE with
+ * PP_IO_ERROR_WRITE when an entry of pacer's cannot be removed. */
+
 /* Removes what interrupted writes left in @units_dir: folders named .step-DIGITS.tmp-DIGITS
- * (nothing else is touched) other than this process's own. @removed (element-type filename,
- * nullable) receives their paths. A missing @units_dir is no error. Returns FALSE with
- * PP_IO_ERROR_WRITE when one cannot be removed. */
+ * other than this process's own. */
 gboolean exec_checkpoint_units_remove_stale(const char *units_dir, GPtrArray *removed,
-                                            GError **error);
+                                            GPtrArray *kept, GError **error);
 
 /* Removes every unit of @units_dir and every temporary one (folders named step-DIGITS or
- * .step-DIGITS.tmp-DIGITS holding files only; nothing else is touched), then @units_dir itself
- * when that leaves it empty: a run that starts over. @removed (element-type filename,
- * nullable) receives their paths. A missing @units_dir is no error. Returns FALSE with
- * PP_IO_ERROR_WRITE when one cannot be removed. */
+ * .step-DIGITS.tmp-DIGITS), then @units_dir itself when that leaves it empty: a run that
+ * starts over. A @units_dir that is a symbolic link stays, said in @kept. */
 gboolean exec_checkpoint_units_remove_all(const char *units_dir, GPtrArray *removed,
-                                          GError **error);
+                                          GPtrArray *kept, GError **error);
 
 /* Called once the unit of @step is in place: removes the units of @units_dir newer than @step
  * (left by an earlier run that went further before this one restarted from an earlier step)
- * and, when @keep > 0, every unit older than the @keep newest complete ones (complete:
- * exec_checkpoint_unit_open() succeeds; damaged units among the newest stay until they are
- * older). Only folders named step-DIGITS are touched. @removed (element-type filename,
- * nullable) receives their paths. Returns FALSE with PP_IO_ERROR_WRITE when one cannot be
- * removed. */
+ * and, when @keep > 0, every unit older than the @keep newest complete ones (complete: a
+ * folder itself for which exec_checkpoint_unit_open() succeeds; damaged units among the
+ * newest stay until they are older). Only entries named step-DIGITS are touched. */
 gboolean exec_checkpoint_units_prune(const char *units_dir, int32_t step, int32_t keep,
-                                     GPtrArray *removed, GError **error);
+                                     GPtrArray *removed, GPtrArray *kept, GError **error);
 
 G_END_DECLS

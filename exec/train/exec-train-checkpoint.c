@@ -220,6 +220,20 @@ static GHashTable *exec_train_counters(ExecPipeline *pipeline, const PpScenario 
     return meta;
 }
 
+/* How long the peers wait for rank 0's checkpoint write: no deadline in practice (about 30
+ * years, well inside the comm's int64 microseconds). */
+#define EXEC_TRAIN_CHECKPOINT_WAIT_S 1e9
+
+/* exec_checkpoint_units_prune() of @units_dir after the unit of @step, saying in the log what
+ * it left in place. */
+static gboolean exec_train_prune(const char *units_dir, int32_t step, int32_t keep,
+                                 GError **error) {
+    g_autoptr(GPtrArray) kept = g_ptr_array_new_with_free_func(g_free);
+    gboolean ok = exec_checkpoint_units_prune(units_dir, step, keep, NULL, kept, error);
+    exec_train_say_kept(kept);
+    return ok;
+}
+
 /* Writes the unit of @step from the host lists and counters, then @out_dir/log.csv, then prunes
  * (one process: the only one, or rank 0). Returns: (transfer full) the unit's path, or NULL
  * with @error set. */
@@ -248,7 +262,7 @@ static char *exec_train_checkpoint_write(ExecPipeline *pipeline, const PpScenari
     }
     /* Older units go only once the new one and the log it holds are in place. */
     if (!exec_train_log_write(log, out_dir, error) ||
-        !exec_checkpoint_units_prune(units_dir, step, sc->run.keep_checkpoints, NULL, error))
+        !exec_train_prune(units_dir, step, sc->run.keep_checkpoints, error))
         return NULL;
     return g_steal_pointer(&unit);
 }
@@ -265,13 +279,19 @@ char *exec_train_checkpoint(ExecPipeline *pipeline, const PpScenario *sc, const 
     if (comm == NULL)
         return exec_train_checkpoint_write(pipeline, sc, &model, &state, counters, log, out_dir,
                                            step, error);
-    /* Rank 0 holds every tensor now and writes the unit alone; every rank returns its error. */
+    /* Rank 0 holds every tensor now and writes the unit alone; every rank returns its error.
+     * The write has no deadline: storage may take longer than run.comm_timeout_s, and the
+     * peers wait for rank 0's verdict however long it takes (a rank 0 that dies ends the job
+     * through the launcher). The deadline is back for everything after. */
     GError          *local = NULL;
     g_autofree char *unit = NULL;
+    exec_comm_set_timeout(comm, EXEC_TRAIN_CHECKPOINT_WAIT_S);
     if (exec_comm_rank(comm) == 0)
         unit = exec_train_checkpoint_write(pipeline, sc, &model, &state, counters, log, out_dir,
                                            step, &local);
-    if (!exec_comm_agree(comm, "writing the checkpoint", &local)) {
+    gboolean agreed = exec_comm_agree(comm, "writing the checkpoint", &local);
+    exec_comm_set_timeout(comm, sc->run.comm_timeout_s);
+    if (!agreed) {
         g_propagate_error(error, local);
         return NULL;
     }
@@ -306,8 +326,8 @@ static gboolean exec_train_check_identity(ExecTrainResume *r, ExecCheckpointUnit
     GHashTable        *saved = exec_checkpoint_unit_identity(unit);
     if (saved) {
         g_auto(GStrv) identity = exec_train_identity_new(r->sc, part, error);
-        return identity &&
-               exec_train_identity_check((const char *const *)identity, saved, dir, error);
+        return identity && exec_train_identity_check((const char *const *)identity,
+                                                     r->sc->parallel.data, saved, dir, error);
     }
     g_autofree char *run = exec_train_identity_summary(r->sc, part);
     if (strcmp(exec_checkpoint_unit_run(unit), run) != 0) {

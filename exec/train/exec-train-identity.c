@@ -11,6 +11,7 @@
 
 #include "exec-backend.h"
 #include "pp-error.h"
+#include "pp-schedule.h"
 
 /* In the order the manifest records them. Three are not the key as written but its effect:
  * run.layers_per_stage holds the layers of each virtual stage however they were chosen
@@ -108,8 +109,42 @@ GStrv exec_train_identity_new(const PpScenario *sc, const PpPartition *part, GEr
     return g_strv_builder_end(pairs);
 }
 
-gboolean exec_train_identity_check(const char *const *identity, GHashTable *saved, const char *dir,
-                                   GError **error) {
+/* The replica count the batch keys of @saved imply: training.global_batch over
+ * microbatch_size x the micro-batches of a step by its schedule's batch rule
+ * (pp-scenario-check.c: microbatches, accumulation or 1), or 0 when they do not say. */
+static int32_t exec_train_identity_data(GHashTable *saved) {
+    const PpSchedKindInfo *kind =
+        pp_sched_kind_lookup(g_hash_table_lookup(saved, "pipeline.schedule"));
+    if (kind == NULL)
+        return 0;
+    const char       *count_key = kind->batch == PP_BATCH_MICROBATCHES   ? "pipeline.microbatches"
+                                  : kind->batch == PP_BATCH_ACCUMULATION ? "pipeline.accumulation"
+                                                                         : NULL;
+    const char *const keys[] = {"training.global_batch", "pipeline.microbatch_size", count_key};
+    gint64            v[G_N_ELEMENTS(keys)] = {0, 0, 1};
+    for (size_t i = 0; i < G_N_ELEMENTS(keys) && keys[i]; i++) {
+        const char *text = g_hash_table_lookup(saved, keys[i]);
+        if (!text || !g_ascii_string_to_signed(text, 10, 1, G_MAXINT32, &v[i], NULL))
+            return 0;
+    }
+    gint64 per_replica = v[1] * v[2];
+    return v[0] % per_replica == 0 && v[0] / per_replica <= G_MAXINT32
+               ? (int32_t)(v[0] / per_replica)
+               : 0;
+}
+
+gboolean exec_train_identity_check(const char *const *identity, int32_t data, GHashTable *saved,
+                                   const char *dir, GError **error) {
+    int32_t data_then = exec_train_identity_data(saved);
+    if (data_then > 0 && data_then != data) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_MISMATCH,
+                    "%s: parallel.data = %d in the checkpoint (its training.global_batch over "
+                    "microbatch_size and the step's micro-batches), %d in this run; a resume "
+                    "continues the same computation, so it needs the same parallel.data (set it "
+                    "back, or start a new run)",
+                    dir, data_then, data);
+        return FALSE;
+    }
     for (const char *const *p = identity; *p; p += 2) {
         const char *then = g_hash_table_lookup(saved, p[0]);
         if (g_strcmp0(then, p[1]) == 0)

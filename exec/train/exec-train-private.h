@@ -151,10 +151,33 @@ gboolean exec_train_memory_report(const ExecPipeline *pipeline, ExecComm *comm,
  * --resume and --overwrite, and left as it is, unless @resumed_unit (nullable: the unit this
  * run resumed) lies in @dir/checkpoints (the run continues) or @overwrite is set: then
  * those files and the checkpoint units (exec_checkpoint_units_remove_all()) are removed, each
- * said in the log, and nothing else. @overwrite with a @resumed_unit in @dir is refused (it
- * would remove what the run continues from). PP_IO_ERROR_WRITE when a removal fails. */
+ * said in the log, and nothing else; an entry of those names that is a symbolic link or of
+ * another kind refuses the removal (PP_IO_ERROR_EXISTS) before anything goes. @overwrite with a
+ * @resumed_unit in @dir is refused (it would remove what the run continues from). PP_IO_ERROR_WRITE
+ * when a removal fails. */
 gboolean exec_train_out_prepare(const char *dir, const char *resumed_unit, gboolean overwrite,
                                 GError **error);
+/* Says in the log (g_message) each entry a removal left in place (@kept: element-type utf8,
+ * nullable, "PATH: why", as exec-checkpoint-unit.h's removals fill it). */
+void exec_train_say_kept(const GPtrArray *kept);
+
+/* --- one run per folder (exec-train-lock.c) --- */
+
+/* The lock file of a run folder. */
+#define EXEC_TRAIN_LOCK_FILE "pacer.lock"
+
+/* A held lock on a run folder. */
+typedef struct _ExecTrainLock ExecTrainLock;
+
+/* Creates @dir if needed and takes an exclusive flock() on @dir/pacer.lock (created when
+ * missing, never through a symbolic link), then writes this process's PID and host into it.
+ * A lock file naming a holder that is gone (the kernel released its lock) is taken over,
+ * said in the log. Returns: (transfer full) the held lock, or NULL with PP_IO_ERROR_EXISTS
+ * naming the live holder's PID and host, or PP_IO_ERROR_WRITE. */
+ExecTrainLock *exec_train_lock_take(const char *dir, GError **error);
+/* Empties the lock file (a normal end) and releases the lock; NULL is accepted. */
+void exec_train_lock_free(ExecTrainLock *lock);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecTrainLock, exec_train_lock_free)
 
 /* --- segments (exec-train-segment.c) --- */
 
@@ -192,11 +215,6 @@ char *exec_train_join_ints(const int32_t *v, int32_t n);
  * ... for every key of exec_train_identity_keys(), in that order. Returns: (transfer full),
  * or NULL with a PP_IO_ERROR naming the file when pipeline.order_file cannot be read. */
 GStrv exec_train_identity_new(const PpScenario *sc, const PpPartition *part, GError **error);
-/* Checks @identity (exec_train_identity_new()) against @saved, the identity the unit @dir
- * records (key -> value). Returns FALSE with PP_IO_ERROR_MISMATCH naming @dir, the first key
- * that differs (or that the unit does not record) and both values. */
-gboolean exec_train_identity_check(const char *const *identity, GHashTable *saved, const char *dir,
-                                   GError **error);
 /* The one-line summary units record as "run" (schedule, layout, partition, seed): all that
  * units written before the identity existed record, and what a resume of one compares.
  * Returns: (transfer full). */

@@ -100,10 +100,12 @@ static void exec_train_keep_interrupted(const ExecTrainRun *run, GError **error)
 static gboolean exec_train_remove_stale(const char *out_dir, GError **error) {
     g_autofree char *units_dir = g_build_filename(out_dir, EXEC_CHECKPOINT_UNITS_DIR, NULL);
     g_autoptr(GPtrArray) removed = g_ptr_array_new_with_free_func(g_free);
-    gboolean ok = exec_checkpoint_units_remove_stale(units_dir, removed, error);
+    g_autoptr(GPtrArray) kept = g_ptr_array_new_with_free_func(g_free);
+    gboolean ok = exec_checkpoint_units_remove_stale(units_dir, removed, kept, error);
     for (guint i = 0; i < removed->len; i++)
         g_message("removed %s, left by an interrupted checkpoint write",
                   (const char *)g_ptr_array_index(removed, i));
+    exec_train_say_kept(kept);
     return ok;
 }
 
@@ -205,6 +207,13 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     /* Progress on rank 0 only (it receives the last stage's losses). */
     g_autoptr(ExecProgress) progress = exec_progress_new(
         stdout, root ? params->progress : EXEC_PROGRESS_QUIET, MAX(sc->run.log_every, 1));
+    /* One run per folder, from before the resume reads its units to the end (rank 0's lock;
+     * every rank stops when it is held by another run). */
+    g_autoptr(ExecTrainLock) lock = NULL;
+    if (root && params->out_dir)
+        lock = exec_train_lock_take(params->out_dir, &local);
+    if (!exec_train_written(comm, local, "locking the output folder", error))
+        return FALSE;
     int32_t          start;
     g_autofree char *resumed_log = NULL, *resumed_unit = NULL;
     if (!exec_train_resume(params, pipeline, vocab, progress, &start, &resumed_log, &resumed_unit,

@@ -120,6 +120,16 @@ int64_t exec_train_global_mb(int64_t mb, int32_t D, int32_t d, int32_t m);
  * NULL-terminated static list. */
 const char *const *exec_train_identity_keys(void);
 
+/* Checks @identity (exec_train_identity_new()) of a run of @data replicas (parallel.data)
+ * against @saved, the identity the unit @dir records (key -> value). parallel.data is no
+ * identity key of its own, but it sets the batch (training.global_batch = microbatch_size x
+ * the step's micro-batches x data): when the unit's batch keys imply another replica count, the
+ * refusal names parallel.data, the key the user changed, and both counts. Returns FALSE with
+ * PP_IO_ERROR_MISMATCH naming @dir, that or the first key that differs (or that the unit does
+ * not record) and both values. */
+gboolean exec_train_identity_check(const char *const *identity, int32_t data, GHashTable *saved,
+                                   const char *dir, GError **error);
+
 /* Trains scenario->training.steps optimizer steps. Returns FALSE with @error set on bad
  * input or a stopped run: PP_IO_ERROR_* for shards (unreadable, too short, built with another
  * vocabulary) and checkpoints (no complete unit, a damaged unit given by name, an identity

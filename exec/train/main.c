@@ -237,10 +237,14 @@ static int train_run(ExecComm **comm, ExecInterrupt *interrupt, int argc, char *
     }
     if (!root)
         return 0;
-    printf("pacer-train: %s, %d steps, %" G_GINT64_FORMAT " tokens, train loss %.4f, "
-           "val loss %.4f (perplexity %.2f), %.0f tokens/s, %.1f s, %d skipped updates\n",
-           scenario->pipeline.schedule, sum.steps, sum.tokens, sum.train_loss, sum.val_loss,
-           exp(sum.val_loss), sum.tokens_per_s, sum.wall_s, sum.n_skipped);
+    /* No validation is due before the run's end or run.eval_every (--stop-at, eval_batches 0). */
+    g_autofree char *val = isnan(sum.val_loss) ? g_strdup("no validation run in this invocation")
+                                               : g_strdup_printf("val loss %.4f (perplexity %.2f)",
+                                                                 sum.val_loss, exp(sum.val_loss));
+    printf("pacer-train: %s, %d steps, %" G_GINT64_FORMAT " tokens, train loss %.4f, %s, "
+           "%.0f tokens/s, %.1f s, %d skipped updates\n",
+           scenario->pipeline.schedule, sum.steps, sum.tokens, sum.train_loss, val,
+           sum.tokens_per_s, sum.wall_s, sum.n_skipped);
     if (sum.actual_bytes >= 0) {
         g_autofree char *replicas = scenario->parallel.data > 1
                                         ? g_strdup_printf(" x %d replicas", scenario->parallel.data)
@@ -331,7 +335,26 @@ static int evaluate_main(int argc, char **argv) {
     return 0;
 }
 
+/* GLogFunc for GLib's fatal errors: a thread that cannot be created (g_thread_new() of
+ * pacer's workers and watchers, or GLib's own worker thread) ends the process with a message
+ * saying why and exit status 1, not GLib's error and SIGTRAP; any other goes to GLib. */
+static void train_on_glib_error(const gchar *domain, GLogLevelFlags level, const gchar *message,
+                                gpointer user_data) {
+    if (g_str_has_prefix(message, "creating thread")) {
+        fprintf(stderr,
+                "pacer-train: cannot start a thread (%s): the limit on processes and threads "
+                "(ulimit -u), on memory (ulimit -v, each thread's stack is ulimit -s) or the "
+                "system's is reached; lower run.threads or the stages per process, or raise the "
+                "limit\n",
+                message);
+        fflush(stdout);
+        _exit(1);
+    }
+    g_log_default_handler(domain, level, message, user_data);
+}
+
 int main(int argc, char **argv) {
+    g_log_set_handler("GLib", G_LOG_LEVEL_ERROR | G_LOG_FLAG_FATAL, train_on_glib_error, NULL);
     if (argc > 1 && strcmp(argv[1], "evaluate") == 0)
         return evaluate_main(argc - 1, argv + 1);
     return train_main(argc, argv);
