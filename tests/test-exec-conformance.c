@@ -321,6 +321,32 @@ START_TEST(test_exec_nonfinite_stops) {
 }
 END_TEST
 
+/* A replay starts from no gradients: a replay stopped inside an accumulation window leaves its
+ * gradients behind, and prepare() must drop them, so that gradients left in every tensor give
+ * bitwise the weights of a fresh pipeline after the next replay. */
+START_TEST(test_exec_replay_drops_left_grads) {
+    g_autoptr(PpSchedule) sched = test_util_schedule_new("1f1b", 2, 1, 2, 1, 1);
+    ExecPipelineParams p = test_conf_params(sched);
+    g_autoptr(ExecPipeline) left = test_exec_pipeline_new(&p);
+    g_autoptr(ExecPipeline) fresh = test_exec_pipeline_new(&p);
+    for (int32_t vs = 0; vs < exec_pipeline_n_vstages(left); vs++) {
+        for (int i = 0; i < exec_pipeline_n_tensors(left, vs); i++) {
+            const ExecTensor *t = exec_pipeline_tensor(left, vs, i);
+            g_autofree float *g = g_new(float, t->numel);
+            for (size_t k = 0; k < t->numel; k++)
+                g[k] = 0.25f;
+            ck_assert(
+                exec_pipeline_tensor_set(left, vs, t->name, EXEC_TENSOR_GRADS, g, t->numel, NULL));
+        }
+    }
+    g_autoptr(ExecRunResult) r_left = test_exec_run(left, sched);
+    g_autoptr(ExecRunResult) r_fresh = test_exec_run(fresh, sched);
+    g_autoptr(GHashTable) w_left = test_exec_gather_params(left);
+    g_autoptr(GHashTable) w_fresh = test_exec_gather_params(fresh);
+    ck_assert_double_eq(test_exec_max_rel_diff(w_left, w_fresh), 0.0);
+}
+END_TEST
+
 START_TEST(test_exec_shape_mismatch) {
     g_autoptr(PpSchedule) shape = test_util_schedule_new("1f1b", 2, 1, 2, 1, 1);
     g_autoptr(PpSchedule) other = test_util_schedule_new("1f1b", 4, 1, 4, 1, 1);
@@ -546,6 +572,7 @@ int main(void) {
     tcase_add_loop_test(tc, test_exec_dynamic_paci, 0, G_N_ELEMENTS(dynamic_steps));
     tcase_add_test(tc, test_exec_nonfinite_skips_update);
     tcase_add_test(tc, test_exec_nonfinite_stops);
+    tcase_add_test(tc, test_exec_replay_drops_left_grads);
     tcase_add_test(tc, test_exec_shape_mismatch);
     tcase_add_test(tc, test_tensor_copy_calls);
     tcase_add_test(tc, test_evaluate_matches_forward);

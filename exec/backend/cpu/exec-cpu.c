@@ -19,9 +19,17 @@ static int64_t exec_cpu_now_ns(const ExecCpuBackend *cpu) {
 
 /* --- vtable --- */
 
+/* A replay starts from no gradients: one stopped inside an accumulation window (an interrupt,
+ * a peer's failure) left that window's behind, which the next U would apply. The stashed copies
+ * stay allocated; the skeleton empties their bookkeeping. */
 static gboolean exec_cpu_prepare(ExecBackend *backend, const PpSchedule *sched, GError **error) {
-    /* The stashed copies stay allocated; the skeleton empties their bookkeeping. */
-    return exec_skeleton_prepare(&exec_cpu(backend)->skel, sched, error);
+    ExecCpuBackend *cpu = exec_cpu(backend);
+    if (!exec_skeleton_prepare(&cpu->skel, sched, error))
+        return FALSE;
+    for (int32_t vs = 0; vs < cpu->skel.n_vstages; vs++)
+        if (cpu->vstages[vs].slice != NULL)
+            gpt2_slice_zero_grads(cpu->vstages[vs].slice);
+    return TRUE;
 }
 
 /* U. With a sharded optimizer (ZeRO-1) the pipeline gives the norm and the step reads and
