@@ -217,20 +217,26 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .internode_bw_bytes_per_s = 50e9, /* DGX H100: one 400 Gb/s NDR NIC per GPU */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
         .nics_per_node = 8,               /* DGX H100: 8 NDR NICs, one per GPU */
-        /* Fitted on four published H100 rows (docs/published-runs.md):
+        /* The operator cost model, fitted on four published H100 rows (docs/published-runs.md):
          * Llama 3 405B on 8,192 and 16,384 GPUs (Table 4, bf16), and Megatron-Bridge's Llama 3
          * 70B (fp8) and Qwen3-235B-A22B (fp8, expert all-to-alls mostly over InfiniBand):
-         * kernel_eff_max, kernel_eff_fp8 and alltoall_eff; the curve's shape terms are the
-         * A100 fit's and the links the datasheet's. The all-to-all dispatcher's host stall is
-         * Blackwell's (the same x86 DGX host and software; the one MoE row, 4 local experts,
-         * cannot tell it from alltoall_eff). */
+         * kernel_eff_max, kernel_eff_fp8 and alltoall_eff. From operator-level facts: 132 SMs
+         * (H100 SXM5 whitepaper); a short reduction halves a product at K = 104, A100's 54
+         * scaled by the ratio of the two GPUs' FLOP/s per byte of HBM (989/3.35 over 312/2.039);
+         * A100's 75 us of host time per operator (the same eager Megatron stack; no H100 row
+         * moves with it below 100 us). The all-to-all dispatcher's host stall is Blackwell's
+         * (the same x86 DGX host and software; the one MoE row, 4 local experts, cannot tell
+         * it from alltoall_eff). */
         .calibrated = TRUE,
-        .kernel_eff_max = 0.65,
+        .kernel_eff_max = 0.60,
         .kernel_eff_half_tokens = 0.0,
-        .kernel_eff_half_hidden = 1450.0,
+        .kernel_eff_half_hidden = 104.0,
         .kernel_eff_fp8 = 1.0,
         .alltoall_eff = 0.8,
         .moe_host_ns_per_expert = 300000,
+        .operator_costs = TRUE,
+        .launch_ns = 75000,
+        .sms = 132,
     },
     {
         .name = "h200-sxm",
@@ -245,14 +251,19 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .internode_bw_bytes_per_s = 50e9, /* one 400 Gb/s NIC per GPU, as on DGX H100 */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
         .nics_per_node = 8,               /* HGX H200: 8 NDR NICs, one per GPU */
-        /* Same SMs and tensor cores as H100 SXM and no published H200 row: H100's fit. */
+        /* Same SMs and tensor cores as H100 SXM and no published H200 row: H100's fit, the
+         * short-reduction term scaled to its FLOP/s per byte of HBM (54 x 989/4.8 over
+         * 312/2.039: 73). */
         .calibrated = TRUE,
-        .kernel_eff_max = 0.65,
+        .kernel_eff_max = 0.60,
         .kernel_eff_half_tokens = 0.0,
-        .kernel_eff_half_hidden = 1450.0,
+        .kernel_eff_half_hidden = 73.0,
         .kernel_eff_fp8 = 1.0,
         .alltoall_eff = 0.8,
         .moe_host_ns_per_expert = 300000,
+        .operator_costs = TRUE,
+        .launch_ns = 75000,
+        .sms = 132,
     },
     {
         .name = "h800",
@@ -270,14 +281,18 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .internode_bw_bytes_per_s = 50e9,
         .internode_latency_ns = 10000, /* ~10 us for a small NCCL message across nodes */
         .nics_per_node = 8,            /* 8 InfiniBand NICs per node (DeepSeek-V3 report §3.1) */
-        /* Same SMs as H100 SXM and no published H800 row: H100's fit, as for h200-sxm. */
+        /* Same SMs and HBM as H100 SXM and no published H800 row: H100's fit, as for
+         * h200-sxm. */
         .calibrated = TRUE,
-        .kernel_eff_max = 0.65,
+        .kernel_eff_max = 0.60,
         .kernel_eff_half_tokens = 0.0,
-        .kernel_eff_half_hidden = 1450.0,
+        .kernel_eff_half_hidden = 104.0,
         .kernel_eff_fp8 = 1.0,
         .alltoall_eff = 0.8,
         .moe_host_ns_per_expert = 300000,
+        .operator_costs = TRUE,
+        .launch_ns = 75000,
+        .sms = 132,
     },
     {
         .name = "b200",
