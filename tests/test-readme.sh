@@ -6,10 +6,11 @@
 # that order, each as one bash script (set -e -o pipefail: each command must exit 0), and
 # "<!-- test: skip: REASON -->" blocks are not (they need what the suite lacks: a GPU, mpirun,
 # minutes of training, the reader's own runs); a block with neither mark fails the test. In
-# every block, run or not, each program and file it names under build/, scripts/, scenarios/
-# and plots/ must exist (a build/ program not built here must be one a meson.build defines).
+# every block, run or not, each program and file it names under build/, scripts/, scenarios/,
+# plots/ and tests/ must exist (a build/ program not built here must be one a meson.build defines).
 # The blocks run from a temporary folder that stands for the repository root: build/,
-# scripts/ and .cache/ link to the real ones, scenarios/ and plots/ are copies, and runs/
+# scripts/, tests/ (the examples' inputs under tests/data, read only) and .cache/ link to the
+# real ones, scenarios/ and plots/ are copies, and runs/
 # starts empty there, so nothing is written into the user's runs/ (the data cache's token
 # shards are shared, as training shares them). To keep the test to about a minute on a loaded
 # 2-core machine, the copy of scenarios/train-tiny.ini trains 24 steps of a width-64 model on
@@ -37,6 +38,7 @@ touch "$tmp/blocks.txt" "$tmp/paths.txt"
 ln -s "$build" "$root/build"
 ln -s "$src/scripts" "$root/scripts"
 ln -s "$cache" "$root/.cache"
+ln -s "$src/tests" "$root/tests"
 cp -r "$src/scenarios" "$src/plots" "$root/"
 tiny=$root/scenarios/train-tiny.ini
 sed -i 's/^seq_len = 64$/seq_len = 4/; s/^steps = 40$/steps = 24/; s/^hidden = 256$/hidden = 64/' \
@@ -89,12 +91,12 @@ if [ "$readme_runs" -lt 3 ]; then
     exit 1
 fi
 
-# Every path a block names under build/, scripts/, scenarios/ or plots/ exists.
+# Every path a block names under build/, scripts/, scenarios/, plots/ or tests/ exists.
 missing=0
 while IFS= read -r entry; do
     where=${entry%%: *}
     for path in $(sed -E 's/^[^ ]+ //' <<<"$entry" |
-        grep -o -E '(^|[^A-Za-z0-9_./$-])(build|scripts|scenarios|plots)/[A-Za-z0-9_./-]*[A-Za-z0-9_]' |
+        grep -o -E '(^|[^A-Za-z0-9_./$-])(build|scripts|scenarios|plots|tests)/[A-Za-z0-9_./-]*[A-Za-z0-9_]' |
         sed -E 's/^[^a-z]//'); do
         case $path in
         build/*)
