@@ -32,6 +32,18 @@
 /* --steps was not given (GOption leaves the initial value alone). */
 #define SIM_MAIN_STEPS_UNSET G_MININT
 
+/* The --steps option of the commands that simulate a scenario, filling the gint @steps. */
+#define SIM_MAIN_OPTION_STEPS(steps)                                                               \
+    { "steps", 'n', 0, G_OPTION_ARG_INT, (steps), "Simulate N optimizer steps", "N" }
+
+/* The --schedules option of compare and plan, filling the string @schedules; @fallback is the
+ * default list (a string literal). */
+#define SIM_MAIN_OPTION_SCHEDULES(schedules, fallback)                                             \
+    {                                                                                              \
+        "schedules", 'S', 0, G_OPTION_ARG_STRING, (schedules),                                     \
+            "Comma-separated schedules (default " fallback ")", "A,B,..."                          \
+    }
+
 /* Options of every command; each command registers the ones it takes. */
 typedef struct {
     char   **sets;           /* --set section.key=value (NULL-terminated, nullable) */
@@ -146,17 +158,24 @@ static void sim_main_print_warnings(const char *path, const char *const *overrid
         sim_main_print_line("warning: ", sc->warnings[i]);
 }
 
-/* Requires exactly one positional argument after parsing: the scenario, stored in @path; then
- * returns sim_main_overrides() of @o. Returns NULL with a usage @error. */
-static GStrv sim_main_scenario_args(int argc, char **argv, const SimMainOptions *o,
-                                    const char **path, GError **error) {
-    *path = argc == 2 ? argv[1] : NULL;
-    if (argc < 2)
+/* Parses @argv (argv[0] is the command name) with @entries into @o, then requires exactly one
+ * positional argument, the scenario, stored in @path, and prints its warnings. Returns:
+ * (transfer full): the sim_main_overrides() of @o, or NULL with a usage @error. */
+static GStrv sim_main_parse_scenario(int *argc, char ***argv, const char *params,
+                                     const char *summary, const char *description,
+                                     const GOptionEntry *entries, const SimMainOptions *o,
+                                     const char **path, GError **error) {
+    *path = NULL;
+    if (!sim_main_parse(argc, argv, params, summary, description, entries, error))
+        return NULL;
+    if (*argc < 2)
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "missing SCENARIO argument");
-    else if (argc > 2)
+    else if (*argc > 2)
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
-                    "expected one SCENARIO, got %d arguments (%s, %s, ...)", argc - 1, argv[1],
-                    argv[2]);
+                    "expected one SCENARIO, got %d arguments (%s, %s, ...)", *argc - 1, (*argv)[1],
+                    (*argv)[2]);
+    else
+        *path = (*argv)[1];
     if (*path == NULL)
         return NULL;
     GStrv overrides = sim_main_overrides(o, error);
@@ -197,19 +216,18 @@ static int sim_main_run(int argc, char **argv) {
     const GOptionEntry entries[] = {
         SIM_MAIN_OPTION_SET(&o.sets),
         SIM_MAIN_OPTION_HF_CONFIG(&o.hf_config),
-        {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the result as one JSON object", NULL},
-        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write the output files into DIR", "DIR"},
-        {"steps", 'n', 0, G_OPTION_ARG_INT, &o.steps, "Simulate N optimizer steps", "N"},
+        SIM_MAIN_OPTION_JSON(&o.json, "Print the result as one JSON object"),
+        SIM_MAIN_OPTION_OUT(&o.out, "Write the output files into DIR", "DIR"),
+        SIM_MAIN_OPTION_STEPS(&o.steps),
         SIM_MAIN_OPTION_END,
     };
     g_autoptr(GError) error = NULL;
-    if (!sim_main_parse(&argc, &argv, "SCENARIO - simulate a pipeline-parallel schedule",
-                        "Simulate one scenario file and report step time, throughput, bubble, "
-                        "weight-version drift and memory.",
-                        sim_main_run_description, entries, &error))
-        return sim_main_fail(NULL, error);
     const char *path = NULL;
-    g_auto(GStrv) overrides = sim_main_scenario_args(argc, argv, &o, &path, &error);
+    g_auto(GStrv) overrides = sim_main_parse_scenario(
+        &argc, &argv, "SCENARIO - simulate a pipeline-parallel schedule",
+        "Simulate one scenario file and report step time, throughput, bubble, "
+        "weight-version drift and memory.",
+        sim_main_run_description, entries, &o, &path, &error);
     if (overrides == NULL)
         return sim_main_fail(NULL, error);
 
@@ -248,36 +266,34 @@ static GStrv sim_main_schedule_list(const char *text, GError **error) {
 static int sim_main_compare(int argc, char **argv) {
     g_auto(SimMainOptions) o = {.steps = SIM_MAIN_STEPS_UNSET};
     const GOptionEntry entries[] = {
-        {"schedules", 'S', 0, G_OPTION_ARG_STRING, &o.schedules,
-         "Comma-separated schedules (default " SIM_MAIN_DEFAULT_SCHEDULES ")", "A,B,..."},
+        SIM_MAIN_OPTION_SCHEDULES(&o.schedules, SIM_MAIN_DEFAULT_SCHEDULES),
         SIM_MAIN_OPTION_SET(&o.sets),
         SIM_MAIN_OPTION_HF_CONFIG(&o.hf_config),
-        {"steps", 'n', 0, G_OPTION_ARG_INT, &o.steps, "Simulate N optimizer steps", "N"},
-        {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the table as JSON", NULL},
+        SIM_MAIN_OPTION_STEPS(&o.steps),
+        SIM_MAIN_OPTION_JSON(&o.json, "Print the table as JSON"),
         SIM_MAIN_OPTION_END,
     };
     g_autoptr(GError) error = NULL;
-    if (!sim_main_parse(&argc, &argv, "SCENARIO - run several schedules on one scenario",
-                        "Simulate each schedule on the same scenario and print them side by "
-                        "side, with the speedup of each over the first (the ratio of their "
-                        "tokens/s; with equal global batches, the first's step time over "
-                        "theirs).",
-                        "Each run sets pipeline.schedule; the rest follows one rule:\n"
-                        "  chunks: interleaved uses the scenario's pipeline.chunks when > 1,\n"
-                        "    else 2; zb-v and dualpipe-v use 2; every other schedule uses 1;\n"
-                        "  accumulation: paci uses a = m (pipeline.microbatches), the same\n"
-                        "    micro-batches per update as a flush step (a scenario that is\n"
-                        "    already paci keeps its a); async-1f1b uses a = 1;\n"
-                        "  batch: with k the micro-batches per update (m for flush schedules\n"
-                        "    and 2bw, a for paci and async-1f1b, 1 for pipedream), analytic\n"
-                        "    costs keep the global batch (micro-batch size = global batch / k);\n"
-                        "    explicit [costs], the times of one micro-batch, keep the\n"
-                        "    micro-batch size (global batch = size x k).\n"
-                        "A schedule that fails is shown with its error; the exit status is then 1.",
-                        entries, &error))
-        return sim_main_fail(NULL, error);
     const char *path = NULL;
-    g_auto(GStrv) overrides = sim_main_scenario_args(argc, argv, &o, &path, &error);
+    g_auto(GStrv) overrides = sim_main_parse_scenario(
+        &argc, &argv, "SCENARIO - run several schedules on one scenario",
+        "Simulate each schedule on the same scenario and print them side by "
+        "side, with the speedup of each over the first (the ratio of their "
+        "tokens/s; with equal global batches, the first's step time over "
+        "theirs).",
+        "Each run sets pipeline.schedule; the rest follows one rule:\n"
+        "  chunks: interleaved uses the scenario's pipeline.chunks when > 1,\n"
+        "    else 2; zb-v and dualpipe-v use 2; every other schedule uses 1;\n"
+        "  accumulation: paci uses a = m (pipeline.microbatches), the same\n"
+        "    micro-batches per update as a flush step (a scenario that is\n"
+        "    already paci keeps its a); async-1f1b uses a = 1;\n"
+        "  batch: with k the micro-batches per update (m for flush schedules\n"
+        "    and 2bw, a for paci and async-1f1b, 1 for pipedream), analytic\n"
+        "    costs keep the global batch (micro-batch size = global batch / k);\n"
+        "    explicit [costs], the times of one micro-batch, keep the\n"
+        "    micro-batch size (global batch = size x k).\n"
+        "A schedule that fails is shown with its error; the exit status is then 1.",
+        entries, &o, &path, &error);
     if (overrides == NULL)
         return sim_main_fail(NULL, error);
     g_auto(GStrv) kinds = sim_main_schedule_list(
@@ -320,23 +336,21 @@ static int sim_main_sweep(int argc, char **argv) {
          "A key and its values (repeatable; the last one varies fastest)", "SECTION.KEY=V1,V2,..."},
         SIM_MAIN_OPTION_SET(&o.sets),
         SIM_MAIN_OPTION_HF_CONFIG(&o.hf_config),
-        {"steps", 'n', 0, G_OPTION_ARG_INT, &o.steps, "Simulate N optimizer steps", "N"},
-        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write the CSV to FILE (default stdout)",
-         "FILE.csv"},
+        SIM_MAIN_OPTION_STEPS(&o.steps),
+        SIM_MAIN_OPTION_OUT(&o.out, "Write the CSV to FILE (default stdout)", "FILE.csv"),
         SIM_MAIN_OPTION_END,
     };
     g_autoptr(GError) error = NULL;
-    if (!sim_main_parse(&argc, &argv, "SCENARIO - simulate every combination of key values",
-                        "Run the cartesian product of the --sweep values and write one CSV row "
-                        "per point.",
-                        "Columns: the swept keys, step_time_ns, throughput_tokens_per_s,\n"
-                        "throughput_samples_per_s, bubble_fraction, efficiency, delta_max,\n"
-                        "peak_memory_bytes, error. A point whose scenario is invalid has its\n"
-                        "message in the error column and empty figures; the sweep goes on.",
-                        entries, &error))
-        return sim_main_fail(NULL, error);
     const char *path = NULL;
-    g_auto(GStrv) overrides = sim_main_scenario_args(argc, argv, &o, &path, &error);
+    g_auto(GStrv) overrides = sim_main_parse_scenario(
+        &argc, &argv, "SCENARIO - simulate every combination of key values",
+        "Run the cartesian product of the --sweep values and write one CSV row "
+        "per point.",
+        "Columns: the swept keys, step_time_ns, throughput_tokens_per_s,\n"
+        "throughput_samples_per_s, bubble_fraction, efficiency, delta_max,\n"
+        "peak_memory_bytes, error. A point whose scenario is invalid has its\n"
+        "message in the error column and empty figures; the sweep goes on.",
+        entries, &o, &path, &error);
     if (overrides == NULL)
         return sim_main_fail(NULL, error);
     int32_t n_axes = o.sweeps != NULL ? (int32_t)g_strv_length(o.sweeps) : 0;
@@ -403,10 +417,9 @@ static int sim_main_replay(int argc, char **argv) {
          "The measured trace (pacer-train --out DIR writes DIR/ops.csv)", "MEASURED.csv"},
         SIM_MAIN_OPTION_SET(&o.sets),
         SIM_MAIN_OPTION_HF_CONFIG(&o.hf_config),
-        {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the comparison as one JSON object",
-         NULL},
-        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out,
-         "Write the predicted traces (ops.csv: replay, calibrated.csv) into DIR", "DIR"},
+        SIM_MAIN_OPTION_JSON(&o.json, "Print the comparison as one JSON object"),
+        SIM_MAIN_OPTION_OUT(
+            &o.out, "Write the predicted traces (ops.csv: replay, calibrated.csv) into DIR", "DIR"),
         {"link", 0, 0, G_OPTION_ARG_NONE, &link,
          "Charge each message between stages [hardware] link_latency_us + its fp32 bytes / "
          "link_gbps",
@@ -414,20 +427,19 @@ static int sim_main_replay(int argc, char **argv) {
         SIM_MAIN_OPTION_END,
     };
     g_autoptr(GError) error = NULL;
-    if (!sim_main_parse(&argc, &argv, "SCENARIO - compare a measured run with the simulator",
-                        "Match every op of the scenario's schedule to its row in a measured "
-                        "trace and simulate it twice, without communication (or with --link): "
-                        "with each op's measured duration (replay) and with the median measured "
-                        "duration per (stage, chunk, kind) (calibrated).",
-                        "SCENARIO is the run's scenario.ini. The trace must hold one run of the\n"
-                        "schedule: train with run.eval_every=0 and run.checkpoint_every=0.\n"
-                        "Replay makespan <= measured makespan; the difference is what\n"
-                        "communication, channel waits and thread scheduling cost.\n"
-                        "See docs/measured-vs-predicted.md.",
-                        entries, &error))
-        return sim_main_fail(NULL, error);
     const char *path = NULL;
-    g_auto(GStrv) overrides = sim_main_scenario_args(argc, argv, &o, &path, &error);
+    g_auto(GStrv) overrides = sim_main_parse_scenario(
+        &argc, &argv, "SCENARIO - compare a measured run with the simulator",
+        "Match every op of the scenario's schedule to its row in a measured "
+        "trace and simulate it twice, without communication (or with --link): "
+        "with each op's measured duration (replay) and with the median measured "
+        "duration per (stage, chunk, kind) (calibrated).",
+        "SCENARIO is the run's scenario.ini. The trace must hold one run of the\n"
+        "schedule: train with run.eval_every=0 and run.checkpoint_every=0.\n"
+        "Replay makespan <= measured makespan; the difference is what\n"
+        "communication, channel waits and thread scheduling cost.\n"
+        "See docs/measured-vs-predicted.md.",
+        entries, &o, &path, &error);
     if (overrides == NULL)
         return sim_main_fail(NULL, error);
     if (o.trace == NULL) {
@@ -489,8 +501,7 @@ static int sim_main_plan(int argc, char **argv) {
          "GPUs of the job (data x tensor x context x stages)", "G"},
         {"global-batch", 'b', 0, G_OPTION_ARG_INT, &o.global_batch,
          "Sequences per optimizer step (default: the scenario's training.global_batch)", "B"},
-        {"schedules", 'S', 0, G_OPTION_ARG_STRING, &o.schedules,
-         "Comma-separated schedules (default " SIM_MAIN_PLAN_SCHEDULES ")", "A,B,..."},
+        SIM_MAIN_OPTION_SCHEDULES(&o.schedules, SIM_MAIN_PLAN_SCHEDULES),
         {"top", 't', 0, G_OPTION_ARG_INT, &o.top, "Rows to print (default 10)", "K"},
         {"max-microbatch", 'M', 0, G_OPTION_ARG_INT, &o.max_microbatch,
          "Largest micro-batch size tried, in sequences (default 8)", "b"},
@@ -502,26 +513,25 @@ static int sim_main_plan(int argc, char **argv) {
          "Z,..."},
         SIM_MAIN_OPTION_SET(&o.sets),
         SIM_MAIN_OPTION_HF_CONFIG(&o.hf_config),
-        {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the plan as JSON", NULL},
-        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out,
-         "Write every simulated layout to DIR/plan.csv (plots/plan.gp draws it)", "DIR"},
+        SIM_MAIN_OPTION_JSON(&o.json, "Print the plan as JSON"),
+        SIM_MAIN_OPTION_OUT(
+            &o.out, "Write every simulated layout to DIR/plan.csv (plots/plan.gp draws it)", "DIR"),
         SIM_MAIN_OPTION_END,
     };
     g_autoptr(GError) error = NULL;
-    if (!sim_main_parse(&argc, &argv, "SCENARIO - search the parallel layouts of G GPUs",
-                        "Enumerate data x tensor x context x pipeline layouts, expert layouts "
-                        "(MoE models), ZeRO stages, schedules, chunks, micro-batch sizes and "
-                        "recomputation for G GPUs, drop those that "
-                        "cannot fit in device memory, simulate the rest and rank them by the "
-                        "job's tokens/s.",
-                        "The scenario gives the model and the hardware ([hardware] required,\n"
-                        "no [costs]); see docs/cluster.md for the enumeration rules. Progress is\n"
-                        "redrawn on stderr on a terminal (CI unset); elsewhere a line at most\n"
-                        "every 5 seconds.",
-                        entries, &error))
-        return sim_main_fail(NULL, error);
     const char *path = NULL;
-    g_auto(GStrv) overrides = sim_main_scenario_args(argc, argv, &o, &path, &error);
+    g_auto(GStrv) overrides = sim_main_parse_scenario(
+        &argc, &argv, "SCENARIO - search the parallel layouts of G GPUs",
+        "Enumerate data x tensor x context x pipeline layouts, expert layouts "
+        "(MoE models), ZeRO stages, schedules, chunks, micro-batch sizes and "
+        "recomputation for G GPUs, drop those that "
+        "cannot fit in device memory, simulate the rest and rank them by the "
+        "job's tokens/s.",
+        "The scenario gives the model and the hardware ([hardware] required,\n"
+        "no [costs]); see docs/cluster.md for the enumeration rules. Progress is\n"
+        "redrawn on stderr on a terminal (CI unset); elsewhere a line at most\n"
+        "every 5 seconds.",
+        entries, &o, &path, &error);
     if (overrides == NULL)
         return sim_main_fail(NULL, error);
     if (o.gpus < 1 || o.global_batch < 0 || o.top < 1 || o.max_microbatch < 1 ||

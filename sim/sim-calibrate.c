@@ -1125,14 +1125,12 @@ int sim_calibrate_main(int argc, char **argv) {
     const GOptionEntry entries[] = {
         {"check", 'c', 0, G_OPTION_ARG_FILENAME_ARRAY, &o.checks,
          "Predict this trace too, without fitting it (repeatable)", "TRACE"},
-        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write the calibrated scenario to FILE",
-         "SCENARIO"},
+        SIM_MAIN_OPTION_OUT(&o.out, "Write the calibrated scenario to FILE", "SCENARIO"),
         {"skip-steps", 'k', 0, G_OPTION_ARG_INT, &o.skip_steps,
          "Leave the ops of the first N optimizer steps out of the fit (default 1)", "N"},
         {"microbatch-size", 'b', 0, G_OPTION_ARG_INT, &o.microbatch_size,
          "Write the costs for micro-batches of B sequences (default: the first trace's)", "B"},
-        {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print the calibration as one JSON object",
-         NULL},
+        SIM_MAIN_OPTION_JSON(&o.json, "Print the calibration as one JSON object"),
         SIM_MAIN_OPTION_END,
     };
     g_autoptr(GError) error = NULL;

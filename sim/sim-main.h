@@ -29,6 +29,14 @@ G_BEGIN_DECLS
             "Read the model's shape from a Hugging Face config.json", "PATH"                       \
     }
 
+/* The --json option, filling the gboolean @json; @what says what is printed. */
+#define SIM_MAIN_OPTION_JSON(json, what)                                                           \
+    { "json", 'j', 0, G_OPTION_ARG_NONE, (json), (what), NULL }
+
+/* The --out option, filling the file name @out; @what says what is written, @arg names it. */
+#define SIM_MAIN_OPTION_OUT(out, what, arg)                                                        \
+    { "out", 'o', 0, G_OPTION_ARG_FILENAME, (out), (what), (arg) }
+
 /* Reports @error about @file (nullable) on stderr and returns the exit status: 2 for usage
  * errors (G_OPTION_ERROR), 1 for everything else. */
 int sim_main_fail(const char *file, const GError *error);

@@ -622,9 +622,8 @@ int sim_tta_main(int argc, char **argv) {
          "updates|tokens"},
         {"skip-steps", 'k', 0, G_OPTION_ARG_INT, &o.skip_steps,
          "Steps left out of a measured step time (default 1)", "N"},
-        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &o.out, "Write tta.csv and curves.csv into DIR",
-         "DIR"},
-        {"json", 'j', 0, G_OPTION_ARG_NONE, &o.json, "Print one JSON object", NULL},
+        SIM_MAIN_OPTION_OUT(&o.out, "Write tta.csv and curves.csv into DIR", "DIR"),
+        SIM_MAIN_OPTION_JSON(&o.json, "Print one JSON object"),
         SIM_MAIN_OPTION_END,
     };
     g_autoptr(GError) error = NULL;
