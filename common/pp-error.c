@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT
- * pp-error.c: pp_abort, the GError domains of the schedule core and pp_file_read.
+ * pp-error.c: pp_abort, the GError domains of the schedule core, pp_file_read and
+ * pp_file_write.
  */
 #include "pp-error.h"
 
@@ -30,6 +31,16 @@ gboolean pp_file_read(const char *path, const char *what, char **text, gsize *le
     if (!g_file_get_contents(path, text, len, &local)) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot read %s%s%s: %s",
                     what ? what : "", what ? " " : "", path, local->message);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean pp_file_write(const char *path, const char *data, gsize len, GError **error) {
+    g_autoptr(GError) local = NULL;
+    if (!g_file_set_contents(path, data, (gssize)len, &local)) {
+        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE, "cannot write %s: %s", path,
+                    local->message);
         return FALSE;
     }
     return TRUE;

@@ -60,10 +60,14 @@ typedef enum {
     PP_IO_ERROR_EXISTS,    /* an output would replace data that another run wrote */
 } PpIoError;
 
-/* --- whole-file reads --- */
+/* --- whole files --- */
 /* g_file_get_contents() of @path into @text (transfer full; length in @len, nullable). On
  * failure sets PP_IO_ERROR_OPEN "cannot read WHAT PATH: REASON" (@what nullable: "cannot read
  * PATH: REASON"). */
 gboolean pp_file_read(const char *path, const char *what, char **text, gsize *len, GError **error);
+/* Writes @len bytes of @data to @path through a temporary file and a rename
+ * (g_file_set_contents()), so @path is never half-written. Returns FALSE and sets @error
+ * (PP_IO_ERROR_WRITE "cannot write PATH: REASON") on failure. */
+gboolean pp_file_write(const char *path, const char *data, gsize len, GError **error);
 
 G_END_DECLS

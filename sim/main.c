@@ -390,7 +390,7 @@ static int sim_main_sweep(int argc, char **argv) {
     if (o.out != NULL) {
         int rc = fclose(out);
         PP_ASSERT(rc == 0); /* a memory stream fails only when allocation fails */
-        ok = ok && sim_report_write_atomic(o.out, buf, len, &error);
+        ok = ok && pp_file_write(o.out, buf, len, &error);
         free(buf);
     }
     if (!ok)

@@ -1186,7 +1186,7 @@ int sim_calibrate_main(int argc, char **argv) {
         fprintf(stderr, "pacer-sim: %s; %d of %u traces alike\n", warning, n_over,
                 cal->traces->len);
     if (o.out != NULL &&
-        !sim_report_write_atomic(o.out, cal->scenario_text, strlen(cal->scenario_text), &error))
+        !pp_file_write(o.out, cal->scenario_text, strlen(cal->scenario_text), &error))
         return sim_main_fail(o.out, error);
     if (o.json) {
         sim_main_print_json(sim_calibrate_build_json(cal));

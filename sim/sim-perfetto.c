@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "pp-error.h"
-#include "sim-report.h"
 
 /* What a transfer carries: activations (the consumer is an F) or gradients (B/BW). */
 enum { SIM_PERFETTO_ACT, SIM_PERFETTO_GRAD, SIM_PERFETTO_N_CLASSES };
@@ -240,5 +239,5 @@ char *sim_perfetto_format(const PpSchedule *sched, const SimCostModel *cost,
 gboolean sim_perfetto_write(const PpSchedule *sched, const SimCostModel *cost,
                             const SimResult *result, const char *path, GError **error) {
     g_autofree char *text = sim_perfetto_format(sched, cost, result);
-    return sim_report_write_atomic(path, text, strlen(text), error);
+    return pp_file_write(path, text, strlen(text), error);
 }

@@ -10,7 +10,6 @@
 
 #include "pp-error.h"
 #include "sim-plan.h"
-#include "sim-report.h"
 
 static const char sim_plan_csv_header[] =
     "rank,fits,schedule,data,tensor,context,stages,chunks,expert,expert_tensor,zero,"
@@ -57,5 +56,5 @@ gboolean sim_plan_write_csv(const SimPlan *plan, const char *path, GError **erro
         sim_plan_csv_row(out, plan, &g_array_index(plan->rows, SimPlanRow, i), i + 1);
     for (guint i = 0; i < plan->over_memory->len; i++)
         sim_plan_csv_row(out, plan, &g_array_index(plan->over_memory, SimPlanRow, i), 0);
-    return sim_report_write_atomic(path, out->str, out->len, error);
+    return pp_file_write(path, out->str, out->len, error);
 }

@@ -7,7 +7,6 @@
  */
 #include "sim-replay.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -699,18 +698,13 @@ static char *sim_replay_compare_csv(const SimReplay *r) {
 }
 
 gboolean sim_replay_write_dir(const SimReplay *r, const char *dir, GError **error) {
-    if (!sim_report_check_out_dir(dir, error))
+    if (!sim_report_make_out_dir(dir, error))
         return FALSE;
-    if (g_mkdir_with_parents(dir, 0755) != 0) {
-        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot create directory %s: %s", dir,
-                    g_strerror(errno));
-        return FALSE;
-    }
     g_autofree char *ops = g_build_filename(dir, "ops.csv", NULL);
     g_autofree char *calibrated = g_build_filename(dir, "calibrated.csv", NULL);
     g_autofree char *compare = g_build_filename(dir, "compare.csv", NULL);
     g_autofree char *text = sim_replay_compare_csv(r);
     return pp_trace_write_csv(r->replay->trace, ops, error) &&
            pp_trace_write_csv(r->calibrated->trace, calibrated, error) &&
-           sim_report_write_atomic(compare, text, strlen(text), error);
+           pp_file_write(compare, text, strlen(text), error);
 }

@@ -341,16 +341,6 @@ JsonNode *sim_report_build_json(const SimJob *job) {
 
 /* --- files --- */
 
-gboolean sim_report_write_atomic(const char *path, const char *data, gsize len, GError **error) {
-    g_autoptr(GError) local = NULL;
-    if (!g_file_set_contents(path, data, (gssize)len, &local)) {
-        g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE, "cannot write %s: %s", path,
-                    local->message);
-        return FALSE;
-    }
-    return TRUE;
-}
-
 /* Closes the memory stream @fp (owning *@buf of *@len bytes) and writes it to @path. */
 static gboolean sim_report_flush_memstream(FILE *fp, char **buf, size_t *len, const char *path,
                                            GError **error) {
@@ -360,7 +350,7 @@ static gboolean sim_report_flush_memstream(FILE *fp, char **buf, size_t *len, co
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_WRITE, "cannot build %s: %s", path,
                     g_strerror(errno));
     else
-        ok = sim_report_write_atomic(path, *buf, *len, error);
+        ok = pp_file_write(path, *buf, *len, error);
     free(*buf);
     *buf = NULL;
     return ok;
@@ -445,7 +435,7 @@ static gboolean sim_report_write_summary_csv(const SimJob *job, const char *path
     return sim_report_flush_memstream(fp, &buf, &len, path, error);
 }
 
-gboolean sim_report_check_out_dir(const char *dir, GError **error) {
+gboolean sim_report_make_out_dir(const char *dir, GError **error) {
     /* What pacer-train writes and pacer-sim never does (exec/train/exec-train-out.c). */
     static const char *const train_marks[] = {"log.csv", "checkpoints"};
     for (size_t i = 0; i < G_N_ELEMENTS(train_marks); i++) {
@@ -459,17 +449,17 @@ gboolean sim_report_check_out_dir(const char *dir, GError **error) {
             return FALSE;
         }
     }
-    return TRUE;
-}
-
-gboolean sim_report_write_dir(const SimJob *job, const char *dir, GError **error) {
-    if (!sim_report_check_out_dir(dir, error))
-        return FALSE;
     if (g_mkdir_with_parents(dir, 0755) != 0) {
         g_set_error(error, PP_IO_ERROR, PP_IO_ERROR_OPEN, "cannot create directory %s: %s", dir,
                     g_strerror(errno));
         return FALSE;
     }
+    return TRUE;
+}
+
+gboolean sim_report_write_dir(const SimJob *job, const char *dir, GError **error) {
+    if (!sim_report_make_out_dir(dir, error))
+        return FALSE;
     g_autofree char *ops = g_build_filename(dir, "ops.csv", NULL);
     g_autofree char *stages = g_build_filename(dir, "stages.csv", NULL);
     g_autofree char *summary = g_build_filename(dir, "summary.csv", NULL);
@@ -484,5 +474,5 @@ gboolean sim_report_write_dir(const SimJob *job, const char *dir, GError **error
            sim_report_write_summary_csv(job, summary, error) &&
            sim_report_write_memory_csv(job, memory, error) &&
            sim_perfetto_write(job->schedule, job->cost, job->result, trace, error) &&
-           sim_report_write_atomic(ini, ini_text, strlen(ini_text), error);
+           pp_file_write(ini, ini_text, strlen(ini_text), error);
 }

@@ -68,17 +68,14 @@ JsonNode *sim_report_build_json(const SimJob *job);
  * bytes). Returns @buf. */
 char *sim_report_format_double(char *buf, double value);
 
-/* Writes @len bytes of @data to @path through a temporary file and a rename.
- * Returns FALSE and sets @error (PP_IO_ERROR_WRITE, naming @path) on failure. */
-gboolean sim_report_write_atomic(const char *path, const char *data, gsize len, GError **error);
-
 /* Creates @dir (and its parents) and writes ops.csv, stages.csv, summary.csv, memory.csv,
  * trace.json and scenario.ini into it (@job from sim_job_new(..., for_out = TRUE, ...)).
  * Returns FALSE and sets @error (PP_IO_ERROR) on failure. */
 gboolean sim_report_write_dir(const SimJob *job, const char *dir, GError **error);
 /* Refuses (PP_IO_ERROR_EXISTS) an --out @dir that holds a pacer-train run (its log.csv or
- * checkpoints/): pacer-sim's ops.csv and scenario.ini would replace the run's. Writers of a
- * folder (sim_report_write_dir(), sim_replay_write_dir()) call it first. */
-gboolean sim_report_check_out_dir(const char *dir, GError **error);
+ * checkpoints/): pacer-sim's ops.csv and scenario.ini would replace the run's; then creates
+ * @dir and its parents (PP_IO_ERROR_OPEN when it cannot). Writers of a folder
+ * (sim_report_write_dir(), sim_replay_write_dir()) call it first. */
+gboolean sim_report_make_out_dir(const char *dir, GError **error);
 
 G_END_DECLS

@@ -561,7 +561,7 @@ static gboolean sim_tta_parse_thresholds(char **specs, GArray *out, GError **err
 static gboolean sim_tta_write(const char *dir, const char *name, char *text, GError **error) {
     g_autofree char *owned = text;
     g_autofree char *path = g_build_filename(dir, name, NULL);
-    return sim_report_write_atomic(path, owned, strlen(owned), error);
+    return pp_file_write(path, owned, strlen(owned), error);
 }
 
 /* What makes a tta input, for the messages below. */
