@@ -2,7 +2,8 @@
  * pp-scenario-keys.c: the scenario key table and its values. One static key table drives the
  * defaults, parsing, --set overrides, unknown-key errors, freeing and pp_scenario_to_data.
  * Per section, the preset key (first in the table) fills the section, then explicit keys
- * override it.
+ * override it. The typed readings of the values (pp_scenario_recompute, pp_scenario_gpus, ...)
+ * live here too, below everything that parses and checks a scenario.
  */
 #include <errno.h>
 #include <math.h>
@@ -918,6 +919,46 @@ PpRecomputeMethod pp_scenario_recompute_method(const PpScenario *scenario) {
 PpFsdpImpl pp_scenario_fsdp_impl(const PpScenario *scenario) {
     return g_strcmp0(scenario->parallel.fsdp_impl, "fsdp2") == 0 ? PP_FSDP_TORCH2
                                                                  : PP_FSDP_MEGATRON;
+}
+
+gboolean pp_scenario_cost_operators(const PpScenario *scenario) {
+    return g_strcmp0(scenario->hardware.cost_model, "operators") == 0;
+}
+
+gboolean pp_scenario_attention_mla(const PpScenario *scenario) {
+    return g_strcmp0(scenario->model.attention, "mla") == 0;
+}
+
+gboolean pp_scenario_ffn_gated(const PpScenario *scenario) {
+    return g_strcmp0(scenario->model.ffn, "swiglu") == 0;
+}
+
+gboolean pp_scenario_precision_fp8(const PpScenario *scenario) {
+    return g_strcmp0(scenario->model.precision, "fp8") == 0;
+}
+
+gboolean pp_scenario_attention_causal(const PpScenario *scenario) {
+    return g_strcmp0(scenario->model.attention_flops, "causal") == 0;
+}
+
+int64_t pp_scenario_gpus(const PpScenario *scenario) {
+    /* each factor <= 2^20 or < 2^31 (key ranges): the product fits int64_t */
+    return (int64_t)scenario->parallel.data * scenario->parallel.tensor *
+           scenario->parallel.context * scenario->pipeline.stages;
+}
+
+PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario) {
+    PP_ASSERT(scenario->pipeline.partition != NULL);
+    return strcmp(scenario->pipeline.partition, "even") == 0 ? PP_PARTITION_EVEN
+                                                             : PP_PARTITION_BALANCED;
+}
+
+PpMoeDispatcher pp_scenario_moe_dispatcher(const PpScenario *scenario) {
+    const char *name = scenario->parallel.moe_dispatcher;
+    PP_ASSERT(name != NULL);
+    if (strcmp(name, "deepep") == 0)
+        return PP_MOE_DISPATCHER_DEEPEP;
+    return strcmp(name, "hybridep") == 0 ? PP_MOE_DISPATCHER_HYBRIDEP : PP_MOE_DISPATCHER_ALLTOALL;
 }
 
 size_t pp_scenario_n_keys(void) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * pp-scenario.c: scenario files (GKeyFile) -> PpScenario: reading the text, overrides, parsing
  * every key of the table (pp-scenario-keys.c) in order, then the derived values and checks
- * (pp-scenario-check.c); and the public accessors.
+ * (pp-scenario-check.c); and the accessors of [costs] and the memory shape (the typed readings
+ * of single values are in pp-scenario-keys.c).
  */
 #include "pp-scenario.h"
 
@@ -496,32 +497,6 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                            MAX(par->context, 1);
 }
 
-gboolean pp_scenario_cost_operators(const PpScenario *scenario) {
-    return g_strcmp0(scenario->hardware.cost_model, "operators") == 0;
-}
-
-gboolean pp_scenario_attention_mla(const PpScenario *scenario) {
-    return g_strcmp0(scenario->model.attention, "mla") == 0;
-}
-
-gboolean pp_scenario_ffn_gated(const PpScenario *scenario) {
-    return g_strcmp0(scenario->model.ffn, "swiglu") == 0;
-}
-
-gboolean pp_scenario_precision_fp8(const PpScenario *scenario) {
-    return g_strcmp0(scenario->model.precision, "fp8") == 0;
-}
-
-gboolean pp_scenario_attention_causal(const PpScenario *scenario) {
-    return g_strcmp0(scenario->model.attention_flops, "causal") == 0;
-}
-
-int64_t pp_scenario_gpus(const PpScenario *scenario) {
-    /* each factor <= 2^20 or < 2^31 (key ranges): the product fits int64_t */
-    return (int64_t)scenario->parallel.data * scenario->parallel.tensor *
-           scenario->parallel.context * scenario->pipeline.stages;
-}
-
 /* Entry @stage of a list of @n values (its only one when @n is 1), or @fallback when absent. */
 static int64_t pp_scenario_list_entry(const int64_t *list, int32_t n, int32_t stage,
                                       int64_t fallback) {
@@ -553,18 +528,4 @@ int64_t pp_scenario_stage_cost_ns(const PpCostParams *c, PpOpKind kind, int32_t 
 
 int64_t pp_scenario_stash_ns(const PpCostParams *c, int32_t stage) {
     return pp_scenario_list_entry(c->stash_stage_ns, c->n_stash_stage, stage, 0);
-}
-
-PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario) {
-    PP_ASSERT(scenario->pipeline.partition != NULL);
-    return strcmp(scenario->pipeline.partition, "even") == 0 ? PP_PARTITION_EVEN
-                                                             : PP_PARTITION_BALANCED;
-}
-
-PpMoeDispatcher pp_scenario_moe_dispatcher(const PpScenario *scenario) {
-    const char *name = scenario->parallel.moe_dispatcher;
-    PP_ASSERT(name != NULL);
-    if (strcmp(name, "deepep") == 0)
-        return PP_MOE_DISPATCHER_DEEPEP;
-    return strcmp(name, "hybridep") == 0 ? PP_MOE_DISPATCHER_HYBRIDEP : PP_MOE_DISPATCHER_ALLTOALL;
 }
