@@ -5,13 +5,21 @@
  * executed order, updates, grad norms and learning rates, versions and skip counts; its
  * virtual stages' weight versions; the losses) reaches every rank of its replica, every
  * replica's losses reach every rank, and the trace rows of every rank reach rank 0, so that
- * everything after a replay reads as in one process.
+ * everything after a replay reads as in one process. Also which rank holds a virtual stage
+ * (exec_pipeline_vstage_rank()).
  */
 #include "exec-pipeline-private.h"
 
 #include <string.h>
 
 #include "pp-error.h"
+
+int32_t exec_pipeline_vstage_rank(const ExecPipeline *pipeline, int32_t vstage) {
+    PP_ASSERT(vstage >= 0 && vstage < pipeline->n_vstages);
+    /* One stage per process (the backends' rule): this replica's rank of the stage. */
+    ExecComm *comm = pipeline->params.comm;
+    return comm ? exec_comm_stage_rank(comm, pipeline->vstage_stage[vstage]) : 0;
+}
 
 /* A loss report on the wire (EXEC_COMM_REPORT, tag 0). */
 typedef struct {

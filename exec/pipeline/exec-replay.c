@@ -3,8 +3,9 @@
  * lets PACI's policy pick each op): wait for the op's input message, run it, send its output.
  * This file decides the weight version each op computes with (current, or the stashed
  * version of its F) and checks it against the schedule core's pp_schedule_version_used(),
- * and after every U books the backend's reports: trace rows, losses, and non-finite
- * gradients (skip, count, stop after K in a row).
+ * gives every U its learning rate (exec_pipeline_update_lr()), and after every U books the
+ * backend's reports: trace rows, losses, and non-finite gradients (skip, count, stop after K in a
+ * row).
  */
 #include "exec-pipeline-private.h"
 
@@ -31,6 +32,11 @@ void exec_pipeline_interrupt(ExecPipeline *pipeline, const char *why) {
  * (which may have come before this replay's prepare() re-armed the backend). */
 static gboolean exec_pipeline_stopping(ExecPipeline *pipeline) {
     return g_atomic_int_get(&pipeline->failed) || g_atomic_int_get(&pipeline->interrupted);
+}
+
+float exec_pipeline_update_lr(const ExecPipeline *pipeline, int32_t update) {
+    const ExecPipelineParams *p = &pipeline->params;
+    return kern_lr_schedule(update, p->warmup_steps, p->total_steps, p->lr, p->min_lr);
 }
 
 /* Fills @args for @op: the weight version it computes with (current, or its F's when

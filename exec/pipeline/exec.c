@@ -554,11 +554,6 @@ gboolean exec_pipeline_memory(const ExecPipeline *pipeline, int32_t stage, PpMem
 
 /* --- counters --- */
 
-float exec_pipeline_update_lr(const ExecPipeline *pipeline, int32_t update) {
-    const ExecPipelineParams *p = &pipeline->params;
-    return kern_lr_schedule(update, p->warmup_steps, p->total_steps, p->lr, p->min_lr);
-}
-
 int32_t exec_pipeline_version(const ExecPipeline *pipeline, int32_t stage) {
     PP_ASSERT(stage >= 0 && stage < pipeline->n_stages);
     return pipeline->version[stage];
@@ -589,11 +584,4 @@ const PpTrace *exec_pipeline_trace(const ExecPipeline *pipeline) {
 
 ExecComm *exec_pipeline_comm(const ExecPipeline *pipeline) {
     return pipeline->params.comm;
-}
-
-int32_t exec_pipeline_vstage_rank(const ExecPipeline *pipeline, int32_t vstage) {
-    PP_ASSERT(vstage >= 0 && vstage < pipeline->n_vstages);
-    /* One stage per process (the backends' rule): this replica's rank of the stage. */
-    ExecComm *comm = pipeline->params.comm;
-    return comm ? exec_comm_stage_rank(comm, pipeline->vstage_stage[vstage]) : 0;
 }
