@@ -88,7 +88,8 @@ static inline ExecCudaBackend *exec_cuda(ExecBackend *backend) {
     return (ExecCudaBackend *)backend;
 }
 
-/* The stage of local @vstage with its device made current on the calling thread. */
+/* The stage of local @vstage with its device made current on the calling thread
+ * (exec-cuda-state.c). */
 ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage);
 
 /* --- exec-cuda-grads.c --- */

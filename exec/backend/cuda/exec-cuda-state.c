@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * exec-cuda-state.c: the CUDA backend's state primitives (the skeleton's state members,
- * exec-skeleton-state.c, look tensors up by name in the layout's tables and check them): where
+ * exec-skeleton-state.c, look tensors up by name in the layout's tables and check them): the
+ * stage of a local virtual stage with its device current (exec_cuda_stage_enter()), where
  * a local virtual stage's flat buffers and a tensor's optimizer state are in the device arenas
  * of the slices and optimizers, copies on the stage's stream (synchronised), the compute copy
  * refreshed after the weights are set, the optimizer's step count; and evaluate()'s step on
@@ -12,6 +13,14 @@
 #include "exec-cuda-private.h"
 #include "kern-check.h"
 #include "pp-error.h"
+
+ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage) {
+    PP_ASSERT(vstage >= 0 && vstage < cuda->skel.n_vstages &&
+              cuda->skel.local[cuda->skel.vstage_stage[vstage]]);
+    ExecCudaStage *st = &cuda->stages[cuda->skel.vstage_stage[vstage]];
+    KERN_CUDA_CHECK(cudaSetDevice(st->device));
+    return st;
+}
 
 /* Local virtual stage @vstage of @skel. */
 static ExecCudaVstage *exec_cuda_vstage(ExecSkeleton *skel, int32_t vstage) {

@@ -17,14 +17,6 @@
 #include "kern-check.h"
 #include "pp-error.h"
 
-ExecCudaStage *exec_cuda_stage_enter(ExecCudaBackend *cuda, int32_t vstage) {
-    PP_ASSERT(vstage >= 0 && vstage < cuda->skel.n_vstages &&
-              cuda->skel.local[cuda->skel.vstage_stage[vstage]]);
-    ExecCudaStage *st = &cuda->stages[cuda->skel.vstage_stage[vstage]];
-    KERN_CUDA_CHECK(cudaSetDevice(st->device));
-    return st;
-}
-
 static double *exec_cuda_sq_norm(ExecCudaStage *st) {
     return (double *)(void *)(st->scalars + EXEC_CUDA_SQ_NORM_OFFSET);
 }
