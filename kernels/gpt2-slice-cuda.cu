@@ -218,18 +218,6 @@ void gpt2_cuda_slice_sizes(const Gpt2CudaSliceParams *params, Gpt2CudaSliceSizes
 
 /* --- construction --- */
 
-/* cudaMalloc of @bytes (at least 1) that returns 0 on out-of-memory (error cleared). */
-static int slice_malloc(void **ptr, size_t bytes) {
-    cudaError_t err = cudaMalloc(ptr, bytes ? bytes : 1);
-    if (err == cudaErrorMemoryAllocation) {
-        cudaGetLastError();
-        *ptr = NULL;
-        return 0;
-    }
-    KERN_CUDA_CHECK(err);
-    return 1;
-}
-
 static void slice_release(Gpt2CudaSlice *s) {
     if (s->host) {
         for (int i = 0; i < s->p.slice.n_act_slots; i++) {
@@ -274,19 +262,19 @@ Gpt2CudaSlice *gpt2_cuda_slice_new(const Gpt2CudaSliceParams *params) {
 
     void  *p = NULL, *cp = NULL, *g = NULL, *a = NULL, *sc = NULL;
     size_t ids_per_slot = 4 * (size_t)s->N + 1;
-    int    ok = slice_malloc(&p, s->sizes.params_bytes);
+    int    ok = kern_cuda_try_malloc(&p, s->sizes.params_bytes);
     s->params = (float *)p;
     if (ok && s->sizes.compute_params_bytes) {
-        ok = slice_malloc(&cp, s->sizes.compute_params_bytes);
+        ok = kern_cuda_try_malloc(&cp, s->sizes.compute_params_bytes);
         s->compute_params = cp;
     } else {
         s->compute_params = p;
     }
-    ok = ok && slice_malloc(&g, s->sizes.grads_bytes);
+    ok = ok && kern_cuda_try_malloc(&g, s->sizes.grads_bytes);
     s->grads = (float *)g;
-    ok = ok && slice_malloc(&a, s->sizes.acts_bytes);
+    ok = ok && kern_cuda_try_malloc(&a, s->sizes.acts_bytes);
     s->acts = (char *)a;
-    ok = ok && slice_malloc(&sc, s->sizes.scratch_bytes);
+    ok = ok && kern_cuda_try_malloc(&sc, s->sizes.scratch_bytes);
     s->scratch = (char *)sc;
     if (ok) {
         cudaError_t err =

@@ -40,6 +40,17 @@ int kern_cuda_device_count(void) {
     return kern_cuda_device_query(NULL);
 }
 
+int kern_cuda_try_malloc(void **ptr, size_t bytes) {
+    cudaError_t err = cudaMalloc(ptr, bytes ? bytes : 1);
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        *ptr = NULL;
+        return 0;
+    }
+    KERN_CUDA_CHECK(err);
+    return 1;
+}
+
 /* --- context --- */
 
 size_t kern_cuda_ctx_device_bytes(void) {

@@ -41,6 +41,13 @@ int kern_cuda_device_count(void);
  * visible (CUDA_VISIBLE_DEVICES?)"; NULL when a device is there. (transfer none: static) */
 int kern_cuda_device_query(const char **why);
 
+/* --- allocation --- */
+
+/* cudaMalloc of @bytes (at least 1) on the current device into *@ptr. Returns 0 with *@ptr
+ * NULL on out-of-memory (the CUDA error cleared, so the caller can report it and go on), 1 on
+ * success; aborts on any other CUDA failure. */
+int kern_cuda_try_malloc(void **ptr, size_t bytes);
+
 /* --- per-stream context --- */
 
 typedef struct _KernCudaCtx KernCudaCtx;

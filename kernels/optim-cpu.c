@@ -25,30 +25,18 @@
 #define NS_B (-4.7750f)
 #define NS_C 2.0315f
 
-/* One tensor as the optimizer sees it (copied from the slice's table). */
-typedef struct {
-    size_t offset; /* floats into params/grads */
-    size_t numel;
-    size_t lo, hi; /* the elements of the tensor inside the optimizer's range */
-    int    rows, cols;
-    int    is_matrix;
-    int    use_muon;
-    size_t state; /* floats into the state arena: Muon momentum, or AdamW m then v, each
-                     hi - lo floats */
-} OptimTensor;
-
 struct _KernOptim {
-    KernOptimParams p;
-    int64_t         t; /* steps taken */
-    int             n_tensors;
-    OptimTensor    *tensors;
-    size_t          n_params;
-    size_t          lo, hi; /* the range of the flat parameters stepped (the shard) */
-    size_t          state_floats;
-    float          *state;   /* (state_floats): moments, then prev updates, then scratch */
-    float          *prev_u;  /* (hi - lo) previous update of the range, error feedback only */
-    float          *ortho;   /* (max hidden numel) Muon: G' then O */
-    float          *scratch; /* Newton-Schulz scratch */
+    KernOptimParams  p;
+    int64_t          t; /* steps taken */
+    int              n_tensors;
+    KernOptimTensor *tensors;
+    size_t           n_params;
+    size_t           lo, hi; /* the range of the flat parameters stepped (the shard) */
+    size_t           state_floats;
+    float           *state;   /* (state_floats): moments, then prev updates, then scratch */
+    float           *prev_u;  /* (hi - lo) previous update of the range, error feedback only */
+    float           *ortho;   /* (max hidden numel) Muon: G' then O */
+    float           *scratch; /* Newton-Schulz scratch */
 };
 
 size_t kern_grad_norm_n_chunks(size_t n) {
@@ -72,6 +60,26 @@ static void optim_clip_span(size_t a, size_t b, size_t lo, size_t hi, size_t *fr
     *to = s < e ? e - a : 0;
 }
 
+void kern_optim_tensor_init(KernOptimTensor *ot, const KernOptimParams *params, const Gpt2Tensor *t,
+                            size_t lo, size_t hi, size_t *state_floats, size_t *max_hidden,
+                            size_t *max_ns) {
+    ot->offset = t->offset;
+    ot->numel = t->numel;
+    ot->rows = t->shape[0];
+    ot->cols = t->shape[1];
+    ot->is_matrix = t->is_matrix;
+    ot->use_muon = kern_optim_uses_muon(params, t);
+    optim_clip_span(t->offset, t->offset + t->numel, lo, hi, &ot->lo, &ot->hi);
+    ot->state = *state_floats;
+    *state_floats += (ot->use_muon ? 1 : 2) * (ot->hi - ot->lo);
+    if (ot->use_muon) {
+        size_t m = (size_t)(ot->rows < ot->cols ? ot->rows : ot->cols);
+        size_t ns = 2 * t->numel + 3 * m * m;
+        *max_hidden = t->numel > *max_hidden ? t->numel : *max_hidden;
+        *max_ns = ns > *max_ns ? ns : *max_ns;
+    }
+}
+
 KernOptim *kern_optim_new(const KernOptimParams *params, const Gpt2Slice *slice) {
     KERN_ASSERT(params->kind >= 0 && params->kind < KERN_OPTIM_N_KINDS);
     KERN_ASSERT(params->beta1 >= 0.0f && params->beta1 < 1.0f);
@@ -89,25 +97,9 @@ KernOptim *kern_optim_new(const KernOptimParams *params, const Gpt2Slice *slice)
     kern_optim_shard_range(o->n_params, shards, params->shard, &o->lo, &o->hi);
 
     size_t cur = 0, max_hidden = 0, max_ns = 0;
-    for (int i = 0; i < o->n_tensors; i++) {
-        const Gpt2Tensor *t = gpt2_slice_tensor(slice, i);
-        OptimTensor      *ot = &o->tensors[i];
-        ot->offset = t->offset;
-        ot->numel = t->numel;
-        ot->rows = t->shape[0];
-        ot->cols = t->shape[1];
-        ot->is_matrix = t->is_matrix;
-        ot->use_muon = kern_optim_uses_muon(params, t);
-        optim_clip_span(t->offset, t->offset + t->numel, o->lo, o->hi, &ot->lo, &ot->hi);
-        ot->state = cur;
-        cur += (ot->use_muon ? 1 : 2) * (ot->hi - ot->lo);
-        if (ot->use_muon) {
-            size_t m = (size_t)(ot->rows < ot->cols ? ot->rows : ot->cols);
-            size_t ns = 2 * t->numel + 3 * m * m;
-            max_hidden = t->numel > max_hidden ? t->numel : max_hidden;
-            max_ns = ns > max_ns ? ns : max_ns;
-        }
-    }
+    for (int i = 0; i < o->n_tensors; i++)
+        kern_optim_tensor_init(&o->tensors[i], params, gpt2_slice_tensor(slice, i), o->lo, o->hi,
+                               &cur, &max_hidden, &max_ns);
     size_t prev_at = cur;
     if (params->error_feedback)
         cur += o->hi - o->lo;
@@ -151,7 +143,7 @@ void kern_optim_tensor_span(const KernOptim *opt, int i, size_t *lo, size_t *hi)
 
 int kern_optim_tensor_state(KernOptim *opt, int i, float **first, float **second) {
     KERN_ASSERT(i >= 0 && i < opt->n_tensors);
-    const OptimTensor *ot = &opt->tensors[i];
+    const KernOptimTensor *ot = &opt->tensors[i];
     *first = opt->state + ot->state;
     *second = ot->use_muon ? NULL : *first + (ot->hi - ot->lo);
     return ot->use_muon;
@@ -163,7 +155,7 @@ float *kern_optim_prev_update(KernOptim *opt) {
 
 float *kern_optim_tensor_prev_update(KernOptim *opt, int i) {
     KERN_ASSERT(i >= 0 && i < opt->n_tensors);
-    const OptimTensor *ot = &opt->tensors[i];
+    const KernOptimTensor *ot = &opt->tensors[i];
     if (opt->prev_u == NULL)
         return NULL;
     /* An empty span sits at the range's start or end: still inside the array. */
@@ -229,21 +221,21 @@ static inline void optim_apply(float *params, float *prev_u, size_t lo, size_t i
 }
 
 typedef struct {
-    const KernOptim   *o;
-    const OptimTensor *ot;
-    float             *params;
-    const float       *grads;
-    float              lr, bc1, bc2;
+    const KernOptim       *o;
+    const KernOptimTensor *ot;
+    float                 *params;
+    const float           *grads;
+    float                  lr, bc1, bc2;
 } OptimArgs;
 
 KERN_CLONES static void optim_adamw_elems(void *arg, size_t begin, size_t end) {
-    const OptimArgs   *a = arg;
-    const OptimTensor *ot = a->ot;
-    float              b1 = a->o->p.beta1, b2 = a->o->p.beta2, eps = a->o->p.eps;
-    float              wd = ot->is_matrix ? a->o->p.weight_decay : 0.0f;
-    float             *mom = a->o->state + ot->state; /* element j of the span at j */
-    float             *var = mom + (ot->hi - ot->lo);
-    float             *params = a->params, *prev_u = a->o->prev_u;
+    const OptimArgs       *a = arg;
+    const KernOptimTensor *ot = a->ot;
+    float                  b1 = a->o->p.beta1, b2 = a->o->p.beta2, eps = a->o->p.eps;
+    float                  wd = ot->is_matrix ? a->o->p.weight_decay : 0.0f;
+    float                 *mom = a->o->state + ot->state; /* element j of the span at j */
+    float                 *var = mom + (ot->hi - ot->lo);
+    float                 *params = a->params, *prev_u = a->o->prev_u;
     for (size_t j = begin; j < end; j++) {
         size_t idx = ot->offset + ot->lo + j;
         float  g = a->grads[idx];
@@ -256,15 +248,15 @@ KERN_CLONES static void optim_adamw_elems(void *arg, size_t begin, size_t end) {
     }
 }
 
-static void optim_step_adamw(KernOptim *o, const OptimTensor *ot, float *params, const float *grads,
-                             float lr, float bc1, float bc2) {
+static void optim_step_adamw(KernOptim *o, const KernOptimTensor *ot, float *params,
+                             const float *grads, float lr, float bc1, float bc2) {
     OptimArgs a = {
         .o = o, .ot = ot, .params = params, .grads = grads, .lr = lr, .bc1 = bc1, .bc2 = bc2};
     kern_parallel_range(ot->hi - ot->lo, OPTIM_GRAIN, optim_adamw_elems, &a);
 }
 
-static void optim_step_muon(KernOptim *o, const OptimTensor *ot, float *params, const float *grads,
-                            float lr) {
+static void optim_step_muon(KernOptim *o, const KernOptimTensor *ot, float *params,
+                            const float *grads, float lr) {
     float        mu = o->p.muon_momentum;
     float        wd = ot->is_matrix ? o->p.weight_decay : 0.0f;
     float       *mom = o->state + ot->state;
@@ -290,7 +282,7 @@ void kern_optim_step(KernOptim *opt, float *params, const float *grads, float lr
     float bc2 = 1.0f - powf(opt->p.beta2, (float)opt->t);
     float lr_muon = lr * opt->p.muon_lr_ratio;
     for (int i = 0; i < opt->n_tensors; i++) {
-        const OptimTensor *ot = &opt->tensors[i];
+        const KernOptimTensor *ot = &opt->tensors[i];
         if (ot->hi == ot->lo)
             continue; /* outside the shard */
         if (ot->use_muon)

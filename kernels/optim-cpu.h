@@ -53,6 +53,26 @@ static inline int kern_optim_uses_muon(const KernOptimParams *params, const Gpt2
 
 typedef struct _KernOptim KernOptim;
 
+/* One tensor of a slice's table as an optimizer sees it (the CPU and CUDA optimizers alike). */
+typedef struct {
+    size_t offset; /* floats into params/grads */
+    size_t numel;
+    size_t lo, hi; /* the elements of the tensor inside the optimizer's range */
+    int    rows, cols;
+    int    is_matrix;
+    int    use_muon; /* kern_optim_uses_muon() */
+    size_t state;    /* floats into the state arena: Muon momentum, or AdamW m then v, each
+                        hi - lo floats */
+} KernOptimTensor;
+
+/* Fills @ot from table tensor @t under @params for the optimizer's range [@lo, @hi) of the flat
+ * parameters: its moments start at *@state_floats, which moves past them, and *@max_hidden and
+ * *@max_ns grow to the Muon scratch it needs (its numel, and 2 numel + 3 min(rows, cols)^2
+ * floats of Newton-Schulz scratch). */
+void kern_optim_tensor_init(KernOptimTensor *ot, const KernOptimParams *params, const Gpt2Tensor *t,
+                            size_t lo, size_t hi, size_t *state_floats, size_t *max_hidden,
+                            size_t *max_ns);
+
 /* Floats [*@lo, *@hi) of a flat array of @n: shard d = @shard of D = @shards (0 <= d < D),
  * cut at whole chunks of the gradient norm: of the K = kern_grad_norm_n_chunks(n) chunks,
  * shard d holds chunks [K d / D, K (d + 1) / D). So a shard's partial sums

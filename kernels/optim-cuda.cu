@@ -28,27 +28,21 @@ typedef struct {
     int32_t  pad;
 } AdamSeg;
 
-/* One tensor as the host side sees it. */
-typedef struct {
-    size_t offset, numel, state;
-    int    rows, cols, is_matrix, use_muon;
-} OptTensor;
-
 struct _KernCudaOptim {
-    KernOptimParams p;
-    int             n_tensors;
-    OptTensor      *tensors; /* host (n_tensors) */
-    size_t          n_params;
-    int             n_adam_segs, n_adam_blocks;
-    size_t          arena_bytes;
-    char           *arena;       /* device */
-    float          *state;       /* moments, CPU layout */
-    float          *prev_u;      /* (n_params), error feedback only, else NULL */
-    float          *ortho;       /* (max Muon numel) */
-    float          *ns_scratch;  /* Newton-Schulz scratch */
-    AdamSeg        *segs;        /* (n_adam_segs) */
-    int32_t        *block_seg;   /* (n_adam_blocks) */
-    int64_t        *block_first; /* (n_adam_blocks) first float of the block inside its tensor */
+    KernOptimParams  p;
+    int              n_tensors;
+    KernOptimTensor *tensors; /* host (n_tensors) */
+    size_t           n_params;
+    int              n_adam_segs, n_adam_blocks;
+    size_t           arena_bytes;
+    char            *arena;       /* device */
+    float           *state;       /* moments, CPU layout */
+    float           *prev_u;      /* (n_params), error feedback only, else NULL */
+    float           *ortho;       /* (max Muon numel) */
+    float           *ns_scratch;  /* Newton-Schulz scratch */
+    AdamSeg         *segs;        /* (n_adam_segs) */
+    int32_t         *block_seg;   /* (n_adam_blocks) */
+    int64_t         *block_first; /* (n_adam_blocks) first float of the block inside its tensor */
     KernCudaOptimStatus *status;
 };
 
@@ -67,22 +61,17 @@ static size_t opt_round(size_t bytes) {
 
 static void opt_layout(const KernOptimParams *p, const Gpt2Table *table, OptLayout *l) {
     memset(l, 0, sizeof *l);
-    size_t max_hidden = 0, max_ns = 0;
+    size_t max_hidden = 0, max_ns = 0, n_params = gpt2_table_n_params(table);
     for (int i = 0; i < gpt2_table_n_tensors(table); i++) {
         const Gpt2Tensor *t = gpt2_table_tensor(table, i);
-        if (kern_optim_uses_muon(p, t)) {
-            size_t m = (size_t)(t->shape[0] < t->shape[1] ? t->shape[0] : t->shape[1]);
-            size_t ns = 2 * t->numel + 3 * m * m;
-            l->state_floats += t->numel;
-            max_hidden = t->numel > max_hidden ? t->numel : max_hidden;
-            max_ns = ns > max_ns ? ns : max_ns;
-        } else {
-            l->state_floats += 2 * t->numel;
+        KernOptimTensor   ot;
+        kern_optim_tensor_init(&ot, p, t, 0, n_params, &l->state_floats, &max_hidden, &max_ns);
+        if (!ot.use_muon) {
             l->n_adam_segs++;
             l->n_adam_blocks += (int)((t->numel + ADAM_ELEMS - 1) / ADAM_ELEMS);
         }
     }
-    l->prev_floats = p->error_feedback ? gpt2_table_n_params(table) : 0;
+    l->prev_floats = p->error_feedback ? n_params : 0;
     l->ortho_floats = max_hidden;
     l->ns_floats = max_ns;
     size_t cur = 0;
@@ -121,20 +110,17 @@ KernCudaOptim *kern_cuda_optim_new(const KernOptimParams *params, const Gpt2Tabl
 
     OptLayout l;
     opt_layout(params, table, &l);
-    char       *arena = NULL;
-    cudaError_t err = cudaMalloc((void **)&arena, l.total);
-    if (err == cudaErrorMemoryAllocation) {
-        cudaGetLastError();
+    void *device = NULL;
+    if (!kern_cuda_try_malloc(&device, l.total))
         return NULL;
-    }
-    KERN_CUDA_CHECK(err);
+    char *arena = (char *)device;
 
     KernCudaOptim *o = (KernCudaOptim *)calloc(1, sizeof *o);
     KERN_ASSERT(o);
     o->p = *params;
     o->n_tensors = gpt2_table_n_tensors(table);
     o->n_params = gpt2_table_n_params(table);
-    o->tensors = (OptTensor *)calloc((size_t)o->n_tensors + 1, sizeof *o->tensors);
+    o->tensors = (KernOptimTensor *)calloc((size_t)o->n_tensors + 1, sizeof *o->tensors);
     KERN_ASSERT(o->tensors);
     o->n_adam_segs = l.n_adam_segs;
     o->n_adam_blocks = l.n_adam_blocks;
@@ -154,19 +140,12 @@ KernCudaOptim *kern_cuda_optim_new(const KernOptimParams *params, const Gpt2Tabl
     int32_t *bseg = (int32_t *)calloc((size_t)l.n_adam_blocks + 1, sizeof *bseg);
     int64_t *bfirst = (int64_t *)calloc((size_t)l.n_adam_blocks + 1, sizeof *bfirst);
     KERN_ASSERT(segs && bseg && bfirst);
-    size_t cur = 0;
+    size_t cur = 0, max_hidden = 0, max_ns = 0;
     int    s = 0, b = 0;
     for (int i = 0; i < o->n_tensors; i++) {
         const Gpt2Tensor *t = gpt2_table_tensor(table, i);
-        OptTensor        *ot = &o->tensors[i];
-        ot->offset = t->offset;
-        ot->numel = t->numel;
-        ot->rows = t->shape[0];
-        ot->cols = t->shape[1];
-        ot->is_matrix = t->is_matrix;
-        ot->use_muon = kern_optim_uses_muon(params, t);
-        ot->state = cur;
-        cur += ot->use_muon ? t->numel : 2 * t->numel;
+        KernOptimTensor  *ot = &o->tensors[i];
+        kern_optim_tensor_init(ot, params, t, 0, o->n_params, &cur, &max_hidden, &max_ns);
         if (ot->use_muon)
             continue;
         segs[s].param_off = t->offset;
@@ -308,7 +287,7 @@ void kern_cuda_optim_step(KernCudaOptim *opt, float *params, const float *grads,
     }
     float lr_muon = lr * opt->p.muon_lr_ratio;
     for (int i = 0; i < opt->n_tensors; i++) {
-        const OptTensor *ot = &opt->tensors[i];
+        const KernOptimTensor *ot = &opt->tensors[i];
         if (!ot->use_muon)
             continue;
         unsigned grid = kern_cuda_grid(ot->numel, 256);
@@ -418,7 +397,7 @@ void kern_cuda_grad_scale(float *grads, size_t n, float factor, cudaStream_t str
 
 int kern_cuda_optim_tensor_state(KernCudaOptim *opt, int i, float **first, float **second) {
     KERN_ASSERT(i >= 0 && i < opt->n_tensors);
-    const OptTensor *ot = &opt->tensors[i];
+    const KernOptimTensor *ot = &opt->tensors[i];
     if (first)
         *first = opt->state + ot->state;
     if (second)
@@ -452,8 +431,8 @@ void kern_cuda_optim_set_n_steps(KernCudaOptim *opt, int64_t n_steps, KernCudaCt
 int kern_cuda_optim_tensor_state_to_host(KernCudaOptim *opt, int i, float *first, float *second,
                                          KernCudaCtx *ctx) {
     KERN_ASSERT(i >= 0 && i < opt->n_tensors);
-    const OptTensor *ot = &opt->tensors[i];
-    size_t           bytes = ot->numel * sizeof(float);
+    const KernOptimTensor *ot = &opt->tensors[i];
+    size_t                 bytes = ot->numel * sizeof(float);
     opt_copy(first, opt->state + ot->state, bytes, cudaMemcpyDeviceToHost, ctx);
     if (!ot->use_muon)
         opt_copy(second, opt->state + ot->state + ot->numel, bytes, cudaMemcpyDeviceToHost, ctx);
@@ -463,8 +442,8 @@ int kern_cuda_optim_tensor_state_to_host(KernCudaOptim *opt, int i, float *first
 int kern_cuda_optim_tensor_state_from_host(KernCudaOptim *opt, int i, const float *first,
                                            const float *second, KernCudaCtx *ctx) {
     KERN_ASSERT(i >= 0 && i < opt->n_tensors);
-    const OptTensor *ot = &opt->tensors[i];
-    size_t           bytes = ot->numel * sizeof(float);
+    const KernOptimTensor *ot = &opt->tensors[i];
+    size_t                 bytes = ot->numel * sizeof(float);
     opt_copy(opt->state + ot->state, first, bytes, cudaMemcpyHostToDevice, ctx);
     if (!ot->use_muon)
         opt_copy(opt->state + ot->state + ot->numel, second, bytes, cudaMemcpyHostToDevice, ctx);

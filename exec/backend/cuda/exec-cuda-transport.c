@@ -13,6 +13,7 @@
 #include "exec-inbox.h"
 
 #include "kern-check.h"
+#include "kern-cuda.h"
 #include "pp-error.h"
 
 struct _ExecTransportMsg {
@@ -227,18 +228,6 @@ static const ExecTransportOps exec_cuda_local_ops = {
 
 /* --- construction --- */
 
-/* cudaMalloc on the current device that returns FALSE on out-of-memory (error cleared). */
-static gboolean exec_cuda_local_malloc(char **ptr, size_t bytes) {
-    cudaError_t err = cudaMalloc((void **)ptr, bytes);
-    if (err == cudaErrorMemoryAllocation) {
-        cudaGetLastError();
-        *ptr = NULL;
-        return FALSE;
-    }
-    KERN_CUDA_CHECK(err);
-    return TRUE;
-}
-
 /* Lets @src's copies reach @dst directly where the hardware allows it. */
 static void exec_cuda_local_peer(int32_t src, int32_t dst) {
     int can = 0;
@@ -263,7 +252,7 @@ static gboolean exec_cuda_local_pool_init(ExecCudaLocal *l, ExecCudaPool *pool) 
     gboolean cross = pool->src_device != pool->dst_device;
     size_t   bytes = (size_t)pool->n_slots * l->msg_bytes;
     KERN_CUDA_CHECK(cudaSetDevice(pool->dst_device));
-    if (!exec_cuda_local_malloc(&pool->arena, bytes))
+    if (!kern_cuda_try_malloc((void **)&pool->arena, bytes))
         return FALSE;
     for (int32_t k = 0; k < pool->n_slots; k++) {
         ExecTransportMsg *m = &pool->slots[k];
@@ -272,7 +261,7 @@ static gboolean exec_cuda_local_pool_init(ExecCudaLocal *l, ExecCudaPool *pool) 
         KERN_CUDA_CHECK(cudaEventCreateWithFlags(&m->released, cudaEventDisableTiming));
     }
     KERN_CUDA_CHECK(cudaSetDevice(pool->src_device));
-    if (cross && !exec_cuda_local_malloc(&pool->staging, bytes))
+    if (cross && !kern_cuda_try_malloc((void **)&pool->staging, bytes))
         return FALSE;
     for (int32_t k = 0; k < pool->n_slots; k++) {
         ExecTransportMsg *m = &pool->slots[k];

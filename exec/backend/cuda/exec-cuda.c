@@ -322,18 +322,6 @@ static const ExecBackendOps exec_cuda_ops = {
 
 /* --- construction --- */
 
-/* cudaMalloc on the current device: FALSE on out-of-memory (error cleared). */
-static gboolean exec_cuda_malloc(void **ptr, size_t bytes) {
-    cudaError_t err = cudaMalloc(ptr, bytes ? bytes : 1);
-    if (err == cudaErrorMemoryAllocation) {
-        cudaGetLastError();
-        *ptr = NULL;
-        return FALSE;
-    }
-    KERN_CUDA_CHECK(err);
-    return TRUE;
-}
-
 /* Refuses a plan whose @local (n_stages) stages do not fit the free memory of their devices,
  * naming the device, the bytes the plan needs and the bytes free. */
 static gboolean exec_cuda_check_fit(const ExecCudaPlan *plan, const gboolean *local,
@@ -387,7 +375,7 @@ static gboolean exec_cuda_vstage_new(ExecCudaBackend *cuda, const ExecBackendSet
     PP_ASSERT(cuda->skel.vstages[vs].stashes.n == cuda->plan->stashes[vs]);
     size_t stash_bytes = (size_t)cuda->plan->stashes[vs] * gpt2_cuda_slice_n_params(v->slice) *
                          kern_dtype_size(cuda->plan->dtype);
-    if (stash_bytes > 0 && !exec_cuda_malloc(&v->stash_arena, stash_bytes))
+    if (stash_bytes > 0 && !kern_cuda_try_malloc(&v->stash_arena, stash_bytes))
         return FALSE;
     if (!exec_cuda_grads_new(cuda, vs))
         return FALSE;
@@ -420,9 +408,9 @@ static gboolean exec_cuda_stage_new(ExecCudaBackend *cuda, int32_t s) {
     }
     KERN_CUDA_CHECK(err);
     st->ctx = kern_cuda_ctx_new(st->stream);
-    return st->ctx && exec_cuda_malloc((void **)&st->scalars, EXEC_CUDA_STAGE_SCALARS_BYTES) &&
-           exec_cuda_malloc(&st->eval_in, cuda->plan->msg_bytes) &&
-           exec_cuda_malloc(&st->eval_out, cuda->plan->msg_bytes);
+    return st->ctx && kern_cuda_try_malloc((void **)&st->scalars, EXEC_CUDA_STAGE_SCALARS_BYTES) &&
+           kern_cuda_try_malloc(&st->eval_in, cuda->plan->msg_bytes) &&
+           kern_cuda_try_malloc(&st->eval_out, cuda->plan->msg_bytes);
 }
 
 /* Records every stage's anchor: the first stage on a device takes the host clock (its stream
