@@ -76,9 +76,8 @@ struct _PpPolicyRecorder {
     int32_t    *n_updates; /* (n_stages) U ops recorded per stage */
 };
 
-PpPolicyRecorder *pp_policy_recorder_new(const char *kind, int32_t n_stages, int32_t accumulation,
-                                         int32_t n_mb) {
-    const PpSchedKindInfo *info = pp_sched_kind_lookup(kind);
+PpPolicyRecorder *pp_policy_recorder_new(const PpSchedKindInfo *info, int32_t n_stages,
+                                         int32_t accumulation, int32_t n_mb) {
     PP_ASSERT(info != NULL && info->has_policy);
     PP_ASSERT(info->weights == PP_WEIGHTS_CURRENT && info->sync == PP_SCHED_ASYNC);
     PP_ASSERT(n_stages >= 1 && accumulation >= 1 && n_mb >= 1);

@@ -57,11 +57,11 @@ gboolean pp_policy_state_done(const PpPolicyState *state);
 
 typedef struct _PpPolicyRecorder PpPolicyRecorder;
 
-/* Returns: (transfer full): a recorder for a policy run of kind @kind (a registry kind with
+/* Returns: (transfer full): a recorder for a policy run of kind @info (a registry record with
  * has_policy) of @n_mb micro-batches on @n_stages stages with accumulation @accumulation
  * (all >= 1). */
-PpPolicyRecorder *pp_policy_recorder_new(const char *kind, int32_t n_stages, int32_t accumulation,
-                                         int32_t n_mb);
+PpPolicyRecorder *pp_policy_recorder_new(const PpSchedKindInfo *info, int32_t n_stages,
+                                         int32_t accumulation, int32_t n_mb);
 void              pp_policy_recorder_free(PpPolicyRecorder *rec);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PpPolicyRecorder, pp_policy_recorder_free)
 

@@ -123,7 +123,7 @@ static gboolean pp_scenario_derive_costs(PpScenario *sc, GError **error) {
 static gboolean pp_scenario_check_order(const PpScenario *sc, GError **error) {
     const PpPipelineParams *p = &sc->pipeline;
     const PpSchedKindInfo  *kind = p->kind;
-    PpScheduleParams        params = {.kind = kind->name, .order_file = p->order_file};
+    PpScheduleParams        params = {.kind = kind, .order_file = p->order_file};
     g_autoptr(GError) local = NULL;
     g_autoptr(PpSchedule) order = kind->build(&params, &local);
     if (order == NULL) {

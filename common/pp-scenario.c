@@ -432,7 +432,7 @@ void pp_scenario_schedule_params(const PpScenario *scenario, PpScheduleParams *p
     const PpPipelineParams *p = &scenario->pipeline;
     const PpCostParams     *c = &scenario->costs;
     memset(params, 0, sizeof *params);
-    params->kind = p->schedule;
+    params->kind = p->kind;
     params->n_stages = p->stages;
     params->n_chunks = p->chunks;
     params->n_microbatches = p->microbatches;

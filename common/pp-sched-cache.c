@@ -12,11 +12,11 @@
 /* What a generator reads from PpScheduleParams (pp-sched-cache.h): fields a kind's generator
  * ignores are zero (costs) or NULL (order_file). */
 typedef struct {
-    char   *kind; /* as given; unknown names fail in pp_schedule_new() and are cached so */
-    int32_t n_stages, n_chunks, n_microbatches, accumulation, n_steps;
-    int64_t f_ns, b_ns, w_ns, comm_ns;
-    double  mem_w_fraction;
-    char   *order_file;
+    const PpSchedKindInfo *kind; /* as given; NULL fails in pp_schedule_new() and is cached so */
+    int32_t                n_stages, n_chunks, n_microbatches, accumulation, n_steps;
+    int64_t                f_ns, b_ns, w_ns, comm_ns;
+    double                 mem_w_fraction;
+    char                  *order_file;
 } PpSchedCacheKey;
 
 typedef struct {
@@ -35,9 +35,9 @@ struct _PpSchedCache {
 };
 
 static void pp_sched_cache_key_init(PpSchedCacheKey *key, const PpScheduleParams *p) {
-    const PpSchedKindInfo *info = p->kind != NULL ? pp_sched_kind_lookup(p->kind) : NULL;
+    const PpSchedKindInfo *info = p->kind;
     *key = (PpSchedCacheKey){
-        .kind = g_strdup(p->kind),
+        .kind = info,
         .n_stages = p->n_stages,
         .n_chunks = p->n_chunks,
         .n_microbatches = p->n_microbatches,
@@ -57,7 +57,7 @@ static void pp_sched_cache_key_init(PpSchedCacheKey *key, const PpScheduleParams
 
 static guint pp_sched_cache_key_hash(gconstpointer data) {
     const PpSchedCacheKey *k = data;
-    guint                  h = k->kind != NULL ? g_str_hash(k->kind) : 0;
+    guint                  h = k->kind != NULL ? g_str_hash(k->kind->name) : 0;
     const int64_t          numbers[] = {k->n_stages,     k->n_chunks, k->n_microbatches,
                                         k->accumulation, k->n_steps,  k->f_ns,
                                         k->b_ns,         k->w_ns,     k->comm_ns};
@@ -68,17 +68,16 @@ static guint pp_sched_cache_key_hash(gconstpointer data) {
 
 static gboolean pp_sched_cache_key_equal(gconstpointer pa, gconstpointer pb) {
     const PpSchedCacheKey *a = pa, *b = pb;
-    return g_strcmp0(a->kind, b->kind) == 0 && a->n_stages == b->n_stages &&
-           a->n_chunks == b->n_chunks && a->n_microbatches == b->n_microbatches &&
-           a->accumulation == b->accumulation && a->n_steps == b->n_steps && a->f_ns == b->f_ns &&
-           a->b_ns == b->b_ns && a->w_ns == b->w_ns && a->comm_ns == b->comm_ns &&
+    return a->kind == b->kind && a->n_stages == b->n_stages && a->n_chunks == b->n_chunks &&
+           a->n_microbatches == b->n_microbatches && a->accumulation == b->accumulation &&
+           a->n_steps == b->n_steps && a->f_ns == b->f_ns && a->b_ns == b->b_ns &&
+           a->w_ns == b->w_ns && a->comm_ns == b->comm_ns &&
            memcmp(&a->mem_w_fraction, &b->mem_w_fraction, sizeof(double)) == 0 &&
            g_strcmp0(a->order_file, b->order_file) == 0;
 }
 
 static void pp_sched_cache_entry_free(gpointer data) {
     PpSchedCacheEntry *e = data;
-    g_free(e->key.kind);
     g_free(e->key.order_file);
     g_free(e->peak_inflight);
     g_clear_error(&e->error);
@@ -139,7 +138,6 @@ static PpSchedCacheEntry *pp_sched_cache_entry(PpSchedCache           *cache,
     pp_sched_cache_key_init(&key, params);
     PpSchedCacheEntry *e = g_hash_table_lookup(cache->entries, &key);
     if (e != NULL) {
-        g_free(key.kind);
         g_free(key.order_file);
         return e;
     }

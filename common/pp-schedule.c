@@ -683,12 +683,11 @@ gboolean pp_schedule_validate(const PpSchedule *sched, GError **error) {
 
 PpSchedule *pp_schedule_new(const PpScheduleParams *params, GError **error) {
     PP_ASSERT(params != NULL);
-    const PpSchedKindInfo *info = params->kind ? pp_sched_kind_lookup(params->kind) : NULL;
+    const PpSchedKindInfo *info = params->kind;
     if (info == NULL) {
         g_autofree char *names = pp_sched_kind_names();
         g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_UNKNOWN_KIND,
-                    "unknown schedule kind '%s'; valid kinds: %s",
-                    params->kind ? params->kind : "(none)", names);
+                    "unknown schedule kind (no registry record); valid kinds: %s", names);
         return NULL;
     }
     /* The record's micro-batch rule; counts out of range are left to the generator, which

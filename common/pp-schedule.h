@@ -18,21 +18,24 @@
 
 G_BEGIN_DECLS
 
+typedef struct _PpSchedKindInfo PpSchedKindInfo;
+
 /* Parameters of a generator. Costs are used only by generators that search (zb-1p, zb-2p);
  * others ignore them. */
 typedef struct {
-    const char *kind;           /* registry name: "gpipe", "1f1b", "paci", ... */
-    int32_t     n_stages;       /* devices N >= 1 */
-    int32_t     n_chunks;       /* model chunks per device v >= 1 (interleaved); 1 otherwise */
-    int32_t     n_microbatches; /* m: micro-batches per optimizer step (flush, 2bw) */
-    int32_t     accumulation;   /* a: backwards per local update (async-1f1b = 1, paci) */
-    int32_t     n_steps;        /* optimizer steps in the run >= 1 */
-    int64_t     f_ns, b_ns, w_ns, comm_ns; /* per-chunk op costs for searching generators;
-                                              b_ns is the B half when split, w_ns the W half */
-    const char *order_file;     /* custom: CSV of per-stage op orders (nullable otherwise) */
-    double      mem_w_fraction; /* zb-1p, zb-2p: M_W / M_F in [0, 1], the share of a micro-
-                                   batch's activations that only its W frees (B frees the
-                                   rest); 0: whole units, held from F until W */
+    const PpSchedKindInfo *kind; /* the registry's record (pp_sched_kind_lookup(); the
+                                    scenario's PpPipelineParams.kind) */
+    int32_t n_stages;            /* devices N >= 1 */
+    int32_t n_chunks;            /* model chunks per device v >= 1 (interleaved); 1 otherwise */
+    int32_t n_microbatches;      /* m: micro-batches per optimizer step (flush, 2bw) */
+    int32_t accumulation;        /* a: backwards per local update (async-1f1b = 1, paci) */
+    int32_t n_steps;             /* optimizer steps in the run >= 1 */
+    int64_t f_ns, b_ns, w_ns, comm_ns; /* per-chunk op costs for searching generators;
+                                          b_ns is the B half when split, w_ns the W half */
+    const char *order_file;            /* custom: CSV of per-stage op orders (nullable otherwise) */
+    double      mem_w_fraction;        /* zb-1p, zb-2p: M_W / M_F in [0, 1], the share of a micro-
+                                          batch's activations that only its W frees (B frees the
+                                          rest); 0: whole units, held from F until W */
 } PpScheduleParams;
 
 /* Programs of the built-in kinds cover the whole run (n_steps steps). Flush kinds (gpipe,
@@ -86,9 +89,9 @@ struct _PpSchedule {
 
 /* --- construction --- */
 
-/* Builds the schedule named by @params->kind, derives its dependencies and validates it.
+/* Builds the schedule of kind @params->kind, derives its dependencies and validates it.
  * Returns: (transfer full): a finished schedule, or NULL with @error set
- * (PP_SCHEDULE_ERROR_UNKNOWN_KIND names the valid kinds). */
+ * (PP_SCHEDULE_ERROR_UNKNOWN_KIND, naming the valid kinds, when @params->kind is NULL). */
 PpSchedule *pp_schedule_new(const PpScheduleParams *params, GError **error);
 
 /* Allocates an empty schedule with @n_stages programs and vstage tables for @n_chunks chunks
@@ -214,7 +217,7 @@ typedef enum {
  * consumer (scenario checks, sweeps, the planner, the simulator's and the executor's dynamic
  * mode) asks these fields instead of comparing names, and generators read their fixed
  * properties from them. pp_schedule_new() asserts that a built schedule agrees. */
-typedef struct {
+struct _PpSchedKindInfo {
     const char    *name;
     PpSchedBuildFn build;
     const char    *summary; /* one line for --help */
@@ -246,7 +249,7 @@ typedef struct {
     PpPlacement placement; /* how pp_schedule_alloc() lays out its virtual stages */
     /* chunk counts pacer-sim plan tries, ascending, 0-terminated; none listed: min_chunks */
     int32_t plan_chunks[PP_SCHED_PLAN_CHUNKS];
-} PpSchedKindInfo;
+};
 
 /* Returns: (transfer none): the registry entry for @name, or NULL. */
 const PpSchedKindInfo *pp_sched_kind_lookup(const char *name);

@@ -73,19 +73,23 @@ static gboolean fuzz_seeds_shards(const char *dir, GError **error) {
 }
 
 static gboolean fuzz_seeds_orders(const char *dir, GError **error) {
-    static const PpScheduleParams kinds[] = {
-        {.kind = "gpipe", .n_stages = 2, .n_chunks = 1, .n_microbatches = 3, .n_steps = 1},
-        {.kind = "1f1b", .n_stages = 3, .n_chunks = 1, .n_microbatches = 4, .n_steps = 2},
-        {.kind = "interleaved", .n_stages = 2, .n_chunks = 2, .n_microbatches = 4, .n_steps = 1},
-        {.kind = "zb-h1", .n_stages = 2, .n_chunks = 1, .n_microbatches = 3, .n_steps = 1},
-        {.kind = "paci", .n_stages = 2, .n_chunks = 1, .accumulation = 2, .n_steps = 2},
+    /* kind, N, v, m, a, steps */
+    static const struct {
+        const char *kind;
+        int32_t     n_stages, n_chunks, m, a, n_steps;
+    } kinds[] = {
+        {"gpipe", 2, 1, 3, 1, 1}, {"1f1b", 3, 1, 4, 1, 2}, {"interleaved", 2, 2, 4, 1, 1},
+        {"zb-h1", 2, 1, 3, 1, 1}, {"paci", 2, 1, 1, 2, 2},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(kinds); i++) {
-        PpScheduleParams p = kinds[i];
-        p.accumulation = MAX(p.accumulation, 1);
-        p.n_microbatches = MAX(p.n_microbatches, 1);
+        PpScheduleParams p = {.kind = pp_sched_kind_lookup(kinds[i].kind),
+                              .n_stages = kinds[i].n_stages,
+                              .n_chunks = kinds[i].n_chunks,
+                              .n_microbatches = kinds[i].m,
+                              .accumulation = kinds[i].a,
+                              .n_steps = kinds[i].n_steps};
         g_autoptr(PpSchedule) sched = pp_schedule_new(&p, error);
-        g_autofree char *name = g_strdup_printf("order-%s.csv", p.kind);
+        g_autofree char *name = g_strdup_printf("order-%s.csv", p.kind->name);
         g_autofree char *path = g_build_filename(dir, name, NULL);
         if (!sched || !pp_schedule_write_order(sched, path, error))
             return FALSE;

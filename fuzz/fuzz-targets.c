@@ -81,7 +81,7 @@ static gboolean fuzz_run_scenario(const char *dir, const uint8_t *data, size_t s
 
 static PpSchedule *fuzz_custom_build(const char *order_file, GError **error) {
     PpScheduleParams p = {
-        .kind = "custom",
+        .kind = pp_sched_kind_lookup("custom"),
         .n_stages = 1,
         .n_chunks = 1,
         .n_microbatches = 1,

@@ -135,7 +135,7 @@ static double sim_bench_seconds_since(gint64 t0_ns) {
 static gboolean sim_bench_setup(const SimBenchCase *bc, int32_t n_steps, PpScenario **scenario_out,
                                 PpScheduleParams *params, SimCostModel **cost_out, GError **error) {
     if (bc->scenario == NULL) {
-        *params = (PpScheduleParams){.kind = bc->kind,
+        *params = (PpScheduleParams){.kind = pp_sched_kind_lookup(bc->kind),
                                      .n_stages = bc->n_stages,
                                      .n_chunks = 1,
                                      .n_microbatches = bc->n_microbatches,

@@ -281,7 +281,7 @@ static PpPartition *sim_cost_partition(const PpScenario *scenario, const SimCost
     const int32_t       n_stages = scenario->pipeline.stages, n_chunks = scenario->pipeline.chunks;
     const int32_t       n_layers = scenario->model.layers;
     const int32_t       n_vstages = n_stages * n_chunks;
-    const PpPlacement   placement = pp_sched_kind_placement(scenario->pipeline.schedule);
+    const PpPlacement   placement = scenario->pipeline.kind->placement;
     g_autofree int64_t *layer_cost = g_new(int64_t, n_layers);
     for (int32_t i = 0; i < n_layers; i++)
         layer_cost[i] = llround(sim_cost_block(split, i)->time_flops);
@@ -735,7 +735,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     if (part == NULL)
         return FALSE;
 
-    const PpPlacement   placement = pp_sched_kind_placement(scenario->pipeline.schedule);
+    const PpPlacement   placement = scenario->pipeline.kind->placement;
     g_autofree double  *unit_params = g_new0(double, n_vstages);     /* per GPU */
     g_autofree int32_t *unit_layers = g_new0(int32_t, n_vstages);    /* by unit */
     g_autofree int64_t *recompute_bytes = g_new0(int64_t, n_stages); /* by stage */

@@ -899,13 +899,13 @@ static gboolean sim_policy_check_bounds(const SimCostModel *cost, int32_t n_mb, 
 SimResult *sim_engine_run_policy_with(const PpScheduleParams *params, const SimCostModel *cost,
                                       const SimRunOptions *options, PpSchedule **program_out,
                                       GError **error) {
-    const PpSchedKindInfo *info = params->kind ? pp_sched_kind_lookup(params->kind) : NULL;
+    const PpSchedKindInfo *info = params->kind;
     if (info == NULL || !info->has_policy) {
         g_autofree char *policy_kinds = pp_sched_kind_policy_names();
         g_set_error(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS,
                     "schedule '%s' has no run-time policy; dynamic mode runs %s only "
                     "(use pipeline.mode = static for other schedules)",
-                    params->kind != NULL ? params->kind : "(none)", policy_kinds);
+                    info != NULL ? info->name : "(none)", policy_kinds);
         return NULL;
     }
     const char   *kind = info->name;
@@ -939,7 +939,7 @@ SimResult *sim_engine_run_policy_with(const PpScheduleParams *params, const SimC
     const int32_t n_mb = params->n_steps * a;
     if (!sim_policy_check_bounds(cost, n_mb, params->n_steps, error))
         return NULL;
-    g_autoptr(PpPolicyRecorder) rec = pp_policy_recorder_new(kind, params->n_stages, a, n_mb);
+    g_autoptr(PpPolicyRecorder) rec = pp_policy_recorder_new(info, params->n_stages, a, n_mb);
     int64_t end_ns = sim_policy_loop(cost, params->n_stages, a, n_mb, rec);
     g_autoptr(PpSchedule) program = pp_policy_recorder_finish(rec, error);
     if (program == NULL)

@@ -62,7 +62,7 @@ int64_t *sim_replay_dp_grad_bytes(const PpScenario *scenario, GError **error) {
     PpMemoryModel mem;
     pp_scenario_memory_shape(scenario, &shape);
     pp_memory_model(&shape, &mem);
-    const PpPlacement placement = pp_sched_kind_placement(scenario->pipeline.schedule);
+    const PpPlacement placement = scenario->pipeline.kind->placement;
     int64_t          *bytes = g_new0(int64_t, n_stages);
     for (int32_t vs = 0; vs < n_vstages; vs++) {
         int32_t stage, chunk;

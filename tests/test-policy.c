@@ -15,7 +15,8 @@
 
 /* Drives a PACI run of @n_mb micro-batches to the end and returns the recorded program. */
 static PpSchedule *run_policy(int32_t n, int32_t a, int32_t n_mb, int64_t *rounds_out) {
-    g_autoptr(PpPolicyRecorder) rec = pp_policy_recorder_new("paci", n, a, n_mb);
+    g_autoptr(PpPolicyRecorder) rec =
+        pp_policy_recorder_new(pp_sched_kind_lookup("paci"), n, a, n_mb);
     g_autofree PpPolicyState *st = g_new(PpPolicyState, n);
     /* (n, n_mb) flags: activation arrived, gradient arrived (last stage: own F done), BW ran */
     g_autofree gboolean *act = g_new0(gboolean, (gsize)n * n_mb);
@@ -160,7 +161,7 @@ START_TEST(test_policy_bad_apply_aborts) {
 END_TEST
 
 START_TEST(test_recorder_incomplete_run) {
-    g_autoptr(PpPolicyRecorder) rec = pp_policy_recorder_new("paci", 2, 1, 1);
+    g_autoptr(PpPolicyRecorder) rec = pp_policy_recorder_new(pp_sched_kind_lookup("paci"), 2, 1, 1);
     pp_policy_recorder_record(rec, 0, PP_OP_FORWARD, 0);
     pp_policy_recorder_record(rec, 1, PP_OP_FORWARD, 0);
     pp_policy_recorder_record(rec, 1, PP_OP_BACKWARD_FULL, 0);

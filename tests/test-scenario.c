@@ -178,7 +178,7 @@ START_TEST(test_zb_28b_costs) {
 
     PpScheduleParams params;
     pp_scenario_schedule_params(sc, &params);
-    ck_assert_str_eq(params.kind, "zb-2p");
+    ck_assert_str_eq(params.kind->name, "zb-2p");
     ck_assert_int_eq(params.n_stages, 32);
     ck_assert_int_eq(params.n_chunks, 1);
     ck_assert_int_eq(params.n_microbatches, 96);

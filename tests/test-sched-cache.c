@@ -16,7 +16,7 @@
  * chunks for a multi-chunk kind, 2 steps, op costs scaled by @scale. */
 static PpScheduleParams cache_params(const PpSchedKindInfo *info, int64_t scale) {
     return (PpScheduleParams){
-        .kind = info->name,
+        .kind = info,
         .n_stages = 4,
         .n_chunks = MAX(info->min_chunks, MIN(2, info->max_chunks)),
         .n_microbatches = 8,

@@ -178,7 +178,7 @@ START_TEST(test_v_errors) {
     ck_assert_ptr_null(pp_schedule_new(&p, &error));
     ck_assert_ptr_nonnull(strstr(error->message, "n_microbatches = 7 is below 2 n_stages = 8"));
     g_clear_error(&error);
-    p.kind = "zb-v";
+    p.kind = pp_sched_kind_lookup("zb-v");
     p.n_chunks = 1;
     ck_assert_ptr_null(pp_schedule_new(&p, &error));
     ck_assert_ptr_nonnull(strstr(error->message, "n_chunks = 1 is out of range; valid: 2..2"));

@@ -551,7 +551,7 @@ static const ZbScenarioCase zb_scenarios[] = {
 static SimResult *zb_scenario_run(const char *kind, const PpScheduleParams *params, double w_frac,
                                   const SimCostModel *cost) {
     PpScheduleParams p = *params;
-    p.kind = kind;
+    p.kind = pp_sched_kind_lookup(kind);
     p.mem_w_fraction = w_frac;
     g_autoptr(PpSchedule) sched = test_util_schedule_build(&p);
     g_autoptr(GError) err = NULL;

@@ -26,7 +26,7 @@ static PpSchedule *build(const char *kind, int32_t n, int32_t v, int32_t m, int3
 }
 
 static PpSchedule *build_custom(const char *path, GError **error) {
-    PpScheduleParams p = {.kind = "custom", .order_file = path};
+    PpScheduleParams p = {.kind = pp_sched_kind_lookup("custom"), .order_file = path};
     return pp_schedule_new(&p, error);
 }
 
@@ -695,7 +695,6 @@ START_TEST(test_unknown_kind) {
     g_autoptr(GError) error = NULL;
     ck_assert_ptr_null(pp_schedule_new(&p, &error));
     ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_UNKNOWN_KIND));
-    ck_assert_ptr_nonnull(strstr(error->message, "'zigzag'"));
     ck_assert_ptr_nonnull(strstr(error->message, "gpipe, 1f1b, interleaved"));
     g_autofree char *names = pp_sched_kind_names();
     ck_assert_ptr_nonnull(strstr(error->message, names));

@@ -372,7 +372,7 @@ END_TEST
 START_TEST(test_custom_order) {
     g_autofree char *path =
         g_build_filename(PP_SOURCE_ROOT, "scenarios", "orders", "1f1b-n2-m3.csv", NULL);
-    PpScheduleParams params = {.kind = "custom", .order_file = path};
+    PpScheduleParams params = {.kind = pp_sched_kind_lookup("custom"), .order_file = path};
     g_autoptr(GError) error = NULL;
     g_autoptr(PpSchedule) sched = pp_schedule_new(&params, &error);
     ck_assert_msg(sched != NULL, "%s", error ? error->message : "");
@@ -662,7 +662,7 @@ START_TEST(test_policy_errors) {
     ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
     ck_assert_ptr_nonnull(strstr(error->message, "1f1b"));
     g_clear_error(&error);
-    params.kind = "paci";
+    params.kind = pp_sched_kind_lookup("paci");
     params.accumulation = 0;
     ck_assert_ptr_null(sim_engine_run_policy(&params, cost, NULL, &error));
     ck_assert(g_error_matches(error, PP_SCHEDULE_ERROR, PP_SCHEDULE_ERROR_INVALID_PARAMS));
@@ -833,6 +833,7 @@ static void test_scenario_fill(PpScenario *sc) {
     sc->pipeline.microbatch_size = 2;
     sc->pipeline.partition = (char *)"even"; /* the closed forms below assume the even split */
     sc->pipeline.schedule = (char *)"1f1b";
+    sc->pipeline.kind = pp_sched_kind_lookup("1f1b");
     sc->model.recompute = (char *)"none";
     sc->parallel.data = 1;
     sc->parallel.tensor = 1;
@@ -1073,7 +1074,7 @@ START_TEST(test_cost_layers_and_params) {
                      MAX(MAX(cost->f_ns[0], cost->f_ns[1]), MAX(cost->f_ns[2], cost->f_ns[3])));
     ck_assert_int_eq(params.w_ns, params.f_ns);
     ck_assert_int_eq(params.comm_ns, sim_cost_comm_ns(cost));
-    ck_assert_str_eq(params.kind, "zb-1p");
+    ck_assert_str_eq(params.kind->name, "zb-1p");
 
     sc.run.layers_per_stage = layers;
     sc.run.n_layers_per_stage = 3;

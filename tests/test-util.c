@@ -154,7 +154,7 @@ void test_util_collect_files(const char *dir, const char *suffix, GPtrArray *out
 
 PpScheduleParams test_util_schedule_params(const char *kind, int32_t n_stages, int32_t n_chunks,
                                            int32_t m, int32_t a, int32_t n_steps) {
-    return (PpScheduleParams){.kind = kind,
+    return (PpScheduleParams){.kind = kind != NULL ? pp_sched_kind_lookup(kind) : NULL,
                               .n_stages = n_stages,
                               .n_chunks = n_chunks,
                               .n_microbatches = m,
@@ -165,9 +165,10 @@ PpScheduleParams test_util_schedule_params(const char *kind, int32_t n_stages, i
 PpSchedule *test_util_schedule_build(const PpScheduleParams *params) {
     g_autoptr(GError) error = NULL;
     PpSchedule *sched = pp_schedule_new(params, &error);
-    ck_assert_msg(sched != NULL, "%s N=%d v=%d m=%d a=%d steps=%d: %s", params->kind,
-                  params->n_stages, params->n_chunks, params->n_microbatches, params->accumulation,
-                  params->n_steps, error ? error->message : "");
+    ck_assert_msg(sched != NULL, "%s N=%d v=%d m=%d a=%d steps=%d: %s",
+                  params->kind ? params->kind->name : "(none)", params->n_stages, params->n_chunks,
+                  params->n_microbatches, params->accumulation, params->n_steps,
+                  error ? error->message : "");
     return sched;
 }
 

@@ -67,9 +67,10 @@ int test_util_spawn_status(const char *program, const char *const *args, const c
 
 /* --- schedule fixtures --- */
 
-/* The generator parameters of @kind with N = @n_stages, v = @n_chunks, m, a and @n_steps; no
- * costs (f_ns = b_ns = w_ns = comm_ns = 0), no order file, mem_w_fraction 0. Tests that expect
- * an error start from these and change one field. */
+/* The generator parameters of @kind (a registry name, looked up; NULL: no record) with
+ * N = @n_stages, v = @n_chunks, m, a and @n_steps; no costs (f_ns = b_ns = w_ns = comm_ns = 0),
+ * no order file, mem_w_fraction 0. Tests that expect an error start from these and change one
+ * field. */
 PpScheduleParams test_util_schedule_params(const char *kind, int32_t n_stages, int32_t n_chunks,
                                            int32_t m, int32_t a, int32_t n_steps);
 

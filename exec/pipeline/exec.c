@@ -425,7 +425,7 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const ExecDynam
     /* The executed order becomes a program; the versions the workers used must be the ones
      * that program implies, exactly as in static mode. */
     g_autoptr(PpPolicyRecorder) rec =
-        pp_policy_recorder_new(info->name, pipeline->n_stages, accumulation, n_mb);
+        pp_policy_recorder_new(info, pipeline->n_stages, accumulation, n_mb);
     for (int32_t s = 0; s < pipeline->n_stages; s++)
         for (int32_t i = 0; i < done->n_executed[s]; i++)
             pp_policy_recorder_record(rec, s, done->executed[s][i].kind, done->executed[s][i].mb);
