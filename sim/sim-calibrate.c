@@ -15,6 +15,7 @@
 #include "pp-partition.h"
 #include "sim-cost.h"
 #include "sim-engine.h"
+#include "sim-layout.h"
 #include "sim-main.h"
 #include "sim-replay-dp.h"
 #include "sim-replay.h"
@@ -178,8 +179,10 @@ gboolean sim_calibrate_steady_step(const PpTrace *trace, int32_t n_steps, int32_
 
 char *sim_calibrate_cores_warning(const PpScenario *scenario, const char *name,
                                   int32_t processors) {
+    SimLayout layout;
+    sim_layout_init(&layout, scenario);
     int64_t threads = MAX(scenario->run.threads, 1);
-    int64_t replicas = MAX(scenario->parallel.data, 1);
+    int64_t replicas = MAX(layout.data, 1);
     int64_t needed = (int64_t)scenario->pipeline.stages * replicas * threads;
     if (needed <= processors)
         return NULL;

@@ -400,14 +400,14 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
                                      const SimLayout *layout, const double *unit_params,
                                      const int32_t *unit_layers, gboolean times, GError **error) {
     const int32_t n_stages = cost->n_stages, n_units = cost->n_stages * cost->n_chunks;
-    cost->data_parallel = scenario->parallel.data;
+    cost->data_parallel = layout->data;
     cost->tensor_parallel = scenario->parallel.tensor;
     cost->context_parallel = layout->context;
-    if (scenario->parallel.data > 1 && !scenario->hardware.set) {
+    if (layout->data > 1 && !scenario->hardware.set) {
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE,
                     "%s: parallel.data = %d: the gradient all-reduce across replicas needs a "
                     "[hardware] section (a preset, or link_gbps and link_latency_us)",
-                    scenario->path, scenario->parallel.data);
+                    scenario->path, layout->data);
         return FALSE;
     }
     if (!scenario->hardware.set)
@@ -597,7 +597,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     sim_layout_init(&layout, scenario);
     const double  b = scenario->pipeline.microbatch_size, s = model->seq_len;
     const double  h = model->hidden, V = model->vocab;
-    const double  t = scenario->parallel.tensor, d = scenario->parallel.data;
+    const double  t = scenario->parallel.tensor, d = layout.data;
     const double  c = layout.context; /* each context rank: s/c tokens of every sequence */
     const int64_t tokens = (int64_t)scenario->pipeline.microbatch_size * model->seq_len;
 

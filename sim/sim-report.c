@@ -44,6 +44,7 @@ SimJob *sim_job_new_from_cost(PpScenario *scenario, SimCostModel *cost, gboolean
     g_autoptr(SimJob) job = g_new0(SimJob, 1);
     job->scenario = scenario;
     job->cost = cost;
+    sim_layout_init(&job->layout, scenario);
     PpScheduleParams params;
     sim_job_schedule_params(job->scenario, job->cost, &params);
     SimRunOptions options = {.keep_trace = for_out, .keep_memory_timeline = for_out};
@@ -154,7 +155,7 @@ char *sim_report_format_summary(const SimJob *job) {
                            "layout      %" G_GINT64_FORMAT " GPUs = data %d x tensor %d x "
                            "%sstages %d; sequence parallel %s, recompute %s, distributed "
                            "optimizer %s\n",
-                           res->gpus, sc->parallel.data, sc->parallel.tensor, context,
+                           res->gpus, job->layout.data, sc->parallel.tensor, context,
                            job->schedule->n_stages, sc->parallel.sequence_parallel ? "on" : "off",
                            sc->model.recompute, sc->parallel.distributed_optimizer ? "on" : "off");
     g_string_append_printf(out,
@@ -253,7 +254,7 @@ JsonNode *sim_report_build_json(const SimJob *job) {
         {"peak_reserved_bytes", pp_memory_reserved_bytes(res->peak_memory_bytes)},
         {"ops_simulated", res->n_ops_simulated},
         {"gpus", res->gpus},
-        {"data_parallel", sc->parallel.data},
+        {"data_parallel", job->layout.data},
         {"tensor_parallel", sc->parallel.tensor},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(ints); i++) {

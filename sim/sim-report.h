@@ -13,6 +13,7 @@
 #include "pp-schedule.h"
 #include "sim-cost.h"
 #include "sim-engine.h"
+#include "sim-layout.h"
 
 G_BEGIN_DECLS
 
@@ -22,6 +23,7 @@ typedef struct {
     PpSchedule   *schedule;
     SimCostModel *cost;
     SimResult    *result;
+    SimLayout     layout; /* the parallel layout around the pipeline (sim_layout_init()) */
 } SimJob;
 
 /* --- running --- */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "pp-error.h"
+#include "sim-layout.h"
 
 /* A NULL-terminated override list: @base (nullable) then the extras that the caller
  * appends. Returns: (transfer full). */
@@ -67,8 +68,10 @@ static gboolean sim_sweep_compare_delta(const PpScenario *base, const char *kind
     /* Every data replica runs the pipeline's micro-batches: a step holds per_update x data
      * micro-batches (the scenario checked that the product fits int32_t for its own kind;
      * per_update is the scenario's m or a here). */
+    SimLayout layout;
+    sim_layout_init(&layout, base);
     int32_t per_update = pp_sched_kind_mb_per_step(info, p->microbatches, accumulation);
-    int64_t per_step = (int64_t)per_update * base->parallel.data;
+    int64_t per_step = (int64_t)per_update * layout.data;
     int32_t mbs = p->microbatch_size;
     int32_t global_batch = base->training.global_batch;
     if (base->costs.set) {
@@ -88,7 +91,7 @@ static gboolean sim_sweep_compare_delta(const PpScenario *base, const char *kind
         g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                     "global batch %d is not a multiple of the %d micro-batches per update of "
                     "%s times parallel.data = %d replicas; choose a global batch that is",
-                    global_batch, per_update, kind, base->parallel.data);
+                    global_batch, per_update, kind, layout.data);
         return FALSE;
     }
     *delta = (PpScenarioDelta){.kind = info,
