@@ -121,6 +121,16 @@ void exec_memory_bytes_sum(ExecMemoryBytes *bytes) {
                          bytes->workspace_bytes;
 }
 
+ExecParallel exec_parallel_resolve(const ExecParallel *parallel) {
+    ExecParallel p = {.replicas = MAX(parallel->replicas, 1),
+                      .replica = parallel->replica,
+                      .shards = MAX(parallel->shards, 1)};
+    /* ZeRO-1 shards the state over the replicas of a stage, one shard each. */
+    PP_ASSERT(p.replica >= 0 && p.replica < p.replicas);
+    PP_ASSERT(p.shards == 1 || p.shards == p.replicas);
+    return p;
+}
+
 const char *exec_tensor_role_name(ExecTensorRole role) {
     static const char *const names[EXEC_TENSOR_N_ROLES] = {
         "params", "grads", "adam_m", "adam_v", "muon_momentum", "prev_update",

@@ -114,6 +114,22 @@ typedef enum {
     EXEC_PRECISION_BF16,
 } ExecPrecision;
 
+/* The data-parallel layout around this process's pipeline, typed once from the scenario
+ * (parallel.data, parallel.distributed_optimizer) and carried in ExecPipelineParams and
+ * ExecBackendSetup, as llm.c carries its multi-GPU config. With a process group, rank r runs
+ * stage r / D of replica r mod D; the group keeps D only for that rank arithmetic
+ * (exec_comm_set_replicas()). All zero reads as one pipeline. */
+typedef struct {
+    int32_t replicas; /* D: copies of the pipeline (0 or 1: one) */
+    int32_t replica;  /* this process's copy, 0 <= replica < D */
+    int32_t shards;   /* ZeRO-1: each virtual stage's optimizer state in this many shards,
+                         replica d holding shard d (D with parallel.distributed_optimizer,
+                         else 0 or 1: whole) */
+} ExecParallel;
+
+/* @parallel with its zero fields read (replicas and shards 1): the form the executor keeps. */
+ExecParallel exec_parallel_resolve(const ExecParallel *parallel);
+
 /* Everything a backend needs to build the model state; copied by the constructor except the
  * borrowed pointers. */
 typedef struct {
@@ -131,6 +147,7 @@ typedef struct {
     ExecComm      *comm;     /* (nullable) the process group of a multi-process run, borrowed
                                 for the backend's life: this process runs the stages is_local
                                 names (the CPU backend: stage r on rank r) */
+    ExecParallel   parallel; /* the replicas around the pipeline (one without a group) */
     const int32_t *devices;  /* (nullable) (n_stages) device id of each stage (run.devices),
                                 borrowed for the call; NULL: the backend's placement. A
                                 backend without devices refuses it (EXEC_ERROR_BACKEND) */

@@ -30,7 +30,8 @@ static void exec_skeleton_tap_fit(ExecSkeleton *skel, int32_t vs) {
 gboolean exec_skeleton_init(ExecSkeleton *skel, const ExecBackendOps *ops, const char *what,
                             const ExecBackendSetup *setup, GError **error) {
     skel->base.ops = ops;
-    int32_t replicas = exec_comm_replicas(setup->comm);
+    skel->parallel = exec_parallel_resolve(&setup->parallel);
+    int32_t replicas = skel->parallel.replicas;
     if (setup->comm && exec_comm_size(setup->comm) != setup->n_stages * replicas) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
                     "%s runs one pipeline stage per process: %d replicas of %d stages need %d "
@@ -160,7 +161,7 @@ gboolean exec_skeleton_evaluate(ExecSkeleton *skel, size_t msg_bytes, ExecSkelet
     g_autofree void *in = skel->comm ? g_malloc(msg_bytes) : NULL;
     g_autofree void *out = skel->comm ? g_malloc(msg_bytes) : NULL;
     /* Replicas hold the same weights: replica 0 forwards, and its loss is every rank's. */
-    gboolean forwards = exec_comm_replica(skel->comm) == 0;
+    gboolean forwards = skel->parallel.replica == 0;
     for (int32_t vs = 0; forwards && vs < skel->n_vstages; vs++) {
         gboolean first = vs == 0, last = vs == skel->n_vstages - 1;
         if (!skel->local[skel->vstage_stage[vs]])

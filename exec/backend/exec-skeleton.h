@@ -88,8 +88,9 @@ struct _ExecSkeleton {
     gpointer                    data_user;
     ExecGradFn                  on_grads;
     gpointer                    on_grads_user;
-    ExecComm                   *comm;  /* (nullable) the group; stage s: exec_comm_stage_rank(s) */
-    gboolean                   *local; /* (n_stages) the stages this process runs */
+    ExecComm                   *comm; /* (nullable) the group; stage s: exec_comm_stage_rank(s) */
+    ExecParallel                parallel;  /* setup's, resolved (exec_parallel_resolve()) */
+    gboolean                   *local;     /* (n_stages) the stages this process runs */
     ExecTransport              *transport; /* set by the device part before the first prepare() */
     const ExecSkeletonStateOps *state;     /* set by the device part before the first state call */
     gint                        aborted;   /* atomic: abort() since the last prepare() */

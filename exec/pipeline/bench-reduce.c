@@ -103,9 +103,10 @@ int main(int argc, char **argv) {
         return exec_comm_finish(comm, NULL) + 1;
     }
     exec_comm_set_replicas(comm, d); /* D replicas of one stage */
-    ExecReduce *reduce = exec_reduce_new(comm, 1, 1);
-    gboolean    rank0 = exec_comm_rank(comm) == 0;
-    double      share = 2.0 * (d - 1) / d; /* busbw / algbw */
+    const ExecParallel parallel = {.replicas = d, .replica = exec_comm_replica(comm), .shards = 1};
+    ExecReduce        *reduce = exec_reduce_new(comm, &parallel, 1, 1);
+    gboolean           rank0 = exec_comm_rank(comm) == 0;
+    double             share = 2.0 * (d - 1) / d; /* busbw / algbw */
     if (rank0)
         printf("%d replicas\n%12s %6s %12s %10s %10s\n", d, "bytes", "reps", "time ms",
                "algbw GB/s", "busbw GB/s");

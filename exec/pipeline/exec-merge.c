@@ -44,7 +44,7 @@ void exec_pipeline_merge_begin(ExecPipeline *pipeline, const ExecRunResult *res)
     int32_t   last_stage = pipeline->vstage_stage[pipeline->n_vstages - 1], last = 0;
     int32_t   n_reports = 0;
     /* Rank 0 hears from the last stage of every replica (the progress is the global batch's). */
-    for (int32_t d = 0; d < exec_comm_replicas(comm); d++) {
+    for (int32_t d = 0; d < pipeline->params.parallel.replicas; d++) {
         int32_t rank = exec_comm_layout_rank(comm, d, last_stage);
         if (rank != 0) {
             last = rank;
@@ -189,7 +189,7 @@ gboolean exec_pipeline_merge(ExecPipeline *pipeline, ExecRunResult *res, int64_t
     /* The replicas ran the same program with the same weights: this replica's parts make the
      * result, and only the losses differ between replicas. */
     for (int32_t r = 0; r < exec_comm_size(comm); r++) {
-        if (r != rank && exec_comm_rank_replica(comm, r) == exec_comm_replica(comm))
+        if (r != rank && exec_comm_rank_replica(comm, r) == pipeline->params.parallel.replica)
             exec_merge_unpack(pipeline, res, r, g_ptr_array_index(parts, r));
     }
     exec_merge_losses(pipeline, res, parts);

@@ -89,13 +89,14 @@ static void exec_reduce_receive(gpointer user_data, int32_t src, int32_t tag, vo
     g_mutex_unlock(&r->lock);
 }
 
-ExecReduce *exec_reduce_new(ExecComm *comm, int32_t n_vstages, int32_t n_buckets) {
+ExecReduce *exec_reduce_new(ExecComm *comm, const ExecParallel *parallel, int32_t n_vstages,
+                            int32_t n_buckets) {
     ExecReduce *r = g_new0(ExecReduce, 1);
     r->comm = comm;
     r->n_vstages = n_vstages;
     r->n_buckets = n_buckets;
-    r->replicas = exec_comm_replicas(comm);
-    r->replica = exec_comm_replica(comm);
+    r->replicas = parallel->replicas;
+    r->replica = parallel->replica;
     r->stage = exec_comm_stage(comm);
     g_mutex_init(&r->lock);
     g_cond_init(&r->cond);

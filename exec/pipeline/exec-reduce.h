@@ -23,6 +23,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "exec-backend.h"
 #include "exec-comm.h"
 
 G_BEGIN_DECLS
@@ -38,11 +39,13 @@ typedef struct {
     size_t  n, begin, end;
 } ExecReducePiece;
 
-/* The reduction of this rank's stage among its exec_comm_replicas(@comm) replicas, for a
- * pipeline of @n_vstages virtual stages whose arrays go by at most @n_buckets pieces each;
- * installs the receiver of EXEC_COMM_REDUCE (host thread, no replay running).
+/* The reduction of this rank's stage among the @parallel->replicas replicas of @comm (this
+ * rank is replica @parallel->replica), for a pipeline of @n_vstages virtual stages whose
+ * arrays go by at most @n_buckets pieces each; installs the receiver of EXEC_COMM_REDUCE
+ * (host thread, no replay running).
  * Returns: (transfer full). */
-ExecReduce *exec_reduce_new(ExecComm *comm, int32_t n_vstages, int32_t n_buckets);
+ExecReduce *exec_reduce_new(ExecComm *comm, const ExecParallel *parallel, int32_t n_vstages,
+                            int32_t n_buckets);
 void        exec_reduce_free(ExecReduce *reduce);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExecReduce, exec_reduce_free)
 

@@ -109,7 +109,7 @@ static gboolean exec_pipeline_consume(ExecPipeline *pipeline, int32_t stage) {
                           .version_f = -1,
                           .version_b = -1,
                           .resource = PP_RESOURCE_COMPUTE,
-                          .replica = exec_comm_replica(pipeline->params.comm)};
+                          .replica = pipeline->params.parallel.replica};
         for (guint b = 0; op->kind == PP_OP_UPDATE && b < pipeline->buckets[stage]->len; b++) {
             /* An overlapped bucket, placed on the reports' clock by the U's start. */
             const ExecBucket *bucket = &g_array_index(pipeline->buckets[stage], ExecBucket, b);
@@ -311,7 +311,7 @@ static gboolean exec_pipeline_exec_op(ExecPipeline *pipeline, ExecOpArgs *args) 
                           .version_f = -1,
                           .version_b = -1,
                           .resource = PP_RESOURCE_REFERENCE,
-                          .replica = exec_comm_replica(pipeline->params.comm)};
+                          .replica = pipeline->params.parallel.replica};
         ops->reference(pipeline->backend, stage, &row.start_ns, &row.end_ns);
         g_array_append_val(pipeline->rows[stage], row);
     }

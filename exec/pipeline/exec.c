@@ -80,7 +80,8 @@ static gboolean exec_pipeline_check_caps(const ExecPipelineParams *params,
                                   setting, "remove the key or set the other precision", error))
             return FALSE;
     }
-    int32_t replicas = exec_comm_replicas(params->comm);
+    const ExecParallel par = exec_parallel_resolve(&params->parallel);
+    int32_t            replicas = par.replicas;
     if (replicas > 1) {
         g_autofree char *data = g_strdup_printf("parallel.data = %d", replicas);
         if (!exec_backend_require(backend, EXEC_BACKEND_CAN_REDUCE_GRADS, data,
@@ -88,7 +89,7 @@ static gboolean exec_pipeline_check_caps(const ExecPipelineParams *params,
             return FALSE;
         g_autofree char *sharded =
             g_strdup_printf("parallel.distributed_optimizer with parallel.data = %d", replicas);
-        if (params->distributed_optimizer &&
+        if (par.shards > 1 &&
             !exec_backend_require(backend, EXEC_BACKEND_CAN_SHARD_OPTIMIZER, sharded,
                                   "set parallel.distributed_optimizer = false", error))
             return FALSE;
@@ -132,8 +133,13 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         versions[s] = shape->weight_mode == PP_WEIGHTS_STASHED ? shape->n_weight_versions[s] : 0;
     for (int32_t vs = 0; vs < shape->n_vstages; vs++)
         act_slots[vs] = MAX(act_slots[vs], 1);
-    int32_t  replicas = exec_comm_replicas(params->comm);
-    gboolean sharded = params->distributed_optimizer && replicas > 1;
+    const ExecParallel par = exec_parallel_resolve(&params->parallel);
+    /* The group's rank arithmetic and this layout describe the same replicas. */
+    PP_ASSERT(params->comm == NULL ? par.replicas == 1
+                                   : exec_comm_replicas(params->comm) == par.replicas &&
+                                         exec_comm_replica(params->comm) == par.replica);
+    int32_t  replicas = par.replicas;
+    gboolean sharded = par.shards > 1;
     if (sharded && params->optim.kind != KERN_OPTIM_ADAMW) {
         g_set_error(error, EXEC_ERROR, EXEC_ERROR_BACKEND,
                     "parallel.distributed_optimizer with parallel.data = %d shards the flat "
@@ -144,8 +150,8 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     }
     KernOptimParams optim = params->optim;
     if (sharded) {
-        optim.shards = replicas;
-        optim.shard = exec_comm_replica(params->comm);
+        optim.shards = par.shards;
+        optim.shard = par.replica;
     }
     /* What every backend allocates from: the model's tables and sizes, built here once. */
     g_autoptr(ExecModelLayout) layout =
@@ -162,6 +168,7 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         .on_grads = params->on_grads,
         .on_grads_user = params->on_grads_user,
         .comm = params->comm,
+        .parallel = par,
         .devices = params->devices,
         .precision = params->precision,
         .flash_attention = params->flash_attention,
@@ -176,6 +183,7 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     PP_ASSERT(!(can & EXEC_BACKEND_CAN_SPEED_REFERENCE) == (made->ops->reference == NULL));
     ExecPipeline *pipeline = g_new0(ExecPipeline, 1);
     pipeline->params = *params;
+    pipeline->params.parallel = par;
     pipeline->params.backend = NULL;
     pipeline->params.shape = NULL;
     pipeline->params.layers_per_vstage = NULL;
@@ -194,7 +202,7 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
     pipeline->nonfinite = g_new0(int32_t, shape->n_stages);
     pipeline->trace = pp_trace_new();
     pipeline->predicted = exec_pipeline_predict_memory(params, pipeline->partition, shape,
-                                                       act_slots, versions, sharded ? replicas : 1);
+                                                       act_slots, versions, par.shards);
     pipeline->reduce_ns = g_new0(int64_t, shape->n_stages);
     pipeline->gather_ns = g_new0(int64_t, shape->n_stages);
     const ExecBackendOps *ops = pipeline->backend->ops;
@@ -202,8 +210,8 @@ ExecPipeline *exec_pipeline_new(const ExecPipelineParams *params, GError **error
         replicas > 1 && ops->reduces_grads && ops->reduces_grads(pipeline->backend);
     PP_ASSERT(!pipeline->device_reduce || (ops->reduce_grads && !sharded));
     if (replicas > 1 && !pipeline->device_reduce) {
-        pipeline->reduce =
-            exec_reduce_new(params->comm, shape->n_vstages, exec_pipeline_most_buckets(layout));
+        pipeline->reduce = exec_reduce_new(params->comm, &par, shape->n_vstages,
+                                           exec_pipeline_most_buckets(layout));
     }
     pipeline->sharded = sharded;
     /* The device's reduction is ordered on the stage's one queue, right before the U: no
@@ -385,9 +393,8 @@ ExecRunResult *exec_pipeline_run(ExecPipeline *pipeline, const PpSchedule *sched
     pipeline->sched = sched;
     pipeline->weight_mode = sched->weight_mode;
     pipeline->mb_per_step = sched->mb_per_step;
-    ExecRunResult *res =
-        exec_run_result_new(sched->n_stages, sched->n_vstages, sched->n_mb, sched->n_ops,
-                            exec_comm_replicas(pipeline->params.comm));
+    ExecRunResult *res = exec_run_result_new(sched->n_stages, sched->n_vstages, sched->n_mb,
+                                             sched->n_ops, pipeline->params.parallel.replicas);
     res = exec_pipeline_launch(pipeline, exec_pipeline_worker, res, mb_offset, error);
     for (int32_t s = 0; res && s < pipeline->n_stages; s++) {
         if (pipeline->backend->ops->is_local(pipeline->backend, s))
@@ -417,7 +424,7 @@ ExecRunResult *exec_pipeline_run_dynamic(ExecPipeline *pipeline, const ExecDynam
     for (int32_t s = 0; s < pipeline->n_stages; s++)
         cap[s] = 2 * n_mb + (n_mb + accumulation - 1) / accumulation; /* F, BW, U */
     ExecRunResult *res = exec_run_result_new(pipeline->n_stages, pipeline->n_vstages, n_mb, cap,
-                                             exec_comm_replicas(pipeline->params.comm));
+                                             pipeline->params.parallel.replicas);
     g_autoptr(ExecRunResult) done =
         exec_pipeline_launch(pipeline, exec_pipeline_worker_dynamic, res, mb_offset, error);
     if (!done)
@@ -501,8 +508,7 @@ void exec_pipeline_state_part(const ExecPipeline *pipeline, int32_t vstage, cons
     size_t n = 0, shard_lo, shard_hi;
     for (int i = 0; i < exec_pipeline_n_tensors(pipeline, vstage); i++)
         n += exec_pipeline_tensor(pipeline, vstage, i)->numel;
-    kern_optim_shard_range(n, exec_comm_replicas(pipeline->params.comm), replica, &shard_lo,
-                           &shard_hi);
+    kern_optim_shard_range(n, pipeline->params.parallel.shards, replica, &shard_lo, &shard_hi);
     size_t from = MAX(t->offset, shard_lo), to = MIN(t->offset + t->numel, shard_hi);
     *lo = from < to ? from - t->offset : 0;
     *hi = from < to ? to - t->offset : 0;
@@ -584,4 +590,8 @@ const PpTrace *exec_pipeline_trace(const ExecPipeline *pipeline) {
 
 ExecComm *exec_pipeline_comm(const ExecPipeline *pipeline) {
     return pipeline->params.comm;
+}
+
+const ExecParallel *exec_pipeline_parallel(const ExecPipeline *pipeline) {
+    return &pipeline->params.parallel;
 }

@@ -64,7 +64,7 @@ typedef struct {
     ExecComm *comm;                 /* (nullable) the process group of a multi-process run,
                                        borrowed for the pipeline's life: every rank builds the
                                        pipeline and makes the same calls in the same order.
-                                       With exec_comm_replicas() = D > 1 the group runs D
+                                       With parallel.replicas = D > 1 the group runs D
                                        replicas of the pipeline (data parallelism): each rank
                                        runs one stage of one replica, and before every U the
                                        stage's replicas replace their gradients by the mean
@@ -72,9 +72,13 @@ typedef struct {
                                        weights stay bitwise equal; each replica reads its own
                                        data (@data is called with the replica's micro-batch
                                        indices: the data source tells replicas apart) */
-    gboolean distributed_optimizer; /* parallel.distributed_optimizer, with D > 1 replicas:
-                                       ZeRO-1. Replica d holds the optimizer state of shard d
-                                       of each virtual stage's flat parameters only
+    ExecParallel parallel;          /* the replicas around this pipeline: D, this process's
+                                       replica and the optimizer's shards; with a group, the
+                                       D it was given (exec_comm_set_replicas()); all zero:
+                                       one pipeline. shards = D > 1 is ZeRO-1
+                                       (parallel.distributed_optimizer): replica d holds the
+                                       optimizer state of shard d of each virtual stage's flat
+                                       parameters only
                                        (kern_optim_shard_range()) and steps it after the
                                        reduce-scatter, then the replicas all-gather the updated
                                        parameters; bitwise the replicated run. AdamW only (Muon
@@ -98,7 +102,7 @@ typedef struct _ExecPipeline ExecPipeline;
 typedef struct {
     int32_t n_mb;
     float  *loss;       /* (n_mb) mean cross-entropy of each micro-batch (last vstage F) */
-    int32_t n_replicas; /* D: data-parallel replicas of the pipeline (exec_comm_replicas()) */
+    int32_t n_replicas; /* D: data-parallel replicas of the pipeline (parallel.replicas) */
     float  *losses;     /* (n_replicas, n_mb) every replica's losses, replica-major (this
                            replica's are @loss) */
     int32_t *mb_step;   /* (n_mb) the op.step of the micro-batch's F on the last vstage */
@@ -252,9 +256,11 @@ const PpTrace *exec_pipeline_trace(const ExecPipeline *pipeline);
 
 /* --- processes --- */
 
-/* The process group (transfer none; NULL: one process), and the rank of this rank's replica
- * holding virtual stage @vstage's state (0 without a group). */
-ExecComm *exec_pipeline_comm(const ExecPipeline *pipeline);
-int32_t   exec_pipeline_vstage_rank(const ExecPipeline *pipeline, int32_t vstage);
+/* The process group (transfer none; NULL: one process), the replicas around the pipeline
+ * (params.parallel with its zero fields read, transfer none), and the rank of this rank's
+ * replica holding virtual stage @vstage's state (0 without a group). */
+ExecComm           *exec_pipeline_comm(const ExecPipeline *pipeline);
+const ExecParallel *exec_pipeline_parallel(const ExecPipeline *pipeline);
+int32_t             exec_pipeline_vstage_rank(const ExecPipeline *pipeline, int32_t vstage);
 
 G_END_DECLS

@@ -32,7 +32,8 @@ static gboolean exec_train_dist_move(ExecPipeline *pipeline, ExecTensorList *lis
         const ExecTensorEntry *e = exec_tensor_list_get(list, i);
         int32_t stage = exec_comm_rank_stage(comm, exec_pipeline_vstage_rank(pipeline, vstages[i]));
         int32_t tag = (int32_t)(i % ((int64_t)exec_comm_tag_max(comm) + 1));
-        int32_t replicas = to_root && state_tables == NULL ? 1 : exec_comm_replicas(comm);
+        int32_t replicas =
+            to_root && state_tables == NULL ? 1 : exec_pipeline_parallel(pipeline)->replicas;
         for (int32_t d = 0; d < replicas; d++) {
             int32_t holder = exec_comm_layout_rank(comm, d, stage);
             size_t  lo = 0, hi = exec_train_dist_bytes(e) / sizeof(float);

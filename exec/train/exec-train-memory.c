@@ -30,10 +30,10 @@ static int exec_train_memory_row_cmp(const void *a, const void *b) {
 }
 
 /* The rows of this process's local stages (none when the backend does not account memory). */
-static GBytes *exec_train_memory_local(const ExecPipeline *pipeline, ExecComm *comm) {
+static GBytes *exec_train_memory_local(const ExecPipeline *pipeline) {
     g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(ExecTrainMemoryRow));
     for (int32_t s = 0; s < exec_pipeline_n_stages(pipeline); s++) {
-        ExecTrainMemoryRow row = {.stage = s, .replica = exec_comm_replica(comm)};
+        ExecTrainMemoryRow row = {.stage = s, .replica = exec_pipeline_parallel(pipeline)->replica};
         if (exec_pipeline_memory(pipeline, s, &row.predicted, &row.actual))
             g_array_append_val(rows, row);
     }
@@ -83,7 +83,7 @@ gboolean exec_train_memory_report(const ExecPipeline *pipeline, ExecComm *comm,
                                   ExecTrainSummary *summary, GError **error) {
     summary->predicted_bytes = 0;
     summary->actual_bytes = -1;
-    g_autoptr(GBytes) mine = exec_train_memory_local(pipeline, comm);
+    g_autoptr(GBytes) mine = exec_train_memory_local(pipeline);
     g_autoptr(GPtrArray) all = exec_comm_gather(comm, 0, mine, "the memory report", error);
     if (all == NULL)
         return FALSE;
@@ -105,7 +105,7 @@ gboolean exec_train_memory_report(const ExecPipeline *pipeline, ExecComm *comm,
         const ExecTrainMemoryRow *r = &g_array_index(rows, ExecTrainMemoryRow, i);
         summary->predicted_bytes += r->predicted.total_bytes;
         summary->actual_bytes += r->actual.total_bytes;
-        exec_train_memory_note(progress, r, exec_comm_replicas(comm));
+        exec_train_memory_note(progress, r, exec_pipeline_parallel(pipeline)->replicas);
         exec_train_memory_csv_row(csv, r);
     }
     if (dir == NULL)

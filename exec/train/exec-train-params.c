@@ -164,7 +164,6 @@ void exec_train_pipeline_params(const PpScenario *sc, const PpSchedule *shape,
         .precision = exec_train_precision(sc),
         .flash_attention = sc->model.flash_attention,
         .speed_reference = sc->run.speed_reference,
-        .distributed_optimizer = sc->parallel.distributed_optimizer,
         .overlap_grad_reduce = sc->parallel.overlap_grad_reduce,
     };
 }

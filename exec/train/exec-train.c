@@ -175,9 +175,15 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
      * r / D of replica r mod D, and reads that replica's part of every global batch. */
     int32_t replicas = sc->parallel.data;
     exec_comm_set_replicas(comm, replicas);
+    /* The layout every part of the run reads from here on (the group keeps D for its rank
+     * arithmetic only). */
+    const ExecParallel parallel = {
+        .replicas = replicas,
+        .replica = exec_comm_replica(comm),
+        .shards = sc->parallel.distributed_optimizer && replicas > 1 ? replicas : 1};
     gboolean same_data = g_strcmp0(g_getenv(EXEC_TRAIN_REPLICA_DATA_ENV), "same") == 0;
     train.replicas = same_data ? 1 : replicas;
-    train.replica = exec_comm_replica(comm);
+    train.replica = parallel.replica;
     train.mb_per_step = shape->mb_per_step;
     g_autofree char *vocab =
         exec_train_hex(data_shard_fingerprint(train_shard), DATA_BPE_FINGERPRINT_BYTES);
@@ -196,6 +202,7 @@ gboolean exec_train_run(const ExecTrainParams *params, ExecTrainSummary *summary
     pp.on_loss = exec_train_on_loss;
     pp.on_loss_user = &live;
     pp.comm = comm;
+    pp.parallel = parallel;
     g_autoptr(ExecPipeline) pipeline = exec_pipeline_new(&pp, &local);
     if (!exec_comm_agree(comm, "building the pipeline", &local)) {
         g_propagate_error(error, local);

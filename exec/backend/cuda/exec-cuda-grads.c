@@ -22,10 +22,10 @@
 
 void exec_cuda_grads_choose(ExecCudaBackend *cuda, const ExecGradPlace *places) {
     ExecComm *comm = cuda->skel.comm;
-    int32_t   replicas = exec_comm_replicas(comm);
+    int32_t   replicas = cuda->skel.parallel.replicas;
     cuda->grad_path = exec_grad_path_choose(PP_HAVE_NCCL, places, replicas);
     /* Said once per stage group, by its replica 0 (scripts/gpu-check looks for it). */
-    if (replicas > 1 && exec_comm_replica(comm) == 0)
+    if (replicas > 1 && cuda->skel.parallel.replica == 0)
         g_message("stage %d: its %d replicas reduce their gradients over %s", exec_comm_stage(comm),
                   replicas, exec_grad_path_name(cuda->grad_path));
 }

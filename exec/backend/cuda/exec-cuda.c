@@ -511,7 +511,7 @@ static int32_t *exec_cuda_rank_devices(const ExecBackendSetup *setup, int n_visi
     g_autofree int32_t *devices = g_new(int32_t, setup->n_stages);
     for (int32_t s = 0; s < setup->n_stages; s++)
         devices[s] = places[exec_comm_stage_rank(comm, s)].device;
-    for (int32_t e = 0; e < exec_comm_replicas(comm); e++)
+    for (int32_t e = 0; e < exec_parallel_resolve(&setup->parallel).replicas; e++)
         group[e] = places[exec_comm_layout_rank(comm, e, stage)].place;
     g_free(places);
     return g_steal_pointer(&devices);
@@ -555,7 +555,7 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
     }
     skel->enter = exec_cuda_enter;
     skel->state = &exec_cuda_state_ops;
-    g_autofree ExecGradPlace *group = g_new0(ExecGradPlace, exec_comm_replicas(skel->comm));
+    g_autofree ExecGradPlace *group = g_new0(ExecGradPlace, skel->parallel.replicas);
     cuda->plan = exec_cuda_plan_for(setup, group, error);
     if (!cuda->plan) {
         exec_cuda_free(&skel->base);
@@ -564,7 +564,7 @@ ExecBackend *exec_backend_cuda_new(const ExecBackendSetup *setup, GError **error
     exec_cuda_grads_choose(cuda, group);
     ExecCudaPlan *plan = cuda->plan;
     if (cuda->grad_path == EXEC_GRAD_PATH_NCCL)
-        exec_cuda_plan_add_nccl_scratch(plan, setup, skel->local, exec_comm_replicas(skel->comm));
+        exec_cuda_plan_add_nccl_scratch(plan, setup, skel->local, skel->parallel.replicas);
     /* With a group a rank whose device is short of memory tells the others (they agree). */
     GError *no_fit = NULL;
     exec_cuda_check_fit(plan, skel->local, &no_fit);
