@@ -40,8 +40,9 @@ static gboolean pp_scenario_check_mla(const PpScenario *sc, GError **error) {
     return TRUE;
 }
 
-/* experts > 0: 1 <= experts_per_token <= experts, dense_layers < layers; experts = 0 takes
- * none of the other expert keys and no expert parallelism. */
+/* experts > 0: 1 <= experts_per_token <= experts, dense_layers < layers, moe_capacity_factor
+ * x experts_per_token <= experts; experts = 0 takes none of the other expert keys, no expert
+ * parallelism and no capacity factor. */
 static gboolean pp_scenario_check_experts(PpScenario *sc, GError **error) {
     PpModelParams          *m = &sc->model;
     const PpParallelParams *par = &sc->parallel;
@@ -56,6 +57,12 @@ static gboolean pp_scenario_check_experts(PpScenario *sc, GError **error) {
                 "shared_experts = %d, dense_layers = %d, [parallel] expert = %d; give experts "
                 "> 0 for a mixture of experts, or leave those at 0, 0, 0 and 1",
                 m->experts_per_token, m->shared_experts, m->dense_layers, par->expert);
+        if (par->moe_capacity_factor > 0.0)
+            return pp_scenario_inconsistent(
+                sc, error,
+                "[parallel] moe_capacity_factor = %g sizes the experts' capacity, but [model] "
+                "experts = 0 (a dense model); remove it or give experts > 0",
+                par->moe_capacity_factor);
         return TRUE;
     }
     if (m->experts_per_token < 1 || m->experts_per_token > m->experts)
@@ -63,6 +70,16 @@ static gboolean pp_scenario_check_experts(PpScenario *sc, GError **error) {
                                         "[model] experts_per_token = %d: each token runs "
                                         "through 1..experts = %d routed experts",
                                         m->experts_per_token, m->experts);
+    /* Megatron picks each expert's capacity tokens by a top-k over the rank's tokens: at
+     * most all of them, factor x K / E <= 1 */
+    if (par->moe_capacity_factor * m->experts_per_token > m->experts)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[parallel] moe_capacity_factor = %g gives each expert more than every token of a "
+            "rank (factor x [model] experts_per_token = %d > experts = %d); use 0 (dropless) "
+            "or at most %g",
+            par->moe_capacity_factor, m->experts_per_token, m->experts,
+            (double)m->experts / m->experts_per_token);
     if (m->dense_layers >= m->layers)
         return pp_scenario_inconsistent(
             sc, error,

@@ -283,6 +283,11 @@ const PpScenarioKey pp_scenario_keys[] = {
             "how an MoE layer's tokens reach their experts: alltoall (Megatron's all-to-all "
             "dispatcher, sized on the host), deepep or hybridep (fused dispatch and combine "
             "kernels; simulator)"),
+    PP_NUM("parallel", "moe_capacity_factor", parallel.moe_capacity_factor, "0", 0.0, PP_DIM_MAX,
+           1.0, 0,
+           "token-dropping MoE dispatch: each expert runs ceil(moe_capacity_factor x tokens x "
+           "experts_per_token / experts) of a rank's routed tokens, padded to that capacity, "
+           "with no token counts on the host; 0: dropless (simulator)"),
     PP_TEXT("parallel", "overlap_grad_reduce", PP_KEY_BOOL, parallel.overlap_grad_reduce, "false",
             0,
             "the data-parallel gradient all-reduce starts layer by layer during a chunk's last "

@@ -479,6 +479,7 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .dense_layers = scenario->model.dense_layers,
                              .expert = par->expert,
                              .expert_tensor = par->expert_tensor,
+                             .moe_capacity_factor = par->moe_capacity_factor,
                              .fsdp_shards = par->fsdp ? (double)par->data * par->context : 1,
                              .context = par->context,
                              .grad_bytes = par->grad_bytes,

@@ -163,6 +163,9 @@ typedef struct {
                                        another's compute (docs/cost-model.md) */
     char *moe_dispatcher;           /* "alltoall", "deepep" or "hybridep": how the tokens reach
                                        the experts (docs/cost-model.md) */
+    double moe_capacity_factor;     /* > 0: each expert takes ceil(factor x tokens x K / E) of a
+                                       rank's routed tokens, padded to it, dropping the rest;
+                                       0: dropless (docs/cost-model.md) */
 } PpParallelParams;
 
 typedef struct {

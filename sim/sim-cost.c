@@ -448,15 +448,16 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
 
 /* The FLOPs of one block whose matrix products hold @matrix_params weights (active ones for
  * an MoE block, @expert_params of them in its K + S experts, whose products are
- * sim_moe_expert_width() wide) and whose attention costs @attention_flops, per micro-batch
+ * sim_moe_expert_width() wide and run @expert_run_params weights' FLOPs as dispatched:
+ * pp_memory_expert_run_params()) and whose attention costs @attention_flops, per micro-batch
  * before the tensor split: model FLOPs, their time at the bf16 rate and what the backward
  * recomputes. Time-FLOPs count each matrix FLOP sim_cost_matrix_time_factor() times, so that
  * every op time stays time-FLOPs / (peak_tflops x eff): model.precision = fp8 runs the GEMMs
  * at kernel_eff_fp8 x the fp8 rate, while the attention scores, the LM head and the
  * embeddings stay in bf16 (as in DeepSeek-V3's fp8 training, report §3.3). */
 static void sim_cost_fill_block(const PpScenario *scenario, double matrix_params,
-                                double expert_params, double attention_flops, gboolean times,
-                                SimCostBlock *block) {
+                                double expert_params, double expert_run_params,
+                                double attention_flops, gboolean times, SimCostBlock *block) {
     const PpHardwareParams *hw = &scenario->hardware;
     const PpModelParams    *m = &scenario->model;
     const double flops_per_param = 2.0 * scenario->pipeline.microbatch_size * (double)m->seq_len;
@@ -472,9 +473,9 @@ static void sim_cost_fill_block(const PpScenario *scenario, double matrix_params
         matrix_time_flops =
             (matrix_flops - expert_flops) * sim_cost_matrix_time_factor(hw, h, h, speedup);
         if (expert_params > 0.0)
-            matrix_time_flops +=
-                expert_flops * sim_cost_matrix_time_factor(
-                                   hw, h, sim_moe_expert_width(h, m->expert_ffn_hidden), speedup);
+            matrix_time_flops += flops_per_param * expert_run_params *
+                                 sim_cost_matrix_time_factor(
+                                     hw, h, sim_moe_expert_width(h, m->expert_ffn_hidden), speedup);
     }
     block->time_flops = matrix_time_flops + attention_flops;
     block->recompute_time_flops = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL
@@ -641,7 +642,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
          .head_static_bytes = mem.head_params * mem.state_bpp,
          .logits_bytes = mem.logits_bytes,
     };
-    sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), 0.0, attention_flops,
+    sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), 0.0, 0.0, attention_flops,
                         times, &split.dense);
     if (ops_model) {
         /* the collectives' overlap below (ring, expert all-to-alls, FSDP) reads the block's
@@ -671,13 +672,15 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         /* Expert parallelism: a dispatch and a combine all-to-all per MoE layer in the
          * forward, and their two gradients in the input-gradient backward (and two more per
          * recomputed forward), each moving the K routed copies of this GPU's bs/T tokens
-         * (2h bytes each), on the compute stream as Megatron's all-to-all dispatcher runs
+         * (2h bytes each; with a capacity factor the rows as padded or dropped,
+         * pp_memory_moe_routed_per_token()), on the compute stream as Megatron's all-to-all
+         * dispatcher runs
          * them; with parallel.moe_a2a_overlap the forward's run under the paired backward's
          * compute and the backward's under the paired forward's (sim_moe_a2a_exposed_ns()).
          * They move their bytes at hardware.alltoall_eff x the links' bandwidths (checked by
          * sim_cost_check_rate() when the model gives the times). */
         const double a2a_eff = times ? hw->alltoall_eff : 1.0;
-        const double routed_bytes = b * s / t * scenario->model.experts_per_token * h *
+        const double routed_bytes = b * s / t * pp_memory_moe_routed_per_token(&shape) * h *
                                     SIM_COST_MSG_BYTES_PER_ELEM / a2a_eff;
         const int64_t in_node = sim_layout_expert_ranks_in_node(&layout, scenario->parallel.expert,
                                                                 scenario->parallel.expert_tensor);
@@ -690,7 +693,8 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
             return FALSE;
         const double expert_params = pp_memory_expert_matrix_params(&shape);
         sim_cost_fill_block(scenario, pp_memory_moe_layer_matrix_params(&shape, TRUE),
-                            expert_params, attention_flops, times, &split.moe);
+                            expert_params, pp_memory_expert_run_params(&shape), attention_flops,
+                            times, &split.moe);
         if (ops_model) {
             sim_cost_ops_block(scenario, &shape, TRUE, &moe_ops);
             if (!sim_cost_ops_check(&moe_ops, scenario, error))

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -383,6 +384,32 @@ static void sim_import_megatron_compute(SimImport *im) {
 }
 
 /* Layout and batch: [pipeline], [parallel], [training]. */
+/* --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity: Megatron's
+ * drop-and-pad dispatch, whose all-to-all splits are fixed (parallel.moe_capacity_factor).
+ * Without the padding the token counts still go to the host every layer and a balanced load
+ * drops none at a factor >= 1: simulated dropless, said. */
+static void sim_import_megatron_capacity(SimImport *im) {
+    SimImportFlag *f = sim_import_take(im, "--moe-expert-capacity-factor");
+    gboolean       pad = sim_import_switch(im, "--moe-pad-expert-input-to-capacity");
+    if (f == NULL)
+        return;
+    char        *end = NULL;
+    const double v = g_ascii_strtod(f->value, &end);
+    if (f->value[0] == '\0' || *end != '\0' || !(v > 0.0) || !isfinite(v)) {
+        sim_import_fail(im, "--moe-expert-capacity-factor '%s': expected a number above 0",
+                        f->value);
+        return;
+    }
+    if (pad)
+        sim_import_set(im, "parallel", "moe_capacity_factor", "%s", f->value);
+    else
+        g_ptr_array_add(im->ignored,
+                        g_strdup_printf("--moe-expert-capacity-factor %s: without "
+                                        "--moe-pad-expert-input-to-capacity the token counts "
+                                        "still reach the host; simulated dropless",
+                                        f->value));
+}
+
 static void sim_import_megatron_layout(SimImport *im) {
     static const char *const dispatchers[] = {"alltoall", "allgather", "flex", NULL};
     static const char *const strategies[] = {"no_shard", "optim", "optim_grads",
@@ -451,6 +478,7 @@ static void sim_import_megatron_layout(SimImport *im) {
     else if (d != NULL)
         sim_import_fail(im, "--moe-token-dispatcher-type flex: expected --moe-enable-deepep or "
                             "--moe-flex-dispatcher-backend deepep or hybridep with it");
+    sim_import_megatron_capacity(im);
     sim_import_int_key(im, "--global-batch-size", 1, "training", "global_batch");
 }
 
@@ -462,7 +490,6 @@ static const struct {
     {"--train-iters", "pacer simulates training.steps identical steps"},
     {"--train-samples", "pacer simulates training.steps identical steps"},
     {"--rampup-batch-size", "pacer simulates the full --global-batch-size"},
-    {"--moe-expert-capacity-factor", "pacer models token-dropless experts (no capacity key)"},
     {"--tp-comm-overlap", "no key for overlapping tensor-parallel communication"},
     {"--fp8-recipe", "one fp8 rate per device (hardware.kernel_eff_fp8)"},
     {"--untie-embeddings-and-output-weights", "pacer counts a separate LM head either way"},

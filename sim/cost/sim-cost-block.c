@@ -73,9 +73,9 @@ void sim_cost_ops_block(const PpScenario *scenario, const PpMemoryShape *m, gboo
         sim_cost_block_ffn(ops, &sl, m->ffn_gated, N, h, f / T, 1.0);
     } else {
         const double f_e = m->expert_ffn_hidden > 0 ? m->expert_ffn_hidden : f;
-        const double routed = N * m->experts_per_token / T;       /* this GPU's routed copies */
-        sim_cost_ops_matmul(ops, &sl, N, m->experts, h, 1.0);     /* the router */
-        sim_cost_ops_elementwise(ops, &sl, routed * h, 4.0, 4.0); /* permute */
+        const double routed = N * pp_memory_moe_routed_per_token(m) / T; /* this GPU's copies */
+        sim_cost_ops_matmul(ops, &sl, N, m->experts, h, 1.0);            /* the router */
+        sim_cost_ops_elementwise(ops, &sl, routed * h, 4.0, 4.0);        /* permute */
         sim_cost_block_ffn(ops, &sl, m->ffn_gated, sl.expert_rows, h, f_e / sl.expert_split,
                            sl.local_experts);
         sim_cost_ops_elementwise(ops, &sl, routed * h, 4.0, 4.0); /* unpermute */

@@ -44,7 +44,8 @@ void sim_cost_slice_context(SimCostSlice *slice, const PpScenario *scenario) {
 
 /* E / EP routed experts per GPU, each expert's columns split expert_tensor ways; the routed
  * rows per GPU keep the model's FLOP count, K tokens' copies over T:
- * local experts x rows x (f_e / ET) = tokens x K x f_e / T. */
+ * local experts x rows x (f_e / ET) = tokens x K x f_e / T; with a capacity factor the rows
+ * as padded or dropped, R in place of K (pp_memory_moe_routed_rows()). */
 void sim_cost_slice_expert(SimCostSlice *slice, const PpScenario *scenario) {
     const double E = scenario->model.experts;
     if (!(E > 0))
@@ -53,6 +54,8 @@ void sim_cost_slice_expert(SimCostSlice *slice, const PpScenario *scenario) {
     const double et = MAX(scenario->parallel.expert_tensor, 1);
     slice->local_experts = E / ep;
     slice->expert_split = et;
-    slice->expert_rows = slice->tokens * scenario->model.experts_per_token * et /
-                         (slice->tensor * slice->local_experts);
+    const double routed = pp_memory_moe_routed_rows(scenario->parallel.moe_capacity_factor,
+                                                    slice->tokens / slice->tensor,
+                                                    scenario->model.experts_per_token, E);
+    slice->expert_rows = slice->tokens * routed * et / (slice->tensor * slice->local_experts);
 }
