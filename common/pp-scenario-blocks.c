@@ -127,9 +127,11 @@ static gboolean pp_scenario_check_expert_layout(PpScenario *sc, GError **error) 
 }
 
 /* Context parallelism with causal load balancing cuts every sequence into 2C chunks (rank i
- * holds chunks i and 2C - 1 - i), so 2C must divide seq_len. */
+ * holds chunks i and 2C - 1 - i), so 2C must divide seq_len. The all-to-all (Ulysses) gives
+ * each rank 1/C of a tensor rank's heads, query and key/value heads alike (MLA materialises a
+ * key and a value per query head), so C divides both. */
 static gboolean pp_scenario_check_context(const PpScenario *sc, GError **error) {
-    const int32_t C = sc->parallel.context;
+    const int32_t C = sc->parallel.context, T = sc->parallel.tensor;
     if (C > 1 && sc->model.seq_len % (2 * C) != 0)
         return pp_scenario_inconsistent(
             sc, error,
@@ -137,6 +139,16 @@ static gboolean pp_scenario_check_context(const PpScenario *sc, GError **error) 
             "load balancing gives each context-parallel rank two of 2 x context equal chunks of "
             "every sequence; choose a context that divides seq_len / 2",
             sc->model.seq_len, C);
+    if (C < 2 || pp_scenario_context_comm(sc) != PP_CONTEXT_COMM_A2A)
+        return TRUE;
+    const int32_t kv = pp_scenario_attention_mla(sc) ? sc->model.heads : sc->model.kv_heads;
+    if ((sc->model.heads / T) % C != 0 || (kv / T) % C != 0)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[parallel] context_comm = a2a splits each tensor rank's heads over context = %d "
+            "ranks, but [model] heads = %d and key/value heads %d over tensor = %d leave %d and "
+            "%d; choose a context dividing both, or context_comm = ring",
+            C, sc->model.heads, kv, T, sc->model.heads / T, kv / T);
     return TRUE;
 }
 

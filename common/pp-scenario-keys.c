@@ -33,6 +33,8 @@ static const char *const pp_precision_choices[] = {"fp32", "bf16", NULL};
 static const char *const pp_recompute_method_choices[] = {"uniform", "block", NULL};
 /* PpFsdpImpl order */
 static const char *const pp_fsdp_impl_choices[] = {"megatron", "fsdp2", NULL};
+/* PpContextComm order */
+static const char *const pp_context_comm_choices[] = {"ring", "a2a", NULL};
 /* [model] ffn: the first is GPT-2's two-matrix MLP, the second the gated three-matrix one */
 static const char *const pp_ffn_choices[] = {"gelu", "swiglu", NULL};
 static const char *const pp_model_precision_choices[] = {"bf16", "fp8", NULL};
@@ -268,6 +270,11 @@ const PpScenarioKey pp_scenario_keys[] = {
     PP_INT("parallel", "context", parallel.context, "1", 1, PP_TENSOR_MAX, 0,
            "context-parallel ranks C, each holding 1/C of every sequence; ring attention "
            "passes key/value blocks between them (simulator)"),
+    PP_ENUM("parallel", "context_comm", parallel.context_comm, "ring", pp_context_comm_choices,
+            "how the context-parallel ranks share attention: ring (key/value blocks passed "
+            "rank to rank under the attention) or a2a (Ulysses: all-to-alls of q, k, v and the "
+            "output turn sequence shards into head shards; the heads per tensor rank must "
+            "divide by context) (simulator)"),
     PP_INT("parallel", "expert", parallel.expert, "1", 1, PP_REPLICAS_MAX, 0,
            "expert-parallel ranks EP sharing each MoE layer's routed experts, out of tensor x "
            "data (simulator)"),
@@ -919,6 +926,11 @@ const char *pp_recompute_name(PpRecompute recompute) {
 PpRecomputeMethod pp_scenario_recompute_method(const PpScenario *scenario) {
     return g_strcmp0(scenario->model.recompute_method, "block") == 0 ? PP_RECOMPUTE_BLOCK
                                                                      : PP_RECOMPUTE_UNIFORM;
+}
+
+PpContextComm pp_scenario_context_comm(const PpScenario *scenario) {
+    return g_strcmp0(scenario->parallel.context_comm, "a2a") == 0 ? PP_CONTEXT_COMM_A2A
+                                                                  : PP_CONTEXT_COMM_RING;
 }
 
 PpFsdpImpl pp_scenario_fsdp_impl(const PpScenario *scenario) {

@@ -509,6 +509,36 @@ static void sim_cost_ring_ns(const PpScenario *scenario, const SimLayout *layout
     *ring_b_ns = llround((C - 1.0) * MAX(0.0, 2.0 * hop_ns - 2.0 * step_ns));
 }
 
+/* Context parallelism's all-to-all (Ulysses; Megatron's --cp-comm-type a2a, Transformer
+ * Engine's implementation) in one layer: before the attention core three all-to-alls over the
+ * C ranks turn this GPU's s/C tokens of q, k and v (all of its tensor rank's heads) into all s
+ * tokens of 1/C of the heads, and one turns the output back; the backward runs the same four
+ * on the gradients (dO before, dq dk dv after). Each moves b (s/C) x width bf16 values split
+ * over T, (C - 1)/C of them to other ranks (q a d_qk, k and v half the key/value width each,
+ * the output a d_v); the group spans T C consecutive ranks like an expert group
+ * (sim_layout_expert_ranks_in_node()), its shares in and off the node at once
+ * (sim_layout_alltoall_ns()). Nothing runs beside them: all of it is exposed,
+ * @f_ns = @b_ns = the four all-to-alls. */
+static int64_t sim_cost_ulysses_ns(const PpScenario *scenario, const SimLayout *layout,
+                                   const PpMemoryShape *shape) {
+    const double C = layout->context;
+    const double elems = scenario->pipeline.microbatch_size * (scenario->model.seq_len / C) *
+                         SIM_COST_MSG_BYTES_PER_ELEM / scenario->parallel.tensor;
+    const int64_t in_node =
+        sim_layout_expert_ranks_in_node(layout, layout->context, layout->tensor);
+    const double width = pp_memory_attention_width(shape) / 2.0; /* a(d_qk + d_v) / 2 */
+    const double kv = pp_memory_kv_width(shape) / 2.0;           /* one of k, v */
+    /* q and the output together are a(d_qk + d_v) wide: as two of their mean width */
+    const double widths[] = {width, kv, kv, width};
+    int64_t      ns = 0;
+    for (size_t i = 0; i < G_N_ELEMENTS(widths); i++) {
+        const double bytes = elems * widths[i];
+        ns += sim_layout_alltoall_ns(layout, bytes * (double)(in_node - 1) / C,
+                                     bytes * (C - (double)in_node) / C);
+    }
+    return ns;
+}
+
 /* Fully sharded data parallelism (ZeRO-3, as PyTorch FSDP and Megatron's FSDP run it): a
  * block's @params bf16 weights (per GPU of its tensor group) are all-gathered over the D x C
  * replicas before its forward and again before its backward, and its gradients
@@ -659,7 +689,13 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     split.dense.act_bytes = pp_memory_layer_stored_bytes(&mem, FALSE);
     split.dense.comm_f_ns = SIM_LAYOUT_TP_COLLECTIVES_PER_PASS * tp_ns;
     split.dense.comm_b_ns = split.dense.comm_f_ns * passes_b;
-    if (layout.context > 1) {
+    if (layout.context > 1 && pp_scenario_context_comm(scenario) == PP_CONTEXT_COMM_A2A) {
+        const int64_t a2a_ns = sim_cost_ulysses_ns(scenario, &layout, &shape);
+        if (!sim_cost_check_layer_ns(scenario, "context all-to-alls", a2a_ns, error))
+            return FALSE;
+        split.dense.comm_f_ns += a2a_ns;
+        split.dense.comm_b_ns += a2a_ns * passes_b;
+    } else if (layout.context > 1) {
         int64_t ring_f_ns, ring_b_ns;
         sim_cost_ring_ns(scenario, &layout, &shape, attention_flops / t / c / rate * 1e9,
                          &ring_f_ns, &ring_b_ns);

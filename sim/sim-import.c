@@ -410,6 +410,34 @@ static void sim_import_megatron_capacity(SimImport *im) {
                                         f->value));
 }
 
+/* --cp-comm-type (one type, or one per layer): p2p is ring attention, a2a Ulysses
+ * (parallel.context_comm); allgather and a2a+p2p, and a list that mixes types, are listed and
+ * simulated as the ring. */
+static void sim_import_megatron_cp_comm(SimImport *im) {
+    SimImportFlag *f = sim_import_take(im, "--cp-comm-type");
+    if (f == NULL)
+        return;
+    g_auto(GStrv) types = g_strsplit(f->value, " ", -1);
+    gboolean same = types[0] != NULL;
+    for (int i = 1; same && types[i] != NULL; i++)
+        same = strcmp(types[i], types[0]) == 0;
+    const char *const known[] = {"p2p", "a2a", "allgather", "a2a+p2p", NULL};
+    for (int i = 0; types[i] != NULL; i++)
+        if (!g_strv_contains(known, types[i])) {
+            sim_import_fail(im, "--cp-comm-type '%s': expected p2p, a2a, allgather or a2a+p2p",
+                            types[i]);
+            return;
+        }
+    if (same && strcmp(types[0], "a2a") == 0)
+        sim_import_set(im, "parallel", "context_comm", "a2a");
+    else if (same && strcmp(types[0], "p2p") == 0)
+        sim_import_set(im, "parallel", "context_comm", "ring");
+    else
+        g_ptr_array_add(im->ignored, g_strdup_printf("--cp-comm-type %s: simulated as ring "
+                                                     "attention (parallel.context_comm = ring)",
+                                                     f->value));
+}
+
 static void sim_import_megatron_layout(SimImport *im) {
     static const char *const dispatchers[] = {"alltoall", "allgather", "flex", NULL};
     static const char *const strategies[] = {"no_shard", "optim", "optim_grads",
@@ -438,6 +466,7 @@ static void sim_import_megatron_layout(SimImport *im) {
     sim_import_int_key(im, "--micro-batch-size", 1, "pipeline", "microbatch_size");
     sim_import_int_key(im, "--tensor-model-parallel-size", 1, "parallel", "tensor");
     sim_import_int_key(im, "--context-parallel-size", 1, "parallel", "context");
+    sim_import_megatron_cp_comm(im);
     sim_import_int_key(im, "--expert-model-parallel-size", 1, "parallel", "expert");
     sim_import_int_key(im, "--expert-tensor-parallel-size", 1, "parallel", "expert_tensor");
     if (sim_import_switch(im, "--sequence-parallel"))

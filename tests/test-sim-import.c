@@ -394,6 +394,32 @@ START_TEST(test_megatron_moe_capacity) {
 }
 END_TEST
 
+/* --cp-comm-type a2a maps to parallel.context_comm = a2a, p2p to ring; allgather is listed
+ * and simulated as the ring. */
+START_TEST(test_megatron_cp_comm) {
+    g_autofree char *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
+    const struct {
+        const char *type, *key, *listed;
+    } cases[] = {{"a2a", "\ncontext_comm=a2a\n", NULL},
+                 {"p2p", "\ncontext_comm=ring\n", NULL},
+                 {"allgather", NULL, "--cp-comm-type allgather: simulated as ring attention"}};
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char  *out = g_strdup_printf("%s/cp%zu.ini", dir, i);
+        const char *const extra[] = {"--cp-comm-type", cases[i].type, NULL};
+        g_autofree char  *err = NULL;
+        import_mixtral(out, extra, &err);
+        g_autofree char *text = test_util_read_file(out, NULL);
+        if (cases[i].key != NULL)
+            ck_assert_msg(strstr(text, cases[i].key) != NULL, "%s", text);
+        else
+            ck_assert_ptr_null(strstr(text, "context_comm="));
+        if (cases[i].listed != NULL)
+            ck_assert_msg(strstr(err, cases[i].listed) != NULL, "%s", err);
+    }
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* NeMo's model.NAME=VALUE overrides map as the Megatron flags of the same names. */
 START_TEST(test_nemo_overrides) {
     g_autofree char  *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
@@ -554,6 +580,7 @@ static const struct {
      {"--global-batch-size", "12", NULL},
      "global batch 12 is not a multiple of the micro-batch size 1 x 8"},
     {"8", {"--moe-token-dispatcher-type", "flex", NULL}, "expected --moe-enable-deepep"},
+    {"8", {"--cp-comm-type", "ring", NULL}, "--cp-comm-type 'ring': expected p2p, a2a"},
     {"8",
      {"--moe-expert-capacity-factor", "-1", NULL},
      "--moe-expert-capacity-factor '-1': expected a number above 0"},
@@ -640,6 +667,7 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_megatron_llama3_fp8);
     tcase_add_test(tc, test_megatron_mixtral_moe);
     tcase_add_test(tc, test_megatron_moe_capacity);
+    tcase_add_test(tc, test_megatron_cp_comm);
     tcase_add_test(tc, test_nemo_overrides);
     tcase_add_test(tc, test_deepspeed_zero3);
     tcase_add_test(tc, test_megatron_recompute_fsdp2);

@@ -46,14 +46,14 @@ static void sim_cost_block_attention(SimCostOps *ops, const SimCostSlice *sl,
         }
         sim_cost_ops_matmul(ops, sl, N, m->kv_lora_rank + m->qk_rope_head_dim, h, 1.0);
         sim_cost_ops_matmul(ops, sl, N, a * (m->qk_nope_head_dim + d_v) / T, m->kv_lora_rank, 1.0);
-        sim_cost_ops_attention(ops, sl, a / T, d_qk, d_v);
+        sim_cost_ops_attention(ops, sl, a / (T * sl->core_heads_split), d_qk, d_v);
         sim_cost_ops_matmul(ops, sl, N, h, a * d_v / T, 1.0);
         return;
     }
     const double k = m->kv_heads > 0 ? m->kv_heads : a;
     const double d = m->head_dim > 0 ? m->head_dim : h / a;
     sim_cost_ops_matmul(ops, sl, N, (a + 2.0 * k) * d / T, h, 1.0);
-    sim_cost_ops_attention(ops, sl, a / T, d, d);
+    sim_cost_ops_attention(ops, sl, a / (T * sl->core_heads_split), d, d);
     sim_cost_ops_matmul(ops, sl, N, h, a * d / T, 1.0);
 }
 
