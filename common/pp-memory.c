@@ -229,7 +229,10 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
     model->recompute_method = shape->recompute_method;
     model->recompute_layers =
         shape->recompute == PP_RECOMPUTE_FULL ? MAX(shape->recompute_layers, 1) : 0;
-    model->comm_buffer_bytes = 2.0 * shape->msg_bytes + (sp ? 2.0 * b * s * h / c : 0.0);
+    const double sp_buffers = !sp                      ? 0.0
+                              : shape->tp_comm_overlap ? PP_MEMORY_TP_OVERLAP_BUFFERS
+                                                       : 1.0;
+    model->comm_buffer_bytes = 2.0 * shape->msg_bytes + sp_buffers * 2.0 * b * s * h / c;
     model->first_moe_layer = G_MAXINT32;
     model->moe_layer_params = model->moe_expert_params = 0.0;
     model->moe_layer_act_bytes = model->moe_layer_act_b_bytes = 0.0;

@@ -49,6 +49,12 @@ typedef enum {
                          master) and fp32 gradient shards; per gather the bf16 block, its bf16
                          gradient and that gradient cast to fp32 for the reduce-scatter */
 } PpFsdpImpl;
+/* Tensor-parallel communication overlap (Transformer Engine's initialize_ub()) holds one
+ * buffer of the micro-batch's full activation, b s h / C bf16 values, per overlapped GEMM:
+ * the forward's qkv, proj, fc1 and fc2, the input gradients' qkv, proj, fc1 and fc2, the
+ * weight gradients' qkv and fc1 (fp8 runs keep some in 1 byte: an upper bound). The
+ * all-gathered layer input of sequence parallelism lands in one of them. */
+#define PP_MEMORY_TP_OVERLAP_BUFFERS 10
 /* Logits are kept in fp32 for the loss. */
 #define PP_MEMORY_LOGIT_BYTES 4
 
@@ -63,6 +69,7 @@ typedef struct {
     gboolean    flash_attention;   /* no stored s x s attention scores */
     double      tensor;            /* T-way tensor parallelism (0 or 1: none) */
     gboolean    sequence_parallel; /* Megatron sequence parallelism shards the rest over T */
+    gboolean    tp_comm_overlap;   /* userbuffers with it (PP_MEMORY_TP_OVERLAP_BUFFERS) */
     PpRecompute recompute;
     double      zero_shards; /* replicas sharing the master weights and moments (ZeRO-1);
                                 0 or 1: none */
@@ -131,7 +138,8 @@ typedef struct {
                                  block's unsharded parameters; else 0 */
     double comm_buffer_bytes; /* pipeline buffers: a received gradient and a sent activation
                                  in flight, 2 x msg_bytes; + with sequence parallelism the
-                                 all-gathered layer input 2bsh/C a GEMM reads */
+                                 all-gathered layer input 2bsh/C a GEMM reads (with
+                                 tp_comm_overlap PP_MEMORY_TP_OVERLAP_BUFFERS of them) */
     double layer_act_bytes;   /* activations of one block per live micro-batch, M_F: without
                                  T, recomputation or flash sb(34h + 5as) for GPT-2's layer,
                                  sb(10h + 4(ad + kd) + 4f (gelu) or 6f (swiglu) + 5as) in

@@ -275,6 +275,10 @@ const PpScenarioKey pp_scenario_keys[] = {
             "rank to rank under the attention) or a2a (Ulysses: all-to-alls of q, k, v and the "
             "output turn sequence shards into head shards; the heads per tensor rank must "
             "divide by context) (simulator)"),
+    PP_TEXT("parallel", "tp_comm_overlap", PP_KEY_BOOL, parallel.tp_comm_overlap, "false", 0,
+            "the tensor-parallel all-gathers and reduce-scatters run under their GEMMs "
+            "(Megatron's --tp-comm-overlap; needs sequence_parallel with tensor > 1): only "
+            "their excess over the GEMMs, at least 1/tensor of them, is charged (simulator)"),
     PP_INT("parallel", "expert", parallel.expert, "1", 1, PP_REPLICAS_MAX, 0,
            "expert-parallel ranks EP sharing each MoE layer's routed experts, out of tensor x "
            "data (simulator)"),

@@ -458,6 +458,7 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .flash_attention = scenario->model.flash_attention,
                              .tensor = par->tensor,
                              .sequence_parallel = par->sequence_parallel,
+                             .tp_comm_overlap = par->tp_comm_overlap,
                              .recompute = pp_scenario_recompute(scenario),
                              .zero_shards = par->distributed_optimizer || par->fsdp
                                                 ? (double)par->data * par->context

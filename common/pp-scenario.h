@@ -163,7 +163,10 @@ typedef struct {
                                        FSDP2): how ZeRO-3 holds its shards (docs/memory.md) */
     int32_t context;                /* C: context-parallel ranks, each holding 1/C of every
                                        sequence (docs/cluster.md) */
-    char   *context_comm;           /* "ring" or "a2a": how they share attention */
+    char    *context_comm;          /* "ring" or "a2a": how they share attention */
+    gboolean tp_comm_overlap;       /* the tensor-parallel all-gathers and reduce-scatters run
+                                       under their GEMMs (Megatron's --tp-comm-overlap,
+                                       Transformer Engine's userbuffers; docs/cluster.md) */
     int32_t expert;                 /* EP: ranks sharing an MoE layer's routed experts, carved
                                        out of tensor x data (docs/cost-model.md) */
     int32_t  expert_tensor;         /* ranks splitting each routed expert (default tensor) */

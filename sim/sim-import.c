@@ -475,6 +475,8 @@ static void sim_import_megatron_layout(SimImport *im) {
         sim_import_set(im, "parallel", "distributed_optimizer", "true");
     if (sim_import_switch(im, "--overlap-grad-reduce"))
         sim_import_set(im, "parallel", "overlap_grad_reduce", "true");
+    if (sim_import_switch(im, "--tp-comm-overlap"))
+        sim_import_set(im, "parallel", "tp_comm_overlap", "true");
     gboolean fsdp2 = sim_import_switch(im, "--use-torch-fsdp2");
     gboolean fsdp = sim_import_switch(im, "--use-custom-fsdp") || fsdp2;
     fsdp = sim_import_switch(im, "--use-megatron-fsdp") || fsdp;
@@ -519,7 +521,6 @@ static const struct {
     {"--train-iters", "pacer simulates training.steps identical steps"},
     {"--train-samples", "pacer simulates training.steps identical steps"},
     {"--rampup-batch-size", "pacer simulates the full --global-batch-size"},
-    {"--tp-comm-overlap", "no key for overlapping tensor-parallel communication"},
     {"--fp8-recipe", "one fp8 rate per device (hardware.kernel_eff_fp8)"},
     {"--untie-embeddings-and-output-weights", "pacer counts a separate LM head either way"},
     {"--tokenizer-type", "the vocabulary is --vocab-size (or model.vocab)"},

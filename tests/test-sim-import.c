@@ -394,6 +394,20 @@ START_TEST(test_megatron_moe_capacity) {
 }
 END_TEST
 
+/* --tp-comm-overlap maps to parallel.tp_comm_overlap. */
+START_TEST(test_megatron_tp_comm_overlap) {
+    g_autofree char  *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
+    g_autofree char  *out = g_build_filename(dir, "tp.ini", NULL);
+    const char *const extra[] = {"--tp-comm-overlap", NULL};
+    g_autofree char  *err = NULL;
+    import_mixtral(out, extra, &err);
+    g_autofree char *text = test_util_read_file(out, NULL);
+    ck_assert_msg(strstr(text, "\ntp_comm_overlap=true\n") != NULL, "%s", text);
+    ck_assert_ptr_null(strstr(err, "--tp-comm-overlap"));
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* --cp-comm-type a2a maps to parallel.context_comm = a2a, p2p to ring; allgather is listed
  * and simulated as the ring. */
 START_TEST(test_megatron_cp_comm) {
@@ -668,6 +682,7 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_megatron_mixtral_moe);
     tcase_add_test(tc, test_megatron_moe_capacity);
     tcase_add_test(tc, test_megatron_cp_comm);
+    tcase_add_test(tc, test_megatron_tp_comm_overlap);
     tcase_add_test(tc, test_nemo_overrides);
     tcase_add_test(tc, test_deepspeed_zero3);
     tcase_add_test(tc, test_megatron_recompute_fsdp2);
