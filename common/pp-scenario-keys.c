@@ -645,16 +645,20 @@ static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePr
     sc->hardware.internode_bw_bytes_per_s = p->internode_bw_bytes_per_s;
     sc->hardware.internode_latency_ns = p->internode_latency_ns;
     sc->hardware.nics_per_node = MAX(p->nics_per_node, 1);
-    if (p->calibrated) {
-        sc->hardware.kernel_eff_max = p->kernel_eff_max;
-        sc->hardware.kernel_eff_half_tokens = p->kernel_eff_half_tokens;
-        sc->hardware.kernel_eff_half_hidden = p->kernel_eff_half_hidden;
-        sc->hardware.kernel_eff_fp8 = p->kernel_eff_fp8;
-        sc->hardware.alltoall_eff = p->alltoall_eff;
-        sc->hardware.moe_host_ns_per_expert = p->moe_host_ns_per_expert;
+    /* a family member's calibration is its fitted sibling's (pp-presets.h) */
+    const PpHardwarePreset *fit =
+        p->calibration_of != NULL ? pp_preset_hardware_lookup(p->calibration_of) : p;
+    PP_ASSERT(fit != NULL && (p->calibration_of == NULL || fit->calibrated));
+    if (fit->calibrated) {
+        sc->hardware.kernel_eff_max = fit->kernel_eff_max;
+        sc->hardware.kernel_eff_half_tokens = fit->kernel_eff_half_tokens;
+        sc->hardware.kernel_eff_half_hidden = fit->kernel_eff_half_hidden;
+        sc->hardware.kernel_eff_fp8 = fit->kernel_eff_fp8;
+        sc->hardware.alltoall_eff = fit->alltoall_eff;
+        sc->hardware.moe_host_ns_per_expert = fit->moe_host_ns_per_expert;
         g_free(sc->hardware.cost_model);
-        sc->hardware.cost_model = g_strdup(pp_cost_model_choices[p->operator_costs ? 1 : 0]);
-        sc->hardware.launch_ns = p->launch_ns;
+        sc->hardware.cost_model = g_strdup(pp_cost_model_choices[fit->operator_costs ? 1 : 0]);
+        sc->hardware.launch_ns = fit->launch_ns;
     }
     sc->hardware.sms = p->sms;
 }
