@@ -7,6 +7,8 @@
 
 #include <math.h>
 
+#include "pp-error.h"
+
 /* The layer's dimensions with GPT-2's defaults filled in (pp-memory.h). */
 typedef struct {
     double a, k, d, f;  /* heads, key/value heads, head width, FFN width */
@@ -81,6 +83,29 @@ double pp_memory_expert_matrix_params(const PpMemoryShape *shape) {
            shape->expert_ffn_hidden;
 }
 
+double pp_memory_moe_routed_rows(double capacity_factor, double tokens, double experts_per_token,
+                                 double experts) {
+    if (!(capacity_factor > 0.0))
+        return experts_per_token;
+    PP_ASSERT(tokens > 0.0 && experts > 0.0);
+    return experts * ceil(capacity_factor * tokens * experts_per_token / experts) / tokens;
+}
+
+double pp_memory_moe_routed_per_token(const PpMemoryShape *shape) {
+    const double t = shape->tensor > 1.0 ? shape->tensor : 1.0;
+    const double c = shape->context > 1.0 ? shape->context : 1.0;
+    return pp_memory_moe_routed_rows(shape->moe_capacity_factor,
+                                     shape->microbatch_size * shape->seq_len / (t * c),
+                                     shape->experts_per_token, shape->experts);
+}
+
+double pp_memory_expert_run_params(const PpMemoryShape *shape) {
+    PpMemoryDims dm;
+    pp_memory_dims(shape, &dm);
+    return (pp_memory_moe_routed_per_token(shape) + shape->shared_experts) * dm.n_ffn *
+           shape->hidden * shape->expert_ffn_hidden;
+}
+
 double pp_memory_kv_width(const PpMemoryShape *shape) {
     PpMemoryDims dm;
     pp_memory_dims(shape, &dm);
@@ -141,10 +166,11 @@ static void pp_memory_block_act(const PpMemoryShape *shape, const PpMemoryDims *
 /* An MoE block's FFN activation bytes per token: the K + S experts' activation inputs and
  * outputs (2f_e each, SwiGLU 3), the K dispatched copies of the token (2h, the experts' GEMM
  * input) and of the experts' outputs (2h, for the routing weights' gradient), and the fp32
- * router probabilities 4E. */
+ * router probabilities 4E; with a capacity factor the experts' rows as padded or dropped (R
+ * = pp_memory_moe_routed_per_token() in place of K). */
 static double pp_memory_moe_ffn_acts(const PpMemoryShape *shape) {
     const double ffn_acts = shape->ffn_gated ? 6.0 : 4.0; /* per token and f_e */
-    const double k = shape->experts_per_token;
+    const double k = pp_memory_moe_routed_per_token(shape);
     return (k + shape->shared_experts) * ffn_acts * shape->expert_ffn_hidden +
            4.0 * k * shape->hidden + 4.0 * shape->experts;
 }
@@ -203,7 +229,10 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
     model->recompute_method = shape->recompute_method;
     model->recompute_layers =
         shape->recompute == PP_RECOMPUTE_FULL ? MAX(shape->recompute_layers, 1) : 0;
-    model->comm_buffer_bytes = 2.0 * shape->msg_bytes + (sp ? 2.0 * b * s * h / c : 0.0);
+    const double sp_buffers = !sp                      ? 0.0
+                              : shape->tp_comm_overlap ? PP_MEMORY_TP_OVERLAP_BUFFERS
+                                                       : 1.0;
+    model->comm_buffer_bytes = 2.0 * shape->msg_bytes + sp_buffers * 2.0 * b * s * h / c;
     model->first_moe_layer = G_MAXINT32;
     model->moe_layer_params = model->moe_expert_params = 0.0;
     model->moe_layer_act_bytes = model->moe_layer_act_b_bytes = 0.0;

@@ -49,6 +49,12 @@ typedef enum {
                          master) and fp32 gradient shards; per gather the bf16 block, its bf16
                          gradient and that gradient cast to fp32 for the reduce-scatter */
 } PpFsdpImpl;
+/* Tensor-parallel communication overlap (Transformer Engine's initialize_ub()) holds one
+ * buffer of the micro-batch's full activation, b s h / C bf16 values, per overlapped GEMM:
+ * the forward's qkv, proj, fc1 and fc2, the input gradients' qkv, proj, fc1 and fc2, the
+ * weight gradients' qkv and fc1 (fp8 runs keep some in 1 byte: an upper bound). The
+ * all-gathered layer input of sequence parallelism lands in one of them. */
+#define PP_MEMORY_TP_OVERLAP_BUFFERS 10
 /* Logits are kept in fp32 for the loss. */
 #define PP_MEMORY_LOGIT_BYTES 4
 
@@ -63,6 +69,7 @@ typedef struct {
     gboolean    flash_attention;   /* no stored s x s attention scores */
     double      tensor;            /* T-way tensor parallelism (0 or 1: none) */
     gboolean    sequence_parallel; /* Megatron sequence parallelism shards the rest over T */
+    gboolean    tp_comm_overlap;   /* userbuffers with it (PP_MEMORY_TP_OVERLAP_BUFFERS) */
     PpRecompute recompute;
     double      zero_shards; /* replicas sharing the master weights and moments (ZeRO-1);
                                 0 or 1: none */
@@ -83,23 +90,25 @@ typedef struct {
     /* Mixture of experts ([model] experts > 0): every layer from dense_layers on replaces its
      * FFN by a router of E logits, E routed experts (each token goes to K of them) and S
      * shared experts, all gelu or swiglu of width expert_ffn_hidden. */
-    double  experts;           /* E; 0: dense model */
-    double  experts_per_token; /* K */
-    double  shared_experts;    /* S */
-    double  expert_ffn_hidden; /* f_e */
-    int32_t dense_layers;      /* leading dense layers */
-    double  expert;            /* EP ranks sharing the routed experts (0 or 1: none) */
-    double  expert_tensor;     /* ranks splitting each routed expert (0 or 1: none) */
-    double  fsdp_shards;       /* ZeRO-3: ranks sharding the bf16 weights and gradients too
-                                  (with the master weights and moments; 0 or 1: none) */
-    double context;            /* C context-parallel ranks, each holding s/C tokens of every
-                                  sequence: activations and logits / C (0 or 1: none) */
-    double grad_bytes;         /* bytes per parameter of the gradient buffer: 4 (fp32 main
-                                  gradients) or 2 (bf16); 0: 2 */
-    double expert_zero_shards; /* ranks sharing the routed experts' master weights and
-                                  moments (ZeRO-1) or all their state (ZeRO-3): the
-                                  expert-data-parallel group, data x tensor x context /
-                                  (expert x expert_tensor); 0: zero_shards */
+    double  experts;             /* E; 0: dense model */
+    double  experts_per_token;   /* K */
+    double  shared_experts;      /* S */
+    double  expert_ffn_hidden;   /* f_e */
+    int32_t dense_layers;        /* leading dense layers */
+    double  expert;              /* EP ranks sharing the routed experts (0 or 1: none) */
+    double  expert_tensor;       /* ranks splitting each routed expert (0 or 1: none) */
+    double  moe_capacity_factor; /* > 0: token-dropping dispatch, each expert padded to its
+                                    capacity (pp_memory_moe_routed_rows()); 0: dropless */
+    double fsdp_shards;          /* ZeRO-3: ranks sharding the bf16 weights and gradients too
+                                    (with the master weights and moments; 0 or 1: none) */
+    double context;              /* C context-parallel ranks, each holding s/C tokens of every
+                                    sequence: activations and logits / C (0 or 1: none) */
+    double grad_bytes;           /* bytes per parameter of the gradient buffer: 4 (fp32 main
+                                    gradients) or 2 (bf16); 0: 2 */
+    double expert_zero_shards;   /* ranks sharing the routed experts' master weights and
+                                    moments (ZeRO-1) or all their state (ZeRO-3): the
+                                    expert-data-parallel group, data x tensor x context /
+                                    (expert x expert_tensor); 0: zero_shards */
     PpRecomputeMethod recompute_method; /* with PP_RECOMPUTE_FULL */
     int32_t           recompute_layers; /* N of recompute_method; 0 or 1: one layer */
     PpFsdpImpl        fsdp_impl;        /* with fsdp_shards > 1 */
@@ -129,7 +138,8 @@ typedef struct {
                                  block's unsharded parameters; else 0 */
     double comm_buffer_bytes; /* pipeline buffers: a received gradient and a sent activation
                                  in flight, 2 x msg_bytes; + with sequence parallelism the
-                                 all-gathered layer input 2bsh/C a GEMM reads */
+                                 all-gathered layer input 2bsh/C a GEMM reads (with
+                                 tp_comm_overlap PP_MEMORY_TP_OVERLAP_BUFFERS of them) */
     double layer_act_bytes;   /* activations of one block per live micro-batch, M_F: without
                                  T, recomputation or flash sb(34h + 5as) for GPT-2's layer,
                                  sb(10h + 4(ad + kd) + 4f (gelu) or 6f (swiglu) + 5as) in
@@ -172,6 +182,21 @@ double pp_memory_moe_layer_matrix_params(const PpMemoryShape *shape, gboolean ac
 /* Weights of the K + S experts one token runs through in an MoE block, (K + S) n_ffn h f_e:
  * the expert part of pp_memory_moe_layer_matrix_params(@shape, TRUE). */
 double pp_memory_expert_matrix_params(const PpMemoryShape *shape);
+/* The routed expert rows one token costs an MoE block, on average over the @tokens N one rank
+ * routes: @experts_per_token K when dropless (@capacity_factor 0, the load balanced); with a
+ * capacity factor cf > 0 each of the @experts E takes capacity = ceil(cf N K / E) rows, padded
+ * to it when fewer arrive and dropping the rest (Megatron's get_capacity() with
+ * moe_pad_expert_input_to_capacity): E x capacity / N, cf K rounded up to whole rows per
+ * expert (below K when cf < 1). */
+double pp_memory_moe_routed_rows(double capacity_factor, double tokens, double experts_per_token,
+                                 double experts);
+/* pp_memory_moe_routed_rows() for @shape's rank, N = bs / (T C) (Megatron's MoE needs sequence
+ * parallelism with T > 1: each rank routes its 1/T of the tokens). */
+double pp_memory_moe_routed_per_token(const PpMemoryShape *shape);
+/* Weights of the experts one token's rows run through in an MoE block as dispatched: (R + S)
+ * n_ffn h f_e with R = pp_memory_moe_routed_per_token(); pp_memory_expert_matrix_params()
+ * when dropless. Their FLOPs are the time the experts take; the model's FLOPs stay K's. */
+double pp_memory_expert_run_params(const PpMemoryShape *shape);
 /* Query/key plus value width a(d_qk + d_v) of one block (2h for GPT-2's layer, d_qk = d_v =
  * d; MLA d_qk = d_nope + d_rope): the attention scores and the weighted sum cost
  * 2bs^2 a(d_qk + d_v) FLOPs in the forward, all scores counted. */

@@ -355,6 +355,78 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .internode_bw_bytes_per_s = 6.25e9, /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
         .internode_latency_ns = 15000,      /* NIC behind the host bridge: ~15 us */
     },
+    /* The A100 and H100 variants below share the fit of their family's SXM part
+     * (calibration_of): the same SMs and tensor cores, and the efficiencies are fractions of
+     * each part's own peak. PCIe servers: 8 cards whose NVLink bridges join pairs only, so a
+     * collective of the node runs over PCIe (its effective rate, as for l40s), and the
+     * nodes' networking is assumed as for the other PCIe presets. */
+    {
+        .name = "a100-40gb",
+        .peak_flops = 312e12,         /* A100 datasheet (40GB SXM): 312 TFLOP/s dense BF16 */
+        .memory_bytes = 40 * PP_GIB,  /* A100 40GB SXM: 40 GB HBM2, counted as 40 GiB */
+        .mem_bw_bytes_per_s = 1555e9, /* A100 datasheet (40GB SXM): 1,555 GB/s */
+        /* DGX A100 (320 GB): the same NVLink 3 NVSwitch and HDR NICs as a100-sxm, whose
+         * fitted link rates these are (scripts/fit-published a100-sxm) */
+        .link_bw_bytes_per_s = 210e9,
+        .link_latency_ns = 5000,
+        .nvlink = TRUE,
+        .gpus_per_node = 8,
+        .internode_bw_bytes_per_s = 25.8e9,
+        .internode_latency_ns = 10000,
+        .nics_per_node = 8,
+        .calibration_of = "a100-sxm",
+        .sms = 108, /* A100 datasheet */
+    },
+    {
+        .name = "a100-80gb-pcie",
+        .peak_flops = 312e12,               /* A100 datasheet (80GB PCIe): 312 TFLOP/s dense BF16 at
+                                               300 W */
+        .memory_bytes = 80 * PP_GIB,        /* 80 GB HBM2e, counted as 80 GiB as for a100-sxm */
+        .mem_bw_bytes_per_s = 1935e9,       /* A100 datasheet (80GB PCIe): 1,935 GB/s */
+        .link_bw_bytes_per_s = 25e9,        /* PCIe 4.0 x16 (datasheet: 64 GB/s both directions, 32
+                                               each), ~25 GB/s effective */
+        .link_latency_ns = 10000,           /* PCIe p2p through the host bridge: ~10 us */
+        .nvlink = FALSE,                    /* NVLink bridge (600 GB/s) joins 2 cards only */
+        .gpus_per_node = 8,                 /* 8-GPU PCIe server */
+        .internode_bw_bytes_per_s = 6.25e9, /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
+        .internode_latency_ns = 15000,      /* NIC behind the host bridge: ~15 us */
+        .calibration_of = "a100-sxm",
+        .sms = 108, /* A100 datasheet */
+    },
+    {
+        .name = "h100-pcie",
+        .peak_flops = 756e12,               /* H100 PCIe product brief: 1,513 TFLOP/s BF16 with
+                                               sparsity, 756 dense, at 350 W */
+        .peak_fp8_flops = 1513e12,          /* 3,026 TFLOP/s FP8 with sparsity, 1,513 dense */
+        .memory_bytes = 80 * PP_GIB,        /* 80 GB HBM2e, counted as 80 GiB as for h100-sxm */
+        .mem_bw_bytes_per_s = 2000e9,       /* H100 PCIe product brief: 2,000 GB/s */
+        .link_bw_bytes_per_s = 50e9,        /* PCIe 5.0 x16 (128 GB/s both directions, 64 each),
+                                               ~50 GB/s effective */
+        .link_latency_ns = 10000,           /* PCIe p2p through the host bridge: ~10 us */
+        .nvlink = FALSE,                    /* NVLink bridge (600 GB/s) joins 2 cards only */
+        .gpus_per_node = 8,                 /* 8-GPU PCIe server */
+        .internode_bw_bytes_per_s = 6.25e9, /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
+        .internode_latency_ns = 15000,      /* NIC behind the host bridge: ~15 us */
+        .calibration_of = "h100-sxm",
+        .sms = 114, /* H100 PCIe: 114 SMs */
+    },
+    {
+        .name = "h100-nvl",
+        .peak_flops = 835e12,      /* H100 datasheet (NVL): 1,671 TFLOP/s BF16 with sparsity,
+                                      835 dense, at 350-400 W */
+        .peak_fp8_flops = 1670e12, /* 3,341 TFLOP/s FP8 with sparsity, 1,670 dense */
+        .memory_bytes = INT64_C(94000000000), /* H100 datasheet (NVL): 94 GB (decimal) HBM3 */
+        .mem_bw_bytes_per_s = 3900e9,         /* H100 datasheet (NVL): 3.9 TB/s */
+        .link_bw_bytes_per_s = 50e9,          /* PCIe 5.0 x16 (128 GB/s both directions, 64 each),
+                                                 ~50 GB/s effective */
+        .link_latency_ns = 10000,             /* PCIe p2p through the host bridge: ~10 us */
+        .nvlink = FALSE,                      /* NVLink bridges (600 GB/s) join 2 cards only */
+        .gpus_per_node = 8,                   /* 8-GPU PCIe server */
+        .internode_bw_bytes_per_s = 6.25e9,   /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
+        .internode_latency_ns = 15000,        /* NIC behind the host bridge: ~15 us */
+        .calibration_of = "h100-sxm",
+        .sms = 132, /* the H100 SXM die's 132 SMs */
+    },
 };
 
 const PpModelPreset *pp_preset_model_lookup(const char *name) {

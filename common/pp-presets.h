@@ -46,16 +46,19 @@ typedef struct {
     double      internode_bw_bytes_per_s; /* one GPU's link to other nodes, one direction */
     int64_t     internode_latency_ns;     /* one small message between nodes */
     int32_t     nics_per_node;            /* NICs of one node; 0: not given here (1) */
-    gboolean    calibrated;               /* TRUE: the fields below are the fit  */
-    double      kernel_eff_max;           /* in (0, 1] */
-    double      kernel_eff_half_tokens;   /* >= 0 */
-    double      kernel_eff_half_hidden;   /* >= 0 */
-    double      kernel_eff_fp8;           /* in (0, 1]; 1 on devices without fp8 */
-    double      alltoall_eff;             /* in (0, 1] */
-    int64_t     moe_host_ns_per_expert;   /* >= 0 (pp-scenario.h) */
-    gboolean    operator_costs;           /* TRUE: cost_model = operators (calibrated) */
-    int64_t     launch_ns;                /* >= 0 (pp-scenario.h) */
-    int32_t     sms;                      /* streaming multiprocessors (datasheet); 0: none */
+    const char *calibration_of;           /* a GPU of the same family whose fit this one
+                                             shares: the fields below are read from that
+                                             preset (which is calibrated); NULL: its own */
+    gboolean calibrated;                  /* TRUE: the fields below are the fit  */
+    double   kernel_eff_max;              /* in (0, 1] */
+    double   kernel_eff_half_tokens;      /* >= 0 */
+    double   kernel_eff_half_hidden;      /* >= 0 */
+    double   kernel_eff_fp8;              /* in (0, 1]; 1 on devices without fp8 */
+    double   alltoall_eff;                /* in (0, 1] */
+    int64_t  moe_host_ns_per_expert;      /* >= 0 (pp-scenario.h) */
+    gboolean operator_costs;              /* TRUE: cost_model = operators (calibrated) */
+    int64_t  launch_ns;                   /* >= 0 (pp-scenario.h) */
+    int32_t  sms;                         /* streaming multiprocessors (datasheet); 0: none */
 } PpHardwarePreset;
 
 /* --- lookup --- */

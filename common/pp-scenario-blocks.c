@@ -40,8 +40,9 @@ static gboolean pp_scenario_check_mla(const PpScenario *sc, GError **error) {
     return TRUE;
 }
 
-/* experts > 0: 1 <= experts_per_token <= experts, dense_layers < layers; experts = 0 takes
- * none of the other expert keys and no expert parallelism. */
+/* experts > 0: 1 <= experts_per_token <= experts, dense_layers < layers, moe_capacity_factor
+ * x experts_per_token <= experts; experts = 0 takes none of the other expert keys, no expert
+ * parallelism and no capacity factor. */
 static gboolean pp_scenario_check_experts(PpScenario *sc, GError **error) {
     PpModelParams          *m = &sc->model;
     const PpParallelParams *par = &sc->parallel;
@@ -56,6 +57,12 @@ static gboolean pp_scenario_check_experts(PpScenario *sc, GError **error) {
                 "shared_experts = %d, dense_layers = %d, [parallel] expert = %d; give experts "
                 "> 0 for a mixture of experts, or leave those at 0, 0, 0 and 1",
                 m->experts_per_token, m->shared_experts, m->dense_layers, par->expert);
+        if (par->moe_capacity_factor > 0.0)
+            return pp_scenario_inconsistent(
+                sc, error,
+                "[parallel] moe_capacity_factor = %g sizes the experts' capacity, but [model] "
+                "experts = 0 (a dense model); remove it or give experts > 0",
+                par->moe_capacity_factor);
         return TRUE;
     }
     if (m->experts_per_token < 1 || m->experts_per_token > m->experts)
@@ -63,6 +70,16 @@ static gboolean pp_scenario_check_experts(PpScenario *sc, GError **error) {
                                         "[model] experts_per_token = %d: each token runs "
                                         "through 1..experts = %d routed experts",
                                         m->experts_per_token, m->experts);
+    /* Megatron picks each expert's capacity tokens by a top-k over the rank's tokens: at
+     * most all of them, factor x K / E <= 1 */
+    if (par->moe_capacity_factor * m->experts_per_token > m->experts)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[parallel] moe_capacity_factor = %g gives each expert more than every token of a "
+            "rank (factor x [model] experts_per_token = %d > experts = %d); use 0 (dropless) "
+            "or at most %g",
+            par->moe_capacity_factor, m->experts_per_token, m->experts,
+            (double)m->experts / m->experts_per_token);
     if (m->dense_layers >= m->layers)
         return pp_scenario_inconsistent(
             sc, error,
@@ -110,9 +127,11 @@ static gboolean pp_scenario_check_expert_layout(PpScenario *sc, GError **error) 
 }
 
 /* Context parallelism with causal load balancing cuts every sequence into 2C chunks (rank i
- * holds chunks i and 2C - 1 - i), so 2C must divide seq_len. */
+ * holds chunks i and 2C - 1 - i), so 2C must divide seq_len. The all-to-all (Ulysses) gives
+ * each rank 1/C of a tensor rank's heads, query and key/value heads alike (MLA materialises a
+ * key and a value per query head), so C divides both. */
 static gboolean pp_scenario_check_context(const PpScenario *sc, GError **error) {
-    const int32_t C = sc->parallel.context;
+    const int32_t C = sc->parallel.context, T = sc->parallel.tensor;
     if (C > 1 && sc->model.seq_len % (2 * C) != 0)
         return pp_scenario_inconsistent(
             sc, error,
@@ -120,6 +139,16 @@ static gboolean pp_scenario_check_context(const PpScenario *sc, GError **error) 
             "load balancing gives each context-parallel rank two of 2 x context equal chunks of "
             "every sequence; choose a context that divides seq_len / 2",
             sc->model.seq_len, C);
+    if (C < 2 || pp_scenario_context_comm(sc) != PP_CONTEXT_COMM_A2A)
+        return TRUE;
+    const int32_t kv = pp_scenario_attention_mla(sc) ? sc->model.heads : sc->model.kv_heads;
+    if ((sc->model.heads / T) % C != 0 || (kv / T) % C != 0)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[parallel] context_comm = a2a splits each tensor rank's heads over context = %d "
+            "ranks, but [model] heads = %d and key/value heads %d over tensor = %d leave %d and "
+            "%d; choose a context dividing both, or context_comm = ring",
+            C, sc->model.heads, kv, T, sc->model.heads / T, kv / T);
     return TRUE;
 }
 

@@ -171,6 +171,13 @@ static gboolean pp_scenario_check_layout(PpScenario *sc, GError **error) {
             "tensor parallelism splits whole key/value heads and the FFN's columns (Megatron "
             "needs both), choose a divisor of both",
             par->tensor, sc->model.kv_heads, sc->model.ffn_hidden);
+    if (par->tp_comm_overlap && par->tensor > 1 && !par->sequence_parallel)
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[parallel] tp_comm_overlap = true overlaps sequence parallelism's all-gathers and "
+            "reduce-scatters, but [parallel] sequence_parallel = false with tensor = %d; set "
+            "sequence_parallel = true or tp_comm_overlap = false",
+            par->tensor);
     if (!par->fsdp && pp_scenario_fsdp_impl(sc) != PP_FSDP_MEGATRON)
         return pp_scenario_inconsistent(sc, error,
                                         "[parallel] fsdp_impl = %s needs [parallel] fsdp = true; "

@@ -33,6 +33,8 @@ static const char *const pp_precision_choices[] = {"fp32", "bf16", NULL};
 static const char *const pp_recompute_method_choices[] = {"uniform", "block", NULL};
 /* PpFsdpImpl order */
 static const char *const pp_fsdp_impl_choices[] = {"megatron", "fsdp2", NULL};
+/* PpContextComm order */
+static const char *const pp_context_comm_choices[] = {"ring", "a2a", NULL};
 /* [model] ffn: the first is GPT-2's two-matrix MLP, the second the gated three-matrix one */
 static const char *const pp_ffn_choices[] = {"gelu", "swiglu", NULL};
 static const char *const pp_model_precision_choices[] = {"bf16", "fp8", NULL};
@@ -268,6 +270,15 @@ const PpScenarioKey pp_scenario_keys[] = {
     PP_INT("parallel", "context", parallel.context, "1", 1, PP_TENSOR_MAX, 0,
            "context-parallel ranks C, each holding 1/C of every sequence; ring attention "
            "passes key/value blocks between them (simulator)"),
+    PP_ENUM("parallel", "context_comm", parallel.context_comm, "ring", pp_context_comm_choices,
+            "how the context-parallel ranks share attention: ring (key/value blocks passed "
+            "rank to rank under the attention) or a2a (Ulysses: all-to-alls of q, k, v and the "
+            "output turn sequence shards into head shards; the heads per tensor rank must "
+            "divide by context) (simulator)"),
+    PP_TEXT("parallel", "tp_comm_overlap", PP_KEY_BOOL, parallel.tp_comm_overlap, "false", 0,
+            "the tensor-parallel all-gathers and reduce-scatters run under their GEMMs "
+            "(Megatron's --tp-comm-overlap; needs sequence_parallel with tensor > 1): only "
+            "their excess over the GEMMs, at least 1/tensor of them, is charged (simulator)"),
     PP_INT("parallel", "expert", parallel.expert, "1", 1, PP_REPLICAS_MAX, 0,
            "expert-parallel ranks EP sharing each MoE layer's routed experts, out of tensor x "
            "data (simulator)"),
@@ -283,6 +294,11 @@ const PpScenarioKey pp_scenario_keys[] = {
             "how an MoE layer's tokens reach their experts: alltoall (Megatron's all-to-all "
             "dispatcher, sized on the host), deepep or hybridep (fused dispatch and combine "
             "kernels; simulator)"),
+    PP_NUM("parallel", "moe_capacity_factor", parallel.moe_capacity_factor, "0", 0.0, PP_DIM_MAX,
+           1.0, 0,
+           "token-dropping MoE dispatch: each expert runs ceil(moe_capacity_factor x tokens x "
+           "experts_per_token / experts) of a rank's routed tokens, padded to that capacity, "
+           "with no token counts on the host; 0: dropless (simulator)"),
     PP_TEXT("parallel", "overlap_grad_reduce", PP_KEY_BOOL, parallel.overlap_grad_reduce, "false",
             0,
             "the data-parallel gradient all-reduce starts layer by layer during a chunk's last "
@@ -629,16 +645,20 @@ static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePr
     sc->hardware.internode_bw_bytes_per_s = p->internode_bw_bytes_per_s;
     sc->hardware.internode_latency_ns = p->internode_latency_ns;
     sc->hardware.nics_per_node = MAX(p->nics_per_node, 1);
-    if (p->calibrated) {
-        sc->hardware.kernel_eff_max = p->kernel_eff_max;
-        sc->hardware.kernel_eff_half_tokens = p->kernel_eff_half_tokens;
-        sc->hardware.kernel_eff_half_hidden = p->kernel_eff_half_hidden;
-        sc->hardware.kernel_eff_fp8 = p->kernel_eff_fp8;
-        sc->hardware.alltoall_eff = p->alltoall_eff;
-        sc->hardware.moe_host_ns_per_expert = p->moe_host_ns_per_expert;
+    /* a family member's calibration is its fitted sibling's (pp-presets.h) */
+    const PpHardwarePreset *fit =
+        p->calibration_of != NULL ? pp_preset_hardware_lookup(p->calibration_of) : p;
+    PP_ASSERT(fit != NULL && (p->calibration_of == NULL || fit->calibrated));
+    if (fit->calibrated) {
+        sc->hardware.kernel_eff_max = fit->kernel_eff_max;
+        sc->hardware.kernel_eff_half_tokens = fit->kernel_eff_half_tokens;
+        sc->hardware.kernel_eff_half_hidden = fit->kernel_eff_half_hidden;
+        sc->hardware.kernel_eff_fp8 = fit->kernel_eff_fp8;
+        sc->hardware.alltoall_eff = fit->alltoall_eff;
+        sc->hardware.moe_host_ns_per_expert = fit->moe_host_ns_per_expert;
         g_free(sc->hardware.cost_model);
-        sc->hardware.cost_model = g_strdup(pp_cost_model_choices[p->operator_costs ? 1 : 0]);
-        sc->hardware.launch_ns = p->launch_ns;
+        sc->hardware.cost_model = g_strdup(pp_cost_model_choices[fit->operator_costs ? 1 : 0]);
+        sc->hardware.launch_ns = fit->launch_ns;
     }
     sc->hardware.sms = p->sms;
 }
@@ -914,6 +934,11 @@ const char *pp_recompute_name(PpRecompute recompute) {
 PpRecomputeMethod pp_scenario_recompute_method(const PpScenario *scenario) {
     return g_strcmp0(scenario->model.recompute_method, "block") == 0 ? PP_RECOMPUTE_BLOCK
                                                                      : PP_RECOMPUTE_UNIFORM;
+}
+
+PpContextComm pp_scenario_context_comm(const PpScenario *scenario) {
+    return g_strcmp0(scenario->parallel.context_comm, "a2a") == 0 ? PP_CONTEXT_COMM_A2A
+                                                                  : PP_CONTEXT_COMM_RING;
 }
 
 PpFsdpImpl pp_scenario_fsdp_impl(const PpScenario *scenario) {

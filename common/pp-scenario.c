@@ -458,6 +458,7 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .flash_attention = scenario->model.flash_attention,
                              .tensor = par->tensor,
                              .sequence_parallel = par->sequence_parallel,
+                             .tp_comm_overlap = par->tp_comm_overlap,
                              .recompute = pp_scenario_recompute(scenario),
                              .zero_shards = par->distributed_optimizer || par->fsdp
                                                 ? (double)par->data * par->context
@@ -479,6 +480,7 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .dense_layers = scenario->model.dense_layers,
                              .expert = par->expert,
                              .expert_tensor = par->expert_tensor,
+                             .moe_capacity_factor = par->moe_capacity_factor,
                              .fsdp_shards = par->fsdp ? (double)par->data * par->context : 1,
                              .context = par->context,
                              .grad_bytes = par->grad_bytes,

@@ -26,6 +26,13 @@ typedef enum {
     PP_MOE_DISPATCHER_HYBRIDEP, /* HybridEP's fused dispatch and combine kernels */
 } PpMoeDispatcher;
 
+/* How the context-parallel ranks share attention (parallel.context_comm; docs/cluster.md,
+ * Context parallelism), Megatron's --cp-comm-type. */
+typedef enum {
+    PP_CONTEXT_COMM_RING, /* ring attention: key/value blocks passed rank to rank (p2p) */
+    PP_CONTEXT_COMM_A2A,  /* Ulysses: all-to-alls turn sequence shards into head shards */
+} PpContextComm;
+
 typedef struct {
     char *preset;                 /* "gpt2", "gpt2-medium", ..., "zb-28.3b"; NULL when none */
     char *hf_config;              /* absolute path of the Hugging Face config.json that filled
@@ -155,7 +162,11 @@ typedef struct {
     char *fsdp_impl;                /* "megatron" (Megatron's custom FSDP) or "fsdp2" (torch
                                        FSDP2): how ZeRO-3 holds its shards (docs/memory.md) */
     int32_t context;                /* C: context-parallel ranks, each holding 1/C of every
-                                       sequence (ring attention; docs/cluster.md) */
+                                       sequence (docs/cluster.md) */
+    char    *context_comm;          /* "ring" or "a2a": how they share attention */
+    gboolean tp_comm_overlap;       /* the tensor-parallel all-gathers and reduce-scatters run
+                                       under their GEMMs (Megatron's --tp-comm-overlap,
+                                       Transformer Engine's userbuffers; docs/cluster.md) */
     int32_t expert;                 /* EP: ranks sharing an MoE layer's routed experts, carved
                                        out of tensor x data (docs/cost-model.md) */
     int32_t  expert_tensor;         /* ranks splitting each routed expert (default tensor) */
@@ -163,6 +174,9 @@ typedef struct {
                                        another's compute (docs/cost-model.md) */
     char *moe_dispatcher;           /* "alltoall", "deepep" or "hybridep": how the tokens reach
                                        the experts (docs/cost-model.md) */
+    double moe_capacity_factor;     /* > 0: each expert takes ceil(factor x tokens x K / E) of a
+                                       rank's routed tokens, padded to it, dropping the rest;
+                                       0: dropless (docs/cost-model.md) */
 } PpParallelParams;
 
 typedef struct {
@@ -391,6 +405,8 @@ PpFsdpImpl pp_scenario_fsdp_impl(const PpScenario *scenario);
 int64_t pp_scenario_gpus(const PpScenario *scenario);
 /* pipeline.partition as a PpPartitionMode. */
 PpPartitionMode pp_scenario_partition_mode(const PpScenario *scenario);
+/* parallel.context_comm as a PpContextComm. */
+PpContextComm pp_scenario_context_comm(const PpScenario *scenario);
 /* parallel.moe_dispatcher as a PpMoeDispatcher. */
 PpMoeDispatcher pp_scenario_moe_dispatcher(const PpScenario *scenario);
 

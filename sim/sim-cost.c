@@ -169,16 +169,19 @@ static gboolean sim_cost_check_dim(const PpScenario *scenario, const char *key, 
 /* What the analytic model charges for one block (dense or MoE), per micro-batch and per GPU
  * (FLOPs before the tensor split). */
 typedef struct {
-    double flops;                 /* forward FLOPs (model FLOPs: active parameters) */
-    double time_flops;            /* the same, fp8 matrix products counted at the bf16 rate:
-                                     block time = this / (bf16 peak x eff); the partition's cost */
-    double  recompute_flops;      /* what the backward reruns (sim_layout_recompute_flops()) */
-    double  recompute_time_flops; /* the same at the bf16 rate */
-    double  static_bytes;         /* weights + grads + optimizer state */
-    double  act_bytes;            /* activations per live micro-batch */
-    int64_t comm_f_ns;            /* collectives in the forward: tensor, expert all-to-alls */
-    int64_t comm_b_ns;            /* ... and in the input-gradient backward */
-    int64_t comm_w_ns;            /* ... and in the weight-gradient pass (fsdp) */
+    double flops;                /* forward FLOPs (model FLOPs: active parameters) */
+    double time_flops;           /* the same, fp8 matrix products counted at the bf16 rate:
+                                    block time = this / (bf16 peak x eff); the partition's cost */
+    double recompute_flops;      /* what the backward reruns (sim_layout_recompute_flops()) */
+    double recompute_time_flops; /* the same at the bf16 rate */
+    double attn_time_flops;      /* of time_flops, the attention's matrix products (QKV and
+                                    projection); the rest of its matrix products are the
+                                    FFN's (or the router's and experts') */
+    double  static_bytes;        /* weights + grads + optimizer state */
+    double  act_bytes;           /* activations per live micro-batch */
+    int64_t comm_f_ns;           /* collectives in the forward: tensor, expert all-to-alls */
+    int64_t comm_b_ns;           /* ... and in the input-gradient backward */
+    int64_t comm_w_ns;           /* ... and in the weight-gradient pass (fsdp) */
 } SimCostBlock;
 
 /* What the analytic model charges per layer and for the embeddings and head, per
@@ -448,15 +451,19 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
 
 /* The FLOPs of one block whose matrix products hold @matrix_params weights (active ones for
  * an MoE block, @expert_params of them in its K + S experts, whose products are
- * sim_moe_expert_width() wide) and whose attention costs @attention_flops, per micro-batch
+ * sim_moe_expert_width() wide and run @expert_run_params weights' FLOPs as dispatched:
+ * pp_memory_expert_run_params()) and whose attention costs @attention_flops, per micro-batch
  * before the tensor split: model FLOPs, their time at the bf16 rate and what the backward
  * recomputes. Time-FLOPs count each matrix FLOP sim_cost_matrix_time_factor() times, so that
  * every op time stays time-FLOPs / (peak_tflops x eff): model.precision = fp8 runs the GEMMs
  * at kernel_eff_fp8 x the fp8 rate, while the attention scores, the LM head and the
  * embeddings stay in bf16 (as in DeepSeek-V3's fp8 training, report §3.3). */
 static void sim_cost_fill_block(const PpScenario *scenario, double matrix_params,
-                                double expert_params, double attention_flops, gboolean times,
-                                SimCostBlock *block) {
+                                double expert_params, double expert_run_params,
+                                double attention_flops, gboolean times, SimCostBlock *block) {
+    PpMemoryShape shape;
+    pp_scenario_memory_shape(scenario, &shape);
+    const double            attn_params = pp_memory_attention_matrix_params(&shape);
     const PpHardwareParams *hw = &scenario->hardware;
     const PpModelParams    *m = &scenario->model;
     const double flops_per_param = 2.0 * scenario->pipeline.microbatch_size * (double)m->seq_len;
@@ -464,6 +471,7 @@ static void sim_cost_fill_block(const PpScenario *scenario, double matrix_params
     block->flops = matrix_flops + attention_flops;
     block->recompute_flops = sim_layout_recompute_flops(scenario, block->flops, attention_flops);
     double matrix_time_flops = matrix_flops;
+    block->attn_time_flops = flops_per_param * attn_params;
     if (times) {
         const double h = m->hidden, expert_flops = flops_per_param * expert_params;
         const double speedup = pp_scenario_precision_fp8(scenario)
@@ -471,10 +479,11 @@ static void sim_cost_fill_block(const PpScenario *scenario, double matrix_params
                                    : 1.0;
         matrix_time_flops =
             (matrix_flops - expert_flops) * sim_cost_matrix_time_factor(hw, h, h, speedup);
+        block->attn_time_flops *= sim_cost_matrix_time_factor(hw, h, h, speedup);
         if (expert_params > 0.0)
-            matrix_time_flops +=
-                expert_flops * sim_cost_matrix_time_factor(
-                                   hw, h, sim_moe_expert_width(h, m->expert_ffn_hidden), speedup);
+            matrix_time_flops += flops_per_param * expert_run_params *
+                                 sim_cost_matrix_time_factor(
+                                     hw, h, sim_moe_expert_width(h, m->expert_ffn_hidden), speedup);
     }
     block->time_flops = matrix_time_flops + attention_flops;
     block->recompute_time_flops = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL
@@ -506,6 +515,56 @@ static void sim_cost_ring_ns(const PpScenario *scenario, const SimLayout *layout
     const double step_ns = attention_ns / C;
     *ring_f_ns = llround((C - 1.0) * MAX(0.0, hop_ns - step_ns));
     *ring_b_ns = llround((C - 1.0) * MAX(0.0, 2.0 * hop_ns - 2.0 * step_ns));
+}
+
+/* Tensor parallelism's collectives in one pass of @block: an all-gather and a reduce-scatter
+ * (with sequence parallelism; else an all-reduce) around the attention's products and a pair
+ * around the FFN's, @tp_ns per pair (sim_layout_allreduce_ns()). Without overlap both are
+ * charged whole. With parallel.tp_comm_overlap (Transformer Engine's userbuffers) each pair
+ * runs in T chunks under its products (their time at @ns_per_flop: the attention's QKV and
+ * projection, the FFN's or the experts'), so only its excess over them is charged, and at
+ * least the one chunk nothing hides (the ring exchange's first step, the pipelined
+ * reduce-scatter's last): max(pair - products, pair / T) each. */
+static int64_t sim_cost_tp_exposed_ns(const PpScenario *scenario, const SimCostBlock *block,
+                                      double attention_flops, int64_t tp_ns, double ns_per_flop) {
+    const double T = scenario->parallel.tensor;
+    if (!scenario->parallel.tp_comm_overlap || T < 2.0 || !(ns_per_flop > 0.0))
+        return SIM_LAYOUT_TP_COLLECTIVES_PER_PASS * tp_ns;
+    const double attn_ns = block->attn_time_flops * ns_per_flop;
+    const double ffn_ns =
+        (block->time_flops - attention_flops - block->attn_time_flops) * ns_per_flop;
+    const double pair = (double)tp_ns;
+    return llround(MAX(pair - attn_ns, pair / T) + MAX(pair - ffn_ns, pair / T));
+}
+
+/* Context parallelism's all-to-all (Ulysses; Megatron's --cp-comm-type a2a, Transformer
+ * Engine's implementation) in one layer: before the attention core three all-to-alls over the
+ * C ranks turn this GPU's s/C tokens of q, k and v (all of its tensor rank's heads) into all s
+ * tokens of 1/C of the heads, and one turns the output back; the backward runs the same four
+ * on the gradients (dO before, dq dk dv after). Each moves b (s/C) x width bf16 values split
+ * over T, (C - 1)/C of them to other ranks (q a d_qk, k and v half the key/value width each,
+ * the output a d_v); the group spans T C consecutive ranks like an expert group
+ * (sim_layout_expert_ranks_in_node()), its shares in and off the node at once
+ * (sim_layout_alltoall_ns()). Nothing runs beside them: all of it is exposed,
+ * @f_ns = @b_ns = the four all-to-alls. */
+static int64_t sim_cost_ulysses_ns(const PpScenario *scenario, const SimLayout *layout,
+                                   const PpMemoryShape *shape) {
+    const double C = layout->context;
+    const double elems = scenario->pipeline.microbatch_size * (scenario->model.seq_len / C) *
+                         SIM_COST_MSG_BYTES_PER_ELEM / scenario->parallel.tensor;
+    const int64_t in_node =
+        sim_layout_expert_ranks_in_node(layout, layout->context, layout->tensor);
+    const double width = pp_memory_attention_width(shape) / 2.0; /* a(d_qk + d_v) / 2 */
+    const double kv = pp_memory_kv_width(shape) / 2.0;           /* one of k, v */
+    /* q and the output together are a(d_qk + d_v) wide: as two of their mean width */
+    const double widths[] = {width, kv, kv, width};
+    int64_t      ns = 0;
+    for (size_t i = 0; i < G_N_ELEMENTS(widths); i++) {
+        const double bytes = elems * widths[i];
+        ns += sim_layout_alltoall_ns(layout, bytes * (double)(in_node - 1) / C,
+                                     bytes * (C - (double)in_node) / C);
+    }
+    return ns;
 }
 
 /* Fully sharded data parallelism (ZeRO-3, as PyTorch FSDP and Megatron's FSDP run it): a
@@ -641,7 +700,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
          .head_static_bytes = mem.head_params * mem.state_bpp,
          .logits_bytes = mem.logits_bytes,
     };
-    sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), 0.0, attention_flops,
+    sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), 0.0, 0.0, attention_flops,
                         times, &split.dense);
     if (ops_model) {
         /* the collectives' overlap below (ring, expert all-to-alls, FSDP) reads the block's
@@ -656,28 +715,37 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     }
     split.dense.static_bytes = pp_memory_layer_state_bytes(&mem);
     split.dense.act_bytes = pp_memory_layer_stored_bytes(&mem, FALSE);
-    split.dense.comm_f_ns = SIM_LAYOUT_TP_COLLECTIVES_PER_PASS * tp_ns;
-    split.dense.comm_b_ns = split.dense.comm_f_ns * passes_b;
-    if (layout.context > 1) {
-        int64_t ring_f_ns, ring_b_ns;
-        sim_cost_ring_ns(scenario, &layout, &shape, attention_flops / t / c / rate * 1e9,
-                         &ring_f_ns, &ring_b_ns);
-        if (!sim_cost_check_layer_ns(scenario, "ring attention hops", ring_b_ns, error))
+    /* this GPU's ns per time-FLOP of a block (0 when [costs] gave the times) */
+    const double ns_per_flop = times ? 1e9 / (t * c * rate) : 0.0;
+    /* the context ranks' collectives per pass: the same in every block */
+    int64_t cp_f_ns = 0, cp_b_ns = 0;
+    if (layout.context > 1 && pp_scenario_context_comm(scenario) == PP_CONTEXT_COMM_A2A) {
+        cp_f_ns = cp_b_ns = sim_cost_ulysses_ns(scenario, &layout, &shape);
+        if (!sim_cost_check_layer_ns(scenario, "context all-to-alls", cp_f_ns, error))
             return FALSE;
-        split.dense.comm_f_ns += ring_f_ns;
-        split.dense.comm_b_ns += ring_b_ns * passes_b;
+    } else if (layout.context > 1) {
+        sim_cost_ring_ns(scenario, &layout, &shape, attention_flops / t / c / rate * 1e9, &cp_f_ns,
+                         &cp_b_ns);
+        if (!sim_cost_check_layer_ns(scenario, "ring attention hops", cp_b_ns, error))
+            return FALSE;
     }
+    const int64_t tp_dense_ns =
+        sim_cost_tp_exposed_ns(scenario, &split.dense, attention_flops, tp_ns, ns_per_flop);
+    split.dense.comm_f_ns = tp_dense_ns + cp_f_ns;
+    split.dense.comm_b_ns = (tp_dense_ns + cp_b_ns) * passes_b;
     if (mem.first_moe_layer < model->layers) {
         /* Expert parallelism: a dispatch and a combine all-to-all per MoE layer in the
          * forward, and their two gradients in the input-gradient backward (and two more per
          * recomputed forward), each moving the K routed copies of this GPU's bs/T tokens
-         * (2h bytes each), on the compute stream as Megatron's all-to-all dispatcher runs
+         * (2h bytes each; with a capacity factor the rows as padded or dropped,
+         * pp_memory_moe_routed_per_token()), on the compute stream as Megatron's all-to-all
+         * dispatcher runs
          * them; with parallel.moe_a2a_overlap the forward's run under the paired backward's
          * compute and the backward's under the paired forward's (sim_moe_a2a_exposed_ns()).
          * They move their bytes at hardware.alltoall_eff x the links' bandwidths (checked by
          * sim_cost_check_rate() when the model gives the times). */
         const double a2a_eff = times ? hw->alltoall_eff : 1.0;
-        const double routed_bytes = b * s / t * scenario->model.experts_per_token * h *
+        const double routed_bytes = b * s / t * pp_memory_moe_routed_per_token(&shape) * h *
                                     SIM_COST_MSG_BYTES_PER_ELEM / a2a_eff;
         const int64_t in_node = sim_layout_expert_ranks_in_node(&layout, scenario->parallel.expert,
                                                                 scenario->parallel.expert_tensor);
@@ -690,7 +758,8 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
             return FALSE;
         const double expert_params = pp_memory_expert_matrix_params(&shape);
         sim_cost_fill_block(scenario, pp_memory_moe_layer_matrix_params(&shape, TRUE),
-                            expert_params, attention_flops, times, &split.moe);
+                            expert_params, pp_memory_expert_run_params(&shape), attention_flops,
+                            times, &split.moe);
         if (ops_model) {
             sim_cost_ops_block(scenario, &shape, TRUE, &moe_ops);
             if (!sim_cost_ops_check(&moe_ops, scenario, error))
@@ -709,15 +778,17 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         if (times && (!sim_moe_host_stall_ns(scenario, &host_ns) ||
                       host_ns > PP_CHECKED_MAX / ((int64_t)model->layers + 1)))
             return sim_cost_host_stall_error(scenario, error);
-        /* the same attention (and ring) as a dense block, other collectives added */
-        split.moe.comm_f_ns = split.dense.comm_f_ns + host_ns +
+        /* the same context collectives as a dense block, the tensor ones under its own
+         * products, the expert ones added */
+        const int64_t tp_moe_ns =
+            sim_cost_tp_exposed_ns(scenario, &split.moe, attention_flops, tp_ns, ns_per_flop);
+        split.moe.comm_f_ns = tp_moe_ns + cp_f_ns + host_ns +
                               sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
         split.moe.comm_b_ns =
-            split.dense.comm_b_ns + host_ns * (passes_b - 1) +
+            (tp_moe_ns + cp_b_ns) * passes_b + host_ns * (passes_b - 1) +
             sim_moe_a2a_exposed_ns(2 * a2a_ns * passes_b, a2a_eff, moe_f_ns, overlap);
     }
     if (scenario->parallel.fsdp && times) {
-        const double ns_per_flop = 1e9 / (t * c * rate);
         sim_cost_add_fsdp(&layout, mem.layer_params, ns_per_flop, &split.dense);
         if (mem.first_moe_layer < model->layers)
             sim_cost_add_fsdp(&layout, mem.moe_layer_params, ns_per_flop, &split.moe);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -383,6 +384,60 @@ static void sim_import_megatron_compute(SimImport *im) {
 }
 
 /* Layout and batch: [pipeline], [parallel], [training]. */
+/* --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity: Megatron's
+ * drop-and-pad dispatch, whose all-to-all splits are fixed (parallel.moe_capacity_factor).
+ * Without the padding the token counts still go to the host every layer and a balanced load
+ * drops none at a factor >= 1: simulated dropless, said. */
+static void sim_import_megatron_capacity(SimImport *im) {
+    SimImportFlag *f = sim_import_take(im, "--moe-expert-capacity-factor");
+    gboolean       pad = sim_import_switch(im, "--moe-pad-expert-input-to-capacity");
+    if (f == NULL)
+        return;
+    char        *end = NULL;
+    const double v = g_ascii_strtod(f->value, &end);
+    if (f->value[0] == '\0' || *end != '\0' || !(v > 0.0) || !isfinite(v)) {
+        sim_import_fail(im, "--moe-expert-capacity-factor '%s': expected a number above 0",
+                        f->value);
+        return;
+    }
+    if (pad)
+        sim_import_set(im, "parallel", "moe_capacity_factor", "%s", f->value);
+    else
+        g_ptr_array_add(im->ignored,
+                        g_strdup_printf("--moe-expert-capacity-factor %s: without "
+                                        "--moe-pad-expert-input-to-capacity the token counts "
+                                        "still reach the host; simulated dropless",
+                                        f->value));
+}
+
+/* --cp-comm-type (one type, or one per layer): p2p is ring attention, a2a Ulysses
+ * (parallel.context_comm); allgather and a2a+p2p, and a list that mixes types, are listed and
+ * simulated as the ring. */
+static void sim_import_megatron_cp_comm(SimImport *im) {
+    SimImportFlag *f = sim_import_take(im, "--cp-comm-type");
+    if (f == NULL)
+        return;
+    g_auto(GStrv) types = g_strsplit(f->value, " ", -1);
+    gboolean same = types[0] != NULL;
+    for (int i = 1; same && types[i] != NULL; i++)
+        same = strcmp(types[i], types[0]) == 0;
+    const char *const known[] = {"p2p", "a2a", "allgather", "a2a+p2p", NULL};
+    for (int i = 0; types[i] != NULL; i++)
+        if (!g_strv_contains(known, types[i])) {
+            sim_import_fail(im, "--cp-comm-type '%s': expected p2p, a2a, allgather or a2a+p2p",
+                            types[i]);
+            return;
+        }
+    if (same && strcmp(types[0], "a2a") == 0)
+        sim_import_set(im, "parallel", "context_comm", "a2a");
+    else if (same && strcmp(types[0], "p2p") == 0)
+        sim_import_set(im, "parallel", "context_comm", "ring");
+    else
+        g_ptr_array_add(im->ignored, g_strdup_printf("--cp-comm-type %s: simulated as ring "
+                                                     "attention (parallel.context_comm = ring)",
+                                                     f->value));
+}
+
 static void sim_import_megatron_layout(SimImport *im) {
     static const char *const dispatchers[] = {"alltoall", "allgather", "flex", NULL};
     static const char *const strategies[] = {"no_shard", "optim", "optim_grads",
@@ -411,6 +466,7 @@ static void sim_import_megatron_layout(SimImport *im) {
     sim_import_int_key(im, "--micro-batch-size", 1, "pipeline", "microbatch_size");
     sim_import_int_key(im, "--tensor-model-parallel-size", 1, "parallel", "tensor");
     sim_import_int_key(im, "--context-parallel-size", 1, "parallel", "context");
+    sim_import_megatron_cp_comm(im);
     sim_import_int_key(im, "--expert-model-parallel-size", 1, "parallel", "expert");
     sim_import_int_key(im, "--expert-tensor-parallel-size", 1, "parallel", "expert_tensor");
     if (sim_import_switch(im, "--sequence-parallel"))
@@ -419,6 +475,8 @@ static void sim_import_megatron_layout(SimImport *im) {
         sim_import_set(im, "parallel", "distributed_optimizer", "true");
     if (sim_import_switch(im, "--overlap-grad-reduce"))
         sim_import_set(im, "parallel", "overlap_grad_reduce", "true");
+    if (sim_import_switch(im, "--tp-comm-overlap"))
+        sim_import_set(im, "parallel", "tp_comm_overlap", "true");
     gboolean fsdp2 = sim_import_switch(im, "--use-torch-fsdp2");
     gboolean fsdp = sim_import_switch(im, "--use-custom-fsdp") || fsdp2;
     fsdp = sim_import_switch(im, "--use-megatron-fsdp") || fsdp;
@@ -451,6 +509,7 @@ static void sim_import_megatron_layout(SimImport *im) {
     else if (d != NULL)
         sim_import_fail(im, "--moe-token-dispatcher-type flex: expected --moe-enable-deepep or "
                             "--moe-flex-dispatcher-backend deepep or hybridep with it");
+    sim_import_megatron_capacity(im);
     sim_import_int_key(im, "--global-batch-size", 1, "training", "global_batch");
 }
 
@@ -462,8 +521,6 @@ static const struct {
     {"--train-iters", "pacer simulates training.steps identical steps"},
     {"--train-samples", "pacer simulates training.steps identical steps"},
     {"--rampup-batch-size", "pacer simulates the full --global-batch-size"},
-    {"--moe-expert-capacity-factor", "pacer models token-dropless experts (no capacity key)"},
-    {"--tp-comm-overlap", "no key for overlapping tensor-parallel communication"},
     {"--fp8-recipe", "one fp8 rate per device (hardware.kernel_eff_fp8)"},
     {"--untie-embeddings-and-output-weights", "pacer counts a separate LM head either way"},
     {"--tokenizer-type", "the vocabulary is --vocab-size (or model.vocab)"},

@@ -50,7 +50,8 @@ void sim_moe_a2a_bytes(const PpScenario *scenario, int64_t in_node, double bytes
 gboolean sim_moe_host_stall_ns(const PpScenario *scenario, int64_t *ns) {
     const PpModelParams *m = &scenario->model;
     PP_ASSERT(m->experts > 0 && scenario->parallel.expert >= 1);
-    if (pp_scenario_moe_dispatcher(scenario) != PP_MOE_DISPATCHER_ALLTOALL) {
+    if (pp_scenario_moe_dispatcher(scenario) != PP_MOE_DISPATCHER_ALLTOALL ||
+        scenario->parallel.moe_capacity_factor > 0.0) {
         *ns = 0;
         return TRUE;
     }

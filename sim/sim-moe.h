@@ -44,11 +44,12 @@ void sim_moe_a2a_bytes(const PpScenario *scenario, int64_t in_node, double bytes
                        double *inter);
 
 /* Host stall of one MoE layer forward per micro-batch into *@ns: with the all-to-all
- * dispatcher (parallel.moe_dispatcher = alltoall) the host needs every rank's per-expert token
- * counts to size the all-to-all, so it waits for them and the GPU then idles while the host
- * issues the layer's kernels, one group per local expert: hardware.moe_host_us_per_expert x
- * E / EP. The fused dispatchers (deepep, hybridep) are charged none: 0. FALSE when the
- * product leaves 2^62 ns (*@ns unchanged). */
+ * dispatcher (parallel.moe_dispatcher = alltoall) dropless the host needs every rank's
+ * per-expert token counts to size the all-to-all, so it waits for them and the GPU then idles
+ * while the host issues the layer's kernels, one group per local expert:
+ * hardware.moe_host_us_per_expert x E / EP. The fused dispatchers (deepep, hybridep) and a
+ * capacity factor (parallel.moe_capacity_factor > 0: fixed splits, nothing to wait for) are
+ * charged none: 0. FALSE when the product leaves 2^62 ns (*@ns unchanged). */
 gboolean sim_moe_host_stall_ns(const PpScenario *scenario, int64_t *ns);
 
 G_END_DECLS

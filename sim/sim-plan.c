@@ -138,6 +138,15 @@ static gboolean sim_plan_context_ok(int32_t seq_len, int32_t c) {
     return c == 1 || (seq_len % (2 * c) == 0 && seq_len / c >= SIM_PLAN_MIN_CONTEXT_TOKENS);
 }
 
+/* Whether @base's context_comm allows C = @c at tensor @t: the all-to-all (Ulysses) gives each
+ * rank 1/C of a tensor rank's query and key/value heads (pp-scenario-blocks.c). */
+static gboolean sim_plan_context_heads_ok(const PpScenario *base, int32_t t, int32_t c) {
+    if (c == 1 || pp_scenario_context_comm(base) != PP_CONTEXT_COMM_A2A)
+        return TRUE;
+    const int32_t kv = pp_scenario_attention_mla(base) ? base->model.heads : base->model.kv_heads;
+    return (base->model.heads / t) % c == 0 && (kv / t) % c == 0;
+}
+
 /* One expert layout of a stage. */
 typedef struct {
     int32_t expert, expert_tensor;
@@ -253,7 +262,8 @@ static GArray *sim_plan_candidates(const PpScenario *base, const SimPlanOptions 
         /* C > seq_len is never a context layout (sim_plan_context_ok()): the bound also keeps
          * c from overflowing when G is near INT32_MAX */
         for (int32_t c = 1; c <= MIN(g / t, base->model.seq_len); c++) {
-            if ((g / t) % c != 0 || !sim_plan_context_ok(base->model.seq_len, c))
+            if ((g / t) % c != 0 || !sim_plan_context_ok(base->model.seq_len, c) ||
+                !sim_plan_context_heads_ok(base, t, c))
                 continue;
             for (int32_t n = 1; n <= MIN(g / t / c, layers); n++) {
                 if ((g / t / c) % n != 0)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * test-context.c: context parallelism ([parallel] context; docs/cluster.md, "Context
  * parallelism") in the simulator's cost model, in closed form: every rank holds s/C tokens
- * (compute, activations and logits / C), ring attention's exposed hops per layer, the layout's
+ * (compute, activations and logits / C), ring attention's exposed hops per layer, the
+ * all-to-all's (Ulysses) four all-to-alls per pass and its heads check, the layout's
  * GPUs and the seq_len check of causal load balancing.
  */
 #include <check.h>
@@ -11,6 +12,7 @@
 
 #include "pp-error.h"
 #include "pp-scenario.h"
+#include "sim-cost-ops.h"
 #include "sim-cost.h"
 
 /* 4 layers of h 256 (8 heads of 32), s 1024, flash attention; kernel efficiency 1 at 100
@@ -81,6 +83,49 @@ START_TEST(test_context_ring) {
 }
 END_TEST
 
+/* parallel.context_comm = a2a (Ulysses): per pass four all-to-alls (q, k, v, output; their
+ * gradients in B) of 256 tokens x 8 heads x 32 bf16 values each, 3/4 of them to the other
+ * ranks of a group inside a node; all exposed. Across nodes (2 GPUs each) a GPU has 1 peer on
+ * its node (1/4 of the bytes) and 2 off it (2/4, at 10 GB/s after 5 us). The operator model's
+ * attention core runs all 1024 queries of 8 / 4 heads. */
+START_TEST(test_context_a2a) {
+    const double s = 1024, h = 256, rate = 1e14;
+    const double attention = 2 * s * s * (8 * 32 + 8 * 32);
+    const double layer = 2 * s * 12 * h * h + attention;
+    const double bytes = 256 * 8 * 32 * 2.0; /* one all-to-all's tensor on this GPU */
+    const char  *a2a[] = {"parallel.context=4", "parallel.context_comm=a2a", NULL};
+    PpScenario  *sc;
+    g_autoptr(SimCostModel) cost = cost_for(a2a, &sc);
+    const int64_t one = 1000 + llround(bytes * 3 / 4 / 100.0);
+    const int64_t f0 = llround(2 * layer / 4 / rate * 1e9) + 2 * 4 * one;
+    ck_assert_int_le(llabs(cost->f_ns[0] - f0), 1);
+    ck_assert_int_le(llabs(cost->b_ns[0] - f0), 1);
+    ck_assert_int_le(llabs(cost->w_ns[0] - (f0 - 2 * 4 * one)), 1);
+    /* the same activations as the ring's */
+    PpScenario *sc_ring;
+    const char *ring[] = {"parallel.context=4", NULL};
+    g_autoptr(SimCostModel) ring_cost = cost_for(ring, &sc_ring);
+    for (int32_t u = 0; u < 2; u++)
+        ck_assert_int_eq(cost->act_bytes[u], ring_cost->act_bytes[u]);
+    const char *wide[] = {"parallel.context=4", "parallel.context_comm=a2a",
+                          "hardware.gpus_per_node=2", NULL};
+    PpScenario *sc_wide;
+    g_autoptr(SimCostModel) cross = cost_for(wide, &sc_wide);
+    const int64_t one_x = 5000 + llround(fmax(bytes / 4 / 100.0, bytes * 2 / 4 / 10.0));
+    ck_assert_int_le(llabs(cross->f_ns[0] - (llround(2 * layer / 4 / rate * 1e9) + 8 * one_x)), 1);
+    SimCostSlice sl;
+    sim_cost_slice_init(&sl, sc);
+    sim_cost_slice_tensor(&sl, sc);
+    sim_cost_slice_context(&sl, sc);
+    ck_assert_double_eq(sl.queries, 1024);
+    ck_assert_double_eq(sl.core_heads_split, 4);
+    ck_assert_double_eq(sl.tokens, 256);
+    pp_scenario_free(sc);
+    pp_scenario_free(sc_ring);
+    pp_scenario_free(sc_wide);
+}
+END_TEST
+
 START_TEST(test_context_errors) {
     /* causal load balancing: 2C chunks of every sequence */
     const char *odd[] = {"parallel.context=3", NULL};
@@ -97,6 +142,28 @@ START_TEST(test_context_errors) {
     ck_assert_ptr_null(sc0);
     ck_assert_msg(strstr(err->message, "[parallel] context = '0'") != NULL, "%s", err->message);
     g_clear_error(&err);
+    /* the all-to-all splits a tensor rank's query and key/value heads over the context */
+    const char *split[] = {"parallel.context=16", "parallel.context_comm=a2a", NULL};
+    g_autoptr(PpScenario) sc16 = pp_scenario_load_data(cp_text, "cp.ini", split, &err);
+    ck_assert_ptr_null(sc16);
+    ck_assert(g_error_matches(err, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
+    ck_assert_msg(strstr(err->message, "context_comm = a2a splits each tensor rank's heads over "
+                                       "context = 16") != NULL,
+                  "%s", err->message);
+    g_clear_error(&err);
+    const char *gqa[] = {"parallel.context=4", "parallel.context_comm=a2a", "model.kv_heads=2",
+                         NULL};
+    g_autoptr(PpScenario) sc_gqa = pp_scenario_load_data(cp_text, "cp.ini", gqa, &err);
+    ck_assert_ptr_null(sc_gqa);
+    ck_assert_msg(strstr(err->message, "key/value heads 2 over tensor = 1 leave 8 and 2") != NULL,
+                  "%s", err->message);
+    g_clear_error(&err);
+    const char *p2p[] = {"parallel.context_comm=p2p", NULL};
+    g_autoptr(PpScenario) sc_p2p = pp_scenario_load_data(cp_text, "cp.ini", p2p, &err);
+    ck_assert_ptr_null(sc_p2p);
+    ck_assert_msg(strstr(err->message, "[parallel] context_comm = 'p2p'") != NULL, "%s",
+                  err->message);
+    g_clear_error(&err);
     /* hops too slow for the clock are refused, not wrapped around */
     const char *slow[] = {"parallel.context=4", "hardware.gpus_per_node=1",
                           "hardware.internode_gbps=1e-12", NULL};
@@ -112,6 +179,7 @@ int main(void) {
     Suite *s = suite_create("context");
     TCase *tc = tcase_create("context");
     tcase_add_test(tc, test_context_ring);
+    tcase_add_test(tc, test_context_a2a);
     tcase_add_test(tc, test_context_errors);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -14,6 +14,7 @@
 
 #include "pp-error.h"
 #include "pp-scenario.h"
+#include "sim-cost-ops.h"
 #include "sim-cost.h"
 #include "sim-moe.h"
 
@@ -74,7 +75,7 @@ START_TEST(test_moe_keys_defaults) {
 END_TEST
 
 typedef struct {
-    const char *overrides[4];
+    const char *overrides[7];
     int         code;
     const char *needles[3];
 } MoeBadCase;
@@ -123,6 +124,16 @@ static const MoeBadCase bad_cases[] = {
     {{"hardware.moe_host_us_per_expert=-1"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
      {"[hardware] moe_host_us_per_expert = '-1'"}},
+    {{"parallel.moe_capacity_factor=-1"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     {"[parallel] moe_capacity_factor = '-1'"}},
+    {{"parallel.moe_capacity_factor=4.5"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"moe_capacity_factor = 4.5", "experts_per_token = 2 > experts = 8", "at most 4"}},
+    {{"model.experts=0", "model.experts_per_token=0", "model.shared_experts=0",
+      "model.dense_layers=0", "parallel.expert=1", "parallel.moe_capacity_factor=1"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     {"moe_capacity_factor = 1", "experts = 0 (a dense model)"}},
 };
 
 START_TEST(test_moe_keys_bad) {
@@ -312,6 +323,62 @@ START_TEST(test_moe_host_stall) {
 }
 END_TEST
 
+/* parallel.moe_capacity_factor: each of the 8 experts takes ceil(cf x 128 x 2 / 8) of a
+ * rank's 128 routed tokens, padded: cf 1.3 gives 42 rows each, 8 x 42 / 128 = 2.625 per token
+ * in place of K = 2 (0.5 gives 16 rows: 1 per token, half the copies dropped). The experts'
+ * time, the all-to-all bytes and the routed activations follow the rows; the model FLOPs stay
+ * K's, and with fixed splits the host waits for no token counts. */
+START_TEST(test_moe_capacity) {
+    ck_assert_double_eq(pp_memory_moe_routed_rows(0.0, 128, 2, 8), 2);
+    ck_assert_double_eq(pp_memory_moe_routed_rows(1.3, 128, 2, 8), 2.625);
+    ck_assert_double_eq(pp_memory_moe_routed_rows(0.5, 128, 2, 8), 1);
+    ck_assert_double_eq(pp_memory_moe_routed_rows(1.0, 128, 2, 8), 2);
+    const MoeForms f = moe_forms();
+    const double   rate = 100e12, h = 256, routed = 2.625;
+    const double   experts = 2 * 128 * (routed + 1) * 3 * h * 128;
+    const double   bytes = 128 * routed * h * 2;
+    const int64_t  a2a = 5000 + llround(fmax(bytes * 3 / 8 / 100.0, bytes * 4 / 8 / 10.0));
+    const char    *ov[] = {"parallel.moe_capacity_factor=1.3", "hardware.moe_host_us_per_expert=3",
+                           NULL};
+    g_autoptr(SimCostModel) cost = moe_cost(ov);
+    const int64_t f1 =
+        llround((2 * (f.router + experts + f.scores) + f.head) / rate * 1e9) + 4 * a2a;
+    ck_assert_int_le(llabs(cost->f_ns[1] - f1), 1);
+    ck_assert_int_le(llabs(cost->b_ns[1] - f1), 1);
+    const char *base_ov[] = {NULL};
+    g_autoptr(SimCostModel) base = moe_cost(base_ov);
+    ck_assert_double_eq(cost->flops_per_mb, base->flops_per_mb);
+    /* the routed activations: (R - K) x 128 tokens x (6 f_e + 4h) more bytes per MoE block */
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PpScenario) sc = load(ov, &err);
+    ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
+    PpMemoryShape shape;
+    pp_scenario_memory_shape(sc, &shape);
+    ck_assert_double_eq(pp_memory_moe_routed_per_token(&shape), routed);
+    PpMemoryModel padded, dropless;
+    pp_memory_model(&shape, &padded);
+    shape.moe_capacity_factor = 0.0;
+    pp_memory_model(&shape, &dropless);
+    ck_assert_double_eq_tol(padded.moe_layer_act_bytes - dropless.moe_layer_act_bytes,
+                            (routed - 2) * 128 * (6 * 128 + 4 * h), 1e-6);
+    ck_assert_double_eq(padded.layer_act_bytes, dropless.layer_act_bytes);
+    /* the operator model's rows per local expert: 128 x 2.625 / 1 on EP 8 */
+    SimCostSlice sl;
+    sim_cost_slice_init(&sl, sc);
+    sim_cost_slice_tensor(&sl, sc);
+    sim_cost_slice_context(&sl, sc);
+    sim_cost_slice_expert(&sl, sc);
+    ck_assert_double_eq(sl.expert_rows, 128 * routed);
+    /* no host stall with a capacity; the same scenario dropless stalls 3 us per MoE layer */
+    int64_t host_ns = -1;
+    ck_assert(sim_moe_host_stall_ns(sc, &host_ns));
+    ck_assert_int_eq(host_ns, 0);
+    sc->parallel.moe_capacity_factor = 0.0;
+    ck_assert(sim_moe_host_stall_ns(sc, &host_ns));
+    ck_assert_int_eq(host_ns, 3000);
+}
+END_TEST
+
 /* The fused dispatchers send a token once per other node that holds any of its experts:
  * moe_text's EP 8 spans 2 nodes of 4 GPUs with 4 of the 8 experts each, so a token's 2
  * distinct experts miss the other node with chance C(4, 2) / C(8, 2) = 3/14, and its one
@@ -405,6 +472,7 @@ int main(void) {
     tcase_add_test(tc, test_moe_cost);
     tcase_add_test(tc, test_moe_a2a_overlap);
     tcase_add_test(tc, test_moe_host_stall);
+    tcase_add_test(tc, test_moe_capacity);
     tcase_add_test(tc, test_moe_fused_dispatch);
     tcase_add_test(tc, test_moe_expert_width);
     tcase_add_test(tc, test_moe_memory_advice);

@@ -503,6 +503,10 @@ START_TEST(test_presets) {
         {"gb200", 2500e12, INT64_C(186000000000), 900e9, 5000, TRUE, 5000e12, 72},
         {"rtx-pro-6000", 503.8e12, 96 * GIB, 50e9, 10000, FALSE, 0.0, 8},
         {"l40s", 362e12, 48 * GIB, 25e9, 10000, FALSE, 0.0, 8},
+        {"a100-40gb", 312e12, 40 * GIB, 210e9, 5000, TRUE, 0.0, 8},
+        {"a100-80gb-pcie", 312e12, 80 * GIB, 25e9, 10000, FALSE, 0.0, 8},
+        {"h100-pcie", 756e12, 80 * GIB, 50e9, 10000, FALSE, 1513e12, 8},
+        {"h100-nvl", 835e12, INT64_C(94000000000), 50e9, 10000, FALSE, 1670e12, 8},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(devices); i++) {
         g_autofree char  *preset = g_strdup_printf("hardware.preset=%s", devices[i].name);
@@ -534,8 +538,41 @@ START_TEST(test_presets) {
                                   "mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b, qwen3-235b-a22b, "
                                   "deepseek-v3, gpt-oss-120b");
     g_autofree char *hw_list = pp_preset_hardware_names();
-    ck_assert_str_eq(hw_list,
-                     "a100-sxm, h100-sxm, h200-sxm, h800, b200, gb200, rtx-pro-6000, l40s");
+    ck_assert_str_eq(hw_list, "a100-sxm, h100-sxm, h200-sxm, h800, b200, gb200, rtx-pro-6000, "
+                              "l40s, a100-40gb, a100-80gb-pcie, h100-pcie, h100-nvl");
+}
+END_TEST
+
+/* The A100 and H100 variants carry their family's calibration, read from the SXM part's
+ * preset (so a refit of that part moves them too), with their own datasheet SMs and memory
+ * bandwidth. */
+START_TEST(test_preset_families) {
+    static const struct {
+        const char *name, *family;
+        int32_t     sms;
+        double      mem_bw;
+    } variants[] = {{"a100-40gb", "a100-sxm", 108, 1555e9},
+                    {"a100-80gb-pcie", "a100-sxm", 108, 1935e9},
+                    {"h100-pcie", "h100-sxm", 114, 2000e9},
+                    {"h100-nvl", "h100-sxm", 132, 3900e9}};
+    for (size_t i = 0; i < G_N_ELEMENTS(variants); i++) {
+        g_autofree char  *preset = g_strdup_printf("hardware.preset=%s", variants[i].name);
+        g_autofree char  *family = g_strdup_printf("hardware.preset=%s", variants[i].family);
+        const char *const o[] = {preset, NULL}, *const f[] = {family, NULL};
+        g_autoptr(PpScenario) sc = load_base(o);
+        g_autoptr(PpScenario) fam = load_base(f);
+        const PpHardwareParams *a = &sc->hardware, *b = &fam->hardware;
+        ck_assert_double_eq(a->kernel_eff_max, b->kernel_eff_max);
+        ck_assert_double_eq(a->kernel_eff_half_tokens, b->kernel_eff_half_tokens);
+        ck_assert_double_eq(a->kernel_eff_half_hidden, b->kernel_eff_half_hidden);
+        ck_assert_double_eq(a->kernel_eff_fp8, b->kernel_eff_fp8);
+        ck_assert_double_eq(a->alltoall_eff, b->alltoall_eff);
+        ck_assert_int_eq(a->moe_host_ns_per_expert, b->moe_host_ns_per_expert);
+        ck_assert_int_eq(a->launch_ns, b->launch_ns);
+        ck_assert_str_eq(a->cost_model, b->cost_model);
+        ck_assert_int_eq(a->sms, variants[i].sms);
+        ck_assert_double_eq(a->mem_bw_bytes_per_s, variants[i].mem_bw);
+    }
 }
 END_TEST
 
@@ -1378,6 +1415,7 @@ static Suite *scenario_suite(void) {
     tcase_add_test(values, test_per_stage_costs);
     tcase_add_test(values, test_derived_batch);
     tcase_add_test(values, test_presets);
+    tcase_add_test(values, test_preset_families);
     tcase_add_test(values, test_layer_keys);
     tcase_add_test(values, test_overrides);
     tcase_add_test(values, test_with_equals_overrides);

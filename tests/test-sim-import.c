@@ -338,9 +338,13 @@ START_TEST(test_megatron_llama3_fp8) {
 }
 END_TEST
 
-START_TEST(test_megatron_mixtral_moe) {
-    g_autofree char  *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
-    g_autofree char  *out = g_build_filename(dir, "mixtral.ini", NULL);
+/* Imports the Mixtral command with @extra flags (NULL-terminated) on 2 GPUs into @out; *@err
+ * the import's stderr. */
+static void import_mixtral(const char *out, const char *const *extra, char **err) {
+    g_autoptr(GStrvBuilder) b = g_strv_builder_new();
+    g_strv_builder_addv(b, (const char **)mixtral_2gpu);
+    g_strv_builder_addv(b, (const char **)extra);
+    g_auto(GStrv) command = g_strv_builder_end(b);
     const char *const head[] = {"megatron",
                                 "--gpus",
                                 "2",
@@ -351,9 +355,81 @@ START_TEST(test_megatron_mixtral_moe) {
                                 "--out",
                                 out,
                                 NULL};
+    ck_assert_int_eq(run_import(head, (const char *const *)command, err), 0);
+}
+
+START_TEST(test_megatron_mixtral_moe) {
+    g_autofree char  *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
+    g_autofree char  *out = g_build_filename(dir, "mixtral.ini", NULL);
+    const char *const none[] = {NULL};
     g_autofree char  *err = NULL;
-    ck_assert_int_eq(run_import(head, mixtral_2gpu, &err), 0);
+    import_mixtral(out, none, &err);
     check_same_run(out, "mixtral-2gpu.ini");
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* Megatron's drop-and-pad dispatch maps to parallel.moe_capacity_factor; a capacity without
+ * the padding keeps the host sync and is simulated dropless, said. */
+START_TEST(test_megatron_moe_capacity) {
+    g_autofree char  *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
+    g_autofree char  *out = g_build_filename(dir, "m.ini", NULL);
+    const char *const padded[] = {"--moe-expert-capacity-factor", "0.75",
+                                  "--moe-pad-expert-input-to-capacity", NULL};
+    g_autofree char  *err = NULL;
+    import_mixtral(out, padded, &err);
+    g_autofree char *text = test_util_read_file(out, NULL);
+    ck_assert_msg(strstr(text, "\nmoe_capacity_factor=0.75\n") != NULL, "%s", text);
+    ck_assert_ptr_null(strstr(err, "capacity"));
+    g_autofree char  *out2 = g_build_filename(dir, "m2.ini", NULL);
+    const char *const unpadded[] = {"--moe-expert-capacity-factor", "0.75", NULL};
+    g_autofree char  *err2 = NULL;
+    import_mixtral(out2, unpadded, &err2);
+    g_autofree char *text2 = test_util_read_file(out2, NULL);
+    ck_assert_ptr_null(strstr(text2, "moe_capacity_factor"));
+    ck_assert_msg(strstr(err2, "--moe-expert-capacity-factor 0.75: without "
+                               "--moe-pad-expert-input-to-capacity") != NULL,
+                  "%s", err2);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* --tp-comm-overlap maps to parallel.tp_comm_overlap. */
+START_TEST(test_megatron_tp_comm_overlap) {
+    g_autofree char  *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
+    g_autofree char  *out = g_build_filename(dir, "tp.ini", NULL);
+    const char *const extra[] = {"--tp-comm-overlap", NULL};
+    g_autofree char  *err = NULL;
+    import_mixtral(out, extra, &err);
+    g_autofree char *text = test_util_read_file(out, NULL);
+    ck_assert_msg(strstr(text, "\ntp_comm_overlap=true\n") != NULL, "%s", text);
+    ck_assert_ptr_null(strstr(err, "--tp-comm-overlap"));
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
+/* --cp-comm-type a2a maps to parallel.context_comm = a2a, p2p to ring; allgather is listed
+ * and simulated as the ring. */
+START_TEST(test_megatron_cp_comm) {
+    g_autofree char *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
+    const struct {
+        const char *type, *key, *listed;
+    } cases[] = {{"a2a", "\ncontext_comm=a2a\n", NULL},
+                 {"p2p", "\ncontext_comm=ring\n", NULL},
+                 {"allgather", NULL, "--cp-comm-type allgather: simulated as ring attention"}};
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char  *out = g_strdup_printf("%s/cp%zu.ini", dir, i);
+        const char *const extra[] = {"--cp-comm-type", cases[i].type, NULL};
+        g_autofree char  *err = NULL;
+        import_mixtral(out, extra, &err);
+        g_autofree char *text = test_util_read_file(out, NULL);
+        if (cases[i].key != NULL)
+            ck_assert_msg(strstr(text, cases[i].key) != NULL, "%s", text);
+        else
+            ck_assert_ptr_null(strstr(text, "context_comm="));
+        if (cases[i].listed != NULL)
+            ck_assert_msg(strstr(err, cases[i].listed) != NULL, "%s", err);
+    }
     ck_assert(test_util_tmp_dir_remove(dir));
 }
 END_TEST
@@ -518,6 +594,10 @@ static const struct {
      {"--global-batch-size", "12", NULL},
      "global batch 12 is not a multiple of the micro-batch size 1 x 8"},
     {"8", {"--moe-token-dispatcher-type", "flex", NULL}, "expected --moe-enable-deepep"},
+    {"8", {"--cp-comm-type", "ring", NULL}, "--cp-comm-type 'ring': expected p2p, a2a"},
+    {"8",
+     {"--moe-expert-capacity-factor", "-1", NULL},
+     "--moe-expert-capacity-factor '-1': expected a number above 0"},
     {"8",
      {"--sequence-parallel", "yes", NULL},
      "--sequence-parallel 'yes': the flag takes no value"},
@@ -600,6 +680,9 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_megatron_gpt3_from_file);
     tcase_add_test(tc, test_megatron_llama3_fp8);
     tcase_add_test(tc, test_megatron_mixtral_moe);
+    tcase_add_test(tc, test_megatron_moe_capacity);
+    tcase_add_test(tc, test_megatron_cp_comm);
+    tcase_add_test(tc, test_megatron_tp_comm_overlap);
     tcase_add_test(tc, test_nemo_overrides);
     tcase_add_test(tc, test_deepspeed_zero3);
     tcase_add_test(tc, test_megatron_recompute_fsdp2);

@@ -199,6 +199,47 @@ START_TEST(test_cost_tensor) {
 }
 END_TEST
 
+/* parallel.tp_comm_overlap: each pair of all-gather and reduce-scatter (one all-reduce's
+ * time) runs under its products, the attention's 4h^2 and the FFN's 8h^2 per token over T;
+ * GPT-3's products hide the pairs but for 1/T of each; on a 0.3 GB/s link the pairs outlast
+ * them and their excess shows. The userbuffers hold 10 activations of 2bsh bytes where
+ * sequence parallelism alone holds 1. */
+START_TEST(test_cost_tensor_overlap) {
+    const char *const        sp[] = {"parallel.tensor=8", "parallel.sequence_parallel=true", NULL};
+    const char *const        lap[] = {"parallel.tensor=8", "parallel.sequence_parallel=true",
+                                      "parallel.tp_comm_overlap=true", NULL};
+    const char *const        slow[] = {"parallel.tensor=8", "parallel.sequence_parallel=true",
+                                       "parallel.tp_comm_overlap=true", "hardware.link_gbps=0.3", NULL};
+    const char *const *const runs[] = {sp, lap, slow};
+    SimCostModel            *c[G_N_ELEMENTS(runs)];
+    for (size_t i = 0; i < G_N_ELEMENTS(runs); i++) {
+        g_autoptr(PpScenario) sc = test_load(runs[i]);
+        c[i] = test_cost(sc);
+    }
+    const SimCostModel *c_sp = c[0], *c_lap = c[1], *c_slow = c[2];
+    const double        b = 1, s = 2048, h = 12288;
+    const double        eff = 0.6 * 2048 / (2048 + 2048.0), rate = 312e12 * eff;
+    const double        pair = (double)llround(14 * (5000 + 2 * b * s * h / 8 / 300.0));
+    const double        pair_slow = (double)llround(14 * (5000 + 2 * b * s * h / 8 / 0.3));
+    const double        attn_ns = 2 * b * s * 4 * h * h / 8 / rate * 1e9;
+    const double        ffn_ns = 2 * b * s * 8 * h * h / 8 / rate * 1e9;
+    const int64_t       hidden = llround(2 * pair / 8);
+    const int64_t       shown = llround(2 * pair_slow - attn_ns - ffn_ns);
+    ck_assert_double_gt(pair_slow, ffn_ns);
+    for (int32_t st = 0; st < 4; st++) {
+        const int64_t compute = c_sp->f_ns[st] - 2 * 2 * (int64_t)pair; /* 2 layers */
+        ck_assert_int_eq(c_lap->f_ns[st], compute + 2 * hidden);
+        ck_assert_int_eq(c_lap->b_ns[st], compute + 2 * hidden);
+        ck_assert_int_eq(c_lap->w_ns[st], c_sp->w_ns[st]);
+        ck_assert_int_eq(c_slow->f_ns[st], compute + 2 * shown);
+        ck_assert_int_eq(c_lap->buffer_bytes[st] - c_sp->buffer_bytes[st],
+                         llround(9 * 2 * b * s * h));
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(runs); i++)
+        sim_cost_free(c[i]);
+}
+END_TEST
+
 /* A tensor group of 16 spans two nodes of 8: its all-reduces cross over the node's NICs, one
  * at 25 GB/s by default and 8 rail-optimised ones at 200 GB/s (capped by the 300 GB/s link). */
 START_TEST(test_cost_tensor_spanning) {
@@ -568,6 +609,12 @@ static const struct {
      PP_SCENARIO_ERROR_INVALID_VALUE,
      "kernel_eff_half_hidden = '-1'"},
     {{"pipeline.chunks=2"}, PP_SCENARIO_ERROR_INCONSISTENT, "interleaved, zb-v, dualpipe-v"},
+    {{"parallel.tensor=8", "parallel.tp_comm_overlap=true"},
+     PP_SCENARIO_ERROR_INCONSISTENT,
+     "sequence_parallel = false with tensor = 8"},
+    {{"parallel.tp_comm_overlap=often"},
+     PP_SCENARIO_ERROR_INVALID_VALUE,
+     "[parallel] tp_comm_overlap = 'often'"},
 };
 
 START_TEST(test_parallel_errors) {
@@ -615,6 +662,7 @@ int main(void) {
     tc = tcase_create("cost");
     tcase_add_test(tc, test_cost_tensor);
     tcase_add_test(tc, test_cost_tensor_spanning);
+    tcase_add_test(tc, test_cost_tensor_overlap);
     tcase_add_test(tc, test_cost_recompute);
     tcase_add_test(tc, test_cost_zero1);
     tcase_add_test(tc, test_cost_busbw);

@@ -46,14 +46,14 @@ static void sim_cost_block_attention(SimCostOps *ops, const SimCostSlice *sl,
         }
         sim_cost_ops_matmul(ops, sl, N, m->kv_lora_rank + m->qk_rope_head_dim, h, 1.0);
         sim_cost_ops_matmul(ops, sl, N, a * (m->qk_nope_head_dim + d_v) / T, m->kv_lora_rank, 1.0);
-        sim_cost_ops_attention(ops, sl, a / T, d_qk, d_v);
+        sim_cost_ops_attention(ops, sl, a / (T * sl->core_heads_split), d_qk, d_v);
         sim_cost_ops_matmul(ops, sl, N, h, a * d_v / T, 1.0);
         return;
     }
     const double k = m->kv_heads > 0 ? m->kv_heads : a;
     const double d = m->head_dim > 0 ? m->head_dim : h / a;
     sim_cost_ops_matmul(ops, sl, N, (a + 2.0 * k) * d / T, h, 1.0);
-    sim_cost_ops_attention(ops, sl, a / T, d, d);
+    sim_cost_ops_attention(ops, sl, a / (T * sl->core_heads_split), d, d);
     sim_cost_ops_matmul(ops, sl, N, h, a * d / T, 1.0);
 }
 
@@ -73,9 +73,9 @@ void sim_cost_ops_block(const PpScenario *scenario, const PpMemoryShape *m, gboo
         sim_cost_block_ffn(ops, &sl, m->ffn_gated, N, h, f / T, 1.0);
     } else {
         const double f_e = m->expert_ffn_hidden > 0 ? m->expert_ffn_hidden : f;
-        const double routed = N * m->experts_per_token / T;       /* this GPU's routed copies */
-        sim_cost_ops_matmul(ops, &sl, N, m->experts, h, 1.0);     /* the router */
-        sim_cost_ops_elementwise(ops, &sl, routed * h, 4.0, 4.0); /* permute */
+        const double routed = N * pp_memory_moe_routed_per_token(m) / T; /* this GPU's copies */
+        sim_cost_ops_matmul(ops, &sl, N, m->experts, h, 1.0);            /* the router */
+        sim_cost_ops_elementwise(ops, &sl, routed * h, 4.0, 4.0);        /* permute */
         sim_cost_block_ffn(ops, &sl, m->ffn_gated, sl.expert_rows, h, f_e / sl.expert_split,
                            sl.local_experts);
         sim_cost_ops_elementwise(ops, &sl, routed * h, 4.0, 4.0); /* unpermute */

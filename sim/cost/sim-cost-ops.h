@@ -39,20 +39,23 @@ typedef struct {
 /* The work of one block on one GPU after the parallel splits (sim-cost-slice.c). */
 typedef struct {
     const PpHardwareParams *hw;
-    double                  batch;       /* b sequences per micro-batch */
-    double                  keys;        /* s: keys every query attends to */
-    double                  queries;     /* s / C: this GPU's queries of every sequence */
-    double                  tokens;      /* b s / C: rows of this GPU's matrix products */
-    double                  tensor;      /* T: heads and FFN columns are split T ways */
-    double                  norm_shards; /* T with sequence parallelism, else 1: the share of
-                                            the h-wide memory-bound operators on this GPU */
-    double local_experts;                /* E / EP routed experts on this GPU */
-    double expert_rows;                  /* token rows of each local expert's products */
-    double expert_split;                 /* expert_tensor: each expert's columns split */
-    double speedup;                      /* the block's matrix products run this many times
-                                            the bf16 rate (fp8) */
-    gboolean flash;                      /* fused attention (model.flash_attention) */
-    gboolean causal;                     /* flash skips the masked half (attention_flops) */
+    double                  batch;   /* b sequences per micro-batch */
+    double                  keys;    /* s: keys every query attends to */
+    double                  queries; /* s / C: this GPU's queries of every sequence (s
+                                        with the context all-to-all) */
+    double core_heads_split;         /* C with the context all-to-all (its attention
+                                        core runs 1/C of the heads), else 1 */
+    double tokens;                   /* b s / C: rows of this GPU's matrix products */
+    double tensor;                   /* T: heads and FFN columns are split T ways */
+    double norm_shards;              /* T with sequence parallelism, else 1: the share of
+                                        the h-wide memory-bound operators on this GPU */
+    double local_experts;            /* E / EP routed experts on this GPU */
+    double expert_rows;              /* token rows of each local expert's products */
+    double expert_split;             /* expert_tensor: each expert's columns split */
+    double speedup;                  /* the block's matrix products run this many times
+                                        the bf16 rate (fp8) */
+    gboolean flash;                  /* fused attention (model.flash_attention) */
+    gboolean causal;                 /* flash skips the masked half (attention_flops) */
 } SimCostSlice;
 
 /* --- the parallelism passes (sim-cost-slice.c) --- */
@@ -60,7 +63,8 @@ typedef struct {
 void sim_cost_slice_init(SimCostSlice *slice, const PpScenario *scenario);
 /* Tensor parallelism (T) and sequence parallelism over the tensor group. */
 void sim_cost_slice_tensor(SimCostSlice *slice, const PpScenario *scenario);
-/* Context parallelism (C): each GPU holds s / C queries of every sequence. */
+/* Context parallelism (C): each GPU holds s / C tokens of every sequence; its attention core
+ * runs their queries (ring), or all s queries of 1/C of the heads (all-to-all). */
 void sim_cost_slice_context(SimCostSlice *slice, const PpScenario *scenario);
 /* Expert parallelism (EP, expert_tensor): the routed experts this GPU runs and their rows. */
 void sim_cost_slice_expert(SimCostSlice *slice, const PpScenario *scenario);

@@ -14,6 +14,7 @@ void sim_cost_slice_init(SimCostSlice *slice, const PpScenario *scenario) {
         .keys = s,
         .queries = s,
         .tokens = b * s,
+        .core_heads_split = 1.0,
         .tensor = 1.0,
         .norm_shards = 1.0,
         .local_experts = E,
@@ -34,17 +35,22 @@ void sim_cost_slice_tensor(SimCostSlice *slice, const PpScenario *scenario) {
     slice->norm_shards = scenario->parallel.sequence_parallel ? scenario->parallel.tensor : 1.0;
 }
 
-/* Each of the C ranks holds s / C queries of every sequence and attends to all s keys (the
- * ring brings the others' keys and values). */
+/* Each of the C ranks holds s / C tokens of every sequence. Ring attention: its queries
+ * attend to all s keys (the ring brings the others' keys and values). The all-to-all
+ * (Ulysses): all s queries and keys of 1/C of the heads. */
 void sim_cost_slice_context(SimCostSlice *slice, const PpScenario *scenario) {
     const double C = scenario->parallel.context;
-    slice->queries = slice->keys / C;
-    slice->tokens = slice->batch * slice->queries;
+    slice->tokens = slice->batch * slice->keys / C;
+    if (pp_scenario_context_comm(scenario) == PP_CONTEXT_COMM_A2A)
+        slice->core_heads_split = C;
+    else
+        slice->queries = slice->keys / C;
 }
 
 /* E / EP routed experts per GPU, each expert's columns split expert_tensor ways; the routed
  * rows per GPU keep the model's FLOP count, K tokens' copies over T:
- * local experts x rows x (f_e / ET) = tokens x K x f_e / T. */
+ * local experts x rows x (f_e / ET) = tokens x K x f_e / T; with a capacity factor the rows
+ * as padded or dropped, R in place of K (pp_memory_moe_routed_rows()). */
 void sim_cost_slice_expert(SimCostSlice *slice, const PpScenario *scenario) {
     const double E = scenario->model.experts;
     if (!(E > 0))
@@ -53,6 +59,8 @@ void sim_cost_slice_expert(SimCostSlice *slice, const PpScenario *scenario) {
     const double et = MAX(scenario->parallel.expert_tensor, 1);
     slice->local_experts = E / ep;
     slice->expert_split = et;
-    slice->expert_rows = slice->tokens * scenario->model.experts_per_token * et /
-                         (slice->tensor * slice->local_experts);
+    const double routed = pp_memory_moe_routed_rows(scenario->parallel.moe_capacity_factor,
+                                                    slice->tokens / slice->tensor,
+                                                    scenario->model.experts_per_token, E);
+    slice->expert_rows = slice->tokens * routed * et / (slice->tensor * slice->local_experts);
 }
