@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * sim-calibrate.c: fits per-stage op times, dispatch overhead, the link and the kernel-
- * efficiency curve to measured traces (each matched to its schedule by sim_replay_new()),
+ * efficiency curve (with hardware.cost_model = operators also the operator model's constants,
+ * sim-calibrate-ops.c) to measured traces (each matched to its schedule by sim_replay_new()),
  * writes them as a scenario with explicit per-stage [costs], and predicts every trace's
  * steady-state step time with them, measured and predicted by the same rule.
  */
@@ -53,7 +54,10 @@ typedef struct {
     GPtrArray *sizes;    /* (element-type SimCalSize) in order of first appearance */
     GArray   **dispatch; /* (n_stages) of SimCalGap */
     /* The model, from the first fit trace. */
-    int32_t layers, hidden, heads, seq_len, vocab;
+    int32_t           layers, hidden, heads, seq_len, vocab;
+    const PpScenario *base; /* the first fit trace's scenario: the operator model's sizes */
+    int32_t *split;         /* (n_stages) layers per stage as pacer-train split them: the scenario's
+                               run.layers_per_stage, else pp-partition's FLOP counts */
 } SimCalFit;
 
 static void sim_cal_size_free(gpointer data) {
@@ -75,6 +79,7 @@ static void sim_cal_fit_clear(SimCalFit *fit) {
     for (int32_t s = 0; fit->dispatch != NULL && s < fit->n_stages; s++)
         g_array_unref(fit->dispatch[s]);
     g_free(fit->dispatch);
+    g_free(fit->split);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SimCalFit, sim_cal_fit_clear)
 
@@ -387,6 +392,45 @@ static void sim_cal_fit_curve(SimCalibration *cal, const SimCalFit *fit) {
     }
 }
 
+/* Fills @fit's split from @sc (the first fit trace's scenario): the layers per stage
+ * pacer-train ran. */
+static gboolean sim_cal_fit_split(SimCalFit *fit, const PpScenario *sc, GError **error) {
+    const int32_t n = fit->n_stages;
+    if (sc->run.layers_per_stage != NULL) {
+        fit->split = g_memdup2(sc->run.layers_per_stage, sizeof(int32_t) * (size_t)n);
+        return TRUE;
+    }
+    g_autoptr(PpPartition) part =
+        pp_partition_new_gpt2_flops(fit->layers, fit->hidden, fit->seq_len, fit->vocab, n,
+                                    pp_scenario_partition_mode(sc), NULL, error);
+    if (part == NULL)
+        return FALSE;
+    fit->split = g_new(int32_t, n);
+    for (int32_t s = 0; s < n; s++)
+        fit->split[s] = part->layer_end[s] - part->layer_begin[s];
+    return TRUE;
+}
+
+/* The operator model's constants (sim-calibrate-ops.h) from every stage's typical F, B, W and
+ * BW at every size, priced on @base. */
+static gboolean sim_cal_fit_operators(SimCalibration *cal, const SimCalFit *fit,
+                                      const PpScenario *base, GError **error) {
+    static const PpOpKind kinds[] = {PP_OP_FORWARD, PP_OP_BACKWARD, PP_OP_WEIGHT,
+                                     PP_OP_BACKWARD_FULL};
+    g_autoptr(GArray) samples = g_array_new(FALSE, FALSE, sizeof(SimCalOpSample));
+    for (guint i = 0; i < fit->sizes->len; i++) {
+        SimCalSize *z = g_ptr_array_index(fit->sizes, i);
+        for (int32_t s = 0; s < fit->n_stages; s++)
+            for (size_t k = 0; k < G_N_ELEMENTS(kinds); k++) {
+                SimCalOpSample x = {z->mb_size, s, kinds[k], sim_cal_size_typical(z, s, kinds[k])};
+                if (x.ns > 0)
+                    g_array_append_val(samples, x);
+            }
+    }
+    return sim_calibrate_fit_operators(base, fit->split, (const SimCalOpSample *)samples->data,
+                                       (int32_t)samples->len, &cal->operators, error);
+}
+
 /* The link: per size the median wait; one size gives the latency, several a line in bytes
  * (a falling line: unlimited bandwidth, the mean as latency). */
 static void sim_cal_fit_link(SimCalibration *cal, const SimCalFit *fit) {
@@ -444,7 +488,8 @@ static int64_t sim_cal_dispatch(const SimCalibration *cal, const GArray *gaps) {
 }
 
 /* Time of @kind on @stage for micro-batches of @mb_size sequences: the typical time measured
- * at that size, else the one measured at the nearest size scaled by the curve, (t + half) / (t0 +
+ * at that size, else the one measured at the nearest size scaled by the fitted operator model
+ * (its time at this size over that size's), or without it by the curve, (t + half) / (t0 +
  * half); -1 when neither exists. Includes the stage's dispatch overhead. */
 static int64_t sim_cal_cost_at(const SimCalibration *cal, const SimCalFit *fit, int32_t stage,
                                PpOpKind kind, int32_t mb_size) {
@@ -467,6 +512,15 @@ static int64_t sim_cal_cost_at(const SimCalibration *cal, const SimCalFit *fit, 
         return best_value + dispatch + MAX(cal->stages[stage].reference_ns, 0);
     if (best->mb_size == mb_size)
         return best_value + dispatch;
+    if (cal->operators.fitted) { /* scaled by the fitted operator model */
+        int64_t p = sim_calibrate_operators_ns(fit->base, fit->split, &cal->operators, mb_size,
+                                               stage, kind);
+        int64_t p0 = sim_calibrate_operators_ns(fit->base, fit->split, &cal->operators,
+                                                best->mb_size, stage, kind);
+        if (p < 0 || p0 <= 0)
+            return -1;
+        return llround((double)best_value * (double)p / (double)p0) + dispatch;
+    }
     if (!cal->have_curve)
         return -1;
     double t = (double)mb_size * fit->seq_len, t0 = (double)best->tokens;
@@ -735,17 +789,15 @@ static gboolean sim_cal_make_scenario(SimCalibration *cal, const SimCalFit *fit,
     sc->pipeline.microbatch_size = cal->microbatch_size;
     sc->training.global_batch = cal->microbatch_size * sc->pipeline.mb_per_step;
 
-    /* The executor's split (pp-partition's FLOP counts), so that memory follows it. */
+    /* The executor's split, so that memory follows it. */
     if (sc->run.layers_per_stage == NULL) {
-        g_autoptr(PpPartition) part =
-            pp_partition_new_gpt2_flops(fit->layers, fit->hidden, fit->seq_len, fit->vocab, n,
-                                        pp_scenario_partition_mode(sc), NULL, error);
-        if (part == NULL)
-            return FALSE;
-        sc->run.layers_per_stage = g_new(int32_t, n);
+        sc->run.layers_per_stage = g_memdup2(fit->split, sizeof(int32_t) * (size_t)n);
         sc->run.n_layers_per_stage = n;
-        for (int32_t s = 0; s < n; s++)
-            sc->run.layers_per_stage[s] = part->layer_end[s] - part->layer_begin[s];
+    }
+    if (cal->operators.fitted) {
+        sc->hardware.kernel_eff_max = cal->operators.kernel_eff_max;
+        sc->hardware.kernel_eff_half_hidden = cal->operators.kernel_eff_half_hidden;
+        sc->hardware.launch_ns = cal->operators.launch_ns;
     }
     /* pacer-train reduces fp32 gradients between data-parallel replicas. */
     sc->parallel.grad_bytes = SIM_REPLAY_DP_GRAD_BYTES_PER_PARAM;
@@ -821,6 +873,18 @@ static char *sim_cal_scenario_text(const SimCalibration *cal) {
             "# Kernel efficiency over %d micro-batch sizes: for the analytic model use [hardware]"
             "\n# peak_tflops = %.6g with kernel_eff_max = 1 and kernel_eff_half_tokens = %.6g.\n",
             cal->n_curve_sizes, 1e-3 / cal->ns_per_flop, cal->half_tokens);
+    const SimCalOperators *op = &cal->operators;
+    if (op->fitted)
+        g_string_append_printf(
+            out,
+            "# Operator cost model fitted to %d measured F/B/W/BW times over %d micro-batch "
+            "size(s)\n# (rms error %.2f%%): [hardware] kernel_eff_max = %.6g, "
+            "kernel_eff_half_hidden = %.6g,\n# launch_us = %.3f (%s);\n# they price the "
+            "operators once [costs] is removed.\n",
+            op->n_samples, op->n_sizes, 100.0 * op->rms_rel_err, op->kernel_eff_max,
+            op->kernel_eff_half_hidden, (double)op->launch_ns / 1e3,
+            op->n_launch_bound > 0 ? "the host floor bounds some passes"
+                                   : "an upper bound: no measured pass was launch-bound");
     g_autofree char *keys = pp_scenario_to_data(cal->scenario);
     g_string_append(out, keys);
     return g_string_free(out, FALSE);
@@ -897,6 +961,12 @@ SimCalibration *sim_calibrate_new(const SimCalibrateParams *params, GError **err
         cal->stages[s].stash_ns = sim_cal_stash(&fit, s);
     }
     sim_cal_fit_curve(cal, &fit);
+    fit.base = first->scenario;
+    if (!sim_cal_fit_split(&fit, first->scenario, error))
+        return NULL;
+    if (pp_scenario_cost_operators(first->scenario) &&
+        !sim_cal_fit_operators(cal, &fit, first->scenario, error))
+        return NULL;
     cal->link_msg_bytes =
         (int64_t)cal->microbatch_size * fit.seq_len * fit.hidden * SIM_CAL_MSG_BYTES_PER_ELEM;
     cal->comm_ns = sim_cal_comm_at(cal, &fit, cal->microbatch_size);
@@ -975,6 +1045,15 @@ char *sim_calibrate_format(const SimCalibration *cal) {
     else
         g_string_append(out, "kernel eff  not fitted: needs traces at two or more micro-batch "
                              "sizes\n");
+    const SimCalOperators *op = &cal->operators;
+    if (op->fitted)
+        g_string_append_printf(out,
+                               "operators   kernel_eff_max %.6g, kernel_eff_half_hidden %.6g, "
+                               "launch_us %.3f%s; %d times over %d size(s), rms error %.2f%%\n",
+                               op->kernel_eff_max, op->kernel_eff_half_hidden,
+                               (double)op->launch_ns / 1e3,
+                               op->n_launch_bound > 0 ? "" : " (upper bound: none launch-bound)",
+                               op->n_samples, op->n_sizes, 100.0 * op->rms_rel_err);
 
     g_string_append(out, "\nsteady-state step time (median step interval over steps lo..hi); "
                          "adjusted: predicted with each stage's slowdown (its reference time in "
@@ -1062,6 +1141,19 @@ JsonNode *sim_calibrate_build_json(const SimCalibration *cal) {
     sim_cal_json_double(b, "peak_tflops", cal->have_curve ? 1e-3 / cal->ns_per_flop : 0.0);
     sim_cal_json_double(b, "half_tokens", cal->half_tokens);
     json_builder_end_object(b);
+    if (cal->operators.fitted) {
+        const SimCalOperators *op = &cal->operators;
+        json_builder_set_member_name(b, "operators");
+        json_builder_begin_object(b);
+        sim_cal_json_double(b, "kernel_eff_max", op->kernel_eff_max);
+        sim_cal_json_double(b, "kernel_eff_half_hidden", op->kernel_eff_half_hidden);
+        sim_cal_json_int(b, "launch_ns", op->launch_ns);
+        sim_cal_json_int(b, "launch_bound", op->n_launch_bound);
+        sim_cal_json_int(b, "samples", op->n_samples);
+        sim_cal_json_int(b, "sizes", op->n_sizes);
+        sim_cal_json_double(b, "rms_rel_err", op->rms_rel_err);
+        json_builder_end_object(b);
+    }
     json_builder_set_member_name(b, "traces");
     json_builder_begin_array(b);
     for (guint i = 0; i < cal->traces->len; i++) {
@@ -1140,8 +1232,10 @@ int sim_calibrate_main(int argc, char **argv) {
     if (!sim_main_parse(
             &argc, &argv, "TRACE... - fit the cost model to measured runs",
             "Fit per-stage F, B, W, BW and U times, the per-op dispatch overhead, the link and "
-            "(with runs at several micro-batch sizes) the kernel-efficiency curve to pacer-train "
-            "traces, write them as a scenario with explicit per-stage [costs], and predict every "
+            "(with runs at several micro-batch sizes) the kernel-efficiency curve, and with "
+            "hardware.cost_model = operators the operator model's kernel_eff_max, "
+            "kernel_eff_half_hidden and launch_us, to pacer-train traces, write them as a scenario "
+            "with explicit per-stage [costs], and predict every "
             "trace's steady-state step time with them.",
             "Each TRACE is pacer-train --out DIR's DIR/ops.csv; DIR/scenario.ini must be next to\n"
             "it, and the run one segment (run.eval_every = 0, run.checkpoint_every = 0). All\n"

@@ -3,7 +3,8 @@
  * traces (pacer-train --out DIR: DIR/ops.csv next to DIR/scenario.ini): per-stage F, B, W, BW
  * and U times, the per-op dispatch overhead, the link (latency, bandwidth) from the gaps a
  * waiting consumer saw, and the kernel-efficiency curve when the traces span several
- * micro-batch sizes. Writes a scenario with explicit per-stage [costs] and predicts the
+ * micro-batch sizes, and with hardware.cost_model = operators the operator model's constants
+ * (sim-calibrate-ops.h). Writes a scenario with explicit per-stage [costs] and predicts the
  * steady-state step time of every trace (fitted or held out) with it.
  */
 #pragma once
@@ -14,6 +15,7 @@
 
 #include "pp-scenario.h"
 #include "pp-trace.h"
+#include "sim-calibrate-ops.h"
 
 G_BEGIN_DECLS
 
@@ -92,13 +94,17 @@ typedef struct {
     /* Kernel efficiency: per-micro-batch compute time (F + B + W, or F + BW, summed over the
      * stages) per model FLOP = ns_per_flop * (1 + half_tokens / tokens), i.e. a rate of
      * eff(t) = t / (t + half_tokens) times 1e9 / ns_per_flop FLOP/s. */
-    gboolean    have_curve;  /* traces at >= 2 micro-batch sizes */
-    double      ns_per_flop; /* at infinitely large micro-batches */
-    double      half_tokens; /* hardware.kernel_eff_half_tokens */
-    int32_t     n_curve_sizes;
-    GPtrArray  *traces;        /* (element-type SimCalibrateTrace) fitted ones first, in order */
-    PpScenario *scenario;      /* the calibrated scenario (the first fit trace's, with [costs]) */
-    char       *scenario_text; /* its key-file text with the calibration as comments */
+    gboolean have_curve;  /* traces at >= 2 micro-batch sizes */
+    double   ns_per_flop; /* at infinitely large micro-batches */
+    double   half_tokens; /* hardware.kernel_eff_half_tokens */
+    int32_t  n_curve_sizes;
+    /* With hardware.cost_model = operators in the first fit trace's scenario: the operator
+     * model's constants fitted to every measured F, B, W and BW (sim-calibrate-ops.h), written
+     * into the calibrated scenario's [hardware]; fitted is FALSE with the curve. */
+    SimCalOperators operators;
+    GPtrArray      *traces;   /* (element-type SimCalibrateTrace) fitted ones first, in order */
+    PpScenario     *scenario; /* the calibrated scenario (the first fit trace's, with [costs]) */
+    char           *scenario_text; /* its key-file text with the calibration as comments */
 } SimCalibration;
 
 /* Reads every trace and its scenario.ini, checks that they describe one model on one

@@ -3,9 +3,10 @@
  * wrote with known costs (tests/data/sim/calibrate*.ini): it recovers per-stage F, B, W, fused
  * BW, U and the hop exactly, predicts held-out schedules and micro-batch counts to the
  * nanosecond, fits the kernel-efficiency curve and the link over micro-batch sizes and uses
- * them at a size it never saw, scales runs by their speed reference, predicts a held-out trace
- * of data-parallel replicas with its reduction, writes a scenario pacer-sim runs as is, and
- * rejects bad input with exit status and message.
+ * them at a size it never saw, fits the operator model's constants back from traces of the
+ * operator model (tests/data/sim/calibrate-operators.ini), scales runs by their speed reference,
+ * predicts a held-out trace of data-parallel replicas with its reduction, writes a scenario
+ * pacer-sim runs as is, and rejects bad input with exit status and message.
  */
 #include <check.h>
 #include <json-glib/json-glib.h>
@@ -179,6 +180,7 @@ START_TEST(test_kernel_curve_and_link) {
     g_autoptr(JsonNode) root = calibrate_json(args);
     JsonObject *k = member(root, "kernel_efficiency");
     ck_assert(json_object_get_boolean_member(k, "fitted"));
+    ck_assert(!json_object_has_member(json_node_get_object(root), "operators")); /* the curve */
     ck_assert_int_eq(json_object_get_int_member(k, "sizes"), 3);
     ck_assert_double_eq_tol(json_object_get_double_member(k, "peak_tflops"), 50.0, 1e-3);
     ck_assert_double_eq_tol(json_object_get_double_member(k, "half_tokens"), 1024.0, 0.5);
@@ -193,6 +195,78 @@ START_TEST(test_kernel_curve_and_link) {
         double      ratio = json_object_get_double_member(t, "ratio");
         ck_assert_msg(fabs(ratio - 1.0) < 1e-4, "trace %u: ratio %.6f", i, ratio);
     }
+    remove_dirs(dirs, G_N_ELEMENTS(dirs));
+}
+END_TEST
+
+/* Replaces every "KEY=..." line of @dir's scenario.ini with @lines (NULL-terminated
+ * "KEY=VALUE" strings), so that the fit cannot start from the constants that made the trace. */
+static void rewrite_scenario(const char *dir, const char *const *lines) {
+    g_autofree char *path = g_build_filename(dir, "scenario.ini", NULL);
+    g_autofree char *text = test_util_read_file(path, NULL);
+    for (const char *const *l = lines; *l != NULL; l++) {
+        g_autofree char *key = g_strndup(*l, strchr(*l, '=') - *l);
+        g_autofree char *pattern = g_strdup_printf("^%s=.*$", key);
+        g_autoptr(GRegex) re = g_regex_new(pattern, G_REGEX_MULTILINE, 0, NULL);
+        ck_assert(g_regex_match(re, text, 0, NULL));
+        char *replaced = g_regex_replace_literal(re, text, -1, 0, *l, 0, NULL);
+        g_free(text);
+        text = replaced;
+    }
+    ck_assert(g_file_set_contents(path, text, -1, NULL));
+}
+
+/* The operator cost model (calibrate-operators.ini: kernel_eff_max 0.55, kernel_eff_half_hidden
+ * 384, launch_us 40), simulated at micro-batch sizes 1, 2, 4 and 8, each trace's scenario.ini
+ * then set to other constants (0.3, 0, 0): calibrate fits the three back to 0.1% (measured:
+ * 0.549997, 383.996, 40.000 us), finds the host floor bounding some passes, predicts every
+ * trace and a held-out size 3 within 0.1%, and writes a scenario with cost_model = operators
+ * and the fitted keys. */
+START_TEST(test_operator_constants) {
+    static const char *const sizes[] = {"pipeline.microbatch_size=1", "pipeline.microbatch_size=2",
+                                        "pipeline.microbatch_size=4", "pipeline.microbatch_size=8",
+                                        "pipeline.microbatch_size=3"};
+    static const char *const wrong[] = {"kernel_eff_max=0.3", "kernel_eff_half_hidden=0",
+                                        "launch_us=0", NULL};
+    char                    *dirs[G_N_ELEMENTS(sizes)], *o[G_N_ELEMENTS(sizes)];
+    for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+        const char *const set[] = {sizes[i], NULL};
+        dirs[i] = simulate("calibrate-operators.ini", set);
+        rewrite_scenario(dirs[i], wrong);
+        o[i] = ops_of(dirs[i]);
+    }
+    g_autofree char  *out = g_build_filename(dirs[0], "calibrated.ini", NULL);
+    const char *const args[] = {o[0], o[1], o[2], o[3], "--check", o[4], "--out", out, NULL};
+    g_autoptr(JsonNode) root = calibrate_json(args);
+    ck_assert_msg(json_object_has_member(json_node_get_object(root), "operators"),
+                  "no operators fit");
+    JsonObject *op = member(root, "operators");
+    ck_assert_double_eq_tol(json_object_get_double_member(op, "kernel_eff_max"), 0.55, 0.55e-3);
+    ck_assert_double_eq_tol(json_object_get_double_member(op, "kernel_eff_half_hidden"), 384.0,
+                            0.384);
+    ck_assert_int_le(llabs(json_object_get_int_member(op, "launch_ns") - 40000), 40);
+    ck_assert_int_gt(json_object_get_int_member(op, "launch_bound"), 0);
+    ck_assert_int_eq(json_object_get_int_member(op, "sizes"), 4);
+    ck_assert_double_le(json_object_get_double_member(op, "rms_rel_err"), 1e-3);
+    JsonArray *traces = array(root, "traces");
+    ck_assert_int_eq(json_array_get_length(traces), 5);
+    for (guint i = 0; i < json_array_get_length(traces); i++) {
+        double ratio =
+            json_object_get_double_member(json_array_get_object_element(traces, i), "ratio");
+        ck_assert_msg(fabs(ratio - 1.0) < 1e-3, "trace %u: ratio %.6f", i, ratio);
+    }
+    g_autofree char *text = test_util_read_file(out, NULL);
+    ck_assert_ptr_nonnull(strstr(text, "\ncost_model=operators\n"));
+    const char *eff = strstr(text, "\nkernel_eff_max=");
+    const char *half = strstr(text, "\nkernel_eff_half_hidden=");
+    const char *launch = strstr(text, "\nlaunch_us=");
+    ck_assert(eff != NULL && half != NULL && launch != NULL);
+    ck_assert_double_eq_tol(g_ascii_strtod(eff + strlen("\nkernel_eff_max="), NULL), 0.55, 0.55e-3);
+    ck_assert_double_eq_tol(g_ascii_strtod(half + strlen("\nkernel_eff_half_hidden="), NULL), 384.0,
+                            0.384);
+    ck_assert_double_eq_tol(g_ascii_strtod(launch + strlen("\nlaunch_us="), NULL), 40.0, 0.04);
+    for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
+        g_free(o[i]);
     remove_dirs(dirs, G_N_ELEMENTS(dirs));
 }
 END_TEST
@@ -369,6 +443,7 @@ static Suite *calibrate_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_recovers_costs);
     tcase_add_test(tc, test_kernel_curve_and_link);
+    tcase_add_test(tc, test_operator_constants);
     tcase_add_test(tc, test_speed_reference);
     tcase_add_test(tc, test_replicas_check);
     tcase_add_test(tc, test_bad_input);
