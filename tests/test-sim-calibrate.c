@@ -271,6 +271,33 @@ START_TEST(test_operator_constants) {
 }
 END_TEST
 
+/* The same model without a host floor (launch_us 0) at sizes 2, 4 and 8: the ceiling and the
+ * short-reduction term come back within 0.1%, and no measured pass is launch-bound, so the
+ * fitted launch_us is only an upper bound (launch_bound 0). */
+START_TEST(test_operator_launch_unbound) {
+    static const char *const sizes[] = {"pipeline.microbatch_size=2", "pipeline.microbatch_size=4",
+                                        "pipeline.microbatch_size=8"};
+    static const char *const wrong[] = {"kernel_eff_max=0.3", "kernel_eff_half_hidden=0", NULL};
+    char                    *dirs[G_N_ELEMENTS(sizes)], *o[G_N_ELEMENTS(sizes)];
+    for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+        const char *const set[] = {sizes[i], "hardware.launch_us=0", NULL};
+        dirs[i] = simulate("calibrate-operators.ini", set);
+        rewrite_scenario(dirs[i], wrong);
+        o[i] = ops_of(dirs[i]);
+    }
+    const char *const args[] = {o[0], o[1], o[2], NULL};
+    g_autoptr(JsonNode) root = calibrate_json(args);
+    JsonObject *op = member(root, "operators");
+    ck_assert_double_eq_tol(json_object_get_double_member(op, "kernel_eff_max"), 0.55, 0.55e-3);
+    ck_assert_double_eq_tol(json_object_get_double_member(op, "kernel_eff_half_hidden"), 384.0,
+                            0.384);
+    ck_assert_int_eq(json_object_get_int_member(op, "launch_bound"), 0);
+    for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
+        g_free(o[i]);
+    remove_dirs(dirs, G_N_ELEMENTS(dirs));
+}
+END_TEST
+
 /* Makes @dir's simulated trace look like pacer-train's with run.speed_reference: the last
  * @ref_ns[stage] of every U becomes a reference row (the scenario's update_us holds both). */
 static void split_references(const char *dir, const int64_t ref_ns[3]) {
@@ -444,6 +471,7 @@ static Suite *calibrate_suite(void) {
     tcase_add_test(tc, test_recovers_costs);
     tcase_add_test(tc, test_kernel_curve_and_link);
     tcase_add_test(tc, test_operator_constants);
+    tcase_add_test(tc, test_operator_launch_unbound);
     tcase_add_test(tc, test_speed_reference);
     tcase_add_test(tc, test_replicas_check);
     tcase_add_test(tc, test_bad_input);
