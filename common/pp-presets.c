@@ -172,6 +172,13 @@ static const PpModelPreset pp_model_presets[] = {
     .kernel_eff_half_hidden = 1450.0, .kernel_eff_fp8 = 0.92, .alltoall_eff = 0.4,                 \
     .moe_host_ns_per_expert = 300000
 
+/* The fixed cost of one NCCL collective before its steps' link latencies: NCCL's own model of
+ * a ring collective on the Simple protocol its bulk transfers use, 8.4 us of base latency
+ * (NVIDIA/nccl src/graph/tuning.cc, baseLat, the same from commit 01afd20a to b6475625), then
+ * per step 3.4 us on NVLink, 5.7 on PCIe and 9.6-14 across nodes (hwLat), which the presets'
+ * link_latency_ns and internode_latency_ns stand for. The same on every NVIDIA fabric. */
+#define PP_NCCL_COLLECTIVE_NS 8400
+
 static const PpHardwarePreset pp_hardware_presets[] = {
     {
         .name = "a100-sxm",
@@ -187,7 +194,8 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8, /* DGX A100: 8 GPUs on NVSwitch */
         .internode_bw_bytes_per_s = 25.8e9,
         .internode_latency_ns = 10000, /* ~10 us for a small NCCL message across nodes */
-        .nics_per_node = 8,            /* DGX A100: 8 HDR compute NICs, one per GPU */
+        .collective_ns = PP_NCCL_COLLECTIVE_NS,
+        .nics_per_node = 8, /* DGX A100: 8 HDR compute NICs, one per GPU */
         /* The operator cost model, fitted on the 26 published A100 rows (Megatron-LM 2021 and
          * 2022, BLOOM) and every 4th of vTrain's 1,440 single-node runs (docs/published-runs.md,
          * Checked against published runs): matrix products reach 69% of peak, half of that
@@ -216,7 +224,8 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,               /* DGX H100: 8 GPUs on NVSwitch */
         .internode_bw_bytes_per_s = 50e9, /* DGX H100: one 400 Gb/s NDR NIC per GPU */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
-        .nics_per_node = 8,               /* DGX H100: 8 NDR NICs, one per GPU */
+        .collective_ns = PP_NCCL_COLLECTIVE_NS,
+        .nics_per_node = 8, /* DGX H100: 8 NDR NICs, one per GPU */
         /* The operator cost model, fitted on four published H100 rows (docs/published-runs.md):
          * Llama 3 405B on 8,192 and 16,384 GPUs (Table 4, bf16), and Megatron-Bridge's Llama 3
          * 70B (fp8) and Qwen3-235B-A22B (fp8, expert all-to-alls mostly over InfiniBand):
@@ -250,7 +259,8 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,               /* HGX H200: 8 GPUs on NVSwitch */
         .internode_bw_bytes_per_s = 50e9, /* one 400 Gb/s NIC per GPU, as on DGX H100 */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
-        .nics_per_node = 8,               /* HGX H200: 8 NDR NICs, one per GPU */
+        .collective_ns = PP_NCCL_COLLECTIVE_NS,
+        .nics_per_node = 8, /* HGX H200: 8 NDR NICs, one per GPU */
         /* Same SMs and tensor cores as H100 SXM and no published H200 row: H100's fit, the
          * short-reduction term scaled to its FLOP/s per byte of HBM (54 x 989/4.8 over
          * 312/2.039: 73). */
@@ -280,7 +290,8 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         /* InfiniBand between nodes, 50 GB/s per GPU (DeepSeek-V3 report §3.2.2) */
         .internode_bw_bytes_per_s = 50e9,
         .internode_latency_ns = 10000, /* ~10 us for a small NCCL message across nodes */
-        .nics_per_node = 8,            /* 8 InfiniBand NICs per node (DeepSeek-V3 report §3.1) */
+        .collective_ns = PP_NCCL_COLLECTIVE_NS,
+        .nics_per_node = 8, /* 8 InfiniBand NICs per node (DeepSeek-V3 report §3.1) */
         /* Same SMs and HBM as H100 SXM and no published H800 row: H100's fit, as for
          * h200-sxm. */
         .calibrated = TRUE,
@@ -307,7 +318,8 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,               /* DGX/HGX B200: 8 GPUs on NVSwitch */
         .internode_bw_bytes_per_s = 50e9, /* DGX B200: one 400 Gb/s ConnectX-7 NIC per GPU */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
-        .nics_per_node = 8,               /* DGX B200: 8 ConnectX-7 NICs, one per GPU */
+        .collective_ns = PP_NCCL_COLLECTIVE_NS,
+        .nics_per_node = 8, /* DGX B200: 8 ConnectX-7 NICs, one per GPU */
         /* Blackwell's fit, shared with gb200 (the same B200 GPU): docs/published-runs.md. */
         PP_BLACKWELL_FIT,
     },
@@ -325,7 +337,8 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 72,              /* the NVLink domain is the "node": one rack */
         .internode_bw_bytes_per_s = 50e9, /* one 400 Gb/s NIC per GPU, as on DGX (assumed) */
         .internode_latency_ns = 10000,    /* ~10 us for a small NCCL message across nodes */
-        .nics_per_node = 72,              /* one ConnectX-7 per GPU of the rack */
+        .collective_ns = PP_NCCL_COLLECTIVE_NS,
+        .nics_per_node = 72, /* one ConnectX-7 per GPU of the rack */
         /* Blackwell's fit, shared with b200 (docs/published-runs.md). */
         PP_BLACKWELL_FIT,
     },
@@ -342,6 +355,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,                 /* 8-GPU PCIe server */
         .internode_bw_bytes_per_s = 6.25e9, /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
         .internode_latency_ns = 15000,      /* NIC behind the host bridge: ~15 us */
+        .collective_ns = PP_NCCL_COLLECTIVE_NS,
     },
     {
         .name = "l40s",
@@ -354,6 +368,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,                 /* 8-GPU PCIe server */
         .internode_bw_bytes_per_s = 6.25e9, /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
         .internode_latency_ns = 15000,      /* NIC behind the host bridge: ~15 us */
+        .collective_ns = PP_NCCL_COLLECTIVE_NS,
     },
     /* The A100 and H100 variants below share the fit of their family's SXM part
      * (calibration_of): the same SMs and tensor cores, and the efficiencies are fractions of
@@ -373,6 +388,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,
         .internode_bw_bytes_per_s = 25.8e9,
         .internode_latency_ns = 10000,
+        .collective_ns = PP_NCCL_COLLECTIVE_NS,
         .nics_per_node = 8,
         .calibration_of = "a100-sxm",
         .sms = 108, /* A100 datasheet */
@@ -390,6 +406,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,                 /* 8-GPU PCIe server */
         .internode_bw_bytes_per_s = 6.25e9, /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
         .internode_latency_ns = 15000,      /* NIC behind the host bridge: ~15 us */
+        .collective_ns = PP_NCCL_COLLECTIVE_NS,
         .calibration_of = "a100-sxm",
         .sms = 108, /* A100 datasheet */
     },
@@ -407,6 +424,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,                 /* 8-GPU PCIe server */
         .internode_bw_bytes_per_s = 6.25e9, /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
         .internode_latency_ns = 15000,      /* NIC behind the host bridge: ~15 us */
+        .collective_ns = PP_NCCL_COLLECTIVE_NS,
         .calibration_of = "h100-sxm",
         .sms = 114, /* H100 PCIe: 114 SMs */
     },
@@ -424,6 +442,7 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .gpus_per_node = 8,                   /* 8-GPU PCIe server */
         .internode_bw_bytes_per_s = 6.25e9,   /* one 400 Gb/s NIC shared by 8 GPUs (assumed) */
         .internode_latency_ns = 15000,        /* NIC behind the host bridge: ~15 us */
+        .collective_ns = PP_NCCL_COLLECTIVE_NS,
         .calibration_of = "h100-sxm",
         .sms = 132, /* the H100 SXM die's 132 SMs */
     },

@@ -46,6 +46,7 @@ typedef struct {
     double      internode_bw_bytes_per_s; /* one GPU's link to other nodes, one direction */
     int64_t     internode_latency_ns;     /* one small message between nodes */
     int32_t     nics_per_node;            /* NICs of one node; 0: not given here (1) */
+    int64_t     collective_ns;            /* fixed cost of one collective (pp-scenario.h) */
     const char *calibration_of;           /* a GPU of the same family whose fit this one
                                              shares: the fields below are read from that
                                              preset (which is calibrated); NULL: its own */

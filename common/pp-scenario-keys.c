@@ -186,8 +186,11 @@ const PpScenarioKey pp_scenario_keys[] = {
               1e3, PP_KEY_DERIVED,
               "latency of one message between nodes in us; absent (no preset): link_latency_us"),
     PP_INT("hardware", "nics_per_node", hardware.nics_per_node, "1", 1, PP_REPLICAS_MAX, 0,
-           "NICs of a node a tensor-parallel group spanning nodes drives at once, each at "
-           "internode_gbps (rail-optimised: one per GPU)"),
+           "NICs of a node a tensor-parallel group or context-parallel ring spanning nodes "
+           "drives at once, each at internode_gbps (rail-optimised: one per GPU)"),
+    PP_SCALED("hardware", "collective_us", hardware.collective_ns, "0", PP_US_MAX, 1e3, 0,
+              "fixed cost of one collective (all-reduce, all-gather, reduce-scatter, "
+              "all-to-all) in us, before its steps' link latencies (NCCL's base latency)"),
     PP_NUM("hardware", "allreduce_busbw_gbps", hardware.allreduce_busbw_bytes_per_s, "0", 0.0,
            PP_RATE_MAX, 1e9, 0,
            "bus bandwidth of the data-parallel collectives in GB/s, as nccl-tests reports a "
@@ -645,6 +648,7 @@ static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePr
     sc->hardware.internode_bw_bytes_per_s = p->internode_bw_bytes_per_s;
     sc->hardware.internode_latency_ns = p->internode_latency_ns;
     sc->hardware.nics_per_node = MAX(p->nics_per_node, 1);
+    sc->hardware.collective_ns = p->collective_ns;
     /* a family member's calibration is its fitted sibling's (pp-presets.h) */
     const PpHardwarePreset *fit =
         p->calibration_of != NULL ? pp_preset_hardware_lookup(p->calibration_of) : p;

@@ -92,6 +92,9 @@ typedef struct {
     /* NICs of a node that one collective spanning nodes drives at once, each at
      * internode_bw_bytes_per_s (rail-optimised fabrics: one per GPU); 1: one NIC. */
     int32_t nics_per_node;
+    /* The fixed cost of one collective (an all-reduce, all-gather, reduce-scatter or
+     * all-to-all) before its per-step latencies: NCCL's base latency of a collective (>= 0). */
+    int64_t collective_ns;
     /* The data-parallel group's collectives (the gradient all-reduce, FSDP's gathers) move
      * their bytes at this bus bandwidth, as nccl-tests reports a measured all-reduce's busbw
      * (bytes / time x 2(D - 1) / D), on either side of a node boundary; 0: at the links'. */

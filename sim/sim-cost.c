@@ -439,9 +439,12 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
                                      ? scenario->parallel.grad_bytes
                                      : PP_MEMORY_GRADS_BYTES_PER_PARAM;
             double  bytes = unit_params[u] * grad_bytes;
-            cost->dp_sync_ns[u] = sim_layout_allreduce_ns(
-                replicas, bytes, sim_layout_dp_bytes_per_ns(layout, intra),
-                intra ? layout->intra_latency_ns : layout->inter_latency_ns);
+            /* an all-reduce, or the distributed optimizer's reduce-scatter and all-gather,
+             * over the replicas T ranks apart */
+            cost->dp_sync_ns[u] = sim_layout_ring_ns(
+                layout, scenario->parallel.distributed_optimizer ? 2 : 1, 2, replicas,
+                intra ? 1 : sim_layout_group_nodes(layout, replicas, layout->tensor), bytes,
+                sim_layout_dp_bytes_per_ns(layout, intra));
             cost->dp_pieces[u] = MAX(unit_layers[u], 1);
         }
     }
@@ -499,8 +502,10 @@ static void sim_cost_fill_block(const PpScenario *scenario, double matrix_params
  * takes the longer of the two; what exceeds the attention (@attention_ns: this GPU's whole
  * attention forward time) is exposed: @ring_f_ns = (C - 1) max(0, hop - attention / C). The
  * backward passes keys, values and their gradients (2 hops' bytes) beside twice the attention
- * work: @ring_b_ns = (C - 1) max(0, 2 hop - 2 attention / C). The ring uses the intra-node
- * link when it fits in a node (sim_layout_context_intra()), else the inter-node one. */
+ * work: @ring_b_ns = (C - 1) max(0, 2 hop - 2 attention / C). Its hops are point-to-point
+ * messages (a link's latency each, no collective_ns). The ring uses the intra-node link when
+ * it fits in a node (sim_layout_context_intra()), else the node's NICs that its ranks there
+ * own (sim_layout_context_bytes_per_ns()) at the inter-node latency. */
 static void sim_cost_ring_ns(const PpScenario *scenario, const SimLayout *layout,
                              const PpMemoryShape *shape, double attention_ns, int64_t *ring_f_ns,
                              int64_t *ring_b_ns) {
@@ -509,8 +514,8 @@ static void sim_cost_ring_ns(const PpScenario *scenario, const SimLayout *layout
                          pp_memory_kv_width(shape) * SIM_COST_MSG_BYTES_PER_ELEM /
                          scenario->parallel.tensor;
     const gboolean intra = sim_layout_context_intra(layout);
-    const double   bw = intra ? layout->intra_bytes_per_ns : layout->inter_bytes_per_ns;
-    const double   hop_ns = (double)(intra ? layout->intra_latency_ns : layout->inter_latency_ns) +
+    const double bw = intra ? layout->intra_bytes_per_ns : sim_layout_context_bytes_per_ns(layout);
+    const double hop_ns = (double)(intra ? layout->intra_latency_ns : layout->inter_latency_ns) +
                           (bw > 0.0 ? bytes / bw : 0.0);
     const double step_ns = attention_ns / C;
     *ring_f_ns = llround((C - 1.0) * MAX(0.0, hop_ns - step_ns));
@@ -519,7 +524,7 @@ static void sim_cost_ring_ns(const PpScenario *scenario, const SimLayout *layout
 
 /* Tensor parallelism's collectives in one pass of @block: an all-gather and a reduce-scatter
  * (with sequence parallelism; else an all-reduce) around the attention's products and a pair
- * around the FFN's, @tp_ns per pair (sim_layout_allreduce_ns()). Without overlap both are
+ * around the FFN's, @tp_ns per pair (sim_layout_ring_ns()). Without overlap both are
  * charged whole. With parallel.tp_comm_overlap (Transformer Engine's userbuffers) each pair
  * runs in T chunks under its products (their time at @ns_per_flop: the attention's QKV and
  * projection, the FFN's or the experts'), so only its excess over them is charged, and at
@@ -574,8 +579,8 @@ static int64_t sim_cost_ulysses_ns(const PpScenario *scenario, const SimLayout *
  * neighbouring block's compute, so only its excess over this block's compute is charged:
  * F += max(0, gather - forward), B += max(0, gather - input-gradient compute), W +=
  * max(0, reduce-scatter - weight-gradient compute). A ring all-gather or reduce-scatter of
- * Z ranks takes (Z - 1)(latency + bytes / (Z bw)), on the intra-node link when a stage's
- * ranks fit a node (bw: sim_layout_dp_bytes_per_ns()). */
+ * Z ranks takes collective_ns + (Z - 1)(latency + bytes / (Z bw)) (sim_layout_ring_ns()),
+ * on the intra-node link when a stage's ranks fit a node (bw: sim_layout_dp_bytes_per_ns()). */
 static void sim_cost_add_fsdp(const SimLayout *layout, double params, double ns_per_flop,
                               SimCostBlock *block) {
     const int32_t  Z = layout->data * layout->context;
@@ -584,9 +589,8 @@ static void sim_cost_add_fsdp(const SimLayout *layout, double params, double ns_
     const double   bytes = params * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM; /* gathered block */
     if (Z < 2)
         return;
-    const double gather_ns =
-        (Z - 1.0) * ((double)(intra ? layout->intra_latency_ns : layout->inter_latency_ns) +
-                     (bw > 0.0 ? bytes / Z / bw : 0.0));
+    const double gather_ns = (double)sim_layout_ring_ns(
+        layout, 1, 1, Z, intra ? 1 : sim_layout_group_nodes(layout, Z, layout->tensor), bytes, bw);
     const double f_ns = block->time_flops * ns_per_flop;
     const double b_ns = f_ns + block->recompute_time_flops * ns_per_flop;
     block->comm_f_ns += llround(MAX(0.0, gather_ns - f_ns));
@@ -602,11 +606,12 @@ static gboolean sim_cost_check_layer_ns(const PpScenario *scenario, const char *
         return TRUE;
     g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
                 "%s: one layer's %s would take beyond the simulator's clock of 2^62 ns over "
-                "model.layers = %d; raise hardware.link_gbps = %g or internode_gbps = %g, or "
-                "shrink the model",
+                "model.layers = %d; raise hardware.link_gbps = %g or internode_gbps = %g, "
+                "lower collective_us = %g or the link latencies, or shrink the model",
                 scenario->path, what, scenario->model.layers,
                 scenario->hardware.link_bw_bytes_per_s / 1e9,
-                scenario->hardware.internode_bw_bytes_per_s / 1e9);
+                scenario->hardware.internode_bw_bytes_per_s / 1e9,
+                (double)scenario->hardware.collective_ns / 1e3);
     return FALSE;
 }
 
@@ -686,19 +691,26 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     /* Tensor parallelism: SIM_LAYOUT_TP_COLLECTIVES_PER_PASS collectives of the layer's full
      * bf16 activation 2bsh per forward and per input-gradient backward (and per recomputed
      * forward), on the intra-node link when the group fits in a node, else over the node's
-     * NICs (sim_layout_tensor_bytes_per_ns()). */
+     * NICs (sim_layout_tensor_bytes_per_ns()); an all-reduce is one collective, sequence
+     * parallelism's all-gather and reduce-scatter two (sim_layout_ring_ns()). */
     const gboolean tp_intra = sim_layout_tensor_intra(&layout);
-    const int64_t  tp_ns = sim_layout_allreduce_ns(
-         scenario->parallel.tensor, b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / c,
-         sim_layout_tensor_bytes_per_ns(&layout),
-        tp_intra ? layout.intra_latency_ns : layout.inter_latency_ns);
+    const int64_t  tp_ns = sim_layout_ring_ns(
+         &layout, scenario->parallel.sequence_parallel ? 2 : 1, 2, scenario->parallel.tensor,
+        tp_intra ? 1 : sim_layout_group_nodes(&layout, scenario->parallel.tensor, 1),
+         b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / c, sim_layout_tensor_bytes_per_ns(&layout));
     const int32_t passes_b = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? 2 : 1;
-    SimCostSplit  split = {
-         .first_moe_layer = mem.first_moe_layer,
-         .head_flops = head_flops,
-         .embed_static_bytes = mem.embed_params * mem.state_bpp,
-         .head_static_bytes = mem.head_params * mem.state_bpp,
-         .logits_bytes = mem.logits_bytes,
+    /* forward and input-gradient backward (-1: beyond the clock already) */
+    const int64_t tp_passes = 2 * SIM_LAYOUT_TP_COLLECTIVES_PER_PASS;
+    if (!sim_cost_check_layer_ns(scenario, "tensor-parallel collectives",
+                                 tp_ns > PP_CHECKED_MAX / tp_passes ? -1 : tp_passes * tp_ns,
+                                 error))
+        return FALSE;
+    SimCostSplit split = {
+        .first_moe_layer = mem.first_moe_layer,
+        .head_flops = head_flops,
+        .embed_static_bytes = mem.embed_params * mem.state_bpp,
+        .head_static_bytes = mem.head_params * mem.state_bpp,
+        .logits_bytes = mem.logits_bytes,
     };
     sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), 0.0, 0.0, attention_flops,
                         times, &split.dense);

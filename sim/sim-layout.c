@@ -6,6 +6,7 @@
 
 #include <math.h>
 
+#include "pp-checked.h"
 #include "pp-error.h"
 
 void sim_layout_init(SimLayout *layout, const PpScenario *scenario) {
@@ -22,6 +23,7 @@ void sim_layout_init(SimLayout *layout, const PpScenario *scenario) {
         .inter_latency_ns = MAX(hw->internode_latency_ns, 0),
         .dp_bytes_per_ns = MAX(hw->allreduce_busbw_bytes_per_s, 0.0) / 1e9,
         .nics_per_node = MAX(hw->nics_per_node, 1),
+        .collective_ns = MAX(hw->collective_ns, 0),
     };
 }
 
@@ -56,6 +58,41 @@ gboolean sim_layout_context_intra(const SimLayout *layout) {
     return span <= layout->gpus_per_node && layout->gpus_per_node % span == 0;
 }
 
+double sim_layout_context_bytes_per_ns(const SimLayout *layout) {
+    const int64_t G = layout->gpus_per_node;
+    const double  in_node = (double)MAX(MIN((int64_t)layout->context, G / layout->tensor), 1);
+    const double  nics = (double)MIN((int64_t)layout->nics_per_node, G);
+    const double  share = MAX(nics * in_node / (double)G, 1.0) * layout->inter_bytes_per_ns;
+    return layout->intra_bytes_per_ns > 0.0 ? MIN(share, layout->intra_bytes_per_ns) : share;
+}
+
+int64_t sim_layout_group_nodes(const SimLayout *layout, int32_t ranks, int64_t stride) {
+    PP_ASSERT(ranks >= 1 && stride >= 1);
+    const int64_t G = layout->gpus_per_node, span = ranks * stride;
+    if (ranks == 1 || (span <= G && G % span == 0))
+        return 1;
+    if (span <= G) /* not tiling the node: some groups straddle two */
+        return 2;
+    const int64_t per_node = MAX(G / stride, 1);
+    return (ranks + per_node - 1) / per_node;
+}
+
+int64_t sim_layout_ring_ns(const SimLayout *layout, int32_t collectives, int32_t phases,
+                           int32_t ranks, int64_t nodes, double bytes, double bytes_per_ns) {
+    PP_ASSERT(collectives >= 1 && phases >= 1 && ranks >= 1 && nodes >= 1 && nodes <= ranks &&
+              bytes >= 0.0);
+    if (ranks == 1)
+        return 0;
+    const double steps = (double)phases * (ranks - 1);
+    const double inter = nodes == ranks ? steps : (double)phases * (nodes - 1);
+    double       ns = (double)collectives * (double)layout->collective_ns +
+                inter * (double)layout->inter_latency_ns +
+                (steps - inter) * (double)layout->intra_latency_ns;
+    if (bytes_per_ns > 0.0)
+        ns += steps * bytes / ranks / bytes_per_ns;
+    return ns < (double)PP_CHECKED_MAX ? llround(ns) : PP_CHECKED_MAX; /* past the clock */
+}
+
 int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns,
                                 int64_t latency_ns) {
     PP_ASSERT(ranks >= 1 && bytes >= 0.0);
@@ -88,7 +125,7 @@ int64_t sim_layout_alltoall_ns(const SimLayout *layout, double intra_bytes, doub
         if (layout->inter_bytes_per_ns > 0.0)
             inter_ns = inter_bytes / layout->inter_bytes_per_ns;
     }
-    return latency_ns + llround(MAX(intra_ns, inter_ns));
+    return layout->collective_ns + latency_ns + llround(MAX(intra_ns, inter_ns));
 }
 
 double sim_layout_recompute_flops(const PpScenario *scenario, double layer_flops,

@@ -29,6 +29,7 @@ typedef struct {
     int64_t inter_latency_ns;
     double  dp_bytes_per_ns; /* the data-parallel collectives' bus bandwidth; 0: the links' */
     int32_t nics_per_node;   /* NICs a collective spanning nodes drives at once */
+    int64_t collective_ns;   /* fixed cost of one collective (hardware.collective_us) */
 } SimLayout;
 
 /* Fills @layout from the scenario's [parallel] and [hardware] (links 0 without [hardware]). */
@@ -53,6 +54,30 @@ double sim_layout_tensor_bytes_per_ns(const SimLayout *layout);
 /* TRUE when every context-parallel ring (C ranks T apart) sits inside one node (T C <= G and
  * T C divides G); else its hops cross nodes. */
 gboolean sim_layout_context_intra(const SimLayout *layout);
+/* The bandwidth one hop of a context-parallel ring that crosses nodes moves its bytes at: the
+ * node's min(nics_per_node, G) NICs at internode_gbps each are shared by the G / r rings whose
+ * r ranks sit on the node and cross at once (r = min(C, G / T), at least 1), so one ring gets
+ * its ranks' own share, r / G of them, at least one NIC, and at most the intra-node link the
+ * bytes cross to reach the other NICs (as the tensor group's, sim_layout_tensor_bytes_per_ns(),
+ * where r = G). */
+double sim_layout_context_bytes_per_ns(const SimLayout *layout);
+
+/* Nodes a group of @ranks ranks @stride apart (consecutive groups tiling the ranks) spans: 1
+ * when its span @stride x @ranks fits in one node and divides it (or @ranks = 1); 2 when it
+ * fits but does not divide it (some groups straddle a boundary); else @ranks over its ranks
+ * per node (G / stride, at least 1), rounded up. */
+int64_t sim_layout_group_nodes(const SimLayout *layout, int32_t ranks, int64_t stride);
+
+/* @collectives ring collectives of @phases passes in all (2: an all-reduce, or a
+ * reduce-scatter and an all-gather; 1: one all-gather or reduce-scatter) over @ranks ranks on
+ * @nodes nodes, as NCCL's ring model prices them (NVIDIA/nccl src/graph/tuning.cc, commit
+ * 01afd20a: a base latency per collective, then per-step latencies): collective_ns each, then
+ * phases (ranks - 1) steps, phases (nodes - 1) of them crossing nodes at the inter-node
+ * latency and the others at the intra-node one (every step at the inter-node latency when
+ * @nodes = @ranks), each moving bytes / ranks at @bytes_per_ns (0: latency only); rounded to
+ * the nearest ns, at most PP_CHECKED_MAX; 0 for one rank. */
+int64_t sim_layout_ring_ns(const SimLayout *layout, int32_t collectives, int32_t phases,
+                           int32_t ranks, int64_t nodes, double bytes, double bytes_per_ns);
 
 /* Ring all-reduce of @bytes over @ranks ranks on a link of @bytes_per_ns and @latency_ns:
  * 2 (ranks - 1) steps of latency + bytes / (ranks bw), rounded to the nearest ns; 0 for one
@@ -68,9 +93,11 @@ int64_t sim_layout_allreduce_ns(int32_t ranks, double bytes, double bytes_per_ns
 int64_t sim_layout_expert_ranks_in_node(const SimLayout *layout, int32_t ep, int32_t expert_tensor);
 
 /* One all-to-all of an expert-parallel group whose GPU sends @intra_bytes to ranks on its
- * own node and @inter_bytes to other nodes (sim_moe_a2a_bytes()), both at once: the latency
- * of the slowest link used (the inter-node one when @inter_bytes > 0) + the larger of the
- * two shares' transfer times, rounded to the nearest ns. */
+ * own node and @inter_bytes to other nodes (sim_moe_a2a_bytes()), both at once: the fixed
+ * collective_ns + the latency of the slowest link used (the inter-node one when
+ * @inter_bytes > 0) + the larger of the two shares' transfer times, rounded to the nearest
+ * ns. Every GPU of the node sends its inter-node share at once, each through its own NIC
+ * (internode_gbps), so the node's NICs are all in use without a further factor. */
 int64_t sim_layout_alltoall_ns(const SimLayout *layout, double intra_bytes, double inter_bytes);
 
 /* FLOPs the backward of one layer spends recomputing the forward, per micro-batch, before

@@ -6,6 +6,7 @@
  * GPUs and the seq_len check of causal load balancing.
  */
 #include <check.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,61 @@ START_TEST(test_context_ring) {
     pp_scenario_free(sc_fast);
     pp_scenario_free(sc1);
     pp_scenario_free(sc16);
+}
+END_TEST
+
+/* A ring spanning nodes crosses over the NICs its ranks on a node own (rail-optimised:
+ * hardware.nics_per_node = 8, 10 GB/s each): 16 ranks on 2 nodes of 8 have 8 NICs, 80 GB/s
+ * under the 100 GB/s link; with tensor = 2 each node holds 4 ranks of each of 2 rings, 4
+ * NICs each (40 GB/s); with a 50 GB/s link the first is capped at 50; more NICs than GPUs
+ * add nothing. Its hops are messages: hardware.collective_us leaves them unchanged, and adds
+ * to each of the all-to-all's four per pass. */
+START_TEST(test_context_ring_nics) {
+    const double s = 1024, h = 256, rate = 1e14;
+    const double attention = 2 * s * s * (8 * 32 + 8 * 32);
+    const double layer = 2 * s * 12 * h * h + attention;
+    const struct {
+        const char *ov[5];
+        double      tensor, context, bw;
+    } cases[] = {
+        {{"parallel.context=16", "hardware.nics_per_node=8", NULL}, 1, 16, 80.0},
+        {{"parallel.context=16", "hardware.nics_per_node=64", NULL}, 1, 16, 80.0},
+        {{"parallel.context=16", "hardware.nics_per_node=8", "hardware.link_gbps=50", NULL},
+         1,
+         16,
+         50.0},
+        {{"parallel.context=8", "parallel.tensor=2", "hardware.nics_per_node=8", NULL}, 2, 8, 40.0},
+        {{"parallel.context=16", "hardware.nics_per_node=8", "hardware.collective_us=3", NULL},
+         1,
+         16,
+         80.0},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        const double T = cases[i].tensor, C = cases[i].context;
+        PpScenario  *sc;
+        g_autoptr(SimCostModel) cost = cost_for(cases[i].ov, &sc);
+        /* K and V of s / C tokens, the heads split T ways */
+        const double hop = 5000 + s / C * 2 * 8 * 32 * 2 / T / cases[i].bw;
+        const double step = attention / T / C / rate * 1e9 / C;
+        /* tensor = 2: 2 all-reduces per layer of b (s / C) h bf16 values in one node,
+         * 2 steps of 1 us + half the bytes at 100 GB/s */
+        const int64_t tp = T > 1 ? llround(2 * (1000 + s / C * h * 2 / 2 / 100.0)) : 0;
+        const int64_t f = llround(2 * layer / T / C / rate * 1e9) +
+                          2 * (llround((C - 1) * (hop - step)) + 2 * tp);
+        ck_assert_msg(llabs(cost->f_ns[0] - f) <= 1, "case %zu: %" PRId64 " vs %" PRId64, i,
+                      cost->f_ns[0], f);
+        pp_scenario_free(sc);
+    }
+    const char *a2a[] = {"parallel.context=4", "parallel.context_comm=a2a", NULL};
+    const char *a2a_c[] = {"parallel.context=4", "parallel.context_comm=a2a",
+                           "hardware.collective_us=3", NULL};
+    PpScenario *sa, *sc;
+    g_autoptr(SimCostModel) plain = cost_for(a2a, &sa);
+    g_autoptr(SimCostModel) fixed = cost_for(a2a_c, &sc);
+    ck_assert_int_eq(fixed->f_ns[0] - plain->f_ns[0], 2 * 4 * 3000);
+    ck_assert_int_eq(fixed->b_ns[0] - plain->b_ns[0], 2 * 4 * 3000);
+    pp_scenario_free(sa);
+    pp_scenario_free(sc);
 }
 END_TEST
 
@@ -179,6 +235,7 @@ int main(void) {
     Suite *s = suite_create("context");
     TCase *tc = tcase_create("context");
     tcase_add_test(tc, test_context_ring);
+    tcase_add_test(tc, test_context_ring_nics);
     tcase_add_test(tc, test_context_a2a);
     tcase_add_test(tc, test_context_errors);
     suite_add_tcase(s, tc);

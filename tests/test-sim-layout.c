@@ -107,6 +107,44 @@ START_TEST(test_allreduce) {
 }
 END_TEST
 
+/* NCCL's ring model: collective_ns per collective, phases (r - 1) steps of which
+ * phases (nodes - 1) cross nodes at the inter-node latency, the rest inside one. */
+START_TEST(test_ring) {
+    const SimLayout layout = {.gpus_per_node = 8,
+                              .intra_latency_ns = 1000,
+                              .inter_latency_ns = 10000,
+                              .collective_ns = 8400};
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, 1, 2, 1, 1, 1e9, 1.0), 0); /* one rank */
+    /* an all-reduce of 8 in one node: 8.4 + 14 x (1 + 8e6 / 8 / 250 ns) */
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, 1, 2, 8, 1, 8e6, 250.0),
+                     8400 + 14 * (1000 + 4000));
+    /* a reduce-scatter and an all-gather: two collectives, the same steps */
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, 2, 2, 8, 1, 8e6, 250.0),
+                     2 * 8400 + 14 * (1000 + 4000));
+    /* 16 ranks on 2 nodes: of 30 steps 2 cross nodes; an all-gather: 15 steps, 1 crosses */
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, 1, 2, 16, 2, 0.0, 0.0),
+                     8400 + 2 * 10000 + 28 * 1000);
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, 1, 1, 16, 2, 0.0, 0.0), 8400 + 10000 + 14 * 1000);
+    /* one rank per node: every step crosses */
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, 1, 2, 4, 4, 0.0, 0.0), 8400 + 6 * 10000);
+    /* without a fixed cost, one node: the plain ring all-reduce */
+    const SimLayout bare = {.gpus_per_node = 8, .intra_latency_ns = 5000};
+    ck_assert_int_eq(sim_layout_ring_ns(&bare, 1, 2, 8, 1, 8e6, 250.0),
+                     sim_layout_allreduce_ns(8, 8e6, 250.0, 5000));
+    /* past the clock: PP_CHECKED_MAX, for the caller to refuse */
+    const SimLayout slow = {.gpus_per_node = 8, .intra_latency_ns = INT64_C(1) << 61};
+    ck_assert_int_eq(sim_layout_ring_ns(&slow, 1, 2, 8, 1, 0.0, 0.0), INT64_C(1) << 62);
+    /* nodes a group spans: ranks T apart on nodes of 8 */
+    ck_assert_int_eq(sim_layout_group_nodes(&layout, 8, 1), 1);
+    ck_assert_int_eq(sim_layout_group_nodes(&layout, 16, 1), 2);
+    ck_assert_int_eq(sim_layout_group_nodes(&layout, 4, 2), 1);
+    ck_assert_int_eq(sim_layout_group_nodes(&layout, 8, 2), 2);
+    ck_assert_int_eq(sim_layout_group_nodes(&layout, 4, 8), 4);
+    ck_assert_int_eq(sim_layout_group_nodes(&layout, 3, 1), 2); /* straddles a boundary */
+    ck_assert_int_eq(sim_layout_group_nodes(&layout, 1, 16), 1);
+}
+END_TEST
+
 /* --- Korthikanti et al. 2022, Table 2: activation bytes per layer per micro-batch --- */
 
 START_TEST(test_activation_table) {
@@ -340,6 +378,65 @@ START_TEST(test_cost_zero1) {
 }
 END_TEST
 
+/* hardware.collective_us: once per collective. Tensor parallelism runs 2 all-reduces per pass
+ * (2 layers a stage: 4 per forward), with sequence parallelism 2 all-gather and reduce-scatter
+ * pairs (8 collectives); the gradient all-reduce is one, the distributed optimizer's
+ * reduce-scatter and all-gather two. Stage-to-stage hops are messages: unchanged. */
+START_TEST(test_cost_collective) {
+    const char *const  tp[] = {"parallel.tensor=8", NULL};
+    const char *const  tp_c[] = {"parallel.tensor=8", "hardware.collective_us=7", NULL};
+    const char *const  sp[] = {"parallel.tensor=8", "parallel.sequence_parallel=true", NULL};
+    const char *const  sp_c[] = {"parallel.tensor=8", "parallel.sequence_parallel=true",
+                                 "hardware.collective_us=7", NULL};
+    const char *const  dp[] = {"parallel.data=4", NULL};
+    const char *const  dp_c[] = {"parallel.data=4", "hardware.collective_us=7", NULL};
+    const char *const  zo_c[] = {"parallel.data=4", "parallel.distributed_optimizer=true",
+                                 "hardware.collective_us=7", NULL};
+    const char *const *cases[] = {tp, tp_c, sp, sp_c, dp, dp_c, zo_c};
+    SimCostModel      *c[G_N_ELEMENTS(cases)];
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(PpScenario) sc = test_load(cases[i]);
+        c[i] = test_cost(sc);
+    }
+    for (int32_t st = 0; st < 4; st++) {
+        ck_assert_int_eq(c[1]->f_ns[st] - c[0]->f_ns[st], 2 * 2 * 7000);
+        ck_assert_int_eq(c[1]->b_ns[st] - c[0]->b_ns[st], 2 * 2 * 7000);
+        ck_assert_int_eq(c[1]->w_ns[st], c[0]->w_ns[st]);
+        ck_assert_int_eq(c[3]->f_ns[st] - c[2]->f_ns[st], 2 * 2 * 2 * 7000);
+        ck_assert_int_eq(c[5]->dp_sync_ns[st] - c[4]->dp_sync_ns[st], 7000);
+        ck_assert_int_eq(c[6]->dp_sync_ns[st] - c[4]->dp_sync_ns[st], 2 * 7000);
+    }
+    ck_assert_int_eq(c[1]->comm_latency_ns, c[0]->comm_latency_ns);
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
+        sim_cost_free(c[i]);
+}
+END_TEST
+
+/* hardware.collective_us must be a finite number of microseconds >= 0; one so large that a
+ * layer's tensor-parallel collectives leave the clock is refused by the cost model. */
+START_TEST(test_collective_bad) {
+    const char *const  neg[] = {"hardware.collective_us=-1", NULL};
+    const char *const  word[] = {"hardware.collective_us=fast", NULL};
+    const char *const *cases[] = {neg, word};
+    const char        *needles[] = {"[hardware] collective_us = '-1'",
+                                    "[hardware] collective_us = 'fast'"};
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(PpScenario) sc = pp_scenario_load_data(test_base, "layout.ini", cases[i], &err);
+        ck_assert_msg(sc == NULL, "case %zu loaded", i);
+        ck_assert(g_error_matches(err, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INVALID_VALUE));
+        ck_assert_msg(strstr(err->message, needles[i]) != NULL, "%s", err->message);
+    }
+    const char *const huge[] = {"parallel.tensor=8", "parallel.sequence_parallel=true",
+                                "hardware.collective_us=1e12", "model.layers=1024", NULL};
+    g_autoptr(PpScenario) sc = test_load(huge);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &err);
+    ck_assert(cost == NULL);
+    ck_assert_msg(strstr(err->message, "collective_us = 1e+12") != NULL, "%s", err->message);
+}
+END_TEST
+
 /* A measured bus bandwidth (hardware.allreduce_busbw_gbps) replaces the link's in the
  * data-parallel all-reduce, inside a node and across nodes alike, and leaves the stage-to-stage
  * hops on the link; 0 is the link's. */
@@ -363,8 +460,10 @@ START_TEST(test_cost_busbw) {
                         (st == 3 ? V * h + 2 * h : 0);
         ck_assert_int_eq(c0->dp_sync_ns[st], cl->dp_sync_ns[st]);
         ck_assert_int_eq(cb->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 2, 120.0, 5000));
-        /* a stage's 4 replicas span two nodes of 2: the inter-node latency, the same bandwidth */
-        ck_assert_int_eq(cw->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 2, 120.0, 10000));
+        /* a stage's 4 replicas span two nodes of 2, the same bandwidth: of the ring's 6 steps
+         * 2 cross nodes at the inter-node latency (NCCL's ring model), 4 stay inside */
+        ck_assert_int_eq(cw->dp_sync_ns[st],
+                         sim_layout_allreduce_ns(4, params * 2, 120.0, 10000) - 4 * 5000);
     }
     ck_assert_int_eq(sim_cost_comm_ns(cb), sim_cost_comm_ns(cl));
 }
@@ -656,6 +755,7 @@ int main(void) {
     TCase *tc = tcase_create("layout");
     tcase_add_loop_test(tc, test_stage_node, 0, G_N_ELEMENTS(node_cases));
     tcase_add_test(tc, test_allreduce);
+    tcase_add_test(tc, test_ring);
     tcase_add_test(tc, test_activation_table);
     suite_add_tcase(s, tc);
 
@@ -666,6 +766,8 @@ int main(void) {
     tcase_add_test(tc, test_cost_recompute);
     tcase_add_test(tc, test_cost_zero1);
     tcase_add_test(tc, test_cost_busbw);
+    tcase_add_test(tc, test_cost_collective);
+    tcase_add_test(tc, test_collective_bad);
     tcase_add_test(tc, test_cost_hops);
     tcase_add_test(tc, test_cost_hidden_term);
     suite_add_tcase(s, tc);
