@@ -174,8 +174,8 @@ static const PpModelPreset pp_model_presets[] = {
 
 /* The fixed cost of one NCCL collective before its steps' link latencies: NCCL's own model of
  * a ring collective on the Simple protocol its bulk transfers use, 8.4 us of base latency
- * (NVIDIA/nccl src/graph/tuning.cc, baseLat, the same from commit 01afd20a to b6475625), then
- * per step 3.4 us on NVLink, 5.7 on PCIe and 9.6-14 across nodes (hwLat), which the presets'
+ * (NVIDIA/nccl src/graph/tuning.cc, baseLat, the same at commits 01afd20a and b6475625), then
+ * per step 3.4 us on NVLink, 5.7 on PCIe and 14 across nodes (hwLat), which the presets'
  * link_latency_ns and internode_latency_ns stand for. The same on every NVIDIA fabric. */
 #define PP_NCCL_COLLECTIVE_NS 8400
 

@@ -442,9 +442,11 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
             /* an all-reduce, or the distributed optimizer's reduce-scatter and all-gather,
              * over the replicas T ranks apart */
             cost->dp_sync_ns[u] = sim_layout_ring_ns(
-                layout, scenario->parallel.distributed_optimizer ? 2 : 1, 2, replicas,
-                intra ? 1 : sim_layout_group_nodes(layout, replicas, layout->tensor), bytes,
-                sim_layout_dp_bytes_per_ns(layout, intra));
+                layout,
+                scenario->parallel.distributed_optimizer ? SIM_LAYOUT_RING_PAIR
+                                                         : SIM_LAYOUT_RING_ALLREDUCE,
+                replicas, intra ? 1 : sim_layout_group_nodes(layout, replicas, layout->tensor),
+                bytes, sim_layout_dp_bytes_per_ns(layout, intra));
             cost->dp_pieces[u] = MAX(unit_layers[u], 1);
         }
     }
@@ -579,7 +581,8 @@ static int64_t sim_cost_ulysses_ns(const PpScenario *scenario, const SimLayout *
  * neighbouring block's compute, so only its excess over this block's compute is charged:
  * F += max(0, gather - forward), B += max(0, gather - input-gradient compute), W +=
  * max(0, reduce-scatter - weight-gradient compute). A ring all-gather or reduce-scatter of
- * Z ranks takes collective_ns + (Z - 1)(latency + bytes / (Z bw)) (sim_layout_ring_ns()),
+ * Z ranks takes collective_ns + Z - 1 steps of a link latency + bytes / (Z bw) each
+ * (sim_layout_ring_ns()),
  * on the intra-node link when a stage's ranks fit a node (bw: sim_layout_dp_bytes_per_ns()). */
 static void sim_cost_add_fsdp(const SimLayout *layout, double params, double ns_per_flop,
                               SimCostBlock *block) {
@@ -590,7 +593,8 @@ static void sim_cost_add_fsdp(const SimLayout *layout, double params, double ns_
     if (Z < 2)
         return;
     const double gather_ns = (double)sim_layout_ring_ns(
-        layout, 1, 1, Z, intra ? 1 : sim_layout_group_nodes(layout, Z, layout->tensor), bytes, bw);
+        layout, SIM_LAYOUT_RING_GATHER, Z,
+        intra ? 1 : sim_layout_group_nodes(layout, Z, layout->tensor), bytes, bw);
     const double f_ns = block->time_flops * ns_per_flop;
     const double b_ns = f_ns + block->recompute_time_flops * ns_per_flop;
     block->comm_f_ns += llround(MAX(0.0, gather_ns - f_ns));
@@ -695,7 +699,9 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
      * parallelism's all-gather and reduce-scatter two (sim_layout_ring_ns()). */
     const gboolean tp_intra = sim_layout_tensor_intra(&layout);
     const int64_t  tp_ns = sim_layout_ring_ns(
-         &layout, scenario->parallel.sequence_parallel ? 2 : 1, 2, scenario->parallel.tensor,
+         &layout,
+        scenario->parallel.sequence_parallel ? SIM_LAYOUT_RING_PAIR : SIM_LAYOUT_RING_ALLREDUCE,
+         scenario->parallel.tensor,
         tp_intra ? 1 : sim_layout_group_nodes(&layout, scenario->parallel.tensor, 1),
          b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / c, sim_layout_tensor_bytes_per_ns(&layout));
     const int32_t passes_b = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? 2 : 1;

@@ -77,19 +77,24 @@ int64_t sim_layout_group_nodes(const SimLayout *layout, int32_t ranks, int64_t s
     return (ranks + per_node - 1) / per_node;
 }
 
-int64_t sim_layout_ring_ns(const SimLayout *layout, int32_t collectives, int32_t phases,
-                           int32_t ranks, int64_t nodes, double bytes, double bytes_per_ns) {
-    PP_ASSERT(collectives >= 1 && phases >= 1 && ranks >= 1 && nodes >= 1 && nodes <= ranks &&
-              bytes >= 0.0);
+int64_t sim_layout_ring_ns(const SimLayout *layout, SimLayoutRing kind, int32_t ranks,
+                           int64_t nodes, double bytes, double bytes_per_ns) {
+    PP_ASSERT(ranks >= 1 && nodes >= 1 && nodes <= ranks && bytes >= 0.0);
     if (ranks == 1)
         return 0;
-    const double steps = (double)phases * (ranks - 1);
-    const double inter = nodes == ranks ? steps : (double)phases * (nodes - 1);
-    double       ns = (double)collectives * (double)layout->collective_ns +
-                inter * (double)layout->inter_latency_ns +
-                (steps - inter) * (double)layout->intra_latency_ns;
-    if (bytes_per_ns > 0.0)
-        ns += steps * bytes / ranks / bytes_per_ns;
+    const gboolean allreduce = kind == SIM_LAYOUT_RING_ALLREDUCE;
+    const double   collectives = kind == SIM_LAYOUT_RING_PAIR ? 2.0 : 1.0;
+    const double   steps = (kind == SIM_LAYOUT_RING_GATHER ? 1.0 : 2.0) * (ranks - 1);
+    const double   inter = nodes == 1  ? 0.0
+                           : allreduce ? MIN(2.0 * (double)nodes, steps)
+                                       : collectives * (double)(nodes - 1);
+    double         latency_ns = collectives * (double)layout->collective_ns +
+                        inter * (double)layout->inter_latency_ns +
+                        (steps - inter) * (double)layout->intra_latency_ns;
+    if (allreduce && nodes > 1)
+        latency_ns *= SIM_LAYOUT_RING_PLATEAU;
+    const double ns =
+        latency_ns + (bytes_per_ns > 0.0 ? steps * bytes / ranks / bytes_per_ns : 0.0);
     return ns < (double)PP_CHECKED_MAX ? llround(ns) : PP_CHECKED_MAX; /* past the clock */
 }
 

@@ -68,16 +68,26 @@ double sim_layout_context_bytes_per_ns(const SimLayout *layout);
  * per node (G / stride, at least 1), rounded up. */
 int64_t sim_layout_group_nodes(const SimLayout *layout, int32_t ranks, int64_t stride);
 
-/* @collectives ring collectives of @phases passes in all (2: an all-reduce, or a
- * reduce-scatter and an all-gather; 1: one all-gather or reduce-scatter) over @ranks ranks on
- * @nodes nodes, as NCCL's ring model prices them (NVIDIA/nccl src/graph/tuning.cc, commit
- * 01afd20a: a base latency per collective, then per-step latencies): collective_ns each, then
- * phases (ranks - 1) steps, phases (nodes - 1) of them crossing nodes at the inter-node
- * latency and the others at the intra-node one (every step at the inter-node latency when
- * @nodes = @ranks), each moving bytes / ranks at @bytes_per_ns (0: latency only); rounded to
- * the nearest ns, at most PP_CHECKED_MAX; 0 for one rank. */
-int64_t sim_layout_ring_ns(const SimLayout *layout, int32_t collectives, int32_t phases,
-                           int32_t ranks, int64_t nodes, double bytes, double bytes_per_ns);
+/* What a ring collective does, as NCCL counts its steps. */
+typedef enum {
+    SIM_LAYOUT_RING_ALLREDUCE, /* one all-reduce: 2 (r - 1) steps */
+    SIM_LAYOUT_RING_PAIR,      /* a reduce-scatter and an all-gather: two collectives of r - 1 */
+    SIM_LAYOUT_RING_GATHER,    /* one all-gather or reduce-scatter: r - 1 steps */
+} SimLayoutRing;
+
+/* Multi-node ring all-reduces pay their latency this many times over (NCCL's "plateau effect
+ * of ring" on compute capability 8.0 and later). */
+#define SIM_LAYOUT_RING_PLATEAU 1.4
+
+/* A ring collective of @kind over @ranks ranks on @nodes nodes, as NCCL's ring model prices it
+ * (NVIDIA/nccl src/graph/tuning.cc at b6475625, ncclTopoTuneModel and ncclTopoGetAlgoTime):
+ * collective_ns per collective, then its steps' latencies, each step moving bytes / ranks at
+ * @bytes_per_ns (0: latency only). Of an all-reduce's 2 (r - 1) steps 2 nodes cross nodes at
+ * the inter-node latency (all of them at most) and the others stay inside at the intra-node
+ * one, and across nodes its latency counts SIM_LAYOUT_RING_PLATEAU times; of a gather's r - 1
+ * steps nodes - 1 cross. Rounded to the nearest ns, at most PP_CHECKED_MAX; 0 for one rank. */
+int64_t sim_layout_ring_ns(const SimLayout *layout, SimLayoutRing kind, int32_t ranks,
+                           int64_t nodes, double bytes, double bytes_per_ns);
 
 /* Ring all-reduce of @bytes over @ranks ranks on a link of @bytes_per_ns and @latency_ns:
  * 2 (ranks - 1) steps of latency + bytes / (ranks bw), rounded to the nearest ns; 0 for one

@@ -107,33 +107,39 @@ START_TEST(test_allreduce) {
 }
 END_TEST
 
-/* NCCL's ring model: collective_ns per collective, phases (r - 1) steps of which
- * phases (nodes - 1) cross nodes at the inter-node latency, the rest inside one. */
+/* NCCL's ring model: collective_ns per collective, then its steps' latencies; an all-reduce
+ * across nodes crosses them in 2 nodes of its steps (all at most) and pays its latency 1.4
+ * times, a gather crosses in nodes - 1. */
 START_TEST(test_ring) {
-    const SimLayout layout = {.gpus_per_node = 8,
-                              .intra_latency_ns = 1000,
-                              .inter_latency_ns = 10000,
-                              .collective_ns = 8400};
-    ck_assert_int_eq(sim_layout_ring_ns(&layout, 1, 2, 1, 1, 1e9, 1.0), 0); /* one rank */
+    const SimLayout     layout = {.gpus_per_node = 8,
+                                  .intra_latency_ns = 1000,
+                                  .inter_latency_ns = 10000,
+                                  .collective_ns = 8400};
+    const SimLayoutRing AR = SIM_LAYOUT_RING_ALLREDUCE, PAIR = SIM_LAYOUT_RING_PAIR,
+                        GATHER = SIM_LAYOUT_RING_GATHER;
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, AR, 1, 1, 1e9, 1.0), 0); /* one rank */
     /* an all-reduce of 8 in one node: 8.4 + 14 x (1 + 8e6 / 8 / 250 ns) */
-    ck_assert_int_eq(sim_layout_ring_ns(&layout, 1, 2, 8, 1, 8e6, 250.0),
-                     8400 + 14 * (1000 + 4000));
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, AR, 8, 1, 8e6, 250.0), 8400 + 14 * (1000 + 4000));
     /* a reduce-scatter and an all-gather: two collectives, the same steps */
-    ck_assert_int_eq(sim_layout_ring_ns(&layout, 2, 2, 8, 1, 8e6, 250.0),
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, PAIR, 8, 1, 8e6, 250.0),
                      2 * 8400 + 14 * (1000 + 4000));
-    /* 16 ranks on 2 nodes: of 30 steps 2 cross nodes; an all-gather: 15 steps, 1 crosses */
-    ck_assert_int_eq(sim_layout_ring_ns(&layout, 1, 2, 16, 2, 0.0, 0.0),
-                     8400 + 2 * 10000 + 28 * 1000);
-    ck_assert_int_eq(sim_layout_ring_ns(&layout, 1, 1, 16, 2, 0.0, 0.0), 8400 + 10000 + 14 * 1000);
-    /* one rank per node: every step crosses */
-    ck_assert_int_eq(sim_layout_ring_ns(&layout, 1, 2, 4, 4, 0.0, 0.0), 8400 + 6 * 10000);
+    /* 16 ranks on 2 nodes: of 30 steps 4 cross nodes, the latency 1.4 times; the pair: 2 */
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, AR, 16, 2, 0.0, 0.0),
+                     llround(1.4 * (8400 + 4 * 10000 + 26 * 1000)));
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, PAIR, 16, 2, 0.0, 0.0),
+                     2 * 8400 + 2 * 10000 + 28 * 1000);
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, GATHER, 16, 2, 0.0, 0.0),
+                     8400 + 10000 + 14 * 1000);
+    /* one rank per node: every step crosses; the bytes are not scaled */
+    ck_assert_int_eq(sim_layout_ring_ns(&layout, AR, 4, 4, 4e6, 250.0),
+                     llround(1.4 * (8400 + 6 * 10000)) + 6 * 4000);
     /* without a fixed cost, one node: the plain ring all-reduce */
     const SimLayout bare = {.gpus_per_node = 8, .intra_latency_ns = 5000};
-    ck_assert_int_eq(sim_layout_ring_ns(&bare, 1, 2, 8, 1, 8e6, 250.0),
+    ck_assert_int_eq(sim_layout_ring_ns(&bare, AR, 8, 1, 8e6, 250.0),
                      sim_layout_allreduce_ns(8, 8e6, 250.0, 5000));
     /* past the clock: PP_CHECKED_MAX, for the caller to refuse */
     const SimLayout slow = {.gpus_per_node = 8, .intra_latency_ns = INT64_C(1) << 61};
-    ck_assert_int_eq(sim_layout_ring_ns(&slow, 1, 2, 8, 1, 0.0, 0.0), INT64_C(1) << 62);
+    ck_assert_int_eq(sim_layout_ring_ns(&slow, AR, 8, 1, 0.0, 0.0), INT64_C(1) << 62);
     /* nodes a group spans: ranks T apart on nodes of 8 */
     ck_assert_int_eq(sim_layout_group_nodes(&layout, 8, 1), 1);
     ck_assert_int_eq(sim_layout_group_nodes(&layout, 16, 1), 2);
@@ -461,9 +467,10 @@ START_TEST(test_cost_busbw) {
         ck_assert_int_eq(c0->dp_sync_ns[st], cl->dp_sync_ns[st]);
         ck_assert_int_eq(cb->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 2, 120.0, 5000));
         /* a stage's 4 replicas span two nodes of 2, the same bandwidth: of the ring's 6 steps
-         * 2 cross nodes at the inter-node latency (NCCL's ring model), 4 stay inside */
-        ck_assert_int_eq(cw->dp_sync_ns[st],
-                         sim_layout_allreduce_ns(4, params * 2, 120.0, 10000) - 4 * 5000);
+         * 4 cross nodes at the inter-node latency (NCCL's ring model), 2 stay inside, and
+         * the latency counts 1.4 times */
+        ck_assert_int_eq(cw->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 2, 120.0, 0) +
+                                                 llround(1.4 * (4 * 10000 + 2 * 5000)));
     }
     ck_assert_int_eq(sim_cost_comm_ns(cb), sim_cost_comm_ns(cl));
 }
