@@ -338,6 +338,8 @@ PpScenario *pp_scenario_with(const PpScenario *base, const PpScenarioDelta *delt
     }
     if (delta->set_recompute) {
         pp_scenario_set_text(&sc->model.recompute, pp_recompute_name(delta->recompute));
+        if (delta->recompute != PP_RECOMPUTE_SELECTIVE)
+            g_clear_pointer(&sc->model.recompute_modules, g_strfreev);
         if (delta->recompute != PP_RECOMPUTE_FULL) { /* the full-only keys to their defaults */
             pp_scenario_set_text(&sc->model.recompute_method, "uniform");
             sc->model.recompute_num_layers = 1;
@@ -460,6 +462,7 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .sequence_parallel = par->sequence_parallel,
                              .tp_comm_overlap = par->tp_comm_overlap,
                              .recompute = pp_scenario_recompute(scenario),
+                             .recompute_modules = pp_scenario_recompute_modules(scenario),
                              .zero_shards = par->distributed_optimizer || par->fsdp
                                                 ? (double)par->data * par->context
                                                 : 1,
