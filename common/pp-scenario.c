@@ -368,6 +368,13 @@ static PpScenario *pp_scenario_from_key_file(GKeyFile *kf, const char *name, con
     g_autoptr(GHashTable) origins = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     if (!pp_scenario_apply_overrides(kf, overrides, origins, error))
         return NULL;
+    /* an override of model.recompute to another mode drops the file's selective modules, as
+     * pp_scenario_with() does (one given beside it in the overrides is kept, and checked) */
+    g_autofree char *recompute = g_key_file_get_string(kf, "model", "recompute", NULL);
+    if (g_hash_table_contains(origins, "model.recompute") &&
+        !g_hash_table_contains(origins, "model.recompute_modules") &&
+        g_strcmp0(recompute, "selective") != 0)
+        g_key_file_remove_key(kf, "model", "recompute_modules", NULL);
     for (const char *const *d = derive; d && *d; d++) {
         const char          *dot = strchr(*d, '.');
         g_autofree char     *section = dot ? g_strndup(*d, (gsize)(dot - *d)) : NULL;

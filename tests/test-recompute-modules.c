@@ -317,6 +317,13 @@ START_TEST(test_recompute_modules_key) {
     const char *op[] = {"model.recompute=op", NULL};
     g_autoptr(PpScenario) op_sc = load(ops_text, op);
     ck_assert_int_eq(pp_scenario_recompute(op_sc), PP_RECOMPUTE_OP);
+    /* overriding a file's selective recomputation by another mode drops its modules */
+    g_autofree char *text = g_strdup_printf("%s[model]\nrecompute = selective\n"
+                                            "recompute_modules = mlp\n",
+                                            ops_text);
+    const char      *full[] = {"model.recompute=full", NULL};
+    g_autoptr(PpScenario) overridden = load(text, full);
+    ck_assert_ptr_null(overridden->model.recompute_modules);
 }
 END_TEST
 
