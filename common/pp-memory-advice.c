@@ -20,7 +20,11 @@ char *pp_memory_advice(const PpScenario *sc) {
                              "each layer's input is kept; now none); ");
         break;
     case PP_RECOMPUTE_SELECTIVE:
-        g_string_append(out, "model.recompute = full (now selective); ");
+        g_string_append(out, "more model.recompute_modules (mlp, moe: whole FFNs) or "
+                             "model.recompute = full (now selective); ");
+        break;
+    case PP_RECOMPUTE_OP:
+        g_string_append(out, "model.recompute = full (now op); ");
         break;
     case PP_RECOMPUTE_FULL:
         break;

@@ -118,8 +118,124 @@ double pp_memory_attention_width(const PpMemoryShape *shape) {
     return dm.a * dm.d_qk + dm.a * dm.d_v;
 }
 
-/* Activation bytes per sbh of one block (Korthikanti et al. 2022, §4.1 and Table 2) and the
- * share of them that only W frees, for an FFN (or MoE) part of @ffn_acts bytes per token.
+/* One block's activation bytes per sbh before the tensor split, in three parts: @base
+ * replicated over the tensor group unless sequence parallelism splits it, @sharded split over
+ * it, @scores the attention scores (split over it). */
+typedef struct {
+    double base, sharded, scores;
+} PpMemoryActParts;
+
+/* The parts' bytes per sbh on one GPU of the tensor group. */
+static double pp_memory_act_sum(const PpMemoryShape *shape, const PpMemoryActParts *p, double t) {
+    return shape->sequence_parallel ? (p->base + p->sharded + p->scores) / t
+                                    : p->base + (p->sharded + p->scores) / t;
+}
+
+guint pp_memory_recompute_modules(const PpMemoryShape *shape) {
+    if (shape->recompute != PP_RECOMPUTE_SELECTIVE)
+        return 0;
+    return shape->recompute_modules != 0 ? shape->recompute_modules : PP_RECOMPUTE_MODULE_CORE_ATTN;
+}
+
+/* Takes from @p what selective recomputation of the modules of @shape drops in a dense (@moe
+ * FALSE) or MoE block, as Megatron-Core's layer with Transformer Engine's specs saves it
+ * (megatron/core/models/gpt/gpt_layer_specs.py: a norm that feeds one linear is fused into
+ * it; MLA's input norm and an MoE block's pre-MLP norm are separate):
+ * - core_attn: the attention scores, softmax and dropout (nothing with flash attention, whose
+ *   kernel keeps none);
+ * - layernorm: a separate norm's output, 2sbh each (base), which the linears after it would
+ *   keep (output-discarding checkpoint; transformer_layer.py);
+ * - mla_up_proj: the up-projected Q, K, V the attention core keeps, 2a(2d_qk + d_v) per token
+ *   (multi_latent_attention.py: the latents and the rotary key stay as the checkpoint's inputs);
+ * - mlp (dense block): the FFN's activations and its first linear's input 2sbh (the checkpoint
+ *   keeps the MLP's input, the fused norm's input already counted);
+ * - moe (MoE block): the whole MoE part, @moe_acts (its input, the pre-MLP norm's output, stays);
+ * - shared_experts: their activations, S (4 or 6) f_e per token;
+ * - moe_act: the routed experts' activation output, 2f_e per routed row (its input, the first
+ *   linear's output, is the checkpoint's input; experts.py). */
+static void pp_memory_act_drop(const PpMemoryShape *shape, const PpMemoryDims *dm, gboolean moe,
+                               double moe_acts, PpMemoryActParts *p) {
+    const guint  sel = pp_memory_recompute_modules(shape);
+    const double h = shape->hidden, fe = shape->expert_ffn_hidden;
+    if (sel & PP_RECOMPUTE_MODULE_CORE_ATTN)
+        p->scores = 0.0;
+    if (sel & PP_RECOMPUTE_MODULE_LAYERNORM)
+        p->base -= 2.0 * ((shape->mla ? 1.0 : 0.0) + (moe ? 1.0 : 0.0));
+    if ((sel & PP_RECOMPUTE_MODULE_MLA_UP_PROJ) && shape->mla)
+        p->sharded -= 2.0 * dm->a * (2.0 * dm->d_qk + dm->d_v) / h;
+    if (!moe) {
+        if (sel & PP_RECOMPUTE_MODULE_MLP) {
+            p->base -= 2.0;
+            p->sharded -= (shape->ffn_gated ? 6.0 : 4.0) * dm->f / h;
+        }
+        return;
+    }
+    if (sel & PP_RECOMPUTE_MODULE_MOE) {
+        p->sharded -= moe_acts / h;
+        return;
+    }
+    if (sel & PP_RECOMPUTE_MODULE_SHARED_EXPERTS)
+        p->sharded -= shape->shared_experts * (shape->ffn_gated ? 6.0 : 4.0) * fe / h;
+    if (sel & PP_RECOMPUTE_MODULE_MOE_ACT)
+        p->sharded -= 2.0 * pp_memory_moe_routed_per_token(shape) * fe / h;
+}
+
+/* The saved outputs among @n matrix products run in this order, bytes per token: torchtitan's
+ * policy keeps the first, third, ... (its count of aten.mm calls is odd). */
+static double pp_memory_op_saved(const double *bytes, int n) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i += 2)
+        sum += bytes[i];
+    return sum;
+}
+
+/* Bytes per token on one GPU that torchtitan's per-operator checkpointing keeps of one block
+ * (model.recompute = op; torchtitan/distributed/activation_checkpoint.py, SelectiveAC): the
+ * block's input (the checkpoint's), the outputs of the attention core (2a d_v and its fp32
+ * log-sum-exp 4a) and of every other aten.mm in the order torchtitan's llama3 and
+ * deepseek_v3 blocks run them (wq, wk, wv, wo, w1, w3, w2; MLA wq_a, wq_b, wkv_a, wkv_b, wo:
+ * column-parallel outputs over T, MLA's down-projections replicated, a row-parallel output the
+ * h-wide partial sum before its reduction), the reduce-scatters' outputs (sequence parallelism,
+ * 2h/T each, two per block) and an MoE block's all-to-all outputs (2h per routed row each way
+ * with expert parallelism); the router (forced to recompute) and the experts' grouped products
+ * (not in the saved set) are rerun, as are the norms, activations and rotary. */
+static double pp_memory_op_token_bytes(const PpMemoryShape *shape, const PpMemoryDims *dm,
+                                       gboolean moe, double t) {
+    const double h = shape->hidden, a = dm->a, f = dm->f;
+    const double S = shape->sequence_parallel ? t : 1.0;
+    double       mm[8]; /* the block's products in order, output bytes per token */
+    int          n = 0;
+    if (!shape->mla) {
+        mm[n++] = 2.0 * a * dm->d / t;
+        mm[n++] = 2.0 * dm->k * dm->d / t;
+        mm[n++] = 2.0 * dm->k * dm->d / t;
+    } else {
+        const double rope = shape->qk_rope_head_dim;
+        if (shape->q_lora_rank > 0.0)
+            mm[n++] = 2.0 * shape->q_lora_rank;
+        mm[n++] = 2.0 * a * dm->d_qk / t;
+        mm[n++] = 2.0 * (shape->kv_lora_rank + rope);
+        mm[n++] = 2.0 * a * (shape->qk_nope_head_dim + dm->d_v) / t;
+    }
+    mm[n++] = 2.0 * h; /* wo */
+    double ffn = moe ? shape->shared_experts * shape->expert_ffn_hidden : f;
+    if (ffn > 0.0) {
+        mm[n++] = 2.0 * ffn / t;
+        if (shape->ffn_gated)
+            mm[n++] = 2.0 * ffn / t;
+        mm[n++] = 2.0 * h;
+    }
+    double bytes = 2.0 * h / S + pp_memory_op_saved(mm, n) + (2.0 * a * dm->d_v + 4.0 * a) / t;
+    if (t > 1.0 && shape->sequence_parallel)
+        bytes += 2.0 * 2.0 * h / t;
+    if (moe && shape->expert > 1.0)
+        bytes += 2.0 * 2.0 * h * pp_memory_moe_routed_per_token(shape) / t;
+    return bytes;
+}
+
+/* Activation bytes per sbh of one block (Korthikanti et al. 2022, §4.1 and Table 2), the share
+ * of them that only W frees, and what the backward rebuilds of them, for an FFN (or MoE) part
+ * of @ffn_acts bytes per token (@moe: an MoE block's).
  * Korthikanti's 34sbh + 5as^2b, term by term in bf16: the attention block keeps its input
  * (2sbh), Q, K, V (2sb each of ad, kd, kd), the projection's input (2sb ad) and a dropout mask
  * (sbh); the FFN its input (2sbh), the activation's input and output (2sbf each; SwiGLU: gate,
@@ -130,37 +246,53 @@ double pp_memory_attention_width(const PpMemoryShape *shape) {
  * inputs, the two h-wide GEMM inputs and dropout masks (10sbh) are replicated across the
  * tensor group unless sequence parallelism splits them; the 5as/h term is the attention
  * scores, softmax and dropout mask (a query heads: grouped-query attention shares K and V, not
- * the scores), which flash attention and selective recomputation never store. Full
- * recomputation stores what a block it does not checkpoint stores without recomputation (the
- * checkpointed ones' inputs are counted per unit, pp_memory_unit_act_bytes()). */
+ * the scores), which flash attention never stores. Selective recomputation drops its modules'
+ * bytes (pp_memory_act_drop()), per-operator checkpointing keeps what
+ * pp_memory_op_token_bytes() says; @rerun_sbh is what either drops, which the backward of one
+ * block rebuilds at once. Full recomputation stores what a block it does not checkpoint
+ * stores without recomputation (the checkpointed ones' inputs are counted per unit,
+ * pp_memory_unit_act_bytes()). */
 static void pp_memory_layer_act(const PpMemoryShape *shape, const PpMemoryDims *dm, double ffn_acts,
-                                double t, double *per_sbh, double *w_share) {
-    const double   s = shape->seq_len, h = shape->hidden, a = shape->heads;
-    const double   scores = shape->flash_attention ? 0.0 : 5.0 * a * s / h;
-    const double   sharded = (dm->attn_acts + ffn_acts) / h;
-    const double   base = 10.0 + dm->latent_acts / h; /* replicated without sequence parallel */
-    const gboolean sp = shape->sequence_parallel;
-    double         kept = 0.0; /* the scores' share still stored */
-    if (shape->recompute == PP_RECOMPUTE_SELECTIVE) {
-        *per_sbh = sp ? (base + sharded) / t : base + sharded / t;
-    } else {
-        *per_sbh = sp ? (base + sharded + scores) / t : base + sharded / t + scores / t;
-        kept = scores;
+                                gboolean moe, double t, double *per_sbh, double *w_share,
+                                double *rerun_sbh) {
+    const double     s = shape->seq_len, h = shape->hidden, a = shape->heads;
+    PpMemoryActParts all = {
+        .base = 10.0 + dm->latent_acts / h, /* replicated without sequence parallel */
+        .sharded = (dm->attn_acts + ffn_acts) / h,
+        .scores = shape->flash_attention ? 0.0 : 5.0 * a * s / h,
+    };
+    const double whole = pp_memory_act_sum(shape, &all, t);
+    if (shape->recompute == PP_RECOMPUTE_OP) {
+        *per_sbh = pp_memory_op_token_bytes(shape, dm, moe, t) / h;
+        /* W needs all of it but the block input */
+        const double input = 2.0 / (shape->sequence_parallel ? t : 1.0);
+        *w_share = (*per_sbh - input) / *per_sbh;
+        *rerun_sbh = MAX(whole - *per_sbh, 0.0);
+        return;
     }
+    PpMemoryActParts kept = all;
+    pp_memory_act_drop(shape, dm, moe, moe ? ffn_acts : 0.0, &kept);
+    *per_sbh = pp_memory_act_sum(shape, &kept, t);
+    *rerun_sbh = whole - *per_sbh;
     /* The weight-gradient pass needs the GEMM inputs: all but the block input's 2sbh and the
      * scores, 32sbh of the unsharded 34sbh + 5as^2b for GPT-2's layer (the zero-bubble paper's
      * M_W), (8 + X)sbh in general: the same share of the sharded bytes. */
-    *w_share = (base - 2.0 + sharded) / (base + sharded + kept);
+    *w_share =
+        (MAX(kept.base - 2.0, 0.0) + kept.sharded) / (kept.base + kept.sharded + kept.scores);
 }
 
-/* Stores one block's activation bytes and the part B frees, for @ffn_acts FFN bytes/token. */
+/* Stores one block's activation bytes, the part B frees and what its backward rebuilds, for
+ * @ffn_acts FFN bytes/token. */
 static void pp_memory_block_act(const PpMemoryShape *shape, const PpMemoryDims *dm, double ffn_acts,
-                                double t, double *act_bytes, double *act_b_bytes) {
-    double per_sbh, w_share;
-    pp_memory_layer_act(shape, dm, ffn_acts, t, &per_sbh, &w_share);
+                                gboolean moe, double t, double *act_bytes, double *act_b_bytes,
+                                double *rerun_bytes) {
+    double per_sbh, w_share, rerun_sbh;
+    pp_memory_layer_act(shape, dm, ffn_acts, moe, t, &per_sbh, &w_share, &rerun_sbh);
     const double c = shape->context > 1.0 ? shape->context : 1.0;
-    *act_bytes = shape->seq_len * shape->microbatch_size * shape->hidden * per_sbh / c;
+    const double sbh = shape->seq_len * shape->microbatch_size * shape->hidden / c;
+    *act_bytes = sbh * per_sbh;
     *act_b_bytes = *act_bytes - *act_bytes * w_share;
+    *rerun_bytes = sbh * rerun_sbh;
 }
 
 /* An MoE block's FFN activation bytes per token: the K + S experts' activation inputs and
@@ -220,8 +352,8 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
     model->expert_state_bpp =
         model->expert_weights_bpp + model->expert_grads_bpp + model->expert_optim_bpp;
     const double ffn_acts = (shape->ffn_gated ? 6.0 : 4.0) * dm.f; /* per token */
-    pp_memory_block_act(shape, &dm, ffn_acts, t, &model->layer_act_bytes,
-                        &model->layer_act_b_bytes);
+    pp_memory_block_act(shape, &dm, ffn_acts, FALSE, t, &model->layer_act_bytes,
+                        &model->layer_act_b_bytes, &model->layer_rerun_bytes);
     const gboolean sp = shape->sequence_parallel && t > 1.0;
     model->layer_input_bytes = 2.0 * b * s * h / (sp ? t : 1.0) / c;
     model->logits_bytes = b * s * V * PP_MEMORY_LOGIT_BYTES / t / c; /* vocab-parallel head */
@@ -235,7 +367,7 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
     model->comm_buffer_bytes = 2.0 * shape->msg_bytes + sp_buffers * 2.0 * b * s * h / c;
     model->first_moe_layer = G_MAXINT32;
     model->moe_layer_params = model->moe_expert_params = 0.0;
-    model->moe_layer_act_bytes = model->moe_layer_act_b_bytes = 0.0;
+    model->moe_layer_act_bytes = model->moe_layer_act_b_bytes = model->moe_layer_rerun_bytes = 0.0;
     /* ZeRO-3's gathers per block: the current and the prefetched bf16 block, one block's bf16
      * gradient (FSDP2 with fp32 gradients: and its fp32 cast for the reduce-scatter) */
     const double gathered =
@@ -254,8 +386,9 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
     model->moe_layer_params =
         (dm.attn_matrix + dm.attn_small + 4.0 * h + shape->shared_experts * expert) / t +
         h * shape->experts + model->moe_expert_params;
-    pp_memory_block_act(shape, &dm, pp_memory_moe_ffn_acts(shape), t, &model->moe_layer_act_bytes,
-                        &model->moe_layer_act_b_bytes);
+    pp_memory_block_act(shape, &dm, pp_memory_moe_ffn_acts(shape), TRUE, t,
+                        &model->moe_layer_act_bytes, &model->moe_layer_act_b_bytes,
+                        &model->moe_layer_rerun_bytes);
     if (fsdp > 1.0)
         model->fsdp_buffer_bytes = gathered * MAX(model->layer_params, model->moe_layer_params);
 }
@@ -339,8 +472,13 @@ double pp_memory_unit_act_b_bytes(const PpMemoryModel *model, int32_t layer_begi
 
 double pp_memory_unit_recompute_bytes(const PpMemoryModel *model, int32_t layer_begin,
                                       int32_t n_layers) {
-    if (model->recompute != PP_RECOMPUTE_FULL || n_layers < 1)
+    if (n_layers < 1)
         return 0.0;
+    if (model->recompute != PP_RECOMPUTE_FULL) {
+        const int32_t n_moe = pp_memory_moe_layers(model, layer_begin, n_layers);
+        return MAX(n_moe < n_layers ? model->layer_rerun_bytes : 0.0,
+                   n_moe > 0 ? model->moe_layer_rerun_bytes : 0.0);
+    }
     /* uniform: groups of N from the unit's first block; block: each checkpointed block alone */
     const int32_t group =
         model->recompute_method == PP_RECOMPUTE_UNIFORM ? model->recompute_layers : 1;

@@ -30,9 +30,24 @@ G_BEGIN_DECLS
 /* Activation recomputation (Korthikanti et al. 2022; [model] recompute). */
 typedef enum {
     PP_RECOMPUTE_NONE,      /* every activation is stored */
-    PP_RECOMPUTE_SELECTIVE, /* attention's scores, softmax and dropout are recomputed */
+    PP_RECOMPUTE_SELECTIVE, /* the named modules (PpRecomputeModule; default: the attention
+                               core's scores, softmax and dropout) are recomputed */
     PP_RECOMPUTE_FULL,      /* checkpointed layers store their input; the backward reruns F */
+    PP_RECOMPUTE_OP,        /* torchtitan's per-operator checkpointing: the attention core's and
+                               every other matrix product's outputs are kept, the rest rerun */
 } PpRecompute;
+/* The modules selective recomputation reruns (Megatron-Core's recompute_modules,
+ * megatron/core/transformer/transformer_config.py), as bits of a mask in this order. */
+typedef enum {
+    PP_RECOMPUTE_MODULE_CORE_ATTN = 1 << 0,      /* the attention core */
+    PP_RECOMPUTE_MODULE_MOE_ACT = 1 << 1,        /* the routed experts' activation function */
+    PP_RECOMPUTE_MODULE_LAYERNORM = 1 << 2,      /* the norms that are not fused into a linear */
+    PP_RECOMPUTE_MODULE_MLA_UP_PROJ = 1 << 3,    /* MLA's up-projections and rotary */
+    PP_RECOMPUTE_MODULE_MLP = 1 << 4,            /* a dense block's whole FFN */
+    PP_RECOMPUTE_MODULE_MOE = 1 << 5,            /* an MoE block's whole MoE layer */
+    PP_RECOMPUTE_MODULE_SHARED_EXPERTS = 1 << 6, /* the shared experts */
+} PpRecomputeModule;
+#define PP_RECOMPUTE_N_MODULES 7
 /* Which layers full recomputation checkpoints (Megatron's recompute_method), with N =
  * recompute_layers: */
 typedef enum {
@@ -71,8 +86,10 @@ typedef struct {
     gboolean    sequence_parallel; /* Megatron sequence parallelism shards the rest over T */
     gboolean    tp_comm_overlap;   /* userbuffers with it (PP_MEMORY_TP_OVERLAP_BUFFERS) */
     PpRecompute recompute;
-    double      zero_shards; /* replicas sharing the master weights and moments (ZeRO-1);
-                                0 or 1: none */
+    guint       recompute_modules; /* with PP_RECOMPUTE_SELECTIVE: PpRecomputeModule bits;
+                                      0: PP_RECOMPUTE_MODULE_CORE_ATTN (Megatron's default) */
+    double zero_shards;            /* replicas sharing the master weights and moments (ZeRO-1);
+                                      0 or 1: none */
     /* The layer beyond GPT-2's; 0 (or FALSE) gives GPT-2's value, so a shape filled without
      * them (the executor's) is the GPT-2 layer. */
     double   kv_heads;   /* k key/value heads (grouped-query attention); 0: heads */
@@ -147,6 +164,8 @@ typedef struct {
                                  a block that is not checkpointed (block method) */
     double layer_act_b_bytes; /* the part a split backward frees at B, M_B: sb(2h + 5as) in the
                                  plain case; W frees the rest */
+    double layer_rerun_bytes; /* what selective or per-operator recomputation drops of a
+                                 block's activations, rebuilt in its backward; else 0 */
     double layer_input_bytes; /* a checkpointed block's stored input, 2bsh (/T with sequence
                                  parallelism) / C */
     double logits_bytes;      /* fp32 logits per live micro-batch, 4bsV / T (last vstage) */
@@ -159,6 +178,7 @@ typedef struct {
     double  moe_expert_params; /* the routed experts' share of moe_layer_params */
     double  moe_layer_act_bytes;
     double  moe_layer_act_b_bytes;
+    double  moe_layer_rerun_bytes;
     /* Full recomputation (recompute FULL): method and N; otherwise recompute_layers is 0 */
     PpRecompute       recompute;
     PpRecomputeMethod recompute_method;
@@ -166,6 +186,9 @@ typedef struct {
 } PpMemoryModel;
 
 void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model);
+/* The PpRecomputeModule bits selective recomputation reruns for @shape: its
+ * recompute_modules (0: the attention core) with PP_RECOMPUTE_SELECTIVE, else 0. */
+guint pp_memory_recompute_modules(const PpMemoryShape *shape);
 
 /* Weights of one dense block's matrix products, the whole layer (not split over T):
  * attention (pp_memory_attention_matrix_params()) + FFN 2hf (gelu) or 3hf (swiglu); 12h^2 for
@@ -220,9 +243,10 @@ double pp_memory_unit_act_bytes(const PpMemoryModel *model, int32_t layer_begin,
                                 gboolean last);
 double pp_memory_unit_act_b_bytes(const PpMemoryModel *model, int32_t layer_begin, int32_t n_layers,
                                   gboolean last);
-/* The transient bytes the backward of a unit rebuilds at once under full recomputation: the
+/* The transient bytes the backward of a unit rebuilds at once: under full recomputation the
  * activations of one group of recompute_layers blocks (uniform) or of one block (block
- * method); 0 otherwise. */
+ * method); under selective or per-operator recomputation what one block dropped (the larger
+ * of a dense and an MoE block of the unit); 0 otherwise. */
 double pp_memory_unit_recompute_bytes(const PpMemoryModel *model, int32_t layer_begin,
                                       int32_t n_layers);
 /* Blocks of the @n_layers from @layer_begin whose forward the backward reruns. */

@@ -209,6 +209,41 @@ static gboolean pp_scenario_check_layout(PpScenario *sc, GError **error) {
     return TRUE;
 }
 
+/* model.recompute_modules: Megatron's module names, with recompute = selective only;
+ * mla_up_proj needs MLA (as Megatron-Core's TransformerConfig checks). */
+static gboolean pp_scenario_check_recompute_modules(const PpScenario *sc, GError **error) {
+    const PpModelParams *m = &sc->model;
+    if (m->recompute_modules == NULL)
+        return TRUE;
+    if (pp_scenario_recompute(sc) != PP_RECOMPUTE_SELECTIVE) {
+        g_autofree char *list = g_strjoinv(",", m->recompute_modules);
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[model] recompute_modules = %s applies to selective recomputation only (Megatron's "
+            "recompute_granularity = selective), but [model] recompute = %s; set recompute = "
+            "selective or leave recompute_modules out",
+            list, m->recompute);
+    }
+    for (char **name = m->recompute_modules; *name != NULL; name++) {
+        guint module;
+        if (!pp_recompute_module_lookup(*name, &module)) {
+            g_autoptr(GString) valid = g_string_new(NULL);
+            for (guint i = 0; i < PP_RECOMPUTE_N_MODULES; i++)
+                g_string_append_printf(valid, "%s%s", i ? ", " : "", pp_recompute_module_name(i));
+            return pp_scenario_inconsistent(
+                sc, error, "[model] recompute_modules: unknown module '%s'; valid: %s", *name,
+                valid->str);
+        }
+        if (module == PP_RECOMPUTE_MODULE_MLA_UP_PROJ && !pp_scenario_attention_mla(sc))
+            return pp_scenario_inconsistent(
+                sc, error,
+                "[model] recompute_modules = mla_up_proj needs multi-head latent attention, but "
+                "[model] attention = %s; set attention = mla or drop mla_up_proj",
+                m->attention);
+    }
+    return TRUE;
+}
+
 /* The layer keys beyond GPT-2's: head_dim = hidden / heads (which must then divide), kv_heads
  * = heads and ffn_hidden = 4 * hidden when absent; kv_heads must divide heads. */
 static gboolean pp_scenario_derive_layer(PpScenario *sc, GError **error) {
@@ -247,7 +282,7 @@ static gboolean pp_scenario_derive_layer(PpScenario *sc, GError **error) {
             "recomputation only (Megatron's recompute_granularity = full), but [model] "
             "recompute = %s; set recompute = full or leave both keys out",
             m->recompute_method, m->recompute_num_layers, m->recompute);
-    return TRUE;
+    return pp_scenario_check_recompute_modules(sc, error);
 }
 
 gboolean pp_scenario_check(PpScenario *sc, GError **error) {

@@ -27,7 +27,10 @@ static const char *const pp_partition_choices[] = {"balanced", "even", NULL};
 static const char *const pp_moe_dispatcher_choices[] = {"alltoall", "deepep", "hybridep", NULL};
 static const char *const pp_optimizer_choices[] = {"adamw", "muon", NULL};
 /* PpRecompute order */
-static const char *const pp_recompute_choices[] = {"none", "selective", "full", NULL};
+static const char *const pp_recompute_choices[] = {"none", "selective", "full", "op", NULL};
+/* PpRecomputeModule bit order (Megatron-Core's recompute_modules names) */
+static const char *const pp_recompute_module_names[] = {
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", NULL};
 static const char *const pp_precision_choices[] = {"fp32", "bf16", NULL};
 /* PpRecomputeMethod order */
 static const char *const pp_recompute_method_choices[] = {"uniform", "block", NULL};
@@ -100,9 +103,16 @@ const PpScenarioKey pp_scenario_keys[] = {
             "true: fused attention stores no s x s scores; the simulator's activations per "
             "layer drop from sbh(34 + 5as/h) to 34sbh bytes"),
     PP_ENUM("model", "recompute", model.recompute, "none", pp_recompute_choices,
-            "activation recomputation (simulator): none, selective (attention scores, softmax "
-            "and dropout are recomputed in the backward) or full (only each layer's input is "
-            "kept; the backward reruns the forward)"),
+            "activation recomputation (simulator): none, selective (the modules of "
+            "recompute_modules are recomputed in the backward; default: attention scores, "
+            "softmax and dropout), full (only each layer's input is kept; the backward reruns "
+            "the forward) or op (torchtitan's per-operator checkpointing: the attention core's "
+            "and every other matrix product's outputs are kept, the rest recomputed)"),
+    PP_TEXT("model", "recompute_modules", PP_KEY_STRING_LIST, model.recompute_modules, NULL,
+            PP_KEY_OPTIONAL,
+            "with recompute = selective, the modules recomputed (Megatron's recompute_modules), "
+            "comma-separated: core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
+            "shared_experts; absent: core_attn"),
     PP_ENUM("model", "recompute_method", model.recompute_method, "uniform",
             pp_recompute_method_choices,
             "with recompute = full, which layers are checkpointed (Megatron's "
@@ -931,8 +941,35 @@ PpRecompute pp_scenario_recompute(const PpScenario *scenario) {
 }
 
 const char *pp_recompute_name(PpRecompute recompute) {
-    PP_ASSERT(recompute >= PP_RECOMPUTE_NONE && recompute <= PP_RECOMPUTE_FULL);
+    PP_ASSERT(recompute >= PP_RECOMPUTE_NONE && recompute <= PP_RECOMPUTE_OP);
     return pp_recompute_choices[recompute];
+}
+
+const char *pp_recompute_module_name(guint bit) {
+    PP_ASSERT(bit < PP_RECOMPUTE_N_MODULES);
+    return pp_recompute_module_names[bit];
+}
+
+gboolean pp_recompute_module_lookup(const char *name, guint *module) {
+    for (guint i = 0; pp_recompute_module_names[i] != NULL; i++) {
+        if (strcmp(name, pp_recompute_module_names[i]) == 0) {
+            *module = 1u << i;
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+guint pp_scenario_recompute_modules(const PpScenario *scenario) {
+    if (pp_scenario_recompute(scenario) != PP_RECOMPUTE_SELECTIVE)
+        return 0;
+    guint mask = 0;
+    for (char **name = scenario->model.recompute_modules; name != NULL && *name != NULL; name++) {
+        guint module;
+        PP_ASSERT(pp_recompute_module_lookup(*name, &module)); /* pp_scenario_check() */
+        mask |= module;
+    }
+    return mask != 0 ? mask : PP_RECOMPUTE_MODULE_CORE_ATTN;
 }
 
 PpRecomputeMethod pp_scenario_recompute_method(const PpScenario *scenario) {

@@ -338,6 +338,8 @@ PpScenario *pp_scenario_with(const PpScenario *base, const PpScenarioDelta *delt
     }
     if (delta->set_recompute) {
         pp_scenario_set_text(&sc->model.recompute, pp_recompute_name(delta->recompute));
+        if (delta->recompute != PP_RECOMPUTE_SELECTIVE)
+            g_clear_pointer(&sc->model.recompute_modules, g_strfreev);
         if (delta->recompute != PP_RECOMPUTE_FULL) { /* the full-only keys to their defaults */
             pp_scenario_set_text(&sc->model.recompute_method, "uniform");
             sc->model.recompute_num_layers = 1;
@@ -366,6 +368,13 @@ static PpScenario *pp_scenario_from_key_file(GKeyFile *kf, const char *name, con
     g_autoptr(GHashTable) origins = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     if (!pp_scenario_apply_overrides(kf, overrides, origins, error))
         return NULL;
+    /* an override of model.recompute to another mode drops the file's selective modules, as
+     * pp_scenario_with() does (one given beside it in the overrides is kept, and checked) */
+    g_autofree char *recompute = g_key_file_get_string(kf, "model", "recompute", NULL);
+    if (g_hash_table_contains(origins, "model.recompute") &&
+        !g_hash_table_contains(origins, "model.recompute_modules") &&
+        g_strcmp0(recompute, "selective") != 0)
+        g_key_file_remove_key(kf, "model", "recompute_modules", NULL);
     for (const char *const *d = derive; d && *d; d++) {
         const char          *dot = strchr(*d, '.');
         g_autofree char     *section = dot ? g_strndup(*d, (gsize)(dot - *d)) : NULL;
@@ -460,6 +469,7 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .sequence_parallel = par->sequence_parallel,
                              .tp_comm_overlap = par->tp_comm_overlap,
                              .recompute = pp_scenario_recompute(scenario),
+                             .recompute_modules = pp_scenario_recompute_modules(scenario),
                              .zero_shards = par->distributed_optimizer || par->fsdp
                                                 ? (double)par->data * par->context
                                                 : 1,

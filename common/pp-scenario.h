@@ -44,7 +44,10 @@ typedef struct {
     int32_t  vocab;               /* V (50257 for GPT-2; kernels pad to a multiple of 128) */
     gboolean flash_attention;     /* TRUE: attention scores are never stored (the simulator's
                                      activation memory drops the 5as/h term) */
-    char *recompute;              /* "none", "selective" or "full" (Korthikanti et al. 2022) */
+    char *recompute;              /* "none", "selective", "full" (Korthikanti et al. 2022) or
+                                     "op" (torchtitan's per-operator checkpointing) */
+    char **recompute_modules;     /* selective: NULL-terminated Megatron module names
+                                     (PpRecomputeModule); NULL: core_attn */
     char *recompute_method;       /* full: "uniform" (groups of recompute_num_layers) or "block"
                                      (the first recompute_num_layers of each virtual stage) */
     int32_t recompute_num_layers; /* N of recompute_method (default 1) */
@@ -397,8 +400,15 @@ gboolean pp_scenario_attention_causal(const PpScenario *scenario);
 gboolean pp_scenario_cost_operators(const PpScenario *scenario);
 /* model.recompute as a PpRecompute. */
 PpRecompute pp_scenario_recompute(const PpScenario *scenario);
-/* The model.recompute value of @recompute: "none", "selective" or "full" (static). */
+/* The model.recompute value of @recompute: "none", "selective", "full" or "op" (static). */
 const char *pp_recompute_name(PpRecompute recompute);
+/* model.recompute_modules as PpRecomputeModule bits: core_attn when the key is absent, 0
+ * unless recompute = selective. */
+guint pp_scenario_recompute_modules(const PpScenario *scenario);
+/* The recompute_modules name of PpRecomputeModule bit number @bit (static). */
+const char *pp_recompute_module_name(guint bit);
+/* The PpRecomputeModule bit of the module @name in @module; FALSE when there is none. */
+gboolean pp_recompute_module_lookup(const char *name, guint *module);
 /* model.recompute_method as a PpRecomputeMethod (NULL: uniform). */
 PpRecomputeMethod pp_scenario_recompute_method(const PpScenario *scenario);
 /* parallel.fsdp_impl as a PpFsdpImpl (NULL: megatron). */

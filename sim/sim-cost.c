@@ -474,7 +474,6 @@ static void sim_cost_fill_block(const PpScenario *scenario, double matrix_params
     const double flops_per_param = 2.0 * scenario->pipeline.microbatch_size * (double)m->seq_len;
     const double matrix_flops = flops_per_param * matrix_params;
     block->flops = matrix_flops + attention_flops;
-    block->recompute_flops = sim_layout_recompute_flops(scenario, block->flops, attention_flops);
     double matrix_time_flops = matrix_flops;
     block->attn_time_flops = flops_per_param * attn_params;
     if (times) {
@@ -491,9 +490,23 @@ static void sim_cost_fill_block(const PpScenario *scenario, double matrix_params
                                      hw, h, sim_moe_expert_width(h, m->expert_ffn_hidden), speedup);
     }
     block->time_flops = matrix_time_flops + attention_flops;
-    block->recompute_time_flops = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL
-                                      ? block->time_flops
-                                      : block->recompute_flops;
+    /* What the backward reruns: the whole forward (full), or the share of the block's matrix
+     * FLOPs in the rerun parts of its operators (sim-cost-block.c) and the attention core's
+     * FLOPs when core_attn is rerun (flash attention's kernel too). */
+    const guint rerun = sim_cost_ops_rerun_set(scenario);
+    if (rerun & SIM_COST_RERUN_ALL) {
+        block->recompute_flops = block->flops;
+        block->recompute_time_flops = block->time_flops;
+        return;
+    }
+    SimCostOps count;
+    sim_cost_ops_block(scenario, &shape, expert_params > 0.0, TRUE, &count);
+    const double share = count.matmul_flops > 0.0
+                             ? sim_cost_ops_rerun_flops(&count, rerun) / count.matmul_flops
+                             : 0.0;
+    const double core = rerun & PP_RECOMPUTE_MODULE_CORE_ATTN ? attention_flops : 0.0;
+    block->recompute_flops = share * matrix_flops + core;
+    block->recompute_time_flops = share * matrix_time_flops + core;
 }
 
 /* Context parallelism's ring attention in one layer (Liu et al. 2023; Megatron's
@@ -602,6 +615,33 @@ static void sim_cost_add_fsdp(const SimLayout *layout, double params, double ns_
     block->comm_w_ns += llround(MAX(0.0, gather_ns - f_ns));
 }
 
+/* The share of a block's forward collectives its backward runs again: tensor-parallel (@tp),
+ * context (@cp) and, for an MoE block, the expert all-to-alls with the dispatcher's host stall
+ * (@a2a). Full recomputation reruns them all. Selective recomputation reruns those inside its
+ * modules: the attention core's context collectives (core_attn), the FFN's one of the two
+ * tensor-parallel collective pairs (mlp in a dense block, moe in an MoE block, with the MoE
+ * layer's all-to-alls). Per-operator checkpointing keeps the reduce-scatters' and all-to-alls'
+ * outputs (torchtitan's saved collectives) and reruns the all-gathers (half of a pass's
+ * tensor-parallel bytes with sequence parallelism) or the all-reduces (all of them without). */
+typedef struct {
+    double tp, cp, a2a;
+} SimCostRerunComm;
+
+static SimCostRerunComm sim_cost_rerun_comm(const PpScenario *scenario, gboolean moe) {
+    const guint rerun = sim_cost_ops_rerun_set(scenario);
+    if (rerun & SIM_COST_RERUN_ALL)
+        return (SimCostRerunComm){1.0, 1.0, 1.0};
+    if (rerun & (1u << SIM_COST_RERUN_OP))
+        return (SimCostRerunComm){scenario->parallel.sequence_parallel ? 0.5 : 1.0, 0.0, 0.0};
+    const gboolean ffn =
+        moe ? (rerun & PP_RECOMPUTE_MODULE_MOE) != 0 : (rerun & PP_RECOMPUTE_MODULE_MLP) != 0;
+    return (SimCostRerunComm){
+        .tp = ffn ? 0.5 : 0.0,
+        .cp = rerun & PP_RECOMPUTE_MODULE_CORE_ATTN ? 1.0 : 0.0,
+        .a2a = moe && ffn ? 1.0 : 0.0,
+    };
+}
+
 /* Checks one layer's collective time @ns (@what: which) so that the layers' sums stay within
  * the simulator's clock: at most PP_CHECKED_MAX / (layers + 1), and not an overflowed round. */
 static gboolean sim_cost_check_layer_ns(const PpScenario *scenario, const char *what, int64_t ns,
@@ -704,32 +744,34 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
          scenario->parallel.tensor,
         tp_intra ? 1 : sim_layout_group_nodes(&layout, scenario->parallel.tensor, 1),
          b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / c, sim_layout_tensor_bytes_per_ns(&layout));
-    const int32_t passes_b = pp_scenario_recompute(scenario) == PP_RECOMPUTE_FULL ? 2 : 1;
-    /* forward and input-gradient backward (-1: beyond the clock already) */
-    const int64_t tp_passes = 2 * SIM_LAYOUT_TP_COLLECTIVES_PER_PASS;
+    /* forward, input-gradient backward and a recomputed forward (-1: beyond the clock
+     * already) */
+    const int64_t tp_passes = 3 * SIM_LAYOUT_TP_COLLECTIVES_PER_PASS;
     if (!sim_cost_check_layer_ns(scenario, "tensor-parallel collectives",
                                  tp_ns > PP_CHECKED_MAX / tp_passes ? -1 : tp_passes * tp_ns,
                                  error))
         return FALSE;
-    SimCostSplit split = {
-        .first_moe_layer = mem.first_moe_layer,
-        .head_flops = head_flops,
-        .embed_static_bytes = mem.embed_params * mem.state_bpp,
-        .head_static_bytes = mem.head_params * mem.state_bpp,
-        .logits_bytes = mem.logits_bytes,
+    const SimCostRerunComm rerun_dense = sim_cost_rerun_comm(scenario, FALSE);
+    const SimCostRerunComm rerun_moe = sim_cost_rerun_comm(scenario, TRUE);
+    SimCostSplit           split = {
+                  .first_moe_layer = mem.first_moe_layer,
+                  .head_flops = head_flops,
+                  .embed_static_bytes = mem.embed_params * mem.state_bpp,
+                  .head_static_bytes = mem.head_params * mem.state_bpp,
+                  .logits_bytes = mem.logits_bytes,
     };
     sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), 0.0, 0.0, attention_flops,
                         times, &split.dense);
     if (ops_model) {
         /* the collectives' overlap below (ring, expert all-to-alls, FSDP) reads the block's
          * forward time as its FLOPs at this rate */
-        sim_cost_ops_block(scenario, &shape, FALSE, &dense_ops);
+        sim_cost_ops_block(scenario, &shape, FALSE, FALSE, &dense_ops);
         sim_cost_ops_head(scenario, &head_ops);
         if (!sim_cost_ops_check(&dense_ops, scenario, error) ||
             !sim_cost_ops_check(&head_ops, scenario, error))
             return FALSE;
         rate = split.dense.time_flops / (t * c) /
-               sim_cost_ops_pass_ns(&dense_ops, hw, SIM_COST_PASS_F, PP_RECOMPUTE_NONE) * 1e9;
+               sim_cost_ops_pass_ns(&dense_ops, hw, SIM_COST_PASS_F, 0) * 1e9;
     }
     split.dense.static_bytes = pp_memory_layer_state_bytes(&mem);
     split.dense.act_bytes = pp_memory_layer_stored_bytes(&mem, FALSE);
@@ -750,7 +792,8 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     const int64_t tp_dense_ns =
         sim_cost_tp_exposed_ns(scenario, &split.dense, attention_flops, tp_ns, ns_per_flop);
     split.dense.comm_f_ns = tp_dense_ns + cp_f_ns;
-    split.dense.comm_b_ns = (tp_dense_ns + cp_b_ns) * passes_b;
+    split.dense.comm_b_ns =
+        llround(tp_dense_ns * (1.0 + rerun_dense.tp) + cp_b_ns * (1.0 + rerun_dense.cp));
     if (mem.first_moe_layer < model->layers) {
         /* Expert parallelism: a dispatch and a combine all-to-all per MoE layer in the
          * forward, and their two gradients in the input-gradient backward (and two more per
@@ -779,7 +822,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
                             expert_params, pp_memory_expert_run_params(&shape), attention_flops,
                             times, &split.moe);
         if (ops_model) {
-            sim_cost_ops_block(scenario, &shape, TRUE, &moe_ops);
+            sim_cost_ops_block(scenario, &shape, TRUE, FALSE, &moe_ops);
             if (!sim_cost_ops_check(&moe_ops, scenario, error))
                 return FALSE;
         }
@@ -802,9 +845,11 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
             sim_cost_tp_exposed_ns(scenario, &split.moe, attention_flops, tp_ns, ns_per_flop);
         split.moe.comm_f_ns = tp_moe_ns + cp_f_ns + host_ns +
                               sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
+        const int64_t a2a_passes_b = rerun_moe.a2a > 0.0 ? 2 : 1;
         split.moe.comm_b_ns =
-            (tp_moe_ns + cp_b_ns) * passes_b + host_ns * (passes_b - 1) +
-            sim_moe_a2a_exposed_ns(2 * a2a_ns * passes_b, a2a_eff, moe_f_ns, overlap);
+            llround(tp_moe_ns * (1.0 + rerun_moe.tp) + cp_b_ns * (1.0 + rerun_moe.cp)) +
+            host_ns * (a2a_passes_b - 1) +
+            sim_moe_a2a_exposed_ns(2 * a2a_ns * a2a_passes_b, a2a_eff, moe_f_ns, overlap);
     }
     if (scenario->parallel.fsdp && times) {
         sim_cost_add_fsdp(&layout, mem.layer_params, ns_per_flop, &split.dense);
@@ -851,7 +896,7 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         if (ops_model) {
             double ns[SIM_COST_PASS_N_KINDS];
             sim_cost_ops_unit_ns(&dense_ops, n_dense, &moe_ops, n_moe, last ? &head_ops : NULL, hw,
-                                 pp_scenario_recompute(scenario), ns);
+                                 sim_cost_ops_rerun_set(scenario), ns);
             cost->f_ns[unit] =
                 llround(ns[SIM_COST_PASS_F]) + n_dense * D->comm_f_ns + n_moe * M->comm_f_ns;
             cost->b_ns[unit] =

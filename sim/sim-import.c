@@ -341,6 +341,28 @@ static void sim_import_megatron_model(SimImport *im) {
     sim_import_moe_layer_freq(im);
 }
 
+/* --recompute-modules (argparse nargs='*': names after the flag; NeMo's YAML list) with
+ * --recompute-granularity selective, as model.recompute_modules; the scenario's check names
+ * a module it does not know. */
+static void sim_import_recompute_modules(SimImport *im, const char *granularity) {
+    if (granularity == NULL || strcmp(granularity, "selective") != 0) {
+        sim_import_ignore(im, "--recompute-modules",
+                          "read with --recompute-granularity selective only");
+        return;
+    }
+    SimImportFlag *f = sim_import_take(im, "--recompute-modules");
+    if (f == NULL)
+        return;
+    g_auto(GStrv) parts = g_strsplit_set(f->value, " ,[]'\"", -1);
+    g_autoptr(GString) names = g_string_new(NULL);
+    for (char **p = parts; *p != NULL; p++) {
+        if (**p != '\0')
+            g_string_append_printf(names, "%s%s", names->len ? "," : "", *p);
+    }
+    if (names->len > 0)
+        sim_import_set(im, "model", "recompute_modules", "%s", names->str);
+}
+
 /* Recomputation, precision, attention kernel: [model]. */
 static void sim_import_megatron_compute(SimImport *im) {
     static const char *const granularity[] = {"full", "selective", NULL};
@@ -366,6 +388,7 @@ static void sim_import_megatron_compute(SimImport *im) {
         sim_import_ignore(im, "--recompute-method", reason);
         sim_import_ignore(im, "--recompute-num-layers", reason);
     }
+    sim_import_recompute_modules(im, g);
     if (sim_import_switch(im, "--fp16")) {
         g_ptr_array_add(im->ignored, g_strdup("--fp16: simulated as bf16 (the same tensor-core "
                                               "rate and bytes)"));

@@ -132,19 +132,3 @@ int64_t sim_layout_alltoall_ns(const SimLayout *layout, double intra_bytes, doub
     }
     return layout->collective_ns + latency_ns + llround(MAX(intra_ns, inter_ns));
 }
-
-double sim_layout_recompute_flops(const PpScenario *scenario, double layer_flops,
-                                  double attention_flops) {
-    switch (pp_scenario_recompute(scenario)) {
-    case PP_RECOMPUTE_NONE:
-        return 0.0;
-    case PP_RECOMPUTE_SELECTIVE:
-        /* QK^T and attention over V, 2bs^2h each for GPT-2's layer; flash attention already
-         * recomputes them inside its own backward, so selective recomputation adds nothing
-         * there. */
-        return scenario->model.flash_attention ? 0.0 : attention_flops;
-    case PP_RECOMPUTE_FULL:
-        return layer_flops;
-    }
-    PP_UNREACHABLE();
-}

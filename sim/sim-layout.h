@@ -110,13 +110,6 @@ int64_t sim_layout_expert_ranks_in_node(const SimLayout *layout, int32_t ep, int
  * (internode_gbps), so the node's NICs are all in use without a further factor. */
 int64_t sim_layout_alltoall_ns(const SimLayout *layout, double intra_bytes, double inter_bytes);
 
-/* FLOPs the backward of one layer spends recomputing the forward, per micro-batch, before
- * tensor-parallel sharding: 0 (none; selective with flash attention), @attention_flops
- * (selective: QK^T and attention over V, 4bs^2h for GPT-2's layer with all scores counted)
- * or @layer_flops (full). */
-double sim_layout_recompute_flops(const PpScenario *scenario, double layer_flops,
-                                  double attention_flops);
-
 /* Forward collectives one layer runs per micro-batch with tensor parallelism: 2 (Megatron's
  * two all-reduces, or with sequence parallelism two all-gather + reduce-scatter pairs); the
  * input-gradient backward runs as many, and a fully recomputed forward repeats them. */

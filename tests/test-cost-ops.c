@@ -38,7 +38,7 @@ static PpScenario *load_block(const char *const *overrides, SimCostOps *ops) {
     PpScenario   *sc = load(overrides);
     PpMemoryShape shape;
     pp_scenario_memory_shape(sc, &shape);
-    sim_cost_ops_block(sc, &shape, FALSE, ops);
+    sim_cost_ops_block(sc, &shape, FALSE, FALSE, ops);
     return sc;
 }
 
@@ -101,12 +101,14 @@ START_TEST(test_cost_ops_block_passes) {
     ck_assert_double_eq(ops.kernels[SIM_COST_PASS_F], 10);
     ck_assert_double_eq(ops.kernels[SIM_COST_PASS_B], 11);
     ck_assert_double_eq(ops.kernels[SIM_COST_PASS_W], 4);
-    /* full recomputation reruns the forward inside B; flash leaves selective nothing */
+    /* full recomputation reruns the forward inside B; Megatron's core_attn checkpoint reruns
+     * the fused kernel's forward too */
     const PpHardwareParams *hw = &sc->hardware;
-    ck_assert_double_eq_tol(sim_cost_ops_pass_ns(&ops, hw, SIM_COST_PASS_B, PP_RECOMPUTE_FULL),
+    ck_assert_double_eq_tol(sim_cost_ops_pass_ns(&ops, hw, SIM_COST_PASS_B, SIM_COST_RERUN_ALL),
                             ops.gpu_ns[SIM_COST_PASS_B] + ops.gpu_ns[SIM_COST_PASS_F], 1e-6);
-    ck_assert_double_eq(sim_cost_ops_pass_ns(&ops, hw, SIM_COST_PASS_B, PP_RECOMPUTE_SELECTIVE),
-                        ops.gpu_ns[SIM_COST_PASS_B]);
+    ck_assert_double_eq_tol(
+        sim_cost_ops_pass_ns(&ops, hw, SIM_COST_PASS_B, PP_RECOMPUTE_MODULE_CORE_ATTN),
+        ops.gpu_ns[SIM_COST_PASS_B] + flash_f, 1e-3);
 }
 END_TEST
 
@@ -121,10 +123,10 @@ START_TEST(test_cost_ops_unfused_selective) {
                                                                         sum's 64-wide output
                                                                         pads to 128: twice */
     const double core = 3.0 * products + scores * 9.0 / 800e9 * 1e9;
-    ck_assert_double_eq_tol(ops.core_gpu_ns, core, 1e-3);
-    ck_assert_double_eq(ops.core_kernels, 4);
+    ck_assert_double_eq_tol(ops.rerun_gpu_ns[0], core, 1e-3);
+    ck_assert_double_eq(ops.rerun_kernels[0], 4);
     ck_assert_double_eq_tol(
-        sim_cost_ops_pass_ns(&ops, &sc->hardware, SIM_COST_PASS_B, PP_RECOMPUTE_SELECTIVE),
+        sim_cost_ops_pass_ns(&ops, &sc->hardware, SIM_COST_PASS_B, PP_RECOMPUTE_MODULE_CORE_ATTN),
         ops.gpu_ns[SIM_COST_PASS_B] + core, 1e-3);
 }
 END_TEST
@@ -135,9 +137,9 @@ START_TEST(test_cost_ops_launch_floor) {
     g_autoptr(PpScenario) sc = load_block(ov, &ops);
     /* 1 ms per operator exceeds every operator's device time */
     const PpHardwareParams *hw = &sc->hardware;
-    ck_assert_double_eq(sim_cost_ops_pass_ns(&ops, hw, SIM_COST_PASS_F, PP_RECOMPUTE_NONE), 10e6);
-    ck_assert_double_eq(sim_cost_ops_pass_ns(&ops, hw, SIM_COST_PASS_B, PP_RECOMPUTE_FULL), 21e6);
-    ck_assert_double_eq(sim_cost_ops_pass_ns(&ops, hw, SIM_COST_PASS_W, PP_RECOMPUTE_NONE), 4e6);
+    ck_assert_double_eq(sim_cost_ops_pass_ns(&ops, hw, SIM_COST_PASS_F, 0), 10e6);
+    ck_assert_double_eq(sim_cost_ops_pass_ns(&ops, hw, SIM_COST_PASS_B, SIM_COST_RERUN_ALL), 21e6);
+    ck_assert_double_eq(sim_cost_ops_pass_ns(&ops, hw, SIM_COST_PASS_W, 0), 4e6);
 }
 END_TEST
 
@@ -168,7 +170,7 @@ START_TEST(test_cost_ops_stage_times) {
     PpMemoryShape shape;
     pp_scenario_memory_shape(sc, &shape);
     SimCostOps block, head;
-    sim_cost_ops_block(sc, &shape, FALSE, &block);
+    sim_cost_ops_block(sc, &shape, FALSE, FALSE, &block);
     sim_cost_ops_head(sc, &head);
     /* one stage: both layers and the head; B reruns the layers' forward, never the head's */
     ck_assert_int_eq(cost->f_ns[0],

@@ -129,7 +129,8 @@ START_TEST(test_fsdp_state) {
 END_TEST
 
 /* Activations of a unit of 5 blocks (Korthikanti et al.'s sbh(34 + 5as/h) per block without
- * flash attention), by recomputation mode: none; selective (34sbh); full uniform with N = 1
+ * flash attention), by recomputation mode: none; selective (34sbh, one block's scores
+ * rebuilt at a time); full uniform with N = 1
  * (each block's input, 2sbh, one block rebuilt at a time) and N = 2 (ceil(5/2) = 3 inputs, two
  * blocks rebuilt at once); full block with N = 2 (2 inputs + 3 whole blocks, one block
  * rebuilt). */
@@ -143,7 +144,8 @@ START_TEST(test_recompute_modes) {
         int32_t           recomputed;
     } cases[] = {
         {PP_RECOMPUTE_NONE, PP_RECOMPUTE_UNIFORM, 0, 5 * whole, 0, 0},
-        {PP_RECOMPUTE_SELECTIVE, PP_RECOMPUTE_UNIFORM, 0, 5 * 34 * TINY_SBH, 0, 0},
+        {PP_RECOMPUTE_SELECTIVE, PP_RECOMPUTE_UNIFORM, 0, 5 * 34 * TINY_SBH, whole - 34 * TINY_SBH,
+         0},
         {PP_RECOMPUTE_FULL, PP_RECOMPUTE_UNIFORM, 1, 5 * input, whole, 5},
         {PP_RECOMPUTE_FULL, PP_RECOMPUTE_UNIFORM, 2, 3 * input, 2 * whole, 5},
         {PP_RECOMPUTE_FULL, PP_RECOMPUTE_BLOCK, 2, 2 * input + 3 * whole, whole, 2},

@@ -545,6 +545,42 @@ START_TEST(test_megatron_recompute_fsdp2) {
 }
 END_TEST
 
+/* --recompute-modules after selective granularity: the names as model.recompute_modules. */
+START_TEST(test_megatron_recompute_modules) {
+    g_autofree char  *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
+    g_autofree char  *out = g_build_filename(dir, "r.ini", NULL);
+    const char *const head[] = {"megatron", "--gpus", "8", "--set", "hardware.preset=h100-sxm",
+                                "--out",    out,      NULL};
+    const char *const command[] = {"pretrain_gpt.py",
+                                   "--num-layers",
+                                   "4",
+                                   "--hidden-size",
+                                   "1024",
+                                   "--num-attention-heads",
+                                   "16",
+                                   "--seq-length",
+                                   "2048",
+                                   "--vocab-size",
+                                   "32000",
+                                   "--micro-batch-size",
+                                   "1",
+                                   "--global-batch-size",
+                                   "8",
+                                   "--recompute-granularity",
+                                   "selective",
+                                   "--recompute-modules",
+                                   "core_attn",
+                                   "mlp",
+                                   NULL};
+    g_autofree char  *err = NULL;
+    ck_assert_int_eq(run_import(head, command, &err), 0);
+    g_autofree char *text = test_util_read_file(out, NULL);
+    ck_assert_msg(strstr(text, "recompute=selective\n") != NULL, "%s", text);
+    ck_assert_msg(strstr(text, "recompute_modules=core_attn,mlp\n") != NULL, "%s", text);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* An existing file is never replaced without --force; with it, atomically (no temporary left
  * behind either way). */
 START_TEST(test_out_never_overwrites) {
@@ -686,6 +722,7 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_nemo_overrides);
     tcase_add_test(tc, test_deepspeed_zero3);
     tcase_add_test(tc, test_megatron_recompute_fsdp2);
+    tcase_add_test(tc, test_megatron_recompute_modules);
     tcase_add_test(tc, test_out_never_overwrites);
     tcase_add_loop_test(tc, test_bad_commands, 0, (int)G_N_ELEMENTS(bad_commands));
     tcase_add_test(tc, test_bad_files);

@@ -657,6 +657,7 @@ static const char *const tt_may_change[] = {
     "model.recompute",
     "model.recompute_method",
     "model.recompute_num_layers",
+    "model.recompute_modules",
     "model.precision",
     "model.attention_flops",
     "model.attention",

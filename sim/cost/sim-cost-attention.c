@@ -14,13 +14,16 @@ void sim_cost_ops_attention(SimCostOps *ops, const SimCostSlice *slice, double h
                             double d_v) {
     const PpHardwareParams *hw = slice->hw;
     const double            b = slice->batch, sq = slice->queries, sk = slice->keys;
+    if (hw == NULL) { /* its FLOPs are the attention's, not a matrix product's */
+        sim_cost_ops_add_forward(ops, 0.0, slice->flash ? 1.0 : 4.0, 0.0);
+        return;
+    }
     if (slice->flash) {
         const double flops = 2.0 * b * heads * sq * sk * (d_qk + d_v) * (slice->causal ? 0.5 : 1.0);
-        const double f_ns = sim_cost_device_flash_ns(hw, flops, sk, SIM_COST_PASS_F);
-        ops->gpu_ns[SIM_COST_PASS_F] += f_ns;
+        sim_cost_ops_add_forward(ops, sim_cost_device_flash_ns(hw, flops, sk, SIM_COST_PASS_F), 1.0,
+                                 0.0);
         ops->gpu_ns[SIM_COST_PASS_B] +=
             sim_cost_device_flash_ns(hw, 2.0 * flops, sk, SIM_COST_PASS_B);
-        ops->kernels[SIM_COST_PASS_F] += 1.0;
         ops->kernels[SIM_COST_PASS_B] += 2.0; /* the dO . O preprocessing and the kernel */
         return;
     }
@@ -34,10 +37,7 @@ void sim_cost_ops_attention(SimCostOps *ops, const SimCostSlice *slice, double h
                         sim_cost_device_matmul_ns(hw, batch, sq, sk, d_v, 1.0) +
                         sim_cost_device_matmul_ns(hw, batch, sk, d_v, sq, 1.0) +
                         sim_cost_device_memory_ns(hw, scores * (6.0 + 5.0));
-    ops->gpu_ns[SIM_COST_PASS_F] += f_ns;
+    sim_cost_ops_add_forward(ops, f_ns, 4.0, 0.0);
     ops->gpu_ns[SIM_COST_PASS_B] += b_ns;
-    ops->kernels[SIM_COST_PASS_F] += 4.0;
     ops->kernels[SIM_COST_PASS_B] += 6.0;
-    ops->core_gpu_ns += f_ns;
-    ops->core_kernels += 4.0;
 }

@@ -7,8 +7,12 @@
 
 void sim_cost_ops_elementwise(SimCostOps *ops, const SimCostSlice *slice, double elements,
                               double f_bytes, double b_bytes) {
-    ops->gpu_ns[SIM_COST_PASS_F] += sim_cost_device_memory_ns(slice->hw, elements * f_bytes);
+    if (slice->hw == NULL) {
+        sim_cost_ops_add_forward(ops, 0.0, 1.0, 0.0);
+        return;
+    }
+    sim_cost_ops_add_forward(ops, sim_cost_device_memory_ns(slice->hw, elements * f_bytes), 1.0,
+                             0.0);
     ops->gpu_ns[SIM_COST_PASS_B] += sim_cost_device_memory_ns(slice->hw, elements * b_bytes);
-    ops->kernels[SIM_COST_PASS_F] += 1.0;
     ops->kernels[SIM_COST_PASS_B] += 1.0;
 }

@@ -10,9 +10,14 @@ void sim_cost_ops_matmul(SimCostOps *ops, const SimCostSlice *slice, double M, d
                          double count) {
     const PpHardwareParams *hw = slice->hw;
     const double            x = slice->speedup;
-    ops->gpu_ns[SIM_COST_PASS_F] += sim_cost_device_matmul_ns(hw, count, M, N, K, x);
+    const double            flops = 2.0 * count * M * N * K;
+    if (hw == NULL) {
+        sim_cost_ops_add_forward(ops, 0.0, 1.0, flops);
+        return;
+    }
+    sim_cost_ops_add_forward(ops, sim_cost_device_matmul_ns(hw, count, M, N, K, x), 1.0, flops);
     ops->gpu_ns[SIM_COST_PASS_B] += sim_cost_device_matmul_ns(hw, count, M, K, N, x);
     ops->gpu_ns[SIM_COST_PASS_W] += sim_cost_device_matmul_ns(hw, count, K, N, M, x);
-    for (int p = 0; p < SIM_COST_PASS_N_KINDS; p++)
-        ops->kernels[p] += 1.0;
+    ops->kernels[SIM_COST_PASS_B] += 1.0;
+    ops->kernels[SIM_COST_PASS_W] += 1.0;
 }

@@ -26,19 +26,33 @@ typedef enum {
     SIM_COST_PASS_N_KINDS,
 } SimCostPass;
 
+/* The parts of a block's forward a recomputation reruns in the backward: one per
+ * PpRecomputeModule bit number (Megatron's selective recomputation of that module), and
+ * SIM_COST_RERUN_OP (torchtitan's per-operator checkpointing: the forward of what it does not
+ * keep). A rerun set is a mask of these bits, SIM_COST_RERUN_ALL the whole forward (full). */
+#define SIM_COST_RERUN_OP  PP_RECOMPUTE_N_MODULES
+#define SIM_COST_RERUN_N   (PP_RECOMPUTE_N_MODULES + 1)
+#define SIM_COST_RERUN_ALL (1u << 31)
+
 /* What a list of operators takes on one GPU per micro-batch: device time and operators
- * launched in each pass; core_*: the part of the forward that selective recomputation reruns
- * (the attention core without flash attention). */
+ * launched in each pass, the forward's matrix-product FLOPs, and per rerun part the forward's
+ * device time, launches and matrix FLOPs in it. While a block is built, @module (a
+ * PpRecomputeModule bit number, -1: none) and @op_rerun (the share of an operator's forward
+ * that per-operator checkpointing reruns) say where the operators added next belong. */
 typedef struct {
     double gpu_ns[SIM_COST_PASS_N_KINDS];
     double kernels[SIM_COST_PASS_N_KINDS];
-    double core_gpu_ns;
-    double core_kernels;
+    double matmul_flops;
+    double rerun_gpu_ns[SIM_COST_RERUN_N];
+    double rerun_kernels[SIM_COST_RERUN_N];
+    double rerun_flops[SIM_COST_RERUN_N];
+    int    module;
+    double op_rerun;
 } SimCostOps;
 
 /* The work of one block on one GPU after the parallel splits (sim-cost-slice.c). */
 typedef struct {
-    const PpHardwareParams *hw;
+    const PpHardwareParams *hw;      /* NULL: count FLOPs only (no times) */
     double                  batch;   /* b sequences per micro-batch */
     double                  keys;    /* s: keys every query attends to */
     double                  queries; /* s / C: this GPU's queries of every sequence (s
@@ -94,23 +108,32 @@ void sim_cost_ops_attention(SimCostOps *ops, const SimCostSlice *slice, double h
 void sim_cost_ops_elementwise(SimCostOps *ops, const SimCostSlice *slice, double elements,
                               double f_bytes, double b_bytes);
 
+/* Adds the forward of an operator, @gpu_ns and @kernels, and its matrix @flops to @ops: to F,
+ * to the rerun part of ops->module and op_rerun x it to SIM_COST_RERUN_OP (sim-cost-block.c). */
+void sim_cost_ops_add_forward(SimCostOps *ops, double gpu_ns, double kernels, double flops);
+
 /* --- the block and the head (sim-cost-block.c) --- */
-/* The operators of one block (@moe: an MoE block of @shape) on one GPU. */
+/* The operators of one block (@moe: an MoE block of @shape) on one GPU; with @count_only
+ * their FLOPs alone (no device times: any cost model). */
 void sim_cost_ops_block(const PpScenario *scenario, const PpMemoryShape *shape, gboolean moe,
-                        SimCostOps *ops);
+                        gboolean count_only, SimCostOps *ops);
+/* The rerun set of the scenario's model.recompute (SimCostOps): full SIM_COST_RERUN_ALL,
+ * selective its modules' bits (moe with moe_act's and shared_experts'), op SIM_COST_RERUN_OP. */
+guint sim_cost_ops_rerun_set(const PpScenario *scenario);
+/* The forward matrix FLOPs of @ops that the rerun set @rerun reruns. */
+double sim_cost_ops_rerun_flops(const SimCostOps *ops, guint rerun);
 /* The LM head's matrix product and the cross-entropy over its logits on one GPU. */
 void sim_cost_ops_head(const PpScenario *scenario, SimCostOps *ops);
 /* ns of @pass of @ops: the device time, or the host's launches when they take longer; B
- * includes what @recompute reruns of the forward (full: all of it; selective: the attention
- * core without flash attention). */
+ * includes the forward's parts in the rerun set @rerun (sim_cost_ops_rerun_set()). */
 double sim_cost_ops_pass_ns(const SimCostOps *ops, const PpHardwareParams *hw, SimCostPass pass,
-                            PpRecompute recompute);
+                            guint rerun);
 /* Checks that every pass of @ops (one block or the head) stays within the simulator's clock
  * over the model's layers; FALSE with @error naming hardware.launch_us and the rates. */
 gboolean sim_cost_ops_check(const SimCostOps *ops, const PpScenario *scenario, GError **error);
 /* The F, B and W ns of @n_dense blocks of @dense, @n_moe of @moe and @head (NULL: none). */
 void sim_cost_ops_unit_ns(const SimCostOps *dense, int32_t n_dense, const SimCostOps *moe,
                           int32_t n_moe, const SimCostOps *head, const PpHardwareParams *hw,
-                          PpRecompute recompute, double ns[SIM_COST_PASS_N_KINDS]);
+                          guint rerun, double ns[SIM_COST_PASS_N_KINDS]);
 
 G_END_DECLS
