@@ -20,7 +20,7 @@ G_BEGIN_DECLS
 #define PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM 2
 #define PP_MEMORY_MASTER_BYTES_PER_PARAM      4
 #define PP_MEMORY_WEIGHTS_BYTES_PER_PARAM     6
-#define PP_MEMORY_GRADS_BYTES_PER_PARAM       2 /* bf16: the default of a shape without one */
+#define PP_MEMORY_GRADS_BYTES_PER_PARAM       2 /* a shape without grad_bytes (set by hand) */
 #define PP_MEMORY_OPTIM_BYTES_PER_PARAM       8
 #define PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM 2
 /* The caching allocator's reserve over what is allocated (fragmentation and the blocks it

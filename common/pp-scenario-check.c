@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
- * pp-scenario-check.c: the scenario's derived values (batch, layer shape, layout, [costs]
- * scalars, warmup) and the consistency checks across keys, run once the keys are parsed.
+ * pp-scenario-check.c: the scenario's derived values (batch, layer shape, layout, gradient bytes,
+ * [costs] scalars, warmup) and the consistency checks across keys, run once the keys are parsed.
  */
 #include <string.h>
 
@@ -361,6 +361,8 @@ gboolean pp_scenario_check(PpScenario *sc, GError **error) {
 
     if (!pp_scenario_check_layout(sc, error))
         return FALSE;
+    if (sc->parallel.grad_bytes < 0) /* Megatron's gradient dtype for the precision */
+        sc->parallel.grad_bytes = pp_scenario_grad_bytes(sc);
     if (pp_scenario_precision_fp8(sc) && sc->hardware.set && !(sc->hardware.peak_fp8_flops > 0.0))
         return pp_scenario_inconsistent(
             sc, error,

@@ -40,7 +40,7 @@ static const char *const pp_fsdp_impl_choices[] = {"megatron", "fsdp2", NULL};
 static const char *const pp_context_comm_choices[] = {"ring", "a2a", NULL};
 /* [model] ffn: the first is GPT-2's two-matrix MLP, the second the gated three-matrix one */
 static const char *const pp_ffn_choices[] = {"gelu", "swiglu", NULL};
-static const char *const pp_model_precision_choices[] = {"bf16", "fp8", NULL};
+static const char *const pp_model_precision_choices[] = {"bf16", "fp8", "fp16", NULL};
 static const char *const pp_attention_flops_choices[] = {"full", "causal", NULL};
 static const char *const pp_attention_choices[] = {"mha", "mla", NULL};
 /* [hardware] cost_model: the first is the whole-layer curve */
@@ -133,8 +133,9 @@ const PpScenarioKey pp_scenario_keys[] = {
     PP_INT("model", "ffn_hidden", model.ffn_hidden, NULL, 1, PP_FFN_MAX, PP_KEY_DERIVED,
            "feed-forward inner width; absent: 4 * hidden"),
     PP_ENUM("model", "precision", model.precision, "bf16", pp_model_precision_choices,
-            "the layers' matrix products (simulator): bf16 at hardware.peak_tflops, or fp8 at "
-            "hardware.peak_fp8_tflops (attention scores and the LM head stay bf16)"),
+            "the layers' matrix products (simulator): bf16 at hardware.peak_tflops, fp8 at "
+            "hardware.peak_fp8_tflops (attention scores and the LM head stay bf16), or fp16 "
+            "(bf16's rate and bytes; sets parallel.grad_bytes' default to 2)"),
     PP_ENUM("model", "attention_flops", model.attention_flops, "full", pp_attention_flops_choices,
             "attention score FLOPs (simulator): full counts and computes all s x s scores "
             "(Megatron's convention), causal half of them (a causal kernel skips the masked "
@@ -316,10 +317,10 @@ const PpScenarioKey pp_scenario_keys[] = {
             0,
             "the data-parallel gradient all-reduce starts layer by layer during a chunk's last "
             "backward instead of after it (simulator)"),
-    PP_INT("parallel", "grad_bytes", parallel.grad_bytes, "2", 1, 8, 0,
-           "bytes per parameter of the gradient buffer, which the data-parallel all-reduce "
-           "moves: 2 (bf16) or 4 (fp32: Megatron's main gradients in bf16 training, what "
-           "pacer-train's CPU executor reduces; pacer-sim calibrate writes it) (simulator)"),
+    PP_INT("parallel", "grad_bytes", parallel.grad_bytes, NULL, 1, 8, PP_KEY_DERIVED,
+           "bytes per parameter of the gradient buffer, which the data-parallel reduction "
+           "moves: 4 (fp32) or 2 (fp16, bf16); absent: Megatron's rule, 2 with model.precision "
+           "= fp16, else 4 (bf16 and fp8 accumulate and reduce gradients in fp32) (simulator)"),
 
     PP_INT("training", "global_batch", training.global_batch, NULL, 1, PP_I32_MAX, PP_KEY_DERIVED,
            "sequences per optimizer step, all data replicas together; absent: derived from the "
@@ -1001,6 +1002,14 @@ gboolean pp_scenario_ffn_gated(const PpScenario *scenario) {
 
 gboolean pp_scenario_precision_fp8(const PpScenario *scenario) {
     return g_strcmp0(scenario->model.precision, "fp8") == 0;
+}
+
+int32_t pp_scenario_grad_bytes(const PpScenario *scenario) {
+    if (scenario->parallel.grad_bytes > 0)
+        return scenario->parallel.grad_bytes;
+    /* Megatron-LM (docs/memory.md): fp32 main gradients with bf16 parameters, fp16 ones with
+     * fp16 parameters */
+    return g_strcmp0(scenario->model.precision, "fp16") == 0 ? 2 : 4;
 }
 
 gboolean pp_scenario_attention_causal(const PpScenario *scenario) {

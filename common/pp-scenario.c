@@ -493,7 +493,7 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .moe_capacity_factor = par->moe_capacity_factor,
                              .fsdp_shards = par->fsdp ? (double)par->data * par->context : 1,
                              .context = par->context,
-                             .grad_bytes = par->grad_bytes,
+                             .grad_bytes = pp_scenario_grad_bytes(scenario),
                              .recompute_method = pp_scenario_recompute_method(scenario),
                              .recompute_layers = scenario->model.recompute_num_layers,
                              .fsdp_impl = pp_scenario_fsdp_impl(scenario)};

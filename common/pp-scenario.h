@@ -57,7 +57,7 @@ typedef struct {
     int32_t head_dim;        /* width of one head (default hidden / heads) */
     char   *ffn;             /* "gelu" (two hidden x ffn_hidden matrices) or "swiglu" (three) */
     int32_t ffn_hidden;      /* FFN inner width (default 4 * hidden) */
-    char   *precision;       /* "bf16" or "fp8": the layers' matrix products (simulator) */
+    char   *precision;       /* "bf16", "fp8" or "fp16" (bf16's rate, 2-byte gradients) */
     char   *attention_flops; /* "full" (every s x s score counted) or "causal" (half) */
     /* Multi-head latent attention (DeepSeek-V3's names; docs/cost-model.md, "Model shapes"). */
     char   *attention;        /* "mha" (multi-head or grouped-query) or "mla" */
@@ -161,8 +161,9 @@ typedef struct {
                                        over the D replicas */
     gboolean overlap_grad_reduce;   /* the gradient all-reduce starts layer by layer during
                                        the last backward instead of after it */
-    int32_t grad_bytes;             /* bytes per parameter the gradient all-reduce moves (2:
-                                       bf16; 4: fp32, pacer-train's CPU executor) */
+    int32_t grad_bytes;             /* bytes per parameter of the gradient buffer, which the
+                                       data-parallel reduction moves: 4 (fp32) or 2 (fp16,
+                                       bf16); -1 until derived (pp_scenario_grad_bytes()) */
     gboolean fsdp;                  /* ZeRO-3: weights, gradients and optimizer state sharded
                                        over data x context, each layer gathered per pass */
     char *fsdp_impl;                /* "megatron" (Megatron's custom FSDP) or "fsdp2" (torch
@@ -392,6 +393,10 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape);
 gboolean pp_scenario_ffn_gated(const PpScenario *scenario);
 /* TRUE when model.precision is fp8. */
 gboolean pp_scenario_precision_fp8(const PpScenario *scenario);
+/* Bytes per parameter of the gradient buffer: parallel.grad_bytes when given, else
+ * Megatron-LM's default for model.precision (docs/memory.md): 2 for fp16, 4 for bf16 and fp8
+ * (and for a NULL precision, read as bf16). */
+int32_t pp_scenario_grad_bytes(const PpScenario *scenario);
 /* TRUE when model.attention is mla (multi-head latent attention). */
 gboolean pp_scenario_attention_mla(const PpScenario *scenario);
 /* TRUE when model.attention_flops is causal (half the s x s score FLOPs). */

@@ -434,11 +434,7 @@ static gboolean sim_cost_fill_layout(SimCostModel *cost, const PpScenario *scena
             int64_t  node = cost->stage_node != NULL ? cost->stage_node[stage]
                                                      : sim_layout_stage_node(layout, stage);
             gboolean intra = node >= 0;
-            /* 0: a scenario filled by hand, read as the key's default */
-            int32_t grad_bytes = scenario->parallel.grad_bytes > 0
-                                     ? scenario->parallel.grad_bytes
-                                     : PP_MEMORY_GRADS_BYTES_PER_PARAM;
-            double  bytes = unit_params[u] * grad_bytes;
+            double   bytes = unit_params[u] * pp_scenario_grad_bytes(scenario);
             /* an all-reduce, or the distributed optimizer's reduce-scatter and all-gather,
              * over the replicas T ranks apart */
             cost->dp_sync_ns[u] = sim_layout_ring_ns(
@@ -589,30 +585,33 @@ static int64_t sim_cost_ulysses_ns(const PpScenario *scenario, const SimLayout *
 
 /* Fully sharded data parallelism (ZeRO-3, as PyTorch FSDP and Megatron's FSDP run it): a
  * block's @params bf16 weights (per GPU of its tensor group) are all-gathered over the D x C
- * replicas before its forward and again before its backward, and its gradients
- * reduce-scattered after its weight-gradient pass; each collective is prefetched behind the
- * neighbouring block's compute, so only its excess over this block's compute is charged:
- * F += max(0, gather - forward), B += max(0, gather - input-gradient compute), W +=
+ * replicas before its forward and again before its backward, and its gradients (@grad_bytes
+ * each, parallel.grad_bytes) reduce-scattered after its weight-gradient pass; each collective is
+ * prefetched behind the neighbouring block's compute, so only its excess over this block's compute
+ * is charged: F += max(0, gather - forward), B += max(0, gather - input-gradient compute), W +=
  * max(0, reduce-scatter - weight-gradient compute). A ring all-gather or reduce-scatter of
  * Z ranks takes collective_ns + Z - 1 steps of a link latency + bytes / (Z bw) each
- * (sim_layout_ring_ns()),
- * on the intra-node link when a stage's ranks fit a node (bw: sim_layout_dp_bytes_per_ns()). */
-static void sim_cost_add_fsdp(const SimLayout *layout, double params, double ns_per_flop,
-                              SimCostBlock *block) {
+ * (sim_layout_ring_ns()), on the intra-node link when a stage's ranks fit a node (bw:
+ * sim_layout_dp_bytes_per_ns()). */
+static void sim_cost_add_fsdp(const SimLayout *layout, double params, int32_t grad_bytes,
+                              double ns_per_flop, SimCostBlock *block) {
     const int32_t  Z = layout->data * layout->context;
     const gboolean intra = sim_layout_stage_node(layout, 0) >= 0;
     const double   bw = sim_layout_dp_bytes_per_ns(layout, intra);
-    const double   bytes = params * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM; /* gathered block */
     if (Z < 2)
         return;
-    const double gather_ns = (double)sim_layout_ring_ns(
-        layout, SIM_LAYOUT_RING_GATHER, Z,
-        intra ? 1 : sim_layout_group_nodes(layout, Z, layout->tensor), bytes, bw);
+    /* the gathered bf16 block; the reduce-scatter of its gradients at grad_bytes each */
+    const int32_t nodes = intra ? 1 : sim_layout_group_nodes(layout, Z, layout->tensor);
+    const double  gather_ns =
+        (double)sim_layout_ring_ns(layout, SIM_LAYOUT_RING_GATHER, Z, nodes,
+                                   params * PP_MEMORY_BF16_WEIGHT_BYTES_PER_PARAM, bw);
+    const double scatter_ns = (double)sim_layout_ring_ns(layout, SIM_LAYOUT_RING_GATHER, Z, nodes,
+                                                         params * grad_bytes, bw);
     const double f_ns = block->time_flops * ns_per_flop;
     const double b_ns = f_ns + block->recompute_time_flops * ns_per_flop;
     block->comm_f_ns += llround(MAX(0.0, gather_ns - f_ns));
     block->comm_b_ns += llround(MAX(0.0, gather_ns - b_ns));
-    block->comm_w_ns += llround(MAX(0.0, gather_ns - f_ns));
+    block->comm_w_ns += llround(MAX(0.0, scatter_ns - f_ns));
 }
 
 /* The share of a block's forward collectives its backward runs again: tensor-parallel (@tp),
@@ -852,9 +851,10 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
             sim_moe_a2a_exposed_ns(2 * a2a_ns * a2a_passes_b, a2a_eff, moe_f_ns, overlap);
     }
     if (scenario->parallel.fsdp && times) {
-        sim_cost_add_fsdp(&layout, mem.layer_params, ns_per_flop, &split.dense);
+        const int32_t g = pp_scenario_grad_bytes(scenario);
+        sim_cost_add_fsdp(&layout, mem.layer_params, g, ns_per_flop, &split.dense);
         if (mem.first_moe_layer < model->layers)
-            sim_cost_add_fsdp(&layout, mem.moe_layer_params, ns_per_flop, &split.moe);
+            sim_cost_add_fsdp(&layout, mem.moe_layer_params, g, ns_per_flop, &split.moe);
     }
     split.device_bytes = mem.fsdp_buffer_bytes + mem.comm_buffer_bytes;
     /* One activation or gradient message between stages: each of the T GPUs sends its 1/T

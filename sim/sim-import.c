@@ -389,15 +389,24 @@ static void sim_import_megatron_compute(SimImport *im) {
         sim_import_ignore(im, "--recompute-num-layers", reason);
     }
     sim_import_recompute_modules(im, g);
-    if (sim_import_switch(im, "--fp16")) {
-        g_ptr_array_add(im->ignored, g_strdup("--fp16: simulated as bf16 (the same tensor-core "
-                                              "rate and bytes)"));
+    const gboolean fp16 = sim_import_switch(im, "--fp16");
+    const gboolean bf16 = sim_import_switch(im, "--bf16");
+    const gboolean fp8_on = sim_import_choice(im, "--fp8-format", fp8) != NULL;
+    if (fp16)
+        sim_import_set(im, "model", "precision", "fp16");
+    if (bf16)
         sim_import_set(im, "model", "precision", "bf16");
-    }
-    if (sim_import_switch(im, "--bf16"))
-        sim_import_set(im, "model", "precision", "bf16");
-    if (sim_import_choice(im, "--fp8-format", fp8) != NULL)
+    if (fp8_on)
         sim_import_set(im, "model", "precision", "fp8");
+    /* The gradient buffer's dtype as Megatron's arguments.py sets it (docs/memory.md): fp32
+     * with --accumulate-allreduce-grads-in-fp32 or bf16 parameters, the parameters' without
+     * (fp16; bf16 with --grad-reduce-in-bf16). grad_bytes' default covers all but these. */
+    const gboolean fp32_grads = sim_import_switch(im, "--accumulate-allreduce-grads-in-fp32");
+    const gboolean bf16_grads = sim_import_switch(im, "--grad-reduce-in-bf16");
+    if (fp32_grads)
+        sim_import_set(im, "parallel", "grad_bytes", "4");
+    else if ((bf16 && bf16_grads) || (fp16 && fp8_on))
+        sim_import_set(im, "parallel", "grad_bytes", "2");
     const char *b = sim_import_choice(im, "--attention-backend", backend);
     if (b != NULL)
         sim_import_set(im, "model", "flash_attention", "%s",
@@ -606,6 +615,35 @@ static gboolean sim_import_json_enabled(JsonObject *root, const char *section) {
            json_node_get_boolean(e);
 }
 
+/* The gradient buffer's bytes: DeepSpeed accumulates gradients in data_types.grad_accum_dtype,
+ * the model's dtype when absent (deepspeed/runtime/engine.py, get_data_types()), so bf16 runs
+ * keep 2-byte gradients unless it says fp32 (its DtypeEnum names). */
+static void sim_import_deepspeed_grads(SimImport *im, JsonObject *root) {
+    static const char *const fp32[] = {"fp32", "float32", "float", "torch.float32", NULL};
+    static const char *const half[] = {"fp16",          "float16",        "half",
+                                       "torch.float16", "bf16",           "bfloat16",
+                                       "bfloat",        "torch.bfloat16", NULL};
+    JsonNode                *types = json_object_get_member(root, "data_types");
+    JsonNode                *acc = types != NULL && JSON_NODE_HOLDS_OBJECT(types)
+                                       ? json_object_get_member(json_node_get_object(types), "grad_accum_dtype")
+                                       : NULL;
+    if (acc == NULL || JSON_NODE_HOLDS_NULL(acc)) {
+        if (sim_import_json_enabled(root, "bf16"))
+            sim_import_set(im, "parallel", "grad_bytes", "2");
+        return;
+    }
+    const char *name = JSON_NODE_HOLDS_VALUE(acc) && json_node_get_value_type(acc) == G_TYPE_STRING
+                           ? json_node_get_string(acc)
+                           : "";
+    if (g_strv_contains(fp32, name))
+        sim_import_set(im, "parallel", "grad_bytes", "4");
+    else if (g_strv_contains(half, name))
+        sim_import_set(im, "parallel", "grad_bytes", "2");
+    else
+        sim_import_fail(im, "data_types.grad_accum_dtype = '%s': expected fp32, fp16 or bf16",
+                        name);
+}
+
 /* Sets the per-replica batch from DeepSpeed's three numbers; the data-parallel size comes
  * later (sim_import_derive) and checks train_batch_size against them. */
 static void sim_import_deepspeed(SimImport *im, JsonObject *root) {
@@ -643,11 +681,9 @@ static void sim_import_deepspeed(SimImport *im, JsonObject *root) {
     }
     if (sim_import_json_enabled(root, "bf16"))
         sim_import_set(im, "model", "precision", "bf16");
-    if (sim_import_json_enabled(root, "fp16")) {
-        sim_import_set(im, "model", "precision", "bf16");
-        g_ptr_array_add(im->ignored, g_strdup("fp16.enabled: simulated as bf16 (the same "
-                                              "tensor-core rate and bytes)"));
-    }
+    if (sim_import_json_enabled(root, "fp16"))
+        sim_import_set(im, "model", "precision", "fp16");
+    sim_import_deepspeed_grads(im, root);
     static const char *const read[] = {"train_micro_batch_size_per_gpu",
                                        "gradient_accumulation_steps",
                                        "train_batch_size",
@@ -655,6 +691,7 @@ static void sim_import_deepspeed(SimImport *im, JsonObject *root) {
                                        "zero_optimization",
                                        "bf16",
                                        "fp16",
+                                       "data_types",
                                        NULL};
     g_autoptr(GList) members = json_object_get_members(root);
     for (GList *l = members; l != NULL; l = l->next) {

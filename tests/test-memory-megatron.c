@@ -225,6 +225,62 @@ START_TEST(test_memory_keys_bad_input) {
 }
 END_TEST
 
+/* parallel.grad_bytes' default is Megatron-LM's rule for model.precision (docs/memory.md):
+ * fp32 main gradients under bf16 and fp8, a stage's gradient buffer its parameters x 4; fp16
+ * ones under fp16, x 2. The data-parallel reduction moves the same bytes (one time per byte
+ * count, longer for 4), and an explicit value wins over the rule. */
+START_TEST(test_grad_bytes_by_precision) {
+    const char *ini = "[model]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n"
+                      "[hardware]\npeak_tflops = 100\npeak_fp8_tflops = 200\nmemory_gib = 80\n"
+                      "mem_bw_gbps = 1000\nlink_gbps = 100\nlink_latency_us = 1\n"
+                      "[pipeline]\nschedule = 1f1b\nstages = 2\nmicrobatches = 4\n"
+                      "microbatch_size = 2\n"
+                      "[parallel]\ndata = 4\n"
+                      "[run]\nlayers_per_stage = 2,2\n";
+    const struct {
+        const char *set[3];
+        int32_t     bytes;
+        gboolean    given;
+    } cases[] = {
+        {{NULL}, 4, FALSE}, /* precision's default, bf16 */
+        {{"model.precision=bf16", NULL}, 4, FALSE},
+        {{"model.precision=fp8", NULL}, 4, FALSE},
+        {{"model.precision=fp16", NULL}, 2, FALSE},
+        {{"model.precision=bf16", "parallel.grad_bytes=2", NULL}, 2, TRUE},
+        {{"model.precision=fp16", "parallel.grad_bytes=4", NULL}, 4, TRUE},
+    };
+    int64_t sync_ns[5] = {0}; /* by byte count: stage 0's reduction */
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        g_autoptr(PpScenario) sc = pp_scenario_load_data(ini, "g.ini", cases[i].set, &error);
+        ck_assert_msg(sc != NULL, "%zu: %s", i, error ? error->message : "");
+        ck_assert_int_eq(sc->parallel.grad_bytes, cases[i].bytes);
+        ck_assert_int_eq(pp_scenario_key_given(sc, "parallel", "grad_bytes"), cases[i].given);
+        PpMemoryShape shape;
+        pp_scenario_memory_shape(sc, &shape);
+        PpMemoryBytes two = tiny_state(&shape, 2);
+        ck_assert_int_eq(two.grads_bytes, llround(2 * TINY_BLOCK * cases[i].bytes));
+        g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
+        ck_assert_msg(cost != NULL, "%zu: %s", i, error ? error->message : "");
+        /* the last stage: 2 blocks, the final LayerNorm and the head, V h + 2h */
+        ck_assert_int_eq(cost->grads_bytes[1],
+                         llround((2 * TINY_BLOCK + 100.0 * 64 + 2 * 64) * cases[i].bytes));
+        if (sync_ns[cases[i].bytes] == 0)
+            sync_ns[cases[i].bytes] = cost->dp_sync_ns[0];
+        ck_assert_int_eq(cost->dp_sync_ns[0], sync_ns[cases[i].bytes]);
+    }
+    ck_assert_int_gt(sync_ns[4], sync_ns[2]);
+    /* a precision Megatron has no rule for is the key's error */
+    const char *fp64[] = {"model.precision=fp64", NULL};
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PpScenario) bad = pp_scenario_load_data(ini, "g.ini", fp64, &error);
+    ck_assert_ptr_null(bad);
+    ck_assert_msg(strstr(error->message, "[model] precision = 'fp64'") != NULL &&
+                      strstr(error->message, "bf16, fp8, fp16") != NULL,
+                  "%s", error->message);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("memory-megatron");
     TCase *tc = tcase_create("categories");
@@ -235,6 +291,7 @@ int main(void) {
     tcase_add_test(tc, test_recompute_modes);
     tcase_add_test(tc, test_recompute_in_simulator);
     tcase_add_test(tc, test_memory_keys_bad_input);
+    tcase_add_test(tc, test_grad_bytes_by_precision);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -58,8 +58,11 @@ START_TEST(test_memory_matches_simulator) {
     ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
     g_autoptr(SimCostModel) cost = sim_cost_new_from_scenario(sc, &error);
     ck_assert_msg(cost != NULL, "%s", error ? error->message : "");
+    PpMemoryShape shape = gpt2_124m;
+    shape.grad_bytes = 4; /* the scenario's: fp32 gradients, grad_bytes' default for bf16 */
+    ck_assert_int_eq(pp_scenario_grad_bytes(sc), 4);
     PpMemoryModel m;
-    pp_memory_model(&gpt2_124m, &m);
+    pp_memory_model(&shape, &m);
     const int32_t layers[] = {2, 4, 3, 3};
     for (int32_t s = 0, begin = 0; s < 4; begin += layers[s], s++) {
         PpMemoryBytes bytes;

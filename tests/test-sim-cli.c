@@ -552,8 +552,8 @@ START_TEST(test_out_of_memory_advice) {
     const char      *tight[] = {base, "--set", "hardware.memory_gib=20", NULL};
     g_autofree char *out = NULL, *err = NULL;
     ck_assert_int_eq(run_cli(tight, &out, &err), 1);
-    const char *const want[] = {"needs 21.555 GiB",
-                                "1.617 GiB over the limit of 19.938 GiB",
+    const char *const want[] = {"needs 21.797 GiB",
+                                "1.860 GiB over the limit of 19.938 GiB",
                                 "pipeline.microbatch_size (now 16",
                                 "model.recompute = selective",
                                 "model.flash_attention = true",
@@ -587,7 +587,7 @@ START_TEST(test_out_of_memory_advice) {
     g_free(out);
     out = NULL;
     ck_assert_int_eq(run_cli(even, &out, NULL), 0);
-    ck_assert_msg(strstr(out, "it would not fit: 44.158 GiB, 24.158 GiB over the device's "
+    ck_assert_msg(strstr(out, "it would not fit: 44.326 GiB, 24.326 GiB over the device's "
                               "20.000 GiB; what lowers it:") != NULL,
                   "%s", out);
 }
@@ -637,8 +637,8 @@ START_TEST(test_interleaved_device_memory) {
     out = err = NULL;
     ck_assert_int_eq(run_cli(preset, &out, &err), 1);
     const char *const want[] = {"16 virtual stages on 4 devices",
-                                "needs 208.496 GiB (223870772224 bytes) on its fullest device",
-                                "35.379 GiB over the limit of 173.117 GiB",
+                                "needs 223.447 GiB (239924265984 bytes) on its fullest device",
+                                "50.330 GiB over the limit of 173.117 GiB",
                                 "more pipeline.stages (now 4",
                                 "more parallel.expert (now 64",
                                 "parallel.fsdp = true",

@@ -308,10 +308,10 @@ START_TEST(test_megatron_gpt3_from_file) {
     ck_assert_int_eq(run_import(head, NULL, &err), 0);
     check_same_run(out, "gpt3-175b.ini");
     g_autofree char  *text = test_util_read_file(out, NULL);
-    const char *const listed[] = {
-        "--fp16: simulated as bf16", "--rampup-batch-size 16 16 5859375: pacer simulates the full",
-        "--train-iters 500000: pacer simulates training.steps", "--lr 6.0e-5: no pacer key",
-        "--data-path /data/my-gpt3_00_text_document: no pacer key"};
+    const char *const listed[] = {"--rampup-batch-size 16 16 5859375: pacer simulates the full",
+                                  "--train-iters 500000: pacer simulates training.steps",
+                                  "--lr 6.0e-5: no pacer key",
+                                  "--data-path /data/my-gpt3_00_text_document: no pacer key"};
     for (size_t i = 0; i < G_N_ELEMENTS(listed); i++) {
         ck_assert_msg(strstr(text, listed[i]) != NULL, "'%s' not in the file:\n%s", listed[i],
                       text);
@@ -394,6 +394,42 @@ START_TEST(test_megatron_moe_capacity) {
 }
 END_TEST
 
+/* The gradient buffer follows Megatron's arguments.py: fp32 for bf16 parameters (grad_bytes'
+ * default, not written), bf16 with --grad-reduce-in-bf16, fp16 for fp16 parameters (the
+ * default again) also under fp8, fp32 with --accumulate-allreduce-grads-in-fp32. */
+START_TEST(test_megatron_grad_dtype) {
+    g_autofree char *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
+    const struct {
+        const char *flags[4];
+        const char *precision, *grad_bytes; /* grad_bytes NULL: not written */
+    } cases[] = {
+        {{"--bf16", NULL}, "\nprecision=bf16\n", NULL},
+        {{"--bf16", "--grad-reduce-in-bf16", NULL}, "\nprecision=bf16\n", "\ngrad_bytes=2\n"},
+        {{"--fp16", NULL}, "\nprecision=fp16\n", NULL},
+        {{"--fp16", "--fp8-format", "hybrid", NULL}, "\nprecision=fp8\n", "\ngrad_bytes=2\n"},
+        {{"--fp16", "--accumulate-allreduce-grads-in-fp32", NULL},
+         "\nprecision=fp16\n",
+         "\ngrad_bytes=4\n"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *out = g_strdup_printf("%s/g%zu.ini", dir, i);
+        g_autofree char *err = NULL;
+        import_mixtral(out, cases[i].flags, &err);
+        g_autofree char *text = test_util_read_file(out, NULL);
+        ck_assert_msg(strstr(text, cases[i].precision) != NULL, "%zu:\n%s", i, text);
+        if (cases[i].grad_bytes != NULL)
+            ck_assert_msg(strstr(text, cases[i].grad_bytes) != NULL, "%zu:\n%s", i, text);
+        else
+            ck_assert_msg(strstr(text, "grad_bytes=") == NULL, "%zu:\n%s", i, text);
+        /* each read, none listed */
+        ck_assert_ptr_null(strstr(err, "--grad-reduce-in-bf16"));
+        ck_assert_ptr_null(strstr(err, "--accumulate-allreduce-grads-in-fp32"));
+        ck_assert_ptr_null(strstr(err, "--fp16"));
+    }
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* --tp-comm-overlap maps to parallel.tp_comm_overlap. */
 START_TEST(test_megatron_tp_comm_overlap) {
     g_autofree char  *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
@@ -443,7 +479,7 @@ START_TEST(test_nemo_overrides) {
     const char *const nemo[] = {"python",
                                 "megatron_gpt_pretraining.py",
                                 "trainer.num_nodes=128",
-                                "trainer.precision=bf16-mixed",
+                                "trainer.precision=16-mixed", /* the script's --fp16 */
                                 "model.num_layers=96",
                                 "model.hidden_size=12288",
                                 "model.num_attention_heads=96",
@@ -697,6 +733,27 @@ START_TEST(test_bad_files) {
     ck_assert_ptr_nonnull(strstr(err3, "train_batch_size 64 is not micro-batch 2 x "
                                        "gradient_accumulation_steps 2 x 8"));
 
+    /* DeepSpeed's gradient accumulation dtype: fp32 is 4 bytes, a name it does not know fails */
+    const char *const ds_out[] = {
+        "deepspeed",         json, "--gpus", "8", "--out", cmd, "--force", "--set",
+        "model.preset=gpt2", NULL};
+    ck_assert(g_file_set_contents(json,
+                                  "{\"train_batch_size\": 64, \"bf16\": {\"enabled\": true}, "
+                                  "\"data_types\": {\"grad_accum_dtype\": \"fp32\"}}",
+                                  -1, NULL));
+    g_autofree char *err6 = NULL;
+    ck_assert_int_eq(run_import(ds_out, NULL, &err6), 0);
+    g_autofree char *text6 = test_util_read_file(cmd, NULL);
+    ck_assert_msg(strstr(text6, "\ngrad_bytes=4\n") != NULL, "%s", text6);
+    ck_assert(g_file_set_contents(json,
+                                  "{\"train_batch_size\": 64, \"data_types\": "
+                                  "{\"grad_accum_dtype\": \"fp64\"}}",
+                                  -1, NULL));
+    g_autofree char *err7 = NULL;
+    ck_assert_int_eq(run_import(ds_out, NULL, &err7), 1);
+    ck_assert_ptr_nonnull(
+        strstr(err7, "data_types.grad_accum_dtype = 'fp64': expected fp32, fp16 or bf16"));
+
     const char *const none[] = {"megatron", "--gpus", "8", NULL};
     g_autofree char  *err4 = NULL;
     ck_assert_int_eq(run_import(none, NULL, &err4), 2);
@@ -719,6 +776,7 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_megatron_moe_capacity);
     tcase_add_test(tc, test_megatron_cp_comm);
     tcase_add_test(tc, test_megatron_tp_comm_overlap);
+    tcase_add_test(tc, test_megatron_grad_dtype);
     tcase_add_test(tc, test_nemo_overrides);
     tcase_add_test(tc, test_deepspeed_zero3);
     tcase_add_test(tc, test_megatron_recompute_fsdp2);

@@ -229,7 +229,8 @@ START_TEST(test_cost_tensor) {
         ck_assert_int_eq(c8->w_ns[st], llround(flops / 8 / rate * 1e9));
         double params = 2 * (12 * h * h + 13 * h) + (st == 0 ? V * h + s * h : 0) +
                         (st == 3 ? V * h + 2 * h : 0);
-        ck_assert_int_eq(c1->static_bytes[st], llround(params * 6) + llround(params * 2) +
+        /* fp32 gradients: grad_bytes' default for bf16 */
+        ck_assert_int_eq(c1->static_bytes[st], llround(params * 6) + llround(params * 4) +
                                                    llround(params * 8) + c1->buffer_bytes[st]);
         ck_assert_int_eq(c1->buffer_bytes[st], llround(2 * 2 * b * s * h)); /* pipeline */
         ck_assert_int_eq(c8->weights_bytes[st], llround(params / 8 * 6));
@@ -352,18 +353,18 @@ START_TEST(test_cost_recompute) {
 END_TEST
 
 /* ZeRO-1 over D = 4: master weights 4/4 and moments 8/4 bytes per parameter, U over a quarter
- * of the parameters; gradients and the bf16 copy unchanged. parallel.grad_bytes = 4 (fp32, as
- * pacer-train reduces) all-reduces twice the bytes. */
+ * of the parameters; gradients and the bf16 copy unchanged. The all-reduce moves the fp32
+ * gradients (grad_bytes' default for bf16); fp16 ones (precision = fp16) half the bytes. */
 START_TEST(test_cost_zero1) {
     const char *const plain[] = {"parallel.data=4", NULL};
     const char *const zero[] = {"parallel.data=4", "parallel.distributed_optimizer=true", NULL};
-    const char *const fp32[] = {"parallel.data=4", "parallel.grad_bytes=4", NULL};
+    const char *const fp16[] = {"parallel.data=4", "model.precision=fp16", NULL};
     g_autoptr(PpScenario) sp = test_load(plain);
     g_autoptr(PpScenario) sz = test_load(zero);
-    g_autoptr(PpScenario) s4 = test_load(fp32);
+    g_autoptr(PpScenario) s2 = test_load(fp16);
     g_autoptr(SimCostModel) cp = test_cost(sp);
     g_autoptr(SimCostModel) cz = test_cost(sz);
-    g_autoptr(SimCostModel) c4 = test_cost(s4);
+    g_autoptr(SimCostModel) c2 = test_cost(s2);
     const double h = 12288, s = 2048, V = 51200;
     for (int32_t st = 0; st < 4; st++) {
         double params = 2 * (12 * h * h + 13 * h) + (st == 0 ? V * h + s * h : 0) +
@@ -373,11 +374,12 @@ START_TEST(test_cost_zero1) {
         ck_assert_int_eq(cz->optim_bytes[st], llround(params * 8 / 4.0));
         ck_assert_int_eq(cz->grads_bytes[st], cp->grads_bytes[st]);
         ck_assert_int_eq(cz->u_ns[st], llround(params / 4 * 28 / 2000e9 * 1e9));
-        /* the all-reduce of the stage's bf16 gradients over the 4 replicas, inside one node
+        /* the all-reduce of the stage's fp32 gradients over the 4 replicas, inside one node
          * (T D = 4 GPUs per stage, 8 per node) */
-        ck_assert_int_eq(cp->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 2, 300.0, 5000));
+        ck_assert_int_eq(cp->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 4, 300.0, 5000));
         ck_assert_int_eq(cz->dp_sync_ns[st], cp->dp_sync_ns[st]);
-        ck_assert_int_eq(c4->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 4, 300.0, 5000));
+        ck_assert_int_eq(c2->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 2, 300.0, 5000));
+        ck_assert_int_eq(c2->grads_bytes[st], llround(params * 2));
         ck_assert_int_eq(cp->dp_pieces[st], 2);
     }
     ck_assert_int_eq(cp->data_parallel, 4);
@@ -465,11 +467,11 @@ START_TEST(test_cost_busbw) {
         double params = 2 * (12 * h * h + 13 * h) + (st == 0 ? V * h + s * h : 0) +
                         (st == 3 ? V * h + 2 * h : 0);
         ck_assert_int_eq(c0->dp_sync_ns[st], cl->dp_sync_ns[st]);
-        ck_assert_int_eq(cb->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 2, 120.0, 5000));
+        ck_assert_int_eq(cb->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 4, 120.0, 5000));
         /* a stage's 4 replicas span two nodes of 2, the same bandwidth: of the ring's 6 steps
          * 4 cross nodes at the inter-node latency (NCCL's ring model), 2 stay inside, and
          * the latency counts 1.4 times */
-        ck_assert_int_eq(cw->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 2, 120.0, 0) +
+        ck_assert_int_eq(cw->dp_sync_ns[st], sim_layout_allreduce_ns(4, params * 4, 120.0, 0) +
                                                  llround(1.4 * (4 * 10000 + 2 * 5000)));
     }
     ck_assert_int_eq(sim_cost_comm_ns(cb), sim_cost_comm_ns(cl));
