@@ -610,17 +610,6 @@ static gboolean sim_cost_check_layer_ns(const PpScenario *scenario, const char *
     return FALSE;
 }
 
-/* FALSE with @error set: the MoE host stall (sim_moe_host_stall_ns()) leaves the clock. */
-static gboolean sim_cost_host_stall_error(const PpScenario *scenario, GError **error) {
-    g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
-                "%s: hardware.moe_host_us_per_expert = %g over %d local experts: one MoE "
-                "layer's host stall would take beyond the simulator's clock of 2^62 ns over "
-                "model.layers = %d; lower it",
-                scenario->path, scenario->hardware.moe_host_ns_per_expert / 1e3,
-                scenario->model.experts / scenario->parallel.expert, scenario->model.layers);
-    return FALSE;
-}
-
 /* Fills the analytic durations, link and memory model of @cost from @scenario. Layers are
  * split over the virtual stages by sim_cost_partition(); virtual stage vs runs on the device
  * of the schedule's placement. Stage 0's first chunk holds the embeddings, the last virtual
@@ -771,21 +760,14 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         const double   moe_f_ns = overlap ? split.moe.time_flops / t / c / rate * 1e9 : 0.0;
         const double   moe_b_ns =
             overlap ? moe_f_ns + split.moe.recompute_time_flops / t / c / rate * 1e9 : 0.0;
-        /* The host stall of the all-to-all dispatcher: once per forward, recomputed ones
-         * included; the backward reuses the forward's token counts. Neither stream runs
-         * during it, so no overlap hides it. */
-        int64_t host_ns = 0;
-        if (times && (!sim_moe_host_stall_ns(scenario, &host_ns) ||
-                      host_ns > PP_CHECKED_MAX / ((int64_t)model->layers + 1)))
-            return sim_cost_host_stall_error(scenario, error);
         /* the same context collectives as a dense block, the tensor ones under its own
          * products, the expert ones added */
         const int64_t tp_moe_ns =
             sim_cost_tp_exposed_ns(scenario, &split.moe, attention_flops, tp_ns, ns_per_flop);
-        split.moe.comm_f_ns = tp_moe_ns + cp_f_ns + host_ns +
-                              sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
+        split.moe.comm_f_ns =
+            tp_moe_ns + cp_f_ns + sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
         split.moe.comm_b_ns =
-            (tp_moe_ns + cp_b_ns) * passes_b + host_ns * (passes_b - 1) +
+            (tp_moe_ns + cp_b_ns) * passes_b +
             sim_moe_a2a_exposed_ns(2 * a2a_ns * passes_b, a2a_eff, moe_f_ns, overlap);
     }
     if (scenario->parallel.fsdp && times) {

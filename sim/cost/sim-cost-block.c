@@ -8,12 +8,21 @@
  * with dropout reads two, writes one and a 1-byte mask (7), backward 5; gelu 4 and 6, SwiGLU's
  * gate and product 6 and 10 per output element; the cross-entropy 8 bytes per fp32 logit each
  * way. A pass's time is the device's unless the host launching its operators at
- * hardware.launch_us each takes longer.
+ * hardware.launch_us each takes longer. Megatron's all-to-all dispatcher, dropless
+ * (sim_moe_dispatcher_syncs()), makes the host wait for the GPU once per MoE layer forward,
+ * before the expert all-to-all (MoEAlltoAllTokenDispatcher's d2h_event.synchronize() on the
+ * token counts; NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py at
+ * c4ba666, 2025-11): from there on the host has no lead, so the rest of the layer (the
+ * experts, the unpermutation, the residual add) is its own stretch, and in it the host issues
+ * the experts one at a time: two products per local expert and with fp8 each one's
+ * quantisation (TEGroupedMLP's tokens_per_expert.tolist() into Transformer Engine's
+ * GroupedLinear, experts.py at the same commit), each at launch_us.
  */
 #include "sim-cost-ops.h"
 
 #include "pp-checked.h"
 #include "pp-error.h"
+#include "sim-moe.h"
 
 /* The three parallelism passes over a fresh slice. */
 static void sim_cost_block_slice(const PpScenario *scenario, SimCostSlice *slice) {
@@ -23,12 +32,21 @@ static void sim_cost_block_slice(const PpScenario *scenario, SimCostSlice *slice
     sim_cost_slice_expert(slice, scenario);
 }
 
-/* An FFN of width @f (gelu or SwiGLU) over @rows rows on this GPU, @count of them. */
+/* An FFN of width @f (gelu or SwiGLU) over @rows rows on this GPU. */
 static void sim_cost_block_ffn(SimCostOps *ops, const SimCostSlice *sl, gboolean gated, double rows,
-                               double h, double f, double count) {
+                               double h, double f) {
+    sim_cost_ops_matmul(ops, sl, rows, (gated ? 2.0 : 1.0) * f, h, 1.0);
+    sim_cost_ops_elementwise(ops, sl, rows * f, gated ? 6.0 : 4.0, gated ? 10.0 : 6.0);
+    sim_cost_ops_matmul(ops, sl, rows, h, f, 1.0);
+}
+
+/* The local experts of an MoE layer (Megatron-Core's TEGroupedMLP): the first products of
+ * every local expert, one activation over all their rows, the second products. */
+static void sim_cost_block_experts(SimCostOps *ops, const SimCostSlice *sl, gboolean gated,
+                                   double h, double f) {
+    const double rows = sl->expert_rows, count = sl->local_experts;
     sim_cost_ops_matmul(ops, sl, rows, (gated ? 2.0 : 1.0) * f, h, count);
-    for (double i = 0; i < count; i++)
-        sim_cost_ops_elementwise(ops, sl, rows * f, gated ? 6.0 : 4.0, gated ? 10.0 : 6.0);
+    sim_cost_ops_elementwise(ops, sl, count * rows * f, gated ? 6.0 : 4.0, gated ? 10.0 : 6.0);
     sim_cost_ops_matmul(ops, sl, rows, h, f, count);
 }
 
@@ -70,17 +88,30 @@ void sim_cost_ops_block(const PpScenario *scenario, const PpMemoryShape *m, gboo
     sim_cost_ops_elementwise(ops, &sl, norm_elements, 7.0, 5.0);
     sim_cost_ops_elementwise(ops, &sl, norm_elements, 4.0, 6.0);
     if (!moe) {
-        sim_cost_block_ffn(ops, &sl, m->ffn_gated, N, h, f / T, 1.0);
+        sim_cost_block_ffn(ops, &sl, m->ffn_gated, N, h, f / T);
     } else {
         const double f_e = m->expert_ffn_hidden > 0 ? m->expert_ffn_hidden : f;
         const double routed = N * pp_memory_moe_routed_per_token(m) / T; /* this GPU's copies */
         sim_cost_ops_matmul(ops, &sl, N, m->experts, h, 1.0);            /* the router */
         sim_cost_ops_elementwise(ops, &sl, routed * h, 4.0, 4.0);        /* permute */
-        sim_cost_block_ffn(ops, &sl, m->ffn_gated, sl.expert_rows, h, f_e / sl.expert_split,
-                           sl.local_experts);
-        sim_cost_ops_elementwise(ops, &sl, routed * h, 4.0, 4.0); /* unpermute */
         if (m->shared_experts > 0)
-            sim_cost_block_ffn(ops, &sl, m->ffn_gated, N, h, m->shared_experts * f_e / T, 1.0);
+            sim_cost_block_ffn(ops, &sl, m->ffn_gated, N, h, m->shared_experts * f_e / T);
+        /* the host waits for the token counts here (before the expert all-to-all) */
+        const double synced_gpu_ns = ops->gpu_ns[SIM_COST_PASS_F];
+        const double synced_kernels = ops->kernels[SIM_COST_PASS_F];
+        sim_cost_block_experts(ops, &sl, m->ffn_gated, h, f_e / sl.expert_split);
+        sim_cost_ops_elementwise(ops, &sl, routed * h, 4.0, 4.0); /* unpermute */
+        sim_cost_ops_elementwise(ops, &sl, norm_elements, 7.0, 5.0);
+        if (sim_moe_dispatcher_syncs(scenario)) {
+            ops->synced_gpu_ns = ops->gpu_ns[SIM_COST_PASS_F] - synced_gpu_ns;
+            ops->synced_kernels = ops->kernels[SIM_COST_PASS_F] - synced_kernels;
+            /* the host issues the experts' products one expert at a time (and with fp8 each
+             * expert's quantisation) with no lead on the GPU */
+            const double per_expert = (sl.fp8 ? 4.0 : 2.0) * (sl.local_experts - 1.0);
+            ops->synced_kernels += per_expert;
+            ops->kernels[SIM_COST_PASS_F] += per_expert;
+        }
+        return;
     }
     sim_cost_ops_elementwise(ops, &sl, norm_elements, 7.0, 5.0);
 }
@@ -89,6 +120,7 @@ void sim_cost_ops_head(const PpScenario *scenario, SimCostOps *ops) {
     SimCostSlice sl;
     sim_cost_block_slice(scenario, &sl);
     sl.speedup = 1.0; /* the head stays in bf16 under fp8 */
+    sl.fp8 = FALSE;
     *ops = (SimCostOps){0};
     const double h = scenario->model.hidden, V = scenario->model.vocab;
     sim_cost_ops_elementwise(ops, &sl, sl.tokens * h / sl.norm_shards, 4.0, 6.0);
@@ -97,17 +129,26 @@ void sim_cost_ops_head(const PpScenario *scenario, SimCostOps *ops) {
     sim_cost_ops_elementwise(ops, &sl, sl.tokens * V / sl.tensor, 8.0, 8.0);
 }
 
+/* ns of one stretch the host issues without waiting: the device's time or the launches'. */
+static double sim_cost_ops_stretch_ns(double gpu_ns, double kernels, const PpHardwareParams *hw) {
+    return MAX(gpu_ns, kernels * (double)hw->launch_ns);
+}
+
 double sim_cost_ops_pass_ns(const SimCostOps *ops, const PpHardwareParams *hw, SimCostPass pass,
                             PpRecompute recompute) {
+    const double sg = ops->synced_gpu_ns, sk = ops->synced_kernels;
+    const double fg = ops->gpu_ns[SIM_COST_PASS_F], fk = ops->kernels[SIM_COST_PASS_F];
+    if (pass == SIM_COST_PASS_F)
+        return sim_cost_ops_stretch_ns(fg - sg, fk - sk, hw) + sim_cost_ops_stretch_ns(sg, sk, hw);
     double gpu_ns = ops->gpu_ns[pass], kernels = ops->kernels[pass];
-    if (pass == SIM_COST_PASS_B && recompute == PP_RECOMPUTE_FULL) {
-        gpu_ns += ops->gpu_ns[SIM_COST_PASS_F];
-        kernels += ops->kernels[SIM_COST_PASS_F];
-    } else if (pass == SIM_COST_PASS_B && recompute == PP_RECOMPUTE_SELECTIVE) {
+    if (pass == SIM_COST_PASS_B && recompute == PP_RECOMPUTE_FULL) /* the rerun forward syncs */
+        return sim_cost_ops_stretch_ns(fg - sg, fk - sk, hw) +
+               sim_cost_ops_stretch_ns(sg + gpu_ns, sk + kernels, hw);
+    if (pass == SIM_COST_PASS_B && recompute == PP_RECOMPUTE_SELECTIVE) {
         gpu_ns += ops->core_gpu_ns;
         kernels += ops->core_kernels;
     }
-    return MAX(gpu_ns, kernels * (double)hw->launch_ns);
+    return sim_cost_ops_stretch_ns(gpu_ns, kernels, hw);
 }
 
 void sim_cost_ops_unit_ns(const SimCostOps *dense, int32_t n_dense, const SimCostOps *moe,

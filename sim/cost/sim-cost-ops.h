@@ -28,12 +28,17 @@ typedef enum {
 
 /* What a list of operators takes on one GPU per micro-batch: device time and operators
  * launched in each pass; core_*: the part of the forward that selective recomputation reruns
- * (the attention core without flash attention). */
+ * (the attention core without flash attention); synced_*: the part of the forward the host
+ * issues after it waited for the GPU (Megatron's all-to-all dispatcher, dropless: the token
+ * counts copied to the host), so that the host's lead is lost there and the forward runs
+ * as two stretches, each the device's time or the host's launches, whichever is longer. */
 typedef struct {
     double gpu_ns[SIM_COST_PASS_N_KINDS];
     double kernels[SIM_COST_PASS_N_KINDS];
     double core_gpu_ns;
     double core_kernels;
+    double synced_gpu_ns;
+    double synced_kernels;
 } SimCostOps;
 
 /* The work of one block on one GPU after the parallel splits (sim-cost-slice.c). */
@@ -54,6 +59,8 @@ typedef struct {
     double expert_split;             /* expert_tensor: each expert's columns split */
     double speedup;                  /* the block's matrix products run this many times
                                         the bf16 rate (fp8) */
+    gboolean fp8;                    /* fp8 products: each quantises its input (F) and its
+                                        output's gradient (B) */
     gboolean flash;                  /* fused attention (model.flash_attention) */
     gboolean causal;                 /* flash skips the masked half (attention_flops) */
 } SimCostSlice;
@@ -81,9 +88,10 @@ double sim_cost_device_flash_ns(const PpHardwareParams *hw, double flops, double
 double sim_cost_device_memory_ns(const PpHardwareParams *hw, double bytes);
 
 /* --- the operator families --- */
-/* @count products of @M rows by a @K x @N weight, one grouped kernel per pass: the forward
- * (M, N, K) in F, the input gradient (M, K, N) in B, the weight gradient (K, N, M) in W
- * (sim-cost-matmul.c). */
+/* @count products of @M rows by a @K x @N weight, one grouped operator per pass: the forward
+ * (M, N, K) in F, the input gradient (M, K, N) in B, the weight gradient (K, N, M) in W; with
+ * fp8 the quantisation of the inputs (F) and of the output gradients (B), 4 bytes per element
+ * at HBM bandwidth, one operator each (sim-cost-matmul.c). */
 void sim_cost_ops_matmul(SimCostOps *ops, const SimCostSlice *slice, double M, double N, double K,
                          double count);
 /* The attention core of @heads local query heads of widths @d_qk, @d_v (sim-cost-attention.c). */
@@ -100,9 +108,10 @@ void sim_cost_ops_block(const PpScenario *scenario, const PpMemoryShape *shape, 
                         SimCostOps *ops);
 /* The LM head's matrix product and the cross-entropy over its logits on one GPU. */
 void sim_cost_ops_head(const PpScenario *scenario, SimCostOps *ops);
-/* ns of @pass of @ops: the device time, or the host's launches when they take longer; B
- * includes what @recompute reruns of the forward (full: all of it; selective: the attention
- * core without flash attention). */
+/* ns of @pass of @ops: the device time, or the host's launches when they take longer, over
+ * each stretch the host issues without waiting (the forward's synced part is its own
+ * stretch); B includes what @recompute reruns of the forward (full: all of it, synced again;
+ * selective: the attention core without flash attention). */
 double sim_cost_ops_pass_ns(const SimCostOps *ops, const PpHardwareParams *hw, SimCostPass pass,
                             PpRecompute recompute);
 /* Checks that every pass of @ops (one block or the head) stays within the simulator's clock
