@@ -92,8 +92,13 @@ void sim_cost_ops_block(const PpScenario *scenario, const PpMemoryShape *m, gboo
     } else {
         const double f_e = m->expert_ffn_hidden > 0 ? m->expert_ffn_hidden : f;
         const double routed = N * pp_memory_moe_routed_per_token(m) / T; /* this GPU's copies */
-        sim_cost_ops_matmul(ops, &sl, N, m->experts, h, 1.0);            /* the router */
-        sim_cost_ops_elementwise(ops, &sl, routed * h, 4.0, 4.0);        /* permute */
+        /* the router: a plain linear in bf16 or fp32, outside fp8 (Megatron-Core moe/router.py
+         * TopKRouter.gating, router_gating_linear at c4ba666) */
+        SimCostSlice router = sl;
+        router.speedup = 1.0;
+        router.fp8 = FALSE;
+        sim_cost_ops_matmul(ops, &router, N, m->experts, h, 1.0);
+        sim_cost_ops_elementwise(ops, &sl, routed * h, 4.0, 4.0); /* permute */
         if (m->shared_experts > 0)
             sim_cost_block_ffn(ops, &sl, m->ffn_gated, N, h, m->shared_experts * f_e / T);
         /* the host waits for the token counts here (before the expert all-to-all) */
