@@ -159,18 +159,20 @@ static const PpModelPreset pp_model_presets[] = {
      .experts_per_token = 4},
 };
 
-/* One calibration for both Blackwell presets (b200, gb200: the same GPU), fitted on six
- * published Megatron-Bridge rows (docs/published-runs.md): DeepSeek-V3
- * and Qwen3-235B-A22B in bf16 with HybridEP's all-to-alls inside an NVL72 domain, Llama 3 8B
- * on GB200 and B200 and Llama 3.1 405B on GB200 in fp8: kernel_eff_max, kernel_eff_fp8 and
- * alltoall_eff; Qwen3-235B-A22B in fp8 on B200 with the all-to-all dispatcher: its host stall,
- * 300 us per local expert (rounded from 310; the same recipe's Qwen3-30B-A3B on B200, left
- * out of the rows, is predicted within 10% with it). The curve's shape terms are the A100
- * fit's. */
+/* One calibration for both Blackwell presets (b200, gb200: the same GPU), the operator cost
+ * model (docs/published-runs.md). From operator-level facts: 148 SMs (two dies of 74 enabled;
+ * Chips and Cheese, "Nvidia's B200: Keeping the CUDA Juggernaut Rolling", 2025); a short reduction
+ * halves a product at K = 99, A100's 54 scaled by the ratio of the two GPUs' FLOP/s per byte of HBM
+ * (2,250/8 over 312/2.039); A100's 75 us of host time per operator (the same eager Megatron stack).
+ * Fitted on six published Megatron-Bridge rows: DeepSeek-V3 and Qwen3-235B-A22B in bf16 on
+ * GB200 (HybridEP inside the NVL72 domain), Llama 3 8B on GB200 and B200 and Llama 3.1 405B on
+ * GB200 in fp8, and Qwen3-235B-A22B in fp8 on B200 (the all-to-all dispatcher, which waits on
+ * the host once per MoE layer forward: sim/cost/sim-cost-block.c): kernel_eff_max 0.60,
+ * kernel_eff_fp8 0.80 and alltoall_eff 0.30. */
 #define PP_BLACKWELL_FIT                                                                           \
-    .calibrated = TRUE, .kernel_eff_max = 0.64, .kernel_eff_half_tokens = 0.0,                     \
-    .kernel_eff_half_hidden = 1450.0, .kernel_eff_fp8 = 0.92, .alltoall_eff = 0.4,                 \
-    .moe_host_ns_per_expert = 300000
+    .calibrated = TRUE, .kernel_eff_max = 0.60, .kernel_eff_half_tokens = 0.0,                     \
+    .kernel_eff_half_hidden = 99.0, .kernel_eff_fp8 = 0.80, .alltoall_eff = 0.30,                  \
+    .operator_costs = TRUE, .launch_ns = 75000, .sms = 148
 
 /* The fixed cost of one NCCL collective before its steps' link latencies: NCCL's own model of
  * a ring collective on the Simple protocol its bulk transfers use, 8.4 us of base latency
@@ -233,16 +235,13 @@ static const PpHardwarePreset pp_hardware_presets[] = {
          * (H100 SXM5 whitepaper); a short reduction halves a product at K = 104, A100's 54
          * scaled by the ratio of the two GPUs' FLOP/s per byte of HBM (989/3.35 over 312/2.039);
          * A100's 75 us of host time per operator (the same eager Megatron stack; no H100 row
-         * moves with it below 100 us). The all-to-all dispatcher's host stall is Blackwell's
-         * (the same x86 DGX host and software; the one MoE row, 4 local experts, cannot tell
-         * it from alltoall_eff). */
+         * moves with it below 100 us). */
         .calibrated = TRUE,
         .kernel_eff_max = 0.60,
         .kernel_eff_half_tokens = 0.0,
         .kernel_eff_half_hidden = 104.0,
         .kernel_eff_fp8 = 1.0,
         .alltoall_eff = 0.8,
-        .moe_host_ns_per_expert = 300000,
         .operator_costs = TRUE,
         .launch_ns = 75000,
         .sms = 132,
@@ -270,7 +269,6 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .kernel_eff_half_hidden = 73.0,
         .kernel_eff_fp8 = 1.0,
         .alltoall_eff = 0.8,
-        .moe_host_ns_per_expert = 300000,
         .operator_costs = TRUE,
         .launch_ns = 75000,
         .sms = 132,
@@ -300,7 +298,6 @@ static const PpHardwarePreset pp_hardware_presets[] = {
         .kernel_eff_half_hidden = 104.0,
         .kernel_eff_fp8 = 1.0,
         .alltoall_eff = 0.8,
-        .moe_host_ns_per_expert = 300000,
         .operator_costs = TRUE,
         .launch_ns = 75000,
         .sms = 132,
@@ -344,6 +341,8 @@ static const PpHardwarePreset pp_hardware_presets[] = {
     },
     {
         .name = "rtx-pro-6000",
+        /* Uncalibrated: no published run fixes its matmul ceiling or host time, so it keeps
+         * the whole-layer curve at its defaults (docs/cost-model.md, The analytic cost model). */
         .peak_flops = 503.8e12,       /* 188 SMs x 2.617 GHz boost x 1024 dense BF16
                                          FLOP/clk/SM with fp32 accumulate (the Ada RTX 6000
                                          rate per SM; the pro card is not halved) */
@@ -359,6 +358,8 @@ static const PpHardwarePreset pp_hardware_presets[] = {
     },
     {
         .name = "l40s",
+        /* Uncalibrated: no published run fixes its matmul ceiling or host time, so it keeps
+         * the whole-layer curve at its defaults (docs/cost-model.md, The analytic cost model). */
         .peak_flops = 362e12,        /* L40S datasheet: 362.05 TFLOP/s dense BF16 */
         .memory_bytes = 48 * PP_GIB, /* L40S: 48 GB GDDR6 (24 x 2 GiB chips) */
         .mem_bw_bytes_per_s = 864e9, /* L40S datasheet: 864 GB/s */

@@ -56,7 +56,6 @@ typedef struct {
     double   kernel_eff_half_hidden;      /* >= 0 */
     double   kernel_eff_fp8;              /* in (0, 1]; 1 on devices without fp8 */
     double   alltoall_eff;                /* in (0, 1] */
-    int64_t  moe_host_ns_per_expert;      /* >= 0 (pp-scenario.h) */
     gboolean operator_costs;              /* TRUE: cost_model = operators (calibrated) */
     int64_t  launch_ns;                   /* >= 0 (pp-scenario.h) */
     int32_t  sms;                         /* streaming multiprocessors (datasheet); 0: none */

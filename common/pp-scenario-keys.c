@@ -224,11 +224,6 @@ const PpScenarioKey pp_scenario_keys[] = {
     PP_NUM("hardware", "alltoall_eff", hardware.alltoall_eff, "1", 0.0, 1.0, 1.0, PP_KEY_MIN_EXCL,
            "analytic cost model: an expert all-to-all moves its bytes at alltoall_eff x the "
            "link bandwidths (link_gbps, internode_gbps); 1: the full bandwidth"),
-    PP_SCALED("hardware", "moe_host_us_per_expert", hardware.moe_host_ns_per_expert, "0", PP_US_MAX,
-              1e3, 0,
-              "analytic cost model: with parallel.moe_dispatcher = alltoall, each MoE layer's "
-              "forward waits this long per local expert for the host to size the all-to-all "
-              "and issue the experts' kernels; 0: never"),
     PP_ENUM("hardware", "cost_model", hardware.cost_model, "curve", pp_cost_model_choices,
             "analytic cost model: curve (a layer's FLOPs at the kernel-efficiency curve) or "
             "operators (each matrix product by its shape, attention, memory-bound operators by "
@@ -670,7 +665,6 @@ static void pp_scenario_apply_hardware_preset(PpScenario *sc, const PpHardwarePr
         sc->hardware.kernel_eff_half_hidden = fit->kernel_eff_half_hidden;
         sc->hardware.kernel_eff_fp8 = fit->kernel_eff_fp8;
         sc->hardware.alltoall_eff = fit->alltoall_eff;
-        sc->hardware.moe_host_ns_per_expert = fit->moe_host_ns_per_expert;
         g_free(sc->hardware.cost_model);
         sc->hardware.cost_model = g_strdup(pp_cost_model_choices[fit->operator_costs ? 1 : 0]);
         sc->hardware.launch_ns = fit->launch_ns;

@@ -115,11 +115,6 @@ typedef struct {
     /* An expert all-to-all moves its bytes at alltoall_eff x the link bandwidths: many small
      * peer-to-peer transfers, the routing metadata and the token permutation around them. */
     double alltoall_eff; /* in (0, 1] */
-    /* With the all-to-all token dispatcher (parallel.moe_dispatcher) a token-dropless MoE
-     * layer's forward waits on the host for the per-expert token counts, and the GPU then idles
-     * while the host issues the layer's expert kernels: this much per local expert (E / EP)
-     * and forward (docs/cost-model.md). */
-    int64_t moe_host_ns_per_expert; /* >= 0 */
     /* The simulator's cost model: "curve" (a layer's FLOPs at the kernel-efficiency curve
      * above) or "operators" (each operator by what bounds it; docs/cost-model.md, The operator
      * cost model: kernel_eff_max is then the matmul ceiling, kernel_eff_half_hidden and

@@ -615,13 +615,14 @@ static void sim_cost_add_fsdp(const SimLayout *layout, double params, int32_t gr
 }
 
 /* The share of a block's forward collectives its backward runs again: tensor-parallel (@tp),
- * context (@cp) and, for an MoE block, the expert all-to-alls with the dispatcher's host stall
- * (@a2a). Full recomputation reruns them all. Selective recomputation reruns those inside its
- * modules: the attention core's context collectives (core_attn), the FFN's one of the two
- * tensor-parallel collective pairs (mlp in a dense block, moe in an MoE block, with the MoE
- * layer's all-to-alls). Per-operator checkpointing keeps the reduce-scatters' and all-to-alls'
- * outputs (torchtitan's saved collectives) and reruns the all-gathers (half of a pass's
- * tensor-parallel bytes with sequence parallelism) or the all-reduces (all of them without). */
+ * context (@cp) and, for an MoE block, the expert all-to-alls (@a2a; the dispatcher's host
+ * sync is in the block's operators, SimCostOps). Full recomputation reruns them all. Selective
+ * recomputation reruns those inside its modules: the attention core's context collectives
+ * (core_attn), the FFN's one of the two tensor-parallel collective pairs (mlp in a dense block, moe
+ * in an MoE block, with the MoE layer's all-to-alls). Per-operator checkpointing keeps the
+ * reduce-scatters' and all-to-alls' outputs (torchtitan's saved collectives) and reruns the
+ * all-gathers (half of a pass's tensor-parallel bytes with sequence parallelism) or the all-reduces
+ * (all of them without). */
 typedef struct {
     double tp, cp, a2a;
 } SimCostRerunComm;
@@ -655,17 +656,6 @@ static gboolean sim_cost_check_layer_ns(const PpScenario *scenario, const char *
                 scenario->hardware.link_bw_bytes_per_s / 1e9,
                 scenario->hardware.internode_bw_bytes_per_s / 1e9,
                 (double)scenario->hardware.collective_ns / 1e3);
-    return FALSE;
-}
-
-/* FALSE with @error set: the MoE host stall (sim_moe_host_stall_ns()) leaves the clock. */
-static gboolean sim_cost_host_stall_error(const PpScenario *scenario, GError **error) {
-    g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT,
-                "%s: hardware.moe_host_us_per_expert = %g over %d local experts: one MoE "
-                "layer's host stall would take beyond the simulator's clock of 2^62 ns over "
-                "model.layers = %d; lower it",
-                scenario->path, scenario->hardware.moe_host_ns_per_expert / 1e3,
-                scenario->model.experts / scenario->parallel.expert, scenario->model.layers);
     return FALSE;
 }
 
@@ -831,23 +821,15 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         const double   moe_f_ns = overlap ? split.moe.time_flops / t / c / rate * 1e9 : 0.0;
         const double   moe_b_ns =
             overlap ? moe_f_ns + split.moe.recompute_time_flops / t / c / rate * 1e9 : 0.0;
-        /* The host stall of the all-to-all dispatcher: once per forward, recomputed ones
-         * included; the backward reuses the forward's token counts. Neither stream runs
-         * during it, so no overlap hides it. */
-        int64_t host_ns = 0;
-        if (times && (!sim_moe_host_stall_ns(scenario, &host_ns) ||
-                      host_ns > PP_CHECKED_MAX / ((int64_t)model->layers + 1)))
-            return sim_cost_host_stall_error(scenario, error);
         /* the same context collectives as a dense block, the tensor ones under its own
          * products, the expert ones added */
         const int64_t tp_moe_ns =
             sim_cost_tp_exposed_ns(scenario, &split.moe, attention_flops, tp_ns, ns_per_flop);
-        split.moe.comm_f_ns = tp_moe_ns + cp_f_ns + host_ns +
-                              sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
+        split.moe.comm_f_ns =
+            tp_moe_ns + cp_f_ns + sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
         const int64_t a2a_passes_b = rerun_moe.a2a > 0.0 ? 2 : 1;
         split.moe.comm_b_ns =
             llround(tp_moe_ns * (1.0 + rerun_moe.tp) + cp_b_ns * (1.0 + rerun_moe.cp)) +
-            host_ns * (a2a_passes_b - 1) +
             sim_moe_a2a_exposed_ns(2 * a2a_ns * a2a_passes_b, a2a_eff, moe_f_ns, overlap);
     }
     if (scenario->parallel.fsdp && times) {

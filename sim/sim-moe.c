@@ -5,7 +5,6 @@
 
 #include <math.h>
 
-#include "pp-checked.h"
 #include "pp-error.h"
 
 double sim_moe_expert_width(double hidden, double expert_ffn_hidden) {
@@ -47,15 +46,8 @@ void sim_moe_a2a_bytes(const PpScenario *scenario, int64_t in_node, double bytes
     *inter = bytes / (double)k * reached;
 }
 
-gboolean sim_moe_host_stall_ns(const PpScenario *scenario, int64_t *ns) {
-    const PpModelParams *m = &scenario->model;
-    PP_ASSERT(m->experts > 0 && scenario->parallel.expert >= 1);
-    if (pp_scenario_moe_dispatcher(scenario) != PP_MOE_DISPATCHER_ALLTOALL ||
-        scenario->parallel.moe_capacity_factor > 0.0) {
-        *ns = 0;
-        return TRUE;
-    }
-    /* E / EP is whole: checked when the scenario loads (pp-scenario-blocks.c) */
-    return pp_checked_mul(scenario->hardware.moe_host_ns_per_expert,
-                          m->experts / scenario->parallel.expert, ns);
+gboolean sim_moe_dispatcher_syncs(const PpScenario *scenario) {
+    PP_ASSERT(scenario->model.experts > 0);
+    return pp_scenario_moe_dispatcher(scenario) == PP_MOE_DISPATCHER_ALLTOALL &&
+           !(scenario->parallel.moe_capacity_factor > 0.0);
 }

@@ -43,13 +43,13 @@ int64_t sim_moe_a2a_exposed_ns(int64_t a2a_ns, double alltoall_eff, double hidin
 void sim_moe_a2a_bytes(const PpScenario *scenario, int64_t in_node, double bytes, double *intra,
                        double *inter);
 
-/* Host stall of one MoE layer forward per micro-batch into *@ns: with the all-to-all
- * dispatcher (parallel.moe_dispatcher = alltoall) dropless the host needs every rank's
- * per-expert token counts to size the all-to-all, so it waits for them and the GPU then idles
- * while the host issues the layer's kernels, one group per local expert:
- * hardware.moe_host_us_per_expert x E / EP. The fused dispatchers (deepep, hybridep) and a
- * capacity factor (parallel.moe_capacity_factor > 0: fixed splits, nothing to wait for) are
- * charged none: 0. FALSE when the product leaves 2^62 ns (*@ns unchanged). */
-gboolean sim_moe_host_stall_ns(const PpScenario *scenario, int64_t *ns);
+/* Whether the host waits for the GPU once per MoE layer forward: Megatron's all-to-all
+ * dispatcher (parallel.moe_dispatcher = alltoall) dropless copies the per-expert token counts
+ * to the host (the all-to-all's split sizes, the experts' row counts) and synchronises on
+ * them before the expert all-to-all; the fused dispatchers (deepep, hybridep) and a capacity
+ * factor (parallel.moe_capacity_factor > 0: fixed splits) never wait. What the wait costs is
+ * the operator model's: the host issues the rest of the layer with no lead on the GPU
+ * (sim-cost-ops.h, SimCostOps). */
+gboolean sim_moe_dispatcher_syncs(const PpScenario *scenario);
 
 G_END_DECLS

@@ -3,7 +3,8 @@
  * closed form: a matrix product's time by its shape (the ceiling, tile waves, a short
  * reduction), a GPT block's forward, input-gradient and weight-gradient passes from its
  * operators, the host floor of launch_us per operator, recomputation, the tensor and
- * sequence splits, the stage times the simulator builds from them, and the keys' errors.
+ * sequence splits, fp8's quantisations, the MoE forward the all-to-all dispatcher splits at
+ * its host sync, the stage times the simulator builds from them, and the keys' errors.
  */
 #include <check.h>
 #include <math.h>
@@ -183,6 +184,83 @@ START_TEST(test_cost_ops_stage_times) {
 }
 END_TEST
 
+/* fp8 products (peak_fp8_tflops 200: twice the rate) quantise their input in F and their
+ * output's gradient in B: 4 bytes per element at 0.8 x 1000 GB/s, one operator each. */
+START_TEST(test_cost_ops_fp8_quantise) {
+    const char *ov[] = {"model.precision=fp8", "hardware.peak_fp8_tflops=200", NULL};
+    SimCostOps  bf16, fp8;
+    g_autoptr(PpScenario) sc_bf16 = load_block(NULL, &bf16);
+    g_autoptr(PpScenario) sc = load_block(ov, &fp8);
+    const double N = 4096.0, h = 1024.0, mm = block_matmul_ns(N, h, 1.0);
+    /* inputs: QKV and FC1 h wide, the projection h, FC2 4h; gradients: 3h, h, 4h, h */
+    const double q_f = N * (h + h + h + 4 * h) * 4.0 / 800e9 * 1e9;
+    const double q_b = N * (3 * h + h + 4 * h + h) * 4.0 / 800e9 * 1e9;
+    ck_assert_double_eq_tol(fp8.gpu_ns[SIM_COST_PASS_F],
+                            bf16.gpu_ns[SIM_COST_PASS_F] - mm / 2.0 + q_f, 1e-3);
+    ck_assert_double_eq_tol(fp8.gpu_ns[SIM_COST_PASS_B],
+                            bf16.gpu_ns[SIM_COST_PASS_B] - mm / 2.0 + q_b, 1e-3);
+    ck_assert_double_eq_tol(fp8.gpu_ns[SIM_COST_PASS_W], mm / 2.0, 1e-3);
+    ck_assert_double_eq(fp8.kernels[SIM_COST_PASS_F], 14);
+    ck_assert_double_eq(fp8.kernels[SIM_COST_PASS_B], 15);
+    ck_assert_double_eq(fp8.kernels[SIM_COST_PASS_W], 4);
+}
+END_TEST
+
+/* An MoE block of 8 local experts (2 per token) with 1 ms per operator launched, so that the
+ * host bounds every stretch. Its forward launches the norm, QKV, attention, projection,
+ * residual add, norm, router and permutation (8 operators), then the experts' two products
+ * and one activation, the unpermutation and the residual add (5): 13 ms with the fused
+ * dispatchers or a capacity factor. Megatron's all-to-all dispatcher dropless waits for the
+ * token counts after the permutation and issues the rest with no lead, each expert's two
+ * products one by one: 8 + (5 + 2 x 7) = 27 ms; with fp8 every product but the router's
+ * (bf16) also quantises its input, and after the sync each expert its own: (8 + 2) + (5 + 2 +
+ * 4 x 7) = 45 ms. Full recomputation reruns the synced forward inside B. With
+ * no launch cost the two stretches add up to the device time. */
+static SimCostOps moe_block(const char *dispatch, const char *extra, const char *launch) {
+    const char *ov[] = {"model.experts=8",
+                        "model.experts_per_token=2",
+                        "hardware.peak_fp8_tflops=200",
+                        dispatch,
+                        launch,
+                        extra,
+                        NULL};
+    g_autoptr(PpScenario) sc = load(ov);
+    PpMemoryShape shape;
+    pp_scenario_memory_shape(sc, &shape);
+    SimCostOps ops;
+    sim_cost_ops_block(sc, &shape, TRUE, FALSE, &ops);
+    return ops;
+}
+
+START_TEST(test_cost_ops_moe_sync) {
+    const char *ms = "hardware.launch_us=1000", *none = "model.layers=2";
+    g_autoptr(PpScenario) sc = load(NULL);
+    PpHardwareParams hw = sc->hardware;
+    hw.launch_ns = 1000000;
+    const SimCostOps fused = moe_block("parallel.moe_dispatcher=hybridep", none, ms);
+    const SimCostOps capacity =
+        moe_block("parallel.moe_dispatcher=alltoall", "parallel.moe_capacity_factor=1", ms);
+    const SimCostOps synced = moe_block("parallel.moe_dispatcher=alltoall", none, ms);
+    const SimCostOps fp8 = moe_block("parallel.moe_dispatcher=alltoall", "model.precision=fp8", ms);
+    ck_assert_double_eq(sim_cost_ops_pass_ns(&fused, &hw, SIM_COST_PASS_F, 0), 13e6);
+    ck_assert_double_eq(sim_cost_ops_pass_ns(&capacity, &hw, SIM_COST_PASS_F, 0), 13e6);
+    ck_assert_double_eq(synced.synced_kernels, 19);
+    ck_assert_double_eq(sim_cost_ops_pass_ns(&synced, &hw, SIM_COST_PASS_F, 0), 27e6);
+    ck_assert_double_eq(sim_cost_ops_pass_ns(&fp8, &hw, SIM_COST_PASS_F, 0), 45e6);
+    /* the backward needs no counts: the same launches with either dispatcher */
+    const double b = synced.kernels[SIM_COST_PASS_B] * 1e6;
+    ck_assert_double_eq(fused.kernels[SIM_COST_PASS_B], synced.kernels[SIM_COST_PASS_B]);
+    ck_assert_double_eq(sim_cost_ops_pass_ns(&synced, &hw, SIM_COST_PASS_B, 0), b);
+    ck_assert_double_eq(sim_cost_ops_pass_ns(&synced, &hw, SIM_COST_PASS_B, SIM_COST_RERUN_ALL),
+                        27e6 + b);
+    /* without launch cost the stretches sum to the device time */
+    hw.launch_ns = 0;
+    ck_assert_double_eq_tol(sim_cost_ops_pass_ns(&synced, &hw, SIM_COST_PASS_F, 0),
+                            synced.gpu_ns[SIM_COST_PASS_F], 1e-6);
+    ck_assert_double_eq_tol(synced.gpu_ns[SIM_COST_PASS_F], fused.gpu_ns[SIM_COST_PASS_F], 1e-6);
+}
+END_TEST
+
 START_TEST(test_cost_ops_keys_bad) {
     const char        *model_ov[] = {"hardware.cost_model=fast", NULL};
     const char        *launch_ov[] = {"hardware.launch_us=-1", NULL};
@@ -216,6 +294,8 @@ static Suite *cost_ops_suite(void) {
     tcase_add_test(tc, test_cost_ops_launch_floor);
     tcase_add_test(tc, test_cost_ops_tensor_split);
     tcase_add_test(tc, test_cost_ops_stage_times);
+    tcase_add_test(tc, test_cost_ops_fp8_quantise);
+    tcase_add_test(tc, test_cost_ops_moe_sync);
     tcase_add_test(tc, test_cost_ops_keys_bad);
     suite_add_tcase(s, tc);
     return s;

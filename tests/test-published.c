@@ -185,21 +185,30 @@ START_TEST(test_published_tokens_median) {
 }
 END_TEST
 
-/* Megatron-Bridge's other column, model TFLOP/s per GPU, for the same rows (25.11 tables, as
- * each file's comment quotes it): over the row's tokens/s it gives the FLOPs the source counts
- * per token, an independent check of the presets and of pacer's FLOP count (6 N_active per
+/* Megatron-Bridge's other column, model TFLOP/s per GPU, for the same rows (25.11 and 25.09
+ * tables, as each file's comment quotes it): over the row's tokens/s it gives the FLOPs the source
+ * counts per token, an independent check of the presets and of pacer's FLOP count (6 N_active per
  * token plus the causal half of the attention scores, docs/cost-model.md, Model shapes). */
 static const struct {
     const char *file;
     double      tflops;
 } mbridge_tflops[] = {
-    {"mbridge-gb200-deepseek-v3-bf16.ini", 782},   {"mbridge-gb200-deepseek-v3-fp8.ini", 1003},
-    {"mbridge-gb200-qwen3-235b-bf16.ini", 728},    {"mbridge-gb200-qwen3-30b-fp8.ini", 547},
-    {"mbridge-gb200-llama3-405b-fp8.ini", 2053},   {"mbridge-gb200-llama3-70b-fp8-fsdp.ini", 1937},
-    {"mbridge-gb200-llama3-8b-fp8.ini", 1622},     {"mbridge-b200-llama3-405b-fp8-cp2.ini", 1667},
-    {"mbridge-b200-qwen3-235b-fp8.ini", 484},      {"mbridge-b200-llama3-8b-fp8.ini", 1576},
-    {"mbridge-h100-llama3-405b-fp8-cp2.ini", 737}, {"mbridge-h100-llama3-70b-fp8.ini", 719},
-    {"mbridge-h100-qwen3-235b-fp8.ini", 233},      {"mbridge-h100-llama3-8b-fp8-fsdp.ini", 744},
+    {"mbridge-gb200-deepseek-v3-bf16.ini", 782},
+    {"mbridge-gb200-deepseek-v3-fp8.ini", 1003},
+    {"mbridge-gb200-qwen3-235b-bf16.ini", 728},
+    {"mbridge-gb200-qwen3-30b-fp8.ini", 547},
+    {"mbridge-gb200-llama3-405b-fp8.ini", 2053},
+    {"mbridge-gb200-llama3-70b-fp8-fsdp.ini", 1937},
+    {"mbridge-gb200-llama3-8b-fp8.ini", 1622},
+    {"mbridge-b200-llama3-405b-fp8-cp2.ini", 1667},
+    {"mbridge-b200-qwen3-235b-fp8.ini", 484},
+    {"mbridge-b200-llama3-8b-fp8.ini", 1576},
+    {"mbridge-b200-qwen3-30b-fp8.ini", 214},
+    {"mbridge-b200-qwen3-30b-fp8-tokendrop.ini", 416},
+    {"mbridge-h100-llama3-405b-fp8-cp2.ini", 737},
+    {"mbridge-h100-llama3-70b-fp8.ini", 719},
+    {"mbridge-h100-qwen3-235b-fp8.ini", 233},
+    {"mbridge-h100-llama3-8b-fp8-fsdp.ini", 744},
 };
 
 /* The source's FLOPs per token equal the cost model's model FLOPs per token within 1%. */

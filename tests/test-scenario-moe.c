@@ -4,7 +4,7 @@
  * values, the text round trip, the errors for inconsistent values; and what the simulator's
  * cost model charges for them in closed form: FLOPs of the active weights, the expert
  * all-to-alls on the links the placement gives, with and without their overlap, the
- * all-to-all dispatcher's host stall, the fused dispatchers' bytes, and the experts' matrix
+ * fused dispatchers' bytes, which dispatch makes the host wait, and the experts' matrix
  * products at the expert's width (docs/cost-model.md, "Mixture of experts").
  */
 #include <check.h>
@@ -45,7 +45,6 @@ START_TEST(test_moe_keys_defaults) {
     ck_assert_int_eq(sc->parallel.expert_tensor, 1); /* absent: tensor */
     ck_assert_str_eq(sc->model.attention, "mha");
     ck_assert_int_eq(pp_scenario_moe_dispatcher(sc), PP_MOE_DISPATCHER_ALLTOALL);
-    ck_assert_int_eq(sc->hardware.moe_host_ns_per_expert, 0); /* no preset: never */
     PpMemoryShape shape;
     pp_scenario_memory_shape(sc, &shape);
     ck_assert_double_eq(shape.experts, 8);
@@ -121,9 +120,6 @@ static const MoeBadCase bad_cases[] = {
     {{"parallel.moe_dispatcher=nccl"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
      {"[parallel] moe_dispatcher = 'nccl'", "alltoall, deepep, hybridep"}},
-    {{"hardware.moe_host_us_per_expert=-1"},
-     PP_SCENARIO_ERROR_INVALID_VALUE,
-     {"[hardware] moe_host_us_per_expert = '-1'"}},
     {{"parallel.moe_capacity_factor=-1"},
      PP_SCENARIO_ERROR_INVALID_VALUE,
      {"[parallel] moe_capacity_factor = '-1'"}},
@@ -276,53 +272,6 @@ START_TEST(test_moe_a2a_overlap) {
 }
 END_TEST
 
-/* The all-to-all dispatcher's host stall: u per local expert and MoE layer forward, u = 3 us.
- * EP 8 holds 1 of the 8 experts per GPU, EP 4 2; stage 1's two MoE layers stall twice per
- * forward, its backward not at all (it reuses the counts) unless it reruns the forward. No
- * overlap hides it; the fused dispatchers are charged none. */
-START_TEST(test_moe_host_stall) {
-    const char *base_ov[] = {NULL};
-    g_autoptr(SimCostModel) base = moe_cost(base_ov);
-    const char *ov[] = {"hardware.moe_host_us_per_expert=3", NULL};
-    g_autoptr(SimCostModel) cost = moe_cost(ov);
-    ck_assert_int_eq(cost->f_ns[0] - base->f_ns[0], 3000); /* layer 1 */
-    ck_assert_int_eq(cost->f_ns[1] - base->f_ns[1], 2 * 3000);
-    ck_assert_int_eq(cost->b_ns[1], base->b_ns[1]);
-    ck_assert_int_eq(cost->w_ns[1], base->w_ns[1]);
-    const char *ep4_base_ov[] = {"parallel.expert=4", NULL};
-    const char *ep4_ov[] = {"parallel.expert=4", "hardware.moe_host_us_per_expert=3", NULL};
-    g_autoptr(SimCostModel) ep4_base = moe_cost(ep4_base_ov);
-    g_autoptr(SimCostModel) ep4 = moe_cost(ep4_ov);
-    ck_assert_int_eq(ep4->f_ns[1] - ep4_base->f_ns[1], 2 * 2 * 3000);
-    const char *full_base_ov[] = {"model.recompute=full", NULL};
-    const char *full_ov[] = {"model.recompute=full", "hardware.moe_host_us_per_expert=3", NULL};
-    g_autoptr(SimCostModel) full_base = moe_cost(full_base_ov);
-    g_autoptr(SimCostModel) full = moe_cost(full_ov);
-    ck_assert_int_eq(full->b_ns[1] - full_base->b_ns[1], 2 * 3000);
-    const char *lap_base_ov[] = {"parallel.moe_a2a_overlap=true", NULL};
-    const char *lap_ov[] = {"parallel.moe_a2a_overlap=true", "hardware.moe_host_us_per_expert=3",
-                            NULL};
-    g_autoptr(SimCostModel) lap_base = moe_cost(lap_base_ov);
-    g_autoptr(SimCostModel) lap = moe_cost(lap_ov);
-    ck_assert_int_eq(lap->f_ns[1] - lap_base->f_ns[1], 2 * 3000);
-    const char *fused_base_ov[] = {"parallel.moe_dispatcher=hybridep", NULL};
-    const char *fused_ov[] = {"parallel.moe_dispatcher=hybridep",
-                              "hardware.moe_host_us_per_expert=3", NULL};
-    g_autoptr(SimCostModel) fused_base = moe_cost(fused_base_ov);
-    g_autoptr(SimCostModel) fused = moe_cost(fused_ov);
-    ck_assert_int_eq(fused->f_ns[1], fused_base->f_ns[1]);
-    /* a hand-built stall beyond the clock is refused, naming the key */
-    g_autoptr(GError) err = NULL;
-    g_autoptr(PpScenario) sc = load(NULL, &err);
-    ck_assert_msg(sc != NULL, "%s", err ? err->message : "");
-    sc->hardware.moe_host_ns_per_expert = INT64_C(1) << 61;
-    ck_assert_ptr_null(sim_cost_new_from_scenario(sc, &err));
-    ck_assert(g_error_matches(err, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_INCONSISTENT));
-    ck_assert_msg(strstr(err->message, "hardware.moe_host_us_per_expert") != NULL, "%s",
-                  err->message);
-}
-END_TEST
-
 /* parallel.moe_capacity_factor: each of the 8 experts takes ceil(cf x 128 x 2 / 8) of a
  * rank's 128 routed tokens, padded: cf 1.3 gives 42 rows each, 8 x 42 / 128 = 2.625 per token
  * in place of K = 2 (0.5 gives 16 rows: 1 per token, half the copies dropped). The experts'
@@ -338,8 +287,7 @@ START_TEST(test_moe_capacity) {
     const double   experts = 2 * 128 * (routed + 1) * 3 * h * 128;
     const double   bytes = 128 * routed * h * 2;
     const int64_t  a2a = 5000 + llround(fmax(bytes * 3 / 8 / 100.0, bytes * 4 / 8 / 10.0));
-    const char    *ov[] = {"parallel.moe_capacity_factor=1.3", "hardware.moe_host_us_per_expert=3",
-                           NULL};
+    const char    *ov[] = {"parallel.moe_capacity_factor=1.3", NULL};
     g_autoptr(SimCostModel) cost = moe_cost(ov);
     const int64_t f1 =
         llround((2 * (f.router + experts + f.scores) + f.head) / rate * 1e9) + 4 * a2a;
@@ -369,13 +317,10 @@ START_TEST(test_moe_capacity) {
     sim_cost_slice_context(&sl, sc);
     sim_cost_slice_expert(&sl, sc);
     ck_assert_double_eq(sl.expert_rows, 128 * routed);
-    /* no host stall with a capacity; the same scenario dropless stalls 3 us per MoE layer */
-    int64_t host_ns = -1;
-    ck_assert(sim_moe_host_stall_ns(sc, &host_ns));
-    ck_assert_int_eq(host_ns, 0);
+    /* fixed splits: the host waits for no token counts; the same scenario dropless does */
+    ck_assert(!sim_moe_dispatcher_syncs(sc));
     sc->parallel.moe_capacity_factor = 0.0;
-    ck_assert(sim_moe_host_stall_ns(sc, &host_ns));
-    ck_assert_int_eq(host_ns, 3000);
+    ck_assert(sim_moe_dispatcher_syncs(sc));
 }
 END_TEST
 
@@ -471,7 +416,6 @@ int main(void) {
     tcase_add_loop_test(tc, test_moe_keys_bad, 0, (int)G_N_ELEMENTS(bad_cases));
     tcase_add_test(tc, test_moe_cost);
     tcase_add_test(tc, test_moe_a2a_overlap);
-    tcase_add_test(tc, test_moe_host_stall);
     tcase_add_test(tc, test_moe_capacity);
     tcase_add_test(tc, test_moe_fused_dispatch);
     tcase_add_test(tc, test_moe_expert_width);

@@ -567,7 +567,6 @@ START_TEST(test_preset_families) {
         ck_assert_double_eq(a->kernel_eff_half_hidden, b->kernel_eff_half_hidden);
         ck_assert_double_eq(a->kernel_eff_fp8, b->kernel_eff_fp8);
         ck_assert_double_eq(a->alltoall_eff, b->alltoall_eff);
-        ck_assert_int_eq(a->moe_host_ns_per_expert, b->moe_host_ns_per_expert);
         ck_assert_int_eq(a->launch_ns, b->launch_ns);
         ck_assert_str_eq(a->cost_model, b->cost_model);
         ck_assert_int_eq(a->sms, variants[i].sms);

@@ -36,9 +36,13 @@ typedef enum {
 
 /* What a list of operators takes on one GPU per micro-batch: device time and operators
  * launched in each pass, the forward's matrix-product FLOPs, and per rerun part the forward's
- * device time, launches and matrix FLOPs in it. While a block is built, @module (a
- * PpRecomputeModule bit number, -1: none) and @op_rerun (the share of an operator's forward
- * that per-operator checkpointing reruns) say where the operators added next belong. */
+ * device time, launches and matrix FLOPs in it; synced_*: the part of the forward the host
+ * issues after it waited for the GPU (Megatron's all-to-all dispatcher, dropless: the token
+ * counts copied to the host), so that the host's lead is lost there and the forward runs as
+ * two stretches, each the device's time or the host's launches, whichever is longer. While a
+ * block is built, @module (a PpRecomputeModule bit number, -1: none) and @op_rerun (the share
+ * of an operator's forward that per-operator checkpointing reruns) say where the operators
+ * added next belong. */
 typedef struct {
     double gpu_ns[SIM_COST_PASS_N_KINDS];
     double kernels[SIM_COST_PASS_N_KINDS];
@@ -46,6 +50,8 @@ typedef struct {
     double rerun_gpu_ns[SIM_COST_RERUN_N];
     double rerun_kernels[SIM_COST_RERUN_N];
     double rerun_flops[SIM_COST_RERUN_N];
+    double synced_gpu_ns;
+    double synced_kernels;
     int    module;
     double op_rerun;
 } SimCostOps;
@@ -68,6 +74,8 @@ typedef struct {
     double expert_split;             /* expert_tensor: each expert's columns split */
     double speedup;                  /* the block's matrix products run this many times
                                         the bf16 rate (fp8) */
+    gboolean fp8;                    /* fp8 products: each quantises its input (F) and its
+                                        output's gradient (B) */
     gboolean flash;                  /* fused attention (model.flash_attention) */
     gboolean causal;                 /* flash skips the masked half (attention_flops) */
 } SimCostSlice;
@@ -95,9 +103,10 @@ double sim_cost_device_flash_ns(const PpHardwareParams *hw, double flops, double
 double sim_cost_device_memory_ns(const PpHardwareParams *hw, double bytes);
 
 /* --- the operator families --- */
-/* @count products of @M rows by a @K x @N weight, one grouped kernel per pass: the forward
- * (M, N, K) in F, the input gradient (M, K, N) in B, the weight gradient (K, N, M) in W
- * (sim-cost-matmul.c). */
+/* @count products of @M rows by a @K x @N weight, one grouped operator per pass: the forward
+ * (M, N, K) in F, the input gradient (M, K, N) in B, the weight gradient (K, N, M) in W; with
+ * fp8 the quantisation of the inputs (F) and of the output gradients (B), 4 bytes per element
+ * at HBM bandwidth, one operator each (sim-cost-matmul.c). */
 void sim_cost_ops_matmul(SimCostOps *ops, const SimCostSlice *slice, double M, double N, double K,
                          double count);
 /* The attention core of @heads local query heads of widths @d_qk, @d_v (sim-cost-attention.c). */
@@ -124,8 +133,11 @@ guint sim_cost_ops_rerun_set(const PpScenario *scenario);
 double sim_cost_ops_rerun_flops(const SimCostOps *ops, guint rerun);
 /* The LM head's matrix product and the cross-entropy over its logits on one GPU. */
 void sim_cost_ops_head(const PpScenario *scenario, SimCostOps *ops);
-/* ns of @pass of @ops: the device time, or the host's launches when they take longer; B
- * includes the forward's parts in the rerun set @rerun (sim_cost_ops_rerun_set()). */
+/* ns of @pass of @ops: the device time, or the host's launches when they take longer, over
+ * each stretch the host issues without waiting (the forward's synced part is its own
+ * stretch); B includes the forward's parts in the rerun set @rerun
+ * (sim_cost_ops_rerun_set(); full: all of it, synced again; a partial rerun: one stretch with
+ * the backward). */
 double sim_cost_ops_pass_ns(const SimCostOps *ops, const PpHardwareParams *hw, SimCostPass pass,
                             guint rerun);
 /* Checks that every pass of @ops (one block or the head) stays within the simulator's clock

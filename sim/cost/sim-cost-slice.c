@@ -23,6 +23,7 @@ void sim_cost_slice_init(SimCostSlice *slice, const PpScenario *scenario) {
         .speedup = pp_scenario_precision_fp8(scenario)
                        ? hw->kernel_eff_fp8 * hw->peak_fp8_flops / hw->peak_flops
                        : 1.0,
+        .fp8 = pp_scenario_precision_fp8(scenario),
         .flash = scenario->model.flash_attention,
         .causal = pp_scenario_attention_causal(scenario),
     };
