@@ -208,7 +208,7 @@ void sim_cost_ops_block(const PpScenario *scenario, const PpMemoryShape *m, gboo
     sim_cost_block_slice(scenario, &sl);
     if (count_only)
         sl.hw = NULL;
-    sim_cost_block_ops(&sl, m, moe, sim_moe_dispatcher_syncs(scenario), ops);
+    sim_cost_block_ops(&sl, m, moe, moe && sim_moe_dispatcher_syncs(scenario), ops);
 }
 
 guint sim_cost_ops_rerun_set(const PpScenario *scenario) {
