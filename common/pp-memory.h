@@ -55,8 +55,12 @@ typedef enum {
  * weight gradients' qkv and fc1 (fp8 runs keep some in 1 byte: an upper bound). The
  * all-gathered layer input of sequence parallelism lands in one of them. */
 #define PP_MEMORY_TP_OVERLAP_BUFFERS 10
-/* Logits are kept in fp32 for the loss. */
-#define PP_MEMORY_LOGIT_BYTES 4
+/* Bytes per logit at the loss: the output layer's bf16 logits (2) and the fp32 copy Megatron's
+ * vocab-parallel cross-entropy makes of them and turns into the softmax it keeps for the
+ * backward (4; megatron/core/tensor_parallel/cross_entropy.py, calculate_logits_max(): the
+ * caller still holds the bf16 logits). The backward has the same 6 at its start: the fp32
+ * gradient, written over the softmax, and its bf16 cast. */
+#define PP_MEMORY_LOGIT_BYTES 6
 
 /* The model shape the memory model reads (doubles: products of dimensions stay exact below
  * 2^53 for every accepted scenario, and the callers check their sums). */
@@ -149,7 +153,7 @@ typedef struct {
                                  plain case; W frees the rest */
     double layer_input_bytes; /* a checkpointed block's stored input, 2bsh (/T with sequence
                                  parallelism) / C */
-    double logits_bytes;      /* fp32 logits per live micro-batch, 4bsV / T (last vstage) */
+    double logits_bytes;      /* logits at the loss per live micro-batch, 6bsV / T (last vstage) */
     /* An MoE block (layers >= first_moe_layer; G_MAXINT32 for a dense model): attention, S
      * shared experts and LayerNorms over T, the router replicated, the E routed experts over
      * expert x expert_tensor ranks; activations as a dense block's with the FFN's replaced by

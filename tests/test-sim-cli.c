@@ -552,8 +552,8 @@ START_TEST(test_out_of_memory_advice) {
     const char      *tight[] = {base, "--set", "hardware.memory_gib=20", NULL};
     g_autofree char *out = NULL, *err = NULL;
     ck_assert_int_eq(run_cli(tight, &out, &err), 1);
-    const char *const want[] = {"needs 21.555 GiB",
-                                "1.617 GiB over the limit of 19.938 GiB",
+    const char *const want[] = {"needs 21.750 GiB",
+                                "1.813 GiB over the limit of 19.938 GiB",
                                 "pipeline.microbatch_size (now 16",
                                 "model.recompute = selective",
                                 "model.flash_attention = true",
