@@ -118,6 +118,10 @@ typedef struct {
     PpFsdpImpl        fsdp_impl;        /* with fsdp_shards > 1 */
     double            msg_bytes;        /* one stage-to-stage activation message on this GPU
                                            (0: a single stage, no pipeline buffers) */
+    gboolean tied_embeddings; /* the LM head is the word embedding: one copy where one virtual
+                                 stage holds both ends (model.tie_embeddings) */
+    gboolean swiglu_unfused;  /* SwiGLU as separate kernels, which also keep the silu output:
+                                 8f bytes per token instead of 6f (model.swiglu_fusion) */
 } PpMemoryShape;
 
 /* Per-part quantities of the model on one GPU (parameters, bytes per live micro-batch): with
@@ -133,6 +137,10 @@ typedef struct {
     double grads_bpp;    /* gradient buffer, grad_bytes (sharded by ZeRO-3) */
     double optim_bpp;    /* Adam moments (sharded by ZeRO-1) */
     double state_bpp;    /* weights + gradients + optimizer */
+
+    /* the head of a virtual stage that also holds the embedding: with tied embeddings its
+     * final LayerNorm 2h / T, else head_params */
+    double tied_head_params;
     /* the same for the routed experts, sharded over expert_zero_shards instead */
     double expert_weights_bpp, expert_grads_bpp, expert_optim_bpp, expert_state_bpp;
     double fsdp_buffer_bytes; /* ZeRO-3 (fsdp_shards > 1): per device, the gathered bf16

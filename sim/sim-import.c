@@ -522,7 +522,7 @@ static const struct {
     {"--train-samples", "pacer simulates training.steps identical steps"},
     {"--rampup-batch-size", "pacer simulates the full --global-batch-size"},
     {"--fp8-recipe", "one fp8 rate per device (hardware.kernel_eff_fp8)"},
-    {"--untie-embeddings-and-output-weights", "pacer counts a separate LM head either way"},
+    {"--untie-embeddings-and-output-weights", "model.tie_embeddings = false, its default"},
     {"--tokenizer-type", "the vocabulary is --vocab-size (or model.vocab)"},
 };
 
