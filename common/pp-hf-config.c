@@ -365,7 +365,8 @@ gboolean pp_hf_config_read(const char *path, PpModelPreset *shape, GStrv *warnin
     if (pp_hf_true(&r, "tie_word_embeddings"))
         pp_hf_warn(&r,
                    "tie_word_embeddings = true: pacer counts a separate LM head (vocab x hidden "
-                   "more weights on the last stage than the tied model has)");
+                   "more weights on the last stage than the tied model has) unless [model] "
+                   "tie_embeddings = true is set");
     *shape = m;
     g_ptr_array_add(notes, NULL);
     *warnings = (GStrv)g_ptr_array_steal(notes, NULL);

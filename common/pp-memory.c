@@ -295,13 +295,23 @@ static void pp_memory_block_act(const PpMemoryShape *shape, const PpMemoryDims *
     *rerun_bytes = sbh * rerun_sbh;
 }
 
+/* The FFN's stored activation bytes per token and unit of its width: GeLU's input and output
+ * (4); SwiGLU's gate and up outputs and their product (6), and the silu output too (8) when
+ * it runs as separate kernels (Megatron without bias_swiglu_fusion, its legacy model, plain
+ * torch: silu(gate) * up keeps both factors), where the fused kernel recomputes it. */
+static double pp_memory_ffn_act_bytes(const PpMemoryShape *shape) {
+    if (!shape->ffn_gated)
+        return 4.0;
+    return shape->swiglu_unfused ? 8.0 : 6.0;
+}
+
 /* An MoE block's FFN activation bytes per token: the K + S experts' activation inputs and
  * outputs (2f_e each, SwiGLU 3), the K dispatched copies of the token (2h, the experts' GEMM
  * input) and of the experts' outputs (2h, for the routing weights' gradient), and the fp32
  * router probabilities 4E; with a capacity factor the experts' rows as padded or dropped (R
  * = pp_memory_moe_routed_per_token() in place of K). */
 static double pp_memory_moe_ffn_acts(const PpMemoryShape *shape) {
-    const double ffn_acts = shape->ffn_gated ? 6.0 : 4.0; /* per token and f_e */
+    const double ffn_acts = pp_memory_ffn_act_bytes(shape); /* per token and f_e */
     const double k = pp_memory_moe_routed_per_token(shape);
     return (k + shape->shared_experts) * ffn_acts * shape->expert_ffn_hidden +
            4.0 * k * shape->hidden + 4.0 * shape->experts;
@@ -345,13 +355,17 @@ void pp_memory_model(const PpMemoryShape *shape, PpMemoryModel *model) {
     model->layer_params = (pp_memory_layer_matrix_params(shape) + small) / t;
     model->embed_params = (V * h + s * h) / t;
     model->head_params = (V * h + 2.0 * h) / t;
+    /* Megatron ties the head to the word embedding on the GPU that holds both; with pipeline
+     * stages the last keeps a copy of its own (megatron/core/models/common/language_module/
+     * language_module.py, setup_embeddings_and_output_layer()) */
+    model->tied_head_params = shape->tied_embeddings ? 2.0 * h / t : model->head_params;
     pp_memory_bpp(shape, zero, fsdp, &model->weights_bpp, &model->grads_bpp, &model->optim_bpp);
     model->state_bpp = model->weights_bpp + model->grads_bpp + model->optim_bpp;
     pp_memory_bpp(shape, ezero, fsdp > 1.0 ? ezero : 1.0, &model->expert_weights_bpp,
                   &model->expert_grads_bpp, &model->expert_optim_bpp);
     model->expert_state_bpp =
         model->expert_weights_bpp + model->expert_grads_bpp + model->expert_optim_bpp;
-    const double ffn_acts = (shape->ffn_gated ? 6.0 : 4.0) * dm.f; /* per token */
+    const double ffn_acts = pp_memory_ffn_act_bytes(shape) * dm.f; /* per token */
     pp_memory_block_act(shape, &dm, ffn_acts, FALSE, t, &model->layer_act_bytes,
                         &model->layer_act_b_bytes, &model->layer_rerun_bytes);
     const gboolean sp = shape->sequence_parallel && t > 1.0;
@@ -430,7 +444,8 @@ double pp_memory_vstage_params(const PpMemoryModel *model, int32_t layer_begin, 
                                gboolean first, gboolean last) {
     return pp_memory_span(model, layer_begin, n_layers, model->layer_params,
                           model->moe_layer_params) +
-           (first ? model->embed_params : 0.0) + (last ? model->head_params : 0.0);
+           (first ? model->embed_params : 0.0) +
+           (last ? (first ? model->tied_head_params : model->head_params) : 0.0);
 }
 
 /* Blocks of the @n_layers whose inputs full recomputation checkpoints. */

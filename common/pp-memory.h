@@ -70,8 +70,12 @@ typedef enum {
  * weight gradients' qkv and fc1 (fp8 runs keep some in 1 byte: an upper bound). The
  * all-gathered layer input of sequence parallelism lands in one of them. */
 #define PP_MEMORY_TP_OVERLAP_BUFFERS 10
-/* Logits are kept in fp32 for the loss. */
-#define PP_MEMORY_LOGIT_BYTES 4
+/* Bytes per logit at the loss: the output layer's bf16 logits (2) and the fp32 copy Megatron's
+ * vocab-parallel cross-entropy makes of them and turns into the softmax it keeps for the
+ * backward (4; megatron/core/tensor_parallel/cross_entropy.py, calculate_logits_max(): the
+ * caller still holds the bf16 logits). The backward has the same 6 at its start: the fp32
+ * gradient, written over the softmax, and its bf16 cast. */
+#define PP_MEMORY_LOGIT_BYTES 6
 
 /* The model shape the memory model reads (doubles: products of dimensions stay exact below
  * 2^53 for every accepted scenario, and the callers check their sums). */
@@ -131,6 +135,10 @@ typedef struct {
     PpFsdpImpl        fsdp_impl;        /* with fsdp_shards > 1 */
     double            msg_bytes;        /* one stage-to-stage activation message on this GPU
                                            (0: a single stage, no pipeline buffers) */
+    gboolean tied_embeddings; /* the LM head is the word embedding: one copy where one virtual
+                                 stage holds both ends (model.tie_embeddings) */
+    gboolean swiglu_unfused;  /* SwiGLU as separate kernels, which also keep the silu output:
+                                 8f bytes per token instead of 6f (model.swiglu_fusion) */
 } PpMemoryShape;
 
 /* Per-part quantities of the model on one GPU (parameters, bytes per live micro-batch): with
@@ -146,6 +154,10 @@ typedef struct {
     double grads_bpp;    /* gradient buffer, grad_bytes (sharded by ZeRO-3) */
     double optim_bpp;    /* Adam moments (sharded by ZeRO-1) */
     double state_bpp;    /* weights + gradients + optimizer */
+
+    /* the head of a virtual stage that also holds the embedding: with tied embeddings its
+     * final LayerNorm 2h / T, else head_params */
+    double tied_head_params;
     /* the same for the routed experts, sharded over expert_zero_shards instead */
     double expert_weights_bpp, expert_grads_bpp, expert_optim_bpp, expert_state_bpp;
     double fsdp_buffer_bytes; /* ZeRO-3 (fsdp_shards > 1): per device, the gathered bf16
@@ -168,7 +180,7 @@ typedef struct {
                                  block's activations, rebuilt in its backward; else 0 */
     double layer_input_bytes; /* a checkpointed block's stored input, 2bsh (/T with sequence
                                  parallelism) / C */
-    double logits_bytes;      /* fp32 logits per live micro-batch, 4bsV / T (last vstage) */
+    double logits_bytes;      /* logits at the loss per live micro-batch, 6bsV / T (last vstage) */
     /* An MoE block (layers >= first_moe_layer; G_MAXINT32 for a dense model): attention, S
      * shared experts and LayerNorms over T, the router replicated, the E routed experts over
      * expert x expert_tensor ranks; activations as a dense block's with the FFN's replaced by

@@ -274,6 +274,12 @@ static gboolean pp_scenario_derive_layer(PpScenario *sc, GError **error) {
                                             (int64_t)m->hidden * 4, PP_FFN_MAX);
         m->ffn_hidden = m->hidden * 4;
     }
+    if (!m->swiglu_fusion && !pp_scenario_ffn_gated(sc))
+        return pp_scenario_inconsistent(
+            sc, error,
+            "[model] swiglu_fusion = false applies to ffn = swiglu only, but [model] ffn = %s; "
+            "set ffn = swiglu or leave swiglu_fusion out",
+            m->ffn);
     if (pp_scenario_recompute(sc) != PP_RECOMPUTE_FULL &&
         (m->recompute_num_layers != 1 || pp_scenario_recompute_method(sc) != PP_RECOMPUTE_UNIFORM))
         return pp_scenario_inconsistent(

@@ -132,6 +132,16 @@ const PpScenarioKey pp_scenario_keys[] = {
             "gate, up and down)"),
     PP_INT("model", "ffn_hidden", model.ffn_hidden, NULL, 1, PP_FFN_MAX, PP_KEY_DERIVED,
            "feed-forward inner width; absent: 4 * hidden"),
+    PP_TEXT("model", "swiglu_fusion", PP_KEY_BOOL, model.swiglu_fusion, "true", 0,
+            "swiglu only (simulator memory): true, Megatron's fused bias-SwiGLU kernel, which "
+            "stores the gate and up outputs and their product (6 bytes per token and FFN "
+            "unit); false, separate kernels (--no-bias-swiglu-fusion, Megatron's legacy "
+            "model, plain torch) that also keep the silu output (8)"),
+    PP_TEXT("model", "tie_embeddings", PP_KEY_BOOL, model.tie_embeddings, "false", 0,
+            "true: the LM head is the word embedding (Megatron without "
+            "--untie-embeddings-and-output-weights); the simulator's memory counts one copy "
+            "where one virtual stage holds both ends; with pipeline stages the last keeps its "
+            "own copy, as Megatron does"),
     PP_ENUM("model", "precision", model.precision, "bf16", pp_model_precision_choices,
             "the layers' matrix products (simulator): bf16 at hardware.peak_tflops, fp8 at "
             "hardware.peak_fp8_tflops (attention scores and the LM head stay bf16), or fp16 "

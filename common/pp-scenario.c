@@ -465,6 +465,8 @@ void pp_scenario_memory_shape(const PpScenario *scenario, PpMemoryShape *shape) 
                              .heads = scenario->model.heads,
                              .vocab = scenario->model.vocab,
                              .flash_attention = scenario->model.flash_attention,
+                             .tied_embeddings = scenario->model.tie_embeddings,
+                             .swiglu_unfused = !scenario->model.swiglu_fusion,
                              .tensor = par->tensor,
                              .sequence_parallel = par->sequence_parallel,
                              .tp_comm_overlap = par->tp_comm_overlap,

@@ -59,6 +59,12 @@ typedef struct {
     int32_t ffn_hidden;      /* FFN inner width (default 4 * hidden) */
     char   *precision;       /* "bf16", "fp8" or "fp16" (bf16's rate, 2-byte gradients) */
     char   *attention_flops; /* "full" (every s x s score counted) or "causal" (half) */
+
+    /* The memory of the FFN's activation and of the LM head (docs/memory.md). */
+    gboolean swiglu_fusion;  /* swiglu: TRUE (default) one fused kernel that recomputes the
+                                silu output; FALSE separate kernels that keep it */
+    gboolean tie_embeddings; /* the LM head is the word embedding: one copy where one virtual
+                                stage holds both ends */
     /* Multi-head latent attention (DeepSeek-V3's names; docs/cost-model.md, "Model shapes"). */
     char   *attention;        /* "mha" (multi-head or grouped-query) or "mla" */
     int32_t q_lora_rank;      /* query latent width; 0: queries straight from hidden */

@@ -138,7 +138,7 @@ SimCostModel *sim_cost_new_uniform(int32_t n_stages, int32_t n_chunks, int64_t f
  * 2bsh bytes / link bandwidth. Memory either way: 16 bytes per parameter static, split into weights
  * 6 (bf16 + fp32 master), gradients 2 (bf16) and optimizer state 8 (Adam moments), 2 per stashed
  * copy; activations sb(34h + 5as) per layer (M_B = sb(2h + 5as) freed at B), or with
- * model.flash_attention 34sbh (M_B = 2sbh), plus fp32 logits bsV on the last virtual stage.
+ * model.flash_attention 34sbh (M_B = 2sbh), plus the logits at the loss on the last virtual stage.
  * Returns: (transfer full), or NULL with @error set (PP_SCENARIO_ERROR_INVALID_VALUE naming
  * the key the model lacks or whose value it cannot use; PP_SCENARIO_ERROR_INCONSISTENT when
  * no split fits hardware.memory_gib; the schedule generator's errors). */

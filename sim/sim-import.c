@@ -301,6 +301,13 @@ static void sim_import_megatron_model(SimImport *im) {
     gboolean swiglu = sim_import_switch(im, "--swiglu");
     if (swiglu)
         sim_import_set(im, "model", "ffn", "swiglu");
+    if (!swiglu)
+        sim_import_ignore(im, "--no-bias-swiglu-fusion", "read only with --swiglu");
+    else if (sim_import_switch(im, "--no-bias-swiglu-fusion"))
+        sim_import_set(im, "model", "swiglu_fusion", "false");
+    /* Megatron ties the LM head to the word embedding unless told not to */
+    if (!sim_import_switch(im, "--untie-embeddings-and-output-weights"))
+        sim_import_set(im, "model", "tie_embeddings", "true");
     if (sim_import_int(im, "--ffn-hidden-size", 1, &ffn))
         sim_import_set(im, "model", "ffn_hidden", "%" G_GINT64_FORMAT, ffn);
     else if (swiglu && hidden > 0) /* Megatron's SwiGLU default: 2/3 of 4h, down to 64 */
@@ -554,7 +561,6 @@ static const struct {
     {"--train-samples", "pacer simulates training.steps identical steps"},
     {"--rampup-batch-size", "pacer simulates the full --global-batch-size"},
     {"--fp8-recipe", "one fp8 rate per device (hardware.kernel_eff_fp8)"},
-    {"--untie-embeddings-and-output-weights", "pacer counts a separate LM head either way"},
     {"--tokenizer-type", "the vocabulary is --vocab-size (or model.vocab)"},
 };
 

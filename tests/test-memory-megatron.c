@@ -5,7 +5,8 @@
  * parameter), the distributed optimizer (6 + 12/D), MoE experts sharded over the
  * expert-data-parallel ranks, FSDP as Megatron's and torch FSDP2 allocate it, every
  * recomputation mode (none, selective, full uniform and block with recompute_num_layers), the
- * reserved estimate; the scenario keys that set them and their bad-input errors.
+ * reserved estimate, fused and unfused SwiGLU, tied embeddings; the scenario keys that set them
+ * and their bad-input errors.
  */
 #include <check.h>
 #include <math.h>
@@ -193,6 +194,55 @@ START_TEST(test_recompute_in_simulator) {
 }
 END_TEST
 
+/* SwiGLU's stored activations with f = 2h, flash attention, no T: sb(10h + 4(ad + kd) + 6f)
+ * fused, 8f in place of 6f unfused (the silu output kept); a GeLU layer is the same either
+ * way. */
+START_TEST(test_swiglu_fusion) {
+    PpMemoryShape swiglu = tiny;
+    swiglu.flash_attention = TRUE;
+    swiglu.ffn_gated = TRUE;
+    swiglu.ffn_hidden = 128;
+    PpMemoryModel m;
+    pp_memory_model(&swiglu, &m);
+    const double sb = 32.0 * 2, h = 64, qkv = 4 * (64 + 64);
+    ck_assert_double_eq(m.layer_act_bytes, sb * (10 * h + qkv + 6 * 128));
+    swiglu.swiglu_unfused = TRUE;
+    pp_memory_model(&swiglu, &m);
+    ck_assert_double_eq(m.layer_act_bytes, sb * (10 * h + qkv + 8 * 128));
+    /* an MoE block's routed and shared experts follow it: K + S = 2 + 1 experts of 8f_e */
+    swiglu.experts = 4;
+    swiglu.experts_per_token = 2;
+    swiglu.shared_experts = 1;
+    swiglu.expert_ffn_hidden = 32;
+    pp_memory_model(&swiglu, &m);
+    ck_assert_double_eq(m.moe_layer_act_bytes,
+                        sb * (10 * h + qkv + 3 * 8 * 32 + 4 * 2 * h + 4 * 4));
+}
+END_TEST
+
+/* Tied embeddings: a virtual stage holding both ends counts the head's final LayerNorm 2h
+ * alone (V h fewer parameters); the last of several stages keeps its own copy, as Megatron's
+ * last pipeline stage does. T = 2 halves both. */
+START_TEST(test_tied_embeddings) {
+    PpMemoryShape shape = tiny;
+    shape.tensor = 2;
+    PpMemoryModel untied, tied;
+    pp_memory_model(&shape, &untied);
+    shape.tied_embeddings = TRUE;
+    pp_memory_model(&shape, &tied);
+    const double block = (12.0 * 64 * 64 + 13.0 * 64) / 2, embed = (100.0 * 64 + 32 * 64) / 2;
+    ck_assert_double_eq(pp_memory_vstage_params(&untied, 0, 2, TRUE, TRUE),
+                        2 * block + embed + (100.0 * 64 + 2 * 64) / 2);
+    ck_assert_double_eq(pp_memory_vstage_params(&tied, 0, 2, TRUE, TRUE),
+                        2 * block + embed + 2.0 * 64 / 2);
+    ck_assert_double_eq(pp_memory_vstage_params(&tied, 2, 2, FALSE, TRUE),
+                        pp_memory_vstage_params(&untied, 2, 2, FALSE, TRUE));
+    PpMemoryBytes bytes;
+    pp_memory_vstage_state(&tied, 0, 2, TRUE, TRUE, &bytes);
+    ck_assert_int_eq(bytes.static_bytes, llround((2 * block + embed + 64.0) * 16));
+}
+END_TEST
+
 /* Bad input names the key, the value and what would be valid. */
 START_TEST(test_memory_keys_bad_input) {
     const char *base = "[model]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n"
@@ -207,6 +257,9 @@ START_TEST(test_memory_keys_bad_input) {
         {"model.recompute_method=block", "set recompute = full"},
         {"parallel.fsdp_impl=fsdp3", "megatron, fsdp2"},
         {"parallel.fsdp_impl=fsdp2", "needs [parallel] fsdp = true"},
+        {"model.swiglu_fusion=maybe", "expected true or false"},
+        {"model.swiglu_fusion=false", "applies to ffn = swiglu only"},
+        {"model.tie_embeddings=2", "expected true or false"},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
         const char *set[] = {bad[i].set, NULL};
@@ -222,6 +275,15 @@ START_TEST(test_memory_keys_bad_input) {
     g_autoptr(PpScenario) sc = pp_scenario_load_data(base, "good.ini", good, &error);
     ck_assert_msg(sc != NULL, "%s", error ? error->message : "");
     ck_assert_int_eq(pp_scenario_recompute_method(sc), PP_RECOMPUTE_BLOCK);
+    const char *keys[] = {"model.ffn=swiglu", "model.swiglu_fusion=false",
+                          "model.tie_embeddings=true", NULL};
+    g_autoptr(PpScenario) with = pp_scenario_load_data(base, "keys.ini", keys, &error);
+    ck_assert_msg(with != NULL, "%s", error ? error->message : "");
+    PpMemoryShape shape;
+    pp_scenario_memory_shape(with, &shape);
+    ck_assert(shape.swiglu_unfused && shape.tied_embeddings);
+    pp_scenario_memory_shape(sc, &shape);
+    ck_assert(!shape.swiglu_unfused && !shape.tied_embeddings);
 }
 END_TEST
 
@@ -290,6 +352,8 @@ int main(void) {
     tcase_add_test(tc, test_fsdp_state);
     tcase_add_test(tc, test_recompute_modes);
     tcase_add_test(tc, test_recompute_in_simulator);
+    tcase_add_test(tc, test_swiglu_fusion);
+    tcase_add_test(tc, test_tied_embeddings);
     tcase_add_test(tc, test_memory_keys_bad_input);
     tcase_add_test(tc, test_grad_bytes_by_precision);
     suite_add_tcase(s, tc);

@@ -27,7 +27,8 @@ START_TEST(test_memory_gpt2_params) {
     /* sb(34h + 5as) and sb(2h + 5as) per block; 34sbh and 2sbh with flash attention. */
     ck_assert_double_eq(m.layer_act_bytes, 1024.0 * 4 * (34.0 * 768 + 5.0 * 12 * 1024));
     ck_assert_double_eq(m.layer_act_b_bytes, 1024.0 * 4 * (2.0 * 768 + 5.0 * 12 * 1024));
-    ck_assert_double_eq(m.logits_bytes, 4.0 * 1024 * 50257 * 4);
+    /* at the loss: the bf16 logits and their fp32 copy, 6 bytes per logit */
+    ck_assert_double_eq(m.logits_bytes, 6.0 * 1024 * 50257 * 4);
     PpMemoryShape flash = gpt2_124m;
     flash.flash_attention = TRUE;
     pp_memory_model(&flash, &m);

@@ -867,7 +867,7 @@ START_TEST(test_cost_analytic) {
         ck_assert_int_eq(cost->static_bytes[st], llround(params * 18) + llround(2 * 2 * b * s * h));
         ck_assert_int_eq(cost->weight_copy_bytes[st], llround(params * 2));
         ck_assert_int_eq(cost->u_ns[st], llround(params * 28 / 2e12 * 1e9));
-        double logits = st == 3 ? b * s * V * 4 : 0;
+        double logits = st == 3 ? b * s * V * 6 : 0;
         ck_assert_int_eq(cost->act_bytes[st],
                          llround(layers[st] * s * b * (34 * h + 5 * a * s) + logits));
         ck_assert_int_eq(cost->act_b_bytes[st],
@@ -897,7 +897,7 @@ START_TEST(test_cost_flash_attention) {
     const double  b = 2, s = 1024, h = 1024, V = 50257, a = 16;
     const int32_t layers[] = {7, 7, 6, 6};
     for (int32_t st = 0; st < 4; st++) {
-        double logits = st == 3 ? b * s * V * 4 : 0;
+        double logits = st == 3 ? b * s * V * 6 : 0;
         ck_assert_int_eq(on->act_bytes[st], llround(34 * s * b * h * layers[st] + logits));
         ck_assert_int_eq(on->act_b_bytes[st], llround(2 * s * b * h * layers[st] + logits));
         ck_assert_int_eq(off->act_bytes[st],

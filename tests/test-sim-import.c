@@ -430,6 +430,49 @@ START_TEST(test_megatron_grad_dtype) {
 }
 END_TEST
 
+/* Megatron's memory flags: --no-bias-swiglu-fusion with --swiglu is model.swiglu_fusion =
+ * false (without --swiglu it is named as ignored); the LM head is tied unless
+ * --untie-embeddings-and-output-weights is given. */
+START_TEST(test_megatron_memory_flags) {
+    g_autofree char  *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
+    g_autofree char  *out = g_build_filename(dir, "mixtral.ini", NULL);
+    const char *const extra[] = {"--no-bias-swiglu-fusion", NULL};
+    g_autofree char  *err = NULL;
+    import_mixtral(out, extra, &err); /* untied, with --swiglu */
+    g_autofree char *text = test_util_read_file(out, NULL);
+    ck_assert_msg(strstr(text, "\nswiglu_fusion=false\n") != NULL, "%s", text);
+    ck_assert_msg(strstr(text, "tie_embeddings") == NULL, "%s", text);
+    ck_assert_msg(strstr(err, "--untie-embeddings") == NULL, "%s", err);
+
+    g_autofree char  *gelu = g_build_filename(dir, "gelu.ini", NULL);
+    const char *const head[] = {"megatron", "--gpus", "8", "--out", gelu, NULL};
+    const char *const command[] = {"--num-layers",
+                                   "2",
+                                   "--hidden-size",
+                                   "64",
+                                   "--num-attention-heads",
+                                   "4",
+                                   "--seq-length",
+                                   "32",
+                                   "--vocab-size",
+                                   "100",
+                                   "--micro-batch-size",
+                                   "1",
+                                   "--global-batch-size",
+                                   "8",
+                                   "--no-bias-swiglu-fusion",
+                                   NULL};
+    g_autofree char  *err2 = NULL;
+    ck_assert_int_eq(run_import(head, command, &err2), 0);
+    g_autofree char *text2 = test_util_read_file(gelu, NULL);
+    ck_assert_msg(strstr(text2, "\ntie_embeddings=true\n") != NULL, "%s", text2);
+    ck_assert_msg(strstr(text2, "swiglu_fusion") == NULL, "%s", text2);
+    ck_assert_msg(strstr(err2, "--no-bias-swiglu-fusion: read only with --swiglu") != NULL, "%s",
+                  err2);
+    ck_assert(test_util_tmp_dir_remove(dir));
+}
+END_TEST
+
 /* --tp-comm-overlap maps to parallel.tp_comm_overlap. */
 START_TEST(test_megatron_tp_comm_overlap) {
     g_autofree char  *dir = test_util_tmp_dir_new("pacer-import-XXXXXX");
@@ -777,6 +820,7 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_megatron_cp_comm);
     tcase_add_test(tc, test_megatron_tp_comm_overlap);
     tcase_add_test(tc, test_megatron_grad_dtype);
+    tcase_add_test(tc, test_megatron_memory_flags);
     tcase_add_test(tc, test_nemo_overrides);
     tcase_add_test(tc, test_deepspeed_zero3);
     tcase_add_test(tc, test_megatron_recompute_fsdp2);

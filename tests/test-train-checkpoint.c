@@ -658,6 +658,8 @@ static const char *const tt_may_change[] = {
     "model.recompute_method",
     "model.recompute_num_layers",
     "model.recompute_modules",
+    "model.swiglu_fusion",
+    "model.tie_embeddings",
     "model.precision",
     "model.attention_flops",
     "model.attention",
