@@ -489,6 +489,25 @@ char *pp_scenario_key_names(const char *section) {
     return g_string_free(names, FALSE);
 }
 
+/* Keys earlier versions read and this one does not, with what took their place. */
+static const struct {
+    const char *section, *key, *why;
+} pp_retired_keys[] = {
+    {"hardware", "moe_host_us_per_expert",
+     "the MoE layer's host wait now follows from hardware.launch_us and "
+     "parallel.moe_dispatcher (docs/cost-model.md, Dispatcher and host sync); remove the key"},
+};
+
+char *pp_scenario_unknown_key_hint(const char *section, const char *key) {
+    for (size_t i = 0; i < G_N_ELEMENTS(pp_retired_keys); i++) {
+        if (strcmp(pp_retired_keys[i].section, section) == 0 &&
+            strcmp(pp_retired_keys[i].key, key) == 0)
+            return g_strdup_printf("retired: %s", pp_retired_keys[i].why);
+    }
+    g_autofree char *valid = pp_scenario_key_names(section);
+    return g_strdup_printf("valid keys: %s", valid);
+}
+
 char *pp_scenario_section_names(void) {
     GString *names = g_string_new(NULL);
     for (size_t i = 0; i < G_N_ELEMENTS(pp_scenario_sections); i++)

@@ -112,6 +112,9 @@ const PpScenarioSection *pp_scenario_section_find(const char *name);
 const PpScenarioKey *pp_scenario_key_find(const char *section, const char *key);
 /* Returns: (transfer full): the keys of @section, "preset, layers, ...". */
 char *pp_scenario_key_names(const char *section);
+/* Returns: (transfer full): what to say of the unknown @section.@key: why it was retired and
+ * what replaced it, or "valid keys: ..." of @section. */
+char *pp_scenario_unknown_key_hint(const char *section, const char *key);
 /* Returns: (transfer full): every section, "[model], [hardware], ...". */
 char *pp_scenario_section_names(void);
 /* The preset name (or Hugging Face config) that filled @section, or NULL (also for sections

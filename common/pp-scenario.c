@@ -67,9 +67,9 @@ static gboolean pp_scenario_check_names(GKeyFile *kf, const char *name, GError *
         g_auto(GStrv) keys = g_key_file_get_keys(kf, *g, NULL, NULL);
         for (char **key = keys; *key; key++) {
             if (pp_scenario_key_find(*g, *key) == NULL) {
-                g_autofree char *valid = pp_scenario_key_names(*g);
+                g_autofree char *hint = pp_scenario_unknown_key_hint(*g, *key);
                 g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_UNKNOWN_KEY,
-                            "%s: unknown key '%s' in [%s]; valid keys: %s", name, *key, *g, valid);
+                            "%s: unknown key '%s' in [%s]; %s", name, *key, *g, hint);
                 return FALSE;
             }
         }
@@ -100,10 +100,9 @@ static gboolean pp_scenario_apply_overrides(GKeyFile *kf, const char *const *ove
             return FALSE;
         }
         if (pp_scenario_key_find(section, key) == NULL) {
-            g_autofree char *valid = pp_scenario_key_names(section);
+            g_autofree char *hint = pp_scenario_unknown_key_hint(section, key);
             g_set_error(error, PP_SCENARIO_ERROR, PP_SCENARIO_ERROR_UNKNOWN_KEY,
-                        "override '%s': unknown key '%s' in [%s]; valid keys: %s", *o, key, section,
-                        valid);
+                        "override '%s': unknown key '%s' in [%s]; %s", *o, key, section, hint);
             return FALSE;
         }
         g_key_file_set_string(kf, section, key, value);
