@@ -659,6 +659,187 @@ static gboolean sim_cost_check_layer_ns(const PpScenario *scenario, const char *
     return FALSE;
 }
 
+/* One GPU's costs of a dense and an MoE block and of the LM head before the pipeline split:
+ * the layout's memory model, the blocks' compute and their collectives. */
+typedef struct {
+    SimLayout     layout;
+    PpMemoryShape shape;
+    PpMemoryModel mem;
+    SimCostSplit  split;
+    gboolean      ops_model; /* hardware.cost_model = operators: the ops below (sim/cost/) */
+    SimCostOps    dense_ops, moe_ops, head_ops;
+    double        attention_flops;  /* one block's attention core, forward, unsharded */
+    double        rate;             /* FLOP/s of this GPU on a block's time-FLOPs (0: [costs]) */
+    double        ns_per_flop;      /* this GPU's ns per time-FLOP of a block (0: [costs]) */
+    int64_t       tp_ns;            /* one tensor-parallel all-reduce or gather/scatter pair */
+    int64_t       cp_f_ns, cp_b_ns; /* the context ranks' collectives per pass, every block */
+} SimCostLayers;
+
+/* The context ranks' collectives per pass of @ly's blocks: Ulysses' all-to-alls or ring
+ * attention's hops (FALSE with @error when one layer's would leave the clock). */
+static gboolean sim_cost_layers_context(SimCostLayers *ly, const PpScenario *scenario,
+                                        GError **error) {
+    const SimLayout *layout = &ly->layout;
+    ly->cp_f_ns = ly->cp_b_ns = 0;
+    if (layout->context > 1 && pp_scenario_context_comm(scenario) == PP_CONTEXT_COMM_A2A) {
+        ly->cp_f_ns = ly->cp_b_ns = sim_cost_ulysses_ns(scenario, layout, &ly->shape);
+        return sim_cost_check_layer_ns(scenario, "context all-to-alls", ly->cp_f_ns, error);
+    }
+    if (layout->context > 1) {
+        const double t = scenario->parallel.tensor, c = layout->context;
+        sim_cost_ring_ns(scenario, layout, &ly->shape, ly->attention_flops / t / c / ly->rate * 1e9,
+                         &ly->cp_f_ns, &ly->cp_b_ns);
+        return sim_cost_check_layer_ns(scenario, "ring attention hops", ly->cp_b_ns, error);
+    }
+    return TRUE;
+}
+
+/* Fills @ly's MoE block (split.moe, moe_ops): its compute, the tensor and context collectives
+ * of a dense block and the expert all-to-alls. Expert parallelism: a dispatch and a combine
+ * all-to-all per MoE layer in the forward, and their two gradients in the input-gradient
+ * backward (and two more per recomputed forward), each moving the K routed copies of this
+ * GPU's bs/T tokens (2h bytes each; with a capacity factor the rows as padded or dropped,
+ * pp_memory_moe_routed_per_token()), on the compute stream as Megatron's all-to-all dispatcher
+ * runs them; with parallel.moe_a2a_overlap the forward's run under the paired backward's
+ * compute and the backward's under the paired forward's (sim_moe_a2a_exposed_ns()). They move
+ * their bytes at hardware.alltoall_eff x the links' bandwidths (checked by
+ * sim_cost_check_rate() when the model gives the times). */
+static gboolean sim_cost_layers_moe(SimCostLayers *ly, const PpScenario *scenario, gboolean times,
+                                    GError **error) {
+    const PpModelParams *model = &scenario->model;
+    const SimLayout     *layout = &ly->layout;
+    const double         b = scenario->pipeline.microbatch_size, s = model->seq_len;
+    const double         h = model->hidden, t = scenario->parallel.tensor, c = layout->context;
+    const double         a2a_eff = times ? scenario->hardware.alltoall_eff : 1.0;
+    const double         routed_bytes = b * s / t * pp_memory_moe_routed_per_token(&ly->shape) * h *
+                                SIM_COST_MSG_BYTES_PER_ELEM / a2a_eff;
+    const int64_t in_node = sim_layout_expert_ranks_in_node(layout, scenario->parallel.expert,
+                                                            scenario->parallel.expert_tensor);
+    double        intra_bytes, inter_bytes;
+    sim_moe_a2a_bytes(scenario, in_node, routed_bytes, &intra_bytes, &inter_bytes);
+    const int64_t a2a_ns = scenario->parallel.expert > 1
+                               ? sim_layout_alltoall_ns(layout, intra_bytes, inter_bytes)
+                               : 0;
+    if (!sim_cost_check_layer_ns(scenario, "expert all-to-all", a2a_ns, error))
+        return FALSE;
+    SimCostBlock *moe = &ly->split.moe;
+    sim_cost_fill_block(scenario, pp_memory_moe_layer_matrix_params(&ly->shape, TRUE),
+                        pp_memory_expert_matrix_params(&ly->shape),
+                        pp_memory_expert_run_params(&ly->shape), ly->attention_flops, times, moe);
+    if (ly->ops_model) {
+        sim_cost_ops_block(scenario, &ly->shape, TRUE, FALSE, &ly->moe_ops);
+        if (!sim_cost_ops_check(&ly->moe_ops, scenario, error))
+            return FALSE;
+    }
+    moe->static_bytes = pp_memory_moe_layer_state_bytes(&ly->mem);
+    moe->act_bytes = pp_memory_layer_stored_bytes(&ly->mem, TRUE);
+    const gboolean overlap = scenario->parallel.moe_a2a_overlap && times;
+    const double   moe_f_ns = overlap ? moe->time_flops / t / c / ly->rate * 1e9 : 0.0;
+    const double   moe_b_ns =
+        overlap ? moe_f_ns + moe->recompute_time_flops / t / c / ly->rate * 1e9 : 0.0;
+    /* the same context collectives as a dense block, the tensor ones under its own
+     * products, the expert ones added */
+    const SimCostRerunComm rerun = sim_cost_rerun_comm(scenario, TRUE);
+    const int64_t          tp_moe_ns =
+        sim_cost_tp_exposed_ns(scenario, moe, ly->attention_flops, ly->tp_ns, ly->ns_per_flop);
+    moe->comm_f_ns =
+        tp_moe_ns + ly->cp_f_ns + sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
+    const int64_t a2a_passes_b = rerun.a2a > 0.0 ? 2 : 1;
+    moe->comm_b_ns = llround(tp_moe_ns * (1.0 + rerun.tp) + ly->cp_b_ns * (1.0 + rerun.cp)) +
+                     sim_moe_a2a_exposed_ns(2 * a2a_ns * a2a_passes_b, a2a_eff, moe_f_ns, overlap);
+    return TRUE;
+}
+
+/* Fills @ly from @scenario: the memory model of docs/design.md §4.5 with the layout's T,
+ * sequence parallelism, recomputation and ZeRO-1 (pp-memory.h), and per block the FLOPs,
+ * compute time and collectives (@times: FALSE when [costs] gave the times). FLOPs of one
+ * micro-batch's forward before sharding: per layer 2bs per weight of its matrix products (QKV,
+ * projection, FFN: 24bsh^2 for GPT-2's layer; an MoE layer's active ones: router and K + S
+ * experts) + 2bs^2 * a(d_qk + d_v) (scores and weighted sum, a query heads: 4bs^2 ad for
+ * multi-head attention; half of it with model.attention_flops = causal); LM head 2bshV.
+ * Backward = 2 x forward, half B (input gradient), half W (weight gradient); B also reruns
+ * what model.recompute dropped. */
+static gboolean sim_cost_layers_fill(SimCostLayers *ly, const PpScenario *scenario, gboolean times,
+                                     GError **error) {
+    const PpModelParams    *model = &scenario->model;
+    const PpHardwareParams *hw = &scenario->hardware;
+    *ly = (SimCostLayers){0};
+    sim_layout_init(&ly->layout, scenario);
+    const SimLayout *layout = &ly->layout;
+    const double     b = scenario->pipeline.microbatch_size, s = model->seq_len;
+    const double     h = model->hidden, V = model->vocab, t = scenario->parallel.tensor;
+    const double     c = layout->context; /* each context rank: s/c tokens of every sequence */
+    const int64_t    tokens = (int64_t)scenario->pipeline.microbatch_size * model->seq_len;
+    pp_scenario_memory_shape(scenario, &ly->shape);
+    pp_memory_model(&ly->shape, &ly->mem);
+    const double causal = pp_scenario_attention_causal(scenario) ? 0.5 : 1.0;
+    ly->attention_flops = 2.0 * b * s * s * pp_memory_attention_width(&ly->shape) * causal;
+    ly->rate =
+        times ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens / layout->context, h) : 0.0;
+    ly->ops_model = times && pp_scenario_cost_operators(scenario);
+    /* Tensor parallelism: SIM_LAYOUT_TP_COLLECTIVES_PER_PASS collectives of the layer's full
+     * bf16 activation 2bsh per forward and per input-gradient backward (and per recomputed
+     * forward), on the intra-node link when the group fits in a node, else over the node's
+     * NICs (sim_layout_tensor_bytes_per_ns()); an all-reduce is one collective, sequence
+     * parallelism's all-gather and reduce-scatter two (sim_layout_ring_ns()). */
+    const gboolean tp_intra = sim_layout_tensor_intra(layout);
+    ly->tp_ns = sim_layout_ring_ns(
+        layout,
+        scenario->parallel.sequence_parallel ? SIM_LAYOUT_RING_PAIR : SIM_LAYOUT_RING_ALLREDUCE,
+        scenario->parallel.tensor,
+        tp_intra ? 1 : sim_layout_group_nodes(layout, scenario->parallel.tensor, 1),
+        b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / c, sim_layout_tensor_bytes_per_ns(layout));
+    /* forward, input-gradient backward and a recomputed forward (-1: beyond the clock
+     * already) */
+    const int64_t tp_passes = 3 * SIM_LAYOUT_TP_COLLECTIVES_PER_PASS;
+    if (!sim_cost_check_layer_ns(
+            scenario, "tensor-parallel collectives",
+            ly->tp_ns > PP_CHECKED_MAX / tp_passes ? -1 : tp_passes * ly->tp_ns, error))
+        return FALSE;
+    SimCostSplit *split = &ly->split;
+    *split = (SimCostSplit){
+        .first_moe_layer = ly->mem.first_moe_layer,
+        .head_flops = 2.0 * b * s * h * V,
+        .embed_static_bytes = ly->mem.embed_params * ly->mem.state_bpp,
+        .head_static_bytes = ly->mem.head_params * ly->mem.state_bpp,
+        .logits_bytes = ly->mem.logits_bytes,
+    };
+    sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&ly->shape), 0.0, 0.0,
+                        ly->attention_flops, times, &split->dense);
+    if (ly->ops_model) {
+        /* the collectives' overlap below (ring, expert all-to-alls, FSDP) reads the block's
+         * forward time as its FLOPs at this rate */
+        sim_cost_ops_block(scenario, &ly->shape, FALSE, FALSE, &ly->dense_ops);
+        sim_cost_ops_head(scenario, &ly->head_ops);
+        if (!sim_cost_ops_check(&ly->dense_ops, scenario, error) ||
+            !sim_cost_ops_check(&ly->head_ops, scenario, error))
+            return FALSE;
+        ly->rate = split->dense.time_flops / (t * c) /
+                   sim_cost_ops_pass_ns(&ly->dense_ops, hw, SIM_COST_PASS_F, 0) * 1e9;
+    }
+    split->dense.static_bytes = pp_memory_layer_state_bytes(&ly->mem);
+    split->dense.act_bytes = pp_memory_layer_stored_bytes(&ly->mem, FALSE);
+    ly->ns_per_flop = times ? 1e9 / (t * c * ly->rate) : 0.0;
+    if (!sim_cost_layers_context(ly, scenario, error))
+        return FALSE;
+    const SimCostRerunComm rerun = sim_cost_rerun_comm(scenario, FALSE);
+    const int64_t tp_dense_ns = sim_cost_tp_exposed_ns(scenario, &split->dense, ly->attention_flops,
+                                                       ly->tp_ns, ly->ns_per_flop);
+    split->dense.comm_f_ns = tp_dense_ns + ly->cp_f_ns;
+    split->dense.comm_b_ns =
+        llround(tp_dense_ns * (1.0 + rerun.tp) + ly->cp_b_ns * (1.0 + rerun.cp));
+    if (ly->mem.first_moe_layer < model->layers && !sim_cost_layers_moe(ly, scenario, times, error))
+        return FALSE;
+    if (scenario->parallel.fsdp && times) {
+        const int32_t g = pp_scenario_grad_bytes(scenario);
+        sim_cost_add_fsdp(layout, ly->mem.layer_params, g, ly->ns_per_flop, &split->dense);
+        if (ly->mem.first_moe_layer < model->layers)
+            sim_cost_add_fsdp(layout, ly->mem.moe_layer_params, g, ly->ns_per_flop, &split->moe);
+    }
+    split->device_bytes = ly->mem.fsdp_buffer_bytes + ly->mem.comm_buffer_bytes;
+    return TRUE;
+}
+
 /* Fills the analytic durations, link and memory model of @cost from @scenario. Layers are
  * split over the virtual stages by sim_cost_partition(); virtual stage vs runs on the device
  * of the schedule's placement. Stage 0's first chunk holds the embeddings, the last virtual
@@ -690,164 +871,27 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
                     scenario->path, scenario->run.n_layers_per_stage, n_vstages);
         return FALSE;
     }
-    SimLayout layout;
-    sim_layout_init(&layout, scenario);
-    const double  b = scenario->pipeline.microbatch_size, s = model->seq_len;
-    const double  h = model->hidden, V = model->vocab;
-    const double  t = scenario->parallel.tensor, d = layout.data;
-    const double  c = layout.context; /* each context rank: s/c tokens of every sequence */
-    const int64_t tokens = (int64_t)scenario->pipeline.microbatch_size * model->seq_len;
-
-    /* Parameters, bytes per parameter and activation bytes on one GPU: the memory model of
-     * docs/design.md §4.5 with the layout's T, sequence parallelism, recomputation and ZeRO-1
-     * (pp-memory.h). */
-    const gboolean zero = scenario->parallel.distributed_optimizer || scenario->parallel.fsdp;
-    PpMemoryShape  shape;
-    PpMemoryModel  mem;
-    pp_scenario_memory_shape(scenario, &shape);
-    pp_memory_model(&shape, &mem);
-    /* FLOPs of one micro-batch's forward before sharding: per layer 2bs per weight of its
-     * matrix products (QKV, projection, FFN: 24bsh^2 for GPT-2's layer; an MoE layer's active
-     * ones: router and K + S experts) + 2bs^2 * a(d_qk + d_v) (scores and weighted sum, a
-     * query heads: 4bs^2 ad for multi-head attention; half of it with model.attention_flops =
-     * causal); LM head 2bshV. Backward = 2 x forward, half B (input gradient), half W (weight
-     * gradient); B also reruns what model.recompute dropped. */
-    const double causal = pp_scenario_attention_causal(scenario) ? 0.5 : 1.0;
-    const double attention_flops = 2.0 * b * s * s * pp_memory_attention_width(&shape) * causal;
-    const double head_flops = 2.0 * b * s * h * V;
-    double       rate = times
-                            ? hw->peak_flops * sim_cost_kernel_efficiency(hw, tokens / layout.context, h)
-                            : 0.0; /* FLOP/s */
-    /* hardware.cost_model = operators: the blocks' and the head's operators (sim/cost/) */
-    const gboolean ops_model = times && pp_scenario_cost_operators(scenario);
-    SimCostOps     dense_ops = {0}, moe_ops = {0}, head_ops = {0};
-    /* Tensor parallelism: SIM_LAYOUT_TP_COLLECTIVES_PER_PASS collectives of the layer's full
-     * bf16 activation 2bsh per forward and per input-gradient backward (and per recomputed
-     * forward), on the intra-node link when the group fits in a node, else over the node's
-     * NICs (sim_layout_tensor_bytes_per_ns()); an all-reduce is one collective, sequence
-     * parallelism's all-gather and reduce-scatter two (sim_layout_ring_ns()). */
-    const gboolean tp_intra = sim_layout_tensor_intra(&layout);
-    const int64_t  tp_ns = sim_layout_ring_ns(
-         &layout,
-        scenario->parallel.sequence_parallel ? SIM_LAYOUT_RING_PAIR : SIM_LAYOUT_RING_ALLREDUCE,
-         scenario->parallel.tensor,
-        tp_intra ? 1 : sim_layout_group_nodes(&layout, scenario->parallel.tensor, 1),
-         b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / c, sim_layout_tensor_bytes_per_ns(&layout));
-    /* forward, input-gradient backward and a recomputed forward (-1: beyond the clock
-     * already) */
-    const int64_t tp_passes = 3 * SIM_LAYOUT_TP_COLLECTIVES_PER_PASS;
-    if (!sim_cost_check_layer_ns(scenario, "tensor-parallel collectives",
-                                 tp_ns > PP_CHECKED_MAX / tp_passes ? -1 : tp_passes * tp_ns,
-                                 error))
+    SimCostLayers ly;
+    if (!sim_cost_layers_fill(&ly, scenario, times, error))
         return FALSE;
-    const SimCostRerunComm rerun_dense = sim_cost_rerun_comm(scenario, FALSE);
-    const SimCostRerunComm rerun_moe = sim_cost_rerun_comm(scenario, TRUE);
-    SimCostSplit           split = {
-                  .first_moe_layer = mem.first_moe_layer,
-                  .head_flops = head_flops,
-                  .embed_static_bytes = mem.embed_params * mem.state_bpp,
-                  .head_static_bytes = mem.head_params * mem.state_bpp,
-                  .logits_bytes = mem.logits_bytes,
-    };
-    sim_cost_fill_block(scenario, pp_memory_layer_matrix_params(&shape), 0.0, 0.0, attention_flops,
-                        times, &split.dense);
-    if (ops_model) {
-        /* the collectives' overlap below (ring, expert all-to-alls, FSDP) reads the block's
-         * forward time as its FLOPs at this rate */
-        sim_cost_ops_block(scenario, &shape, FALSE, FALSE, &dense_ops);
-        sim_cost_ops_head(scenario, &head_ops);
-        if (!sim_cost_ops_check(&dense_ops, scenario, error) ||
-            !sim_cost_ops_check(&head_ops, scenario, error))
-            return FALSE;
-        rate = split.dense.time_flops / (t * c) /
-               sim_cost_ops_pass_ns(&dense_ops, hw, SIM_COST_PASS_F, 0) * 1e9;
-    }
-    split.dense.static_bytes = pp_memory_layer_state_bytes(&mem);
-    split.dense.act_bytes = pp_memory_layer_stored_bytes(&mem, FALSE);
-    /* this GPU's ns per time-FLOP of a block (0 when [costs] gave the times) */
-    const double ns_per_flop = times ? 1e9 / (t * c * rate) : 0.0;
-    /* the context ranks' collectives per pass: the same in every block */
-    int64_t cp_f_ns = 0, cp_b_ns = 0;
-    if (layout.context > 1 && pp_scenario_context_comm(scenario) == PP_CONTEXT_COMM_A2A) {
-        cp_f_ns = cp_b_ns = sim_cost_ulysses_ns(scenario, &layout, &shape);
-        if (!sim_cost_check_layer_ns(scenario, "context all-to-alls", cp_f_ns, error))
-            return FALSE;
-    } else if (layout.context > 1) {
-        sim_cost_ring_ns(scenario, &layout, &shape, attention_flops / t / c / rate * 1e9, &cp_f_ns,
-                         &cp_b_ns);
-        if (!sim_cost_check_layer_ns(scenario, "ring attention hops", cp_b_ns, error))
-            return FALSE;
-    }
-    const int64_t tp_dense_ns =
-        sim_cost_tp_exposed_ns(scenario, &split.dense, attention_flops, tp_ns, ns_per_flop);
-    split.dense.comm_f_ns = tp_dense_ns + cp_f_ns;
-    split.dense.comm_b_ns =
-        llround(tp_dense_ns * (1.0 + rerun_dense.tp) + cp_b_ns * (1.0 + rerun_dense.cp));
-    if (mem.first_moe_layer < model->layers) {
-        /* Expert parallelism: a dispatch and a combine all-to-all per MoE layer in the
-         * forward, and their two gradients in the input-gradient backward (and two more per
-         * recomputed forward), each moving the K routed copies of this GPU's bs/T tokens
-         * (2h bytes each; with a capacity factor the rows as padded or dropped,
-         * pp_memory_moe_routed_per_token()), on the compute stream as Megatron's all-to-all
-         * dispatcher runs
-         * them; with parallel.moe_a2a_overlap the forward's run under the paired backward's
-         * compute and the backward's under the paired forward's (sim_moe_a2a_exposed_ns()).
-         * They move their bytes at hardware.alltoall_eff x the links' bandwidths (checked by
-         * sim_cost_check_rate() when the model gives the times). */
-        const double a2a_eff = times ? hw->alltoall_eff : 1.0;
-        const double routed_bytes = b * s / t * pp_memory_moe_routed_per_token(&shape) * h *
-                                    SIM_COST_MSG_BYTES_PER_ELEM / a2a_eff;
-        const int64_t in_node = sim_layout_expert_ranks_in_node(&layout, scenario->parallel.expert,
-                                                                scenario->parallel.expert_tensor);
-        double        intra_bytes, inter_bytes;
-        sim_moe_a2a_bytes(scenario, in_node, routed_bytes, &intra_bytes, &inter_bytes);
-        const int64_t a2a_ns = scenario->parallel.expert > 1
-                                   ? sim_layout_alltoall_ns(&layout, intra_bytes, inter_bytes)
-                                   : 0;
-        if (!sim_cost_check_layer_ns(scenario, "expert all-to-all", a2a_ns, error))
-            return FALSE;
-        const double expert_params = pp_memory_expert_matrix_params(&shape);
-        sim_cost_fill_block(scenario, pp_memory_moe_layer_matrix_params(&shape, TRUE),
-                            expert_params, pp_memory_expert_run_params(&shape), attention_flops,
-                            times, &split.moe);
-        if (ops_model) {
-            sim_cost_ops_block(scenario, &shape, TRUE, FALSE, &moe_ops);
-            if (!sim_cost_ops_check(&moe_ops, scenario, error))
-                return FALSE;
-        }
-        split.moe.static_bytes = pp_memory_moe_layer_state_bytes(&mem);
-        split.moe.act_bytes = pp_memory_layer_stored_bytes(&mem, TRUE);
-        const gboolean overlap = scenario->parallel.moe_a2a_overlap && times;
-        const double   moe_f_ns = overlap ? split.moe.time_flops / t / c / rate * 1e9 : 0.0;
-        const double   moe_b_ns =
-            overlap ? moe_f_ns + split.moe.recompute_time_flops / t / c / rate * 1e9 : 0.0;
-        /* the same context collectives as a dense block, the tensor ones under its own
-         * products, the expert ones added */
-        const int64_t tp_moe_ns =
-            sim_cost_tp_exposed_ns(scenario, &split.moe, attention_flops, tp_ns, ns_per_flop);
-        split.moe.comm_f_ns =
-            tp_moe_ns + cp_f_ns + sim_moe_a2a_exposed_ns(2 * a2a_ns, a2a_eff, moe_b_ns, overlap);
-        const int64_t a2a_passes_b = rerun_moe.a2a > 0.0 ? 2 : 1;
-        split.moe.comm_b_ns =
-            llround(tp_moe_ns * (1.0 + rerun_moe.tp) + cp_b_ns * (1.0 + rerun_moe.cp)) +
-            sim_moe_a2a_exposed_ns(2 * a2a_ns * a2a_passes_b, a2a_eff, moe_f_ns, overlap);
-    }
-    if (scenario->parallel.fsdp && times) {
-        const int32_t g = pp_scenario_grad_bytes(scenario);
-        sim_cost_add_fsdp(&layout, mem.layer_params, g, ns_per_flop, &split.dense);
-        if (mem.first_moe_layer < model->layers)
-            sim_cost_add_fsdp(&layout, mem.moe_layer_params, g, ns_per_flop, &split.moe);
-    }
-    split.device_bytes = mem.fsdp_buffer_bytes + mem.comm_buffer_bytes;
+    const SimLayout     *layout = &ly.layout;
+    const PpMemoryModel *mem = &ly.mem;
+    const SimCostSplit  *split = &ly.split;
+    const double         b = scenario->pipeline.microbatch_size, s = model->seq_len;
+    const double         h = model->hidden, t = scenario->parallel.tensor, d = layout->data;
+    const double         c = layout->context;
+    const double         rate = ly.rate, head_flops = split->head_flops;
+    const gboolean       zero = scenario->parallel.distributed_optimizer || scenario->parallel.fsdp;
+
     /* One activation or gradient message between stages: each of the T GPUs sends its 1/T
      * of the bf16 activation 2bsh (sequence parallelism shards it; without it, Megatron's
      * scatter/gather optimisation does, and the intra-node all-gather after it is not
      * charged). */
     const double msg_bytes = b * s * h * SIM_COST_MSG_BYTES_PER_ELEM / t / c;
-    const double all_params = pp_memory_vstage_params(&mem, 0, model->layers, TRUE, TRUE);
-    if (!sim_cost_check_magnitudes(scenario, &split, all_params, rate, msg_bytes, times, error))
+    const double all_params = pp_memory_vstage_params(mem, 0, model->layers, TRUE, TRUE);
+    if (!sim_cost_check_magnitudes(scenario, split, all_params, rate, msg_bytes, times, error))
         return FALSE;
-    g_autoptr(PpPartition) part = sim_cost_partition(scenario, &split, times, cache, error);
+    g_autoptr(PpPartition) part = sim_cost_partition(scenario, split, times, cache, error);
     if (part == NULL)
         return FALSE;
 
@@ -856,29 +900,30 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
     g_autofree int32_t *unit_layers = g_new0(int32_t, n_vstages);    /* by unit */
     g_autofree int64_t *recompute_bytes = g_new0(int64_t, n_stages); /* by stage */
     double              total_flops = 0.0, total_hw_flops = 0.0;
-    const SimCostBlock *D = &split.dense, *M = &split.moe;
+    const SimCostBlock *D = &split->dense, *M = &split->moe;
     for (int32_t vs = 0; vs < n_vstages; vs++) {
         int32_t stage, chunk;
         pp_placement_vstage(placement, n_stages, vs, &stage, &chunk);
         int32_t  unit = stage * n_chunks + chunk;
         int32_t  begin = part->layer_begin[vs], layers = part->layer_end[vs] - begin;
-        int32_t  n_moe = pp_memory_moe_layers(&mem, begin, layers), n_dense = layers - n_moe;
+        int32_t  n_moe = pp_memory_moe_layers(mem, begin, layers), n_dense = layers - n_moe;
         gboolean first = vs == 0, last = vs == n_vstages - 1;
 
         double flops =
             sim_cost_blocks(n_dense, D->flops, n_moe, M->flops) + (last ? head_flops : 0.0);
         double time_flops = sim_cost_blocks(n_dense, D->time_flops, n_moe, M->time_flops) +
                             (last ? head_flops : 0.0);
-        double params = pp_memory_vstage_params(&mem, begin, layers, first, last);
+        double params = pp_memory_vstage_params(mem, begin, layers, first, last);
         total_flops += 3.0 * flops;
         total_hw_flops +=
             3.0 * flops + sim_cost_blocks(n_dense, D->recompute_flops, n_moe, M->recompute_flops);
         unit_params[unit] = params;
         unit_layers[unit] = layers;
-        if (ops_model) {
+        if (ly.ops_model) {
             double ns[SIM_COST_PASS_N_KINDS];
-            sim_cost_ops_unit_ns(&dense_ops, n_dense, &moe_ops, n_moe, last ? &head_ops : NULL, hw,
-                                 sim_cost_ops_rerun_set(scenario), ns);
+            sim_cost_ops_unit_ns(&ly.dense_ops, n_dense, &ly.moe_ops, n_moe,
+                                 last ? &ly.head_ops : NULL, hw, sim_cost_ops_rerun_set(scenario),
+                                 ns);
             cost->f_ns[unit] =
                 llround(ns[SIM_COST_PASS_F]) + n_dense * D->comm_f_ns + n_moe * M->comm_f_ns;
             cost->b_ns[unit] =
@@ -897,26 +942,26 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
             cost->w_ns[unit] = llround(compute_ns) + n_dense * D->comm_w_ns + n_moe * M->comm_w_ns;
         }
         PpMemoryBytes state;
-        pp_memory_vstage_state(&mem, begin, layers, first, last, &state);
+        pp_memory_vstage_state(mem, begin, layers, first, last, &state);
         cost->weights_bytes[stage] += state.params_bytes;
         cost->grads_bytes[stage] += state.grads_bytes;
         cost->optim_bytes[stage] += state.optim_bytes;
         cost->static_bytes[stage] += state.static_bytes;
         /* the largest set of activations the stage's backward rebuilds at once */
         recompute_bytes[stage] = MAX(recompute_bytes[stage],
-                                     llround(pp_memory_unit_recompute_bytes(&mem, begin, layers)));
+                                     llround(pp_memory_unit_recompute_bytes(mem, begin, layers)));
         cost->weight_copy_bytes[stage] += llround(params * PP_MEMORY_WEIGHT_COPY_BYTES_PER_PARAM);
         if (times && hw->mem_bw_bytes_per_s > 0.0)
             cost->u_ns[stage] +=
                 llround(params / (zero ? d * c : 1.0) * SIM_COST_UPDATE_BYTES_PER_PARAM /
                         hw->mem_bw_bytes_per_s * 1e9);
-        cost->act_bytes[unit] = llround(pp_memory_unit_act_bytes(&mem, begin, layers, last));
-        cost->act_b_bytes[unit] = llround(pp_memory_unit_act_b_bytes(&mem, begin, layers, last));
+        cost->act_bytes[unit] = llround(pp_memory_unit_act_bytes(mem, begin, layers, last));
+        cost->act_b_bytes[unit] = llround(pp_memory_unit_act_b_bytes(mem, begin, layers, last));
     }
 
     for (int32_t stage = 0; stage < n_stages; stage++) {
         /* communication buffers, fsdp's gathered blocks, recomputed activations */
-        cost->buffer_bytes[stage] = llround(split.device_bytes) + recompute_bytes[stage];
+        cost->buffer_bytes[stage] = llround(split->device_bytes) + recompute_bytes[stage];
         cost->static_bytes[stage] += cost->buffer_bytes[stage];
     }
     cost->act_msg_bytes = llround(msg_bytes);
@@ -924,9 +969,9 @@ static gboolean sim_cost_fill_analytic(SimCostModel *cost, const PpScenario *sce
         cost->comm_latency_ns = hw->link_latency_ns;
         cost->comm_bytes_per_ns = hw->link_bw_bytes_per_s / 1e9;
     }
-    if (!sim_cost_fill_layout(cost, scenario, &layout, unit_params, unit_layers, times, error))
+    if (!sim_cost_fill_layout(cost, scenario, layout, unit_params, unit_layers, times, error))
         return FALSE;
-    cost->tokens_per_mb = tokens;
+    cost->tokens_per_mb = (int64_t)scenario->pipeline.microbatch_size * model->seq_len;
     cost->samples_per_mb = scenario->pipeline.microbatch_size;
     cost->flops_per_mb = total_flops;
     cost->hw_flops_per_mb = total_hw_flops;
