@@ -32,20 +32,6 @@ static void sim_cost_block_slice(const PpScenario *scenario, SimCostSlice *slice
     sim_cost_slice_expert(slice, scenario);
 }
 
-void sim_cost_ops_add_forward(SimCostOps *ops, double gpu_ns, double kernels, double flops) {
-    ops->gpu_ns[SIM_COST_PASS_F] += gpu_ns;
-    ops->kernels[SIM_COST_PASS_F] += kernels;
-    ops->matmul_flops += flops;
-    if (ops->module >= 0) {
-        ops->rerun_gpu_ns[ops->module] += gpu_ns;
-        ops->rerun_kernels[ops->module] += kernels;
-        ops->rerun_flops[ops->module] += flops;
-    }
-    ops->rerun_gpu_ns[SIM_COST_RERUN_OP] += ops->op_rerun * gpu_ns;
-    ops->rerun_kernels[SIM_COST_RERUN_OP] += ops->op_rerun * kernels;
-    ops->rerun_flops[SIM_COST_RERUN_OP] += ops->op_rerun * flops;
-}
-
 /* The bit number of the PpRecomputeModule bit @module. */
 static int sim_cost_block_module(guint module) {
     return module == 0 ? -1 : (int)g_bit_nth_lsf(module, -1);

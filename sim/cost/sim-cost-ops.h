@@ -118,7 +118,7 @@ void sim_cost_ops_elementwise(SimCostOps *ops, const SimCostSlice *slice, double
                               double f_bytes, double b_bytes);
 
 /* Adds the forward of an operator, @gpu_ns and @kernels, and its matrix @flops to @ops: to F,
- * to the rerun part of ops->module and op_rerun x it to SIM_COST_RERUN_OP (sim-cost-block.c). */
+ * to the rerun part of ops->module and op_rerun x it to SIM_COST_RERUN_OP (sim-cost-tally.c). */
 void sim_cost_ops_add_forward(SimCostOps *ops, double gpu_ns, double kernels, double flops);
 
 /* --- the block and the head (sim-cost-block.c) --- */
