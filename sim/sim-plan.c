@@ -299,7 +299,7 @@ static int32_t sim_plan_steps(const SimPlanCandidate *c) {
     if (c->kind->sync != PP_SCHED_ASYNC)
         return SIM_PLAN_SYNC_STEPS;
     int32_t a = sim_plan_accumulation(c->kind, c->microbatches);
-    int32_t fill = (c->stages + a - 1) / a;
+    int32_t fill = c->stages / a + (c->stages % a != 0); /* rounded up, a up to INT32_MAX */
     return MAX(SIM_PLAN_ASYNC_STEPS, SIM_PLAN_ASYNC_FILLS * fill);
 }
 

@@ -30,7 +30,8 @@ void sim_replay_dp_sync(const PpSchedule *sched, const int64_t *start_ns, const 
                         SimReplayDpRow *rows, int64_t n_rows, int64_t *sync_ns) {
     for (int32_t id = 0; id < pp_schedule_n_ops_total(sched); id++)
         sync_ns[id] = 0;
-    qsort(rows, (size_t)n_rows, sizeof *rows, sim_replay_dp_cmp_row);
+    if (n_rows > 0) /* rows may be NULL when there are none, which qsort() may not take */
+        qsort(rows, (size_t)n_rows, sizeof *rows, sim_replay_dp_cmp_row);
     /* Rows sorted by (U, start): a sweep keeps the end of the union so far. */
     int64_t covered_ns = G_MININT64;
     for (int64_t i = 0; i < n_rows; i++) {
